@@ -1,0 +1,233 @@
+// foldcheck: is a conv+BatchNorm drift the rounding IEEE arithmetic predicts, or a bug?
+//
+// Exit codes: 0 every verdict EXPECTED; 1 any verdict UNEXPECTED (or MISTRUSTED: a
+// vacuous comparison never counts as a pass); 2 bad usage or bad input (one line on
+// stderr naming the input and the problem; no output file is written).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "foldcheck/case_file.hpp"
+#include "foldcheck/errors.hpp"
+#include "foldcheck/explain.hpp"
+#include "foldcheck/npy.hpp"
+#include "foldcheck/number_list.hpp"
+#include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/reports/text.hpp"
+#include "foldcheck/run_case.hpp"
+#include "foldcheck/version.hpp"
+
+namespace fc = foldcheck;
+using json = nlohmann::json;
+
+namespace {
+
+struct OutputOptions {
+  std::string format = "text";
+  std::string output;
+  long precision = 256;
+  unsigned threads = 0;
+  bool quiet = false;
+};
+
+void add_output_options(CLI::App* cmd, OutputOptions& o) {
+  cmd->add_option("--format", o.format, "Output format")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  cmd->add_option("-o,--output", o.output, "Write the output to FILE (atomically) instead of stdout");
+  cmd->add_option("--precision", o.precision, "Starting working precision of the reference, in bits")
+      ->check(CLI::Range(64L, 65536L))
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Threads (0: all cores); results are identical for any count")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", o.quiet, "No progress messages on stderr");
+}
+
+void emit(const OutputOptions& o, const std::string& content) {
+  if (o.output.empty()) {
+    std::cout << content;
+    if (!content.empty() && content.back() != '\n') std::cout << '\n';
+    std::cout.flush();
+  } else {
+    fc::reports::write_file_atomically(o.output, content);
+  }
+}
+
+int exit_code(const json& result) { return result["verdict"] == "EXPECTED" ? 0 : 1; }
+
+struct ExplainArgs {
+  std::string original, observed, gamma, beta, mean, var, bn_file, dtype;
+  double eps = 1e-5;
+  bool eps_given = false;
+};
+
+void check_finite(const std::vector<double>& v, const std::string& what) {
+  for (double x : v)
+    if (!std::isfinite(x)) throw fc::InputError(what + ": contains NaN or Inf");
+}
+
+fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source) {
+  std::vector<double> gamma{1.0}, beta{0.0}, mean{0.0}, var{1.0};
+  double eps = 1e-5;
+  given = false;
+  source = "defaults (fresh BatchNorm: gamma 1, beta 0, mean 0, var 1, eps 1e-5)";
+  if (!a.bn_file.empty()) {
+    const auto arrays = fc::read_npz(a.bn_file);
+    for (const auto& [k, t] : arrays)
+      if (k != "gamma" && k != "beta" && k != "mean" && k != "var" && k != "eps")
+        throw fc::InputError(a.bn_file + ": unexpected key '" + k + "' (expected gamma, beta, mean, var, eps)");
+    if (arrays.count("gamma")) gamma = arrays.at("gamma").data;
+    if (arrays.count("beta")) beta = arrays.at("beta").data;
+    if (arrays.count("mean")) mean = arrays.at("mean").data;
+    if (arrays.count("var")) var = arrays.at("var").data;
+    if (arrays.count("eps")) {
+      if (arrays.at("eps").data.size() != 1) throw fc::InputError(a.bn_file + "[eps]: must hold one value");
+      eps = arrays.at("eps").data[0];
+    }
+    given = true;
+    source = a.bn_file;
+  }
+  if (!a.gamma.empty()) gamma = fc::load_values(a.gamma, "--gamma");
+  if (!a.beta.empty()) beta = fc::load_values(a.beta, "--beta");
+  if (!a.mean.empty()) mean = fc::load_values(a.mean, "--mean");
+  if (!a.var.empty()) var = fc::load_values(a.var, "--var");
+  if (a.eps_given) eps = a.eps;
+  if (!a.gamma.empty() || !a.beta.empty() || !a.mean.empty() || !a.var.empty() || a.eps_given) {
+    given = true;
+    source = a.bn_file.empty() ? "flags" : a.bn_file + " and flags";
+  }
+  check_finite(gamma, "gamma");
+  check_finite(beta, "beta");
+  check_finite(mean, "mean");
+  check_finite(var, "var");
+  if (!std::isfinite(eps)) throw fc::InputError("eps: NaN or Inf");
+  if (eps < 0) throw fc::InputError(fmt::format("eps: negative ({:g})", eps));
+  std::size_t C = 1;
+  for (auto* v : {&gamma, &beta, &mean, &var}) C = std::max(C, v->size());
+  const char* names[] = {"gamma", "beta", "mean", "var"};
+  int k = 0;
+  for (auto* v : {&gamma, &beta, &mean, &var}) {
+    if (v->size() == 1) v->assign(C, v->front());
+    else if (v->size() != C)
+      throw fc::InputError(fmt::format("BatchNorm {} has {} values, other parameters have {}", names[k], v->size(), C));
+    ++k;
+  }
+  for (std::size_t o = 0; o < C; ++o) {
+    if (var[o] < 0) throw fc::InputError(fmt::format("var: negative variance {:g} at channel {}", var[o], o));
+    if (!(var[o] + eps > 0)) throw fc::InputError(fmt::format("var + eps <= 0 at channel {}", o));
+  }
+  return fc::ref::BnParams{gamma, beta, mean, var, eps};
+}
+
+int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
+  fc::ExplainInput in;
+  fc::Shape oshape;
+  in.original = fc::load_values(a.original, "--original", &oshape);
+  in.observed = fc::load_values(a.observed, "--observed");
+  check_finite(in.original, "--original");
+  const bool npy = a.original.size() > 4 && a.original.substr(a.original.size() - 4) == ".npy";
+  in.dtype = a.dtype.empty() ? (npy ? fc::read_npy(a.original).dtype : fc::DType::Float32) : fc::dtype_from_name(a.dtype);
+  for (auto* v : {&in.original, &in.observed})
+    for (double& x : *v) {
+      const double r = fc::round_to(in.dtype, x);
+      if (npy && r != x && !std::isnan(x))
+        throw fc::InputError(fmt::format("{}: value {:.17g} is not a {} value", a.original, x, fc::name(in.dtype)));
+      x = r;
+    }
+  in.bn = load_bn(a, in.bn_given, in.bn_source);
+  for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
+    for (double& x : *v) x = fc::round_to(in.dtype, x);
+  if (npy && oshape.size() > 1 && in.bn.gamma.size() > 1 && oshape[0] != static_cast<std::int64_t>(in.bn.gamma.size()))
+    throw fc::InputError(fmt::format("{}: shape {} has {} output channels but the BatchNorm has {}", a.original,
+                                     fc::shape_string(oshape), oshape[0], in.bn.gamma.size()));
+  in.ref_options.precision = o.precision;
+  in.ref_options.threads = o.threads;
+  const json r = fc::explain(in);
+  emit(o, o.format == "json" ? r.dump(2) : fc::reports::explain_text(r));
+  return exit_code(r);
+}
+
+int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist) {
+  const fc::CaseSpec spec = fc::load_case(path);
+  fc::RunOptions ro;
+  ro.ref.precision = o.precision;
+  ro.ref.threads = o.threads;
+  ro.threads = o.threads;
+  const bool tty = isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!o.quiet && tty) {
+    ro.progress = [t0](const std::string& msg) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
+    };
+  }
+  std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
+  const json r = fc::run_case(spec, ro);
+  if (ro.progress) std::cerr << "\r\033[K";
+  emit(o, o.format == "json" ? r.dump(2) : fc::reports::run_text(r, {all_hist}));
+  return exit_code(r);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"foldcheck — is a conv+BatchNorm drift the rounding IEEE arithmetic predicts, or a bug?\n"
+               "Exit codes: 0 all EXPECTED, 1 any UNEXPECTED, 2 bad usage or input.",
+               "foldcheck"};
+  app.set_version_flag("--version", std::string("foldcheck ") + fc::kVersion);
+  app.require_subcommand(1);
+
+  OutputOptions eo, ro;
+  ExplainArgs ea;
+  auto* explain = app.add_subcommand(
+      "explain",
+      "Is an observed folded weight tensor the fold of a BatchNorm? From numbers alone: per element drift (ppm), "
+      "exact fold, residual (ULP), the recipes that reproduce it bit for bit, and a verdict with its bound.");
+  explain->add_option("--original", ea.original, "Original weights: comma list or .npy (OIHW: channel = axis 0)")->required();
+  explain->add_option("--observed", ea.observed, "Observed folded weights: comma list or .npy")->required();
+  explain->add_option("--gamma", ea.gamma, "BatchNorm scale: one value or one per channel (list or .npy); default 1");
+  explain->add_option("--beta", ea.beta, "BatchNorm shift; default 0");
+  explain->add_option("--mean", ea.mean, "Running mean; default 0");
+  explain->add_option("--var", ea.var, "Running variance; default 1");
+  explain->add_option("--eps", ea.eps, "BatchNorm epsilon; default 1e-5")->each([&](const std::string&) { ea.eps_given = true; });
+  explain->add_option("--bn", ea.bn_file, "BatchNorm parameters: .npz with keys gamma, beta, mean, var, eps (each optional)");
+  explain->add_option("--dtype", ea.dtype, "float32 (default for lists), float64, float16 or bfloat16; .npy input: its dtype");
+  add_output_options(explain, eo);
+
+  std::string case_path;
+  bool all_hist = false;
+  auto* run = app.add_subcommand("run", "Evaluate a conv+BN case file along every path, dtype, recipe and accumulation "
+                                        "order against the certified reference, with bounds, histograms and verdicts.");
+  run->add_option("case", case_path, "Case file (JSON); see cases/README.md")->required();
+  run->add_flag("--all-histograms", all_hist, "Print a histogram for every path (text format)");
+  add_output_options(run, ro);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "foldcheck: error: " << e.what() << "\nRun 'foldcheck --help' for usage.\n";
+    return 2;
+  }
+  try {
+    if (*explain) return cmd_explain(ea, eo);
+    if (*run) return cmd_run(case_path, ro, all_hist);
+  } catch (const fc::InputError& e) {
+    std::cerr << "foldcheck: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::domain_error& e) {
+    std::cerr << "foldcheck: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "foldcheck: error: " << e.what() << "\n";
+    return 2;
+  }
+  return 2;
+}

@@ -1,0 +1,66 @@
+#pragma once
+// Per-element comparison of values of a dtype against certified exact values.
+//
+// Conventions (DEVELOPERS.md): ULP error = (v - x) / ulp_T(x), signed and fractional,
+// ulp_T the spacing of T at the exact x (floored at the subnormal spacing); ppm =
+// 1e6 (v - x) / |x|. Non-finite and signed-zero outcomes are counted as their own
+// kinds, never folded into the numbers:
+//   nan            v is NaN (the exact value never is)
+//   inf_mismatch   v is +-Inf but x rounds to a finite value (or the other infinity)
+//   overflow_match v and the correctly rounded x are the same infinity (not scored)
+//   signed_zero    v is -0 where x is exactly 0 (scored as 0 ULP, reported)
+//   ppm_undefined  x is exactly 0 (ULP still scored; ppm has no meaning)
+// A comparison whose exact values are all zero is MISTRUSTED: it would pass vacuously.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/dtype.hpp"
+#include "foldcheck/histogram.hpp"
+#include "foldcheck/reference/certify.hpp"
+
+namespace foldcheck {
+
+enum class Verdict { Expected, Unexpected, Mistrusted };
+const char* name(Verdict v);
+Verdict worst(Verdict a, Verdict b);
+
+struct Distribution {
+  double max_abs = 0, mean_abs = 0, mean = 0, rms = 0, p50 = 0, p99 = 0, p999 = 0;
+  std::int64_t count = 0;
+};
+
+struct KindCounts {
+  std::int64_t nan = 0, inf_mismatch = 0, overflow_match = 0, signed_zero = 0, ppm_undefined = 0;
+};
+
+struct Comparison {
+  std::int64_t elements = 0, exact_matches = 0;
+  Distribution ulp, ppm;
+  Histogram ulp_hist = Histogram::for_ulp(), ppm_hist = Histogram::for_ppm();
+  KindCounts kinds;
+  std::int64_t worst_index = -1;  // element with the largest |ULP|
+  // With bounds: the largest |v - x| / bound, and how many elements exceed their bound.
+  std::optional<double> worst_bound_ratio;
+  std::int64_t worst_bound_index = -1;
+  double worst_bound_ulp = 0.0;  // the bound at that element, in ULP
+  std::int64_t beyond_bound = 0;
+  Verdict verdict = Verdict::Expected;
+};
+
+// Compare values v[i] (of dtype t) with the exact x[i]. `bounds`, if given, is a per-
+// element absolute bound on |v - x|; the verdict is UNEXPECTED when any element exceeds
+// it (or is NaN / a spurious Inf), MISTRUSTED when every exact value is 0.
+Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
+                   const std::vector<double>* bounds = nullptr);
+
+// Signed ULP error of v against the double-double x (finite values).
+double ulp_error(double v, const ref::DoubleDouble& x, DType t);
+
+nlohmann::json to_json(const Distribution& d);
+nlohmann::json to_json(const Comparison& c);
+
+}  // namespace foldcheck

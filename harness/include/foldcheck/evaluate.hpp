@@ -1,0 +1,45 @@
+#pragma once
+// Evaluation of a graph under an arithmetic policy, and its deterministic error bound.
+//
+// Contract (evaluate): every node computes in the storage dtype's arithmetic type
+// (float32 for float32/float16/bfloat16, float64 for float64) exactly the operations
+// described, and rounds its output to the storage dtype. The conv accumulates the
+// products of in-bounds positions in (c, kh, kw) order, sequentially or pairwise, then
+// adds its bias with one more rounding. Results do not depend on the thread count.
+//
+// Contract (deterministic_bound): for each output element, a rigorous bound on
+// |evaluate(...) - exact value of the original unfused layer|, from the a-priori analysis
+// (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 3.1): the conv's
+// accumulated error is at most gamma_k * (sum|x_i w_i| + |b|), where k is the number of
+// roundings a term can suffer (sequential: n products and additions + 1 for the bias;
+// pairwise: ceil(log2 n) + 1 + 1), plus the weights' and bias' own fold errors, then the
+// BatchNorm or post-add chain in Bounded arithmetic (bounded.hpp).
+#include <string>
+#include <vector>
+
+#include "foldcheck/graph.hpp"
+
+namespace foldcheck {
+
+enum class Accumulation { Sequential, Pairwise };
+const char* name(Accumulation a);
+Accumulation accumulation_from_name(const std::string& n);
+
+struct Policy {
+  Accumulation accumulation = Accumulation::Sequential;
+  BnForm bn_form = BnForm::Textbook;
+  unsigned threads = 0;  // 0: hardware concurrency
+};
+
+std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const Policy& p);
+
+// Number of roundings a product term of an n-term conv (plus bias) can suffer.
+double accumulation_roundings(Accumulation a, std::int64_t n, bool has_bias);
+
+struct BoundReport {
+  std::vector<double> bound;  // per output element, absolute
+  std::string formula;        // human-readable statement of the bound used
+};
+BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p);
+
+}  // namespace foldcheck

@@ -1,0 +1,26 @@
+#pragma once
+// NumPy .npy and .npz I/O (format version 1.0/2.0/3.0, little-endian float16/32/64,
+// C order). Values are returned as doubles (exact widening) with the file's dtype.
+//
+// Contract: read_npy validates the magic, header, dtype, shape and that the data length
+// matches the shape before reading; any defect is an InputError naming the file.
+// read_npz reads the named arrays (members "<key>.npy") of a zip archive via libzip.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "foldcheck/tensor.hpp"
+
+namespace foldcheck {
+
+Tensor read_npy(const std::string& path);
+Tensor parse_npy(const std::string& bytes, const std::string& what);
+std::string serialize_npy(const Tensor& t);  // float16/32/64 only (bfloat16 has no npy dtype: written as float32)
+void write_npy(const std::string& path, const Tensor& t);
+
+// All members of an .npz as tensors, keyed by name without ".npy".
+std::map<std::string, Tensor> read_npz(const std::string& path);
+void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays);
+
+}  // namespace foldcheck

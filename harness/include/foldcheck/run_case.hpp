@@ -1,0 +1,23 @@
+#pragma once
+// `foldcheck run CASE.json`: evaluate a conv+BN case along every requested path
+// (unfused; fused with each recipe) x dtype x accumulation order, score each against the
+// certified reference with its deterministic bound, score every recipe's folded weights
+// and biases against the exact fold, and compare fused with unfused per element.
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/case_file.hpp"
+
+namespace foldcheck {
+
+struct RunOptions {
+  ref::Options ref;
+  unsigned threads = 0;
+  std::function<void(const std::string&)> progress;  // status lines for long runs (may be empty)
+};
+
+nlohmann::json run_case(const CaseSpec& spec, const RunOptions& opts);
+
+}  // namespace foldcheck

@@ -1,0 +1,285 @@
+#include "foldcheck/case_file.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "foldcheck/errors.hpp"
+#include "foldcheck/npy.hpp"
+
+namespace foldcheck {
+namespace {
+
+using json = nlohmann::json;
+
+struct Ctx {
+  std::string path;
+  [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
+    throw InputError(path + ": " + field + ": " + msg);
+  }
+};
+
+void check_keys(const Ctx& c, const json& j, const std::string& where, const std::set<std::string>& allowed) {
+  if (!j.is_object()) c.fail(where, "must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!allowed.count(it.key())) c.fail(where, "unknown key '" + it.key() + "'");
+}
+
+double number(const Ctx& c, const json& j, const std::string& field) {
+  if (!j.is_number()) c.fail(field, "must be a number");
+  const double v = j.get<double>();
+  if (!std::isfinite(v)) c.fail(field, "must be finite");
+  return v;
+}
+
+std::int64_t positive_int(const Ctx& c, const json& j, const std::string& field, std::int64_t min = 1) {
+  if (!j.is_number_integer() || j.get<std::int64_t>() < min)
+    c.fail(field, "must be an integer >= " + std::to_string(min));
+  return j.get<std::int64_t>();
+}
+
+std::pair<std::int64_t, std::int64_t> pair_of(const Ctx& c, const json& j, const std::string& field, std::int64_t dflt,
+                                              std::int64_t min) {
+  if (j.is_null()) return {dflt, dflt};
+  if (j.is_number_integer()) {
+    const auto v = positive_int(c, j, field, min);
+    return {v, v};
+  }
+  if (!j.is_array() || j.size() != 2) c.fail(field, "must be an integer or a list of two");
+  return {positive_int(c, j[0], field, min), positive_int(c, j[1], field, min)};
+}
+
+TensorSpec tensor_spec(const Ctx& c, const json& j, const std::string& field) {
+  TensorSpec t;
+  if (j.is_number()) {
+    t.init = json{{"const", number(c, j, field)}};
+    return t;
+  }
+  check_keys(c, j, field, {"init", "prefix"});
+  if (!j.contains("init")) c.fail(field, "missing 'init'");
+  t.init = j["init"];
+  const json& i = t.init;
+  if (!i.is_object() || i.size() != 1) c.fail(field + ".init", "must be one of normal, uniform, const, values, npy");
+  const std::string kind = i.begin().key();
+  const json& a = i.begin().value();
+  if (kind == "normal") {
+    check_keys(c, a, field + ".init.normal", {"mean", "std"});
+    if (number(c, a.value("std", json(1.0)), field + ".init.normal.std") < 0) c.fail(field, "std must be >= 0");
+    number(c, a.value("mean", json(0.0)), field + ".init.normal.mean");
+  } else if (kind == "uniform") {
+    check_keys(c, a, field + ".init.uniform", {"low", "high"});
+    if (number(c, a.at("low"), field + ".init.uniform.low") > number(c, a.at("high"), field + ".init.uniform.high"))
+      c.fail(field, "uniform low > high");
+  } else if (kind == "const") {
+    number(c, a, field + ".init.const");
+  } else if (kind == "values") {
+    if (!a.is_array() || a.empty()) c.fail(field + ".init.values", "must be a non-empty list of numbers");
+    for (const auto& v : a) number(c, v, field + ".init.values");
+  } else if (kind == "npy") {
+    if (!a.is_string()) c.fail(field + ".init.npy", "must be a path");
+    std::filesystem::path p = a.get<std::string>();
+    if (p.is_relative()) p = std::filesystem::path(c.path).parent_path() / p;
+    t.init = json{{"npy", p.string()}};
+  } else {
+    c.fail(field + ".init", "unknown initializer '" + kind + "'");
+  }
+  if (j.contains("prefix")) {
+    if (!j["prefix"].is_array()) c.fail(field + ".prefix", "must be a list of numbers");
+    for (const auto& v : j["prefix"]) t.prefix.push_back(number(c, v, field + ".prefix"));
+  }
+  return t;
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// Draw n values of a tensor in dtype t. Uniform doubles use the top 53 bits of the
+// 64-bit generator; normals use Box-Muller. Every value is then rounded to t.
+std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, const std::string& tensor,
+                         std::int64_t n, std::uint64_t seed, DType t) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  const json& i = spec.init;
+  const std::string kind = i.begin().key();
+  const json& a = i.begin().value();
+  std::mt19937_64 rng(seed ^ fnv1a(tensor));
+  auto unit = [&] { return static_cast<double>(rng() >> 11) * 0x1p-53; };
+  if (kind == "normal") {
+    const double mu = a.value("mean", 0.0), sd = a.value("std", 1.0);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const double u1 = 1.0 - unit(), u2 = unit();
+      v[k] = mu + sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    }
+  } else if (kind == "uniform") {
+    const double lo = a.at("low").get<double>(), hi = a.at("high").get<double>();
+    for (auto& x : v) x = lo + (hi - lo) * unit();
+  } else if (kind == "const") {
+    std::fill(v.begin(), v.end(), a.get<double>());
+  } else if (kind == "values") {
+    if (static_cast<std::int64_t>(a.size()) != n)
+      throw InputError(case_path + ": " + tensor + ": " + std::to_string(a.size()) + " values given, shape needs " +
+                       std::to_string(n));
+    for (std::int64_t k = 0; k < n; ++k) v[k] = a[k].get<double>();
+  } else if (kind == "npy") {
+    const Tensor f = read_npy(a.get<std::string>());
+    if (f.size() != n)
+      throw InputError(a.get<std::string>() + ": " + tensor + " has " + std::to_string(f.size()) +
+                       " elements, the case needs " + std::to_string(n));
+    v = f.data;
+  }
+  if (static_cast<std::int64_t>(spec.prefix.size()) > n)
+    throw InputError(case_path + ": " + tensor + ".prefix is longer than the tensor");
+  std::copy(spec.prefix.begin(), spec.prefix.end(), v.begin());
+  for (auto& x : v) {
+    if (!std::isfinite(x)) throw InputError(case_path + ": " + tensor + ": contains NaN or Inf");
+    x = round_to(t, x);
+  }
+  return v;
+}
+
+}  // namespace
+
+CaseSpec load_case(const std::string& path) {
+  Ctx c{path};
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open case file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(path + ": invalid JSON: " + e.what());
+  }
+  check_keys(c, j, "case", {"name", "description", "seed", "conv", "input", "weights", "conv_bias", "bn", "compare",
+                            "observed_weights"});
+  CaseSpec s;
+  s.path = path;
+  s.name = j.value("name", std::filesystem::path(path).stem().string());
+  s.description = j.value("description", "");
+  if (!j.contains("seed") || !j["seed"].is_number_unsigned()) c.fail("seed", "required, a non-negative integer");
+  s.seed = j["seed"].get<std::uint64_t>();
+
+  if (!j.contains("conv")) c.fail("conv", "required");
+  const json& cv = j["conv"];
+  check_keys(c, cv, "conv", {"in_channels", "out_channels", "kernel", "stride", "padding", "dilation", "groups", "bias"});
+  auto& g = s.geometry;
+  g.C = positive_int(c, cv.value("in_channels", json()), "conv.in_channels");
+  g.O = positive_int(c, cv.value("out_channels", json()), "conv.out_channels");
+  std::tie(g.KH, g.KW) = pair_of(c, cv.value("kernel", json()), "conv.kernel", 1, 1);
+  std::tie(g.stride_h, g.stride_w) = pair_of(c, cv.value("stride", json()), "conv.stride", 1, 1);
+  std::tie(g.dil_h, g.dil_w) = pair_of(c, cv.value("dilation", json()), "conv.dilation", 1, 1);
+  g.groups = cv.contains("groups") ? positive_int(c, cv["groups"], "conv.groups") : 1;
+  const json pad = cv.value("padding", json(0));
+  if (pad.is_array() && pad.size() == 4) {
+    g.pad_top = positive_int(c, pad[0], "conv.padding", 0);
+    g.pad_left = positive_int(c, pad[1], "conv.padding", 0);
+    g.pad_bottom = positive_int(c, pad[2], "conv.padding", 0);
+    g.pad_right = positive_int(c, pad[3], "conv.padding", 0);
+  } else {
+    std::tie(g.pad_top, g.pad_left) = pair_of(c, pad, "conv.padding", 0, 0);
+    g.pad_bottom = g.pad_top;
+    g.pad_right = g.pad_left;
+  }
+  if (g.C % g.groups || g.O % g.groups) c.fail("conv.groups", "must divide in_channels and out_channels");
+  s.conv_bias = cv.value("bias", false);
+
+  if (!j.contains("input")) c.fail("input", "required");
+  check_keys(c, j["input"], "input", {"shape", "init", "prefix"});
+  const json& shp = j["input"].value("shape", json());
+  if (!shp.is_array() || shp.size() != 4) c.fail("input.shape", "must be [N, C, H, W]");
+  g.N = positive_int(c, shp[0], "input.shape");
+  if (positive_int(c, shp[1], "input.shape") != g.C) c.fail("input.shape", "C does not match conv.in_channels");
+  g.H = positive_int(c, shp[2], "input.shape");
+  g.W = positive_int(c, shp[3], "input.shape");
+  if (g.OH() <= 0 || g.OW() <= 0) c.fail("conv", "kernel larger than the padded input");
+  json in_spec = j["input"];
+  in_spec.erase("shape");
+  s.input = tensor_spec(c, in_spec, "input");
+
+  if (!j.contains("weights")) c.fail("weights", "required");
+  s.weights = tensor_spec(c, j["weights"], "weights");
+  if (s.conv_bias) {
+    if (!j.contains("conv_bias")) c.fail("conv_bias", "required when conv.bias is true");
+    s.bias = tensor_spec(c, j["conv_bias"], "conv_bias");
+  } else if (j.contains("conv_bias")) {
+    c.fail("conv_bias", "given but conv.bias is false");
+  }
+
+  const json bn = j.value("bn", json::object());
+  check_keys(c, bn, "bn", {"gamma", "beta", "mean", "var", "eps"});
+  s.gamma = tensor_spec(c, bn.value("gamma", json(1.0)), "bn.gamma");
+  s.beta = tensor_spec(c, bn.value("beta", json(0.0)), "bn.beta");
+  s.mean = tensor_spec(c, bn.value("mean", json(0.0)), "bn.mean");
+  s.var = tensor_spec(c, bn.value("var", json(1.0)), "bn.var");
+  s.eps = number(c, bn.value("eps", json(1e-5)), "bn.eps");
+  if (s.eps < 0) c.fail("bn.eps", "must be >= 0");
+
+  const json cmp = j.value("compare", json::object());
+  check_keys(c, cmp, "compare", {"dtypes", "recipes", "accumulation", "bn_form"});
+  if (cmp.contains("dtypes")) {
+    s.dtypes.clear();
+    for (const auto& d : cmp["dtypes"]) s.dtypes.push_back(dtype_from_name(d.get<std::string>()));
+  }
+  s.recipes = all_recipes();
+  if (cmp.contains("recipes")) {
+    s.recipes.clear();
+    for (const auto& r : cmp["recipes"]) s.recipes.push_back(recipe_from_name(r.get<std::string>()));
+  }
+  if (cmp.contains("accumulation")) {
+    s.accumulations.clear();
+    for (const auto& a : cmp["accumulation"]) s.accumulations.push_back(accumulation_from_name(a.get<std::string>()));
+  }
+  if (cmp.contains("bn_form")) s.bn_form = bn_form_from_name(cmp["bn_form"].get<std::string>());
+  if (s.dtypes.empty() || s.accumulations.empty()) c.fail("compare", "needs at least one dtype and accumulation order");
+
+  if (j.contains("observed_weights")) {
+    const json& o = j["observed_weights"];
+    check_keys(c, o, "observed_weights", {"prefix", "note"});
+    std::vector<double> v;
+    for (const auto& x : o.value("prefix", json::array())) v.push_back(number(c, x, "observed_weights.prefix"));
+    if (v.empty()) c.fail("observed_weights.prefix", "must be a non-empty list");
+    s.observed_weights_prefix = v;
+    s.observed_note = o.value("note", "");
+  }
+  // Validate the BN statistics once in float64 (materialize re-checks per dtype).
+  materialize(s, DType::Float64);
+  return s;
+}
+
+CaseData materialize(const CaseSpec& s, DType t) {
+  const auto& g = s.geometry;
+  CaseData d;
+  d.graph.dtype = t;
+  d.input = draw(s.path, s.input, "input", g.N * g.C * g.H * g.W, s.seed, t);
+  Node conv;
+  conv.kind = Node::Kind::Conv;
+  conv.name = "conv";
+  conv.geometry = g;
+  conv.weight.dtype = t;
+  conv.weight.shape = {g.O, g.C / g.groups, g.KH, g.KW};
+  conv.weight.data = draw(s.path, s.weights, "weights", element_count(conv.weight.shape), s.seed, t);
+  if (s.conv_bias) conv.bias = draw(s.path, s.bias, "conv_bias", g.O, s.seed, t);
+  Node bn;
+  bn.kind = Node::Kind::BatchNorm;
+  bn.name = "bn";
+  bn.geometry = g;
+  bn.bn.gamma = draw(s.path, s.gamma, "bn.gamma", g.O, s.seed, t);
+  bn.bn.beta = draw(s.path, s.beta, "bn.beta", g.O, s.seed, t);
+  bn.bn.mean = draw(s.path, s.mean, "bn.mean", g.O, s.seed, t);
+  bn.bn.var = draw(s.path, s.var, "bn.var", g.O, s.seed, t);
+  bn.bn.eps = s.eps;
+  for (std::size_t o = 0; o < bn.bn.var.size(); ++o) {
+    if (bn.bn.var[o] < 0)
+      throw InputError(s.path + ": bn.var: negative variance " + std::to_string(bn.bn.var[o]) + " at channel " +
+                       std::to_string(o));
+    if (!(bn.bn.var[o] + s.eps > 0))
+      throw InputError(s.path + ": bn: var + eps <= 0 at channel " + std::to_string(o));
+  }
+  d.graph.nodes = {conv, bn};
+  return d;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,151 @@
+#include "foldcheck/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace foldcheck {
+
+const char* name(Verdict v) {
+  switch (v) {
+    case Verdict::Expected: return "EXPECTED";
+    case Verdict::Unexpected: return "UNEXPECTED";
+    case Verdict::Mistrusted: return "MISTRUSTED";
+  }
+  return "?";
+}
+
+Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
+
+double ulp_error(double v, const ref::DoubleDouble& x, DType t) {
+  const long double d = (static_cast<long double>(v) - x.hi) - x.lo;
+  return static_cast<double>(d / ulp(t, x.hi, x.lo));
+}
+
+namespace {
+
+// Nearest-rank percentile of sorted values.
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+Distribution summarize(std::vector<double> signed_vals) {
+  Distribution d;
+  d.count = static_cast<std::int64_t>(signed_vals.size());
+  if (signed_vals.empty()) return d;
+  double sa = 0, s = 0, s2 = 0;
+  for (double e : signed_vals) {
+    sa += std::fabs(e);
+    s += e;
+    s2 += e * e;
+  }
+  const double n = static_cast<double>(signed_vals.size());
+  d.mean_abs = sa / n;
+  d.mean = s / n;
+  d.rms = std::sqrt(s2 / n);
+  for (double& e : signed_vals) e = std::fabs(e);
+  std::sort(signed_vals.begin(), signed_vals.end());
+  d.max_abs = signed_vals.back();
+  d.p50 = percentile(signed_vals, 0.50);
+  d.p99 = percentile(signed_vals, 0.99);
+  d.p999 = percentile(signed_vals, 0.999);
+  return d;
+}
+
+}  // namespace
+
+Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
+                   const std::vector<double>* bounds) {
+  Comparison c;
+  c.elements = static_cast<std::int64_t>(v.size());
+  std::vector<double> ulps, ppms;
+  ulps.reserve(v.size());
+  ppms.reserve(v.size());
+  const ref::Format& f = *info(t).format;
+  bool all_zero = true;
+  double worst_abs_ulp = -1;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const ref::Value& xi = x[i];
+    const double rounded = xi.rounded_to(f);
+    if (xi.approx.hi != 0.0) all_zero = false;
+    if (std::isnan(v[i])) {
+      ++c.kinds.nan;
+      c.verdict = Verdict::Unexpected;
+      continue;
+    }
+    if (std::isinf(v[i])) {
+      if (v[i] == rounded) ++c.kinds.overflow_match;
+      else {
+        ++c.kinds.inf_mismatch;
+        c.verdict = Verdict::Unexpected;
+      }
+      continue;
+    }
+    if (v[i] == 0.0 && std::signbit(v[i]) && xi.approx.hi == 0.0) ++c.kinds.signed_zero;
+    const double e = ulp_error(v[i], xi.approx, t);
+    ulps.push_back(e);
+    c.ulp_hist.add(e);
+    if (v[i] == rounded) ++c.exact_matches;
+    if (std::fabs(e) > worst_abs_ulp) {
+      worst_abs_ulp = std::fabs(e);
+      c.worst_index = static_cast<std::int64_t>(i);
+    }
+    if (xi.approx.hi == 0.0) ++c.kinds.ppm_undefined;
+    else {
+      const long double d = (static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo;
+      const double ppm = static_cast<double>(1e6L * d / std::fabs(static_cast<long double>(xi.approx.hi) + xi.approx.lo));
+      ppms.push_back(ppm);
+      c.ppm_hist.add(ppm);
+    }
+    if (bounds) {
+      const long double d = std::fabs((static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo);
+      // The difference is evaluated with relative error ~2^-64; the 2^-40 margin covers it.
+      const double b = (*bounds)[i] * (1 + 0x1p-40);
+      const double ratio = b > 0 ? static_cast<double>(d / b) : (d == 0 ? 0.0 : HUGE_VAL);
+      if (!c.worst_bound_ratio || ratio > *c.worst_bound_ratio) {
+        c.worst_bound_ratio = ratio;
+        c.worst_bound_index = static_cast<std::int64_t>(i);
+        c.worst_bound_ulp = (*bounds)[i] / ulp(t, xi.approx.hi, xi.approx.lo);
+      }
+      if (d > b) {
+        ++c.beyond_bound;
+        c.verdict = Verdict::Unexpected;
+      }
+    }
+  }
+  c.ulp = summarize(std::move(ulps));
+  c.ppm = summarize(std::move(ppms));
+  if (all_zero && !v.empty() && c.verdict == Verdict::Expected) c.verdict = Verdict::Mistrusted;
+  return c;
+}
+
+nlohmann::json to_json(const Distribution& d) {
+  return {{"count", d.count}, {"max_abs", d.max_abs}, {"mean_abs", d.mean_abs}, {"mean", d.mean},
+          {"rms", d.rms},     {"p50", d.p50},         {"p99", d.p99},           {"p99_9", d.p999}};
+}
+
+nlohmann::json to_json(const Comparison& c) {
+  nlohmann::json j{{"verdict", name(c.verdict)},
+                   {"elements", c.elements},
+                   {"exact_matches", c.exact_matches},
+                   {"ulp", to_json(c.ulp)},
+                   {"ppm", to_json(c.ppm)},
+                   {"kinds",
+                    {{"nan", c.kinds.nan},
+                     {"inf_mismatch", c.kinds.inf_mismatch},
+                     {"overflow_match", c.kinds.overflow_match},
+                     {"signed_zero", c.kinds.signed_zero},
+                     {"ppm_undefined", c.kinds.ppm_undefined}}},
+                   {"worst_index", c.worst_index},
+                   {"histograms", {{"ulp", to_json(c.ulp_hist)}, {"ppm", to_json(c.ppm_hist)}}}};
+  if (c.worst_bound_ratio) {
+    j["bound_check"] = {{"worst_ratio", *c.worst_bound_ratio},
+                        {"worst_index", c.worst_bound_index},
+                        {"bound_ulp_at_worst", c.worst_bound_ulp},
+                        {"beyond_bound", c.beyond_bound}};
+  }
+  return j;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,78 @@
+#include "foldcheck/dtype.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "foldcheck/errors.hpp"
+
+namespace foldcheck {
+namespace {
+
+DTypeInfo make(DType t, DType arith, const ref::Format& f) {
+  DTypeInfo i{};
+  i.dtype = t;
+  i.name = f.name;
+  i.precision = f.precision;
+  i.emin = f.emin;
+  i.emax = f.emax;
+  i.unit_roundoff = std::ldexp(1.0, -f.precision);
+  i.min_subnormal = std::ldexp(1.0, f.emin - f.precision + 1);
+  i.underflow_eta = std::ldexp(1.0, f.emin - f.precision);
+  i.max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.emax);
+  i.arithmetic = arith;
+  i.format = &f;
+  return i;
+}
+
+const DTypeInfo kInfos[] = {
+    make(DType::Float64, DType::Float64, ref::kFloat64),
+    make(DType::Float32, DType::Float32, ref::kFloat32),
+    make(DType::Float16, DType::Float32, ref::kFloat16),
+    make(DType::BFloat16, DType::Float32, ref::kBFloat16),
+};
+
+}  // namespace
+
+const DTypeInfo& info(DType t) { return kInfos[static_cast<int>(t)]; }
+
+DType dtype_from_name(std::string_view n) {
+  for (const auto& i : kInfos)
+    if (n == i.name) return i.dtype;
+  if (n == "f64" || n == "double") return DType::Float64;
+  if (n == "f32" || n == "float") return DType::Float32;
+  if (n == "f16" || n == "half") return DType::Float16;
+  if (n == "bf16") return DType::BFloat16;
+  throw InputError("unknown dtype '" + std::string(n) + "' (expected float64, float32, float16 or bfloat16)");
+}
+
+// Same method as ref::round_to_format, in binary64: with q the exponent of ulp_T(x),
+// x·2^-q is exact (a power-of-two scaling of a double that stays normal, since
+// q >= emin - p + 1 >= -1074 and |x·2^-q| < 2^p), nearbyint rounds it to an integer
+// ties-to-even (default rounding mode), and m·2^q is exact.
+double round_to(DType t, double x) {
+  if (t == DType::Float64 || !std::isfinite(x) || x == 0.0) return x;
+  const DTypeInfo& i = info(t);
+  const int e = std::ilogb(x);
+  const int q = std::max(e, i.emin) - (i.precision - 1);
+  const double m = std::nearbyint(std::ldexp(x, -q));
+  if (m == 0.0) return std::copysign(0.0, x);
+  if (q + std::ilogb(m) > i.emax) return std::copysign(HUGE_VAL, x);
+  return std::ldexp(m, q);
+}
+
+bool representable(DType t, double x) {
+  return std::isnan(x) || round_to(t, x) == x;
+}
+
+double ulp(DType t, double hi, double lo) {
+  const DTypeInfo& i = info(t);
+  if (hi == 0.0 || !std::isfinite(hi)) return std::isfinite(hi) ? i.min_subnormal : std::ldexp(1.0, i.emax - i.precision + 1);
+  int e = std::ilogb(hi);
+  // hi a power of two and lo pulling |x| below it: x is in the binade below.
+  if (std::fabs(hi) == std::ldexp(1.0, e) && lo != 0.0 && std::signbit(lo) != std::signbit(hi)) --e;
+  e = std::min(e, i.emax);
+  return std::ldexp(1.0, std::max(e, i.emin) - i.precision + 1);
+}
+
+}  // namespace foldcheck

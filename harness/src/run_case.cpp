@@ -1,0 +1,216 @@
+#include "foldcheck/run_case.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "foldcheck/compare.hpp"
+#include "foldcheck/explain.hpp"
+#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/version.hpp"
+
+namespace foldcheck {
+namespace {
+
+using json = nlohmann::json;
+
+ref::LayerData layer_of(const Graph& g, const std::vector<double>& x) {
+  const Node& conv = g.nodes.at(0);
+  ref::LayerData L;
+  L.geometry = conv.geometry;
+  L.x = &x;
+  L.w = &conv.weight.data;
+  L.bias = conv.bias.empty() ? nullptr : &conv.bias;
+  L.bn = g.nodes.size() > 1 ? &g.nodes[1].bn : nullptr;
+  return L;
+}
+
+json scored(const std::string& label, const Comparison& c, const std::string& formula) {
+  json j = to_json(c);
+  j["name"] = label;
+  j["bound"] = {{"kind", "deterministic"}, {"formula", formula}};
+  if (c.worst_bound_ratio) {
+    j["bound"]["worst_ratio"] = *c.worst_bound_ratio;
+    j["bound"]["bound_ulp_at_worst"] = c.worst_bound_ulp;
+  }
+  return j;
+}
+
+}  // namespace
+
+json run_case(const CaseSpec& spec, const RunOptions& opts) {
+  auto say = [&](const std::string& s) {
+    if (opts.progress) opts.progress(s);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  Verdict overall = Verdict::Expected;
+  json per_dtype = json::array();
+  std::int64_t escalations = 0;
+  long max_prec = 0;
+
+  for (DType dt : spec.dtypes) {
+    const CaseData data = materialize(spec, dt);
+    const Node& conv = data.graph.nodes[0];
+    const Node& bnn = data.graph.nodes[1];
+    say(fmt::format("{}: reference conv+BN ({} outputs x {} terms, {}-bit intervals)", name(dt),
+                    conv.geometry.output_size(), conv.geometry.terms_per_output(), opts.ref.precision));
+    const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), opts.ref);
+    escalations += exact.escalations;
+    max_prec = std::max(max_prec, exact.max_precision_used);
+
+    // Exact fold of every weight and bias.
+    const std::int64_t per_channel = conv.geometry.terms_per_output();
+    std::vector<ref::Value> wexact(conv.weight.data.size()), bexact(static_cast<std::size_t>(conv.geometry.O));
+    for (std::size_t k = 0; k < wexact.size(); ++k) {
+      const std::size_t o = k / per_channel;
+      wexact[k] = ref::fold_weight(conv.weight.data[k], bnn.bn.gamma[o], bnn.bn.var[o], bnn.bn.eps, opts.ref);
+    }
+    for (std::size_t o = 0; o < bexact.size(); ++o)
+      bexact[o] = ref::fold_bias(conv.bias.empty() ? 0.0 : conv.bias[o], bnn.bn.gamma[o], bnn.bn.beta[o],
+                                 bnn.bn.mean[o], bnn.bn.var[o], bnn.bn.eps, opts.ref);
+
+    json weights = json::array();
+    std::vector<Graph> fused;
+    for (Recipe r : spec.recipes) {
+      say(fmt::format("{}: fold with {}", name(dt), name(r)));
+      fused.push_back(fold_batchnorm(data.graph, r, opts.ref));
+      const Node& fc = fused.back().nodes[0];
+      const FoldInfo& fi = *fc.fold;
+      std::vector<double> wb(wexact.size()), bb(bexact.size());
+      for (std::size_t k = 0; k < wb.size(); ++k)
+        wb[k] = round_up(fi.weight_alpha[k / per_channel] * std::fabs(conv.weight.data[k]) + fi.weight_eta);
+      const Comparison wc = compare(fc.weight.data, wexact, dt, &wb);
+      json wj{{"recipe", name(r)}, {"chain", describe(r)}};
+      wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
+      // Drift of folded weights relative to the originals (what users print).
+      double max_drift = 0;
+      for (std::size_t k = 0; k < wb.size(); ++k)
+        if (conv.weight.data[k] != 0)
+          max_drift = std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - conv.weight.data[k]) / conv.weight.data[k]));
+      wj["max_drift_ppm_vs_original"] = max_drift;
+      if (!fi.has_post_add) {
+        for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
+        const Comparison bc = compare(fc.bias, bexact, dt, &bb);
+        wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
+        overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
+      } else {
+        wj["bias"] = nullptr;
+        wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
+      }
+      overall = worst(overall, wc.verdict);
+      weights.push_back(wj);
+    }
+
+    json orders = json::array();
+    for (Accumulation acc : spec.accumulations) {
+      Policy pol;
+      pol.accumulation = acc;
+      pol.bn_form = spec.bn_form;
+      pol.threads = opts.threads;
+      json paths = json::array();
+      say(fmt::format("{}: {} unfused", name(dt), name(acc)));
+      const std::vector<double> yu = evaluate(data.graph, data.input, pol);
+      const BoundReport bu = deterministic_bound(data.graph, exact, pol);
+      const Comparison cu = compare(yu, exact.y, dt, &bu.bound);
+      json pu = scored("unfused", cu, bu.formula);
+      pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
+      paths.push_back(pu);
+      overall = worst(overall, cu.verdict);
+      json pairs = json::array();
+      for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+        const Recipe r = spec.recipes[k];
+        say(fmt::format("{}: {} fused/{}", name(dt), name(acc), name(r)));
+        const std::vector<double> yf = evaluate(fused[k], data.input, pol);
+        const BoundReport bf = deterministic_bound(fused[k], exact, pol);
+        const Comparison cf = compare(yf, exact.y, dt, &bf.bound);
+        json pf = scored(std::string("fused/") + name(r), cf, bf.formula);
+        pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
+        paths.push_back(pf);
+        overall = worst(overall, cf.verdict);
+        // Fused vs unfused, per element, in ULP of the exact value; both sit within their
+        // bounds of the same exact value, so |yf - yu| <= bf + bu.
+        Histogram h = Histogram::for_ulp();
+        std::vector<double> d(yf.size());
+        std::int64_t differ = 0, beyond = 0;
+        double maxd = 0;
+        for (std::size_t i = 0; i < yf.size(); ++i) {
+          const double u = ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
+          d[i] = (yf[i] - yu[i]) / u;
+          h.add(d[i]);
+          if (yf[i] != yu[i]) ++differ;
+          maxd = std::max(maxd, std::fabs(d[i]));
+          if (std::fabs(yf[i] - yu[i]) > (bf.bound[i] + bu.bound[i]) * (1 + 0x1p-40)) ++beyond;
+        }
+        pairs.push_back({{"a", std::string("fused/") + name(r)},
+                         {"b", "unfused"},
+                         {"elements_differing", differ},
+                         {"max_abs_ulp", maxd},
+                         {"beyond_combined_bound", beyond},
+                         {"histogram", to_json(h)}});
+      }
+      orders.push_back({{"accumulation", name(acc)}, {"paths", paths}, {"fused_vs_unfused", pairs}});
+    }
+    per_dtype.push_back({{"dtype", name(dt)},
+                         {"outputs", conv.geometry.output_size()},
+                         {"terms_per_output", per_channel},
+                         {"reference_escalations", exact.escalations},
+                         {"folded_parameters", weights},
+                         {"orders", orders}});
+  }
+
+  json out{{"tool", "foldcheck"},
+           {"version", kVersion},
+           {"command", "run"},
+           {"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
+           {"seed", spec.seed},
+           {"layer",
+            {{"input", {spec.geometry.N, spec.geometry.C, spec.geometry.H, spec.geometry.W}},
+             {"out_channels", spec.geometry.O},
+             {"kernel", {spec.geometry.KH, spec.geometry.KW}},
+             {"stride", {spec.geometry.stride_h, spec.geometry.stride_w}},
+             {"padding", {spec.geometry.pad_top, spec.geometry.pad_left, spec.geometry.pad_bottom, spec.geometry.pad_right}},
+             {"dilation", {spec.geometry.dil_h, spec.geometry.dil_w}},
+             {"groups", spec.geometry.groups},
+             {"conv_bias", spec.conv_bias},
+             {"eps", spec.eps},
+             {"bn_form", name(spec.bn_form)}}},
+           {"reference",
+            {{"arithmetic", "MPFR interval arithmetic with directed rounding, certified correct rounding"},
+             {"precision_bits", opts.ref.precision},
+             {"escalations", escalations},
+             {"max_precision_used", max_prec}}},
+           {"dtypes", per_dtype}};
+
+  if (spec.observed_weights_prefix) {
+    // Observed engine output for the first weights: explain them against this case's BN.
+    const CaseData d = materialize(spec, spec.dtypes.front());
+    const auto& obs = *spec.observed_weights_prefix;
+    const std::int64_t per_channel = spec.geometry.terms_per_output();
+    ExplainInput ei;
+    ei.dtype = spec.dtypes.front();
+    ei.ref_options = opts.ref;
+    ei.bn_given = true;
+    ei.bn_source = "the case's BatchNorm";
+    for (std::size_t i = 0; i < obs.size(); ++i) ei.observed.push_back(round_to(ei.dtype, obs[i]));
+    ei.original.assign(d.graph.nodes[0].weight.data.begin(), d.graph.nodes[0].weight.data.begin() + obs.size());
+    // One BN channel per observed element (its output channel).
+    for (std::size_t i = 0; i < obs.size(); ++i) {
+      const std::size_t o = i / per_channel;
+      const auto& bn = d.graph.nodes[1].bn;
+      ei.bn.gamma.push_back(bn.gamma[o]);
+      ei.bn.beta.push_back(bn.beta[o]);
+      ei.bn.mean.push_back(bn.mean[o]);
+      ei.bn.var.push_back(bn.var[o]);
+      ei.bn.eps = bn.eps;
+    }
+    json ej = explain(ei);
+    ej["note"] = spec.observed_note;
+    out["observed_weights"] = ej;
+    overall = worst(overall, ej["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
+  }
+  out["verdict"] = name(overall);
+  out["elapsed_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,68 @@
+#pragma once
+// The exact conv + BatchNorm layer and the exact fold, certified.
+//
+// Contract: for float32-representable (or narrower) inputs each product x·w is exact in
+// binary64 (24+24 <= 53 significand bits; exponents from 2^-298 to 2^256 stay normal),
+// otherwise products are formed exactly in 106-bit MPFR. mpfr_sum then rounds the exact
+// sum of products (and the conv bias) correctly to the working precision, with a ternary
+// that gives a one-ulp enclosure; BatchNorm is applied in interval arithmetic. Every
+// output is certified (see certify.hpp): its rounding to each format is exact.
+// In exact arithmetic the fused and unfused layers are the same function, so this one
+// reference scores both.
+#include <cstdint>
+#include <vector>
+
+#include "foldcheck/reference/certify.hpp"
+
+namespace foldcheck::ref {
+
+struct ConvGeometry {
+  std::int64_t N = 1, C = 1, H = 1, W = 1;  // input NCHW
+  std::int64_t O = 1, KH = 1, KW = 1;       // weights O x (C/groups) x KH x KW
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t dil_h = 1, dil_w = 1;
+  std::int64_t groups = 1;
+
+  std::int64_t OH() const { return (H + pad_top + pad_bottom - dil_h * (KH - 1) - 1) / stride_h + 1; }
+  std::int64_t OW() const { return (W + pad_left + pad_right - dil_w * (KW - 1) - 1) / stride_w + 1; }
+  std::int64_t terms_per_output() const { return (C / groups) * KH * KW; }
+  std::int64_t output_size() const { return N * O * OH() * OW(); }
+};
+
+// Inference BatchNorm over the O output channels: y = (c - mean)·gamma/sqrt(var+eps) + beta.
+struct BnParams {
+  std::vector<double> gamma, beta, mean, var;
+  double eps = 1e-5;
+};
+
+struct LayerData {
+  ConvGeometry geometry;
+  const std::vector<double>* x = nullptr;     // N*C*H*W
+  const std::vector<double>* w = nullptr;     // O*(C/groups)*KH*KW
+  const std::vector<double>* bias = nullptr;  // O, or nullptr for no conv bias
+  const BnParams* bn = nullptr;               // nullptr: the conv alone
+};
+
+struct LayerResult {
+  std::vector<Value> y;            // certified layer outputs, NCHW
+  std::vector<double> conv;        // exact conv output incl. bias (before BN), rounded to double
+  std::vector<double> abs_sum;     // upper bound on sum |x_i w_i| over each output's window
+  std::vector<double> abs_x_sum;   // upper bound on sum |x_i| over each output's window
+  std::int64_t escalations = 0;    // outputs that needed more than opts.precision bits
+  long max_precision_used = 0;
+};
+
+// Throws std::invalid_argument on inconsistent sizes, std::domain_error if var+eps <= 0.
+LayerResult conv_bn(const LayerData& layer, const Options& opts);
+
+// Exact fold quantities (per channel), certified:
+//   scale  = gamma / sqrt(var + eps)
+//   weight = w · scale
+//   bias   = (b - mean) · scale + beta
+Value fold_scale(double gamma, double var, double eps, const Options& opts);
+Value fold_weight(double w, double gamma, double var, double eps, const Options& opts);
+Value fold_bias(double b, double gamma, double beta, double mean, double var, double eps,
+                const Options& opts);
+
+}  // namespace foldcheck::ref

@@ -1,0 +1,38 @@
+#include "foldcheck/reference/certify.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace foldcheck::ref {
+
+double Value::rounded_to(const Format& f) const {
+  for (std::size_t i = 0; i < kNumFormats; ++i)
+    if (kFormats[i].precision == f.precision && kFormats[i].emin == f.emin) return rounded[i];
+  throw std::invalid_argument(std::string("unknown format ") + f.name);
+}
+
+bool try_certify(const Interval& enclosure, Value& out) {
+  for (std::size_t i = 0; i < kNumFormats; ++i) {
+    const double lo = round_to_format(enclosure.lo(), kFormats[i]);
+    const double hi = round_to_format(enclosure.hi(), kFormats[i]);
+    // Compare values; a zero result is reported as +0 (the exact real 0 has no sign).
+    if (!(lo == hi)) return false;
+    out.rounded[i] = (lo == 0.0) ? 0.0 : lo;
+  }
+  out.approx = midpoint(enclosure);
+  out.precision_used = enclosure.precision();
+  return true;
+}
+
+Value certify(const std::function<void(Interval&, long)>& f, const Options& opts) {
+  for (long p = opts.precision; p <= opts.max_precision; p *= 2) {
+    Interval enclosure(p);
+    f(enclosure, p);
+    Value v;
+    if (try_certify(enclosure, v)) return v;
+  }
+  throw CertificationError("reference could not certify a rounding within " +
+                           std::to_string(opts.max_precision) + " bits");
+}
+
+}  // namespace foldcheck::ref

@@ -1,0 +1,223 @@
+#include "foldcheck/reference/conv_bn_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
+
+namespace foldcheck::ref {
+namespace {
+
+bool all_float32(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(),
+                     [](double d) { return static_cast<double>(static_cast<float>(d)) == d || std::isnan(d); });
+}
+
+// scale = gamma / sqrt(var + eps) as an enclosure at precision p.
+void scale_interval(Interval& s, double gamma, double var, double eps) {
+  const long p = s.precision();
+  Interval t(p, var), e(p, eps), g(p, gamma);
+  add(t, t, e);
+  if (mpfr_sgn(t.lo()) <= 0) throw std::domain_error("var + eps <= 0");
+  sqrt(t, t);
+  div(s, g, t);
+}
+
+// y = (c - mean)·scale + beta on an enclosure c of the conv output.
+void bn_interval(Interval& y, const Interval& c, double gamma, double beta, double mean, double var,
+                 double eps) {
+  const long p = y.precision();
+  Interval s(p), m(p, mean), b(p, beta);
+  scale_interval(s, gamma, var, eps);
+  sub(y, c, m);
+  mul(y, y, s);
+  add(y, y, b);
+}
+
+// Scratch for one thread: the exact products of one output window.
+struct Window {
+  std::vector<MpNumber> terms;
+  std::vector<mpfr_ptr> ptrs;
+  std::size_t n = 0;
+  double abs_sum = 0.0, abs_x_sum = 0.0;
+};
+
+class ConvBnEvaluator {
+ public:
+  ConvBnEvaluator(const LayerData& layer, const Options& opts) : L(layer), g(layer.geometry), opts(opts) {
+    validate();
+    fast_products = all_float32(*L.x) && all_float32(*L.w);
+    product_precision = fast_products ? 53 : 106;
+  }
+
+  LayerResult run() {
+    LayerResult r;
+    const std::int64_t total = g.output_size();
+    r.y.resize(total);
+    r.conv.resize(total);
+    r.abs_sum.resize(total);
+    r.abs_x_sum.resize(total);
+    unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+    nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
+    std::vector<std::int64_t> esc(nt, 0);
+    std::vector<long> maxp(nt, 0);
+    std::vector<std::exception_ptr> errors(nt);
+    auto worker = [&](unsigned t) {
+      try {
+        for (std::int64_t o = t; o < g.O; o += nt) channel(o, r, esc[t], maxp[t]);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 1; t < nt; ++t) threads.emplace_back(worker, t);
+    worker(0);
+    for (auto& th : threads) th.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (unsigned t = 0; t < nt; ++t) {
+      r.escalations += esc[t];
+      r.max_precision_used = std::max(r.max_precision_used, maxp[t]);
+    }
+    return r;
+  }
+
+ private:
+  void validate() const {
+    if (!L.x || !L.w) throw std::invalid_argument("reference: missing input or weights");
+    if (g.groups <= 0 || g.C % g.groups || g.O % g.groups)
+      throw std::invalid_argument("reference: channels not divisible by groups");
+    if (g.OH() <= 0 || g.OW() <= 0) throw std::invalid_argument("reference: empty output");
+    if (static_cast<std::int64_t>(L.x->size()) != g.N * g.C * g.H * g.W)
+      throw std::invalid_argument("reference: input size does not match geometry");
+    if (static_cast<std::int64_t>(L.w->size()) != g.O * g.terms_per_output())
+      throw std::invalid_argument("reference: weight size does not match geometry");
+    if (L.bias && static_cast<std::int64_t>(L.bias->size()) != g.O)
+      throw std::invalid_argument("reference: bias size does not match output channels");
+    if (L.bn) {
+      const auto O = static_cast<std::size_t>(g.O);
+      if (L.bn->gamma.size() != O || L.bn->beta.size() != O || L.bn->mean.size() != O || L.bn->var.size() != O)
+        throw std::invalid_argument("reference: BatchNorm parameter size does not match output channels");
+    }
+  }
+
+  // Gather the exact products of output (n, o, oh, ow) into `win`, in (c, kh, kw) order,
+  // skipping padded positions (they contribute exact zeros).
+  void gather(Window& win, std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow) const {
+    const std::int64_t cg = g.C / g.groups, og = g.O / g.groups;
+    const std::int64_t c0 = (o / og) * cg;
+    win.n = 0;
+    double abs_sum = 0.0, abs_x = 0.0;
+    for (std::int64_t ci = 0; ci < cg; ++ci) {
+      for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+        const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
+        if (ih < 0 || ih >= g.H) continue;
+        for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+          const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
+          if (iw < 0 || iw >= g.W) continue;
+          const double xv = (*L.x)[((n * g.C + c0 + ci) * g.H + ih) * g.W + iw];
+          const double wv = (*L.w)[((o * cg + ci) * g.KH + kh) * g.KW + kw];
+          mpfr_ptr t = win.terms[win.n].get();
+          if (fast_products) {
+            mpfr_set_d(t, xv * wv, MPFR_RNDN);  // exact: see the header comment
+          } else {
+            mpfr_set_d(t, xv, MPFR_RNDN);
+            mpfr_mul_d(t, t, wv, MPFR_RNDN);  // exact at 106 bits
+          }
+          abs_sum += std::fabs(xv * wv);
+          abs_x += std::fabs(xv);
+          ++win.n;
+        }
+      }
+    }
+    if (L.bias) mpfr_set_d(win.terms[win.n++].get(), (*L.bias)[o], MPFR_RNDN);
+    // Sums of non-negative doubles: relative error below (1+2^-53)^n - 1 <= n·2^-52
+    // for n·2^-53 < 1/2; inflate to an upper bound.
+    const double inflate = 1.0 + static_cast<double>(win.n + 1) * 0x1p-52;
+    win.abs_sum = abs_sum * inflate;
+    win.abs_x_sum = abs_x * inflate;
+  }
+
+  void enclose(Interval& y, Window& win, std::int64_t o, long p) const {
+    Interval c(p);
+    MpNumber s(p);
+    const int ternary = mpfr_sum(s.get(), win.ptrs.data(), win.n, MPFR_RNDN);
+    c.set_from_ternary(s.get(), ternary);
+    if (L.bn)
+      bn_interval(y, c, L.bn->gamma[o], L.bn->beta[o], L.bn->mean[o], L.bn->var[o], L.bn->eps);
+    else {
+      mpfr_set(y.lo(), c.lo(), MPFR_RNDD);
+      mpfr_set(y.hi(), c.hi(), MPFR_RNDU);
+    }
+  }
+
+  void channel(std::int64_t o, LayerResult& r, std::int64_t& escalations, long& maxp) const {
+    Window win;
+    const std::size_t cap = static_cast<std::size_t>(g.terms_per_output()) + 1;
+    win.terms.reserve(cap);
+    for (std::size_t i = 0; i < cap; ++i) win.terms.emplace_back(product_precision);
+    for (auto& t : win.terms) win.ptrs.push_back(t.get());
+    const std::int64_t OH = g.OH(), OW = g.OW();
+    Interval y(opts.precision);
+    MpNumber conv_exact(opts.precision);
+    for (std::int64_t n = 0; n < g.N; ++n) {
+      for (std::int64_t oh = 0; oh < OH; ++oh) {
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          const std::int64_t idx = ((n * g.O + o) * OH + oh) * OW + ow;
+          gather(win, n, o, oh, ow);
+          r.abs_sum[idx] = win.abs_sum;
+          r.abs_x_sum[idx] = win.abs_x_sum;
+          mpfr_sum(conv_exact.get(), win.ptrs.data(), win.n, MPFR_RNDN);
+          r.conv[idx] = conv_exact.to_double();
+          enclose(y, win, o, opts.precision);
+          Value v;
+          if (!try_certify(y, v)) {
+            ++escalations;
+            v = certify([&](Interval& out, long p) { enclose(out, win, o, p); },
+                        Options{opts.precision * 2, opts.max_precision, 1});
+          }
+          maxp = std::max(maxp, v.precision_used);
+          r.y[idx] = v;
+        }
+      }
+    }
+  }
+
+  const LayerData& L;
+  const ConvGeometry& g;
+  Options opts;
+  bool fast_products = true;
+  long product_precision = 53;
+};
+
+}  // namespace
+
+LayerResult conv_bn(const LayerData& layer, const Options& opts) {
+  return ConvBnEvaluator(layer, opts).run();
+}
+
+Value fold_scale(double gamma, double var, double eps, const Options& opts) {
+  return certify([&](Interval& s, long) { scale_interval(s, gamma, var, eps); }, opts);
+}
+
+Value fold_weight(double w, double gamma, double var, double eps, const Options& opts) {
+  return certify(
+      [&](Interval& out, long p) {
+        Interval s(p), wi(p, w);
+        scale_interval(s, gamma, var, eps);
+        mul(out, wi, s);
+      },
+      opts);
+}
+
+Value fold_bias(double b, double gamma, double beta, double mean, double var, double eps,
+                const Options& opts) {
+  return certify(
+      [&](Interval& out, long p) {
+        Interval c(p, b);
+        bn_interval(out, c, gamma, beta, mean, var, eps);
+      },
+      opts);
+}
+
+}  // namespace foldcheck::ref

@@ -1,0 +1,20 @@
+#pragma once
+// Terminal renderings of foldcheck's JSON results. Input: the JSON the commands emit
+// (the machine format is the source of truth; text is derived from it).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace foldcheck::reports {
+
+// A signed log2 histogram as mirrored bars: negative errors to the left, positive to the right.
+std::string histogram_text(const nlohmann::json& hist, int bar_width = 28);
+
+std::string explain_text(const nlohmann::json& result);
+
+struct RunTextOptions {
+  bool all_histograms = false;  // one histogram per path instead of the headline ones
+};
+std::string run_text(const nlohmann::json& result, const RunTextOptions& opts = {});
+
+}  // namespace foldcheck::reports

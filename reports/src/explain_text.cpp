@@ -1,0 +1,39 @@
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+
+std::string explain_text(const json& j) {
+  std::string s;
+  s += fmt::format("foldcheck explain — {} weights, BatchNorm from {} (eps {:g})\n\n", j["dtype"].get<std::string>(),
+                   j["bn"]["source"].get<std::string>(), j["bn"]["eps"].get<double>());
+  s += fmt::format("{:>5} {:>4} {:>15} {:>15} {:>11} {:>26} {:>10} {:>9}\n", "index", "ch", "original", "observed",
+                   "drift ppm", "exact fold", "resid ULP", "bound ULP");
+  const auto& el = j["elements"];
+  const std::size_t show = std::min<std::size_t>(el.size(), 40);
+  for (std::size_t i = 0; i < show; ++i) {
+    const auto& e = el[i];
+    s += fmt::format("{:>5} {:>4} {:>15.9g} {:>15.9g} {:>11} {:>26} {:>+10.3f} {:>9.3g}\n", e["index"].get<int>(),
+                     e["channel"].get<int>(), e["original"].get<double>(), e["observed"].get<double>(),
+                     e["drift_ppm"].is_null() ? std::string("-") : fmt::format("{:+.4f}", e["drift_ppm"].get<double>()),
+                     e["exact_folded_digits"].get<std::string>().substr(0, 22), e["residual_ulp"].get<double>(),
+                     e["bound_ulp"].get<double>());
+  }
+  if (el.size() > show) s += fmt::format("  ... {} more elements (see --format json)\n", el.size() - show);
+  s += "\nrecipes (bit-exact replay, a-priori bound):\n";
+  for (const auto& r : j["recipes"])
+    s += fmt::format("  {:<14} {:<10} bound {:>6.3g} ULP  {}\n", r["name"].get<std::string>(),
+                     r["bit_exact"].get<bool>() ? "BIT-EXACT" : fmt::format("{} differ", r["mismatches"].get<int>()),
+                     r["bound_ulp_max"].get<double>(), r["explains"].get<bool>() ? "explains it" : "does not explain it");
+  s += "\nresiduals vs the exact fold:\n" + histogram_text(j["summary"]["histograms"]["ulp"]);
+  if (j.contains("scale_inference")) s += "\ninferred: " + j["scale_inference"]["summary"].get<std::string>() + "\n";
+  s += "\nverdict: " + j["verdict"].get<std::string>() + "\n";
+  for (const auto& r : j["reasoning"]) s += "  " + r.get<std::string>() + "\n";
+  return s;
+}
+
+}  // namespace foldcheck::reports

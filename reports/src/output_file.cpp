@@ -1,0 +1,31 @@
+#include "foldcheck/reports/output_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace foldcheck::reports {
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp" + std::to_string(getpid()));
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
+  const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size() && std::fflush(f) == 0 &&
+                  fsync(fileno(f)) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": write failed (" + std::strerror(err) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot rename into place (" + std::strerror(e) + ")");
+  }
+}
+
+}  // namespace foldcheck::reports

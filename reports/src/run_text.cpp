@@ -1,0 +1,97 @@
+#include <fmt/format.h>
+
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string ratio(const json& scored) {
+  if (!scored.contains("bound") || !scored["bound"].contains("worst_ratio")) return "-";
+  return fmt::format("{:.3g}", scored["bound"]["worst_ratio"].get<double>());
+}
+
+std::string bound_ulp(const json& scored) {
+  if (!scored.contains("bound") || !scored["bound"].contains("bound_ulp_at_worst")) return "-";
+  return fmt::format("{:.3g}", scored["bound"]["bound_ulp_at_worst"].get<double>());
+}
+
+std::string kinds(const json& c) {
+  std::string s;
+  for (const auto& [k, v] : c["kinds"].items())
+    if (v.get<std::int64_t>() > 0 && k != "ppm_undefined") s += fmt::format(" {}={}", k, v.get<std::int64_t>());
+  return s;
+}
+
+std::string scored_row(const std::string& label, const json& c) {
+  return fmt::format("    {:<24} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7}{}\n", label,
+                     c["verdict"].get<std::string>(), c["ulp"]["max_abs"].get<double>(), c["ulp"]["p99_9"].get<double>(),
+                     c["ulp"]["p99"].get<double>(), c["ulp"]["p50"].get<double>(), c["ulp"]["mean_abs"].get<double>(),
+                     c["ppm"]["max_abs"].get<double>(), bound_ulp(c), ratio(c), kinds(c));
+}
+
+std::string header(const std::string& first) {
+  return fmt::format("    {:<24} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7}\n", first, "verdict", "max|ULP|",
+                     "p99.9", "p99", "p50", "mean|ULP|", "max|ppm|", "bound ULP", "ratio");
+}
+
+}  // namespace
+
+std::string run_text(const json& r, const RunTextOptions& opts) {
+  std::string s;
+  const auto& L = r["layer"];
+  s += fmt::format("foldcheck run {} — {}\n", r["case"]["path"].get<std::string>(), r["case"]["name"].get<std::string>());
+  if (!r["case"]["description"].get<std::string>().empty()) s += "  " + r["case"]["description"].get<std::string>() + "\n";
+  s += fmt::format("  layer: input {}, {} output channels, kernel {}x{}, stride {}, padding {}, dilation {}, groups {}, "
+                   "conv bias {}, eps {:g}, BatchNorm {}\n",
+                   L["input"].dump(), L["out_channels"].get<int>(), L["kernel"][0].get<int>(), L["kernel"][1].get<int>(),
+                   L["stride"].dump(), L["padding"].dump(), L["dilation"].dump(), L["groups"].get<int>(),
+                   L["conv_bias"].get<bool>() ? "yes" : "no", L["eps"].get<double>(), L["bn_form"].get<std::string>());
+  s += fmt::format("  seed {} · reference: {}-bit MPFR intervals, every value certified correctly rounded ({} escalations)\n",
+                   r["seed"].get<std::uint64_t>(), r["reference"]["precision_bits"].get<long>(),
+                   r["reference"]["escalations"].get<long>());
+  s += "  ratio = worst |error| / deterministic bound (<= 1 is rounding); bound ULP = the bound at that element\n";
+
+  bool first_hist = true;
+  for (const auto& d : r["dtypes"]) {
+    const std::string dt = d["dtype"];
+    s += fmt::format("\n{} — {} outputs, {} terms per output\n", dt, d["outputs"].get<long>(), d["terms_per_output"].get<long>());
+    s += "  folded parameters vs the exact fold\n" + header("recipe");
+    for (const auto& w : d["folded_parameters"]) {
+      s += scored_row(w["recipe"].get<std::string>() + " weights", w["weights"]);
+      if (!w["bias"].is_null()) s += scored_row(w["recipe"].get<std::string>() + " bias", w["bias"]);
+    }
+    for (const auto& o : d["orders"]) {
+      s += fmt::format("  outputs vs the exact layer ({} accumulation)\n", o["accumulation"].get<std::string>());
+      s += header("path");
+      for (const auto& p : o["paths"]) s += scored_row(p["name"].get<std::string>(), p);
+      for (const auto& pr : o["fused_vs_unfused"])
+        s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
+                         pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
+                         pr["beyond_combined_bound"].get<long>());
+      for (const auto& p : o["paths"]) {
+        const bool headline = first_hist && (p["path"] == "unfused" || p == o["paths"][1]);
+        if (!opts.all_histograms && !headline) continue;
+        s += fmt::format("\n  histogram: {} {} {}, error vs the exact value\n", dt, o["accumulation"].get<std::string>(),
+                         p["name"].get<std::string>());
+        s += histogram_text(p["histograms"]["ulp"]);
+      }
+      first_hist = false;
+    }
+  }
+  if (r.contains("observed_weights")) {
+    const auto& ow = r["observed_weights"];
+    s += "\nobserved weights";
+    if (!ow.value("note", std::string()).empty()) s += " (" + ow["note"].get<std::string>() + ")";
+    s += ":\n" + explain_text(ow);
+  }
+  s += fmt::format("\nverdict: {}", r["verdict"].get<std::string>());
+  if (r["verdict"] == "EXPECTED") s += " — every path, folded parameter and observation is within its rounding-error bound";
+  else s += " — see the rows above whose verdict is not EXPECTED";
+  s += fmt::format("  ({:.1f} s)\n", r["elapsed_seconds"].get<double>());
+  return s;
+}
+
+}  // namespace foldcheck::reports

@@ -1,0 +1,40 @@
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::reports {
+
+namespace {
+std::string bar(std::int64_t count, std::int64_t max, int width, bool right) {
+  if (count == 0 || max == 0) return std::string(static_cast<std::size_t>(width), ' ');
+  // log-scaled length so that single outliers stay visible next to large buckets
+  const double frac = std::log1p(static_cast<double>(count)) / std::log1p(static_cast<double>(max));
+  const int n = std::max(1, static_cast<int>(std::lround(frac * width)));
+  std::string b;
+  for (int i = 0; i < n; ++i) b += "█";
+  const std::string pad(static_cast<std::size_t>(width - n), ' ');
+  return right ? b + pad : pad + b;
+}
+}  // namespace
+
+std::string histogram_text(const nlohmann::json& h, int width) {
+  std::int64_t maxc = h.value("zero", std::int64_t{0});
+  for (const auto& b : h["buckets"]) maxc = std::max({maxc, b["negative"].get<std::int64_t>(), b["positive"].get<std::int64_t>()});
+  const std::string unit = h["unit"];
+  std::string s = fmt::format("  {:>18}  {:>9} {:>{}}│{:<{}} {:<9}\n", "|error| in " + unit, "negative", "", width, "",
+                              width, "positive");
+  if (h.value("zero", 0) > 0)
+    s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", "0 (exact)", "", std::string(width, ' '),
+                     bar(h["zero"], maxc, width, true), h["zero"].get<std::int64_t>());
+  for (const auto& b : h["buckets"]) {
+    const auto n = b["negative"].get<std::int64_t>(), p = b["positive"].get<std::int64_t>();
+    s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", b["range"].get<std::string>(), n ? std::to_string(n) : "",
+                     bar(n, maxc, width, false), bar(p, maxc, width, true), p ? std::to_string(p) : "");
+  }
+  s += fmt::format("  {:>18}  (bar length: log scale)\n", "");
+  return s;
+}
+
+}  // namespace foldcheck::reports
