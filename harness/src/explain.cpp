@@ -81,6 +81,7 @@ ScaleInference infer_scale(const std::vector<double>& original, const std::vecto
     }
     const long double exact = 1.0L / std::sqrt(1.0L + k.eps);
     if (exact >= lo && exact <= hi) hit = true;
+    if (hit && s.matches.empty()) s.estimate = static_cast<double>(exact);
     if (hit) s.matches.push_back(fmt::format("1/sqrt(1+{:g}): fresh BatchNorm (gamma=1, var=1) with eps {:g} ({})",
                                              k.eps, k.eps, k.who));
   }
@@ -238,6 +239,9 @@ json explain(const ExplainInput& in) {
            {"reference", {{"precision_bits", in.ref_options.precision}, {"certified", true}}}};
   if (!in.bn_given) {
     const ScaleInference si = infer_scale(in.original, in.observed, in.dtype);
+    if (!expected && si.consistent)
+      out["reasoning"].push_back("The observations fit one common fold scale: " + si.summary +
+                                 (si.matches.empty() ? std::string(".") : " — " + si.matches.front() + "."));
     out["scale_inference"] = {{"consistent", si.consistent}, {"estimate", si.estimate}, {"range", {si.lo, si.hi}},
                               {"eps_range_if_fresh", {si.eps_lo, si.eps_hi}}, {"matches", si.matches},
                               {"summary", si.summary}};

@@ -1,0 +1,178 @@
+// The deterministic bounds are rigorous (every float result lies within them, over many
+// random layers, dtypes, orders, BatchNorm forms and recipes) and not vacuous (a 60 ppm
+// corruption of one channel is caught; a correct fold with a cancelled bias is not flagged).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "foldcheck/compare.hpp"
+#include "foldcheck/evaluate.hpp"
+#include "foldcheck/fold_pass.hpp"
+
+using namespace foldcheck;
+
+namespace {
+
+struct Layer {
+  Graph g;
+  std::vector<double> x;
+};
+
+Layer random_layer(std::mt19937_64& rng, DType dt, bool bias, std::int64_t groups, double var_scale) {
+  std::normal_distribution<double> nd;
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  ref::ConvGeometry geo;
+  geo.N = 1;
+  geo.C = groups > 1 ? groups : 6;
+  geo.O = groups > 1 ? groups : 5;
+  geo.H = 7; geo.W = 6; geo.KH = 3; geo.KW = 3; geo.groups = groups;
+  geo.pad_top = geo.pad_left = geo.pad_bottom = geo.pad_right = 1;
+  geo.stride_h = 1 + rng() % 2;
+  Layer L;
+  L.g.dtype = dt;
+  for (std::int64_t i = 0; i < geo.N * geo.C * geo.H * geo.W; ++i) L.x.push_back(round_to(dt, nd(rng)));
+  Node conv;
+  conv.kind = Node::Kind::Conv;
+  conv.geometry = geo;
+  conv.weight.dtype = dt;
+  for (std::int64_t i = 0; i < geo.O * geo.terms_per_output(); ++i) conv.weight.data.push_back(round_to(dt, 0.3 * nd(rng)));
+  if (bias)
+    for (std::int64_t o = 0; o < geo.O; ++o) conv.bias.push_back(round_to(dt, 0.1 * nd(rng)));
+  Node bn;
+  bn.kind = Node::Kind::BatchNorm;
+  bn.geometry = geo;
+  for (std::int64_t o = 0; o < geo.O; ++o) {
+    bn.bn.gamma.push_back(round_to(dt, 0.5 + ud(rng)));
+    bn.bn.beta.push_back(round_to(dt, 0.5 * nd(rng)));
+    bn.bn.mean.push_back(round_to(dt, 0.5 * nd(rng)));
+    bn.bn.var.push_back(round_to(dt, var_scale * (0.1 + ud(rng))));
+  }
+  bn.bn.eps = (rng() & 1) ? 1e-5 : 1e-3;
+  L.g.nodes = {conv, bn};
+  return L;
+}
+
+ref::LayerResult reference(const Layer& L) {
+  const Node& c = L.g.nodes[0];
+  return ref::conv_bn(ref::LayerData{c.geometry, &L.x, &c.weight.data, c.bias.empty() ? nullptr : &c.bias, &L.g.nodes[1].bn},
+                      ref::Options{});
+}
+
+}  // namespace
+
+TEST_CASE("every path of random layers lies within its deterministic bound", "[bounds]") {
+  std::mt19937_64 rng(2024);
+  int checked = 0;
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16})
+    for (int trial = 0; trial < 6; ++trial) {
+      const bool bias = trial % 2;
+      const std::int64_t groups = trial % 3 == 2 ? 4 : 1;
+      const double var_scale = trial == 4 ? 1e-5 : 1.0;  // large fold scales too
+      const Layer L = random_layer(rng, dt, bias, groups, var_scale);
+      const ref::LayerResult ex = reference(L);
+      for (Accumulation acc : {Accumulation::Sequential, Accumulation::Pairwise})
+        for (BnForm form : {BnForm::Textbook, BnForm::ScaleShift}) {
+          Policy p{acc, form, 1};
+          const auto yu = evaluate(L.g, L.x, p);
+          const auto bu = deterministic_bound(L.g, ex, p);
+          const Comparison cu = compare(yu, ex.y, dt, &bu.bound);
+          INFO(name(dt) << " " << name(acc) << " " << name(form) << " unfused ratio " << *cu.worst_bound_ratio);
+          REQUIRE(cu.verdict == Verdict::Expected);
+          for (Recipe r : all_recipes()) {
+            const Graph f = fold_batchnorm(L.g, r, ref::Options{});
+            const auto yf = evaluate(f, L.x, p);
+            const auto bf = deterministic_bound(f, ex, p);
+            const Comparison cf = compare(yf, ex.y, dt, &bf.bound);
+            INFO(name(r) << " fused ratio " << *cf.worst_bound_ratio);
+            REQUIRE(cf.verdict == Verdict::Expected);
+            ++checked;
+          }
+        }
+    }
+  CHECK(checked == 4 * 6 * 4 * 5);
+}
+
+TEST_CASE("a 60 ppm corruption of one output channel's folded weights is UNEXPECTED", "[bounds]") {
+  std::mt19937_64 rng(60);
+  Layer L = random_layer(rng, DType::Float32, false, 1, 1.0);
+  const ref::LayerResult ex = reference(L);
+  Graph f = fold_batchnorm(L.g, Recipe::PyTorch, ref::Options{});
+  const std::int64_t per = f.nodes[0].geometry.terms_per_output();
+  const int bad_channel = 3;
+  for (std::int64_t i = 0; i < per; ++i) {
+    double& w = f.nodes[0].weight.data[bad_channel * per + i];
+    w = round_to(DType::Float32, w * (1 + 60e-6));
+  }
+  const Policy p;
+  const auto y = evaluate(f, L.x, p);
+  const auto b = deterministic_bound(f, ex, p);
+  const Comparison c = compare(y, ex.y, DType::Float32, &b.bound);
+  CHECK(c.verdict == Verdict::Unexpected);
+  const std::int64_t plane = f.nodes[0].geometry.OH() * f.nodes[0].geometry.OW();
+  CHECK(c.worst_bound_index / plane == bad_channel);
+
+  // the weights themselves, against the exact fold with the recipe's bound
+  const Node& bn = L.g.nodes[1];
+  std::vector<ref::Value> wx;
+  std::vector<double> wb;
+  for (std::size_t k = 0; k < L.g.nodes[0].weight.data.size(); ++k) {
+    const std::size_t o = k / per;
+    const double w0 = L.g.nodes[0].weight.data[k];
+    wx.push_back(ref::fold_weight(w0, bn.bn.gamma[o], bn.bn.var[o], bn.bn.eps, {}));
+    wb.push_back(f.nodes[0].fold->weight_alpha[o] * std::fabs(w0) + f.nodes[0].fold->weight_eta);
+  }
+  const Comparison cw = compare(f.nodes[0].weight.data, wx, DType::Float32, &wb);
+  CHECK(cw.verdict == Verdict::Unexpected);
+  CHECK(cw.worst_bound_index / per == bad_channel);
+  CHECK(cw.beyond_bound > per / 2);
+}
+
+TEST_CASE("a cancelled folded bias has a large ULP error yet is EXPECTED", "[bounds]") {
+  // beta = mean * gamma / sqrt(var + eps) rounded: the exact folded bias is tiny, the
+  // float chain's error scales with |mean * s| and |beta|, not with the result.
+  const double gamma = static_cast<float>(0.8), var = static_cast<float>(0.37), mean = static_cast<float>(1.234567);
+  const double s = gamma / std::sqrt(var + 1e-5);
+  const double beta = static_cast<float>(mean * s);
+  ref::BnParams bn{{gamma}, {beta}, {mean}, {var}, 1e-5};
+  const FoldedParams fp = fold_parameters({1.0}, 1, {}, bn, DType::Float32, Recipe::PyTorch, {});
+  const ref::Value bx = ref::fold_bias(0.0, gamma, beta, mean, var, 1e-5, {});
+  std::vector<double> bound{fp.info.bias[0].e};
+  const Comparison c = compare(fp.bias, {bx}, DType::Float32, &bound);
+  INFO("bias ULP error " << c.ulp.max_abs << ", ratio to bound " << *c.worst_bound_ratio);
+  CHECK(c.ulp.max_abs > 10);
+  CHECK(c.verdict == Verdict::Expected);
+}
+
+TEST_CASE("float evaluation does not depend on the thread count", "[evaluate]") {
+  std::mt19937_64 rng(8);
+  const Layer L = random_layer(rng, DType::Float32, true, 1, 1.0);
+  for (Accumulation acc : {Accumulation::Sequential, Accumulation::Pairwise}) {
+    const auto a = evaluate(L.g, L.x, Policy{acc, BnForm::Textbook, 1});
+    const auto b = evaluate(L.g, L.x, Policy{acc, BnForm::Textbook, 4});
+    CHECK(a == b);
+  }
+}
+
+TEST_CASE("Bounded arithmetic bounds scalar chains against the exact value", "[bounds]") {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<float> ud(0.01f, 4.0f);
+  for (int i = 0; i < 20000; ++i) {
+    const float a = ud(rng), b = ud(rng), c = ud(rng);
+    const float got = (a - c) / std::sqrt(b + 1e-5f) * a + c;
+    const Bounded A = Bounded::exact(a, DType::Float32), B = Bounded::exact(b, DType::Float32),
+                  C = Bounded::exact(c, DType::Float32);
+    const Bounded eps = Bounded::with_error(1e-5, 1e-5 * 0x1p-24, DType::Float32);
+    const Bounded r = (A - C) / sqrt(B + eps) * A + C;
+    // exact value at high precision
+    ref::MpNumber x(300, a), t(300, b);
+    mpfr_add_d(t.get(), t.get(), 1e-5, MPFR_RNDN);
+    mpfr_sqrt(t.get(), t.get(), MPFR_RNDN);
+    mpfr_sub_d(x.get(), x.get(), c, MPFR_RNDN);
+    mpfr_div(x.get(), x.get(), t.get(), MPFR_RNDN);
+    mpfr_mul_d(x.get(), x.get(), a, MPFR_RNDN);
+    mpfr_add_d(x.get(), x.get(), c, MPFR_RNDN);
+    mpfr_sub_d(x.get(), x.get(), got, MPFR_RNDN);
+    REQUIRE(std::fabs(mpfr_get_d(x.get(), MPFR_RNDN)) <= r.e);
+  }
+}

@@ -1,0 +1,174 @@
+// The foldcheck executable: acceptance commands, exit codes (0 EXPECTED, 1 UNEXPECTED,
+// 2 bad usage or input), one-line error messages, and no partial output file.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "foldcheck/npy.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const fs::path errf = fs::temp_directory_path() / ("foldcheck_cli_err_" + std::to_string(getpid()));
+  const std::string cmd = std::string(FOLDCHECK_BIN) + " " + args + " 2>" + errf.string();
+  Result r{};
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 65536> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(errf);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(errf);
+  return r;
+}
+
+std::string src(const std::string& rel) { return std::string(FOLDCHECK_SOURCE_DIR) + "/" + rel; }
+
+fs::path tmp(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("foldcheck_cli_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  return d / name;
+}
+
+}  // namespace
+
+TEST_CASE("acceptance: TVM thread numbers are EXPECTED with tvm bit-exact", "[cli][acceptance]") {
+  const Result r = run("explain --original 2.1122932,5.5735774,2.0870073 --observed 2.1122828,5.5735493,2.0869968 --format json");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["verdict"] == "EXPECTED");
+  for (const auto& e : j["elements"]) {
+    CHECK(e["drift_ppm"].get<double>() >= -5.1);
+    CHECK(e["drift_ppm"].get<double>() <= -4.9);
+    CHECK(std::abs(e["residual_ulp"].get<double>()) <= 1.0);
+  }
+  const auto be = j["bit_exact_recipes"].get<std::vector<std::string>>();
+  CHECK(std::find(be.begin(), be.end(), "tvm") != be.end());
+}
+
+TEST_CASE("acceptance: the same weights folded with eps 1e-3 are UNEXPECTED - exit 1", "[cli][acceptance]") {
+  // float32(w * float32(1/sqrt(float32(1 + float32(1e-3))))), TVM's chain with eps = 1e-3
+  const Result r = run("explain --original 2.1122932,5.5735774,2.0870073 --observed "
+                       "2.1112380027770996,5.5707926750183105,2.0859646797180176 --format json");
+  CHECK(r.code == 1);
+  CHECK(json::parse(r.out)["verdict"] == "UNEXPECTED");
+}
+
+TEST_CASE("explain reads .npy weights and an .npz BatchNorm", "[cli]") {
+  using namespace foldcheck;
+  const auto w = tmp("w.npy"), o = tmp("o.npy"), bn = tmp("bn.npz");
+  write_npy(w.string(), Tensor{{2, 1, 1, 2}, {0.5, -1.0, 2.0, 0.25}, DType::Float32});
+  write_npz(bn.string(), {{"gamma", Tensor{{2}, {2.0, 0.5}, DType::Float32}}, {"var", Tensor{{2}, {3.0, 0.0625}, DType::Float32}},
+                          {"eps", Tensor{{}, {1.0}, DType::Float64}}});
+  // exact: channel 0 scale 2/sqrt(4) = 1, channel 1 scale 0.5/sqrt(1.0625)
+  const float s1 = 0.5f / std::sqrt(0.0625f + 1.0f);
+  write_npy(o.string(), Tensor{{2, 1, 1, 2}, {0.5, -1.0, 2.0f * s1, 0.25f * s1}, DType::Float32});
+  Result r = run("explain --original " + w.string() + " --observed " + o.string() + " --bn " + bn.string() + " --format json");
+  CHECK(r.code == 0);
+  CHECK(json::parse(r.out)["bn"]["channels"] == 2);
+  // wrong channel count
+  write_npz(bn.string(), {{"gamma", Tensor{{3}, {2.0, 0.5, 1.0}, DType::Float32}}});
+  r = run("explain --original " + w.string() + " --observed " + o.string() + " --bn " + bn.string());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("the BatchNorm has 3") != std::string::npos);
+}
+
+TEST_CASE("every shipped case runs: valid JSON - per-path ULP histograms - exit 0", "[cli][cases]") {
+  for (const auto& e : fs::directory_iterator(src("cases"))) {
+    if (e.path().extension() != ".json") continue;
+    INFO(e.path());
+    const Result r = run("run " + e.path().string() + " --format json -q");
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["verdict"] == "EXPECTED");
+    int paths = 0;
+    for (const auto& d : j["dtypes"])
+      for (const auto& o : d["orders"])
+        for (const auto& p : o["paths"]) {
+          CHECK(p["histograms"]["ulp"]["unit"] == "ulp");
+          CHECK(p["bound"]["worst_ratio"].get<double>() <= 1.0);
+          ++paths;
+        }
+    CHECK(paths >= 2);
+  }
+}
+
+TEST_CASE("run text output shows the TVM drift verdict and a histogram", "[cli]") {
+  const Result r = run("run " + src("cases/tvm_thread.json"));
+  CHECK(r.code == 0);
+  CHECK(r.out.find("observed weights") != std::string::npos);
+  CHECK(r.out.find("BIT-EXACT") != std::string::npos);
+  CHECK(r.out.find("histogram:") != std::string::npos);
+  CHECK(r.out.find("verdict: EXPECTED") != std::string::npos);
+}
+
+TEST_CASE("bad inputs: exit 2 - one line naming the input and the problem - no output file", "[cli][errors]") {
+  const auto out = tmp("never.json");
+  const std::string o = " -o " + out.string();
+  const std::string ok = " --observed 1,2";
+  const std::string trunc = tmp("trunc.npy").string();
+  {
+    const std::string good = foldcheck::serialize_npy(foldcheck::Tensor{{2}, {1, 2}, foldcheck::DType::Float32});
+    std::ofstream(trunc, std::ios::binary) << good.substr(0, good.size() - 2);
+  }
+  const std::string badcase = tmp("bad_case.json").string();
+  std::ofstream(badcase) << R"({"seed": 1, "conv": {"in_channels": 2, "out_channels": 2}, "input": {"shape": [1, 3, 2, 2], "init": {"const": 1}}, "weights": 1})";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"explain --original " + tmp("missing.npy").string() + ok, "cannot open"},
+      {"explain --original " + trunc + ok, "truncated data"},
+      {"explain --original 1,2x" + ok, "'2x' is not a number"},
+      {"explain --original 1,2,3" + ok, "--observed has 2 values but --original has 3"},
+      {"explain --original 1,2" + ok + " --var -0.5", "negative variance"},
+      {"explain --original 1,2" + ok + " --var 0 --eps 0", "var + eps <= 0"},
+      {"explain --original 1,2" + ok + " --gamma nan", "gamma: contains NaN or Inf"},
+      {"explain --original 1,2" + ok + " --mean inf", "mean: contains NaN or Inf"},
+      {"explain --original 1,2" + ok + " --eps nan", "eps: NaN or Inf"},
+      {"explain --original 1,2" + ok + " --gamma 1,2,3", "does not divide"},
+      {"explain --original 1,2" + ok + " --dtype float8", "unknown dtype"},
+      {"explain --original 1,2", "--observed is required"},
+      {"run " + tmp("nope.json").string(), "cannot open case file"},
+      {"run " + badcase, "C does not match conv.in_channels"},
+      {"frobnicate", "error"},
+  };
+  for (const auto& [args, msg] : cases) {
+    INFO(args);
+    const Result r = run(args + o);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("foldcheck: error:") == 0);
+    CHECK(r.err.find(msg) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+  }
+}
+
+TEST_CASE("--help - subcommand help and --version exit 0", "[cli]") {
+  CHECK(run("--help").code == 0);
+  CHECK(run("explain --help").out.find("--observed") != std::string::npos);
+  CHECK(run("run --help").code == 0);
+  CHECK(run("--version").out.find("foldcheck 0.") == 0);
+}
+
+TEST_CASE("-o writes the complete output file and the exit code still reports the verdict", "[cli]") {
+  const auto out = tmp("explain.json");
+  const Result r = run("explain --original 1,2 --observed 1,2.5 --format json -o " + out.string());
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  std::ifstream in(out);
+  CHECK(json::parse(in)["verdict"] == "UNEXPECTED");
+}

@@ -1,0 +1,71 @@
+// `explain` on the TVM thread's numbers and on constructed folds.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "foldcheck/explain.hpp"
+#include "foldcheck/fold_pass.hpp"
+
+using namespace foldcheck;
+
+namespace {
+ExplainInput tvm_input(std::vector<double> observed) {
+  ExplainInput in;
+  in.original = {2.1122932, 5.5735774, 2.0870073};
+  in.observed = std::move(observed);
+  for (auto* v : {&in.original, &in.observed})
+    for (double& x : *v) x = round_to(DType::Float32, x);
+  in.bn = ref::BnParams{{1.0}, {0.0}, {0.0}, {1.0}, 1e-5};
+  in.bn_source = "defaults";
+  return in;
+}
+}  // namespace
+
+TEST_CASE("the TVM thread's drift is the fold of a fresh BatchNorm", "[explain][seed]") {
+  const auto j = explain(tvm_input({2.1122828, 5.5735493, 2.0869968}));
+  CHECK(j["verdict"] == "EXPECTED");
+  REQUIRE(j["elements"].size() == 3);
+  for (const auto& e : j["elements"]) {
+    CHECK(e["drift_ppm"].get<double>() >= -5.1);
+    CHECK(e["drift_ppm"].get<double>() <= -4.9);
+    CHECK(std::fabs(e["residual_ulp"].get<double>()) <= 0.6);
+  }
+  const auto be = j["bit_exact_recipes"].get<std::vector<std::string>>();
+  CHECK(std::find(be.begin(), be.end(), "tvm") != be.end());
+  const auto& si = j["scale_inference"];
+  CHECK(si["consistent"] == true);
+  CHECK(si["estimate"].get<double>() == Approx(1 / std::sqrt(1.00001)).epsilon(1e-12));
+  CHECK(si["summary"].get<std::string>().find("1/sqrt(1+1e-05)") != std::string::npos);
+}
+
+TEST_CASE("observed values folded with eps 1e-3 instead of 1e-5 are UNEXPECTED - and the eps is recognised", "[explain]") {
+  ExplainInput in = tvm_input({0, 0, 0});
+  ref::BnParams keras{{1.0}, {0.0}, {0.0}, {1.0}, 1e-3};
+  in.observed = fold_parameters(in.original, 3, {}, keras, DType::Float32, Recipe::Tvm, {}).weight;
+  const auto j = explain(in);
+  CHECK(j["verdict"] == "UNEXPECTED");
+  CHECK(j["bit_exact_recipes"].empty());
+  CHECK(j["scale_inference"]["summary"].get<std::string>().find("1/sqrt(1+0.001)") != std::string::npos);
+}
+
+TEST_CASE("per-channel BatchNorm: channel = index / (n / C); one wrong channel is named", "[explain]") {
+  ExplainInput in;
+  in.bn = ref::BnParams{{0.5, 2.0}, {0.0, 0.0}, {0.1, -0.2}, {0.25, 4.0}, 1e-5};
+  in.bn_given = true;
+  in.bn_source = "test";
+  in.original = {0.5, -1.25, 3.0, 0.75, 2.5, -0.125};
+  in.observed = fold_parameters(in.original, 3, {}, in.bn, DType::Float32, Recipe::OnnxRuntime, {}).weight;
+  auto j = explain(in);
+  CHECK(j["verdict"] == "EXPECTED");
+  CHECK(j["elements"][4]["channel"] == 1);
+  CHECK_FALSE(j.contains("scale_inference"));
+  in.observed[4] = round_to(DType::Float32, in.observed[4] * (1 + 60e-6));
+  j = explain(in);
+  CHECK(j["verdict"] == "UNEXPECTED");
+  CHECK(j["reasoning"][0].get<std::string>().find("Element 4") != std::string::npos);
+}
+
+TEST_CASE("scale inference refuses a scale that no single rounding explains", "[explain]") {
+  const ScaleInference s = infer_scale({1.0, 1.0}, {0.5, 0.25}, DType::Float32);
+  CHECK_FALSE(s.consistent);
+}
