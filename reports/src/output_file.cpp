@@ -11,7 +11,11 @@ namespace foldcheck::reports {
 
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::filesystem::path target(path);
-  const std::filesystem::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp" + std::to_string(getpid()));
+  std::string tmp_name = ".";
+  tmp_name += target.filename().string();
+  tmp_name += ".tmp";
+  tmp_name += std::to_string(getpid());
+  const std::filesystem::path tmp = target.parent_path() / tmp_name;
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
   const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size() && std::fflush(f) == 0 &&
