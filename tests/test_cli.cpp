@@ -145,6 +145,7 @@ TEST_CASE("bad inputs: exit 2 - one line naming the input and the problem - no o
       {"explain --original 1,2", "--observed is required"},
       {"run " + tmp("nope.json").string(), "cannot open case file"},
       {"run " + badcase, "C does not match conv.in_channels"},
+      {"run " + src("cases/tvm_thread.json") + " --seed -3", "--seed"},
       {"frobnicate", "error"},
   };
   for (const auto& [args, msg] : cases) {

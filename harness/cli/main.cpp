@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <iostream>
+#include <optional>
 
 #include "foldcheck/case_file.hpp"
 #include "foldcheck/errors.hpp"
@@ -149,8 +150,9 @@ int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
   return exit_code(r);
 }
 
-int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist) {
-  const fc::CaseSpec spec = fc::load_case(path);
+int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, const std::optional<std::uint64_t>& seed) {
+  fc::CaseSpec spec = fc::load_case(path);
+  if (seed) spec.seed = *seed;
   fc::RunOptions ro;
   ro.ref.precision = o.precision;
   ro.ref.threads = o.threads;
@@ -198,10 +200,19 @@ int main(int argc, char** argv) {
 
   std::string case_path;
   bool all_hist = false;
+  std::optional<std::uint64_t> seed;
   auto* run = app.add_subcommand("run", "Evaluate a conv+BN case file along every path, dtype, recipe and accumulation "
                                         "order against the certified reference, with bounds, histograms and verdicts.");
   run->add_option("case", case_path, "Case file (JSON); see cases/README.md")->required();
   run->add_flag("--all-histograms", all_hist, "Print a histogram for every path (text format)");
+  run->add_option("--seed", seed, "Override the case's seed (every output prints the seed used)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos
+                       ? std::string()
+                       : std::string("must be a non-negative integer");
+          },
+          "UINT"));
   add_output_options(run, ro);
 
   try {
@@ -218,7 +229,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*explain) return cmd_explain(ea, eo);
-    if (*run) return cmd_run(case_path, ro, all_hist);
+    if (*run) return cmd_run(case_path, ro, all_hist, seed);
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;
