@@ -176,3 +176,50 @@ TEST_CASE("Bounded arithmetic bounds scalar chains against the exact value", "[b
     REQUIRE(std::fabs(mpfr_get_d(x.get(), MPFR_RNDN)) <= r.e);
   }
 }
+
+TEST_CASE("probabilistic bound: lambda meets the stated confidence and tightens long sums", "[bounds][probabilistic]") {
+  const double u = 0x1p-24, k = 577, N = 200704, conf = 0.999;
+  const double lambda = lambda_for(k, N, u, conf);
+  // union bound over N outputs of Higham & Mary's per-output failure probability
+  CHECK(N * 2 * k * std::exp(-lambda * lambda * (1 - u) * (1 - u) / 2) == Approx(1 - conf).epsilon(1e-9));
+  CHECK(gamma_tilde(k, u, lambda) < gamma_k(k, u) / 2);
+  CHECK(gamma_tilde(k, u, lambda) > lambda * std::sqrt(k) * u);
+  // for a 9-term sum the deterministic bound is the smaller one
+  const double l9 = lambda_for(10, N, u, conf);
+  CHECK(gamma_tilde(10, u, l9) > gamma_k(10, u));
+}
+
+TEST_CASE("a correct layer is EXPECTED under both bounds; errors between them are SUSPICIOUS", "[bounds][probabilistic]") {
+  std::mt19937_64 rng(31);
+  const Layer L = random_layer(rng, DType::Float32, true, 1, 1.0);
+  const ref::LayerResult ex = reference(L);
+  const Policy p;
+  const auto y = evaluate(L.g, L.x, p);
+  const BoundReport b = error_bounds(L.g, ex, p, 0.999);
+  REQUIRE(b.probabilistic.size() == y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(b.probabilistic[i] <= b.bound[i]);
+  CHECK(compare(y, ex.y, DType::Float32, &b.bound, &b.probabilistic).verdict == Verdict::Expected);
+  // an error between the two bounds at one element
+  std::vector<double> d = b.bound, pb = b.bound;
+  for (auto& v : pb) v /= 4;
+  std::vector<double> v(y.size());
+  std::vector<ref::Value> x = ex.y;
+  for (std::size_t i = 0; i < y.size(); ++i) v[i] = x[i].approx.hi;
+  v[5] = x[5].approx.hi + b.bound[5] / 2;
+  const Comparison c = compare(v, x, DType::Float64, &d, &pb);
+  CHECK(c.verdict == Verdict::Suspicious);
+  CHECK(c.beyond_probabilistic == 1);
+}
+
+TEST_CASE("assert_close tolerances are derived from the bounds", "[bounds][tolerance]") {
+  std::vector<ref::Value> x(3);
+  x[0].approx = {1.0, 0};
+  x[1].approx = {4.0, 0};
+  x[2].approx = {0.0, 0};
+  const Tolerance t = tolerance_from_bounds({1e-6, 2e-6, 5e-7}, x);
+  CHECK(t.atol_alone == 2e-6);
+  CHECK(std::isinf(t.rtol_alone));
+  CHECK(t.rtol == Approx(1e-6));  // median of {1e-6, 5e-7}, upper middle
+  CHECK(t.atol == Approx(5e-7));  // covers the exact zero
+  for (int i = 0; i < 3; ++i) CHECK(t.atol + t.rtol * std::fabs(x[i].approx.hi) >= std::vector<double>{1e-6, 2e-6, 5e-7}[i] * (1 - 1e-12));
+}

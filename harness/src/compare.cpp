@@ -8,6 +8,7 @@ namespace foldcheck {
 const char* name(Verdict v) {
   switch (v) {
     case Verdict::Expected: return "EXPECTED";
+    case Verdict::Suspicious: return "SUSPICIOUS";
     case Verdict::Unexpected: return "UNEXPECTED";
     case Verdict::Mistrusted: return "MISTRUSTED";
   }
@@ -56,7 +57,7 @@ Distribution summarize(std::vector<double> signed_vals) {
 }  // namespace
 
 Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
-                   const std::vector<double>* bounds) {
+                   const std::vector<double>* bounds, const std::vector<double>* probabilistic) {
   Comparison c;
   c.elements = static_cast<std::int64_t>(v.size());
   std::vector<double> ulps, ppms;
@@ -113,11 +114,47 @@ Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& 
         c.verdict = Verdict::Unexpected;
       }
     }
+    if (probabilistic) {
+      const long double d = std::fabs((static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo);
+      const double b = (*probabilistic)[i] * (1 + 0x1p-40);
+      const double ratio = b > 0 ? static_cast<double>(d / b) : (d == 0 ? 0.0 : HUGE_VAL);
+      if (!c.worst_probabilistic_ratio || ratio > *c.worst_probabilistic_ratio) c.worst_probabilistic_ratio = ratio;
+      if (d > b) ++c.beyond_probabilistic;
+    }
   }
   c.ulp = summarize(std::move(ulps));
   c.ppm = summarize(std::move(ppms));
+  if (c.verdict == Verdict::Expected && c.beyond_probabilistic > 0) c.verdict = Verdict::Suspicious;
   if (all_zero && !v.empty() && c.verdict == Verdict::Expected) c.verdict = Verdict::Mistrusted;
   return c;
+}
+
+Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const std::vector<ref::Value>& x) {
+  Tolerance t;
+  std::vector<double> rel;
+  rel.reserve(bounds.size());
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    const double ax = std::fabs(x[i].approx.hi);
+    t.atol_alone = std::max(t.atol_alone, bounds[i]);
+    const double r = ax > 0 ? bounds[i] / ax : HUGE_VAL;
+    t.rtol_alone = std::max(t.rtol_alone, r);
+    if (ax > 0) rel.push_back(r);
+  }
+  if (!rel.empty()) {
+    std::nth_element(rel.begin(), rel.begin() + rel.size() / 2, rel.end());
+    t.rtol = rel[rel.size() / 2];
+  }
+  for (std::size_t i = 0; i < bounds.size(); ++i)
+    t.atol = std::max(t.atol, bounds[i] - t.rtol * std::fabs(x[i].approx.hi));
+  return t;
+}
+
+nlohmann::json to_json(const Tolerance& t) {
+  return {{"atol_alone", t.atol_alone},
+          {"rtol_alone", std::isinf(t.rtol_alone) ? nlohmann::json(nullptr) : nlohmann::json(t.rtol_alone)},
+          {"rtol", t.rtol},
+          {"atol", t.atol},
+          {"derivation", "from the deterministic bound: rtol = median of bound/|exact|, atol = max(bound - rtol |exact|)"}};
 }
 
 nlohmann::json to_json(const Distribution& d) {
@@ -144,6 +181,9 @@ nlohmann::json to_json(const Comparison& c) {
                         {"worst_index", c.worst_bound_index},
                         {"bound_ulp_at_worst", c.worst_bound_ulp},
                         {"beyond_bound", c.beyond_bound}};
+  }
+  if (c.worst_probabilistic_ratio) {
+    j["probabilistic_check"] = {{"worst_ratio", *c.worst_probabilistic_ratio}, {"beyond", c.beyond_probabilistic}};
   }
   return j;
 }

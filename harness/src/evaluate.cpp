@@ -118,7 +118,52 @@ double accumulation_roundings(Accumulation a, std::int64_t n, bool has_bias) {
   return std::ceil(std::log2(static_cast<double>(std::max<std::int64_t>(n, 1)))) + 1.0 + b;
 }
 
+namespace {
+// The bound with `acc_coeff` as the accumulation's relative coefficient (gamma_k for the
+// deterministic bound, min(gamma_k, gt_k(lambda)) for the probabilistic one).
+std::vector<double> bound_with(const Graph& g, const ref::LayerResult& exact, const Policy& p, double acc_coeff);
+}  // namespace
+
+double gamma_tilde(double k, double u, double lambda) {
+  return round_up(std::expm1(lambda * std::sqrt(k) * u + k * u * u / (1 - u)));
+}
+
+double lambda_for(double k, double n_outputs, double u, double confidence) {
+  // 2 k exp(-lambda^2 (1-u)^2 / 2) <= (1 - confidence) / n_outputs
+  return std::sqrt(2.0 * std::log(2.0 * k * n_outputs / (1.0 - confidence))) / (1.0 - u);
+}
+
+BoundReport error_bounds(const Graph& g, const ref::LayerResult& exact, const Policy& p, double confidence) {
+  if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("confidence must be in (0, 1)");
+  BoundReport r = deterministic_bound(g, exact, p);
+  const Node& conv = g.nodes.front();
+  const double u = info(info(g.dtype).arithmetic).unit_roundoff;
+  const double k = accumulation_roundings(p.accumulation, conv.geometry.terms_per_output(), !conv.bias.empty());
+  r.confidence = confidence;
+  r.lambda = lambda_for(k, static_cast<double>(std::max<std::size_t>(exact.y.size(), 1)), u, confidence);
+  r.probabilistic = bound_with(g, exact, p, std::min(gamma_k(k, u), gamma_tilde(k, u, r.lambda)));
+  return r;
+}
+
 BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p) {
+  if (g.nodes.empty() || g.nodes.front().kind != Node::Kind::Conv)
+    throw std::invalid_argument("deterministic_bound: the graph must start with a Conv");
+  const Node& conv = g.nodes.front();
+  const DTypeInfo& ai = info(info(g.dtype).arithmetic);
+  const std::int64_t n_terms = conv.geometry.terms_per_output();
+  const bool has_bias = !conv.bias.empty();
+  const double k = accumulation_roundings(p.accumulation, n_terms, has_bias);
+  BoundReport r;
+  r.bound = bound_with(g, exact, p, gamma_k(k, ai.unit_roundoff));
+  r.formula = std::string("|y - y*| <= gamma_k (sum|x w'| + |b'|) + fold errors, then ") +
+              (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") + " in running-error form; k = " +
+              std::to_string(static_cast<long>(k)) + " (" + name(p.accumulation) + ", n = " + std::to_string(n_terms) +
+              "), u = 2^" + std::to_string(-ai.precision);
+  return r;
+}
+
+namespace {
+std::vector<double> bound_with(const Graph& g, const ref::LayerResult& exact, const Policy& p, double gk) {
   if (g.nodes.empty() || g.nodes.front().kind != Node::Kind::Conv)
     throw std::invalid_argument("deterministic_bound: the graph must start with a Conv");
   const Node& conv = g.nodes.front();
@@ -127,18 +172,10 @@ BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, c
   const DTypeInfo& ai = info(info(s).arithmetic);
   const std::int64_t n_terms = geo.terms_per_output();
   const bool has_bias = !conv.bias.empty();
-  const double gk = gamma_k(accumulation_roundings(p.accumulation, n_terms, has_bias), ai.unit_roundoff);
   const std::vector<double>& orig_bias = conv.fold ? conv.original_bias : conv.bias;
   const std::int64_t plane = geo.OH() * geo.OW();
 
-  BoundReport r;
-  r.bound.resize(exact.y.size());
-  r.formula = std::string("|y - y*| <= gamma_k (sum|x w'| + |b'|) + fold errors, then ") +
-              (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") +
-              " in running-error form; k = " +
-              std::to_string(static_cast<long>(accumulation_roundings(p.accumulation, n_terms, has_bias))) + " (" +
-              name(p.accumulation) + ", n = " + std::to_string(n_terms) + "), u = 2^" +
-              std::to_string(-info(ai.dtype).precision);
+  std::vector<double> bound(exact.y.size());
   for (std::size_t i = 0; i < exact.y.size(); ++i) {
     const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % geo.O);
     const double A = exact.abs_sum[i], X = exact.abs_x_sum[i];
@@ -167,9 +204,10 @@ BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, c
       else throw std::invalid_argument("deterministic_bound: only Conv -> {BatchNorm, ChannelAdd} chains");
       y = y.stored_as(s);
     }
-    r.bound[i] = y.e;
+    bound[i] = y.e;
   }
-  return r;
+  return bound;
 }
+}  // namespace
 
 }  // namespace foldcheck

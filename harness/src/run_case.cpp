@@ -36,6 +36,19 @@ json scored(const std::string& label, const Comparison& c, const std::string& fo
   return j;
 }
 
+// An output path scored with both bounds, and the tolerances its bound implies.
+json scored_output(const std::string& label, const Comparison& c, const BoundReport& b, const std::vector<ref::Value>& x) {
+  json j = scored(label, c, b.formula);
+  j["probabilistic_bound"] = {
+      {"model", "Higham & Mary 2019 Thm 3.1 on the accumulation: gt_k(lambda) = exp(lambda sqrt(k) u + k u^2/(1-u)) - 1"},
+      {"lambda", b.lambda},
+      {"confidence", b.confidence},
+      {"worst_ratio", c.worst_probabilistic_ratio ? json(*c.worst_probabilistic_ratio) : json(nullptr)},
+      {"beyond", c.beyond_probabilistic}};
+  j["tolerance"] = to_json(tolerance_from_bounds(b.bound, x));
+  return j;
+}
+
 }  // namespace
 
 json run_case(const CaseSpec& spec, const RunOptions& opts) {
@@ -110,9 +123,9 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
       json paths = json::array();
       say(fmt::format("{}: {} unfused", name(dt), name(acc)));
       const std::vector<double> yu = evaluate(data.graph, data.input, pol);
-      const BoundReport bu = deterministic_bound(data.graph, exact, pol);
-      const Comparison cu = compare(yu, exact.y, dt, &bu.bound);
-      json pu = scored("unfused", cu, bu.formula);
+      const BoundReport bu = error_bounds(data.graph, exact, pol, opts.confidence);
+      const Comparison cu = compare(yu, exact.y, dt, &bu.bound, &bu.probabilistic);
+      json pu = scored_output("unfused", cu, bu, exact.y);
       pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
       paths.push_back(pu);
       overall = worst(overall, cu.verdict);
@@ -121,9 +134,9 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
         const Recipe r = spec.recipes[k];
         say(fmt::format("{}: {} fused/{}", name(dt), name(acc), name(r)));
         const std::vector<double> yf = evaluate(fused[k], data.input, pol);
-        const BoundReport bf = deterministic_bound(fused[k], exact, pol);
-        const Comparison cf = compare(yf, exact.y, dt, &bf.bound);
-        json pf = scored(std::string("fused/") + name(r), cf, bf.formula);
+        const BoundReport bf = error_bounds(fused[k], exact, pol, opts.confidence);
+        const Comparison cf = compare(yf, exact.y, dt, &bf.bound, &bf.probabilistic);
+        json pf = scored_output(std::string("fused/") + name(r), cf, bf, exact.y);
         pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
         paths.push_back(pf);
         overall = worst(overall, cf.verdict);

@@ -18,6 +18,11 @@ std::string bound_ulp(const json& scored) {
   return fmt::format("{:.3g}", scored["bound"]["bound_ulp_at_worst"].get<double>());
 }
 
+std::string pratio(const json& scored) {
+  if (!scored.contains("probabilistic_bound") || scored["probabilistic_bound"]["worst_ratio"].is_null()) return "";
+  return fmt::format("{:.3g}", scored["probabilistic_bound"]["worst_ratio"].get<double>());
+}
+
 std::string kinds(const json& c) {
   std::string s;
   for (const auto& [k, v] : c["kinds"].items())
@@ -26,15 +31,15 @@ std::string kinds(const json& c) {
 }
 
 std::string scored_row(const std::string& label, const json& c) {
-  return fmt::format("    {:<24} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7}{}\n", label,
+  return fmt::format("    {:<24} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7} {:>7}{}\n", label,
                      c["verdict"].get<std::string>(), c["ulp"]["max_abs"].get<double>(), c["ulp"]["p99_9"].get<double>(),
                      c["ulp"]["p99"].get<double>(), c["ulp"]["p50"].get<double>(), c["ulp"]["mean_abs"].get<double>(),
-                     c["ppm"]["max_abs"].get<double>(), bound_ulp(c), ratio(c), kinds(c));
+                     c["ppm"]["max_abs"].get<double>(), bound_ulp(c), ratio(c), pratio(c), kinds(c));
 }
 
 std::string header(const std::string& first) {
-  return fmt::format("    {:<24} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7}\n", first, "verdict", "max|ULP|",
-                     "p99.9", "p99", "p50", "mean|ULP|", "max|ppm|", "bound ULP", "ratio");
+  return fmt::format("    {:<24} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7} {:>7}\n", first, "verdict", "max|ULP|",
+                     "p99.9", "p99", "p50", "mean|ULP|", "max|ppm|", "bound ULP", "ratio", "p-ratio");
 }
 
 }  // namespace
@@ -52,7 +57,8 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
   s += fmt::format("  seed {} · reference: {}-bit MPFR intervals, every value certified correctly rounded ({} escalations)\n",
                    r["seed"].get<std::uint64_t>(), r["reference"]["precision_bits"].get<long>(),
                    r["reference"]["escalations"].get<long>());
-  s += "  ratio = worst |error| / deterministic bound (<= 1 is rounding); bound ULP = the bound at that element\n";
+  s += "  ratio = worst |error| / deterministic bound (> 1: UNEXPECTED); bound ULP = that bound at the worst element;\n"
+       "  p-ratio = worst |error| / probabilistic bound (> 1 within the deterministic bound: SUSPICIOUS)\n";
 
   bool first_hist = true;
   for (const auto& d : r["dtypes"]) {
@@ -67,6 +73,14 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
       s += fmt::format("  outputs vs the exact layer ({} accumulation)\n", o["accumulation"].get<std::string>());
       s += header("path");
       for (const auto& p : o["paths"]) s += scored_row(p["name"].get<std::string>(), p);
+      for (const auto& p : o["paths"]) {
+        if (!p.contains("tolerance") || !(p["path"] == "unfused" || p == o["paths"][1])) continue;
+        const auto& t = p["tolerance"];
+        s += fmt::format("    assert_close tolerance implied by the bound ({}): rtol={:.3g}, atol={:.3g}  "
+                         "(or atol={:.3g} alone)\n",
+                         p["name"].get<std::string>(), t["rtol"].get<double>(), t["atol"].get<double>(),
+                         t["atol_alone"].get<double>());
+      }
       for (const auto& pr : o["fused_vs_unfused"])
         s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
                          pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
@@ -89,6 +103,7 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
   }
   s += fmt::format("\nverdict: {}", r["verdict"].get<std::string>());
   if (r["verdict"] == "EXPECTED") s += " — every path, folded parameter and observation is within its rounding-error bound";
+  else if (r["verdict"] == "SUSPICIOUS") s += " — within the deterministic bounds, but beyond a probabilistic bound: improbable under random rounding";
   else s += " — see the rows above whose verdict is not EXPECTED";
   s += fmt::format("  ({:.1f} s)\n", r["elapsed_seconds"].get<double>());
   return s;

@@ -24,7 +24,9 @@
 
 namespace foldcheck {
 
-enum class Verdict { Expected, Unexpected, Mistrusted };
+// Ordered from best to worst. SUSPICIOUS: within the deterministic bound but beyond the
+// probabilistic one (possible for a correct computation, improbable under random rounding).
+enum class Verdict { Expected, Suspicious, Unexpected, Mistrusted };
 const char* name(Verdict v);
 Verdict worst(Verdict a, Verdict b);
 
@@ -48,14 +50,29 @@ struct Comparison {
   std::int64_t worst_bound_index = -1;
   double worst_bound_ulp = 0.0;  // the bound at that element, in ULP
   std::int64_t beyond_bound = 0;
+  // With probabilistic bounds: the largest |v - x| / probabilistic bound, elements beyond.
+  std::optional<double> worst_probabilistic_ratio;
+  std::int64_t beyond_probabilistic = 0;
   Verdict verdict = Verdict::Expected;
 };
 
 // Compare values v[i] (of dtype t) with the exact x[i]. `bounds`, if given, is a per-
 // element absolute bound on |v - x|; the verdict is UNEXPECTED when any element exceeds
-// it (or is NaN / a spurious Inf), MISTRUSTED when every exact value is 0.
+// it (or is NaN / a spurious Inf), MISTRUSTED when every exact value is 0. With
+// `probabilistic` bounds too, SUSPICIOUS when within `bounds` but beyond these.
 Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
-                   const std::vector<double>* bounds = nullptr);
+                   const std::vector<double>* bounds = nullptr, const std::vector<double>* probabilistic = nullptr);
+
+// The smallest tolerances a torch.testing.assert_close-style check (|a - e| <= atol +
+// rtol |e|) needs to accept every result within `bounds` of the exact values x: derived
+// from the bounds, never from the observed errors.
+struct Tolerance {
+  double atol_alone = 0;  // rtol = 0
+  double rtol_alone = 0;  // atol = 0 (inf if some exact value is 0)
+  double rtol = 0, atol = 0;  // rtol = median of bound/|x|, atol covers the rest
+};
+Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const std::vector<ref::Value>& x);
+nlohmann::json to_json(const Tolerance& t);
 
 // Signed ULP error of v against the double-double x (finite values).
 double ulp_error(double v, const ref::DoubleDouble& x, DType t);

@@ -37,9 +37,24 @@ std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const
 double accumulation_roundings(Accumulation a, std::int64_t n, bool has_bias);
 
 struct BoundReport {
-  std::vector<double> bound;  // per output element, absolute
-  std::string formula;        // human-readable statement of the bound used
+  std::vector<double> bound;          // per output element, absolute (deterministic)
+  std::string formula;                // human-readable statement of the bound used
+  // Probabilistic variant (Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019, Thm 3.1):
+  // with independent mean-zero rounding errors, an n-term dot product satisfies
+  // |s^ - s| <= gt_n(lambda) sum|x_i y_i|, gt_n(lambda) = exp(lambda sqrt(n) u + n u^2/(1-u)) - 1,
+  // with probability >= 1 - 2n exp(-lambda^2 (1-u)^2 / 2). lambda is chosen so that, by a
+  // union bound over all N outputs, the chance that any output of a correct computation
+  // exceeds it is at most 1 - confidence. Only the accumulation term uses this model; the
+  // few fold/BatchNorm roundings keep their deterministic bound.
+  std::vector<double> probabilistic;  // empty unless requested
+  double lambda = 0.0, confidence = 0.0;
 };
 BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p);
+// Deterministic and probabilistic bounds together (confidence in (0, 1)).
+BoundReport error_bounds(const Graph& g, const ref::LayerResult& exact, const Policy& p, double confidence);
+
+// gt_k(lambda) and the lambda for k-term sums over n_outputs outputs at `confidence`.
+double gamma_tilde(double k, double u, double lambda);
+double lambda_for(double k, double n_outputs, double u, double confidence);
 
 }  // namespace foldcheck

@@ -15,6 +15,7 @@ namespace foldcheck {
 struct RunOptions {
   ref::Options ref;
   unsigned threads = 0;
+  double confidence = 0.999;  // of the probabilistic bound, over all outputs of a path
   std::function<void(const std::string&)> progress;  // status lines for long runs (may be empty)
 };
 
