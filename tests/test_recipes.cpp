@@ -72,7 +72,7 @@ void check_all(DType dt) {
         if (has_bias) cb = {p.b};
         const FoldedParams fp = fold_parameters(w, 6, cb, bn, dt, r, ref::Options{});
         for (std::size_t i = 0; i < w.size(); ++i) {
-          T wo, bo, post;
+          T wo{}, bo{}, post{};
           hand<T>(r, p, eps, static_cast<T>(w[i]), has_bias, wo, bo, post);
           REQUIRE(fp.weight[i] == static_cast<double>(wo));
           REQUIRE(fp.bias[0] == static_cast<double>(bo));

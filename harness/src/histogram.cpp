@@ -46,9 +46,10 @@ double Histogram::upper_edge(std::size_t i) const {
 }
 
 std::string Histogram::label(std::size_t i) const {
-  if (i == 0) return "(0, " + edge(std::ldexp(1.0, lo)) + "]";
-  if (i + 1 == buckets()) return "> " + edge(std::ldexp(1.0, hi));
-  return "(" + edge(std::ldexp(1.0, lo + static_cast<int>(i) - 1)) + ", " + edge(std::ldexp(1.0, lo + static_cast<int>(i))) + "]";
+  if (i == 0) return fmt::format("(0, {}]", edge(std::ldexp(1.0, lo)));
+  if (i + 1 == buckets()) return fmt::format("> {}", edge(std::ldexp(1.0, hi)));
+  return fmt::format("({}, {}]", edge(std::ldexp(1.0, lo + static_cast<int>(i) - 1)),
+                     edge(std::ldexp(1.0, lo + static_cast<int>(i))));
 }
 
 nlohmann::json to_json(const Histogram& h) {
