@@ -120,7 +120,7 @@ TEST_CASE("a 60 ppm corruption of one output channel's folded weights is UNEXPEC
     const std::size_t o = k / per;
     const double w0 = L.g.nodes[0].weight.data[k];
     wx.push_back(ref::fold_weight(w0, bn.bn.gamma[o], bn.bn.var[o], bn.bn.eps, {}));
-    wb.push_back(f.nodes[0].fold->weight_alpha[o] * std::fabs(w0) + f.nodes[0].fold->weight_eta);
+    wb.push_back(f.nodes[0].fold->weight_bound(o, w0));
   }
   const Comparison cw = compare(f.nodes[0].weight.data, wx, DType::Float32, &wb);
   CHECK(cw.verdict == Verdict::Unexpected);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "foldcheck/npy.hpp"
+#include "tvm_thread_expectations.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -54,13 +55,7 @@ TEST_CASE("acceptance: TVM thread numbers are EXPECTED with tvm bit-exact", "[cl
   REQUIRE(r.code == 0);
   const json j = json::parse(r.out);
   CHECK(j["verdict"] == "EXPECTED");
-  for (const auto& e : j["elements"]) {
-    CHECK(e["drift_ppm"].get<double>() >= -5.1);
-    CHECK(e["drift_ppm"].get<double>() <= -4.9);
-    CHECK(std::abs(e["residual_ulp"].get<double>()) <= 1.0);
-  }
-  const auto be = j["bit_exact_recipes"].get<std::vector<std::string>>();
-  CHECK(std::find(be.begin(), be.end(), "tvm") != be.end());
+  check_tvm_thread_elements(j, 1.0);
 }
 
 TEST_CASE("acceptance: the same weights folded with eps 1e-3 are UNEXPECTED - exit 1", "[cli][acceptance]") {

@@ -5,6 +5,7 @@
 
 #include "foldcheck/explain.hpp"
 #include "foldcheck/fold_pass.hpp"
+#include "tvm_thread_expectations.hpp"
 
 using namespace foldcheck;
 
@@ -25,13 +26,7 @@ TEST_CASE("the TVM thread's drift is the fold of a fresh BatchNorm", "[explain][
   const auto j = explain(tvm_input({2.1122828, 5.5735493, 2.0869968}));
   CHECK(j["verdict"] == "EXPECTED");
   REQUIRE(j["elements"].size() == 3);
-  for (const auto& e : j["elements"]) {
-    CHECK(e["drift_ppm"].get<double>() >= -5.1);
-    CHECK(e["drift_ppm"].get<double>() <= -4.9);
-    CHECK(std::fabs(e["residual_ulp"].get<double>()) <= 0.6);
-  }
-  const auto be = j["bit_exact_recipes"].get<std::vector<std::string>>();
-  CHECK(std::find(be.begin(), be.end(), "tvm") != be.end());
+  check_tvm_thread_elements(j, 0.6);
   const auto& si = j["scale_inference"];
   CHECK(si["consistent"] == true);
   CHECK(si["estimate"].get<double>() == Approx(1 / std::sqrt(1.00001)).epsilon(1e-12));

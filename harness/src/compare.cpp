@@ -22,6 +22,15 @@ double ulp_error(double v, const ref::DoubleDouble& x, DType t) {
   return static_cast<double>(d / ulp(t, x.hi, x.lo));
 }
 
+long double distance(double v, const ref::DoubleDouble& x) {
+  return std::fabs((static_cast<long double>(v) - x.hi) - x.lo);
+}
+
+double bound_ratio(long double d, double bound) {
+  const double b = bound * (1 + 0x1p-40);
+  return b > 0 ? static_cast<double>(d / b) : (d == 0 ? 0.0 : HUGE_VAL);
+}
+
 namespace {
 
 // Nearest-rank percentile of sorted values.
@@ -92,34 +101,30 @@ Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& 
       worst_abs_ulp = std::fabs(e);
       c.worst_index = static_cast<std::int64_t>(i);
     }
+    const long double d = distance(v[i], xi.approx);
     if (xi.approx.hi == 0.0) ++c.kinds.ppm_undefined;
     else {
-      const long double d = (static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo;
-      const double ppm = static_cast<double>(1e6L * d / std::fabs(static_cast<long double>(xi.approx.hi) + xi.approx.lo));
+      const long double signed_d = (static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo;
+      const double ppm = static_cast<double>(1e6L * signed_d / std::fabs(static_cast<long double>(xi.approx.hi) + xi.approx.lo));
       ppms.push_back(ppm);
       c.ppm_hist.add(ppm);
     }
     if (bounds) {
-      const long double d = std::fabs((static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo);
-      // The difference is evaluated with relative error ~2^-64; the 2^-40 margin covers it.
-      const double b = (*bounds)[i] * (1 + 0x1p-40);
-      const double ratio = b > 0 ? static_cast<double>(d / b) : (d == 0 ? 0.0 : HUGE_VAL);
+      const double ratio = bound_ratio(d, (*bounds)[i]);
       if (!c.worst_bound_ratio || ratio > *c.worst_bound_ratio) {
         c.worst_bound_ratio = ratio;
         c.worst_bound_index = static_cast<std::int64_t>(i);
         c.worst_bound_ulp = (*bounds)[i] / ulp(t, xi.approx.hi, xi.approx.lo);
       }
-      if (d > b) {
+      if (ratio > 1) {
         ++c.beyond_bound;
         c.verdict = Verdict::Unexpected;
       }
     }
     if (probabilistic) {
-      const long double d = std::fabs((static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo);
-      const double b = (*probabilistic)[i] * (1 + 0x1p-40);
-      const double ratio = b > 0 ? static_cast<double>(d / b) : (d == 0 ? 0.0 : HUGE_VAL);
+      const double ratio = bound_ratio(d, (*probabilistic)[i]);
       if (!c.worst_probabilistic_ratio || ratio > *c.worst_probabilistic_ratio) c.worst_probabilistic_ratio = ratio;
-      if (d > b) ++c.beyond_probabilistic;
+      if (ratio > 1) ++c.beyond_probabilistic;
     }
   }
   c.ulp = summarize(std::move(ulps));

@@ -118,12 +118,6 @@ double accumulation_roundings(Accumulation a, std::int64_t n, bool has_bias) {
   return std::ceil(std::log2(static_cast<double>(std::max<std::int64_t>(n, 1)))) + 1.0 + b;
 }
 
-namespace {
-// The bound with `acc_coeff` as the accumulation's relative coefficient (gamma_k for the
-// deterministic bound, min(gamma_k, gt_k(lambda)) for the probabilistic one).
-std::vector<double> bound_with(const Graph& g, const ref::LayerResult& exact, const Policy& p, double acc_coeff);
-}  // namespace
-
 double gamma_tilde(double k, double u, double lambda) {
   return round_up(std::expm1(lambda * std::sqrt(k) * u + k * u * u / (1 - u)));
 }
@@ -133,81 +127,104 @@ double lambda_for(double k, double n_outputs, double u, double confidence) {
   return std::sqrt(2.0 * std::log(2.0 * k * n_outputs / (1.0 - confidence))) / (1.0 - u);
 }
 
-BoundReport error_bounds(const Graph& g, const ref::LayerResult& exact, const Policy& p, double confidence) {
-  if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("confidence must be in (0, 1)");
-  BoundReport r = deterministic_bound(g, exact, p);
-  const Node& conv = g.nodes.front();
-  const double u = info(info(g.dtype).arithmetic).unit_roundoff;
-  const double k = accumulation_roundings(p.accumulation, conv.geometry.terms_per_output(), !conv.bias.empty());
-  r.confidence = confidence;
-  r.lambda = lambda_for(k, static_cast<double>(std::max<std::size_t>(exact.y.size(), 1)), u, confidence);
-  r.probabilistic = bound_with(g, exact, p, std::min(gamma_k(k, u), gamma_tilde(k, u, r.lambda)));
-  return r;
-}
-
-BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p) {
-  if (g.nodes.empty() || g.nodes.front().kind != Node::Kind::Conv)
-    throw std::invalid_argument("deterministic_bound: the graph must start with a Conv");
-  const Node& conv = g.nodes.front();
-  const DTypeInfo& ai = info(info(g.dtype).arithmetic);
-  const std::int64_t n_terms = conv.geometry.terms_per_output();
-  const bool has_bias = !conv.bias.empty();
-  const double k = accumulation_roundings(p.accumulation, n_terms, has_bias);
-  BoundReport r;
-  r.bound = bound_with(g, exact, p, gamma_k(k, ai.unit_roundoff));
-  r.formula = std::string("|y - y*| <= gamma_k (sum|x w'| + |b'|) + fold errors, then ") +
-              (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") + " in running-error form; k = " +
-              std::to_string(static_cast<long>(k)) + " (" + name(p.accumulation) + ", n = " + std::to_string(n_terms) +
-              "), u = 2^" + std::to_string(-ai.precision);
-  return r;
-}
-
 namespace {
-std::vector<double> bound_with(const Graph& g, const ref::LayerResult& exact, const Policy& p, double gk) {
+
+// What every bound of a graph shares: its leading Conv, the number k of roundings a term
+// of the accumulation can suffer, and the arithmetic's parameters. Checked once.
+struct AccumulationModel {
+  const Node* conv;
+  std::int64_t n_terms;
+  double k;
+  const DTypeInfo* arith;
+};
+
+AccumulationModel accumulation_model(const Graph& g, const Policy& p) {
   if (g.nodes.empty() || g.nodes.front().kind != Node::Kind::Conv)
-    throw std::invalid_argument("deterministic_bound: the graph must start with a Conv");
+    throw std::invalid_argument("error bounds: the graph must start with a Conv");
   const Node& conv = g.nodes.front();
+  const std::int64_t n = conv.geometry.terms_per_output();
+  return {&conv, n, accumulation_roundings(p.accumulation, n, !conv.bias.empty()), &info(info(g.dtype).arithmetic)};
+}
+
+std::string formula(const Graph& g, const Policy& p, const AccumulationModel& m) {
+  return std::string("|y - y*| <= gamma_k (sum|x w'| + |b'|) + fold errors, then ") +
+         (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") + " in running-error form; k = " +
+         std::to_string(static_cast<long>(m.k)) + " (" + name(p.accumulation) + ", n = " + std::to_string(m.n_terms) +
+         "), u = 2^" + std::to_string(-m.arith->precision);
+}
+
+// Per-element bounds, one vector for each accumulation coefficient in `coeffs` (gamma_k
+// for the deterministic bound, min(gamma_k, gt_k(lambda)) for the probabilistic one),
+// computed in a single pass over the outputs.
+std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerResult& exact, const Policy& p,
+                                             const AccumulationModel& m, std::initializer_list<double> coeffs) {
+  const Node& conv = *m.conv;
   const ref::ConvGeometry& geo = conv.geometry;
   const DType s = g.dtype;
-  const DTypeInfo& ai = info(info(s).arithmetic);
-  const std::int64_t n_terms = geo.terms_per_output();
+  const DTypeInfo& ai = *m.arith;
   const bool has_bias = !conv.bias.empty();
   const std::vector<double>& orig_bias = conv.fold ? conv.original_bias : conv.bias;
   const std::int64_t plane = geo.OH() * geo.OW();
+  const double underflow = static_cast<double>(m.n_terms) * ai.underflow_eta;
 
-  std::vector<double> bound(exact.y.size());
+  std::vector<std::vector<double>> bounds(coeffs.size(), std::vector<double>(exact.y.size()));
   for (std::size_t i = 0; i < exact.y.size(); ++i) {
     const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % geo.O);
     const double A = exact.abs_sum[i], X = exact.abs_x_sum[i];
-    const long double dot = static_cast<long double>(exact.conv[i]) - (orig_bias.empty() ? 0.0L : orig_bias[o]);
-    Bounded y;
-    if (conv.fold) {
-      const FoldInfo& f = *conv.fold;
-      const double t = f.scale[o].mag(), alpha = f.weight_alpha[o], eta = f.weight_eta;
-      const Bounded& b = f.bias[o];
-      const double abs_xw = (t + alpha) * A + eta * X;  // >= sum |x_i w'_i| of the stored weights
-      const double E = gk * (abs_xw + b.mag() + b.e) + alpha * A + eta * X + b.e +
-                       static_cast<double>(n_terms) * ai.underflow_eta * (1 + gk);
-      y = Bounded::with_error(0.0, round_up(E), ai.dtype);
-      y.v = f.scale[o].v * dot + b.v;
-    } else {
-      const double E = gk * (A + (has_bias ? std::fabs(conv.bias[o]) : 0.0)) +
-                       static_cast<double>(n_terms) * ai.underflow_eta * (1 + gk);
-      y = Bounded::with_error(0.0, round_up(E), ai.dtype);
-      y.v = static_cast<long double>(exact.conv[i]);
-    }
-    y = y.stored_as(s);
-    for (std::size_t k = 1; k < g.nodes.size(); ++k) {
-      const Node& n = g.nodes[k];
-      if (n.kind == Node::Kind::BatchNorm) y = bn_apply<Bounded>(y, n.bn, o, p.bn_form, ai.dtype);
-      else if (n.kind == Node::Kind::ChannelAdd) y = y + conv.fold->post_add[o];
-      else throw std::invalid_argument("deterministic_bound: only Conv -> {BatchNorm, ChannelAdd} chains");
+    std::size_t c = 0;
+    for (const double gk : coeffs) {
+      Bounded y;
+      if (conv.fold) {
+        const FoldInfo& f = *conv.fold;
+        const double t = f.scale[o].mag(), alpha = f.weight_alpha[o], eta = f.weight_eta;
+        const Bounded& b = f.bias[o];
+        const double abs_xw = (t + alpha) * A + eta * X;  // >= sum |x_i w'_i| of the stored weights
+        const double E = gk * (abs_xw + b.mag() + b.e) + alpha * A + eta * X + b.e + underflow * (1 + gk);
+        const long double dot = static_cast<long double>(exact.conv[i]) - (orig_bias.empty() ? 0.0L : orig_bias[o]);
+        y = Bounded::with_error(0.0, round_up(E), ai.dtype);
+        y.v = f.scale[o].v * dot + b.v;
+      } else {
+        const double E = gk * (A + (has_bias ? std::fabs(conv.bias[o]) : 0.0)) + underflow * (1 + gk);
+        y = Bounded::with_error(0.0, round_up(E), ai.dtype);
+        y.v = static_cast<long double>(exact.conv[i]);
+      }
       y = y.stored_as(s);
+      for (std::size_t k = 1; k < g.nodes.size(); ++k) {
+        const Node& n = g.nodes[k];
+        if (n.kind == Node::Kind::BatchNorm) y = bn_apply<Bounded>(y, n.bn, o, p.bn_form, ai.dtype);
+        else if (n.kind == Node::Kind::ChannelAdd) y = y + conv.fold->post_add[o];
+        else throw std::invalid_argument("error bounds: only Conv -> {BatchNorm, ChannelAdd} chains");
+        y = y.stored_as(s);
+      }
+      bounds[c++][i] = y.e;
     }
-    bound[i] = y.e;
   }
-  return bound;
+  return bounds;
 }
+
 }  // namespace
+
+BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p) {
+  const AccumulationModel m = accumulation_model(g, p);
+  BoundReport r;
+  r.bound = std::move(bounds_with(g, exact, p, m, {gamma_k(m.k, m.arith->unit_roundoff)})[0]);
+  r.formula = formula(g, p, m);
+  return r;
+}
+
+BoundReport error_bounds(const Graph& g, const ref::LayerResult& exact, const Policy& p, double confidence) {
+  if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("confidence must be in (0, 1)");
+  const AccumulationModel m = accumulation_model(g, p);
+  const double u = m.arith->unit_roundoff;
+  BoundReport r;
+  r.formula = formula(g, p, m);
+  r.confidence = confidence;
+  r.lambda = lambda_for(m.k, static_cast<double>(std::max<std::size_t>(exact.y.size(), 1)), u, confidence);
+  const double det = gamma_k(m.k, u);
+  auto both = bounds_with(g, exact, p, m, {det, std::min(det, gamma_tilde(m.k, u, r.lambda))});
+  r.bound = std::move(both[0]);
+  r.probabilistic = std::move(both[1]);
+  return r;
+}
 
 }  // namespace foldcheck

@@ -116,33 +116,27 @@ json explain(const ExplainInput& in) {
 
   // Every recipe: bit-exact replay and per-element bound.
   json recipes = json::array(), bit_exact = json::array(), explained_by = json::array();
-  std::vector<double> best_bound(n, 0.0);
-  std::string best_recipe;
-  double best_recipe_worst = HUGE_VAL;
+  struct Scored {
+    std::string name;
+    std::vector<double> bound;
+    double worst_ratio;
+    bool bit_exact;
+  };
+  std::vector<Scored> scored;
   for (Recipe r : all_recipes()) {
-    FoldedParams fp = fold_parameters(in.original, per_channel, {}, in.bn, in.dtype, r, in.ref_options);
+    const FoldedParams fp = fold_parameters(in.original, per_channel, {}, in.bn, in.dtype, r, in.ref_options);
     std::int64_t mismatches = 0;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!(fp.weight[i] == in.observed[i] && std::signbit(fp.weight[i]) == std::signbit(in.observed[i]))) ++mismatches;
     std::vector<double> bound(n);
     double max_bound_ulp = 0, worst_ratio = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t o = i / per_channel;
-      bound[i] = round_up(fp.info.weight_alpha[o] * std::fabs(in.original[i]) + fp.info.weight_eta);
-      const double u = ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo);
-      max_bound_ulp = std::max(max_bound_ulp, bound[i] / u);
-      const long double d = std::fabs((static_cast<long double>(in.observed[i]) - exact[i].approx.hi) - exact[i].approx.lo);
-      worst_ratio = std::max(worst_ratio, static_cast<double>(d / (bound[i] * (1 + 0x1p-40))));
+      if (!(fp.weight[i] == in.observed[i] && std::signbit(fp.weight[i]) == std::signbit(in.observed[i]))) ++mismatches;
+      bound[i] = fp.info.weight_bound(i / per_channel, in.original[i]);
+      max_bound_ulp = std::max(max_bound_ulp, bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo));
+      worst_ratio = std::max(worst_ratio, bound_ratio(distance(in.observed[i], exact[i].approx), bound[i]));
     }
     const bool explains = worst_ratio <= 1.0;
     if (mismatches == 0) bit_exact.push_back(name(r));
     if (explains) explained_by.push_back(name(r));
-    // The recipe whose bound fits best (smallest worst ratio) is cited.
-    if (worst_ratio < best_recipe_worst) {
-      best_recipe_worst = worst_ratio;
-      best_recipe = name(r);
-      best_bound = bound;
-    }
     recipes.push_back({{"name", name(r)},
                        {"chain", describe(r)},
                        {"bit_exact", mismatches == 0},
@@ -150,19 +144,17 @@ json explain(const ExplainInput& in) {
                        {"bound_ulp_max", max_bound_ulp},
                        {"worst_ratio_to_bound", worst_ratio},
                        {"explains", explains}});
+    scored.push_back({name(r), std::move(bound), worst_ratio, mismatches == 0});
   }
-  // Prefer a bit-exact recipe for the citation when there is one.
-  if (!bit_exact.empty()) {
-    const std::string r = bit_exact.front();
-    for (const auto& rj : recipes)
-      if (rj["name"] == r) {
-        best_recipe = r;
-        best_recipe_worst = rj["worst_ratio_to_bound"];
-      }
-    FoldedParams fp = fold_parameters(in.original, per_channel, {}, in.bn, in.dtype, recipe_from_name(r), in.ref_options);
-    for (std::size_t i = 0; i < n; ++i)
-      best_bound[i] = round_up(fp.info.weight_alpha[i / per_channel] * std::fabs(in.original[i]) + fp.info.weight_eta);
-  }
+  // The cited recipe: the first that reproduces the observation bit for bit, else the one
+  // whose bound fits best (smallest worst ratio).
+  auto cited = std::find_if(scored.begin(), scored.end(), [](const Scored& s) { return s.bit_exact; });
+  if (cited == scored.end())
+    cited = std::min_element(scored.begin(), scored.end(),
+                             [](const Scored& a, const Scored& b) { return a.worst_ratio < b.worst_ratio; });
+  const std::string best_recipe = cited->name;
+  const double best_recipe_worst = cited->worst_ratio;
+  const std::vector<double>& best_bound = cited->bound;
 
   const Comparison cmp = compare(in.observed, exact, in.dtype, &best_bound);
   json elements = json::array();

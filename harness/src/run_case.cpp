@@ -91,7 +91,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
       const FoldInfo& fi = *fc.fold;
       std::vector<double> wb(wexact.size()), bb(bexact.size());
       for (std::size_t k = 0; k < wb.size(); ++k)
-        wb[k] = round_up(fi.weight_alpha[k / per_channel] * std::fabs(conv.weight.data[k]) + fi.weight_eta);
+        wb[k] = fi.weight_bound(k / per_channel, conv.weight.data[k]);
       const Comparison wc = compare(fc.weight.data, wexact, dt, &wb);
       json wj{{"recipe", name(r)}, {"chain", describe(r)}};
       wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
@@ -152,7 +152,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
           h.add(d[i]);
           if (yf[i] != yu[i]) ++differ;
           maxd = std::max(maxd, std::fabs(d[i]));
-          if (std::fabs(yf[i] - yu[i]) > (bf.bound[i] + bu.bound[i]) * (1 + 0x1p-40)) ++beyond;
+          if (bound_ratio(std::fabs(static_cast<long double>(yf[i]) - yu[i]), bf.bound[i] + bu.bound[i]) > 1) ++beyond;
         }
         pairs.push_back({{"a", std::string("fused/") + name(r)},
                          {"b", "unfused"},

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "foldcheck/reports/text.hpp"
@@ -72,9 +73,13 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
     for (const auto& o : d["orders"]) {
       s += fmt::format("  outputs vs the exact layer ({} accumulation)\n", o["accumulation"].get<std::string>());
       s += header("path");
-      for (const auto& p : o["paths"]) s += scored_row(p["name"].get<std::string>(), p);
-      for (const auto& p : o["paths"]) {
-        if (!p.contains("tolerance") || !(p["path"] == "unfused" || p == o["paths"][1])) continue;
+      const auto& paths = o["paths"];
+      // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
+      const std::size_t headline = std::min<std::size_t>(2, paths.size());
+      for (const auto& p : paths) s += scored_row(p["name"].get<std::string>(), p);
+      for (std::size_t i = 0; i < headline; ++i) {
+        const auto& p = paths[i];
+        if (!p.contains("tolerance")) continue;
         const auto& t = p["tolerance"];
         s += fmt::format("    assert_close tolerance implied by the bound ({}): rtol={:.3g}, atol={:.3g}  "
                          "(or atol={:.3g} alone)\n",
@@ -85,9 +90,9 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
         s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
                          pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
                          pr["beyond_combined_bound"].get<long>());
-      for (const auto& p : o["paths"]) {
-        const bool headline = first_hist && (p["path"] == "unfused" || p == o["paths"][1]);
-        if (!opts.all_histograms && !headline) continue;
+      const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
+      for (std::size_t i = 0; i < histograms; ++i) {
+        const auto& p = paths[i];
         s += fmt::format("\n  histogram: {} {} {}, error vs the exact value\n", dt, o["accumulation"].get<std::string>(),
                          p["name"].get<std::string>());
         s += histogram_text(p["histograms"]["ulp"]);

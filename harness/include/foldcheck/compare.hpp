@@ -77,6 +77,12 @@ nlohmann::json to_json(const Tolerance& t);
 // Signed ULP error of v against the double-double x (finite values).
 double ulp_error(double v, const ref::DoubleDouble& x, DType t);
 
+// |v - x| for a finite double v and a double-double x, in long double (relative error
+// about 2^-64), and its ratio to an absolute bound. The ratio allows a 2^-40 relative
+// margin that covers the error of evaluating the distance; a ratio above 1 means beyond.
+long double distance(double v, const ref::DoubleDouble& x);
+double bound_ratio(long double distance, double bound);
+
 nlohmann::json to_json(const Distribution& d);
 nlohmann::json to_json(const Comparison& c);
 

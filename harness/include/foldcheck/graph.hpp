@@ -34,6 +34,9 @@ struct FoldInfo {
   std::vector<double> weight_alpha;
   double weight_eta = 0.0;
   bool has_post_add = false;
+
+  // Bound on |stored w' - w * t| for a weight w of output channel o.
+  double weight_bound(std::size_t o, double w) const { return round_up(weight_alpha[o] * std::fabs(w) + weight_eta); }
 };
 
 struct Node {
