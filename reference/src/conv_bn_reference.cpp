@@ -138,10 +138,13 @@ class ConvBnEvaluator {
     win.abs_x_sum = abs_x * inflate;
   }
 
-  void enclose(Interval& y, Window& win, std::int64_t o, long p) const {
+  // Enclose output channel o's value for the window at precision p. If conv_out is given,
+  // it also receives the window's sum (conv + bias) rounded to double, from the same sum.
+  void enclose(Interval& y, Window& win, std::int64_t o, long p, double* conv_out = nullptr) const {
     Interval c(p);
     MpNumber s(p);
     const int ternary = mpfr_sum(s.get(), win.ptrs.data(), win.n, MPFR_RNDN);
+    if (conv_out) *conv_out = s.to_double();
     c.set_from_ternary(s.get(), ternary);
     if (L.bn)
       bn_interval(y, c, L.bn->gamma[o], L.bn->beta[o], L.bn->mean[o], L.bn->var[o], L.bn->eps);
@@ -159,7 +162,6 @@ class ConvBnEvaluator {
     for (auto& t : win.terms) win.ptrs.push_back(t.get());
     const std::int64_t OH = g.OH(), OW = g.OW();
     Interval y(opts.precision);
-    MpNumber conv_exact(opts.precision);
     for (std::int64_t n = 0; n < g.N; ++n) {
       for (std::int64_t oh = 0; oh < OH; ++oh) {
         for (std::int64_t ow = 0; ow < OW; ++ow) {
@@ -167,9 +169,7 @@ class ConvBnEvaluator {
           gather(win, n, o, oh, ow);
           r.abs_sum[idx] = win.abs_sum;
           r.abs_x_sum[idx] = win.abs_x_sum;
-          mpfr_sum(conv_exact.get(), win.ptrs.data(), win.n, MPFR_RNDN);
-          r.conv[idx] = conv_exact.to_double();
-          enclose(y, win, o, opts.precision);
+          enclose(y, win, o, opts.precision, &r.conv[idx]);
           Value v;
           if (!try_certify(y, v)) {
             ++escalations;
