@@ -117,6 +117,8 @@ TEST_CASE("bad case files are refused with the field named", "[io][cases]") {
   CHECK(with(R"(, "bn": {"var": 0, "eps": 0})").find("var + eps <= 0") != std::string::npos);
   CHECK(with(R"(, "colour": 1)").find("unknown key 'colour'") != std::string::npos);
   CHECK(with(R"(, "compare": {"recipes": ["tensorrt"]})").find("unknown recipe") != std::string::npos);
+  CHECK(with(R"(, "observed_weights": {"prefix": [1, 2, 3, 4, 5]})").find("5 values but the weights have 4") !=
+        std::string::npos);
   CHECK(with(R"(, "bn": {"gamma": {"init": {"values": [1, 2, 3]}}})").find("3 values given") != std::string::npos);
   write(d / "c.json", "{\"seed\": 1,");
   CHECK(message_of([&] { load_case((d / "c.json").string()); }).find("invalid JSON") != std::string::npos);

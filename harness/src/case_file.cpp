@@ -241,6 +241,10 @@ CaseSpec load_case(const std::string& path) {
     std::vector<double> v;
     for (const auto& x : o.value("prefix", json::array())) v.push_back(number(c, x, "observed_weights.prefix"));
     if (v.empty()) c.fail("observed_weights.prefix", "must be a non-empty list");
+    const std::int64_t n_weights = g.O * g.terms_per_output();
+    if (static_cast<std::int64_t>(v.size()) > n_weights)
+      c.fail("observed_weights.prefix", std::to_string(v.size()) + " values but the weights have " +
+                                            std::to_string(n_weights));
     s.observed_weights_prefix = v;
     s.observed_note = o.value("note", "");
   }

@@ -15,6 +15,7 @@ void fold_float(const std::vector<double>& w, std::int64_t per_channel, const st
   const DType arith = info(dtype).arithmetic;
   out.weight.resize(w.size());
   out.bias.resize(O);
+  if (r == Recipe::Tvm && !conv_bias.empty()) out.post_add.resize(O);  // TVM keeps the shift as an add
   for (std::size_t o = 0; o < O; ++o) {
     const FoldScalars<A> f = fold_scalars(r, fold_inputs<A>(bn, o, conv_bias, r, arith));
     for (std::int64_t i = 0; i < per_channel; ++i) {
@@ -23,10 +24,7 @@ void fold_float(const std::vector<double>& w, std::int64_t per_channel, const st
       out.weight[k] = round_to(dtype, static_cast<double>(prod));
     }
     out.bias[o] = round_to(dtype, static_cast<double>(f.bias));
-    if (f.has_post_add) {
-      out.post_add.resize(O);
-      out.post_add[o] = round_to(dtype, static_cast<double>(f.post_add));
-    }
+    if (f.has_post_add) out.post_add[o] = round_to(dtype, static_cast<double>(f.post_add));
   }
 }
 

@@ -60,11 +60,18 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
   json per_dtype = json::array();
   std::int64_t escalations = 0;
   long max_prec = 0;
+  // The first dtype's weights and BatchNorm, for explaining observed weights afterwards.
+  std::vector<double> first_weights;
+  ref::BnParams first_bn;
 
   for (DType dt : spec.dtypes) {
     const CaseData data = materialize(spec, dt);
     const Node& conv = data.graph.nodes[0];
     const Node& bnn = data.graph.nodes[1];
+    if (dt == spec.dtypes.front()) {
+      first_weights = conv.weight.data;
+      first_bn = bnn.bn;
+    }
     say(fmt::format("{}: reference conv+BN ({} outputs x {} terms, {}-bit intervals)", name(dt),
                     conv.geometry.output_size(), conv.geometry.terms_per_output(), opts.ref.precision));
     const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), opts.ref);
@@ -196,7 +203,6 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
 
   if (spec.observed_weights_prefix) {
     // Observed engine output for the first weights: explain them against this case's BN.
-    const CaseData d = materialize(spec, spec.dtypes.front());
     const auto& obs = *spec.observed_weights_prefix;
     const std::int64_t per_channel = spec.geometry.terms_per_output();
     ExplainInput ei;
@@ -205,11 +211,11 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     ei.bn_given = true;
     ei.bn_source = "the case's BatchNorm";
     for (std::size_t i = 0; i < obs.size(); ++i) ei.observed.push_back(round_to(ei.dtype, obs[i]));
-    ei.original.assign(d.graph.nodes[0].weight.data.begin(), d.graph.nodes[0].weight.data.begin() + obs.size());
+    ei.original.assign(first_weights.begin(), first_weights.begin() + static_cast<std::ptrdiff_t>(obs.size()));
     // One BN channel per observed element (its output channel).
     for (std::size_t i = 0; i < obs.size(); ++i) {
       const std::size_t o = i / per_channel;
-      const auto& bn = d.graph.nodes[1].bn;
+      const auto& bn = first_bn;
       ei.bn.gamma.push_back(bn.gamma[o]);
       ei.bn.beta.push_back(bn.beta[o]);
       ei.bn.mean.push_back(bn.mean[o]);
