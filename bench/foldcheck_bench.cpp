@@ -52,7 +52,7 @@ const char* kNames[] = {"conv3x3_64_28", "conv1x1_256_28", "depthwise3x3_64_56"}
 void float_path(benchmark::State& st, int shape, DType dt, Accumulation acc) {
   const Fixture f = make(kShapes[shape], dt);
   const Graph fused = fold_batchnorm(f.g, Recipe::PyTorch, {});
-  for (auto _ : st) benchmark::DoNotOptimize(evaluate(fused, f.x, Policy{acc, BnForm::Textbook, 0}));
+  for (auto _ : st) benchmark::DoNotOptimize(evaluate(fused, f.x, Policy{acc, BnForm::Textbook, 0, {}}));
   st.SetItemsProcessed(st.iterations() * f.macs);
 }
 

@@ -218,7 +218,7 @@ CaseSpec load_case(const std::string& path) {
   if (s.eps < 0) c.fail("bn.eps", "must be >= 0");
 
   const json cmp = j.value("compare", json::object());
-  check_keys(c, cmp, "compare", {"dtypes", "recipes", "accumulation", "bn_form"});
+  check_keys(c, cmp, "compare", {"dtypes", "recipes", "accumulation", "bn_form", "variants"});
   if (cmp.contains("dtypes")) {
     s.dtypes.clear();
     for (const auto& d : cmp["dtypes"]) s.dtypes.push_back(dtype_from_name(d.get<std::string>()));
@@ -230,7 +230,33 @@ CaseSpec load_case(const std::string& path) {
   }
   if (cmp.contains("accumulation")) {
     s.accumulations.clear();
-    for (const auto& a : cmp["accumulation"]) s.accumulations.push_back(accumulation_from_name(a.get<std::string>()));
+    for (const auto& a : cmp["accumulation"]) {
+      if (!a.is_string()) c.fail("compare.accumulation", "entries must be strings");
+      try {
+        s.accumulations.push_back(order_from_name(a.get<std::string>()));
+        check_order(s.accumulations.back(), g);
+      } catch (const InputError& e) {
+        c.fail("compare.accumulation", e.what());
+      }
+    }
+  }
+  if (cmp.contains("variants")) {
+    s.variants.clear();
+    if (!cmp["variants"].is_array()) c.fail("compare.variants", "must be a list of objects");
+    for (const auto& v : cmp["variants"]) {
+      check_keys(c, v, "compare.variants[]", {"fma", "rsqrt", "newton_steps", "weight_dtype"});
+      try {
+        const json steps = v.value("newton_steps", json(-1));
+        if (!steps.is_number_integer()) c.fail("compare.variants[].newton_steps", "must be an integer");
+        s.variants.push_back(arithmetic_from_json_fields(v.value("fma", false), v.value("rsqrt", std::string("exact")),
+                                                         steps.get<int>(), v.value("weight_dtype", std::string())));
+      } catch (const json::exception& e) {
+        c.fail("compare.variants[]", e.what());
+      } catch (const InputError& e) {
+        c.fail("compare.variants[]", e.what());
+      }
+    }
+    if (s.variants.empty()) c.fail("compare.variants", "needs at least one variant ({} is the default arithmetic)");
   }
   if (cmp.contains("bn_form")) s.bn_form = bn_form_from_name(cmp["bn_form"].get<std::string>());
   if (s.dtypes.empty() || s.accumulations.empty()) c.fail("compare", "needs at least one dtype and accumulation order");

@@ -6,15 +6,41 @@
 
 #include "foldcheck/errors.hpp"
 #include "foldcheck/layer_math.hpp"
+#include "conv_kernels.hpp"
 
 namespace foldcheck {
 
-const char* name(Accumulation a) { return a == Accumulation::Sequential ? "sequential" : "pairwise"; }
+const char* name(Accumulation a) {
+  switch (a) {
+    case Accumulation::Sequential: return "sequential";
+    case Accumulation::Pairwise: return "pairwise";
+    case Accumulation::Blocked: return "blocked";
+    case Accumulation::Winograd: return "winograd";
+  }
+  return "?";
+}
 
-Accumulation accumulation_from_name(const std::string& n) {
-  if (n == "sequential") return Accumulation::Sequential;
-  if (n == "pairwise") return Accumulation::Pairwise;
-  throw InputError("unknown accumulation order '" + n + "' (expected sequential or pairwise)");
+std::string Order::label() const {
+  return kind == Accumulation::Blocked ? "blocked:" + std::to_string(block) : name(kind);
+}
+
+Order order_from_name(const std::string& n) {
+  for (Accumulation a : {Accumulation::Sequential, Accumulation::Pairwise, Accumulation::Winograd})
+    if (n == name(a)) return Order(a);
+  if (n == "blocked") return Order(Accumulation::Blocked);
+  if (n.rfind("blocked:", 0) == 0) {
+    const std::string k = n.substr(8);
+    if (!k.empty() && k.size() < 10 && k.find_first_not_of("0123456789") == std::string::npos && std::stol(k) > 0)
+      return Order(Accumulation::Blocked, std::stol(k));
+  }
+  throw InputError("unknown accumulation order '" + n +
+                   "' (expected sequential, pairwise, blocked, blocked:K with K > 0, or winograd)");
+}
+
+void check_order(const Order& o, const ref::ConvGeometry& g) {
+  if (o.kind == Accumulation::Winograd && !detail::winograd_applies(g))
+    throw InputError("winograd F(2x2,3x3) needs a 3x3 kernel, stride 1 and dilation 1");
+  if (o.kind == Accumulation::Blocked && o.block < 1) throw InputError("blocked accumulation needs a K-block >= 1");
 }
 
 namespace {
@@ -39,45 +65,39 @@ void parallel_channels(std::int64_t O, unsigned threads, F f) {
 }
 
 template <class A>
-A pairwise_sum(const A* p, std::size_t n) {
-  if (n == 1) return p[0];
-  const std::size_t h = (n + 1) / 2;
-  return pairwise_sum(p, h) + pairwise_sum(p + h, n - h);
-}
-
-template <class A>
 std::vector<double> conv_float(const Node& node, const std::vector<double>& xin, DType s, const Policy& p) {
   const ref::ConvGeometry& g = node.geometry;
   const std::vector<A> x(xin.begin(), xin.end());
   const std::vector<A> w(node.weight.data.begin(), node.weight.data.end());
-  const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
+  const std::vector<A> bias(node.bias.begin(), node.bias.end());
+  auto bias_of = [&](std::int64_t o) -> const A* { return bias.empty() ? nullptr : &bias[o]; };
+  const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups;
   std::vector<double> out(static_cast<std::size_t>(g.output_size()));
-  const bool has_bias = !node.bias.empty();
+  const bool fma = p.arith.fma;
+  if (p.order.kind == Accumulation::Winograd) {
+    check_order(p.order, g);
+    std::vector<A> U(static_cast<std::size_t>(g.O * cg * 16));
+    for (std::int64_t k = 0; k < g.O * cg; ++k) detail::winograd_filter(&w[k * 9], &U[k * 16]);
+    parallel_channels(g.O, p.threads, [&](std::int64_t o) {
+      A tile[4];
+      for (std::int64_t n = 0; n < g.N; ++n)
+        for (std::int64_t oh = 0; oh < OH; oh += 2)
+          for (std::int64_t ow = 0; ow < OW; ow += 2) {
+            detail::winograd_tile(g, x.data(), &U[o * cg * 16], bias_of(o), fma, n, o, oh, ow, tile);
+            for (int i = 0; i < 2 && oh + i < OH; ++i)
+              for (int j = 0; j < 2 && ow + j < OW; ++j)
+                out[((n * g.O + o) * OH + oh + i) * OW + ow + j] = round_to(s, static_cast<double>(tile[i * 2 + j]));
+          }
+    });
+    return out;
+  }
   parallel_channels(g.O, p.threads, [&](std::int64_t o) {
     std::vector<A> prods(static_cast<std::size_t>(g.terms_per_output()));
-    const std::int64_t c0 = (o / og) * cg;
-    const A bias = has_bias ? static_cast<A>(node.bias[o]) : A(0);
     for (std::int64_t n = 0; n < g.N; ++n)
       for (std::int64_t oh = 0; oh < OH; ++oh)
         for (std::int64_t ow = 0; ow < OW; ++ow) {
-          A acc = 0;
-          std::size_t k = 0;
-          for (std::int64_t ci = 0; ci < cg; ++ci)
-            for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-              const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-              if (ih < 0 || ih >= g.H) continue;
-              const A* xrow = &x[((n * g.C + c0 + ci) * g.H + ih) * g.W];
-              const A* wrow = &w[((o * cg + ci) * g.KH + kh) * g.KW];
-              for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-                const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-                if (iw < 0 || iw >= g.W) continue;
-                const A prod = xrow[iw] * wrow[kw];
-                if (p.accumulation == Accumulation::Sequential) acc = acc + prod;
-                else prods[k++] = prod;
-              }
-            }
-          if (p.accumulation == Accumulation::Pairwise && k > 0) acc = pairwise_sum(prods.data(), k);
-          if (has_bias) acc = acc + bias;
+          const A acc = detail::conv_output(g, x.data(), &w[o * g.terms_per_output()], bias_of(o), p.order, fma, n, o,
+                                            oh, ow, prods.data());
           out[((n * g.O + o) * OH + oh) * OW + ow] = round_to(s, static_cast<double>(acc));
         }
   });
@@ -93,7 +113,7 @@ std::vector<double> channelwise(const Node& node, const std::vector<double>& x, 
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(x.size()); ++i) {
     const std::size_t o = static_cast<std::size_t>((i / plane) % g.O);
     A v;
-    if (node.kind == Node::Kind::BatchNorm) v = bn_apply<A>(static_cast<A>(x[i]), node.bn, o, p.bn_form, arith);
+    if (node.kind == Node::Kind::BatchNorm) v = bn_apply<A>(static_cast<A>(x[i]), node.bn, o, p.bn_form, p.arith, arith);
     else v = static_cast<A>(x[i]) + static_cast<A>(node.bias[o]);
     out[i] = round_to(s, static_cast<double>(v));
   }
@@ -112,10 +132,83 @@ std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const
   return cur;
 }
 
-double accumulation_roundings(Accumulation a, std::int64_t n, bool has_bias) {
+double accumulation_roundings(const Order& o, const ref::ConvGeometry& g, bool has_bias) {
   const double b = has_bias ? 1.0 : 0.0;
-  if (a == Accumulation::Sequential) return static_cast<double>(n) + b;
-  return std::ceil(std::log2(static_cast<double>(std::max<std::int64_t>(n, 1)))) + 1.0 + b;
+  const std::int64_t n = std::max<std::int64_t>(g.terms_per_output(), 1);
+  switch (o.kind) {
+    case Accumulation::Sequential: return static_cast<double>(n) + b;
+    case Accumulation::Pairwise: return std::ceil(std::log2(static_cast<double>(n))) + 1.0 + b;
+    case Accumulation::Blocked: {
+      const std::int64_t kb = std::min(o.block, n);
+      return static_cast<double>(kb + (n + o.block - 1) / o.block) + b;
+    }
+    case Accumulation::Winograd: return static_cast<double>(g.C / g.groups) + 11.0 + b;
+  }
+  return 0;
+}
+
+std::vector<double> winograd_magnitudes(const ref::ConvGeometry& g, const std::vector<double>& x,
+                                        const std::vector<double>& w) {
+  // The transforms on absolute values: with |G| = [[1,0,0],[1/2,1/2,1/2],[1/2,1/2,1/2],[0,0,1]],
+  // |B^T| and |A^T| (all entries 0 or 1), every "a - b" becomes "a + b". Evaluated in
+  // double on non-negative numbers: each value carries relative error <= gamma_m(2^-53)
+  // with m <= C/groups + 16, covered by the final factor.
+  const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
+  std::vector<double> ax(x.size()), U(static_cast<std::size_t>(g.O * cg * 16));
+  for (std::size_t i = 0; i < x.size(); ++i) ax[i] = std::fabs(x[i]);
+  for (std::int64_t k = 0; k < g.O * cg; ++k) {
+    double ag[9];
+    for (int i = 0; i < 9; ++i) ag[i] = std::fabs(w[k * 9 + i]);
+    double S[4][3];
+    for (int j = 0; j < 3; ++j) {
+      S[0][j] = ag[j];
+      S[1][j] = S[2][j] = ((ag[j] + ag[3 + j]) + ag[6 + j]) * 0.5;
+      S[3][j] = ag[6 + j];
+    }
+    for (int i = 0; i < 4; ++i) {
+      U[k * 16 + i * 4 + 0] = S[i][0];
+      U[k * 16 + i * 4 + 1] = U[k * 16 + i * 4 + 2] = ((S[i][0] + S[i][1]) + S[i][2]) * 0.5;
+      U[k * 16 + i * 4 + 3] = S[i][2];
+    }
+  }
+  const double slack = 1.0 + static_cast<double>(cg + 24) * 0x1p-52;
+  std::vector<double> out(static_cast<std::size_t>(g.output_size()));
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.O; ++o)
+      for (std::int64_t oh = 0; oh < OH; oh += 2)
+        for (std::int64_t ow = 0; ow < OW; ow += 2) {
+          double M[16] = {};
+          const std::int64_t c0 = (o / og) * cg;
+          for (std::int64_t ci = 0; ci < cg; ++ci) {
+            double d[4][4], T[4][4];
+            for (int i = 0; i < 4; ++i)
+              for (int j = 0; j < 4; ++j) {
+                const std::int64_t ih = oh - g.pad_top + i, iw = ow - g.pad_left + j;
+                d[i][j] = (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) ? 0.0 : ax[((n * g.C + c0 + ci) * g.H + ih) * g.W + iw];
+              }
+            for (int j = 0; j < 4; ++j) {
+              T[0][j] = d[0][j] + d[2][j];
+              T[1][j] = T[2][j] = d[1][j] + d[2][j];
+              T[3][j] = d[1][j] + d[3][j];
+            }
+            const double* u = &U[(o * cg + ci) * 16];
+            for (int i = 0; i < 4; ++i) {
+              const double V[4] = {T[i][0] + T[i][2], T[i][1] + T[i][2], T[i][1] + T[i][2], T[i][1] + T[i][3]};
+              for (int j = 0; j < 4; ++j) M[i * 4 + j] += u[i * 4 + j] * V[j];
+            }
+          }
+          double Z[2][4];
+          for (int j = 0; j < 4; ++j) {
+            Z[0][j] = (M[j] + M[4 + j]) + M[8 + j];
+            Z[1][j] = (M[4 + j] + M[8 + j]) + M[12 + j];
+          }
+          for (int i = 0; i < 2 && oh + i < OH; ++i) {
+            const double y0 = (Z[i][0] + Z[i][1]) + Z[i][2], y1 = (Z[i][1] + Z[i][2]) + Z[i][3];
+            out[((n * g.O + o) * OH + oh + i) * OW + ow] = y0 * slack;
+            if (ow + 1 < OW) out[((n * g.O + o) * OH + oh + i) * OW + ow + 1] = y1 * slack;
+          }
+        }
+  return out;
 }
 
 double gamma_tilde(double k, double u, double lambda) {
@@ -130,27 +223,41 @@ double lambda_for(double k, double n_outputs, double u, double confidence) {
 namespace {
 
 // What every bound of a graph shares: its leading Conv, the number k of roundings a term
-// of the accumulation can suffer, and the arithmetic's parameters. Checked once.
+// of the accumulation can suffer, the number of rounding-error products the
+// probabilistic union bound covers per output (n terms; Winograd: 324 C/groups, the
+// monomials of one output: 9 M entries x C/groups x 9 filter x 4 data terms), and, for
+// Winograd, W(|x|, |w|) per output. Checked once.
 struct AccumulationModel {
   const Node* conv;
   std::int64_t n_terms;
-  double k;
+  double k, union_terms;
   const DTypeInfo* arith;
+  std::vector<double> winograd;  // empty unless Winograd
 };
 
-AccumulationModel accumulation_model(const Graph& g, const Policy& p) {
+AccumulationModel accumulation_model(const Graph& g, const Policy& p, const std::vector<double>* x) {
   if (g.nodes.empty() || g.nodes.front().kind != Node::Kind::Conv)
     throw std::invalid_argument("error bounds: the graph must start with a Conv");
   const Node& conv = g.nodes.front();
-  const std::int64_t n = conv.geometry.terms_per_output();
-  return {&conv, n, accumulation_roundings(p.accumulation, n, !conv.bias.empty()), &info(info(g.dtype).arithmetic)};
+  AccumulationModel m{&conv, conv.geometry.terms_per_output(),
+                      accumulation_roundings(p.order, conv.geometry, !conv.bias.empty()), 0.0,
+                      &info(info(g.dtype).arithmetic), {}};
+  m.union_terms = static_cast<double>(m.n_terms);
+  if (p.order.kind == Accumulation::Winograd) {
+    if (!x) throw std::invalid_argument("error bounds: Winograd bounds need the input");
+    check_order(p.order, conv.geometry);
+    m.winograd = winograd_magnitudes(conv.geometry, *x, conv.weight.data);
+    m.union_terms = 324.0 * static_cast<double>(conv.geometry.C / conv.geometry.groups);
+  }
+  return m;
 }
 
 std::string formula(const Graph& g, const Policy& p, const AccumulationModel& m) {
-  return std::string("|y - y*| <= gamma_k (sum|x w'| + |b'|) + fold errors, then ") +
+  const std::string mag = m.winograd.empty() ? "sum|x w'|" : "W(|x|,|w'|)";
+  return "|y - y*| <= gamma_k (" + mag + " + |b'|) + fold errors, then " +
          (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") + " in running-error form; k = " +
-         std::to_string(static_cast<long>(m.k)) + " (" + name(p.accumulation) + ", n = " + std::to_string(m.n_terms) +
-         "), u = 2^" + std::to_string(-m.arith->precision);
+         std::to_string(static_cast<long>(m.k)) + " (" + p.order.label() + ", n = " + std::to_string(m.n_terms) +
+         "), u = 2^" + std::to_string(-m.arith->precision) + (p.arith.label() == "default" ? "" : ", " + p.arith.label());
 }
 
 // Per-element bounds, one vector for each accumulation coefficient in `coeffs` (gamma_k
@@ -165,7 +272,8 @@ std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerRes
   const bool has_bias = !conv.bias.empty();
   const std::vector<double>& orig_bias = conv.fold ? conv.original_bias : conv.bias;
   const std::int64_t plane = geo.OH() * geo.OW();
-  const double underflow = static_cast<double>(m.n_terms) * ai.underflow_eta;
+  const double underflow = m.union_terms * ai.underflow_eta;
+  const bool wino = !m.winograd.empty();
 
   std::vector<std::vector<double>> bounds(coeffs.size(), std::vector<double>(exact.y.size()));
   for (std::size_t i = 0; i < exact.y.size(); ++i) {
@@ -178,20 +286,22 @@ std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerRes
         const FoldInfo& f = *conv.fold;
         const double t = f.scale[o].mag(), alpha = f.weight_alpha[o], eta = f.weight_eta;
         const Bounded& b = f.bias[o];
-        const double abs_xw = (t + alpha) * A + eta * X;  // >= sum |x_i w'_i| of the stored weights
+        // >= sum |x_i w'_i| of the stored weights (or their Winograd magnitude)
+        const double abs_xw = wino ? m.winograd[i] : (t + alpha) * A + eta * X;
         const double E = gk * (abs_xw + b.mag() + b.e) + alpha * A + eta * X + b.e + underflow * (1 + gk);
         const long double dot = static_cast<long double>(exact.conv[i]) - (orig_bias.empty() ? 0.0L : orig_bias[o]);
         y = Bounded::with_error(0.0, round_up(E), ai.dtype);
         y.v = f.scale[o].v * dot + b.v;
       } else {
-        const double E = gk * (A + (has_bias ? std::fabs(conv.bias[o]) : 0.0)) + underflow * (1 + gk);
+        const double E = gk * ((wino ? m.winograd[i] : A) + (has_bias ? std::fabs(conv.bias[o]) : 0.0)) +
+                         underflow * (1 + gk);
         y = Bounded::with_error(0.0, round_up(E), ai.dtype);
         y.v = static_cast<long double>(exact.conv[i]);
       }
       y = y.stored_as(s);
       for (std::size_t k = 1; k < g.nodes.size(); ++k) {
         const Node& n = g.nodes[k];
-        if (n.kind == Node::Kind::BatchNorm) y = bn_apply<Bounded>(y, n.bn, o, p.bn_form, ai.dtype);
+        if (n.kind == Node::Kind::BatchNorm) y = bn_apply<Bounded>(y, n.bn, o, p.bn_form, p.arith, ai.dtype);
         else if (n.kind == Node::Kind::ChannelAdd) y = y + conv.fold->post_add[o];
         else throw std::invalid_argument("error bounds: only Conv -> {BatchNorm, ChannelAdd} chains");
         y = y.stored_as(s);
@@ -204,22 +314,24 @@ std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerRes
 
 }  // namespace
 
-BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p) {
-  const AccumulationModel m = accumulation_model(g, p);
+BoundReport deterministic_bound(const Graph& g, const ref::LayerResult& exact, const Policy& p,
+                                const std::vector<double>* x) {
+  const AccumulationModel m = accumulation_model(g, p, x);
   BoundReport r;
   r.bound = std::move(bounds_with(g, exact, p, m, {gamma_k(m.k, m.arith->unit_roundoff)})[0]);
   r.formula = formula(g, p, m);
   return r;
 }
 
-BoundReport error_bounds(const Graph& g, const ref::LayerResult& exact, const Policy& p, double confidence) {
+BoundReport error_bounds(const Graph& g, const ref::LayerResult& exact, const Policy& p, double confidence,
+                         const std::vector<double>* x) {
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("confidence must be in (0, 1)");
-  const AccumulationModel m = accumulation_model(g, p);
+  const AccumulationModel m = accumulation_model(g, p, x);
   const double u = m.arith->unit_roundoff;
   BoundReport r;
   r.formula = formula(g, p, m);
   r.confidence = confidence;
-  r.lambda = lambda_for(m.k, static_cast<double>(std::max<std::size_t>(exact.y.size(), 1)), u, confidence);
+  r.lambda = lambda_for(m.union_terms, static_cast<double>(std::max<std::size_t>(exact.y.size(), 1)), u, confidence);
   const double det = gamma_k(m.k, u);
   auto both = bounds_with(g, exact, p, m, {det, std::min(det, gamma_tilde(m.k, u, r.lambda))});
   r.bound = std::move(both[0]);

@@ -1,9 +1,12 @@
 #include "foldcheck/run_case.hpp"
 
 #include <chrono>
+#include <optional>
+#include <stdexcept>
 #include <cmath>
 #include <fmt/format.h>
 
+#include "foldcheck/attribution.hpp"
 #include "foldcheck/compare.hpp"
 #include "foldcheck/explain.hpp"
 #include "foldcheck/fold_pass.hpp"
@@ -57,6 +60,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
   };
   const auto t0 = std::chrono::steady_clock::now();
   Verdict overall = Verdict::Expected;
+  std::size_t internal_errors = 0;  // attribution replays that did not reproduce evaluate()
   json per_dtype = json::array();
   std::int64_t escalations = 0;
   long max_prec = 0;
@@ -90,85 +94,124 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
                                  bnn.bn.mean[o], bnn.bn.var[o], bnn.bn.eps, opts.ref);
 
     json weights = json::array();
-    std::vector<Graph> fused;
-    for (Recipe r : spec.recipes) {
-      say(fmt::format("{}: fold with {}", name(dt), name(r)));
-      fused.push_back(fold_batchnorm(data.graph, r, opts.ref));
-      const Node& fc = fused.back().nodes[0];
-      const FoldInfo& fi = *fc.fold;
-      std::vector<double> wb(wexact.size()), bb(bexact.size());
-      for (std::size_t k = 0; k < wb.size(); ++k)
-        wb[k] = fi.weight_bound(k / per_channel, conv.weight.data[k]);
-      const Comparison wc = compare(fc.weight.data, wexact, dt, &wb);
-      json wj{{"recipe", name(r)}, {"chain", describe(r)}};
-      wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
-      // Drift of folded weights relative to the originals (what users print).
-      double max_drift = 0;
-      for (std::size_t k = 0; k < wb.size(); ++k)
-        if (conv.weight.data[k] != 0)
-          max_drift = std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - conv.weight.data[k]) / conv.weight.data[k]));
-      wj["max_drift_ppm_vs_original"] = max_drift;
-      if (!fi.has_post_add) {
-        for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
-        const Comparison bc = compare(fc.bias, bexact, dt, &bb);
-        wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
-        overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
-      } else {
-        wj["bias"] = nullptr;
-        wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
-      }
-      overall = worst(overall, wc.verdict);
-      weights.push_back(wj);
-    }
-
     json orders = json::array();
-    for (Accumulation acc : spec.accumulations) {
-      Policy pol;
-      pol.accumulation = acc;
-      pol.bn_form = spec.bn_form;
-      pol.threads = opts.threads;
-      json paths = json::array();
-      say(fmt::format("{}: {} unfused", name(dt), name(acc)));
-      const std::vector<double> yu = evaluate(data.graph, data.input, pol);
-      const BoundReport bu = error_bounds(data.graph, exact, pol, opts.confidence);
-      const Comparison cu = compare(yu, exact.y, dt, &bu.bound, &bu.probabilistic);
-      json pu = scored_output("unfused", cu, bu, exact.y);
-      pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
-      paths.push_back(pu);
-      overall = worst(overall, cu.verdict);
-      json pairs = json::array();
-      for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
-        const Recipe r = spec.recipes[k];
-        say(fmt::format("{}: {} fused/{}", name(dt), name(acc), name(r)));
-        const std::vector<double> yf = evaluate(fused[k], data.input, pol);
-        const BoundReport bf = error_bounds(fused[k], exact, pol, opts.confidence);
-        const Comparison cf = compare(yf, exact.y, dt, &bf.bound, &bf.probabilistic);
-        json pf = scored_output(std::string("fused/") + name(r), cf, bf, exact.y);
-        pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
-        paths.push_back(pf);
-        overall = worst(overall, cf.verdict);
-        // Fused vs unfused, per element, in ULP of the exact value; both sit within their
-        // bounds of the same exact value, so |yf - yu| <= bf + bu.
-        Histogram h = Histogram::for_ulp();
-        std::vector<double> d(yf.size());
-        std::int64_t differ = 0, beyond = 0;
-        double maxd = 0;
-        for (std::size_t i = 0; i < yf.size(); ++i) {
-          const double u = ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
-          d[i] = (yf[i] - yu[i]) / u;
-          h.add(d[i]);
-          if (yf[i] != yu[i]) ++differ;
-          maxd = std::max(maxd, std::fabs(d[i]));
-          if (bound_ratio(std::fabs(static_cast<long double>(yf[i]) - yu[i]), bf.bound[i] + bu.bound[i]) > 1) ++beyond;
+    for (const Arithmetic& ar : spec.variants) {
+      const std::string al = ar.label();
+      std::vector<Graph> fused;
+      for (Recipe r : spec.recipes) {
+        say(fmt::format("{}: fold with {} ({})", name(dt), name(r), al));
+        fused.push_back(fold_batchnorm(data.graph, r, opts.ref, ar));
+        const Node& fc = fused.back().nodes[0];
+        const FoldInfo& fi = *fc.fold;
+        const DType wdt = ar.weight_dtype.value_or(dt);
+        std::vector<double> wb(wexact.size()), bb(bexact.size());
+        for (std::size_t k = 0; k < wb.size(); ++k) wb[k] = fi.weight_bound(k / per_channel, conv.weight.data[k]);
+        const Comparison wc = compare(fc.weight.data, wexact, wdt, &wb);
+        json wj{{"recipe", name(r)}, {"arithmetic", al}, {"weight_dtype", name(wdt)}, {"chain", describe(r)}};
+        wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
+        // Drift of folded weights relative to the originals (what users print).
+        double max_drift = 0;
+        for (std::size_t k = 0; k < wb.size(); ++k)
+          if (conv.weight.data[k] != 0)
+            max_drift =
+                std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - conv.weight.data[k]) / conv.weight.data[k]));
+        wj["max_drift_ppm_vs_original"] = max_drift;
+        if (!fi.has_post_add) {
+          for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
+          const Comparison bc = compare(fc.bias, bexact, dt, &bb);
+          wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
+          overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
+        } else {
+          wj["bias"] = nullptr;
+          wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
         }
-        pairs.push_back({{"a", std::string("fused/") + name(r)},
-                         {"b", "unfused"},
-                         {"elements_differing", differ},
-                         {"max_abs_ulp", maxd},
-                         {"beyond_combined_bound", beyond},
-                         {"histogram", to_json(h)}});
+        overall = worst(overall, wc.verdict);
+        weights.push_back(wj);
       }
-      orders.push_back({{"accumulation", name(acc)}, {"paths", paths}, {"fused_vs_unfused", pairs}});
+
+      for (const Order& acc : spec.accumulations) {
+        Policy pol;
+        pol.order = acc;
+        pol.bn_form = spec.bn_form;
+        pol.threads = opts.threads;
+        pol.arith = ar;
+        json paths = json::array();
+        say(fmt::format("{}: {} {} unfused", name(dt), acc.label(), al));
+        const std::vector<double> yu = evaluate(data.graph, data.input, pol);
+        const BoundReport bu = error_bounds(data.graph, exact, pol, opts.confidence, &data.input);
+        const Comparison cu = compare(yu, exact.y, dt, &bu.bound, &bu.probabilistic);
+        json pu = scored_output("unfused", cu, bu, exact.y);
+        pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
+        overall = worst(overall, cu.verdict);
+
+        std::vector<std::vector<double>> yfs;
+        std::vector<BoundReport> bfs;
+        std::vector<Comparison> cfs;
+        std::vector<std::size_t> worst_idx;
+        if (cu.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cu.worst_index));
+        for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+          say(fmt::format("{}: {} {} fused/{}", name(dt), acc.label(), al, name(spec.recipes[k])));
+          yfs.push_back(evaluate(fused[k], data.input, pol));
+          bfs.push_back(error_bounds(fused[k], exact, pol, opts.confidence, &data.input));
+          cfs.push_back(compare(yfs.back(), exact.y, dt, &bfs.back().bound, &bfs.back().probabilistic));
+          if (cfs.back().worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cfs.back().worst_index));
+        }
+        // Attribution over the same elements for every path of this order and variant.
+        const std::vector<std::size_t> sample =
+            attribution_sample(exact.y.size(), opts.attribution_elements, worst_idx);
+        std::optional<Attribution> au;
+        if (opts.attribution) {
+          say(fmt::format("{}: {} {} attribution of unfused ({} elements)", name(dt), acc.label(), al, sample.size()));
+          au = attribute(data.graph, data.input, exact, PathSpec{std::nullopt, pol}, yu, sample, opts.ref, opts.threads);
+          pu["attribution"] = to_json(*au);
+          if (au->replay_mismatches) internal_errors += au->replay_mismatches;
+        }
+        paths.push_back(pu);
+
+        json pairs = json::array();
+        for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+          const Recipe r = spec.recipes[k];
+          const std::vector<double>& yf = yfs[k];
+          const BoundReport& bf = bfs[k];
+          const Comparison& cf = cfs[k];
+          json pf = scored_output(std::string("fused/") + name(r), cf, bf, exact.y);
+          pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
+          std::optional<Attribution> af;
+          if (opts.attribution) {
+            say(fmt::format("{}: {} {} attribution of fused/{}", name(dt), acc.label(), al, name(r)));
+            af = attribute(data.graph, data.input, exact, PathSpec{r, pol}, yf, sample, opts.ref, opts.threads);
+            pf["attribution"] = to_json(*af);
+            if (af->replay_mismatches) internal_errors += af->replay_mismatches;
+          }
+          paths.push_back(pf);
+          overall = worst(overall, cf.verdict);
+          // Fused vs unfused, per element, in ULP of the exact value; both sit within their
+          // bounds of the same exact value, so |yf - yu| <= bf + bu.
+          Histogram h = Histogram::for_ulp();
+          std::int64_t differ = 0, beyond = 0;
+          double maxd = 0;
+          for (std::size_t i = 0; i < yf.size(); ++i) {
+            const double u = ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
+            const double d = (yf[i] - yu[i]) / u;
+            h.add(d);
+            if (yf[i] != yu[i]) ++differ;
+            maxd = std::max(maxd, std::fabs(d));
+            if (bound_ratio(std::fabs(static_cast<long double>(yf[i]) - yu[i]), bf.bound[i] + bu.bound[i]) > 1) ++beyond;
+          }
+          json pair{{"a", std::string("fused/") + name(r)},
+                    {"b", "unfused"},
+                    {"elements_differing", differ},
+                    {"max_abs_ulp", maxd},
+                    {"beyond_combined_bound", beyond},
+                    {"histogram", to_json(h)}};
+          if (af && au) pair["attribution"] = fold_order_json(*af, *au);
+          pairs.push_back(pair);
+        }
+        orders.push_back({{"accumulation", acc.label()},
+                          {"arithmetic", al},
+                          {"paths", paths},
+                          {"fused_vs_unfused", pairs}});
+      }
     }
     per_dtype.push_back({{"dtype", name(dt)},
                          {"outputs", conv.geometry.output_size()},
@@ -227,6 +270,9 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     out["observed_weights"] = ej;
     overall = worst(overall, ej["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
   }
+  if (internal_errors)
+    throw std::logic_error("internal error: " + std::to_string(internal_errors) +
+                           " attribution replays differ from the float path (please report)");
   out["verdict"] = name(overall);
   out["elapsed_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -43,6 +43,42 @@ std::string header(const std::string& first) {
                      "p99.9", "p99", "p50", "mean|ULP|", "max|ppm|", "bound ULP", "ratio", "p-ratio");
 }
 
+const char* const kStages[] = {"var_eps", "rsqrt", "scale", "weight", "bias", "accumulation", "output"};
+
+// Per path: each stage's typical share of an element's squared error, the largest
+// contribution, and the residual; then (optionally) per-stage histograms.
+std::string attribution_table(const json& paths, bool histograms) {
+  const auto& first = paths[0]["attribution"];
+  std::string s = fmt::format("  attribution over {} elements: typical share of each element's squared error "
+                              "(share_mean), and max |contribution| in ULP\n",
+                              first["elements"].get<long>());
+  s += fmt::format("    {:<22}", "path");
+  for (const char* st : kStages) s += fmt::format(" {:>14}", st);
+  s += fmt::format(" {:>14}\n", "residual");
+  for (const auto& p : paths) {
+    const auto& a = p["attribution"];
+    s += fmt::format("    {:<22}", p["name"].get<std::string>());
+    for (const char* st : kStages) {
+      std::string cell = "-";
+      for (const auto& x : a["stages"])
+        if (x["stage"] == st)
+          cell = fmt::format("{:.0f}% {:.2g}", 100 * x["share_mean"].get<double>(), x["max_abs_ulp"].get<double>());
+      s += fmt::format(" {:>14}", cell);
+    }
+    s += fmt::format(" {:>14}\n", fmt::format("{:.1g}% {:.2g}", 100 * a["residual"]["share_mean"].get<double>(),
+                                              a["residual"]["max_abs_ulp"].get<double>()));
+  }
+  if (histograms)
+    for (const auto& p : paths)
+      for (const auto& x : p["attribution"]["stages"]) {
+        if (x["max_abs_ulp"].get<double>() == 0) continue;
+        s += fmt::format("\n  stage histogram: {} / {} (contribution, ULP)\n", p["name"].get<std::string>(),
+                         x["stage"].get<std::string>());
+        s += histogram_text(x["histogram"]);
+      }
+  return s;
+}
+
 }  // namespace
 
 std::string run_text(const json& r, const RunTextOptions& opts) {
@@ -67,11 +103,14 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
     s += fmt::format("\n{} — {} outputs, {} terms per output\n", dt, d["outputs"].get<long>(), d["terms_per_output"].get<long>());
     s += "  folded parameters vs the exact fold\n" + header("recipe");
     for (const auto& w : d["folded_parameters"]) {
-      s += scored_row(w["recipe"].get<std::string>() + " weights", w["weights"]);
-      if (!w["bias"].is_null()) s += scored_row(w["recipe"].get<std::string>() + " bias", w["bias"]);
+      const std::string ar = w.value("arithmetic", std::string("default"));
+      const std::string label = w["recipe"].get<std::string>() + (ar == "default" ? "" : " " + ar);
+      s += scored_row(label + " weights", w["weights"]);
+      if (!w["bias"].is_null()) s += scored_row(label + " bias", w["bias"]);
     }
     for (const auto& o : d["orders"]) {
-      s += fmt::format("  outputs vs the exact layer ({} accumulation)\n", o["accumulation"].get<std::string>());
+      s += fmt::format("  outputs vs the exact layer ({} accumulation, {} arithmetic)\n", o["accumulation"].get<std::string>(),
+                       o.value("arithmetic", std::string("default")));
       s += header("path");
       const auto& paths = o["paths"];
       // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
@@ -86,10 +125,19 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
                          p["name"].get<std::string>(), t["rtol"].get<double>(), t["atol"].get<double>(),
                          t["atol_alone"].get<double>());
       }
-      for (const auto& pr : o["fused_vs_unfused"])
+      for (const auto& pr : o["fused_vs_unfused"]) {
         s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
                          pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
                          pr["beyond_combined_bound"].get<long>());
+        if (pr.contains("attribution")) {
+          const auto& fa = pr["attribution"];
+          s += fmt::format("      of that difference: fold order {:.0f}%, parameter stages {:.0f}%, residual {:.2g}% "
+                           "(share of squared ULP; fold order rms {:.3g} ULP)\n",
+                           100 * fa["fold_order"]["share_rms"].get<double>(), 100 * fa["parameters"]["share_rms"].get<double>(),
+                           100 * fa["residual"]["share_rms"].get<double>(), fa["fold_order"]["rms_ulp"].get<double>());
+        }
+      }
+      if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms);
       const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
       for (std::size_t i = 0; i < histograms; ++i) {
         const auto& p = paths[i];

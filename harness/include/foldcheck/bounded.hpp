@@ -49,6 +49,11 @@ Bounded operator*(const Bounded& a, const Bounded& b);
 Bounded operator/(const Bounded& a, const Bounded& b);
 Bounded operator-(const Bounded& a);
 Bounded sqrt(const Bounded& a);
+// fl(a*b + c) with one rounding: E = |a| eb + |b| ea + ea eb + ec, then one rounding.
+Bounded fma(const Bounded& a, const Bounded& b, const Bounded& c);
+// The fast reciprocal square root of arithmetic.hpp: a 12-bit estimate (|rel| <= 1.5*2^-12)
+// and `steps` Newton steps, with the Newton error analysis in bounded.cpp.
+Bounded bounded_fast_rsqrt(const Bounded& a, int steps);
 
 // Higham's gamma_k = k u / (1 - k u): bound on the relative error accumulated by k
 // successive roundings. Requires k u < 1 (throws std::domain_error otherwise).

@@ -35,7 +35,8 @@ struct CaseSpec {
   double eps = 1e-5;
   std::vector<DType> dtypes{DType::Float32};
   std::vector<Recipe> recipes;
-  std::vector<Accumulation> accumulations{Accumulation::Sequential};
+  std::vector<Order> accumulations{Order()};
+  std::vector<Arithmetic> variants{Arithmetic()};  // arithmetic variants engines use
   BnForm bn_form = BnForm::Textbook;
   std::optional<std::vector<double>> observed_weights_prefix;  // e.g. values printed by an engine
   std::string observed_note;

@@ -6,7 +6,9 @@
 
 #include "foldcheck/bounded.hpp"
 #include "foldcheck/graph.hpp"
+#include "foldcheck/num_ops.hpp"
 #include "foldcheck/recipes.hpp"
+#include "foldcheck/xnum.hpp"
 
 namespace foldcheck {
 
@@ -18,13 +20,18 @@ N param(double v, DType arith) {
 }
 
 // eps as an engine holds it: converted through float32 if `through_f32`, then to the
-// arithmetic type. The exact model uses eps itself (the framework's double value).
+// arithmetic type (stage var_eps). The exact model uses eps itself (the framework's double).
 template <class N>
 N eps_value(double eps, bool through_f32, DType arith) {
   if constexpr (std::is_same_v<N, Bounded>) {
     const bool rounded = through_f32 || arith != DType::Float64;
     return Bounded::with_error(eps, rounded ? round_up(info(DType::Float32).unit_roundoff * std::fabs(eps)) : 0.0,
                                arith);
+  } else if constexpr (std::is_same_v<N, XNum>) {
+    StageScope<XNum> st(Stage::VarEps);
+    if (xcontext().exact()) return XNum(eps);
+    const double e = through_f32 ? static_cast<double>(static_cast<float>(eps)) : eps;
+    return XNum(arith == DType::Float64 ? e : static_cast<double>(static_cast<float>(e)));
   } else {
     return through_f32 ? static_cast<N>(static_cast<float>(eps)) : static_cast<N>(eps);
   }
@@ -46,16 +53,60 @@ FoldInputs<N> fold_inputs(const ref::BnParams& bn, std::size_t o, const std::vec
   return in;
 }
 
-// Inference BatchNorm of one value x in channel o (see BnForm).
+// Inference BatchNorm of one value x in channel o (see BnForm), each operation in its
+// attribution stage: var + eps (var_eps); sqrt and the division or reciprocal (rsqrt);
+// the multiplications by gamma or by the scale (scale); x - mean, beta - mean*a and
+// + beta (bias; a contracted multiply-add counts there too).
 template <class N>
-N bn_apply(const N& x, const ref::BnParams& bn, std::size_t o, BnForm form, DType arith) {
-  using std::sqrt;
+N bn_apply(const N& x, const ref::BnParams& bn, std::size_t o, BnForm form, const Arithmetic& ar, DType arith) {
   const N gamma = param<N>(bn.gamma[o], arith), beta = param<N>(bn.beta[o], arith);
   const N mean = param<N>(bn.mean[o], arith), var = param<N>(bn.var[o], arith);
   const N eps = eps_value<N>(bn.eps, false, arith);
-  if (form == BnForm::Textbook) return ((x - mean) / sqrt(var + eps)) * gamma + beta;
-  const N a = (param<N>(1.0, arith) / sqrt(var + eps)) * gamma;
-  return x * a + (beta - mean * a);
+  N a;
+  {
+    StageScope<N> st(Stage::VarEps);
+    a = var + eps;
+  }
+  if (form == BnForm::Textbook) {
+    N d;
+    {
+      StageScope<N> st(Stage::Bias);
+      d = x - mean;
+    }
+    const N q = div_sqrt(d, a, ar, Stage::Scale);
+    if (ar.fma) {
+      StageScope<N> st(Stage::Bias);
+      return madd(q, gamma, beta, true);
+    }
+    N p;
+    {
+      StageScope<N> st(Stage::Scale);
+      p = q * gamma;
+    }
+    StageScope<N> st(Stage::Bias);
+    return p + beta;
+  }
+  const N r = inv_sqrt(a, ar);
+  N s, shift;
+  {
+    StageScope<N> st(Stage::Scale);
+    s = r * gamma;
+  }
+  {
+    StageScope<N> st(Stage::Bias);
+    shift = madd(N(-mean), s, beta, ar.fma);
+  }
+  if (ar.fma) {
+    StageScope<N> st(Stage::Bias);
+    return madd(x, s, shift, true);
+  }
+  N p;
+  {
+    StageScope<N> st(Stage::Scale);
+    p = x * s;
+  }
+  StageScope<N> st(Stage::Bias);
+  return p + shift;
 }
 
 }  // namespace foldcheck

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "foldcheck/bounded.hpp"
+#include "foldcheck/num_ops.hpp"
 
 namespace foldcheck {
 
@@ -51,22 +52,40 @@ struct FoldScalars {
 // in the tensor's type.
 bool eps_through_float32(Recipe r);
 
+// The recipe's operations, each in its attribution stage (arithmetic.hpp), in the
+// variant's arithmetic (fma contracts the bias chain's multiply-adds; fast rsqrt replaces
+// 1/sqrt and division by sqrt).
 template <class N>
-FoldScalars<N> fold_scalars(Recipe r, const FoldInputs<N>& in) {
+FoldScalars<N> fold_scalars(Recipe r, const FoldInputs<N>& in, const Arithmetic& ar) {
   FoldScalars<N> f;
   using std::sqrt;
+  N a;
+  {
+    StageScope<N> st(Stage::VarEps);
+    a = in.var + in.eps;
+  }
+  const N b = in.has_conv_bias ? in.conv_bias : in.zero;
   switch (r) {
     case Recipe::PyTorch: {
-      const N rs = in.one / sqrt(in.var + in.eps);
-      f.scale = in.gamma * rs;
-      const N b = in.has_conv_bias ? in.conv_bias : in.zero;
-      f.bias = ((b - in.mean) * rs) * in.gamma + in.beta;
+      const N rs = inv_sqrt(a, ar);
+      {
+        StageScope<N> st(Stage::Scale);
+        f.scale = in.gamma * rs;
+      }
+      StageScope<N> st(Stage::Bias);
+      f.bias = madd(N((b - in.mean) * rs), in.gamma, in.beta, ar.fma);
       break;
     }
     case Recipe::Tvm: {
-      const N s = (in.one / sqrt(in.var + in.eps)) * in.gamma;
-      const N shift = (-in.mean) * s + in.beta;
+      const N rs = inv_sqrt(a, ar);
+      N s;
+      {
+        StageScope<N> st(Stage::Scale);
+        s = rs * in.gamma;
+      }
       f.scale = s;
+      StageScope<N> st(Stage::Bias);
+      const N shift = madd(N(-in.mean), s, in.beta, ar.fma);
       if (in.has_conv_bias) {
         f.bias = in.conv_bias * s;
         f.post_add = shift;
@@ -76,17 +95,13 @@ FoldScalars<N> fold_scalars(Recipe r, const FoldInputs<N>& in) {
       }
       break;
     }
-    case Recipe::OnnxRuntime: {
-      const N s = in.gamma / sqrt(in.var + in.eps);
-      f.scale = s;
-      f.bias = in.has_conv_bias ? ((in.conv_bias - in.mean) * s) + in.beta : in.beta - in.mean * s;
-      break;
-    }
+    case Recipe::OnnxRuntime:
     case Recipe::OnnxOptimizer: {
-      const N s = in.gamma / sqrt(in.var + in.eps);
+      const N s = div_sqrt(in.gamma, a, ar, Stage::Scale);
       f.scale = s;
-      const N b = in.has_conv_bias ? in.conv_bias : in.zero;
-      f.bias = ((b - in.mean) * s) + in.beta;
+      StageScope<N> st(Stage::Bias);
+      if (r == Recipe::OnnxRuntime && !in.has_conv_bias) f.bias = madd(N(-in.mean), s, in.beta, ar.fma);
+      else f.bias = madd(N(b - in.mean), s, in.beta, ar.fma);
       break;
     }
     case Recipe::Exact:

@@ -16,6 +16,8 @@ struct RunOptions {
   ref::Options ref;
   unsigned threads = 0;
   double confidence = 0.999;  // of the probabilistic bound, over all outputs of a path
+  bool attribution = true;    // stage attribution of every path (attribution.hpp)
+  std::size_t attribution_elements = 1024;  // outputs attributed per path (0: all)
   std::function<void(const std::string&)> progress;  // status lines for long runs (may be empty)
 };
 

@@ -1,0 +1,160 @@
+#include "foldcheck/xnum.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+namespace foldcheck {
+namespace {
+
+struct DD {
+  double hi, lo;
+};
+
+inline DD two_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+inline DD fast_two_sum(double a, double b) {
+  const double s = a + b;
+  return {s, b - (s - a)};
+}
+inline XNum norm(double hi, double lo) {
+  const DD r = fast_two_sum(hi, lo);
+  return {r.hi, r.lo};
+}
+XNum dd_add(const XNum& a, const XNum& b) {
+  const DD s = two_sum(a.hi, b.hi);
+  const DD t = two_sum(a.lo, b.lo);
+  DD r = fast_two_sum(s.hi, s.lo + t.hi);
+  return norm(r.hi, r.lo + t.lo);
+}
+XNum dd_mul(const XNum& a, const XNum& b) {
+  const double p = a.hi * b.hi;
+  const double e = std::fma(a.hi, b.hi, -p);
+  return norm(p, e + (a.hi * b.lo + a.lo * b.hi));
+}
+XNum dd_div(const XNum& a, const XNum& b) {
+  const double q1 = a.hi / b.hi;
+  XNum r = dd_add(a, -dd_mul(XNum(q1), b));
+  const double q2 = r.hi / b.hi;
+  r = dd_add(r, -dd_mul(XNum(q2), b));
+  const double q3 = r.hi / b.hi;
+  const XNum q = norm(q1, q2);
+  return dd_add(q, XNum(q3));
+}
+XNum dd_sqrt(const XNum& a) {
+  if (a.hi <= 0) return XNum(std::sqrt(a.hi));
+  const double s = std::sqrt(a.hi);
+  const XNum r = dd_add(a, -dd_mul(XNum(s), XNum(s)));
+  return norm(s, r.hi / (2 * s));
+}
+
+// Is v (a double-double) exactly a value of the arithmetic type?
+inline bool is_arith(const XNum& v, DType arith) {
+  if (v.lo != 0) return false;
+  return arith == DType::Float64 || static_cast<double>(static_cast<float>(v.hi)) == v.hi || std::isnan(v.hi);
+}
+
+// The result of one operation, given its exact value (to double-double accuracy) and, if
+// the operands are values of the arithmetic type, the native float operation's result.
+XNum resolve(const XNum& ex, const double* native) {
+  XContext& c = xcontext();
+  switch (c.mode) {
+    case XMode::Round: {
+      if (c.exact()) return ex;
+      return native ? XNum(*native) : XNum(round_dd(c.arith, ex.hi, ex.lo));
+    }
+    case XMode::Record: {
+      const XNum r = native ? XNum(*native) : XNum(round_dd(c.arith, ex.hi, ex.lo));
+      c.tape->push_back(dd_add(r, -ex));
+      return r;
+    }
+    case XMode::Replay: {
+      if (c.pos >= c.tape->size()) throw std::logic_error("attribution replay: operation sequence changed");
+      const XNum& d = (*c.tape)[c.pos++];
+      return c.exact() ? ex : dd_add(ex, d);
+    }
+  }
+  return ex;
+}
+
+template <class F32, class F64>
+XNum binary(const XNum& a, const XNum& b, const XNum& ex, F32 f32, F64 f64) {
+  const DType t = xcontext().arith;
+  if (is_arith(a, t) && is_arith(b, t)) {
+    const double n = t == DType::Float64 ? f64(a.hi, b.hi) : static_cast<double>(f32(static_cast<float>(a.hi), static_cast<float>(b.hi)));
+    return resolve(ex, &n);
+  }
+  return resolve(ex, nullptr);
+}
+
+}  // namespace
+
+XContext& xcontext() {
+  thread_local XContext c;
+  return c;
+}
+
+double round_dd(DType t, double hi, double lo) {
+  const double r = round_to(t, hi);
+  if (r == hi || lo == 0 || !std::isfinite(r)) return r;
+  // hi is not representable; only when it is exactly the midpoint of two neighbours can
+  // lo change the rounding.
+  const double s = ulp(t, hi);
+  const double dir = hi > r ? 1.0 : -1.0;
+  const double mid = r + dir * s / 2;
+  if (hi != mid) return r;
+  return (lo > 0) == (dir > 0) ? round_to(t, r + dir * s) : r;
+}
+
+XNum operator-(const XNum& a) { return {-a.hi, -a.lo}; }
+XNum exact_product(const XNum& a, const XNum& b) { return dd_mul(a, b); }
+XNum exact_sum(const XNum& a, const XNum& b) { return dd_add(a, b); }
+
+XNum operator+(const XNum& a, const XNum& b) {
+  return binary(a, b, dd_add(a, b), [](float x, float y) { return x + y; }, [](double x, double y) { return x + y; });
+}
+
+XNum operator-(const XNum& a, const XNum& b) { return a + (-b); }
+
+XNum operator*(const XNum& a, const XNum& b) {
+  return binary(a, b, dd_mul(a, b), [](float x, float y) { return x * y; }, [](double x, double y) { return x * y; });
+}
+
+XNum operator/(const XNum& a, const XNum& b) {
+  return binary(a, b, dd_div(a, b), [](float x, float y) { return x / y; }, [](double x, double y) { return x / y; });
+}
+
+XNum sqrt(const XNum& a) {
+  const DType t = xcontext().arith;
+  if (is_arith(a, t)) {
+    const double n = t == DType::Float64 ? std::sqrt(a.hi) : static_cast<double>(std::sqrt(static_cast<float>(a.hi)));
+    return resolve(dd_sqrt(a), &n);
+  }
+  return resolve(dd_sqrt(a), nullptr);
+}
+
+XNum fma(const XNum& a, const XNum& b, const XNum& cc) {
+  const DType t = xcontext().arith;
+  const XNum ex = dd_add(dd_mul(a, b), cc);
+  if (is_arith(a, t) && is_arith(b, t) && is_arith(cc, t)) {
+    const double n = t == DType::Float64 ? std::fma(a.hi, b.hi, cc.hi)
+                                         : static_cast<double>(std::fma(static_cast<float>(a.hi), static_cast<float>(b.hi),
+                                                                        static_cast<float>(cc.hi)));
+    return resolve(ex, &n);
+  }
+  return resolve(ex, nullptr);
+}
+
+XNum store(const XNum& v, DType t) {
+  const double n = round_dd(t, v.hi, v.lo);
+  return resolve(v, &n);
+}
+
+XNum rsqrt_estimate(const XNum& a) {
+  const double n = rsqrt_estimate12(a.hi + a.lo);
+  return resolve(dd_div(XNum(1.0), dd_sqrt(a)), &n);
+}
+
+}  // namespace foldcheck
