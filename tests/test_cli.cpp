@@ -99,10 +99,61 @@ TEST_CASE("every shipped case runs: valid JSON - per-path ULP histograms - exit 
         for (const auto& p : o["paths"]) {
           CHECK(p["histograms"]["ulp"]["unit"] == "ulp");
           CHECK(p["bound"]["worst_ratio"].get<double>() <= 1.0);
+          // Attribution: the per-stage sums plus the residual equal the total error.
+          const auto& sums = p["attribution"]["sums_ulp"];
+          double total = 0, parts = 0;
+          for (const auto& [k, v] : sums.items()) (k == "total" ? total : parts) += v.get<double>();
+          CHECK(std::fabs(parts - total) <= 1e-9 * std::max(1.0, std::fabs(total)) + 1e-6);
+          CHECK(p["attribution"]["checks"]["replay_mismatches"] == 0);
           ++paths;
         }
     CHECK(paths >= 2);
   }
+}
+
+TEST_CASE("every shipped case prints the attribution table", "[cli][cases]") {
+  for (const auto& e : fs::directory_iterator(src("cases"))) {
+    if (e.path().extension() != ".json") continue;
+    INFO(e.path());
+    const Result r = run("run " + e.path().string() + " -q");
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("attribution over") != std::string::npos);
+    CHECK(r.out.find("accumulation") != std::string::npos);
+    CHECK(r.out.find("residual") != std::string::npos);
+    CHECK(r.out.find("fold order") != std::string::npos);
+  }
+}
+
+TEST_CASE("acceptance: diagnose names training-mode BatchNorm and passes a correct eval-mode output", "[cli][acceptance]") {
+  const fs::path d = tmp("seed");
+  REQUIRE(std::system((std::string(MAKE_BN_SEED_BIN) + " " + d.string() + " >/dev/null").c_str()) == 0);
+  const std::string x = (d / "x.npy").string();
+  for (const char* bn : {"bn.npz", "bn_fresh.npz"}) {
+    const std::string y = std::string(bn) == "bn.npz" ? "y_train.npy" : "y_train_fresh.npy";
+    const Result r = run("diagnose --input " + x + " --bn " + (d / bn).string() + " --observed " + (d / y).string() +
+                         " --format json");
+    CHECK(r.code == 1);
+    const json j = json::parse(r.out);
+    CHECK(j["verdict"] == "UNEXPECTED");
+    CHECK(j["best"] == "training_mode_batch_statistics");
+    CHECK(j["hypotheses"][0]["name"] == j["best"]);
+  }
+  const Result ok = run("diagnose --input " + x + " --bn " + (d / "bn.npz").string() + " --observed " +
+                        (d / "y_eval.npy").string() + " --format json");
+  CHECK(ok.code == 0);
+  const json j = json::parse(ok.out);
+  CHECK(j["verdict"] == "EXPECTED");
+  CHECK(j["best"].is_null());
+  const Result eps = run("diagnose --input " + x + " --bn " + (d / "bn.npz").string() + " --observed " +
+                         (d / "y_eps1e-3.npy").string());
+  CHECK(eps.code == 1);
+  CHECK(eps.out.find("eps recovered: 0.001") != std::string::npos);
+  CHECK(eps.out.find("fix:") != std::string::npos);
+  // Bad input: a shape mismatch is exit 2 with one line.
+  const Result bad = run("diagnose --input " + x + " --bn " + (d / "bn.npz").string() + " --observed " +
+                         (d / "bn.npz").string());
+  CHECK(bad.code == 2);
+  fs::remove_all(d);
 }
 
 TEST_CASE("run text output shows the TVM drift verdict and a histogram", "[cli]") {

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "foldcheck/case_file.hpp"
+#include "foldcheck/diagnose.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/explain.hpp"
 #include "foldcheck/npy.hpp"
@@ -172,6 +173,48 @@ int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, cons
   return exit_code(r);
 }
 
+struct DiagnoseArgs {
+  std::string input, bn, weights, bias, observed;
+  std::int64_t stride = 1, dilation = 1;
+  std::optional<std::int64_t> padding;
+};
+
+int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
+  fc::DiagnoseInput in;
+  in.x = fc::read_npy(a.input);
+  in.observed = fc::read_npy(a.observed);
+  check_finite(in.x.data, a.input);
+  ExplainArgs ea;
+  ea.bn_file = a.bn;
+  bool given = false;
+  std::string source;
+  const auto arrays = fc::read_npz(a.bn);
+  in.eps_given = arrays.count("eps") > 0;
+  in.bn = load_bn(ea, given, source);
+  if (!a.weights.empty()) {
+    in.weights = fc::read_npy(a.weights);
+    check_finite(in.weights->data, a.weights);
+  }
+  if (!a.bias.empty()) {
+    if (a.weights.empty()) throw fc::InputError("--bias needs --weights (a conv bias without a conv)");
+    in.conv_bias = fc::read_npy(a.bias).data;
+    check_finite(in.conv_bias, a.bias);
+  }
+  // One BN value broadcast to every channel (load_bn gives 1 when the file held scalars).
+  const std::size_t C = in.weights ? static_cast<std::size_t>(in.weights->shape.at(0))
+                                   : static_cast<std::size_t>(in.x.shape.size() >= 2 ? in.x.shape[1] : 1);
+  for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
+    if (v->size() == 1 && C > 1) v->assign(C, v->front());
+  in.stride = a.stride;
+  in.dilation = a.dilation;
+  in.padding = a.padding;
+  in.ref.precision = o.precision;
+  in.ref.threads = o.threads;
+  const json r = fc::diagnose(in);
+  emit(o, o.format == "json" ? r.dump(2) : fc::reports::diagnose_text(r));
+  return exit_code(r);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +258,24 @@ int main(int argc, char** argv) {
           "UINT"));
   add_output_options(run, ro);
 
+  OutputOptions dopt;
+  DiagnoseArgs da;
+  auto* diag = app.add_subcommand(
+      "diagnose",
+      "Is an observed conv+BN (or BatchNorm-alone) output the layer's, up to rounding? If not, test the common bugs "
+      "(training-mode batch statistics, eps mismatch, variance/std confusion, missing sqrt, gamma/beta swapped, mean "
+      "not subtracted, NHWC read as NCHW, bias dropped, BN applied twice) and name the one that explains it.");
+  diag->add_option("--input", da.input, "Layer input x (.npy, NCHW or N x C)")->required();
+  diag->add_option("--bn", da.bn, "BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps)")->required();
+  diag->add_option("--weights", da.weights, "Conv weights (.npy, OIHW); without: the layer is the BatchNorm alone");
+  diag->add_option("--bias", da.bias, "Conv bias (.npy, one per output channel)");
+  diag->add_option("--observed", da.observed, "Observed output (.npy); its dtype is the compared type")->required();
+  diag->add_option("--stride", da.stride, "Conv stride")->check(CLI::PositiveNumber)->capture_default_str();
+  diag->add_option("--dilation", da.dilation, "Conv dilation")->check(CLI::PositiveNumber)->capture_default_str();
+  diag->add_option("--padding", da.padding, "Conv padding (symmetric); default: inferred from the shapes")
+      ->check(CLI::NonNegativeNumber);
+  add_output_options(diag, dopt);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -230,6 +291,7 @@ int main(int argc, char** argv) {
   try {
     if (*explain) return cmd_explain(ea, eo);
     if (*run) return cmd_run(case_path, ro, all_hist, seed);
+    if (*diag) return cmd_diagnose(da, dopt);
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;

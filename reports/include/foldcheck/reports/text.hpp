@@ -17,4 +17,6 @@ struct RunTextOptions {
 };
 std::string run_text(const nlohmann::json& result, const RunTextOptions& opts = {});
 
+std::string diagnose_text(const nlohmann::json& result);
+
 }  // namespace foldcheck::reports
