@@ -151,10 +151,13 @@ int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
   return exit_code(r);
 }
 
-int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, const std::optional<std::uint64_t>& seed) {
+int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, const std::optional<std::uint64_t>& seed,
+            bool no_attr, std::size_t attr_elements) {
   fc::CaseSpec spec = fc::load_case(path);
   if (seed) spec.seed = *seed;
   fc::RunOptions ro;
+  ro.attribution = !no_attr;
+  ro.attribution_elements = attr_elements;
   ro.ref.precision = o.precision;
   ro.ref.threads = o.threads;
   ro.threads = o.threads;
@@ -256,6 +259,12 @@ int main(int argc, char** argv) {
                        : std::string("must be a non-negative integer");
           },
           "UINT"));
+  bool no_attr = false;
+  std::size_t attr_elements = 1024;
+  run->add_flag("--no-attribution", no_attr, "Skip the stage attribution (faster)");
+  run->add_option("--attribution-elements", attr_elements,
+                  "Outputs attributed per path: an even sample plus each path's worst element (0: all)")
+      ->capture_default_str();
   add_output_options(run, ro);
 
   OutputOptions dopt;
@@ -290,7 +299,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*explain) return cmd_explain(ea, eo);
-    if (*run) return cmd_run(case_path, ro, all_hist, seed);
+    if (*run) return cmd_run(case_path, ro, all_hist, seed, no_attr, attr_elements);
     if (*diag) return cmd_diagnose(da, dopt);
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";

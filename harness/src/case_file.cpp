@@ -245,13 +245,14 @@ CaseSpec load_case(const std::string& path) {
     if (!cmp["variants"].is_array()) c.fail("compare.variants", "must be a list of objects");
     for (const auto& v : cmp["variants"]) {
       check_keys(c, v, "compare.variants[]", {"fma", "rsqrt", "newton_steps", "weight_dtype"});
+      const json steps = v.value("newton_steps", json(-1));
+      if (!steps.is_number_integer()) c.fail("compare.variants[].newton_steps", "must be an integer");
+      if (v.contains("fma") && !v["fma"].is_boolean()) c.fail("compare.variants[].fma", "must be true or false");
+      for (const char* k : {"rsqrt", "weight_dtype"})
+        if (v.contains(k) && !v[k].is_string()) c.fail(std::string("compare.variants[].") + k, "must be a string");
       try {
-        const json steps = v.value("newton_steps", json(-1));
-        if (!steps.is_number_integer()) c.fail("compare.variants[].newton_steps", "must be an integer");
         s.variants.push_back(arithmetic_from_json_fields(v.value("fma", false), v.value("rsqrt", std::string("exact")),
                                                          steps.get<int>(), v.value("weight_dtype", std::string())));
-      } catch (const json::exception& e) {
-        c.fail("compare.variants[]", e.what());
       } catch (const InputError& e) {
         c.fail("compare.variants[]", e.what());
       }
