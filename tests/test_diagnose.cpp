@@ -86,3 +86,84 @@ TEST_CASE("diagnose: conv + BN folded by a recipe is EXPECTED; the same fold wit
   CHECK(r["verdict"] == "UNEXPECTED");
   CHECK(r["best"] == "conv_bias_dropped");
 }
+
+namespace {
+
+// A float32 BatchNorm output with one bug injected (scale-shift form, as CPU kernels).
+struct Bug {
+  const char* name;
+  bool nhwc = false, no_sqrt = false, swap = false, no_mean = false, no_beta = false, twice = false;
+  int var_power = 2;  // 1: std passed as var (var' = sqrt(var)); 2: as given; 4: var squared
+  bool unbiased = false;
+};
+
+Tensor buggy_output(const scenarios::BnScenario& s, const Bug& b) {
+  const std::size_t C = s.bn.gamma.size(), n = s.x.data.size(), plane = n / C;
+  std::vector<double> mean = s.bn.mean, var = s.bn.var;
+  if (b.unbiased)
+    for (std::size_t c = 0; c < C; ++c) {
+      double sum = 0, sq = 0;
+      for (std::size_t i = 0; i < plane; ++i) sum += s.x.data[c * plane + i];
+      mean[c] = sum / plane;
+      for (std::size_t i = 0; i < plane; ++i) sq += (s.x.data[c * plane + i] - mean[c]) * (s.x.data[c * plane + i] - mean[c]);
+      var[c] = sq / (plane - 1);
+    }
+  auto apply = [&](const std::vector<double>& in) {
+    std::vector<double> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t c = b.nhwc ? i % C : i / plane;
+      double v = var[c];
+      if (b.var_power == 1) v = std::sqrt(v);
+      if (b.var_power == 4) v = v * v;
+      const float d = static_cast<float>(v) + static_cast<float>(s.bn.eps);
+      const float inv = b.no_sqrt ? 1.0f / d : 1.0f / std::sqrt(d);
+      const float g = static_cast<float>(b.swap ? s.bn.beta[c] : s.bn.gamma[c]);
+      const float be = b.no_beta ? 0.0f : static_cast<float>(b.swap ? s.bn.gamma[c] : s.bn.beta[c]);
+      const float a = inv * g;
+      const float shift = be - (b.no_mean ? 0.0f : static_cast<float>(mean[c])) * a;
+      out[i] = static_cast<float>(in[i]) * a + shift;
+    }
+    return out;
+  };
+  Tensor y = s.x;
+  y.data = apply(s.x.data);
+  if (b.twice) y.data = apply(y.data);
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("diagnose: each common bug is named by its own hypothesis", "[diagnose]") {
+  const auto s = scenarios::make_bn_scenario(true, 64, 11);
+  std::vector<Bug> bugs(10);
+  bugs[0].name = "std_passed_as_var";
+  bugs[0].var_power = 1;
+  bugs[1].name = "var_passed_as_std";
+  bugs[1].var_power = 4;
+  bugs[2].name = "missing_sqrt";
+  bugs[2].no_sqrt = true;
+  bugs[3].name = "gamma_beta_swapped";
+  bugs[3].swap = true;
+  bugs[4].name = "mean_not_subtracted";
+  bugs[4].no_mean = true;
+  bugs[5].name = "channel_axis_nhwc";
+  bugs[5].nhwc = true;
+  bugs[6].name = "bias_dropped";
+  bugs[6].no_beta = true;
+  bugs[7].name = "bn_applied_twice";
+  bugs[7].twice = true;
+  bugs[8].name = "training_mode_unbiased_variance";
+  bugs[8].unbiased = true;
+  bugs[9].name = "as_given";  // no bug
+  for (const Bug& b : bugs) {
+    INFO(b.name);
+    const json r = run_diagnose(s, buggy_output(s, b));
+    if (std::string(b.name) == "as_given") {
+      CHECK(r["verdict"] == "EXPECTED");
+      CHECK(r["best"].is_null());
+    } else {
+      CHECK(r["verdict"] == "UNEXPECTED");
+      CHECK(r["best"] == b.name);
+    }
+  }
+}

@@ -47,7 +47,7 @@ const char* const kStages[] = {"var_eps", "rsqrt", "scale", "weight", "bias", "a
 
 // Per path: each stage's typical share of an element's squared error, the largest
 // contribution, and the residual; then (optionally) per-stage histograms.
-std::string attribution_table(const json& paths, bool histograms) {
+std::string attribution_table(const json& paths, bool histograms, bool headline_histograms) {
   const auto& first = paths[0]["attribution"];
   std::string s = fmt::format("  attribution over {} elements: typical share of each element's squared error "
                               "(share_mean), and max |contribution| in ULP\n",
@@ -67,6 +67,21 @@ std::string attribution_table(const json& paths, bool histograms) {
     }
     s += fmt::format(" {:>14}\n", fmt::format("{:.1g}% {:.2g}", 100 * a["residual"]["share_mean"].get<double>(),
                                               a["residual"]["max_abs_ulp"].get<double>()));
+  }
+  if (headline_histograms && !histograms && paths.size() > 1) {
+    // The headline fused path's two largest stages (by typical share).
+    const auto& p = paths[1];
+    std::vector<const json*> st;
+    for (const auto& x : p["attribution"]["stages"])
+      if (x["max_abs_ulp"].get<double>() > 0) st.push_back(&x);
+    std::sort(st.begin(), st.end(), [](const json* a, const json* b) {
+      return (*a)["share_mean"].get<double>() > (*b)["share_mean"].get<double>();
+    });
+    for (std::size_t k = 0; k < std::min<std::size_t>(2, st.size()); ++k) {
+      s += fmt::format("\n  stage histogram: {} / {} (contribution, ULP; --all-histograms for every stage)\n",
+                       p["name"].get<std::string>(), (*st[k])["stage"].get<std::string>());
+      s += histogram_text((*st[k])["histogram"]);
+    }
   }
   if (histograms)
     for (const auto& p : paths)
@@ -137,7 +152,7 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
                            100 * fa["residual"]["share_rms"].get<double>(), fa["fold_order"]["rms_ulp"].get<double>());
         }
       }
-      if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms);
+      if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms, first_hist);
       const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
       for (std::size_t i = 0; i < histograms; ++i) {
         const auto& p = paths[i];
