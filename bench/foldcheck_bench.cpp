@@ -1,11 +1,13 @@
 // foldcheck_bench: time per multiply-add of foldcheck's float paths and of the certified
 // reference on conv shapes from real networks. Items are multiply-adds, so Google
-// Benchmark's items_per_second compares paths directly. (The fast-reference issue adds
+// Benchmark's items_per_second compares paths directly; attribution counts the
+// multiply-adds of its replays. (The fast-reference issue adds
 // oneDNN and naive multiprecision entries and the 56x56 shapes.)
 #include <benchmark/benchmark.h>
 
 #include <random>
 
+#include "foldcheck/attribution.hpp"
 #include "foldcheck/evaluate.hpp"
 #include "foldcheck/fold_pass.hpp"
 
@@ -56,6 +58,21 @@ void float_path(benchmark::State& st, int shape, DType dt, Accumulation acc) {
   st.SetItemsProcessed(st.iterations() * f.macs);
 }
 
+// Attribution of 256 outputs of the fused PyTorch path: items are the multiply-adds of
+// the replays (record + 2 checks + one per stage = 10 runs of each output's dot product).
+void attribution_path(benchmark::State& st, int shape) {
+  const Fixture f = make(kShapes[shape], DType::Float32);
+  const Node& c = f.g.nodes[0];
+  const ref::LayerResult ex =
+      ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, {});
+  const Policy p;
+  const std::vector<double> y = evaluate(fold_batchnorm(f.g, Recipe::PyTorch, {}), f.x, p);
+  const auto sample = attribution_sample(y.size(), 256, {});
+  for (auto _ : st)
+    benchmark::DoNotOptimize(attribute(f.g, f.x, ex, PathSpec{Recipe::PyTorch, p}, y, sample, {}, 0));
+  st.SetItemsProcessed(st.iterations() * static_cast<std::int64_t>(sample.size()) * c.geometry.terms_per_output() * 10);
+}
+
 void reference_path(benchmark::State& st, int shape) {
   const Fixture f = make(kShapes[shape], DType::Float32);
   const Node& c = f.g.nodes[0];
@@ -75,6 +92,8 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark((n + "/float64").c_str(), float_path, s, DType::Float64, Accumulation::Sequential)
         ->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark((n + "/attribution").c_str(), attribution_path, s)
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
     benchmark::RegisterBenchmark((n + "/reference").c_str(), reference_path, s)
         ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
   }
