@@ -4,6 +4,7 @@
 // float16 folded weights puts it in the weight multiply; every variant's bound holds.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -155,4 +156,18 @@ TEST_CASE("variants: Winograd needs 3x3 stride 1, blocked needs K >= 1", "[bound
   CHECK_THROWS(order_from_name("blocked:0"));
   CHECK(order_from_name("blocked:32").block == 32);
   CHECK(order_from_name("winograd").kind == Accumulation::Winograd);
+}
+
+TEST_CASE("attribution does not depend on the thread count", "[attribution]") {
+  const Setup s = setup("depthwise_3x3", DType::Float32);
+  const Graph f = fold_batchnorm(s.d.graph, Recipe::Tvm, {});
+  const std::vector<double> y = evaluate(f, s.d.input, Policy{});
+  const auto sample = attribution_sample(y.size(), 300, {5, 17});
+  const Attribution a = attribute(s.d.graph, s.d.input, s.exact, PathSpec{Recipe::Tvm, Policy{}}, y, sample, {}, 1);
+  const Attribution b = attribute(s.d.graph, s.d.input, s.exact, PathSpec{Recipe::Tvm, Policy{}}, y, sample, {}, 3);
+  CHECK(a.elements == b.elements);
+  CHECK(a.total == b.total);
+  CHECK(a.residual == b.residual);
+  for (unsigned k = 0; k < kNumStages; ++k) CHECK(a.contribution[k] == b.contribution[k]);
+  CHECK(std::find(a.elements.begin(), a.elements.end(), 17u) != a.elements.end());
 }
