@@ -1,23 +1,38 @@
-// foldcheck_bench: time per multiply-add of foldcheck's float paths and of the certified
-// reference on conv shapes from real networks. Items are multiply-adds, so Google
-// Benchmark's items_per_second compares paths directly; attribution counts the
-// multiply-adds of its replays. (The fast-reference issue adds
-// oneDNN and naive multiprecision entries and the 56x56 shapes.)
+// foldcheck_bench: time per multiply-add of foldcheck's paths and of the certified
+// reference, against oneDNN (the machine's practical limit) and a naive multiprecision
+// reference, on conv shapes from real networks. Items are multiply-adds (for naive_mp,
+// those of the channels it computes), so items_per_second compares entries directly.
+// Every entry uses both cores (all hardware threads).
+//   <shape>/onednn       oneDNN f32 convolution (forward inference), same tensors
+//   <shape>/float32      foldcheck's float32 path, sequential order, fused PyTorch fold
+//   <shape>/float64      the same in float64
+//   <shape>/reference    the certified reference for float32 data (fast path + fallbacks)
+//   <shape>/reference_mpfr  the all-multiprecision reference (mpfr_sum per output)
+//   <shape>/naive_mp     every term and the BatchNorm in Boost cpp_bin_float_50
+//   <shape>/attribution  stage attribution replays (10 per output) of 256 outputs
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <thread>
 
 #include "foldcheck/attribution.hpp"
 #include "foldcheck/evaluate.hpp"
 #include "foldcheck/fold_pass.hpp"
+#include "naive_mp.hpp"
+#include "onednn_conv.hpp"
 
 using namespace foldcheck;
 
 namespace {
 
 struct Shape {
+  const char* name;
   std::int64_t C, O, HW, K, groups;
 };
+
+const Shape kShapes[] = {{"conv3x3_64", 64, 64, 56, 3, 1},
+                         {"conv1x1_256", 256, 64, 56, 1, 1},
+                         {"depthwise3x3_64", 64, 64, 56, 3, 64}};
 
 struct Fixture {
   Graph g;
@@ -28,6 +43,7 @@ struct Fixture {
 Fixture make(const Shape& s, DType dt) {
   std::mt19937_64 rng(42);
   std::normal_distribution<double> nd;
+  std::uniform_real_distribution<double> ud(0.5, 1.5);
   Fixture f;
   ref::ConvGeometry geo;
   geo.C = s.C; geo.O = s.O; geo.H = geo.W = s.HW; geo.KH = geo.KW = s.K; geo.groups = s.groups;
@@ -40,31 +56,68 @@ Fixture make(const Shape& s, DType dt) {
   Node bn;
   bn.kind = Node::Kind::BatchNorm;
   bn.geometry = geo;
-  bn.bn = ref::BnParams{std::vector<double>(geo.O, 1.0), std::vector<double>(geo.O, 0.0), std::vector<double>(geo.O, 0.0),
-                        std::vector<double>(geo.O, 1.0), 1e-5};
+  for (std::int64_t o = 0; o < geo.O; ++o) {
+    bn.bn.gamma.push_back(round_to(dt, ud(rng)));
+    bn.bn.beta.push_back(round_to(dt, 0.1 * nd(rng)));
+    bn.bn.mean.push_back(round_to(dt, 0.1 * nd(rng)));
+    bn.bn.var.push_back(round_to(dt, ud(rng)));
+  }
+  bn.bn.eps = 1e-5;
   f.g.dtype = dt;
   f.g.nodes = {conv, bn};
   f.macs = geo.output_size() * geo.terms_per_output();
   return f;
 }
 
-const Shape kShapes[] = {{64, 64, 28, 3, 1}, {256, 64, 28, 1, 1}, {64, 64, 56, 3, 64}};
-const char* kNames[] = {"conv3x3_64_28", "conv1x1_256_28", "depthwise3x3_64_56"};
+unsigned cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
-void float_path(benchmark::State& st, int shape, DType dt, Accumulation acc) {
-  const Fixture f = make(kShapes[shape], dt);
-  const Graph fused = fold_batchnorm(f.g, Recipe::PyTorch, {});
-  for (auto _ : st) benchmark::DoNotOptimize(evaluate(fused, f.x, Policy{acc, BnForm::Textbook, 0, {}}));
+void onednn(benchmark::State& st, int s) {
+  const Fixture f = make(kShapes[s], DType::Float32);
+  bench::OneDnnConv conv(f.g.nodes[0].geometry, f.x, f.g.nodes[0].weight.data);
+  for (auto _ : st) conv.run();
   st.SetItemsProcessed(st.iterations() * f.macs);
 }
 
-// Attribution of 256 outputs of the fused PyTorch path: items are the multiply-adds of
-// the replays (record + 2 checks + one per stage = 10 runs of each output's dot product).
-void attribution_path(benchmark::State& st, int shape) {
-  const Fixture f = make(kShapes[shape], DType::Float32);
+void float_path(benchmark::State& st, int s, DType dt) {
+  const Fixture f = make(kShapes[s], dt);
+  const Graph fused = fold_batchnorm(f.g, Recipe::PyTorch, {});
+  for (auto _ : st) benchmark::DoNotOptimize(evaluate(fused, f.x, Policy{Accumulation::Sequential, BnForm::Textbook, 0, {}}));
+  st.SetItemsProcessed(st.iterations() * f.macs);
+}
+
+void reference_path(benchmark::State& st, int s, bool fast) {
+  const Fixture f = make(kShapes[s], DType::Float32);
   const Node& c = f.g.nodes[0];
-  const ref::LayerResult ex =
-      ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, {});
+  ref::Options o;
+  o.formats = ref::format_bit(ref::kFloat32);
+  o.fast = fast;
+  std::int64_t fallbacks = 0, outputs = 0;
+  for (auto _ : st) {
+    const ref::LayerResult r = ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, o);
+    fallbacks += r.fallbacks;
+    outputs += static_cast<std::int64_t>(r.y.size());
+    benchmark::DoNotOptimize(r.y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * f.macs);
+  st.counters["fallback_fraction"] = outputs ? static_cast<double>(fallbacks) / static_cast<double>(outputs) : 0.0;
+}
+
+void naive_mp(benchmark::State& st, int s) {
+  const Fixture f = make(kShapes[s], DType::Float32);
+  const Node& c = f.g.nodes[0];
+  const std::int64_t channels = 2 * cores();  // a few channels: the full layer would take minutes
+  for (auto _ : st)
+    benchmark::DoNotOptimize(
+        bench::naive_mp_conv_bn(c.geometry, f.x, c.weight.data, f.g.nodes[1].bn, 0, channels, cores()));
+  st.SetItemsProcessed(st.iterations() * f.macs / c.geometry.O * channels);
+}
+
+void attribution_path(benchmark::State& st, int s) {
+  const Fixture f = make(kShapes[s], DType::Float32);
+  const Node& c = f.g.nodes[0];
+  ref::Options o;
+  o.formats = ref::format_bit(ref::kFloat32);
+  const ref::LayerResult ex = ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, o);
   const Policy p;
   const std::vector<double> y = evaluate(fold_batchnorm(f.g, Recipe::PyTorch, {}), f.x, p);
   const auto sample = attribution_sample(y.size(), 256, {});
@@ -73,29 +126,21 @@ void attribution_path(benchmark::State& st, int shape) {
   st.SetItemsProcessed(st.iterations() * static_cast<std::int64_t>(sample.size()) * c.geometry.terms_per_output() * 10);
 }
 
-void reference_path(benchmark::State& st, int shape) {
-  const Fixture f = make(kShapes[shape], DType::Float32);
-  const Node& c = f.g.nodes[0];
-  for (auto _ : st)
-    benchmark::DoNotOptimize(ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, {}));
-  st.SetItemsProcessed(st.iterations() * f.macs);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int s = 0; s < 3; ++s) {
-    const std::string n = kNames[s];
-    benchmark::RegisterBenchmark((n + "/float32").c_str(), float_path, s, DType::Float32, Accumulation::Sequential)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "/float32_pairwise").c_str(), float_path, s, DType::Float32, Accumulation::Pairwise)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "/float64").c_str(), float_path, s, DType::Float64, Accumulation::Sequential)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "/attribution").c_str(), attribution_path, s)
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-    benchmark::RegisterBenchmark((n + "/reference").c_str(), reference_path, s)
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+    const std::string n = kShapes[s].name;
+    auto reg = [&](const std::string& e, auto&& f, auto... args) {
+      return benchmark::RegisterBenchmark((n + "/" + e).c_str(), f, args...)->Unit(benchmark::kMillisecond)->UseRealTime();
+    };
+    reg("onednn", onednn, s)->MinTime(0.5);
+    reg("float32", float_path, s, DType::Float32);
+    reg("float64", float_path, s, DType::Float64);
+    reg("reference", reference_path, s, true)->MinTime(0.5);
+    reg("reference_mpfr", reference_path, s, false)->Iterations(1);
+    reg("naive_mp", naive_mp, s)->Iterations(1);
+    reg("attribution", attribution_path, s)->Iterations(3);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -272,7 +272,9 @@ json diagnose(const DiagnoseInput& in) {
     d.x = &in.x.data;
     d.w = &in.weights->data;
     d.bias = in.conv_bias.empty() ? nullptr : &in.conv_bias;
-    const ref::LayerResult r = ref::conv_bn(d, in.ref);
+    ref::Options ro = in.ref;
+    ro.formats = ref::format_bit(*info(L.dtype).format);  // float32 data: the fast path
+    const ref::LayerResult r = ref::conv_bn(d, ro);
     L.c.resize(r.y.size());
     for (std::size_t i = 0; i < r.y.size(); ++i) L.c[i] = static_cast<ld>(r.y[i].approx.hi) + r.y[i].approx.lo;
     L.A = r.abs_sum;

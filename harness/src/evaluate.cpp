@@ -288,13 +288,15 @@ std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerRes
         const Bounded& b = f.bias[o];
         // >= sum |x_i w'_i| of the stored weights (or their Winograd magnitude)
         const double abs_xw = wino ? m.winograd[i] : (t + alpha) * A + eta * X;
-        const double E = gk * (abs_xw + b.mag() + b.e) + alpha * A + eta * X + b.e + underflow * (1 + gk);
+        // exact.conv is within conv_radius of the exact conv: carried as extra error of y.v.
+        const double E = gk * (abs_xw + b.mag() + b.e) + alpha * A + eta * X + b.e + underflow * (1 + gk) +
+                         (t + f.scale[o].e) * exact.conv_radius[i];
         const long double dot = static_cast<long double>(exact.conv[i]) - (orig_bias.empty() ? 0.0L : orig_bias[o]);
         y = Bounded::with_error(0.0, round_up(E), ai.dtype);
         y.v = f.scale[o].v * dot + b.v;
       } else {
         const double E = gk * ((wino ? m.winograd[i] : A) + (has_bias ? std::fabs(conv.bias[o]) : 0.0)) +
-                         underflow * (1 + gk);
+                         underflow * (1 + gk) + exact.conv_radius[i];
         y = Bounded::with_error(0.0, round_up(E), ai.dtype);
         y.v = static_cast<long double>(exact.conv[i]);
       }

@@ -5,14 +5,24 @@
 
 namespace foldcheck::ref {
 
-double Value::rounded_to(const Format& f) const {
+unsigned format_bit(const Format& f) {
   for (std::size_t i = 0; i < kNumFormats; ++i)
-    if (kFormats[i].precision == f.precision && kFormats[i].emin == f.emin) return rounded[i];
+    if (kFormats[i].precision == f.precision && kFormats[i].emin == f.emin) return 1u << i;
   throw std::invalid_argument(std::string("unknown format ") + f.name);
 }
 
-bool try_certify(const Interval& enclosure, Value& out) {
+double Value::rounded_to(const Format& f) const {
+  const unsigned b = format_bit(f);
+  if (!(certified & b)) throw std::logic_error(std::string("reference value not certified for ") + f.name);
+  for (std::size_t i = 0; i < kNumFormats; ++i)
+    if (b == (1u << i)) return rounded[i];
+  throw std::invalid_argument(std::string("unknown format ") + f.name);
+}
+
+bool try_certify(const Interval& enclosure, Value& out, unsigned formats) {
+  out.rounded.fill(std::numeric_limits<double>::quiet_NaN());
   for (std::size_t i = 0; i < kNumFormats; ++i) {
+    if (!(formats & (1u << i))) continue;
     const double lo = round_to_format(enclosure.lo(), kFormats[i]);
     const double hi = round_to_format(enclosure.hi(), kFormats[i]);
     // Compare values; a zero result is reported as +0 (the exact real 0 has no sign).
@@ -20,6 +30,8 @@ bool try_certify(const Interval& enclosure, Value& out) {
     out.rounded[i] = (lo == 0.0) ? 0.0 : lo;
   }
   out.approx = midpoint(enclosure);
+  out.radius = radius_of(enclosure, out.approx);
+  out.certified = formats;
   out.precision_used = enclosure.precision();
   return true;
 }
@@ -29,7 +41,7 @@ Value certify(const std::function<void(Interval&, long)>& f, const Options& opts
     Interval enclosure(p);
     f(enclosure, p);
     Value v;
-    if (try_certify(enclosure, v)) return v;
+    if (try_certify(enclosure, v, opts.formats)) return v;
   }
   throw CertificationError("reference could not certify a rounding within " +
                            std::to_string(opts.max_precision) + " bits");

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <thread>
+
+#include "dd_arith.hpp"
+#include "fast_conv.hpp"
 
 namespace foldcheck::ref {
 namespace {
@@ -34,6 +38,33 @@ void bn_interval(Interval& y, const Interval& c, double gamma, double beta, doub
   add(y, y, b);
 }
 
+// Correct rounding (ties to even) of the double-double hi + lo (|lo| <= ulp(hi)/2) into
+// format f, by the method of round_to_format (formats.cpp) applied to hi: hi = m 2^q with
+// m = hi 2^-q exact. If m is an integer, hi is in f and lo (under half an ulp of hi, far
+// under half an ulp of f) cannot move the rounding away from it; if m is exactly halfway
+// between integers, lo's sign breaks the tie; otherwise hi is a double strictly between
+// an element of f and a midpoint (both doubles), at least one ulp(hi) from the midpoint
+// (half of one beyond a binade edge, plus hi's own distance to that edge), which
+// |lo| <= ulp(hi)/2 cannot reach.
+double round_dd_to_format(double hi, double lo, const Format& f) {
+  if (hi == 0.0 || !std::isfinite(hi)) return hi == 0.0 ? 0.0 : hi;
+  const int e = std::ilogb(hi);
+  const int q = std::max(e, f.emin) - (f.precision - 1);
+  const double m = std::ldexp(hi, -q);
+  double r = std::nearbyint(m);  // ties to even in the default rounding mode
+  if (lo != 0.0 && std::fabs(m - std::trunc(m)) == 0.5) r = (lo > 0) ? std::ceil(m) : std::floor(m);
+  if (r == 0.0) return 0.0;
+  if (q + std::ilogb(r) > f.emax) return r > 0 ? HUGE_VAL : -HUGE_VAL;
+  return std::ldexp(r, q);
+}
+
+// The fast path's per-channel data: the BatchNorm scale as a double-double with a
+// certified radius (from a 256-bit interval), and mean, beta.
+struct FastChannel {
+  dd::DD t;
+  double t_rad = 0;
+};
+
 // Scratch for one thread: the exact products of one output window.
 struct Window {
   std::vector<MpNumber> terms;
@@ -55,16 +86,33 @@ class ConvBnEvaluator {
     const std::int64_t total = g.output_size();
     r.y.resize(total);
     r.conv.resize(total);
+    r.conv_radius.resize(total);
     r.abs_sum.resize(total);
     r.abs_x_sum.resize(total);
+    // The fast path: float32 data, and no float64 rounding to certify (its enclosure is
+    // about 2^-40 relative: enough for float32 and narrower, never for float64).
+    use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) && (!L.bias || all_float32(*L.bias));
+    if (use_fast) {
+      detail::conv_sums(g, *L.x, *L.w, opts.threads, sums);
+      if (L.bn) {
+        channels.resize(static_cast<std::size_t>(g.O));
+        for (std::int64_t o = 0; o < g.O; ++o) {
+          Interval t(256);
+          scale_interval(t, L.bn->gamma[o], L.bn->var[o], L.bn->eps);
+          const DoubleDouble m = midpoint(t);
+          channels[o].t = {m.hi, m.lo};
+          channels[o].t_rad = radius_of(t, m);
+        }
+      }
+    }
     unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
     nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
-    std::vector<std::int64_t> esc(nt, 0);
+    std::vector<std::int64_t> esc(nt, 0), fast(nt, 0), fall(nt, 0);
     std::vector<long> maxp(nt, 0);
     std::vector<std::exception_ptr> errors(nt);
     auto worker = [&](unsigned t) {
       try {
-        for (std::int64_t o = t; o < g.O; o += nt) channel(o, r, esc[t], maxp[t]);
+        for (std::int64_t o = t; o < g.O; o += nt) channel(o, r, esc[t], maxp[t], fast[t], fall[t]);
       } catch (...) {
         errors[t] = std::current_exception();
       }
@@ -77,6 +125,8 @@ class ConvBnEvaluator {
       if (e) std::rethrow_exception(e);
     for (unsigned t = 0; t < nt; ++t) {
       r.escalations += esc[t];
+      r.fast_certified += fast[t];
+      r.fallbacks += fall[t];
       r.max_precision_used = std::max(r.max_precision_used, maxp[t]);
     }
     return r;
@@ -154,7 +204,53 @@ class ConvBnEvaluator {
     }
   }
 
-  void channel(std::int64_t o, LayerResult& r, std::int64_t& escalations, long& maxp) const {
+  // The fast path for output idx of channel o: an enclosure of the layer's output from the
+  // BLAS sums (fast_conv.hpp) in double-double arithmetic with a running radius
+  // (dd_arith.hpp), certified if both ends round alike in every requested format.
+  bool fast_output(std::size_t idx, std::int64_t o, LayerResult& r) const {
+    const double K = static_cast<double>(g.terms_per_output());
+    const double u = 0x1p-53;
+    const double gam = K * u * (1 + 0x1p-50) / (1 - K * u);
+    const double a = sums.a[idx];
+    const double Ec = a == 0 ? 0.0 : gam * a / (1 - gam) * (1 + 0x1p-50);
+    const dd::DD c = dd::two_sum(sums.s[idx], L.bias ? (*L.bias)[o] : 0.0);  // exact
+    r.conv[idx] = c.hi;
+    r.conv_radius[idx] = (Ec + std::fabs(c.lo)) * (1 + 0x1p-50);
+    r.abs_sum[idx] = a / (1 - gam) * (1 + 0x1p-50);
+    r.abs_x_sum[idx] = sums.ax[idx] * (1.0 + (K + 1) * 0x1p-52);
+    dd::DD y = c;
+    double rad = Ec;
+    if (L.bn) {
+      const FastChannel& ch = channels[o];
+      const dd::DD d = dd::plus_fp(c, -L.bn->mean[o]);
+      const double rad_d = rad + dd::kOpRel * dd::mag(d);
+      const dd::DD p = dd::times_dd(d, ch.t);
+      const double rad_p = (dd::mag(d) + rad_d) * ch.t_rad + dd::mag(ch.t) * rad_d + dd::kOpRel * dd::mag(p);
+      y = dd::plus_fp(p, L.bn->beta[o]);
+      rad = rad_p + dd::kOpRel * dd::mag(y);
+    }
+    // Cover the evaluation of rad itself and of the two endpoints.
+    rad = rad * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(y) + rad);
+    const dd::DD lo = dd::plus_fp(y, -rad), hi = dd::plus_fp(y, rad);
+    Value v;
+    v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t f = 0; f < kNumFormats; ++f) {
+      if (!(opts.formats & (1u << f))) continue;
+      const double a1 = round_dd_to_format(lo.hi, lo.lo, kFormats[f]);
+      const double a2 = round_dd_to_format(hi.hi, hi.lo, kFormats[f]);
+      if (!(a1 == a2)) return false;
+      v.rounded[f] = a1 == 0.0 ? 0.0 : a1;
+    }
+    v.approx = DoubleDouble{y.hi, y.lo};
+    v.radius = rad;
+    v.certified = opts.formats;
+    v.precision_used = 0;
+    r.y[idx] = v;
+    return true;
+  }
+
+  void channel(std::int64_t o, LayerResult& r, std::int64_t& escalations, long& maxp, std::int64_t& fast,
+               std::int64_t& fallbacks) const {
     Window win;
     const std::size_t cap = static_cast<std::size_t>(g.terms_per_output()) + 1;
     win.terms.reserve(cap);
@@ -166,15 +262,23 @@ class ConvBnEvaluator {
       for (std::int64_t oh = 0; oh < OH; ++oh) {
         for (std::int64_t ow = 0; ow < OW; ++ow) {
           const std::int64_t idx = ((n * g.O + o) * OH + oh) * OW + ow;
+          if (use_fast) {
+            if (fast_output(static_cast<std::size_t>(idx), o, r)) {
+              ++fast;
+              continue;
+            }
+            ++fallbacks;
+          }
           gather(win, n, o, oh, ow);
           r.abs_sum[idx] = win.abs_sum;
           r.abs_x_sum[idx] = win.abs_x_sum;
           enclose(y, win, o, opts.precision, &r.conv[idx]);
+          r.conv_radius[idx] = std::fabs(r.conv[idx]) * 0x1p-53 * (1 + 0x1p-50) + 0x1p-1074;
           Value v;
-          if (!try_certify(y, v)) {
+          if (!try_certify(y, v, opts.formats)) {
             ++escalations;
             v = certify([&](Interval& out, long p) { enclose(out, win, o, p); },
-                        Options{opts.precision * 2, opts.max_precision, 1});
+                        Options{opts.precision * 2, opts.max_precision, 1, opts.formats, false});
           }
           maxp = std::max(maxp, v.precision_used);
           r.y[idx] = v;
@@ -188,6 +292,9 @@ class ConvBnEvaluator {
   Options opts;
   bool fast_products = true;
   long product_precision = 53;
+  bool use_fast = false;
+  detail::ConvSums sums;
+  std::vector<FastChannel> channels;
 };
 
 }  // namespace

@@ -85,3 +85,19 @@ DoubleDouble midpoint(const Interval& a) {
 }
 
 }  // namespace foldcheck::ref
+
+namespace foldcheck::ref {
+
+double radius_of(const Interval& a, const DoubleDouble& c) {
+  // max(hi - c, c - lo) with c = c.hi + c.lo, every step rounded up, then to double
+  // rounded up: (hi - c.hi) - c.lo and (c.hi - lo) + c.lo.
+  MpNumber t(a.precision() + 64), u(a.precision() + 64);
+  mpfr_sub_d(t.get(), a.hi(), c.hi, MPFR_RNDU);
+  mpfr_sub_d(t.get(), t.get(), c.lo, MPFR_RNDU);
+  mpfr_d_sub(u.get(), c.hi, a.lo(), MPFR_RNDU);
+  mpfr_add_d(u.get(), u.get(), c.lo, MPFR_RNDU);
+  mpfr_max(t.get(), t.get(), u.get(), MPFR_RNDU);
+  return mpfr_get_d(t.get(), MPFR_RNDU);
+}
+
+}  // namespace foldcheck::ref

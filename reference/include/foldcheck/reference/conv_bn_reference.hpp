@@ -9,6 +9,18 @@
 // output is certified (see certify.hpp): its rounding to each format is exact.
 // In exact arithmetic the fused and unfused layers are the same function, so this one
 // reference scores both.
+//
+// Fast path (float32-representable data, Options::fast, float64 not among
+// Options::formats): the conv sums come from OpenBLAS dgemm over exact products with a
+// certified radius gamma_K * sum|p| (fast_conv.hpp); the BatchNorm is applied in
+// double-double arithmetic with proven per-operation bounds (dd_arith.hpp) to a
+// 256-bit interval enclosure of each channel's scale; the output is certified when both
+// ends of the resulting enclosure round alike in every requested format. Otherwise
+// (about one output in 2^15 for float32: those within ~2^-40 relative of a rounding
+// boundary, and exact ties) the output takes the multiprecision path above, an exact long
+// accumulation (mpfr_sum) that certifies anything. The two paths give bit-identical
+// rounded values (tested differentially); the fast path's approx is accurate to its
+// radius (about 2^-40 relative) rather than 106 bits, far below a float32 ULP.
 #include <cstdint>
 #include <vector>
 
@@ -46,10 +58,13 @@ struct LayerData {
 
 struct LayerResult {
   std::vector<Value> y;            // certified layer outputs, NCHW
-  std::vector<double> conv;        // exact conv output incl. bias (before BN), rounded to double
+  std::vector<double> conv;        // conv output incl. bias (before BN), to within conv_radius
+  std::vector<double> conv_radius; // |conv - exact conv| <= conv_radius (certified)
   std::vector<double> abs_sum;     // upper bound on sum |x_i w_i| over each output's window
   std::vector<double> abs_x_sum;   // upper bound on sum |x_i| over each output's window
   std::int64_t escalations = 0;    // outputs that needed more than opts.precision bits
+  std::int64_t fast_certified = 0; // outputs certified by the fast path
+  std::int64_t fallbacks = 0;      // fast-path outputs that needed the multiprecision path
   long max_precision_used = 0;
 };
 

@@ -56,5 +56,9 @@ struct DoubleDouble {
   double lo = 0.0;
 };
 DoubleDouble midpoint(const Interval& a);
+// An upper bound on the distance from c to the farther endpoint of a (so every point of
+// a lies within it of c); requires a's precision large enough to hold c exactly or not:
+// the bound is rounded up either way.
+double radius_of(const Interval& a, const DoubleDouble& c);
 
 }  // namespace foldcheck::ref

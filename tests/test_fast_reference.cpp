@@ -1,0 +1,168 @@
+// The fast reference (BLAS sums + double-double BatchNorm, certified per output) gives
+// rounded values bit-identical to the all-multiprecision reference: on every shipped
+// case and dtype, and on thousands of adversarial dot products (heavy cancellation, wide
+// dynamic range, subnormal products, exact rounding ties). It is identical for any thread
+// count, and outputs it cannot certify go to the multiprecision path and are counted.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "foldcheck/case_file.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
+
+using namespace foldcheck;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr unsigned kNarrow = 0b1110;  // float32, float16, bfloat16 (kFormats order: f64, f32, f16, bf16)
+
+struct Pair {
+  ref::LayerResult fast, slow;
+};
+
+Pair both(const ref::LayerData& d, unsigned formats, unsigned threads = 0) {
+  ref::Options f;
+  f.formats = formats;
+  f.threads = threads;
+  ref::Options s = f;
+  s.fast = false;
+  return {ref::conv_bn(d, f), ref::conv_bn(d, s)};
+}
+
+void require_identical(const Pair& p, unsigned formats) {
+  REQUIRE(p.fast.y.size() == p.slow.y.size());
+  for (std::size_t i = 0; i < p.fast.y.size(); ++i)
+    for (std::size_t k = 0; k < ref::kNumFormats; ++k) {
+      if (!(formats & (1u << k))) continue;
+      const double a = p.fast.y[i].rounded[k], b = p.slow.y[i].rounded[k];
+      if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
+        INFO("output " << i << " format " << ref::kFormats[k].name << ": fast " << a << " slow " << b);
+        REQUIRE(false);
+      }
+      // The fast approx lies within its radius of the 106-bit value.
+      const long double fa = static_cast<long double>(p.fast.y[i].approx.hi) + p.fast.y[i].approx.lo;
+      const long double sa = static_cast<long double>(p.slow.y[i].approx.hi) + p.slow.y[i].approx.lo;
+      REQUIRE(std::fabs(fa - sa) <= p.fast.y[i].radius * 1.0000001 + std::fabs(sa) * 0x1p-62);
+    }
+}
+
+// A dot product of n terms as a 1x1 conv: C = n input channels, one pixel.
+struct Dot {
+  ref::ConvGeometry g;
+  std::vector<double> x, w, bias;
+  ref::BnParams bn;
+};
+
+Dot dot_of(const std::vector<double>& x, const std::vector<double>& w) {
+  Dot d;
+  d.g.C = static_cast<std::int64_t>(x.size());
+  d.g.O = 1;
+  d.x = x;
+  d.w = w;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("fast reference: bit-identical to multiprecision on every shipped case and dtype", "[reference][fast]") {
+  for (const auto& e : fs::directory_iterator(std::string(FOLDCHECK_SOURCE_DIR) + "/cases")) {
+    if (e.path().extension() != ".json") continue;
+    const CaseSpec spec = load_case(e.path().string());
+    if (spec.name == "resnet_3x3_64") continue;  // 200k outputs: covered by the random layers' shapes
+    for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      INFO(spec.name << " " << name(dt));
+      const CaseData d = materialize(spec, dt);
+      const Node& c = d.graph.nodes[0];
+      const ref::LayerData L{c.geometry, &d.input, &c.weight.data, c.bias.empty() ? nullptr : &c.bias,
+                             &d.graph.nodes[1].bn};
+      const Pair p = both(L, kNarrow);
+      CHECK(p.fast.fast_certified + p.fast.fallbacks == static_cast<std::int64_t>(p.fast.y.size()));
+      CHECK(p.fast.fast_certified > 0);
+      require_identical(p, kNarrow);
+    }
+  }
+}
+
+TEST_CASE("fast reference: thousands of adversarial dot products are bit-identical", "[reference][fast]") {
+  std::mt19937_64 rng(20261130);
+  std::normal_distribution<double> nd;
+  std::uniform_int_distribution<int> ex(-60, 60), sub(-149, -120);
+  std::int64_t fallbacks = 0, total = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int kind = trial % 5;
+    const std::size_t n = 16 + static_cast<std::size_t>(rng() % 300);
+    std::vector<double> x(n), w(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<float>(nd(rng));
+      w[i] = static_cast<float>(nd(rng));
+      if (kind == 1) {  // wide dynamic range
+        x[i] = static_cast<float>(std::ldexp(nd(rng), ex(rng)));
+        w[i] = static_cast<float>(std::ldexp(nd(rng), ex(rng)));
+      } else if (kind == 2) {  // subnormal inputs: products near 2^-298
+        x[i] = static_cast<float>(std::ldexp(1.0 + (rng() % 1024), sub(rng)));
+        if (rng() & 1) x[i] = -x[i];
+      }
+    }
+    if (kind == 3) {  // heavy cancellation: the second half cancels the first, plus a small residue
+      for (std::size_t i = 0; i < n / 2; ++i) {
+        x[n / 2 + i] = -x[i];
+        w[n / 2 + i] = w[i];
+      }
+      x[n - 1] = static_cast<float>(std::ldexp(nd(rng), -30));
+    } else if (kind == 4) {  // the exact sum sits on a float32 rounding tie: 1 + 2^-24 (+ cancelling pairs)
+      for (std::size_t i = 0; i + 1 < n; i += 2) {
+        x[i + 1] = -x[i];
+        w[i + 1] = w[i];
+      }
+      x[0] = 1.0;
+      w[0] = 1.0;
+      x[1] = 0x1p-24;
+      w[1] = (trial / 5) % 2 ? 1.0 : 3.0;  // 1 + 2^-24 (tie) or 1 + 3*2^-24 (tie, odd side)
+      if (n % 2) x[n - 1] = 0;
+    }
+    Dot d = dot_of(x, w);
+    const bool with_bn = trial % 3 != 0;
+    d.bn = ref::BnParams{{1.0}, {0.0}, {0.0}, {1.0}, 0.0};  // an exact identity BatchNorm
+    if (with_bn && kind != 4) d.bn = ref::BnParams{{static_cast<float>(0.5 + std::fabs(nd(rng)))}, {static_cast<float>(nd(rng))},
+                                                   {static_cast<float>(nd(rng))}, {static_cast<float>(0.1 + std::fabs(nd(rng)))}, 1e-5};
+    if (trial % 7 == 0) d.bias = {static_cast<float>(nd(rng))};
+    const ref::LayerData L{d.g, &d.x, &d.w, d.bias.empty() ? nullptr : &d.bias, with_bn ? &d.bn : nullptr};
+    INFO("trial " << trial << " kind " << kind);
+    const Pair p = both(L, kNarrow, 1);
+    require_identical(p, kNarrow);
+    fallbacks += p.fast.fallbacks;
+    total += static_cast<std::int64_t>(p.fast.y.size());
+  }
+  // Every exact tie must have gone to the multiprecision path.
+  CHECK(fallbacks >= 3000 / 5);
+  CHECK(fallbacks < total);
+}
+
+TEST_CASE("fast reference: identical for any thread count, float64 stays multiprecision", "[reference][fast]") {
+  const CaseSpec spec = load_case(std::string(FOLDCHECK_SOURCE_DIR) + "/cases/engine_variants.json");
+  const CaseData d = materialize(spec, DType::Float32);
+  const Node& c = d.graph.nodes[0];
+  const ref::LayerData L{c.geometry, &d.input, &c.weight.data, &c.bias, &d.graph.nodes[1].bn};
+  ref::Options o;
+  o.formats = kNarrow;
+  o.threads = 1;
+  const ref::LayerResult a = ref::conv_bn(L, o);
+  o.threads = 2;
+  const ref::LayerResult b = ref::conv_bn(L, o);
+  REQUIRE(a.fast_certified > 0);
+  for (std::size_t i = 0; i < a.y.size(); ++i) {
+    REQUIRE(a.y[i].approx.hi == b.y[i].approx.hi);
+    REQUIRE(a.y[i].approx.lo == b.y[i].approx.lo);
+    for (std::size_t k = 1; k < ref::kNumFormats; ++k) REQUIRE(a.y[i].rounded[k] == b.y[i].rounded[k]);
+    REQUIRE(a.conv[i] == b.conv[i]);
+    REQUIRE(a.abs_sum[i] == b.abs_sum[i]);
+  }
+  // Requesting float64 keeps every output on the multiprecision path (>= 106 bits).
+  const ref::LayerResult full = ref::conv_bn(L, ref::Options{});
+  CHECK(full.fast_certified == 0);
+  CHECK_THROWS_AS(a.y[0].rounded_to(ref::kFloat64), std::logic_error);
+  CHECK(full.y[0].rounded_to(ref::kFloat32) == a.y[0].rounded_to(ref::kFloat32));
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Markdown table of foldcheck_bench results: ns per multiply-add and ratios to onednn
+and float32, from one run's JSON (--benchmark_format=json or --benchmark_out).
+
+usage: tools/bench_table.py BENCH.json
+"""
+import json
+import sys
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        data = json.load(f)
+    rows = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        shape, entry = b["name"].split("/")[:2]
+        rows.setdefault(shape, {})[entry] = b
+    ctx = data.get("context", {})
+    print(f"One run on {ctx.get('num_cpus', '?')} CPUs, {ctx.get('date', '')}; ns per multiply-add "
+          f"(lower is faster); ratios are time per term relative to onednn and to float32.\n")
+    print("| shape | entry | ns/term | G terms/s | × onednn | × float32 | notes |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for shape, entries in rows.items():
+        ns = {e: 1e9 / b["items_per_second"] for e, b in entries.items() if b.get("items_per_second")}
+        for e, b in entries.items():
+            if e not in ns:
+                continue
+            note = ""
+            if "fallback_fraction" in b:
+                note = f"fallbacks {b['fallback_fraction']:.2e}"
+            if e == "naive_mp" and "reference" in ns:
+                note = f"{ns[e] / ns['reference']:.0f}× reference"
+            r1 = f"{ns[e] / ns['onednn']:.1f}" if "onednn" in ns else "-"
+            r2 = f"{ns[e] / ns['float32']:.2f}" if "float32" in ns else "-"
+            print(f"| {shape} | {e} | {ns[e]:.4g} | {1 / ns[e]:.3g} | {r1} | {r2} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
