@@ -1,8 +1,11 @@
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -46,7 +49,7 @@ void bn_interval(Interval& y, const Interval& c, double gamma, double beta, doub
 // an element of f and a midpoint (both doubles), at least one ulp(hi) from the midpoint
 // (half of one beyond a binade edge, plus hi's own distance to that edge), which
 // |lo| <= ulp(hi)/2 cannot reach.
-double round_dd_to_format(double hi, double lo, const Format& f) {
+double round_dd_to_format_slow(double hi, double lo, const Format& f) {
   if (hi == 0.0 || !std::isfinite(hi)) return hi == 0.0 ? 0.0 : hi;
   const int e = std::ilogb(hi);
   const int q = std::max(e, f.emin) - (f.precision - 1);
@@ -56,6 +59,32 @@ double round_dd_to_format(double hi, double lo, const Format& f) {
   if (r == 0.0) return 0.0;
   if (q + std::ilogb(r) > f.emax) return r > 0 ? HUGE_VAL : -HUGE_VAL;
   return std::ldexp(r, q);
+}
+
+// The same on the bit pattern (no libm calls): hi's 53-bit significand loses its low
+// `shift` bits, q - (e - 52), rounding to nearest with ties broken by lo's sign, else to
+// even. Adding the carry to the whole pattern propagates into the exponent. Cases the
+// bit method does not cover (zero, Inf/NaN, double subnormals, shift outside 1..52)
+// take the method above.
+double round_dd_to_format(double hi, double lo, const Format& f) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(hi);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  if (biased == 0 || biased == 0x7ff) return round_dd_to_format_slow(hi, lo, f);
+  const int e = biased - 1023;
+  const int q = std::max(e, f.emin) - (f.precision - 1);
+  const int shift = q - (e - 52);
+  if (shift <= 0) return hi;  // representable
+  if (shift > 52) return round_dd_to_format_slow(hi, lo, f);
+  const std::uint64_t mask = (std::uint64_t{1} << shift) - 1, half = std::uint64_t{1} << (shift - 1);
+  const std::uint64_t drop = bits & mask;
+  bool up;
+  if (drop != half) up = drop > half;
+  else if (lo != 0.0) up = (lo > 0) == (hi > 0);
+  else up = (bits >> shift) & 1;  // tie: to even
+  const std::uint64_t r = (bits & ~mask) + (up ? (std::uint64_t{1} << shift) : 0);
+  const double v = std::bit_cast<double>(r);
+  if (static_cast<int>((r >> 52) & 0x7ff) - 1023 > f.emax) return hi > 0 ? HUGE_VAL : -HUGE_VAL;
+  return v;
 }
 
 // The fast path's per-channel data: the BatchNorm scale as a double-double with a
@@ -93,6 +122,13 @@ class ConvBnEvaluator {
     // about 2^-40 relative: enough for float32 and narrower, never for float64).
     use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) && (!L.bias || all_float32(*L.bias));
     if (use_fast) {
+      // Per-layer factors (each product below also picks up one rounding, covered by the
+      // (1 + 2^-50) margins): gamma_K = K u / (1 - K u) with u = 2^-53.
+      const double K = static_cast<double>(g.terms_per_output()), u = 0x1p-53;
+      const double gam = K * u / (1 - K * u) * (1 + 0x1p-50);
+      abs_factor = 1 / (1 - gam) * (1 + 0x1p-50);
+      radius_factor = gam * abs_factor * (1 + 0x1p-50);
+      abs_x_factor = 1.0 + (K + 1) * 0x1p-52;
       detail::conv_sums(g, *L.x, *L.w, opts.threads, sums);
       if (L.bn) {
         channels.resize(static_cast<std::size_t>(g.O));
@@ -204,71 +240,84 @@ class ConvBnEvaluator {
     }
   }
 
-  // The fast path for output idx of channel o: an enclosure of the layer's output from the
-  // BLAS sums (fast_conv.hpp) in double-double arithmetic with a running radius
-  // (dd_arith.hpp), certified if both ends round alike in every requested format.
-  bool fast_output(std::size_t idx, std::int64_t o, LayerResult& r) const {
-    const double K = static_cast<double>(g.terms_per_output());
-    const double u = 0x1p-53;
-    const double gam = K * u * (1 + 0x1p-50) / (1 - K * u);
-    const double a = sums.a[idx];
-    const double Ec = a == 0 ? 0.0 : gam * a / (1 - gam) * (1 + 0x1p-50);
-    const dd::DD c = dd::two_sum(sums.s[idx], L.bias ? (*L.bias)[o] : 0.0);  // exact
-    r.conv[idx] = c.hi;
-    r.conv_radius[idx] = (Ec + std::fabs(c.lo)) * (1 + 0x1p-50);
-    r.abs_sum[idx] = a / (1 - gam) * (1 + 0x1p-50);
-    r.abs_x_sum[idx] = sums.ax[idx] * (1.0 + (K + 1) * 0x1p-52);
-    dd::DD y = c;
-    double rad = Ec;
+  // The fast path for one channel: enclosures of every output (fast_conv.hpp), then
+  // each output is certified if both ends of its enclosure round alike in every
+  // requested format; the others are marked for the multiprecision path.
+  void fast_channel(std::int64_t o, LayerResult& r, std::vector<char>& certified) const {
+    const std::int64_t plane = g.OH() * g.OW();
+    detail::ChannelAffine ch;
+    ch.bias = L.bias ? (*L.bias)[o] : 0.0;
     if (L.bn) {
-      const FastChannel& ch = channels[o];
-      const dd::DD d = dd::plus_fp(c, -L.bn->mean[o]);
-      const double rad_d = rad + dd::kOpRel * dd::mag(d);
-      const dd::DD p = dd::times_dd(d, ch.t);
-      const double rad_p = (dd::mag(d) + rad_d) * ch.t_rad + dd::mag(ch.t) * rad_d + dd::kOpRel * dd::mag(p);
-      y = dd::plus_fp(p, L.bn->beta[o]);
-      rad = rad_p + dd::kOpRel * dd::mag(y);
+      ch.has_bn = true;
+      ch.t_hi = channels[o].t.hi;
+      ch.t_lo = channels[o].t.lo;
+      ch.t_rad = channels[o].t_rad;
+      ch.mean = L.bn->mean[o];
+      ch.beta = L.bn->beta[o];
     }
-    // Cover the evaluation of rad itself and of the two endpoints.
-    rad = rad * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(y) + rad);
-    const dd::DD lo = dd::plus_fp(y, -rad), hi = dd::plus_fp(y, rad);
-    Value v;
-    v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
-    for (std::size_t f = 0; f < kNumFormats; ++f) {
-      if (!(opts.formats & (1u << f))) continue;
-      const double a1 = round_dd_to_format(lo.hi, lo.lo, kFormats[f]);
-      const double a2 = round_dd_to_format(hi.hi, hi.lo, kFormats[f]);
-      if (!(a1 == a2)) return false;
-      v.rounded[f] = a1 == 0.0 ? 0.0 : a1;
+    std::vector<double> yh(plane), yl(plane), rad(plane);
+    certified.assign(static_cast<std::size_t>(g.N * plane), 0);
+    for (std::int64_t n = 0; n < g.N; ++n) {
+      const std::size_t base = static_cast<std::size_t>((n * g.O + o) * plane);
+      detail::enclose_channel(&sums.s[base], &sums.a[base], static_cast<std::size_t>(plane), ch, radius_factor, yh.data(),
+                              yl.data(), rad.data(), &r.conv[base], &r.conv_radius[base]);
+      for (std::int64_t p = 0; p < plane; ++p) {
+        const std::size_t idx = base + static_cast<std::size_t>(p);
+        r.abs_sum[idx] = sums.a[idx] * abs_factor;  // a / (1 - gamma_K), rounded up
+        r.abs_x_sum[idx] = sums.ax[idx] * abs_x_factor;
+        const dd::DD y{yh[p], yl[p]};
+        const dd::DD lo = dd::plus_fp(y, -rad[p]), hi = dd::plus_fp(y, rad[p]);
+        Value& v = r.y[idx];
+        bool ok = true;
+        for (std::size_t f = 0; f < kNumFormats && ok; ++f) {
+          if (!(opts.formats & (1u << f))) {
+            v.rounded[f] = std::numeric_limits<double>::quiet_NaN();
+            continue;
+          }
+          const double a1 = round_dd_to_format(lo.hi, lo.lo, kFormats[f]);
+          const double a2 = round_dd_to_format(hi.hi, hi.lo, kFormats[f]);
+          ok = a1 == a2;
+          v.rounded[f] = a1 == 0.0 ? 0.0 : a1;
+        }
+        if (!ok) continue;
+        v.approx = DoubleDouble{y.hi, y.lo};
+        v.radius = rad[p];
+        v.certified = opts.formats;
+        v.precision_used = 0;
+        certified[static_cast<std::size_t>(n * plane + p)] = 1;
+      }
     }
-    v.approx = DoubleDouble{y.hi, y.lo};
-    v.radius = rad;
-    v.certified = opts.formats;
-    v.precision_used = 0;
-    r.y[idx] = v;
-    return true;
   }
 
   void channel(std::int64_t o, LayerResult& r, std::int64_t& escalations, long& maxp, std::int64_t& fast,
                std::int64_t& fallbacks) const {
+    // The multiprecision scratch is built on first use (the fast path rarely needs it).
     Window win;
-    const std::size_t cap = static_cast<std::size_t>(g.terms_per_output()) + 1;
-    win.terms.reserve(cap);
-    for (std::size_t i = 0; i < cap; ++i) win.terms.emplace_back(product_precision);
-    for (auto& t : win.terms) win.ptrs.push_back(t.get());
+    std::optional<Interval> yi;
+    auto prepare = [&] {
+      if (yi) return;
+      const std::size_t cap = static_cast<std::size_t>(g.terms_per_output()) + 1;
+      win.terms.reserve(cap);
+      for (std::size_t i = 0; i < cap; ++i) win.terms.emplace_back(product_precision);
+      for (auto& t : win.terms) win.ptrs.push_back(t.get());
+      yi.emplace(opts.precision);
+    };
     const std::int64_t OH = g.OH(), OW = g.OW();
-    Interval y(opts.precision);
+    std::vector<char> certified;
+    if (use_fast) fast_channel(o, r, certified);
     for (std::int64_t n = 0; n < g.N; ++n) {
       for (std::int64_t oh = 0; oh < OH; ++oh) {
         for (std::int64_t ow = 0; ow < OW; ++ow) {
           const std::int64_t idx = ((n * g.O + o) * OH + oh) * OW + ow;
           if (use_fast) {
-            if (fast_output(static_cast<std::size_t>(idx), o, r)) {
+            if (certified[static_cast<std::size_t>((n * OH + oh) * OW + ow)]) {
               ++fast;
               continue;
             }
             ++fallbacks;
           }
+          prepare();
+          Interval& y = *yi;
           gather(win, n, o, oh, ow);
           r.abs_sum[idx] = win.abs_sum;
           r.abs_x_sum[idx] = win.abs_x_sum;
@@ -293,6 +342,7 @@ class ConvBnEvaluator {
   bool fast_products = true;
   long product_precision = 53;
   bool use_fast = false;
+  double abs_factor = 1, radius_factor = 0, abs_x_factor = 1;
   detail::ConvSums sums;
   std::vector<FastChannel> channels;
 };

@@ -1,87 +1,91 @@
 #include "fast_conv.hpp"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <thread>
 
 namespace foldcheck::ref::detail {
 namespace {
 
-constexpr std::int64_t kChunk = 1024;  // columns (output pixels) per dgemm
+typedef double v8 __attribute__((vector_size(64)));
+typedef long long v8i __attribute__((vector_size(64)));
+constexpr std::int64_t kOB = 4;  // output channels per block: each input vector feeds 4 channels
 
-// Direct loop: one output at a time (depthwise and other small-K convs).
-void direct(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, std::int64_t o,
-            ConvSums& out) {
-  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, c0 = (o / og) * cg, OH = g.OH(), OW = g.OW();
-  for (std::int64_t n = 0; n < g.N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh)
-      for (std::int64_t ow = 0; ow < OW; ++ow) {
-        double s = 0, a = 0, ax = 0;
-        for (std::int64_t ci = 0; ci < cg; ++ci)
-          for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-            const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-            if (ih < 0 || ih >= g.H) continue;
-            for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-              const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-              if (iw < 0 || iw >= g.W) continue;
-              const double xv = x[((n * g.C + c0 + ci) * g.H + ih) * g.W + iw];
-              const double p = xv * w[((o * cg + ci) * g.KH + kh) * g.KW + kw];
-              s += p;
-              a += std::fabs(p);
-              ax += std::fabs(xv);
-            }
-          }
-        const std::size_t i = static_cast<std::size_t>(((n * g.O + o) * OH + oh) * OW + ow);
-        out.s[i] = s;
-        out.a[i] = a;
-        out.ax[i] = ax;
-      }
+#define FOLDCHECK_VABS(v) ((v8)((v8i)(v) & 0x7fffffffffffffffLL))
+
+// The input with its padding made explicit (zeros), plus slack so that a block of 16
+// output pixels past the row's end reads zeros or other rows' values (never used).
+struct Padded {
+  std::vector<double> v;
+  std::int64_t Hp = 0, Wp = 0;
+};
+
+Padded pad_input(const ConvGeometry& g, const std::vector<double>& x) {
+  Padded p;
+  p.Hp = g.H + g.pad_top + g.pad_bottom;
+  p.Wp = g.W + g.pad_left + g.pad_right;
+  p.v.assign(static_cast<std::size_t>(g.N * g.C * p.Hp * p.Wp + 16 * g.stride_w + g.KW * g.dil_w + 64), 0.0);
+  for (std::int64_t nc = 0; nc < g.N * g.C; ++nc)
+    for (std::int64_t h = 0; h < g.H; ++h)
+      std::copy_n(&x[static_cast<std::size_t>((nc * g.H + h) * g.W)], g.W,
+                  &p.v[static_cast<std::size_t>((nc * p.Hp + h + g.pad_top) * p.Wp + g.pad_left)]);
+  return p;
 }
 
-// One chunk of columns [p0, p0 + nc) of group gi through dgemm.
-void chunk(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-           const std::vector<double>& wabs, std::int64_t gi, std::int64_t p0, std::int64_t nc, std::vector<double>& X,
-           std::vector<double>& XA, std::vector<double>& C1, std::vector<double>& C2, ConvSums& out) {
-  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, K = cg * g.KH * g.KW, OH = g.OH(), OW = g.OW();
-  X.assign(static_cast<std::size_t>(K * nc), 0.0);
-  XA.assign(static_cast<std::size_t>(K * nc), 0.0);
-  std::vector<double> ax(static_cast<std::size_t>(nc), 0.0);
-  for (std::int64_t j = 0; j < nc; ++j) {
-    const std::int64_t p = p0 + j, ow = p % OW, oh = (p / OW) % OH, n = p / (OW * OH);
-    std::int64_t k = 0;
-    for (std::int64_t ci = 0; ci < cg; ++ci)
-      for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-        const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-        for (std::int64_t kw = 0; kw < g.KW; ++kw, ++k) {
-          const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-          if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-          const double v = x[((n * g.C + gi * cg + ci) * g.H + ih) * g.W + iw];
-          X[k * nc + j] = v;
-          XA[k * nc + j] = std::fabs(v);
-          ax[j] += std::fabs(v);
+// 16 output pixels (n, oh, ow0..ow0+15) of channels o0..o0+nb-1: every product x*w of the
+// window (padding included as exact zeros) in (c, kh, kw) order, accumulated into a
+// sum and a sum of |x*w| per output, in registers. Lanes are independent outputs, so
+// the vector width (target_clones: AVX-512, AVX2 or SSE at run time) does not change any
+// output's operation order. With ax, also the window sums of |x|.
+// Contraction to FMA is allowed here, and only here: every product x*w and |x|*|w| of
+// float32 values is exact in binary64, so fma(x, w, s) = RN(x*w + s) = RN(RN(x*w) + s),
+// bit for bit the same sums as separate multiplies and adds, in fewer instructions.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void block16(
+    const ConvGeometry& g, const Padded& xp, const double* __restrict w4, const double* __restrict w4abs,
+    std::int64_t n, std::int64_t gi,
+    std::int64_t bi, std::int64_t oh, std::int64_t ow0, double* __restrict s_out, double* __restrict a_out,
+    double* __restrict ax_out) {
+  const std::int64_t cg = g.C / g.groups, c0 = gi * cg;
+  v8 s[kOB][2] = {}, a[kOB][2] = {}, ax[2] = {};
+  const std::int64_t sw = g.stride_w;
+  for (std::int64_t ci = 0; ci < cg; ++ci)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+      const double* xr = &xp.v[static_cast<std::size_t>(((n * g.C + c0 + ci) * xp.Hp + oh * g.stride_h + kh * g.dil_h) *
+                                                            xp.Wp + ow0 * sw)];
+      // w4: per group and block of 4 channels, [c][kh][kw][4] (zero-padded channels).
+      const double* wr = &w4[((bi * cg + ci) * g.KH + kh) * g.KW * kOB];
+      const double* war = &w4abs[((bi * cg + ci) * g.KH + kh) * g.KW * kOB];
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        v8 xv[2] = {};
+        if (sw == 1) {
+          __builtin_memcpy(&xv[0], xr + kw * g.dil_w, sizeof(v8));
+          __builtin_memcpy(&xv[1], xr + 8 + kw * g.dil_w, sizeof(v8));
+        } else {
+          for (int j = 0; j < 16; ++j) xv[j / 8][j % 8] = xr[j * sw + kw * g.dil_w];
+        }
+        const v8 xa0 = FOLDCHECK_VABS(xv[0]), xa1 = FOLDCHECK_VABS(xv[1]);
+        ax[0] += xa0;  // always (cheaper than a branch); stored if asked
+        ax[1] += xa1;
+        for (std::int64_t b = 0; b < kOB; ++b) {
+          const double wv = wr[kw * kOB + b], wa = war[kw * kOB + b];
+          s[b][0] += xv[0] * wv;
+          s[b][1] += xv[1] * wv;
+          a[b][0] += xa0 * wa;
+          a[b][1] += xa1 * wa;
         }
       }
-  }
-  C1.resize(static_cast<std::size_t>(og * nc));
-  C2.resize(static_cast<std::size_t>(og * nc));
-  const double* wg = &w[static_cast<std::size_t>(gi * og * K)];
-  const double* wa = &wabs[static_cast<std::size_t>(gi * og * K)];
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(og), static_cast<int>(nc), static_cast<int>(K),
-              1.0, wg, static_cast<int>(K), X.data(), static_cast<int>(nc), 0.0, C1.data(), static_cast<int>(nc));
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(og), static_cast<int>(nc), static_cast<int>(K),
-              1.0, wa, static_cast<int>(K), XA.data(), static_cast<int>(nc), 0.0, C2.data(), static_cast<int>(nc));
-  for (std::int64_t ol = 0; ol < og; ++ol) {
-    const std::int64_t o = gi * og + ol;
-    for (std::int64_t j = 0; j < nc; ++j) {
-      const std::int64_t p = p0 + j, ow = p % OW, oh = (p / OW) % OH, n = p / (OW * OH);
-      const std::size_t i = static_cast<std::size_t>(((n * g.O + o) * OH + oh) * OW + ow);
-      out.s[i] = C1[ol * nc + j];
-      out.a[i] = C2[ol * nc + j];
-      out.ax[i] = ax[j];
     }
-  }
+  for (std::int64_t b = 0; b < kOB; ++b)
+    for (int j = 0; j < 16; ++j) {
+      s_out[b * 16 + j] = s[b][j / 8][j % 8];
+      a_out[b * 16 + j] = a[b][j / 8][j % 8];
+    }
+  if (ax_out)
+    for (int j = 0; j < 16; ++j) ax_out[j] = ax[j / 8][j % 8];
 }
+#pragma GCC pop_options
 
 }  // namespace
 
@@ -91,37 +95,86 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
   out.s.assign(total, 0.0);
   out.a.assign(total, 0.0);
   out.ax.assign(total, 0.0);
-  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, K = cg * g.KH * g.KW;
-  const std::int64_t P = g.N * g.OH() * g.OW();
+  const Padded xp = pad_input(g, x);
+  const std::int64_t og = g.O / g.groups, OH = g.OH(), OW = g.OW();
+  const std::int64_t blocks_per_group = (og + kOB - 1) / kOB, blocks = g.groups * blocks_per_group;
+  // Work items: (output-channel block, n), fixed: the result is the same for any thread count.
+  const std::int64_t items = blocks * g.N;
   unsigned nt = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-  openblas_set_num_threads(1);  // our threads own the parallelism (fixed chunks: deterministic)
-  if (K < 16 || og < 4) {
-    nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < nt; ++t)
-      pool.emplace_back([&, t] {
-        for (std::int64_t o = t; o < g.O; o += nt) direct(g, x, w, o, out);
-      });
-    for (std::int64_t o = 0; o < g.O; o += nt) direct(g, x, w, o, out);
-    for (auto& th : pool) th.join();
-    return;
-  }
-  std::vector<double> wabs(w.size());
-  for (std::size_t i = 0; i < w.size(); ++i) wabs[i] = std::fabs(w[i]);
-  const std::int64_t chunks = (P + kChunk - 1) / kChunk, tasks = g.groups * chunks;
-  nt = static_cast<unsigned>(std::min<std::int64_t>(nt, tasks));
+  nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, items)));
+  // Weights regrouped per group and block of 4 output channels as [c][kh][kw][4], with
+  // zero weights for the channels a last block lacks (their outputs are discarded).
+  const std::int64_t cg = g.C / g.groups, per = cg * g.KH * g.KW;
+  std::vector<std::vector<double>> w4(static_cast<std::size_t>(g.groups),
+                                      std::vector<double>(static_cast<std::size_t>(blocks_per_group * per * kOB), 0.0));
+  for (std::int64_t gi = 0; gi < g.groups; ++gi)
+    for (std::int64_t ol = 0; ol < og; ++ol)
+      for (std::int64_t k = 0; k < per; ++k)
+        w4[gi][static_cast<std::size_t>(((ol / kOB) * per + k) * kOB + ol % kOB)] = w[static_cast<std::size_t>((gi * og + ol) * per + k)];
+  std::vector<std::vector<double>> w4abs = w4;
+  for (auto& v : w4abs)
+    for (double& d : v) d = std::fabs(d);
   auto work = [&](unsigned t) {
-    std::vector<double> X, XA, C1, C2;
-    for (std::int64_t k = t; k < tasks; k += nt) {
-      const std::int64_t gi = k / chunks, c = k % chunks;
-      const std::int64_t p0 = c * kChunk;
-      chunk(g, x, w, wabs, gi, p0, std::min(kChunk, P - p0), X, XA, C1, C2, out);
+    double s[kOB * 16], a[kOB * 16], ax[16];
+    for (std::int64_t it = t; it < items; it += nt) {
+      const std::int64_t blk = it / g.N, n = it % g.N;
+      const std::int64_t gi = blk / blocks_per_group, bi = blk % blocks_per_group;
+      const std::int64_t o0 = gi * og + bi * kOB, nb = std::min(kOB, gi * og + og - o0);
+      const bool first = bi == 0;  // the group's first block also sums |x| for all its channels
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+          const std::int64_t nw = std::min<std::int64_t>(16, OW - ow0);
+          block16(g, xp, w4[gi].data(), w4abs[gi].data(), n, gi, bi, oh, ow0, s, a, first ? ax : nullptr);
+          for (std::int64_t b = 0; b < nb; ++b)
+            for (std::int64_t j = 0; j < nw; ++j) {
+              const std::size_t i = static_cast<std::size_t>(((n * g.O + o0 + b) * OH + oh) * OW + ow0 + j);
+              out.s[i] = s[b * 16 + j];
+              out.a[i] = a[b * 16 + j];
+            }
+          if (first)
+            for (std::int64_t ol = 0; ol < og; ++ol)
+              for (std::int64_t j = 0; j < nw; ++j)
+                out.ax[static_cast<std::size_t>(((n * g.O + gi * og + ol) * OH + oh) * OW + ow0 + j)] = ax[j];
+        }
     }
   };
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < nt; ++t) pool.emplace_back(work, t);
   work(0);
   for (auto& th : pool) th.join();
+}
+
+}  // namespace foldcheck::ref::detail
+
+#include "dd_arith.hpp"
+
+namespace foldcheck::ref::detail {
+
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void enclose_channel(
+    const double* s, const double* a, std::size_t count, const ChannelAffine& ch, double radius_factor,
+    double* y_hi, double* y_lo, double* rad, double* conv, double* conv_rad) {
+  const dd::DD t{ch.t_hi, ch.t_lo};
+  const double tmag = dd::mag(t);
+  for (std::size_t i = 0; i < count; ++i) {
+    const double Ec = a[i] * radius_factor;
+    const dd::DD c = dd::two_sum(s[i], ch.bias);  // exact
+    conv[i] = c.hi;
+    conv_rad[i] = (Ec + std::fabs(c.lo)) * (1 + 0x1p-50);
+    dd::DD y = c;
+    double r = Ec;
+    if (ch.has_bn) {
+      const dd::DD d = dd::plus_fp(c, -ch.mean);
+      const double rad_d = r + dd::kOpRel * dd::mag(d);
+      const dd::DD p = dd::times_dd(d, t);
+      const double rad_p = (dd::mag(d) + rad_d) * ch.t_rad + tmag * rad_d + dd::kOpRel * dd::mag(p);
+      y = dd::plus_fp(p, ch.beta);
+      r = rad_p + dd::kOpRel * dd::mag(y);
+    }
+    // Cover the evaluation of r itself and of the endpoints y +- r formed by the caller.
+    rad[i] = r * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(y) + r);
+    y_hi[i] = y.hi;
+    y_lo[i] = y.lo;
+  }
 }
 
 }  // namespace foldcheck::ref::detail
