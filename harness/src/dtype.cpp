@@ -52,6 +52,9 @@ DType dtype_from_name(std::string_view n) {
 // ties-to-even (default rounding mode), and m·2^q is exact.
 double round_to(DType t, double x) {
   if (t == DType::Float64 || !std::isfinite(x) || x == 0.0) return x;
+  // IEEE 754 conversion to binary32 is correctly rounded (to nearest, ties to even, with
+  // subnormals and overflow to Inf) in the default rounding mode.
+  if (t == DType::Float32) return static_cast<double>(static_cast<float>(x));
   const DTypeInfo& i = info(t);
   const int e = std::ilogb(x);
   const int q = std::max(e, i.emin) - (i.precision - 1);

@@ -7,6 +7,7 @@
 #include "foldcheck/errors.hpp"
 #include "foldcheck/layer_math.hpp"
 #include "conv_kernels.hpp"
+#include "conv_rows.hpp"
 
 namespace foldcheck {
 
@@ -88,6 +89,22 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
               for (int j = 0; j < 2 && ow + j < OW; ++j)
                 out[((n * g.O + o) * OH + oh + i) * OW + ow + j] = round_to(s, static_cast<double>(tile[i * 2 + j]));
           }
+    });
+    return out;
+  }
+  if (p.order.kind == Accumulation::Sequential && !fma) {
+    // The vectorised row kernel (conv_rows.hpp): the same operations per output.
+    parallel_channels(g.O, p.threads, [&](std::int64_t o) {
+      std::vector<A> acc(static_cast<std::size_t>(OW));
+      for (std::int64_t n = 0; n < g.N; ++n)
+        for (std::int64_t oh = 0; oh < OH; ++oh) {
+          if constexpr (std::is_same_v<A, float>)
+            detail::sequential_row_f32(g, x.data(), &w[o * g.terms_per_output()], bias_of(o), n, o, oh, acc.data());
+          else
+            detail::sequential_row_f64(g, x.data(), &w[o * g.terms_per_output()], bias_of(o), n, o, oh, acc.data());
+          for (std::int64_t ow = 0; ow < OW; ++ow)
+            out[((n * g.O + o) * OH + oh) * OW + ow] = round_to(s, static_cast<double>(acc[ow]));
+        }
     });
     return out;
   }

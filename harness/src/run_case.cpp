@@ -246,7 +246,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
              {"eps", spec.eps},
              {"bn_form", name(spec.bn_form)}}},
            {"reference",
-            {{"arithmetic", "certified correct rounding: exact products summed by BLAS with a gamma_K radius and "
+            {{"arithmetic", "certified correct rounding: exact products summed in double with a gamma_K radius and "
                             "double-double BatchNorm (fast path), else MPFR interval arithmetic with directed rounding"},
              {"precision_bits", opts.ref.precision},
              {"escalations", escalations},

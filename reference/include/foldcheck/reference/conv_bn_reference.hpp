@@ -11,7 +11,7 @@
 // reference scores both.
 //
 // Fast path (float32-representable data, Options::fast, float64 not among
-// Options::formats): the conv sums come from OpenBLAS dgemm over exact products with a
+// Options::formats): the conv sums come from a vectorised kernel over exact products with a
 // certified radius gamma_K * sum|p| (fast_conv.hpp); the BatchNorm is applied in
 // double-double arithmetic with proven per-operation bounds (dd_arith.hpp) to a
 // 256-bit interval enclosure of each channel's scale; the output is certified when both
