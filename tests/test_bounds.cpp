@@ -73,7 +73,7 @@ TEST_CASE("every path of random layers lies within its deterministic bound", "[b
       const ref::LayerResult ex = reference(L);
       for (Accumulation acc : {Accumulation::Sequential, Accumulation::Pairwise})
         for (BnForm form : {BnForm::Textbook, BnForm::ScaleShift}) {
-          Policy p{acc, form, 1};
+          Policy p{acc, form, 1, {}};
           const auto yu = evaluate(L.g, L.x, p);
           const auto bu = deterministic_bound(L.g, ex, p);
           const Comparison cu = compare(yu, ex.y, dt, &bu.bound);
@@ -148,8 +148,8 @@ TEST_CASE("float evaluation does not depend on the thread count", "[evaluate]") 
   std::mt19937_64 rng(8);
   const Layer L = random_layer(rng, DType::Float32, true, 1, 1.0);
   for (Accumulation acc : {Accumulation::Sequential, Accumulation::Pairwise}) {
-    const auto a = evaluate(L.g, L.x, Policy{acc, BnForm::Textbook, 1});
-    const auto b = evaluate(L.g, L.x, Policy{acc, BnForm::Textbook, 4});
+    const auto a = evaluate(L.g, L.x, Policy{acc, BnForm::Textbook, 1, {}});
+    const auto b = evaluate(L.g, L.x, Policy{acc, BnForm::Textbook, 4, {}});
     CHECK(a == b);
   }
 }

@@ -44,7 +44,8 @@ struct ChannelAffine {
 // conv +- conv_rad of the conv's, from the sums s (radius radius_factor * a) in
 // double-double arithmetic (dd_arith.hpp), with every rounding of the bound evaluation
 // covered. Vectorisable; compiled for FMA hardware where present (target_clones).
-void enclose_channel(const double* s, const double* a, std::size_t count, const ChannelAffine& ch,
-                     double radius_factor, double* y_hi, double* y_lo, double* rad, double* conv, double* conv_rad);
+void enclose_channel(const double* __restrict s, const double* __restrict a, std::size_t count, const ChannelAffine& ch,
+                     double radius_factor, double* __restrict y_hi, double* __restrict y_lo, double* __restrict rad,
+                     double* __restrict conv, double* __restrict conv_rad);
 
 }  // namespace foldcheck::ref::detail

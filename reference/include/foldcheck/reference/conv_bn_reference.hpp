@@ -16,7 +16,7 @@
 // double-double arithmetic with proven per-operation bounds (dd_arith.hpp) to a
 // 256-bit interval enclosure of each channel's scale; the output is certified when both
 // ends of the resulting enclosure round alike in every requested format. Otherwise
-// (about one output in 2^15 for float32: those within ~2^-40 relative of a rounding
+// (about 2 outputs in 10^4 for float32, measured: those within ~2^-40 relative of a rounding
 // boundary, and exact ties) the output takes the multiprecision path above, an exact long
 // accumulation (mpfr_sum) that certifies anything. The two paths give bit-identical
 // rounded values (tested differentially); the fast path's approx is accurate to its
