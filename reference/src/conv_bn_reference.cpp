@@ -87,6 +87,40 @@ double round_dd_to_format(double hi, double lo, const Format& f) {
   return v;
 }
 
+// Whether every real in [y - r, y + r] (y = yh + yl) rounds to the same value of format f,
+// and which. v = round(y); the reals that round to v form the open cell between the
+// midpoints with v's neighbours, at distances `below` and `above` (half a spacing; half of
+// that toward zero from a power of two, where the spacing halves; half the smallest
+// subnormal around zero). The interval is certified when it lies strictly inside the
+// cell: d - r > -below and d + r < above with d = y - v. yh - v is exact (Sterbenz: v is
+// yh's rounding, within a factor of 2, or 0); adding yl rounds once (<= 2^-53 |d|), and the
+// margin 2^-50 (|d| + r) on r covers that and the two comparisons' subtractions. Inf and
+// double subnormal results are left to the multiprecision path.
+bool certify_cell(double yh, double yl, double r, const Format& f, double& out) {
+  const double v = round_dd_to_format(yh, yl, f);
+  if (!std::isfinite(v)) return false;
+  double below, above;
+  if (v == 0.0) {
+    below = above = std::ldexp(1.0, f.emin - f.precision);
+  } else {
+    const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
+    const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+    if (biased == 0) return false;
+    const int e = biased - 1023;
+    const int q = std::max(e, f.emin) - (f.precision - 1);
+    const double half = std::bit_cast<double>(static_cast<std::uint64_t>(q - 1 + 1023) << 52);
+    const bool pow2 = (bits & ((std::uint64_t{1} << 52) - 1)) == 0 && e > f.emin;
+    const double toward_zero = pow2 ? half / 2 : half;
+    below = v > 0 ? toward_zero : half;
+    above = v > 0 ? half : toward_zero;
+  }
+  const double d = (yh - v) + yl;
+  const double m = r + 0x1p-50 * (std::fabs(d) + r);
+  if (!(d - m > -below && d + m < above)) return false;
+  out = v;
+  return true;
+}
+
 // The fast path's per-channel data: the BatchNorm scale as a double-double with a
 // certified radius (from a 256-bit interval), and mean, beta.
 struct FastChannel {
@@ -265,8 +299,6 @@ class ConvBnEvaluator {
         const std::size_t idx = base + static_cast<std::size_t>(p);
         r.abs_sum[idx] = sums.a[idx] * abs_factor;  // a / (1 - gamma_K), rounded up
         r.abs_x_sum[idx] = sums.ax[idx] * abs_x_factor;
-        const dd::DD y{yh[p], yl[p]};
-        const dd::DD lo = dd::plus_fp(y, -rad[p]), hi = dd::plus_fp(y, rad[p]);
         Value& v = r.y[idx];
         bool ok = true;
         for (std::size_t f = 0; f < kNumFormats && ok; ++f) {
@@ -274,13 +306,12 @@ class ConvBnEvaluator {
             v.rounded[f] = std::numeric_limits<double>::quiet_NaN();
             continue;
           }
-          const double a1 = round_dd_to_format(lo.hi, lo.lo, kFormats[f]);
-          const double a2 = round_dd_to_format(hi.hi, hi.lo, kFormats[f]);
-          ok = a1 == a2;
-          v.rounded[f] = a1 == 0.0 ? 0.0 : a1;
+          double c = 0;
+          ok = certify_cell(yh[p], yl[p], rad[p], kFormats[f], c);
+          v.rounded[f] = c == 0.0 ? 0.0 : c;
         }
         if (!ok) continue;
-        v.approx = DoubleDouble{y.hi, y.lo};
+        v.approx = DoubleDouble{yh[p], yl[p]};
         v.radius = rad[p];
         v.certified = opts.formats;
         v.precision_used = 0;
