@@ -98,8 +98,11 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
   const Padded xp = pad_input(g, x);
   const std::int64_t og = g.O / g.groups, OH = g.OH(), OW = g.OW();
   const std::int64_t blocks_per_group = (og + kOB - 1) / kOB, blocks = g.groups * blocks_per_group;
-  // Work items: (output-channel block, n), fixed: the result is the same for any thread count.
-  const std::int64_t items = blocks * g.N;
+  // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
+  // Within a row, for each tile of 16 pixels every channel block reuses the same input
+  // window while it sits in L1 (large-C 1x1 layers would otherwise stream the whole input
+  // from memory once per block).
+  const std::int64_t items = g.N * OH;
   unsigned nt = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
   nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, items)));
   // Weights regrouped per group and block of 4 output channels as [c][kh][kw][4], with
@@ -117,13 +120,13 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
   auto work = [&](unsigned t) {
     double s[kOB * 16], a[kOB * 16], ax[16];
     for (std::int64_t it = t; it < items; it += nt) {
-      const std::int64_t blk = it / g.N, n = it % g.N;
-      const std::int64_t gi = blk / blocks_per_group, bi = blk % blocks_per_group;
-      const std::int64_t o0 = gi * og + bi * kOB, nb = std::min(kOB, gi * og + og - o0);
-      const bool first = bi == 0;  // the group's first block also sums |x| for all its channels
-      for (std::int64_t oh = 0; oh < OH; ++oh)
-        for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
-          const std::int64_t nw = std::min<std::int64_t>(16, OW - ow0);
+      const std::int64_t n = it / OH, oh = it % OH;
+      for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+        const std::int64_t nw = std::min<std::int64_t>(16, OW - ow0);
+        for (std::int64_t blk = 0; blk < blocks; ++blk) {
+          const std::int64_t gi = blk / blocks_per_group, bi = blk % blocks_per_group;
+          const std::int64_t o0 = gi * og + bi * kOB, nb = std::min(kOB, gi * og + og - o0);
+          const bool first = bi == 0;  // the group's first block also sums |x| for all its channels
           block16(g, xp, w4[gi].data(), w4abs[gi].data(), n, gi, bi, oh, ow0, s, a, first ? ax : nullptr);
           for (std::int64_t b = 0; b < nb; ++b)
             for (std::int64_t j = 0; j < nw; ++j) {
@@ -136,6 +139,7 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
               for (std::int64_t j = 0; j < nw; ++j)
                 out.ax[static_cast<std::size_t>(((n * g.O + gi * og + ol) * OH + oh) * OW + ow0 + j)] = ax[j];
         }
+      }
     }
   };
   std::vector<std::thread> pool;
