@@ -9,7 +9,7 @@ namespace {
 
 typedef double v8 __attribute__((vector_size(64)));
 typedef long long v8i __attribute__((vector_size(64)));
-constexpr std::int64_t kOB = 4;  // output channels per block: each input vector feeds 4 channels
+constexpr std::int64_t kOBMax = 4;  // output channels per block: each input vector feeds up to 4
 
 #define FOLDCHECK_VABS(v) ((v8)((v8i)(v) & 0x7fffffffffffffffLL))
 
@@ -42,7 +42,8 @@ Padded pad_input(const ConvGeometry& g, const std::vector<double>& x) {
 // bit for bit the same sums as separate multiplies and adds, in fewer instructions.
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void block16(
+template <int kOB>
+__attribute__((always_inline)) inline void block16(
     const ConvGeometry& g, const Padded& xp, const double* __restrict w4, const double* __restrict w4abs,
     std::int64_t n, std::int64_t gi,
     std::int64_t bi, std::int64_t oh, std::int64_t ow0, double* __restrict s_out, double* __restrict a_out,
@@ -85,6 +86,18 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   if (ax_out)
     for (int j = 0; j < 16; ++j) ax_out[j] = ax[j / 8][j % 8];
 }
+// The kernel for blocks of 4 channels (ordinary convs) and of 1 (depthwise: one output
+// channel per group), each compiled for AVX-512, AVX2+FMA and baseline x86-64.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void block16x4(
+    const ConvGeometry& g, const Padded& xp, const double* w4, const double* w4abs, std::int64_t n, std::int64_t gi,
+    std::int64_t bi, std::int64_t oh, std::int64_t ow0, double* s_out, double* a_out, double* ax_out) {
+  block16<4>(g, xp, w4, w4abs, n, gi, bi, oh, ow0, s_out, a_out, ax_out);
+}
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void block16x1(
+    const ConvGeometry& g, const Padded& xp, const double* w4, const double* w4abs, std::int64_t n, std::int64_t gi,
+    std::int64_t bi, std::int64_t oh, std::int64_t ow0, double* s_out, double* a_out, double* ax_out) {
+  block16<1>(g, xp, w4, w4abs, n, gi, bi, oh, ow0, s_out, a_out, ax_out);
+}
 #pragma GCC pop_options
 
 }  // namespace
@@ -97,6 +110,7 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
   out.ax.assign(total, 0.0);
   const Padded xp = pad_input(g, x);
   const std::int64_t og = g.O / g.groups, OH = g.OH(), OW = g.OW();
+  const std::int64_t kOB = og >= kOBMax ? kOBMax : 1;
   const std::int64_t blocks_per_group = (og + kOB - 1) / kOB, blocks = g.groups * blocks_per_group;
   // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
   // Within a row, for each tile of 16 pixels every channel block reuses the same input
@@ -118,7 +132,7 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
   for (auto& v : w4abs)
     for (double& d : v) d = std::fabs(d);
   auto work = [&](unsigned t) {
-    double s[kOB * 16], a[kOB * 16], ax[16];
+    double s[kOBMax * 16], a[kOBMax * 16], ax[16];
     for (std::int64_t it = t; it < items; it += nt) {
       const std::int64_t n = it / OH, oh = it % OH;
       for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
@@ -127,7 +141,8 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
           const std::int64_t gi = blk / blocks_per_group, bi = blk % blocks_per_group;
           const std::int64_t o0 = gi * og + bi * kOB, nb = std::min(kOB, gi * og + og - o0);
           const bool first = bi == 0;  // the group's first block also sums |x| for all its channels
-          block16(g, xp, w4[gi].data(), w4abs[gi].data(), n, gi, bi, oh, ow0, s, a, first ? ax : nullptr);
+          (kOB == kOBMax ? block16x4 : block16x1)(g, xp, w4[gi].data(), w4abs[gi].data(), n, gi, bi, oh, ow0, s, a,
+                                                  first ? ax : nullptr);
           for (std::int64_t b = 0; b < nb; ++b)
             for (std::int64_t j = 0; j < nw; ++j) {
               const std::size_t i = static_cast<std::size_t>(((n * g.O + o0 + b) * OH + oh) * OW + ow0 + j);
