@@ -1,39 +1,19 @@
 #include "foldcheck/xnum.hpp"
 
+#include "foldcheck/reference/dd_arith.hpp"
+
 #include <limits>
 #include <stdexcept>
 
 namespace foldcheck {
 namespace {
 
-struct DD {
-  double hi, lo;
-};
-
-inline DD two_sum(double a, double b) {
-  const double s = a + b;
-  const double bb = s - a;
-  return {s, (a - (s - bb)) + (b - bb)};
-}
-inline DD fast_two_sum(double a, double b) {
-  const double s = a + b;
-  return {s, b - (s - a)};
-}
-inline XNum norm(double hi, double lo) {
-  const DD r = fast_two_sum(hi, lo);
-  return {r.hi, r.lo};
-}
-XNum dd_add(const XNum& a, const XNum& b) {
-  const DD s = two_sum(a.hi, b.hi);
-  const DD t = two_sum(a.lo, b.lo);
-  DD r = fast_two_sum(s.hi, s.lo + t.hi);
-  return norm(r.hi, r.lo + t.lo);
-}
-XNum dd_mul(const XNum& a, const XNum& b) {
-  const double p = a.hi * b.hi;
-  const double e = std::fma(a.hi, b.hi, -p);
-  return norm(p, e + (a.hi * b.lo + a.lo * b.hi));
-}
+// Double-word arithmetic from the reference (dd_arith.hpp: Joldes, Muller & Popescu).
+inline XNum from(const ref::dd::DD& d) { return {d.hi, d.lo}; }
+inline ref::dd::DD to(const XNum& x) { return {x.hi, x.lo}; }
+inline XNum norm(double hi, double lo) { return from(ref::dd::fast_two_sum(hi, lo)); }
+XNum dd_add(const XNum& a, const XNum& b) { return from(ref::dd::plus_dd(to(a), to(b))); }
+XNum dd_mul(const XNum& a, const XNum& b) { return from(ref::dd::times_dd(to(a), to(b))); }
 XNum dd_div(const XNum& a, const XNum& b) {
   const double q1 = a.hi / b.hi;
   XNum r = dd_add(a, -dd_mul(XNum(q1), b));

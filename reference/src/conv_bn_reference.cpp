@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "dd_arith.hpp"
+#include "foldcheck/reference/dd_arith.hpp"
 #include "fast_conv.hpp"
 
 namespace foldcheck::ref {

@@ -165,7 +165,7 @@ void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::v
 
 }  // namespace foldcheck::ref::detail
 
-#include "dd_arith.hpp"
+#include "foldcheck/reference/dd_arith.hpp"
 
 namespace foldcheck::ref::detail {
 

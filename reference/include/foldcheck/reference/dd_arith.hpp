@@ -1,6 +1,7 @@
 #pragma once
-// Double-word ("double-double") building blocks with proven error bounds, for the conv
-// reference's fast path. Internal to the reference.
+// Double-word ("double-double") building blocks with proven error bounds: the conv
+// reference's fast path uses them with the bounds below; the harness's attribution
+// number type (xnum) uses them as its ~106-bit arithmetic.
 //
 // Source of the bounds: M. Joldes, J.-M. Muller, V. Popescu, "Tight and rigorous error
 // bounds for basic building blocks of double-word arithmetic", ACM TOMS 44(2), 2017, with
@@ -8,6 +9,7 @@
 //   two_sum, fast_two_sum (|a| >= |b|), two_prod (with FMA): exact.
 //   dd_plus_fp  (their Algorithm 4, DWPlusFP):          relative error <= 2 u^2.
 //   dd_times_dd (their Algorithm 12, DWTimesDW3, FMA):  relative error <= 5 u^2.
+//   plus_dd     (their Algorithm 6, AccurateDWPlusDW):  relative error <= 3 u^2 + 13 u^3.
 // Callers here use the cruder 2^-102 (= 8 u^2) per operation, which covers both.
 #include <cmath>
 
@@ -40,6 +42,12 @@ inline DD times_dd(const DD& x, const DD& y) {
   const double tl1 = std::fma(x.hi, y.lo, tl0);
   const double cl2 = std::fma(x.lo, y.hi, tl1);
   return fast_two_sum(c.hi, c.lo + cl2);
+}
+inline DD plus_dd(const DD& x, const DD& y) {
+  const DD s = two_sum(x.hi, y.hi);
+  const DD t = two_sum(x.lo, y.lo);
+  const DD v = fast_two_sum(s.hi, s.lo + t.hi);
+  return fast_two_sum(v.hi, t.lo + v.lo);
 }
 inline double mag(const DD& x) { return std::fabs(x.hi) + std::fabs(x.lo); }
 
