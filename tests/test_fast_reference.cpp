@@ -166,3 +166,57 @@ TEST_CASE("fast reference: identical for any thread count, float64 stays multipr
   CHECK_THROWS_AS(a.y[0].rounded_to(ref::kFloat64), std::logic_error);
   CHECK(full.y[0].rounded_to(ref::kFloat32) == a.y[0].rounded_to(ref::kFloat32));
 }
+
+TEST_CASE("fast reference: random geometries (batch, stride, dilation, groups, asymmetric padding)", "[reference][fast]") {
+  std::mt19937_64 rng(77);
+  std::normal_distribution<double> nd;
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)); };
+  for (int trial = 0; trial < 60; ++trial) {
+    ref::ConvGeometry g;
+    g.N = pick(1, 3);
+    const int mode = trial % 3;  // 0: dense, 1: depthwise, 2: two groups
+    g.groups = mode == 0 ? 1 : 2;
+    g.C = mode == 1 ? pick(1, 6) : 2 * pick(1, 4);
+    if (mode == 1) g.groups = g.C;
+    g.O = mode == 1 ? g.C : 2 * pick(1, 5);
+    g.KH = pick(1, 4);
+    g.KW = pick(1, 4);
+    g.stride_h = pick(1, 3);
+    g.stride_w = pick(1, 3);
+    g.dil_h = pick(1, 2);
+    g.dil_w = pick(1, 2);
+    g.pad_top = pick(0, 2);
+    g.pad_left = pick(0, 2);
+    g.pad_bottom = pick(0, 2);
+    g.pad_right = pick(0, 2);
+    g.H = pick(g.dil_h * (g.KH - 1) + 1, 23);
+    g.W = pick(g.dil_w * (g.KW - 1) + 1, 41);
+    if (g.OH() <= 0 || g.OW() <= 0) continue;
+    std::vector<double> x(static_cast<std::size_t>(g.N * g.C * g.H * g.W)), w(static_cast<std::size_t>(g.O * g.terms_per_output())),
+        bias(static_cast<std::size_t>(g.O));
+    for (double& v : x) v = static_cast<float>(nd(rng));
+    for (double& v : w) v = static_cast<float>(0.3 * nd(rng));
+    for (double& v : bias) v = static_cast<float>(0.1 * nd(rng));
+    ref::BnParams bn;
+    for (std::int64_t o = 0; o < g.O; ++o) {
+      bn.gamma.push_back(static_cast<float>(0.5 + std::fabs(nd(rng))));
+      bn.beta.push_back(static_cast<float>(0.2 * nd(rng)));
+      bn.mean.push_back(static_cast<float>(0.2 * nd(rng)));
+      bn.var.push_back(static_cast<float>(0.2 + std::fabs(nd(rng))));
+    }
+    bn.eps = 1e-5;
+    INFO("trial " << trial << ": N" << g.N << " C" << g.C << " O" << g.O << " groups " << g.groups << " k " << g.KH << "x" << g.KW
+                  << " stride " << g.stride_h << "," << g.stride_w << " dil " << g.dil_h << "," << g.dil_w << " HW " << g.H
+                  << "x" << g.W);
+    const ref::LayerData L{g, &x, &w, trial % 2 ? &bias : nullptr, &bn};
+    const Pair p = both(L, kNarrow, 1 + static_cast<unsigned>(trial % 2));
+    CHECK(p.fast.fast_certified > 0);
+    require_identical(p, kNarrow);
+    for (std::size_t i = 0; i < p.fast.y.size(); ++i) {
+      // The harness's bound inputs agree with the multiprecision path's.
+      REQUIRE(std::fabs(p.fast.conv[i] - p.slow.conv[i]) <= p.fast.conv_radius[i] + p.slow.conv_radius[i]);
+      REQUIRE(p.fast.abs_sum[i] >= p.slow.abs_sum[i] * (1 - 1e-12));
+      REQUIRE(p.fast.abs_x_sum[i] >= p.slow.abs_x_sum[i] * (1 - 1e-12));
+    }
+  }
+}
