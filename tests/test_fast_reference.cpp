@@ -1,4 +1,4 @@
-// The fast reference (BLAS sums + double-double BatchNorm, certified per output) gives
+// The fast reference (exact-product sums + double-double BatchNorm, certified per output) gives
 // rounded values bit-identical to the all-multiprecision reference: on every shipped
 // case and dtype, and on thousands of adversarial dot products (heavy cancellation, wide
 // dynamic range, subnormal products, exact rounding ties). It is identical for any thread

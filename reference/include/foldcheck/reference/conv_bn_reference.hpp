@@ -14,8 +14,8 @@
 // Options::formats): the conv sums come from a vectorised kernel over exact products with a
 // certified radius gamma_K * sum|p| (fast_conv.hpp); the BatchNorm is applied in
 // double-double arithmetic with proven per-operation bounds (dd_arith.hpp) to a
-// 256-bit interval enclosure of each channel's scale; the output is certified when both
-// ends of the resulting enclosure round alike in every requested format. Otherwise
+// 256-bit interval enclosure of each channel's scale; the output is certified when its
+// enclosure lies strictly inside one rounding cell of every requested format. Otherwise
 // (about 2 outputs in 10^4 for float32, measured: those within ~2^-40 relative of a rounding
 // boundary, and exact ties) the output takes the multiprecision path above, an exact long
 // accumulation (mpfr_sum) that certifies anything. The two paths give bit-identical
