@@ -1,6 +1,7 @@
 #include "foldcheck/run_case.hpp"
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <cmath>
@@ -52,15 +53,180 @@ json scored_output(const std::string& label, const Comparison& c, const BoundRep
   return j;
 }
 
+// What one dtype's run shares: the case, its data, the reference, the exact fold, and
+// the running verdict. Each method scores one part and folds its verdicts in.
+struct DtypeRun {
+  const CaseSpec& spec;
+  const RunOptions& opts;
+  const std::function<void(const std::string&)>& say;
+  DType dt;
+  const CaseData& data;
+  const ref::LayerResult& exact;
+  std::vector<ref::Value> wexact, bexact;  // exact fold of every weight and bias
+  Verdict overall = Verdict::Expected;
+  std::size_t internal_errors = 0;  // attribution replays that did not reproduce evaluate()
+
+  const Node& conv() const { return data.graph.nodes[0]; }
+  std::int64_t per_channel() const { return conv().geometry.terms_per_output(); }
+
+  void fold_exactly() {
+    const Node& c = conv();
+    const ref::BnParams& bn = data.graph.nodes[1].bn;
+    wexact.resize(c.weight.data.size());
+    bexact.resize(static_cast<std::size_t>(c.geometry.O));
+    for (std::size_t k = 0; k < wexact.size(); ++k) {
+      const std::size_t o = k / static_cast<std::size_t>(per_channel());
+      wexact[k] = ref::fold_weight(c.weight.data[k], bn.gamma[o], bn.var[o], bn.eps, opts.ref);
+    }
+    for (std::size_t o = 0; o < bexact.size(); ++o)
+      bexact[o] = ref::fold_bias(c.bias.empty() ? 0.0 : c.bias[o], bn.gamma[o], bn.beta[o], bn.mean[o], bn.var[o], bn.eps,
+                                 opts.ref);
+  }
+
+  // One recipe's folded weights and biases against the exact fold.
+  json folded_parameters(const Graph& fused, Recipe r, const Arithmetic& ar) {
+    const Node& fc = fused.nodes[0];
+    const FoldInfo& fi = *fc.fold;
+    const std::vector<double>& w = conv().weight.data;
+    const DType wdt = ar.weight_dtype.value_or(dt);
+    std::vector<double> wb(wexact.size()), bb(bexact.size());
+    for (std::size_t k = 0; k < wb.size(); ++k) wb[k] = fi.weight_bound(k / static_cast<std::size_t>(per_channel()), w[k]);
+    const Comparison wc = compare(fc.weight.data, wexact, wdt, &wb);
+    json wj{{"recipe", name(r)}, {"arithmetic", ar.label()}, {"weight_dtype", name(wdt)}, {"chain", describe(r)}};
+    wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
+    // Drift of folded weights relative to the originals (what users print).
+    double max_drift = 0;
+    for (std::size_t k = 0; k < wb.size(); ++k)
+      if (w[k] != 0) max_drift = std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - w[k]) / w[k]));
+    wj["max_drift_ppm_vs_original"] = max_drift;
+    if (!fi.has_post_add) {
+      for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
+      const Comparison bc = compare(fc.bias, bexact, dt, &bb);
+      wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
+      overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
+    } else {
+      wj["bias"] = nullptr;
+      wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
+    }
+    overall = worst(overall, wc.verdict);
+    return wj;
+  }
+
+  // One evaluated path: its output, bounds and comparison with the reference.
+  struct Path {
+    std::vector<double> y;
+    BoundReport bounds;
+    Comparison cmp;
+  };
+  Path evaluate_path(const Graph& g, const Policy& pol) const {
+    Path p;
+    p.y = evaluate(g, data.input, pol);
+    p.bounds = error_bounds(g, exact, pol, opts.confidence, &data.input);
+    p.cmp = compare(p.y, exact.y, dt, &p.bounds.bound, &p.bounds.probabilistic);
+    return p;
+  }
+
+  std::optional<Attribution> attribution(const std::optional<Recipe>& r, const Policy& pol, const Path& p,
+                                         const std::vector<std::size_t>& sample) {
+    if (!opts.attribution) return std::nullopt;
+    Attribution a = attribute(data.graph, data.input, exact, PathSpec{r, pol}, p.y, sample, opts.ref, opts.threads);
+    internal_errors += a.replay_mismatches;
+    return a;
+  }
+
+  // Fused vs unfused, per element, in ULP of the exact value; both sit within their
+  // bounds of the same exact value, so |yf - yu| <= bf + bu.
+  json fused_vs_unfused(Recipe r, const Path& f, const Path& u) const {
+    Histogram h = Histogram::for_ulp();
+    std::int64_t differ = 0, beyond = 0;
+    double maxd = 0;
+    for (std::size_t i = 0; i < f.y.size(); ++i) {
+      const double d = (f.y[i] - u.y[i]) / ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
+      h.add(d);
+      if (f.y[i] != u.y[i]) ++differ;
+      maxd = std::max(maxd, std::fabs(d));
+      if (bound_ratio(std::fabs(static_cast<long double>(f.y[i]) - u.y[i]), f.bounds.bound[i] + u.bounds.bound[i]) > 1)
+        ++beyond;
+    }
+    return {{"a", std::string("fused/") + name(r)}, {"b", "unfused"},          {"elements_differing", differ},
+            {"max_abs_ulp", maxd},                   {"beyond_combined_bound", beyond}, {"histogram", to_json(h)}};
+  }
+
+  // Every path of one accumulation order and arithmetic variant, with attribution.
+  json order(const Order& acc, const Arithmetic& ar, const std::vector<Graph>& fused) {
+    Policy pol;
+    pol.order = acc;
+    pol.bn_form = spec.bn_form;
+    pol.threads = opts.threads;
+    pol.arith = ar;
+    const std::string al = ar.label();
+    say(fmt::format("{}: {} {} unfused", name(dt), acc.label(), al));
+    const Path u = evaluate_path(data.graph, pol);
+    overall = worst(overall, u.cmp.verdict);
+    std::vector<Path> fs;
+    std::vector<std::size_t> worst_idx;
+    if (u.cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(u.cmp.worst_index));
+    for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+      say(fmt::format("{}: {} {} fused/{}", name(dt), acc.label(), al, name(spec.recipes[k])));
+      fs.push_back(evaluate_path(fused[k], pol));
+      overall = worst(overall, fs.back().cmp.verdict);
+      if (fs.back().cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(fs.back().cmp.worst_index));
+    }
+    // Attribution over the same elements for every path of this order and variant.
+    const std::vector<std::size_t> sample = attribution_sample(exact.y.size(), opts.attribution_elements, worst_idx);
+    say(fmt::format("{}: {} {} attribution ({} elements per path)", name(dt), acc.label(), al, sample.size()));
+    const std::optional<Attribution> au = attribution(std::nullopt, pol, u, sample);
+    json paths = json::array(), pairs = json::array();
+    json pu = scored_output("unfused", u.cmp, u.bounds, exact.y);
+    pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
+    if (au) pu["attribution"] = to_json(*au);
+    paths.push_back(pu);
+    for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+      const Recipe r = spec.recipes[k];
+      json pf = scored_output(std::string("fused/") + name(r), fs[k].cmp, fs[k].bounds, exact.y);
+      pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
+      const std::optional<Attribution> af = attribution(r, pol, fs[k], sample);
+      if (af) pf["attribution"] = to_json(*af);
+      paths.push_back(pf);
+      json pair = fused_vs_unfused(r, fs[k], u);
+      if (af && au) pair["attribution"] = fold_order_json(*af, *au);
+      pairs.push_back(pair);
+    }
+    return {{"accumulation", acc.label()}, {"arithmetic", al}, {"paths", paths}, {"fused_vs_unfused", pairs}};
+  }
+
+  json run() {
+    fold_exactly();
+    json weights = json::array(), orders = json::array();
+    for (const Arithmetic& ar : spec.variants) {
+      std::vector<Graph> fused;
+      for (Recipe r : spec.recipes) {
+        say(fmt::format("{}: fold with {} ({})", name(dt), name(r), ar.label()));
+        fused.push_back(fold_batchnorm(data.graph, r, opts.ref, ar));
+        weights.push_back(folded_parameters(fused.back(), r, ar));
+      }
+      for (const Order& acc : spec.accumulations) orders.push_back(order(acc, ar, fused));
+    }
+    return {{"dtype", name(dt)},
+            {"outputs", conv().geometry.output_size()},
+            {"terms_per_output", per_channel()},
+            {"reference_escalations", exact.escalations},
+            {"reference_fast_certified", exact.fast_certified},
+            {"reference_fallbacks", exact.fallbacks},
+            {"folded_parameters", weights},
+            {"orders", orders}};
+  }
+};
+
 }  // namespace
 
 json run_case(const CaseSpec& spec, const RunOptions& opts) {
-  auto say = [&](const std::string& s) {
+  const std::function<void(const std::string&)> say = [&](const std::string& s) {
     if (opts.progress) opts.progress(s);
   };
   const auto t0 = std::chrono::steady_clock::now();
   Verdict overall = Verdict::Expected;
-  std::size_t internal_errors = 0;  // attribution replays that did not reproduce evaluate()
+  std::size_t internal_errors = 0;
   json per_dtype = json::array();
   std::int64_t escalations = 0, fast_certified = 0, fallbacks = 0;
   long max_prec = 0;
@@ -71,13 +237,12 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
   for (DType dt : spec.dtypes) {
     const CaseData data = materialize(spec, dt);
     const Node& conv = data.graph.nodes[0];
-    const Node& bnn = data.graph.nodes[1];
     if (dt == spec.dtypes.front()) {
       first_weights = conv.weight.data;
-      first_bn = bnn.bn;
+      first_bn = data.graph.nodes[1].bn;
     }
-    say(fmt::format("{}: reference conv+BN ({} outputs x {} terms, {}-bit intervals)", name(dt),
-                    conv.geometry.output_size(), conv.geometry.terms_per_output(), opts.ref.precision));
+    say(fmt::format("{}: reference conv+BN ({} outputs x {} terms)", name(dt), conv.geometry.output_size(),
+                    conv.geometry.terms_per_output()));
     // Certify the rounding into this dtype only: float32 and narrower data then takes the
     // reference's fast path (conv_bn_reference.hpp); float64 stays multiprecision.
     ref::Options ro = opts.ref;
@@ -87,146 +252,10 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     fast_certified += exact.fast_certified;
     fallbacks += exact.fallbacks;
     max_prec = std::max(max_prec, exact.max_precision_used);
-
-    // Exact fold of every weight and bias.
-    const std::int64_t per_channel = conv.geometry.terms_per_output();
-    std::vector<ref::Value> wexact(conv.weight.data.size()), bexact(static_cast<std::size_t>(conv.geometry.O));
-    for (std::size_t k = 0; k < wexact.size(); ++k) {
-      const std::size_t o = k / per_channel;
-      wexact[k] = ref::fold_weight(conv.weight.data[k], bnn.bn.gamma[o], bnn.bn.var[o], bnn.bn.eps, opts.ref);
-    }
-    for (std::size_t o = 0; o < bexact.size(); ++o)
-      bexact[o] = ref::fold_bias(conv.bias.empty() ? 0.0 : conv.bias[o], bnn.bn.gamma[o], bnn.bn.beta[o],
-                                 bnn.bn.mean[o], bnn.bn.var[o], bnn.bn.eps, opts.ref);
-
-    json weights = json::array();
-    json orders = json::array();
-    for (const Arithmetic& ar : spec.variants) {
-      const std::string al = ar.label();
-      std::vector<Graph> fused;
-      for (Recipe r : spec.recipes) {
-        say(fmt::format("{}: fold with {} ({})", name(dt), name(r), al));
-        fused.push_back(fold_batchnorm(data.graph, r, opts.ref, ar));
-        const Node& fc = fused.back().nodes[0];
-        const FoldInfo& fi = *fc.fold;
-        const DType wdt = ar.weight_dtype.value_or(dt);
-        std::vector<double> wb(wexact.size()), bb(bexact.size());
-        for (std::size_t k = 0; k < wb.size(); ++k) wb[k] = fi.weight_bound(k / per_channel, conv.weight.data[k]);
-        const Comparison wc = compare(fc.weight.data, wexact, wdt, &wb);
-        json wj{{"recipe", name(r)}, {"arithmetic", al}, {"weight_dtype", name(wdt)}, {"chain", describe(r)}};
-        wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
-        // Drift of folded weights relative to the originals (what users print).
-        double max_drift = 0;
-        for (std::size_t k = 0; k < wb.size(); ++k)
-          if (conv.weight.data[k] != 0)
-            max_drift =
-                std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - conv.weight.data[k]) / conv.weight.data[k]));
-        wj["max_drift_ppm_vs_original"] = max_drift;
-        if (!fi.has_post_add) {
-          for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
-          const Comparison bc = compare(fc.bias, bexact, dt, &bb);
-          wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
-          overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
-        } else {
-          wj["bias"] = nullptr;
-          wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
-        }
-        overall = worst(overall, wc.verdict);
-        weights.push_back(wj);
-      }
-
-      for (const Order& acc : spec.accumulations) {
-        Policy pol;
-        pol.order = acc;
-        pol.bn_form = spec.bn_form;
-        pol.threads = opts.threads;
-        pol.arith = ar;
-        json paths = json::array();
-        say(fmt::format("{}: {} {} unfused", name(dt), acc.label(), al));
-        const std::vector<double> yu = evaluate(data.graph, data.input, pol);
-        const BoundReport bu = error_bounds(data.graph, exact, pol, opts.confidence, &data.input);
-        const Comparison cu = compare(yu, exact.y, dt, &bu.bound, &bu.probabilistic);
-        json pu = scored_output("unfused", cu, bu, exact.y);
-        pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
-        overall = worst(overall, cu.verdict);
-
-        std::vector<std::vector<double>> yfs;
-        std::vector<BoundReport> bfs;
-        std::vector<Comparison> cfs;
-        std::vector<std::size_t> worst_idx;
-        if (cu.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cu.worst_index));
-        for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
-          say(fmt::format("{}: {} {} fused/{}", name(dt), acc.label(), al, name(spec.recipes[k])));
-          yfs.push_back(evaluate(fused[k], data.input, pol));
-          bfs.push_back(error_bounds(fused[k], exact, pol, opts.confidence, &data.input));
-          cfs.push_back(compare(yfs.back(), exact.y, dt, &bfs.back().bound, &bfs.back().probabilistic));
-          if (cfs.back().worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cfs.back().worst_index));
-        }
-        // Attribution over the same elements for every path of this order and variant.
-        const std::vector<std::size_t> sample =
-            attribution_sample(exact.y.size(), opts.attribution_elements, worst_idx);
-        std::optional<Attribution> au;
-        if (opts.attribution) {
-          say(fmt::format("{}: {} {} attribution of unfused ({} elements)", name(dt), acc.label(), al, sample.size()));
-          au = attribute(data.graph, data.input, exact, PathSpec{std::nullopt, pol}, yu, sample, opts.ref, opts.threads);
-          pu["attribution"] = to_json(*au);
-          if (au->replay_mismatches) internal_errors += au->replay_mismatches;
-        }
-        paths.push_back(pu);
-
-        json pairs = json::array();
-        for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
-          const Recipe r = spec.recipes[k];
-          const std::vector<double>& yf = yfs[k];
-          const BoundReport& bf = bfs[k];
-          const Comparison& cf = cfs[k];
-          json pf = scored_output(std::string("fused/") + name(r), cf, bf, exact.y);
-          pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
-          std::optional<Attribution> af;
-          if (opts.attribution) {
-            say(fmt::format("{}: {} {} attribution of fused/{}", name(dt), acc.label(), al, name(r)));
-            af = attribute(data.graph, data.input, exact, PathSpec{r, pol}, yf, sample, opts.ref, opts.threads);
-            pf["attribution"] = to_json(*af);
-            if (af->replay_mismatches) internal_errors += af->replay_mismatches;
-          }
-          paths.push_back(pf);
-          overall = worst(overall, cf.verdict);
-          // Fused vs unfused, per element, in ULP of the exact value; both sit within their
-          // bounds of the same exact value, so |yf - yu| <= bf + bu.
-          Histogram h = Histogram::for_ulp();
-          std::int64_t differ = 0, beyond = 0;
-          double maxd = 0;
-          for (std::size_t i = 0; i < yf.size(); ++i) {
-            const double u = ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
-            const double d = (yf[i] - yu[i]) / u;
-            h.add(d);
-            if (yf[i] != yu[i]) ++differ;
-            maxd = std::max(maxd, std::fabs(d));
-            if (bound_ratio(std::fabs(static_cast<long double>(yf[i]) - yu[i]), bf.bound[i] + bu.bound[i]) > 1) ++beyond;
-          }
-          json pair{{"a", std::string("fused/") + name(r)},
-                    {"b", "unfused"},
-                    {"elements_differing", differ},
-                    {"max_abs_ulp", maxd},
-                    {"beyond_combined_bound", beyond},
-                    {"histogram", to_json(h)}};
-          if (af && au) pair["attribution"] = fold_order_json(*af, *au);
-          pairs.push_back(pair);
-        }
-        orders.push_back({{"accumulation", acc.label()},
-                          {"arithmetic", al},
-                          {"paths", paths},
-                          {"fused_vs_unfused", pairs}});
-      }
-    }
-    per_dtype.push_back({{"dtype", name(dt)},
-                         {"outputs", conv.geometry.output_size()},
-                         {"terms_per_output", per_channel},
-                         {"reference_escalations", exact.escalations},
-                         {"reference_fast_certified", exact.fast_certified},
-                         {"reference_fallbacks", exact.fallbacks},
-                         {"folded_parameters", weights},
-                         {"orders", orders}});
+    DtypeRun run{spec, opts, say, dt, data, exact, {}, {}};
+    per_dtype.push_back(run.run());
+    overall = worst(overall, run.overall);
+    internal_errors += run.internal_errors;
   }
 
   json out{{"tool", "foldcheck"},
