@@ -97,7 +97,11 @@ double round_dd_to_format(double hi, double lo, const Format& f) {
 // margin 2^-50 (|d| + r) on r covers that and the two comparisons' subtractions. Inf and
 // double subnormal results are left to the multiprecision path.
 bool certify_cell(double yh, double yl, double r, const Format& f, double& out) {
-  const double v = round_dd_to_format(yh, yl, f);
+  // For binary32 the hardware conversion of yh serves as v: if the test below passes, y
+  // lies in v's cell, so v is y's rounding too (and it fails otherwise).
+  const double v = f.precision == kFloat32.precision && f.emin == kFloat32.emin
+                       ? static_cast<double>(static_cast<float>(yh))
+                       : round_dd_to_format(yh, yl, f);
   if (!std::isfinite(v)) return false;
   double below, above;
   if (v == 0.0) {
