@@ -50,21 +50,23 @@ __attribute__((always_inline)) inline void block16(
     double* __restrict ax_out) {
   const std::int64_t cg = g.C / g.groups, c0 = gi * cg;
   v8 s[kOB][2] = {}, a[kOB][2] = {}, ax[2] = {};
-  const std::int64_t sw = g.stride_w;
-  for (std::int64_t ci = 0; ci < cg; ++ci)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-      const double* xr = &xp.v[static_cast<std::size_t>(((n * g.C + c0 + ci) * xp.Hp + oh * g.stride_h + kh * g.dil_h) *
-                                                            xp.Wp + ow0 * sw)];
-      // w4: per group and block of 4 channels, [c][kh][kw][4] (zero-padded channels).
-      const double* wr = &w4[((bi * cg + ci) * g.KH + kh) * g.KW * kOB];
-      const double* war = &w4abs[((bi * cg + ci) * g.KH + kh) * g.KW * kOB];
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+  const std::int64_t sw = g.stride_w, dw = g.dil_w, KW = g.KW;
+  // Pointers walk the window: the input row of (ci, kh) and its weights, advanced by
+  // constant strides instead of recomputed indices.
+  const double* xc = &xp.v[static_cast<std::size_t>(((n * g.C + c0) * xp.Hp + oh * g.stride_h) * xp.Wp + ow0 * sw)];
+  const double* wr = &w4[static_cast<std::size_t>(bi * cg * g.KH * KW * kOB)];
+  const double* war = &w4abs[static_cast<std::size_t>(bi * cg * g.KH * KW * kOB)];
+  const std::int64_t row_step = g.dil_h * xp.Wp, chan_step = xp.Hp * xp.Wp;
+  for (std::int64_t ci = 0; ci < cg; ++ci, xc += chan_step) {
+    const double* xr = xc;
+    for (std::int64_t kh = 0; kh < g.KH; ++kh, xr += row_step, wr += KW * kOB, war += KW * kOB) {
+      for (std::int64_t kw = 0; kw < KW; ++kw) {
         v8 xv[2] = {};
         if (sw == 1) {
-          __builtin_memcpy(&xv[0], xr + kw * g.dil_w, sizeof(v8));
-          __builtin_memcpy(&xv[1], xr + 8 + kw * g.dil_w, sizeof(v8));
+          __builtin_memcpy(&xv[0], xr + kw * dw, sizeof(v8));
+          __builtin_memcpy(&xv[1], xr + 8 + kw * dw, sizeof(v8));
         } else {
-          for (int j = 0; j < 16; ++j) xv[j / 8][j % 8] = xr[j * sw + kw * g.dil_w];
+          for (int j = 0; j < 16; ++j) xv[j / 8][j % 8] = xr[j * sw + kw * dw];
         }
         const v8 xa0 = FOLDCHECK_VABS(xv[0]), xa1 = FOLDCHECK_VABS(xv[1]);
         ax[0] += xa0;  // always (cheaper than a branch); stored if asked
@@ -78,6 +80,7 @@ __attribute__((always_inline)) inline void block16(
         }
       }
     }
+  }
   for (std::int64_t b = 0; b < kOB; ++b)
     for (int j = 0; j < 16; ++j) {
       s_out[b * 16 + j] = s[b][j / 8][j % 8];
