@@ -71,7 +71,8 @@ void check_finite(const std::vector<double>& v, const std::string& what) {
     if (!std::isfinite(x)) throw fc::InputError(what + ": contains NaN or Inf");
 }
 
-fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source) {
+// eps_in_file (if given) tells whether the .npz held an eps.
+fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source, bool* eps_in_file = nullptr) {
   std::vector<double> gamma{1.0}, beta{0.0}, mean{0.0}, var{1.0};
   double eps = 1e-5;
   given = false;
@@ -85,6 +86,7 @@ fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source
     if (arrays.count("beta")) beta = arrays.at("beta").data;
     if (arrays.count("mean")) mean = arrays.at("mean").data;
     if (arrays.count("var")) var = arrays.at("var").data;
+    if (eps_in_file) *eps_in_file = arrays.count("eps") > 0;
     if (arrays.count("eps")) {
       if (arrays.at("eps").data.size() != 1) throw fc::InputError(a.bn_file + "[eps]: must hold one value");
       eps = arrays.at("eps").data[0];
@@ -192,9 +194,7 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   ea.bn_file = a.bn;
   bool given = false;
   std::string source;
-  const auto arrays = fc::read_npz(a.bn);
-  in.eps_given = arrays.count("eps") > 0;
-  in.bn = load_bn(ea, given, source);
+  in.bn = load_bn(ea, given, source, &in.eps_given);
   if (!a.weights.empty()) {
     in.weights = fc::read_npy(a.weights);
     check_finite(in.weights->data, a.weights);

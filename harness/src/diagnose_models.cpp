@@ -80,12 +80,18 @@ Model batch_stats(const ref::BnParams& bn, const Layer& L, bool unbiased) {
   return h;
 }
 
-Model with_var(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix,
-               const std::vector<ld>& var) {
+// The layer as given, renamed: each hypothesis then changes what it assumes.
+Model named(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix) {
   Model h = as_given(bn);
   h.name = name;
   h.description = desc;
   h.fix = fix;
+  return h;
+}
+
+Model with_var(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix,
+               const std::vector<ld>& var) {
+  Model h = named(bn, name, desc, fix);
   h.a = scale_of(bn, var, bn.eps);
   return h;
 }
@@ -210,18 +216,14 @@ std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std
                             "running_var must hold the variance sigma^2, not sigma", v1));
     hyps.push_back(with_var(bn, "var_passed_as_std", "the variance was used as a standard deviation (squared)",
                             "pass the variance unchanged; the engine squared it as if it were sigma", v2));
-    Model ms = as_given(bn);
-    ms.name = "missing_sqrt";
-    ms.description = "divided by var + eps instead of sqrt(var + eps)";
-    ms.fix = "divide by sqrt(var + eps)";
+    Model ms = named(bn, "missing_sqrt", "divided by var + eps instead of sqrt(var + eps)",
+                      "divide by sqrt(var + eps)");
     for (std::size_t o = 0; o < bn.var.size(); ++o) ms.a[o] = bn.gamma[o] / (static_cast<ld>(bn.var[o]) + bn.eps);
     hyps.push_back(ms);
   }
   {
-    Model h = as_given(bn);
-    h.name = "gamma_beta_swapped";
-    h.description = "gamma and beta swapped";
-    h.fix = "gamma is BatchNorm's weight (scale), beta its bias (shift): swap them back";
+    Model h = named(bn, "gamma_beta_swapped", "gamma and beta swapped",
+                      "gamma is BatchNorm's weight (scale), beta its bias (shift): swap them back");
     for (std::size_t o = 0; o < bn.gamma.size(); ++o) {
       h.a[o] = bn.beta[o] / std::sqrt(static_cast<ld>(bn.var[o]) + bn.eps);
       h.beta[o] = bn.gamma[o];
@@ -229,18 +231,14 @@ std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std
     hyps.push_back(h);
   }
   {
-    Model h = as_given(bn);
-    h.name = "mean_not_subtracted";
-    h.description = "the running mean was not subtracted";
-    h.fix = "subtract the running mean: b' = (b - mean) * s + beta";
+    Model h = named(bn, "mean_not_subtracted", "the running mean was not subtracted",
+                      "subtract the running mean: b' = (b - mean) * s + beta");
     std::fill(h.m.begin(), h.m.end(), 0.0L);
     hyps.push_back(h);
   }
   if (L.C > 1 && L.plane > 1) {
-    Model h = as_given(bn);
-    h.name = "channel_axis_nhwc";
-    h.description = "an NHWC tensor read as NCHW (BatchNorm applied along the wrong axis)";
-    h.fix = "the data is NHWC: permute it to NCHW (x.permute(0, 3, 1, 2)) or set the channel axis to -1";
+    Model h = named(bn, "channel_axis_nhwc", "an NHWC tensor read as NCHW (BatchNorm applied along the wrong axis)",
+                      "the data is NHWC: permute it to NCHW (x.permute(0, 3, 1, 2)) or set the channel axis to -1");
     h.nhwc = true;
     hyps.push_back(h);
   }
@@ -258,18 +256,14 @@ std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std
     hyps.push_back(h);
   }
   if (!L.bias.empty()) {
-    Model h = as_given(bn);
-    h.name = "conv_bias_dropped";
-    h.description = "the fold ignored the conv's own bias: b' = -mean * s + beta";
-    h.fix = "fold the conv bias too: b' = (b - mean) * s + beta";
+    Model h = named(bn, "conv_bias_dropped", "the fold ignored the conv's own bias: b' = -mean * s + beta",
+                      "fold the conv bias too: b' = (b - mean) * s + beta");
     for (std::size_t o = 0; o < h.m.size(); ++o) h.m[o] = static_cast<ld>(bn.mean[o]) + L.bias[o];
     hyps.push_back(h);
   }
   {
-    Model h = as_given(bn);
-    h.name = "bn_applied_twice";
-    h.description = "BatchNorm applied twice (a folded conv still followed by its BatchNorm)";
-    h.fix = "remove the BatchNorm node after folding it into the conv";
+    Model h = named(bn, "bn_applied_twice", "BatchNorm applied twice (a folded conv still followed by its BatchNorm)",
+                      "remove the BatchNorm node after folding it into the conv");
     for (std::size_t o = 0; o < h.a.size(); ++o) {
       const ld t = given.a[o];
       h.a[o] = t * t;

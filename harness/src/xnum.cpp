@@ -90,7 +90,6 @@ double round_dd(DType t, double hi, double lo) {
 
 XNum operator-(const XNum& a) { return {-a.hi, -a.lo}; }
 XNum exact_product(const XNum& a, const XNum& b) { return dd_mul(a, b); }
-XNum exact_sum(const XNum& a, const XNum& b) { return dd_add(a, b); }
 
 XNum operator+(const XNum& a, const XNum& b) {
   return binary(a, b, dd_add(a, b), [](float x, float y) { return x + y; }, [](double x, double y) { return x + y; });

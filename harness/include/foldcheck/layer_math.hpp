@@ -53,6 +53,23 @@ FoldInputs<N> fold_inputs(const ref::BnParams& bn, std::size_t o, const std::vec
   return in;
 }
 
+// v * scale + shift, the last step of both BatchNorm forms: the multiplication in stage
+// scale and the addition in stage bias, or one contracted multiply-add (stage bias).
+template <class N>
+N scale_then_shift(const N& v, const N& scale, const N& shift, bool fma) {
+  if (fma) {
+    StageScope<N> st(Stage::Bias);
+    return madd(v, scale, shift, true);
+  }
+  N p;
+  {
+    StageScope<N> st(Stage::Scale);
+    p = v * scale;
+  }
+  StageScope<N> st(Stage::Bias);
+  return p + shift;
+}
+
 // Inference BatchNorm of one value x in channel o (see BnForm), each operation in its
 // attribution stage: var + eps (var_eps); sqrt and the division or reciprocal (rsqrt);
 // the multiplications by gamma or by the scale (scale); x - mean, beta - mean*a and
@@ -73,18 +90,7 @@ N bn_apply(const N& x, const ref::BnParams& bn, std::size_t o, BnForm form, cons
       StageScope<N> st(Stage::Bias);
       d = x - mean;
     }
-    const N q = div_sqrt(d, a, ar, Stage::Scale);
-    if (ar.fma) {
-      StageScope<N> st(Stage::Bias);
-      return madd(q, gamma, beta, true);
-    }
-    N p;
-    {
-      StageScope<N> st(Stage::Scale);
-      p = q * gamma;
-    }
-    StageScope<N> st(Stage::Bias);
-    return p + beta;
+    return scale_then_shift(div_sqrt(d, a, ar, Stage::Scale), gamma, beta, ar.fma);
   }
   const N r = inv_sqrt(a, ar);
   N s, shift;
@@ -96,17 +102,7 @@ N bn_apply(const N& x, const ref::BnParams& bn, std::size_t o, BnForm form, cons
     StageScope<N> st(Stage::Bias);
     shift = madd(N(-mean), s, beta, ar.fma);
   }
-  if (ar.fma) {
-    StageScope<N> st(Stage::Bias);
-    return madd(x, s, shift, true);
-  }
-  N p;
-  {
-    StageScope<N> st(Stage::Scale);
-    p = x * s;
-  }
-  StageScope<N> st(Stage::Bias);
-  return p + shift;
+  return scale_then_shift(x, s, shift, ar.fma);
 }
 
 }  // namespace foldcheck

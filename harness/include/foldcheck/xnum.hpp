@@ -66,10 +66,9 @@ XNum operator-(const XNum& a);
 XNum sqrt(const XNum& a);
 XNum fma(const XNum& a, const XNum& b, const XNum& c);
 
-// a*b and a+b to double-double accuracy whatever the stage (for values that are exact by
+// a*b to double-double accuracy whatever the stage (for values that are exact by
 // definition, such as the exact fold's w * scale).
 XNum exact_product(const XNum& a, const XNum& b);
-XNum exact_sum(const XNum& a, const XNum& b);
 
 // Correct rounding of a double-double to t (ties to even).
 double round_dd(DType t, double hi, double lo);
