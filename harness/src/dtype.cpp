@@ -55,13 +55,7 @@ double round_to(DType t, double x) {
   // IEEE 754 conversion to binary32 is correctly rounded (to nearest, ties to even, with
   // subnormals and overflow to Inf) in the default rounding mode.
   if (t == DType::Float32) return static_cast<double>(static_cast<float>(x));
-  const DTypeInfo& i = info(t);
-  const int e = std::ilogb(x);
-  const int q = std::max(e, i.emin) - (i.precision - 1);
-  const double m = std::nearbyint(std::ldexp(x, -q));
-  if (m == 0.0) return std::copysign(0.0, x);
-  if (q + std::ilogb(m) > i.emax) return std::copysign(HUGE_VAL, x);
-  return std::ldexp(m, q);
+  return ref::round_to_format(x, 0.0, *info(t).format);  // the reference's rounding
 }
 
 bool representable(DType t, double x) {

@@ -76,17 +76,7 @@ XContext& xcontext() {
   return c;
 }
 
-double round_dd(DType t, double hi, double lo) {
-  const double r = round_to(t, hi);
-  if (r == hi || lo == 0 || !std::isfinite(r)) return r;
-  // hi is not representable; only when it is exactly the midpoint of two neighbours can
-  // lo change the rounding.
-  const double s = ulp(t, hi);
-  const double dir = hi > r ? 1.0 : -1.0;
-  const double mid = r + dir * s / 2;
-  if (hi != mid) return r;
-  return (lo > 0) == (dir > 0) ? round_to(t, r + dir * s) : r;
-}
+double round_dd(DType t, double hi, double lo) { return ref::round_to_format(hi, lo, *info(t).format); }
 
 XNum operator-(const XNum& a) { return {-a.hi, -a.lo}; }
 XNum exact_product(const XNum& a, const XNum& b) { return dd_mul(a, b); }

@@ -41,52 +41,6 @@ void bn_interval(Interval& y, const Interval& c, double gamma, double beta, doub
   add(y, y, b);
 }
 
-// Correct rounding (ties to even) of the double-double hi + lo (|lo| <= ulp(hi)/2) into
-// format f, by the method of round_to_format (formats.cpp) applied to hi: hi = m 2^q with
-// m = hi 2^-q exact. If m is an integer, hi is in f and lo (under half an ulp of hi, far
-// under half an ulp of f) cannot move the rounding away from it; if m is exactly halfway
-// between integers, lo's sign breaks the tie; otherwise hi is a double strictly between
-// an element of f and a midpoint (both doubles), at least one ulp(hi) from the midpoint
-// (half of one beyond a binade edge, plus hi's own distance to that edge), which
-// |lo| <= ulp(hi)/2 cannot reach.
-double round_dd_to_format_slow(double hi, double lo, const Format& f) {
-  if (hi == 0.0 || !std::isfinite(hi)) return hi == 0.0 ? 0.0 : hi;
-  const int e = std::ilogb(hi);
-  const int q = std::max(e, f.emin) - (f.precision - 1);
-  const double m = std::ldexp(hi, -q);
-  double r = std::nearbyint(m);  // ties to even in the default rounding mode
-  if (lo != 0.0 && std::fabs(m - std::trunc(m)) == 0.5) r = (lo > 0) ? std::ceil(m) : std::floor(m);
-  if (r == 0.0) return 0.0;
-  if (q + std::ilogb(r) > f.emax) return r > 0 ? HUGE_VAL : -HUGE_VAL;
-  return std::ldexp(r, q);
-}
-
-// The same on the bit pattern (no libm calls): hi's 53-bit significand loses its low
-// `shift` bits, q - (e - 52), rounding to nearest with ties broken by lo's sign, else to
-// even. Adding the carry to the whole pattern propagates into the exponent. Cases the
-// bit method does not cover (zero, Inf/NaN, double subnormals, shift outside 1..52)
-// take the method above.
-double round_dd_to_format(double hi, double lo, const Format& f) {
-  const std::uint64_t bits = std::bit_cast<std::uint64_t>(hi);
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-  if (biased == 0 || biased == 0x7ff) return round_dd_to_format_slow(hi, lo, f);
-  const int e = biased - 1023;
-  const int q = std::max(e, f.emin) - (f.precision - 1);
-  const int shift = q - (e - 52);
-  if (shift <= 0) return hi;  // representable
-  if (shift > 52) return round_dd_to_format_slow(hi, lo, f);
-  const std::uint64_t mask = (std::uint64_t{1} << shift) - 1, half = std::uint64_t{1} << (shift - 1);
-  const std::uint64_t drop = bits & mask;
-  bool up;
-  if (drop != half) up = drop > half;
-  else if (lo != 0.0) up = (lo > 0) == (hi > 0);
-  else up = (bits >> shift) & 1;  // tie: to even
-  const std::uint64_t r = (bits & ~mask) + (up ? (std::uint64_t{1} << shift) : 0);
-  const double v = std::bit_cast<double>(r);
-  if (static_cast<int>((r >> 52) & 0x7ff) - 1023 > f.emax) return hi > 0 ? HUGE_VAL : -HUGE_VAL;
-  return v;
-}
-
 // Whether every real in [y - r, y + r] (y = yh + yl) rounds to the same value of format f,
 // and which. v = round(y); the reals that round to v form the open cell between the
 // midpoints with v's neighbours, at distances `below` and `above` (half a spacing; half of
@@ -101,7 +55,7 @@ bool certify_cell(double yh, double yl, double r, const Format& f, double& out) 
   // lies in v's cell, so v is y's rounding too (and it fails otherwise).
   const double v = f.precision == kFloat32.precision && f.emin == kFloat32.emin
                        ? static_cast<double>(static_cast<float>(yh))
-                       : round_dd_to_format(yh, yl, f);
+                       : round_to_format(yh, yl, f);
   if (!std::isfinite(v)) return false;
   double below, above;
   if (v == 0.0) {

@@ -1,6 +1,8 @@
 #include "foldcheck/reference/formats.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 
@@ -34,6 +36,56 @@ double round_to_format(mpfr_srcptr x, const Format& f) {
   if (m == 0.0) return negative ? -0.0 : 0.0;  // underflow to zero keeps the sign
   if (q + static_cast<long>(std::ilogb(m)) > f.emax) return negative ? -HUGE_VAL : HUGE_VAL;
   return std::ldexp(m, static_cast<int>(q));
+}
+
+
+// Double-double version of the method above, applied to hi: hi = m 2^q with
+// m = hi 2^-q exact. If m is an integer, hi is in f and lo (under half an ulp of hi, far
+// under half an ulp of f) cannot move the rounding away from it; if m is exactly halfway
+// between integers, lo's sign breaks the tie; otherwise hi is a double strictly between
+// an element of f and a midpoint (both doubles), at least one ulp(hi) from the midpoint
+// (half of one beyond a binade edge, plus hi's own distance to that edge), which
+// |lo| <= ulp(hi)/2 cannot reach.
+namespace {
+
+double round_dd_slow(double hi, double lo, const Format& f) {
+  if (hi == 0.0 || !std::isfinite(hi)) return hi;
+  const int e = std::ilogb(hi);
+  const int q = std::max(e, f.emin) - (f.precision - 1);
+  const double m = std::ldexp(hi, -q);
+  double r = std::nearbyint(m);  // ties to even in the default rounding mode
+  if (lo != 0.0 && std::fabs(m - std::trunc(m)) == 0.5) r = (lo > 0) ? std::ceil(m) : std::floor(m);
+  if (r == 0.0) return std::copysign(0.0, hi);  // underflow to zero keeps the sign
+  if (q + std::ilogb(r) > f.emax) return r > 0 ? HUGE_VAL : -HUGE_VAL;
+  return std::ldexp(r, q);
+}
+
+}  // namespace
+
+// The same on the bit pattern (no libm calls): hi's 53-bit significand loses its low
+// `shift` bits, q - (e - 52), rounding to nearest with ties broken by lo's sign, else to
+// even. Adding the carry to the whole pattern propagates into the exponent. Cases the
+// bit method does not cover (zero, Inf/NaN, double subnormals, shift outside 1..52)
+// take the method above.
+double round_to_format(double hi, double lo, const Format& f) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(hi);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  if (biased == 0 || biased == 0x7ff) return round_dd_slow(hi, lo, f);
+  const int e = biased - 1023;
+  const int q = std::max(e, f.emin) - (f.precision - 1);
+  const int shift = q - (e - 52);
+  if (shift <= 0) return hi;  // representable
+  if (shift > 52) return round_dd_slow(hi, lo, f);
+  const std::uint64_t mask = (std::uint64_t{1} << shift) - 1, half = std::uint64_t{1} << (shift - 1);
+  const std::uint64_t drop = bits & mask;
+  bool up;
+  if (drop != half) up = drop > half;
+  else if (lo != 0.0) up = (lo > 0) == (hi > 0);
+  else up = (bits >> shift) & 1;  // tie: to even
+  const std::uint64_t r = (bits & ~mask) + (up ? (std::uint64_t{1} << shift) : 0);
+  const double v = std::bit_cast<double>(r);
+  if (static_cast<int>((r >> 52) & 0x7ff) - 1023 > f.emax) return hi > 0 ? HUGE_VAL : -HUGE_VAL;
+  return v;
 }
 
 }  // namespace foldcheck::ref

@@ -28,5 +28,8 @@ inline constexpr std::size_t kNumFormats = kFormats.size();
 
 // Correctly rounded (to nearest, ties to even) conversion of an MPFR number to format f.
 double round_to_format(mpfr_srcptr x, const Format& f);
+// The same for the double-double hi + lo (normalized: |lo| <= ulp(hi)/2); lo only matters
+// when hi is exactly halfway between two values of f. Zero keeps hi's sign.
+double round_to_format(double hi, double lo, const Format& f);
 
 }  // namespace foldcheck::ref
