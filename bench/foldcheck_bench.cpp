@@ -6,7 +6,10 @@
 //   <shape>/onednn       oneDNN f32 convolution (forward inference), same tensors
 //   <shape>/float32      foldcheck's float32 path, sequential order, fused PyTorch fold
 //   <shape>/float64      the same in float64
-//   <shape>/reference    the certified reference for float32 data (fast path + fallbacks)
+//   <shape>/reference    the certified reference for float32 data (fast path + fallbacks):
+//                        each output's correctly rounded float32 value, approx and radius
+//   <shape>/reference_bounds  the same plus the bound data (conv value, sum|x w|, sum|x|)
+//                        that `foldcheck run` asks for
 //   <shape>/reference_mpfr  the all-multiprecision reference (mpfr_sum per output)
 //   <shape>/naive_mp     every term and the BatchNorm in Boost cpp_bin_float_50
 //   <shape>/attribution  stage attribution replays (10 per output) of 256 outputs
@@ -86,18 +89,19 @@ void float_path(benchmark::State& st, int s, DType dt) {
   st.SetItemsProcessed(st.iterations() * f.macs);
 }
 
-void reference_path(benchmark::State& st, int s, bool fast) {
+void reference_path(benchmark::State& st, int s, bool fast, bool bound_data) {
   const Fixture f = make(kShapes[s], DType::Float32);
   const Node& c = f.g.nodes[0];
   ref::Options o;
   o.formats = ref::format_bit(ref::kFloat32);
   o.fast = fast;
+  o.bound_data = bound_data;
   std::int64_t fallbacks = 0, outputs = 0;
   for (auto _ : st) {
     const ref::LayerResult r = ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, o);
     fallbacks += r.fallbacks;
     outputs += static_cast<std::int64_t>(r.y.size());
-    benchmark::DoNotOptimize(r.y.data());
+    benchmark::DoNotOptimize(r.y.radius(0));
   }
   st.SetItemsProcessed(st.iterations() * f.macs);
   st.counters["fallback_fraction"] = outputs ? static_cast<double>(fallbacks) / static_cast<double>(outputs) : 0.0;
@@ -144,8 +148,9 @@ int main(int argc, char** argv) {
     reg("onednn", onednn, s)->MinTime(0.5);
     reg("float32", float_path, s, DType::Float32);
     reg("float64", float_path, s, DType::Float64);
-    reg("reference", reference_path, s, true)->MinTime(0.5);
-    reg("reference_mpfr", reference_path, s, false)->Iterations(1);
+    reg("reference", reference_path, s, true, false)->MinTime(0.5);
+    reg("reference_bounds", reference_path, s, true, true)->MinTime(0.5);
+    reg("reference_mpfr", reference_path, s, false, false)->Iterations(1);
     reg("naive_mp", naive_mp, s)->Iterations(1);
     reg("attribution", attribution_path, s)->Iterations(3);
   }

@@ -203,7 +203,7 @@ TEST_CASE("a correct layer is EXPECTED under both bounds; errors between them ar
   std::vector<double> d = b.bound, pb = b.bound;
   for (auto& v : pb) v /= 4;
   std::vector<double> v(y.size());
-  std::vector<ref::Value> x = ex.y;
+  const ref::ValueArray& x = ex.y;
   for (std::size_t i = 0; i < y.size(); ++i) v[i] = x[i].approx.hi;
   v[5] = x[5].approx.hi + b.bound[5] / 2;
   const Comparison c = compare(v, x, DType::Float64, &d, &pb);
@@ -216,7 +216,7 @@ TEST_CASE("assert_close tolerances are derived from the bounds", "[bounds][toler
   x[0].approx = {1.0, 0};
   x[1].approx = {4.0, 0};
   x[2].approx = {0.0, 0};
-  const Tolerance t = tolerance_from_bounds({1e-6, 2e-6, 5e-7}, x);
+  const Tolerance t = tolerance_from_bounds({1e-6, 2e-6, 5e-7}, ref::ValueArray(x));
   CHECK(t.atol_alone == 2e-6);
   CHECK(std::isinf(t.rtol_alone));
   CHECK(t.rtol == Approx(1e-6));  // median of {1e-6, 5e-7}, upper middle

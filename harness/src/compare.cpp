@@ -65,7 +65,7 @@ Distribution summarize(std::vector<double> signed_vals) {
 
 }  // namespace
 
-Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
+Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType t,
                    const std::vector<double>* bounds, const std::vector<double>* probabilistic) {
   Comparison c;
   c.elements = static_cast<std::int64_t>(v.size());
@@ -76,7 +76,7 @@ Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& 
   bool all_zero = true;
   double worst_abs_ulp = -1;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    const ref::Value& xi = x[i];
+    const ref::Value xi = x[i];
     const double rounded = xi.rounded_to(f);
     if (xi.approx.hi != 0.0) all_zero = false;
     if (std::isnan(v[i])) {
@@ -134,7 +134,7 @@ Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& 
   return c;
 }
 
-Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const std::vector<ref::Value>& x) {
+Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const ref::ValueArray& x) {
   Tolerance t;
   std::vector<double> rel;
   rel.reserve(bounds.size());

@@ -41,7 +41,7 @@ json scored(const std::string& label, const Comparison& c, const std::string& fo
 }
 
 // An output path scored with both bounds, and the tolerances its bound implies.
-json scored_output(const std::string& label, const Comparison& c, const BoundReport& b, const std::vector<ref::Value>& x) {
+json scored_output(const std::string& label, const Comparison& c, const BoundReport& b, const ref::ValueArray& x) {
   json j = scored(label, c, b.formula);
   j["probabilistic_bound"] = {
       {"model", "Higham & Mary 2019 Thm 3.1 on the accumulation: gt_k(lambda) = exp(lambda sqrt(k) u + k u^2/(1-u)) - 1"},

@@ -1,6 +1,7 @@
 #include "foldcheck/reference/certify.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace foldcheck::ref {
@@ -16,6 +17,54 @@ double Value::rounded_to(const Format& f) const {
   if (!(certified & b)) throw std::logic_error(std::string("reference value not certified for ") + f.name);
   for (std::size_t i = 0; i < kNumFormats; ++i)
     if (b == (1u << i)) return rounded[i];
+  throw std::invalid_argument(std::string("unknown format ") + f.name);
+}
+
+ValueArray::ValueArray(std::size_t n, unsigned formats)
+    : formats_(formats), hi_(n), lo_(n), radius_(n), certified_(n), precision_(n) {
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    if (formats & (1u << k)) rounded_[k].assign(n, std::numeric_limits<double>::quiet_NaN());
+}
+
+namespace {
+unsigned formats_of(const std::vector<Value>& values) {
+  unsigned f = 0;
+  for (const Value& v : values) f |= v.certified;
+  return f;
+}
+}  // namespace
+
+ValueArray::ValueArray(const std::vector<Value>& values) : ValueArray(values.size(), formats_of(values)) {
+  for (std::size_t i = 0; i < values.size(); ++i) set(i, values[i]);
+}
+
+Value ValueArray::operator[](std::size_t i) const {
+  Value v;
+  v.approx = {hi_[i], lo_[i]};
+  v.radius = radius_[i];
+  v.certified = certified_[i];
+  v.precision_used = precision_[i];
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    v.rounded[k] = rounded_[k].empty() ? std::numeric_limits<double>::quiet_NaN() : rounded_[k][i];
+  return v;
+}
+
+void ValueArray::set(std::size_t i, const Value& v) {
+  if (v.certified & ~formats_) throw std::logic_error("ValueArray::set: a format without storage");
+  hi_[i] = v.approx.hi;
+  lo_[i] = v.approx.lo;
+  radius_[i] = v.radius;
+  certified_[i] = static_cast<std::uint8_t>(v.certified);
+  precision_[i] = static_cast<std::int32_t>(v.precision_used);
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    if (!rounded_[k].empty()) rounded_[k][i] = v.rounded[k];
+}
+
+double ValueArray::rounded_to(std::size_t i, const Format& f) const {
+  const unsigned b = format_bit(f);
+  if (!(certified_[i] & b)) throw std::logic_error(std::string("reference value not certified for ") + f.name);
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    if (b == (1u << k)) return rounded_[k][i];
   throw std::invalid_argument(std::string("unknown format ") + f.name);
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -41,51 +42,6 @@ void bn_interval(Interval& y, const Interval& c, double gamma, double beta, doub
   add(y, y, b);
 }
 
-// Whether every real in [y - r, y + r] (y = yh + yl) rounds to the same value of format f,
-// and which. v = round(y); the reals that round to v form the open cell between the
-// midpoints with v's neighbours, at distances `below` and `above` (half a spacing; half of
-// that toward zero from a power of two, where the spacing halves; half the smallest
-// subnormal around zero). The interval is certified when it lies strictly inside the
-// cell: d - r > -below and d + r < above with d = y - v. yh - v is exact (Sterbenz: v is
-// yh's rounding, within a factor of 2, or 0); adding yl rounds once (<= 2^-53 |d|), and the
-// margin 2^-50 (|d| + r) on r covers that and the two comparisons' subtractions. Inf and
-// double subnormal results are left to the multiprecision path.
-bool certify_cell(double yh, double yl, double r, const Format& f, double& out) {
-  // For binary32 the hardware conversion of yh serves as v: if the test below passes, y
-  // lies in v's cell, so v is y's rounding too (and it fails otherwise).
-  const double v = f.precision == kFloat32.precision && f.emin == kFloat32.emin
-                       ? static_cast<double>(static_cast<float>(yh))
-                       : round_to_format(yh, yl, f);
-  if (!std::isfinite(v)) return false;
-  double below, above;
-  if (v == 0.0) {
-    below = above = std::ldexp(1.0, f.emin - f.precision);
-  } else {
-    const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
-    const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-    if (biased == 0) return false;
-    const int e = biased - 1023;
-    const int q = std::max(e, f.emin) - (f.precision - 1);
-    const double half = std::bit_cast<double>(static_cast<std::uint64_t>(q - 1 + 1023) << 52);
-    const bool pow2 = (bits & ((std::uint64_t{1} << 52) - 1)) == 0 && e > f.emin;
-    const double toward_zero = pow2 ? half / 2 : half;
-    below = v > 0 ? toward_zero : half;
-    above = v > 0 ? half : toward_zero;
-  }
-  const double d = (yh - v) + yl;
-  const double m = r + 0x1p-50 * (std::fabs(d) + r);
-  if (!(d - m > -below && d + m < above)) return false;
-  out = v;
-  return true;
-}
-
-// The fast path's per-channel data: the BatchNorm scale as a double-double with a
-// certified radius (from a 256-bit interval), and mean, beta.
-struct FastChannel {
-  dd::DD t;
-  double t_rad = 0;
-};
-
 // Scratch for one thread: the exact products of one output window.
 struct Window {
   std::vector<MpNumber> terms;
@@ -105,56 +61,54 @@ class ConvBnEvaluator {
   LayerResult run() {
     LayerResult r;
     const std::int64_t total = g.output_size();
-    r.y.resize(total);
-    r.conv.resize(total);
-    r.conv_radius.resize(total);
-    r.abs_sum.resize(total);
-    r.abs_x_sum.resize(total);
+    r.y = ValueArray(static_cast<std::size_t>(total), opts.formats);
+    if (opts.bound_data) {
+      r.conv.resize(total);
+      r.conv_radius.resize(total);
+      r.abs_sum.resize(total);
+      r.abs_x_sum.resize(total);
+    }
+    unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
     // The fast path: float32 data, and no float64 rounding to certify (its enclosure is
     // about 2^-40 relative: enough for float32 and narrower, never for float64).
-    use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) && (!L.bias || all_float32(*L.bias));
+    const bool use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) &&
+                          (!L.bias || all_float32(*L.bias));
+    std::vector<std::int64_t> slow;
     if (use_fast) {
+      detail::FastLayer f;
+      f.g = &g;
+      f.x = L.x;
+      f.w = L.w;
+      f.formats = opts.formats;
+      f.threads = nt;
       // Per-layer factors (each product below also picks up one rounding, covered by the
       // (1 + 2^-50) margins): gamma_K = K u / (1 - K u) with u = 2^-53.
       const double K = static_cast<double>(g.terms_per_output()), u = 0x1p-53;
       const double gam = K * u / (1 - K * u) * (1 + 0x1p-50);
-      abs_factor = 1 / (1 - gam) * (1 + 0x1p-50);
-      radius_factor = gam * abs_factor * (1 + 0x1p-50);
-      abs_x_factor = 1.0 + (K + 1) * 0x1p-52;
-      detail::conv_sums(g, *L.x, *L.w, opts.threads, sums);
-      if (L.bn) {
-        channels.resize(static_cast<std::size_t>(g.O));
-        for (std::int64_t o = 0; o < g.O; ++o) {
-          Interval t(256);
-          scale_interval(t, L.bn->gamma[o], L.bn->var[o], L.bn->eps);
-          const DoubleDouble m = midpoint(t);
-          channels[o].t = {m.hi, m.lo};
-          channels[o].t_rad = radius_of(t, m);
-        }
-      }
+      f.abs_factor = 1 / (1 - gam) * (1 + 0x1p-50);
+      f.radius_factor = gam * f.abs_factor * (1 + 0x1p-50);
+      f.abs_x_factor = 1.0 + (K + 1) * 0x1p-52;
+      f.channels = fast_channels(nt);
+      detail::FastOut out{&r.y};
+      if (opts.bound_data) out = {&r.y, r.conv.data(), r.conv_radius.data(), r.abs_sum.data(), r.abs_x_sum.data()};
+      slow = detail::fast_conv_bn(f, out);
+      r.fast_certified = total - static_cast<std::int64_t>(slow.size());
+      r.fallbacks = static_cast<std::int64_t>(slow.size());
+    } else {
+      slow.resize(static_cast<std::size_t>(total));
+      for (std::int64_t i = 0; i < total; ++i) slow[static_cast<std::size_t>(i)] = i;
     }
-    unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
-    nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
-    std::vector<std::int64_t> esc(nt, 0), fast(nt, 0), fall(nt, 0);
+    // The multiprecision path for the outputs the fast path did not certify (or all).
+    nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, static_cast<std::int64_t>(slow.size()))));
+    std::vector<std::int64_t> esc(nt, 0);
     std::vector<long> maxp(nt, 0);
-    std::vector<std::exception_ptr> errors(nt);
-    auto worker = [&](unsigned t) {
-      try {
-        for (std::int64_t o = t; o < g.O; o += nt) channel(o, r, esc[t], maxp[t], fast[t], fall[t]);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (unsigned t = 1; t < nt; ++t) threads.emplace_back(worker, t);
-    worker(0);
-    for (auto& th : threads) th.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    if (!slow.empty()) parallel(nt, [&](unsigned t) {
+      Window win = make_window();
+      Interval yi(opts.precision);
+      for (std::size_t k = t; k < slow.size(); k += nt) exact_output(slow[k], r, win, yi, esc[t], maxp[t]);
+    });
     for (unsigned t = 0; t < nt; ++t) {
       r.escalations += esc[t];
-      r.fast_certified += fast[t];
-      r.fallbacks += fall[t];
       r.max_precision_used = std::max(r.max_precision_used, maxp[t]);
     }
     return r;
@@ -232,97 +186,81 @@ class ConvBnEvaluator {
     }
   }
 
-  // The fast path for one channel: enclosures of every output (fast_conv.hpp), then
-  // each output is certified if both ends of its enclosure round alike in every
-  // requested format; the others are marked for the multiprecision path.
-  void fast_channel(std::int64_t o, LayerResult& r, std::vector<char>& certified) const {
-    const std::int64_t plane = g.OH() * g.OW();
-    detail::ChannelAffine ch;
-    ch.bias = L.bias ? (*L.bias)[o] : 0.0;
-    if (L.bn) {
-      ch.has_bn = true;
-      ch.t_hi = channels[o].t.hi;
-      ch.t_lo = channels[o].t.lo;
-      ch.t_rad = channels[o].t_rad;
-      ch.mean = L.bn->mean[o];
-      ch.beta = L.bn->beta[o];
-    }
-    std::vector<double> yh(plane), yl(plane), rad(plane);
-    certified.assign(static_cast<std::size_t>(g.N * plane), 0);
-    for (std::int64_t n = 0; n < g.N; ++n) {
-      const std::size_t base = static_cast<std::size_t>((n * g.O + o) * plane);
-      detail::enclose_channel(&sums.s[base], &sums.a[base], static_cast<std::size_t>(plane), ch, radius_factor, yh.data(),
-                              yl.data(), rad.data(), &r.conv[base], &r.conv_radius[base]);
-      for (std::int64_t p = 0; p < plane; ++p) {
-        const std::size_t idx = base + static_cast<std::size_t>(p);
-        r.abs_sum[idx] = sums.a[idx] * abs_factor;  // a / (1 - gamma_K), rounded up
-        r.abs_x_sum[idx] = sums.ax[idx] * abs_x_factor;
-        Value& v = r.y[idx];
-        bool ok = true;
-        for (std::size_t f = 0; f < kNumFormats && ok; ++f) {
-          if (!(opts.formats & (1u << f))) {
-            v.rounded[f] = std::numeric_limits<double>::quiet_NaN();
-            continue;
-          }
-          double c = 0;
-          ok = certify_cell(yh[p], yl[p], rad[p], kFormats[f], c);
-          v.rounded[f] = c == 0.0 ? 0.0 : c;
-        }
-        if (!ok) continue;
-        v.approx = DoubleDouble{yh[p], yl[p]};
-        v.radius = rad[p];
-        v.certified = opts.formats;
-        v.precision_used = 0;
-        certified[static_cast<std::size_t>(n * plane + p)] = 1;
+  // Runs f(t) on threads t = 0..nt-1 (0 on the calling thread); rethrows the first error.
+  static void parallel(unsigned nt, const std::function<void(unsigned)>& f) {
+    std::vector<std::exception_ptr> errors(nt);
+    auto guarded = [&](unsigned t) {
+      try {
+        f(t);
+      } catch (...) {
+        errors[t] = std::current_exception();
       }
-    }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 1; t < nt; ++t) threads.emplace_back(guarded, t);
+    guarded(0);
+    for (auto& th : threads) th.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
   }
 
-  void channel(std::int64_t o, LayerResult& r, std::int64_t& escalations, long& maxp, std::int64_t& fast,
-               std::int64_t& fallbacks) const {
-    // The multiprecision scratch is built on first use (the fast path rarely needs it).
-    Window win;
-    std::optional<Interval> yi;
-    auto prepare = [&] {
-      if (yi) return;
-      const std::size_t cap = static_cast<std::size_t>(g.terms_per_output()) + 1;
-      win.terms.reserve(cap);
-      for (std::size_t i = 0; i < cap; ++i) win.terms.emplace_back(product_precision);
-      for (auto& t : win.terms) win.ptrs.push_back(t.get());
-      yi.emplace(opts.precision);
-    };
-    const std::int64_t OH = g.OH(), OW = g.OW();
-    std::vector<char> certified;
-    if (use_fast) fast_channel(o, r, certified);
-    for (std::int64_t n = 0; n < g.N; ++n) {
-      for (std::int64_t oh = 0; oh < OH; ++oh) {
-        for (std::int64_t ow = 0; ow < OW; ++ow) {
-          const std::int64_t idx = ((n * g.O + o) * OH + oh) * OW + ow;
-          if (use_fast) {
-            if (certified[static_cast<std::size_t>((n * OH + oh) * OW + ow)]) {
-              ++fast;
-              continue;
-            }
-            ++fallbacks;
-          }
-          prepare();
-          Interval& y = *yi;
-          gather(win, n, o, oh, ow);
-          r.abs_sum[idx] = win.abs_sum;
-          r.abs_x_sum[idx] = win.abs_x_sum;
-          enclose(y, win, o, opts.precision, &r.conv[idx]);
-          r.conv_radius[idx] = std::fabs(r.conv[idx]) * 0x1p-53 * (1 + 0x1p-50) + 0x1p-1074;
-          Value v;
-          if (!try_certify(y, v, opts.formats)) {
-            ++escalations;
-            v = certify([&](Interval& out, long p) { enclose(out, win, o, p); },
-                        Options{opts.precision * 2, opts.max_precision, 1, opts.formats, false});
-          }
-          maxp = std::max(maxp, v.precision_used);
-          r.y[idx] = v;
-        }
+  // The fast path's per-channel data: the BatchNorm scale as a double-double with a
+  // certified radius (from a 256-bit interval), and the other parameters.
+  std::vector<detail::ChannelAffine> fast_channels(unsigned nt) const {
+    std::vector<detail::ChannelAffine> ch(static_cast<std::size_t>(g.O));
+    nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
+    parallel(nt, [&](unsigned t) {
+      Interval s(256);
+      for (std::int64_t o = t; o < g.O; o += nt) {
+        detail::ChannelAffine& c = ch[static_cast<std::size_t>(o)];
+        c.bias = L.bias ? (*L.bias)[o] : 0.0;
+        if (!L.bn) continue;
+        scale_interval(s, L.bn->gamma[o], L.bn->var[o], L.bn->eps);
+        const DoubleDouble m = midpoint(s);
+        c.has_bn = true;
+        c.t_hi = m.hi;
+        c.t_lo = m.lo;
+        c.t_rad = radius_of(s, m);
+        c.mean = L.bn->mean[o];
+        c.beta = L.bn->beta[o];
       }
+    });
+    return ch;
+  }
+
+  Window make_window() const {
+    Window win;
+    const std::size_t cap = static_cast<std::size_t>(g.terms_per_output()) + 1;
+    win.terms.reserve(cap);
+    for (std::size_t i = 0; i < cap; ++i) win.terms.emplace_back(product_precision);
+    for (auto& t : win.terms) win.ptrs.push_back(t.get());
+    return win;
+  }
+
+  // Output idx (NCHW) on the multiprecision path: its exact products, one correctly rounded
+  // long sum (mpfr_sum), the BatchNorm in interval arithmetic; precision doubled until
+  // every requested format certifies.
+  void exact_output(std::int64_t idx, LayerResult& r, Window& win, Interval& y, std::int64_t& escalations,
+                    long& maxp) const {
+    const std::int64_t OH = g.OH(), OW = g.OW();
+    const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
+    gather(win, n, o, oh, ow);
+    double conv = 0;
+    enclose(y, win, o, opts.precision, &conv);
+    if (opts.bound_data) {
+      r.abs_sum[idx] = win.abs_sum;
+      r.abs_x_sum[idx] = win.abs_x_sum;
+      r.conv[idx] = conv;
+      r.conv_radius[idx] = std::fabs(conv) * 0x1p-53 * (1 + 0x1p-50) + 0x1p-1074;
     }
+    Value v;
+    if (!try_certify(y, v, opts.formats)) {
+      ++escalations;
+      v = certify([&](Interval& out, long p) { enclose(out, win, o, p); },
+                  Options{opts.precision * 2, opts.max_precision, 1, opts.formats, false});
+    }
+    maxp = std::max(maxp, v.precision_used);
+    r.y.set(static_cast<std::size_t>(idx), v);
   }
 
   const LayerData& L;
@@ -330,10 +268,6 @@ class ConvBnEvaluator {
   Options opts;
   bool fast_products = true;
   long product_precision = 53;
-  bool use_fast = false;
-  double abs_factor = 1, radius_factor = 0, abs_x_factor = 1;
-  detail::ConvSums sums;
-  std::vector<FastChannel> channels;
 };
 
 }  // namespace

@@ -1,15 +1,21 @@
 #pragma once
-// The fast path's conv sums: for every output, the double-precision sum s of its exact
-// products x*w (float32 values: every product is exact in binary64), the computed sum a
-// of |x*w| and ax of |x|. A direct kernel vectorised across output pixels and blocked
-// over output channels (fast_conv.cpp). Internal to the reference.
+// The reference's fast path for float32-representable data (internal to the reference).
+//
+// For every output: the double-precision sum s of its exact products x*w (float32
+// values: every product is exact in binary64) and the computed sum a of |x*w| and ax of
+// |x|, from a direct kernel vectorised across 16 output pixels and blocked over output
+// channels; then, per output row, the BatchNorm applied in double-double arithmetic to a
+// certified enclosure of the channel's scale, and the certification of each requested
+// format's rounding (fast_conv.cpp).
 //
 // Contract (rounding-error analysis, Higham 2002, 3.1): the K exact products of the
 // window (padded positions as exact zeros) are added sequentially in (c, kh, kw) order,
 // so |s - S| <= gamma_{K-1}(2^-53) sum|p_i|, and a, a sum of non-negative doubles,
 // satisfies a >= sum|p_i| (1 - gamma_{K-1}); hence |s - S| <= gamma_K a / (1 - gamma_K) is
 // a certified radius. Each output's order is fixed, so results are identical for any
-// thread count and vector width.
+// thread count and vector width. An output is certified when its enclosure lies strictly
+// inside one rounding cell of every requested format; the others are returned for the
+// multiprecision path.
 //
 // Why not BLAS: Debian's OpenBLAS 0.3.21 does not recognise this machine's CPU and falls
 // back to its Prescott kernels (measured 4.5 G multiply-adds/s per core for dgemm, 22 G
@@ -22,17 +28,6 @@
 
 namespace foldcheck::ref::detail {
 
-struct ConvSums {
-  std::vector<double> s, a, ax;  // per output, NCHW
-};
-
-void conv_sums(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, unsigned threads,
-               ConvSums& out);
-
-}  // namespace foldcheck::ref::detail
-
-namespace foldcheck::ref::detail {
-
 // Per channel: the BatchNorm's scale enclosure and parameters (no BN: has_bn false).
 struct ChannelAffine {
   bool has_bn = false;
@@ -40,12 +35,31 @@ struct ChannelAffine {
   double mean = 0, beta = 0, bias = 0;   // bias: the conv's (0 if none)
 };
 
-// For `count` outputs of one channel: the enclosure y +- rad of the layer's output and
-// conv +- conv_rad of the conv's, from the sums s (radius radius_factor * a) in
-// double-double arithmetic (dd_arith.hpp), with every rounding of the bound evaluation
-// covered. Vectorisable; compiled for FMA hardware where present (target_clones).
-void enclose_channel(const double* __restrict s, const double* __restrict a, std::size_t count, const ChannelAffine& ch,
-                     double radius_factor, double* __restrict y_hi, double* __restrict y_lo, double* __restrict rad,
-                     double* __restrict conv, double* __restrict conv_rad);
+struct FastLayer {
+  const ConvGeometry* g = nullptr;
+  const std::vector<double>* x = nullptr;
+  const std::vector<double>* w = nullptr;
+  std::vector<ChannelAffine> channels;  // one per output channel
+  unsigned formats = 0;                 // formats to certify (never float64: see the header)
+  unsigned threads = 0;
+  // Per-layer factors from gamma_K (conv_bn_reference.cpp): the sum's radius is
+  // radius_factor * a, and abs_factor * a, abs_x_factor * ax are upper bounds on
+  // sum|x w| and sum|x|.
+  double radius_factor = 0, abs_factor = 1, abs_x_factor = 1;
+};
+
+// Where the fast path writes: y (every output it certifies; the others untouched) and,
+// when the pointers are set, the bound data of every output (conv_bn_reference.hpp).
+struct FastOut {
+  ValueArray* y = nullptr;
+  double *conv = nullptr, *conv_radius = nullptr, *abs_sum = nullptr, *abs_x_sum = nullptr;
+};
+
+// Runs the fast path over every output; returns the indices it could not certify, ascending.
+std::vector<std::int64_t> fast_conv_bn(const FastLayer& layer, FastOut& out);
+
+// Whether every real in [y - r, y + r] (y = yh + yl) rounds to the same value of format f,
+// and which (zero as +0).
+bool certify_cell(double yh, double yl, double r, const Format& f, double& out);
 
 }  // namespace foldcheck::ref::detail

@@ -60,8 +60,14 @@ struct Comparison {
 // element absolute bound on |v - x|; the verdict is UNEXPECTED when any element exceeds
 // it (or is NaN / a spurious Inf), MISTRUSTED when every exact value is 0. With
 // `probabilistic` bounds too, SUSPICIOUS when within `bounds` but beyond these.
-Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
+Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType t,
                    const std::vector<double>* bounds = nullptr, const std::vector<double>* probabilistic = nullptr);
+// The same for separately certified values (folded weights and biases).
+inline Comparison compare(const std::vector<double>& v, const std::vector<ref::Value>& x, DType t,
+                          const std::vector<double>* bounds = nullptr,
+                          const std::vector<double>* probabilistic = nullptr) {
+  return compare(v, ref::ValueArray(x), t, bounds, probabilistic);
+}
 
 // The smallest tolerances a torch.testing.assert_close-style check (|a - e| <= atol +
 // rtol |e|) needs to accept every result within `bounds` of the exact values x: derived
@@ -71,7 +77,7 @@ struct Tolerance {
   double rtol_alone = 0;  // atol = 0 (inf if some exact value is 0)
   double rtol = 0, atol = 0;  // rtol = median of bound/|x|, atol covers the rest
 };
-Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const std::vector<ref::Value>& x);
+Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const ref::ValueArray& x);
 nlohmann::json to_json(const Tolerance& t);
 
 // Signed ULP error of v against the double-double x (finite values).

@@ -9,8 +9,10 @@
 // Ties cannot stall it: an expression that hits a tie exactly is computed exactly
 // (point interval), and an irrational value is never a tie.
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
+#include <vector>
 
 #include "foldcheck/reference/formats.hpp"
 #include "foldcheck/reference/interval.hpp"
@@ -30,6 +32,9 @@ struct Options {
   // compare in (kAllFormats keeps every output on the multiprecision path).
   unsigned formats = kAllFormats;
   bool fast = true;            // allow the conv reference's fast path
+  // conv_bn: also return each output's conv value and radius and the window sums
+  // sum|x w|, sum|x| that error bounds need (conv_bn_reference.hpp).
+  bool bound_data = true;
 };
 
 struct CertificationError : std::runtime_error {
@@ -46,6 +51,47 @@ struct Value {
 
   // Throws std::logic_error if f's rounding was not certified (not requested).
   double rounded_to(const Format& f) const;
+};
+
+// Many certified values stored by field (structure of arrays): a layer reference writes
+// millions of them, and by field it writes only the formats it certifies, in streams the
+// fast path fills with vector stores. operator[] assembles one Value (a copy).
+// Contract: for each i, rounded(i, k) holds kFormats[k]'s correct rounding of the exact
+// value whenever certified(i) has bit k (NaN or unused otherwise); approx/radius enclose it.
+class ValueArray {
+ public:
+  ValueArray() = default;
+  // n values; storage for the rounded values of the formats in `formats` only.
+  ValueArray(std::size_t n, unsigned formats);
+  // A copy of separately certified values (storage for every format any of them certifies).
+  explicit ValueArray(const std::vector<Value>& values);
+
+  std::size_t size() const { return hi_.size(); }
+  bool empty() const { return hi_.empty(); }
+  unsigned formats() const { return formats_; }
+  Value operator[](std::size_t i) const;
+  void set(std::size_t i, const Value& v);  // v's certified formats must be among formats()
+
+  DoubleDouble approx(std::size_t i) const { return {hi_[i], lo_[i]}; }
+  double radius(std::size_t i) const { return radius_[i]; }
+  unsigned certified(std::size_t i) const { return certified_[i]; }
+  // Throws std::logic_error if f's rounding of value i was not certified.
+  double rounded_to(std::size_t i, const Format& f) const;
+
+  // The raw streams, for writers that fill many values at once.
+  double* hi() { return hi_.data(); }
+  double* lo() { return lo_.data(); }
+  double* radius() { return radius_.data(); }
+  double* rounded(std::size_t format_index) { return rounded_[format_index].data(); }
+  std::uint8_t* certified() { return certified_.data(); }
+  std::int32_t* precision_used() { return precision_.data(); }
+
+ private:
+  unsigned formats_ = 0;
+  std::vector<double> hi_, lo_, radius_;
+  std::array<std::vector<double>, kNumFormats> rounded_;
+  std::vector<std::uint8_t> certified_;
+  std::vector<std::int32_t> precision_;
 };
 
 Value certify(const std::function<void(Interval& out, long precision)>& f, const Options& opts);

@@ -57,7 +57,8 @@ struct LayerData {
 };
 
 struct LayerResult {
-  std::vector<Value> y;            // certified layer outputs, NCHW
+  ValueArray y;                    // certified layer outputs, NCHW
+  // Bound data (empty unless Options::bound_data):
   std::vector<double> conv;        // conv output incl. bias (before BN), to within conv_radius
   std::vector<double> conv_radius; // |conv - exact conv| <= conv_radius (certified)
   std::vector<double> abs_sum;     // upper bound on sum |x_i w_i| over each output's window
