@@ -23,7 +23,7 @@ double Value::rounded_to(const Format& f) const {
 ValueArray::ValueArray(std::size_t n, unsigned formats)
     : formats_(formats), hi_(n), lo_(n), radius_(n), certified_(n), precision_(n) {
   for (std::size_t k = 0; k < kNumFormats; ++k)
-    if (formats & (1u << k)) rounded_[k].assign(n, std::numeric_limits<double>::quiet_NaN());
+    if (formats & (1u << k)) rounded_[k].resize(n);
 }
 
 namespace {

@@ -16,10 +16,6 @@
 namespace foldcheck::ref {
 namespace {
 
-bool all_float32(const std::vector<double>& v) {
-  return std::all_of(v.begin(), v.end(),
-                     [](double d) { return static_cast<double>(static_cast<float>(d)) == d || std::isnan(d); });
-}
 
 // scale = gamma / sqrt(var + eps) as an enclosure at precision p.
 void scale_interval(Interval& s, double gamma, double var, double eps) {
@@ -54,7 +50,7 @@ class ConvBnEvaluator {
  public:
   ConvBnEvaluator(const LayerData& layer, const Options& opts) : L(layer), g(layer.geometry), opts(opts) {
     validate();
-    fast_products = all_float32(*L.x) && all_float32(*L.w);
+    fast_products = detail::all_float32(*L.x) && detail::all_float32(*L.w);
     product_precision = fast_products ? 53 : 106;
   }
 
@@ -72,7 +68,7 @@ class ConvBnEvaluator {
     // The fast path: float32 data, and no float64 rounding to certify (its enclosure is
     // about 2^-40 relative: enough for float32 and narrower, never for float64).
     const bool use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) &&
-                          (!L.bias || all_float32(*L.bias));
+                          (!L.bias || detail::all_float32(*L.bias));
     std::vector<std::int64_t> slow;
     if (use_fast) {
       detail::FastLayer f;
@@ -87,12 +83,15 @@ class ConvBnEvaluator {
       const double gam = K * u / (1 - K * u) * (1 + 0x1p-50);
       f.abs_factor = 1 / (1 - gam) * (1 + 0x1p-50);
       f.radius_factor = gam * f.abs_factor * (1 + 0x1p-50);
+      f.gamma = gam;
       f.abs_x_factor = 1.0 + (K + 1) * 0x1p-52;
       f.channels = fast_channels(nt);
       detail::FastOut out{&r.y};
       if (opts.bound_data) out = {&r.y, r.conv.data(), r.conv_radius.data(), r.abs_sum.data(), r.abs_x_sum.data()};
-      slow = detail::fast_conv_bn(f, out);
+      detail::FastResult fr = detail::fast_conv_bn(f, out);
+      slow = std::move(fr.uncertified);
       r.fast_certified = total - static_cast<std::int64_t>(slow.size());
+      r.compensated = fr.compensated;
       r.fallbacks = static_cast<std::int64_t>(slow.size());
     } else {
       slow.resize(static_cast<std::size_t>(total));

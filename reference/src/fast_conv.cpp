@@ -10,16 +10,22 @@
 #include "foldcheck/reference/dd_arith.hpp"
 
 namespace foldcheck::ref::detail {
+
+const Kernels& kernels() {
+  static const Kernels k = __builtin_cpu_supports("x86-64-v4")   ? isa_v4::kernels()
+                           : __builtin_cpu_supports("x86-64-v3") ? isa_v3::kernels()
+                                                                 : isa_base::kernels();
+  return k;
+}
+
+bool all_float32(const std::vector<double>& v) { return kernels().all_float32(v.data(), v.size()); }
+
 namespace {
 
-typedef double v8 __attribute__((vector_size(64)));
-typedef long long v8i __attribute__((vector_size(64)));
-constexpr std::int64_t kOBMax = 4;  // output channels per block: each input vector feeds up to 4
+constexpr std::size_t kF32 = 1;  // kFormats index of binary32
+static_assert(kFormats[kF32].precision == 24 && kFormats[kF32].emin == -126);
 
-#define FOLDCHECK_VABS(v) ((v8)((v8i)(v) & 0x7fffffffffffffffLL))
-
-// The input with its padding made explicit (zeros), plus slack so that a block of 16
-// output pixels past the row's end reads zeros or other rows' values (never used).
+// The input with its padding made explicit (zeros).
 struct Padded {
   std::vector<double> v;
   std::int64_t Hp = 0, Wp = 0;
@@ -29,7 +35,7 @@ Padded pad_input(const ConvGeometry& g, const std::vector<double>& x) {
   Padded p;
   p.Hp = g.H + g.pad_top + g.pad_bottom;
   p.Wp = g.W + g.pad_left + g.pad_right;
-  p.v.assign(static_cast<std::size_t>(g.N * g.C * p.Hp * p.Wp + 16 * g.stride_w + g.KW * g.dil_w + 64), 0.0);
+  p.v.assign(static_cast<std::size_t>(g.N * g.C * p.Hp * p.Wp), 0.0);
   for (std::int64_t nc = 0; nc < g.N * g.C; ++nc)
     for (std::int64_t h = 0; h < g.H; ++h)
       std::copy_n(&x[static_cast<std::size_t>((nc * g.H + h) * g.W)], g.W,
@@ -37,12 +43,12 @@ Padded pad_input(const ConvGeometry& g, const std::vector<double>& x) {
   return p;
 }
 
-// Weights regrouped per group and block of kOB output channels as [c][kh][kw][kOB], with
-// zero weights for the channels a last block lacks (their outputs are discarded), and
-// their absolute values.
+// Weights blocked per group and block of kOB output channels (fast_kernels.hpp), with zero
+// weights for the channels a last block lacks (their outputs are discarded), and their
+// absolute values.
 struct BlockedWeights {
-  std::int64_t kOB = 1, blocks_per_group = 1;
-  std::vector<std::vector<double>> w, wabs;  // per group
+  std::int64_t kOB = 1, blocks_per_group = 1, group_stride = 0;
+  std::vector<double> w, wabs;
 };
 
 BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w) {
@@ -50,214 +56,81 @@ BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w
   const std::int64_t og = g.O / g.groups, cg = g.C / g.groups, per = cg * g.KH * g.KW;
   b.kOB = og >= kOBMax ? kOBMax : 1;
   b.blocks_per_group = (og + b.kOB - 1) / b.kOB;
-  b.w.assign(static_cast<std::size_t>(g.groups), std::vector<double>(static_cast<std::size_t>(b.blocks_per_group * per * b.kOB), 0.0));
+  b.group_stride = b.blocks_per_group * per * b.kOB;
+  b.w.assign(static_cast<std::size_t>(g.groups * b.group_stride), 0.0);
   for (std::int64_t gi = 0; gi < g.groups; ++gi)
     for (std::int64_t ol = 0; ol < og; ++ol)
       for (std::int64_t k = 0; k < per; ++k)
-        b.w[gi][static_cast<std::size_t>(((ol / b.kOB) * per + k) * b.kOB + ol % b.kOB)] =
+        b.w[static_cast<std::size_t>(gi * b.group_stride + ((ol / b.kOB) * per + k) * b.kOB + ol % b.kOB)] =
             w[static_cast<std::size_t>((gi * og + ol) * per + k)];
   b.wabs = b.w;
-  for (auto& v : b.wabs)
-    for (double& d : v) d = std::fabs(d);
+  for (double& d : b.wabs) d = std::fabs(d);
   return b;
 }
 
-// One output row's sums, by channel: s, a at [o * stride + ow], ax at [group * stride + ow]
-// (stride: OW rounded up to 16, plus kOBMax spare rows for a last block's unused lanes).
-struct RowSums {
-  std::int64_t stride = 0;
-  std::vector<double> s, a, ax;
-};
-
-// 16 output pixels (n, oh, ow0..ow0+15) of channels o0..o0+kOB-1: every product x*w of the
-// window (padding included as exact zeros) in (c, kh, kw) order, accumulated into a
-// sum and a sum of |x*w| per output, in registers. Lanes are independent outputs, so
-// the vector width (target_clones: AVX-512, AVX2 or SSE at run time) does not change any
-// output's operation order. With ax, also the window sums of |x|.
-// Contraction to FMA is allowed here, and only here: every product x*w and |x|*|w| of
-// float32 values is exact in binary64, so fma(x, w, s) = RN(x*w + s) = RN(RN(x*w) + s),
-// bit for bit the same sums as separate multiplies and adds, in fewer instructions.
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
-template <int kOB, bool kUnitStride>
-__attribute__((always_inline)) inline void block16(const ConvGeometry& g, const Padded& xp, const double* __restrict wr,
-                                                   const double* __restrict war, const double* xc,
-                                                   double* __restrict s_out, double* __restrict a_out,
-                                                   double* __restrict ax_out, std::int64_t stride) {
-  const std::int64_t cg = g.C / g.groups;
-  v8 s[kOB][2] = {}, a[kOB][2] = {}, ax[2] = {};
-  const std::int64_t sw = g.stride_w, dw = g.dil_w, KW = g.KW;
-  // Pointers walk the window: the input row of (ci, kh) and its weights, advanced by
-  // constant strides instead of recomputed indices.
-  const std::int64_t row_step = g.dil_h * xp.Wp, chan_step = xp.Hp * xp.Wp;
-  for (std::int64_t ci = 0; ci < cg; ++ci, xc += chan_step) {
-    const double* xr = xc;
-    for (std::int64_t kh = 0; kh < g.KH; ++kh, xr += row_step, wr += KW * kOB, war += KW * kOB) {
-      for (std::int64_t kw = 0; kw < KW; ++kw) {
-        v8 xv[2];
-        if (kUnitStride) {
-          __builtin_memcpy(&xv[0], xr + kw * dw, sizeof(v8));
-          __builtin_memcpy(&xv[1], xr + 8 + kw * dw, sizeof(v8));
-        } else {
-          for (int j = 0; j < 16; ++j) xv[j / 8][j % 8] = xr[j * sw + kw * dw];
-        }
-        const v8 xa0 = FOLDCHECK_VABS(xv[0]), xa1 = FOLDCHECK_VABS(xv[1]);
-        ax[0] += xa0;  // always (cheaper than a branch); stored if asked
-        ax[1] += xa1;
-        for (std::int64_t b = 0; b < kOB; ++b) {
-          const double wv = wr[kw * kOB + b], wa = war[kw * kOB + b];
-          s[b][0] += xv[0] * wv;
-          s[b][1] += xv[1] * wv;
-          a[b][0] += xa0 * wa;
-          a[b][1] += xa1 * wa;
-        }
-      }
-    }
-  }
-  for (std::int64_t b = 0; b < kOB; ++b) {
-    __builtin_memcpy(s_out + b * stride, &s[b][0], sizeof(v8));
-    __builtin_memcpy(s_out + b * stride + 8, &s[b][1], sizeof(v8));
-    __builtin_memcpy(a_out + b * stride, &a[b][0], sizeof(v8));
-    __builtin_memcpy(a_out + b * stride + 8, &a[b][1], sizeof(v8));
-  }
-  if (ax_out) {
-    __builtin_memcpy(ax_out, &ax[0], sizeof(v8));
-    __builtin_memcpy(ax_out + 8, &ax[1], sizeof(v8));
+// The second tier, for an output the vector pass could not certify (its enclosure, ~2^-40
+// relative, straddles a rounding boundary): its exact products and the conv bias summed
+// again with TwoSum (Ogita, Rump & Oishi 2005, Sum2). Each step is error-free, so
+// S = s + sum e_i exactly; sigma = fl(sum e_i) is within gamma_{n-1} sum|e_i| of sum e_i,
+// and E = fl(sum |e_i|) bounds that a posteriori exactly as the kernel's a does
+// (fast_conv.hpp). The conv is then two_sum(s, sigma) +- radius, about 2^-100 relative;
+// the BatchNorm enclosure follows in double-double arithmetic (the vector pass's
+// operations, on one lane: enclose_affine below) and certify_cell tests each format.
+// Writes y[idx] and returns true when every requested format certifies.
+void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double& yh, double& yl, double& r) {
+  if (ch.has_bn) {
+    const dd::DD t{ch.t_hi, ch.t_lo};
+    const dd::DD d = dd::plus_fp(c, -ch.mean);
+    const double rad_d = Ec + dd::kOpRel * dd::mag(d);
+    const dd::DD p = dd::times_dd(d, t);
+    const double rad_p = (dd::mag(d) + rad_d) * ch.t_rad + dd::mag(t) * rad_d + dd::kOpRel * dd::mag(p);
+    const dd::DD y = dd::plus_fp(p, ch.beta);
+    const double ry = rad_p + dd::kOpRel * dd::mag(y);
+    r = ry * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(y) + ry);
+    yh = y.hi;
+    yl = y.lo;
+  } else {
+    r = Ec * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(c) + Ec);
+    yh = c.hi;
+    yl = c.lo;
   }
 }
 
-template <int kOB, bool kUnitStride>
-__attribute__((always_inline)) inline void row_sums_impl(const ConvGeometry& g, const Padded& xp,
-                                                         const BlockedWeights& bw, std::int64_t n, std::int64_t oh,
-                                                         RowSums& rs) {
-  const std::int64_t og = g.O / g.groups, cg = g.C / g.groups, per = cg * g.KH * g.KW, OW = g.OW();
-  for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
-    for (std::int64_t gi = 0; gi < g.groups; ++gi) {
-      const double* xc = &xp.v[static_cast<std::size_t>(((n * g.C + gi * cg) * xp.Hp + oh * g.stride_h) * xp.Wp +
-                                                        ow0 * g.stride_w)];
-      for (std::int64_t bi = 0; bi < bw.blocks_per_group; ++bi) {
-        const std::int64_t o0 = gi * og + bi * kOB;
-        const std::size_t off = static_cast<std::size_t>(bi * per * kOB);
-        // The group's first block also sums |x| for all its channels.
-        block16<kOB, kUnitStride>(g, xp, bw.w[gi].data() + off, bw.wabs[gi].data() + off, xc,
-                                  &rs.s[static_cast<std::size_t>(o0 * rs.stride + ow0)],
-                                  &rs.a[static_cast<std::size_t>(o0 * rs.stride + ow0)],
-                                  bi == 0 ? &rs.ax[static_cast<std::size_t>(gi * rs.stride + ow0)] : nullptr,
-                                  rs.stride);
-      }
+bool recheck(const ConvGeometry& g, const Padded& xp, const std::vector<double>& w, const FastLayer& L,
+             std::int64_t idx, ValueArray& y) {
+  const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
+  const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
+  const ChannelAffine& ch = L.channels[static_cast<std::size_t>(o)];
+  double sum = 0, sigma = 0, E = 0;
+  auto add = [&](double p) {
+    const dd::DD t = dd::two_sum(sum, p);
+    sum = t.hi;
+    sigma += t.lo;
+    E += std::fabs(t.lo);
+  };
+  const double* wo = &w[static_cast<std::size_t>(o * cg * g.KH * g.KW)];
+  for (std::int64_t ci = 0; ci < cg; ++ci)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+      const double* xr = &xp.v[static_cast<std::size_t>(
+          ((n * g.C + (o / og) * cg + ci) * xp.Hp + oh * g.stride_h + kh * g.dil_h) * xp.Wp + ow * g.stride_w)];
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) add(xr[kw * g.dil_w] * *wo++);  // exact products
     }
-  }
-}
-
-// The kernel for blocks of 4 channels (ordinary convs) and of 1 (depthwise: one output
-// channel per group), unit or general stride, each compiled for AVX-512, AVX2+FMA and
-// baseline x86-64.
-#define FOLDCHECK_ROW_SUMS(NAME, KOB, UNIT)                                                                      \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void NAME(                         \
-      const ConvGeometry& g, const Padded& xp, const BlockedWeights& bw, std::int64_t n, std::int64_t oh, \
-      RowSums& rs) {                                                                                               \
-    row_sums_impl<KOB, UNIT>(g, xp, bw, n, oh, rs);                                                                \
-  }
-FOLDCHECK_ROW_SUMS(row_sums4_unit, 4, true)
-FOLDCHECK_ROW_SUMS(row_sums4, 4, false)
-FOLDCHECK_ROW_SUMS(row_sums1_unit, 1, true)
-FOLDCHECK_ROW_SUMS(row_sums1, 1, false)
-#undef FOLDCHECK_ROW_SUMS
-#pragma GCC pop_options
-
-void row_sums(const ConvGeometry& g, const Padded& xp, const BlockedWeights& bw, std::int64_t n, std::int64_t oh,
-              RowSums& rs) {
-  const bool unit = g.stride_w == 1;
-  if (bw.kOB == kOBMax) (unit ? row_sums4_unit : row_sums4)(g, xp, bw, n, oh, rs);
-  else (unit ? row_sums1_unit : row_sums1)(g, xp, bw, n, oh, rs);
-}
-
-// The epilogue for `count` outputs of one channel row: the enclosure y +- rad of the
-// layer's output and conv +- conv_rad of the conv's, from the sums s (radius
-// radius_factor * a), in double-double arithmetic (dd_arith.hpp) with every rounding of
-// the bound evaluation covered; then float32's rounding, certified when the enclosure
-// lies strictly inside its rounding cell (certify_cell's test, written branch-free so the
-// loop vectorises). ok[i] reports whether output i is certified in every requested format.
-struct RowOut {
-  double *hi, *lo, *rad;
-  std::array<double*, kNumFormats> rounded;  // null: format not requested
-  std::uint8_t* certified;
-  std::int32_t* precision;
-  double *conv, *conv_rad, *abs_sum, *abs_x_sum;  // null: not asked for
-};
-
-constexpr std::size_t kF32 = 1;  // kFormats index of binary32
-static_assert(kFormats[kF32].precision == 24 && kFormats[kF32].emin == -126);
-
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void finish_row(
-    const double* __restrict s, const double* __restrict a, const double* __restrict ax, std::int64_t count,
-    const ChannelAffine& ch, const FastLayer& L, const RowOut& o, double* __restrict scratch,
-    std::uint8_t* __restrict ok) {
-  const dd::DD t{ch.t_hi, ch.t_lo};
-  const double tmag = dd::mag(t), rf = L.radius_factor;
-  const bool want32 = o.rounded[kF32] != nullptr;
-  double* __restrict hi = o.hi;
-  double* __restrict lo = o.lo;
-  double* __restrict rad = o.rad;
-  double* __restrict r32 = want32 ? o.rounded[kF32] : scratch;
-  for (std::int64_t i = 0; i < count; ++i) {
-    const double Ec = a[i] * rf;
-    const dd::DD c = dd::two_sum(s[i], ch.bias);  // exact
-    double yh = c.hi, yl = c.lo, r;
-    if (ch.has_bn) {
-      const dd::DD d = dd::plus_fp(c, -ch.mean);
-      const double rad_d = Ec + dd::kOpRel * dd::mag(d);
-      const dd::DD p = dd::times_dd(d, t);
-      const double rad_p = (dd::mag(d) + rad_d) * ch.t_rad + tmag * rad_d + dd::kOpRel * dd::mag(p);
-      const dd::DD y = dd::plus_fp(p, ch.beta);
-      const double ry = rad_p + dd::kOpRel * dd::mag(y);
-      // Cover the evaluation of ry itself and of the endpoints y +- r used below.
-      r = ry * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(y) + ry);
-      yh = y.hi;
-      yl = y.lo;
-    } else {
-      r = Ec * (1 + 0x1p-40) + 2 * dd::kOpRel * (dd::mag(c) + Ec);
-    }
-    hi[i] = yh;
-    lo[i] = yl;
-    rad[i] = r;
-    // float32: v = the hardware rounding of yh; if y's enclosure lies inside v's cell, v
-    // is the rounding of every point of it (certify_cell, below, explains the cell).
-    // For v = 0 the formulas give half = 2^-150 on both sides, as they should.
-    const double v = static_cast<double>(static_cast<float>(yh));
-    const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
-    const std::int64_t e = static_cast<std::int64_t>((bits >> 52) & 0x7ff) - 1023;
-    const std::int64_t q = std::max<std::int64_t>(e, kFloat32.emin) - (kFloat32.precision - 1);
-    const double half = std::bit_cast<double>(static_cast<std::uint64_t>(q - 1 + 1023) << 52);
-    const bool pow2 = (bits & ((std::uint64_t{1} << 52) - 1)) == 0 && e > kFloat32.emin;
-    const double toward_zero = pow2 ? half * 0.5 : half;
-    const double below = v > 0 ? toward_zero : half, above = v > 0 ? half : toward_zero;
-    const double d = (yh - v) + yl;
-    const double m = r + 0x1p-50 * (std::fabs(d) + r);
-    const bool in_cell = d - m > -below && d + m < above && std::fabs(v) <= 0x1.fffffep127;
-    r32[i] = v == 0.0 ? 0.0 : v;
-    ok[i] = static_cast<std::uint8_t>(in_cell || !want32);
-  }
-  // Other narrow formats (float16, bfloat16): the general test, one output at a time.
-  for (std::size_t k = 0; k < kNumFormats; ++k) {
-    if (k == kF32 || !o.rounded[k]) continue;
-    for (std::int64_t i = 0; i < count; ++i)
-      if (ok[i]) ok[i] = certify_cell(hi[i], lo[i], rad[i], kFormats[k], o.rounded[k][i]);
-  }
-  for (std::int64_t i = 0; i < count; ++i) {
-    o.certified[i] = ok[i] ? static_cast<std::uint8_t>(L.formats) : 0;
-    o.precision[i] = 0;
-  }
-  if (o.conv) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      const double Ec = a[i] * rf;
-      const dd::DD c = dd::two_sum(s[i], ch.bias);  // exact
-      o.conv[i] = c.hi;
-      o.conv_rad[i] = (Ec + std::fabs(c.lo)) * (1 + 0x1p-50);
-      o.abs_sum[i] = a[i] * L.abs_factor;  // a / (1 - gamma_K), rounded up
-      o.abs_x_sum[i] = ax[i] * L.abs_x_factor;
-    }
-  }
+  add(ch.bias);
+  const double terms = static_cast<double>(g.terms_per_output() + 1), u = 0x1p-53;
+  const double gam = terms * u / (1 - terms * u) * (1 + 0x1p-50);
+  const double radius_factor = gam / (1 - gam) * (1 + 0x1p-50) * (1 + 0x1p-50);
+  double yh, yl, r;
+  enclose_affine(dd::two_sum(sum, sigma), E * radius_factor, ch, yh, yl, r);
+  Value v;
+  v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    if ((L.formats & (1u << k)) && !certify_cell(yh, yl, r, kFormats[k], v.rounded[k])) return false;
+  v.approx = {yh, yl};
+  v.radius = r;
+  v.certified = L.formats;
+  v.precision_used = 0;
+  y.set(static_cast<std::size_t>(idx), v);
+  return true;
 }
 
 }  // namespace
@@ -299,44 +172,90 @@ bool certify_cell(double yh, double yl, double r, const Format& f, double& out) 
   return true;
 }
 
-std::vector<std::int64_t> fast_conv_bn(const FastLayer& L, FastOut& out) {
+
+FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const ConvGeometry& g = *L.g;
+  const Kernels& K = kernels();
   const Padded xp = pad_input(g, *L.x);
   const BlockedWeights bw = block_weights(g, *L.w);
-  const std::int64_t OH = g.OH(), OW = g.OW();
+  const std::int64_t OH = g.OH(), OW = g.OW(), og = g.O / g.groups;
   // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
-  // Within a row, for each tile of 16 pixels every channel block reuses the same input
-  // window while it sits in L1 (large-C 1x1 layers would otherwise stream the whole input
-  // from memory once per block).
   const std::int64_t items = g.N * OH;
   unsigned nt = L.threads ? L.threads : std::max(1u, std::thread::hardware_concurrency());
   nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, items)));
   ValueArray& y = *out.y;
   const bool bounds = out.conv != nullptr;
+  // The sums' radius. With the bound data asked for, the kernel also sums |x w| into a and
+  // the radius is radius_factor * a (fast_conv.hpp). Without, the kernel skips that second
+  // sum (half its multiply-adds) and the radius comes from sum|x w| <= max_o|w| * sum|x|:
+  // sum|x| <= abs_x_factor * ax (ax the computed sum of |x|), so gamma_K * sum|x w| <=
+  // gamma * abs_x_factor * wmax_o * ax, where gamma (>= gamma_K) is radius_factor's own
+  // factor; the factor 1 + 2^-48 covers the four roundings in forming rf_o and rf_o * ax.
+  // The a-priori bound is looser (by max|w| / mean|w|, typically 3 to 4); the outputs it
+  // leaves uncertified go to the second tier (recheck), which does not depend on it.
+  std::vector<double> rf(static_cast<std::size_t>(g.O), L.radius_factor);
+  if (!bounds) {
+    const std::int64_t per = g.terms_per_output();
+    for (std::int64_t o = 0; o < g.O; ++o) {
+      double wmax = 0;
+      for (std::int64_t k = 0; k < per; ++k) wmax = std::max(wmax, std::fabs((*L.w)[static_cast<std::size_t>(o * per + k)]));
+      rf[static_cast<std::size_t>(o)] = L.gamma * L.abs_x_factor * wmax * (1 + 0x1p-48);
+    }
+  }
   std::vector<std::vector<std::int64_t>> failed(nt);
+  std::vector<std::int64_t> compensated(nt, 0);
   auto work = [&](unsigned t) {
-    RowSums rs;
-    rs.stride = (OW + 15) / 16 * 16;
-    rs.s.assign(static_cast<std::size_t>((g.O + kOBMax) * rs.stride), 0.0);
-    rs.a.assign(rs.s.size(), 0.0);
-    rs.ax.assign(static_cast<std::size_t>(g.groups * rs.stride), 0.0);
+    // Per thread: the row's sums (16-lane stride, kOBMax spare rows) and its input panel,
+    // wide enough for every read of a 16-pixel block (zeros past the padded width).
+    const std::int64_t stride = (OW + 15) / 16 * 16;
+    const std::int64_t panel_w = std::max(xp.Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
+    std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
+        ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));
     std::vector<std::uint8_t> ok(static_cast<std::size_t>(OW));
     std::vector<double> scratch(static_cast<std::size_t>(OW));
+    const RowSumsArgs ra{g.C, g.KH, g.KW, g.stride_w, g.dil_w, g.groups, og, OW, panel.data(), panel_w,
+                         bw.w.data(), bw.wabs.data(), bw.group_stride, bw.kOB, bw.blocks_per_group, bounds,
+                         s.data(), a.data(), ax.data(), stride};
+    const bool want32 = L.formats & (1u << kF32);
     for (std::int64_t it = t; it < items; it += nt) {
       const std::int64_t n = it / OH, oh = it % OH;
-      row_sums(g, xp, bw, n, oh, rs);
+      // The row's panel: for each channel and kernel row, the input row it reads. The kernel
+      // then walks one compact block instead of C planes a page or more apart (1x1 layers
+      // with many channels were TLB- and prefetch-bound on the planes).
+      for (std::int64_t c = 0; c < g.C; ++c)
+        for (std::int64_t kh = 0; kh < g.KH; ++kh)
+          std::copy_n(&xp.v[static_cast<std::size_t>(((n * g.C + c) * xp.Hp + oh * g.stride_h + kh * g.dil_h) * xp.Wp)],
+                      xp.Wp, &panel[static_cast<std::size_t>((c * g.KH + kh) * panel_w)]);
+      K.row_sums(ra);
       for (std::int64_t o = 0; o < g.O; ++o) {
         const std::int64_t base = ((n * g.O + o) * OH + oh) * OW;
-        const std::size_t b = static_cast<std::size_t>(base), r = static_cast<std::size_t>(o * rs.stride);
-        RowOut ro{y.hi() + b, y.lo() + b, y.radius() + b, {}, y.certified() + b, y.precision_used() + b,
-                  bounds ? out.conv + b : nullptr, bounds ? out.conv_radius + b : nullptr,
-                  bounds ? out.abs_sum + b : nullptr, bounds ? out.abs_x_sum + b : nullptr};
-        for (std::size_t k = 0; k < kNumFormats; ++k)
-          if (L.formats & (1u << k)) ro.rounded[k] = y.rounded(k) + b;
-        finish_row(&rs.s[r], &rs.a[r], &rs.ax[static_cast<std::size_t>((o / (g.O / g.groups)) * rs.stride)], OW,
-                   L.channels[static_cast<std::size_t>(o)], L, ro, scratch.data(), ok.data());
+        const std::size_t b = static_cast<std::size_t>(base), r = static_cast<std::size_t>(o * stride);
+        const double* axr = &ax[static_cast<std::size_t>((o / og) * stride)];
+        const FinishArgs fa{&s[r], bounds ? &a[r] : axr, &a[r], axr, rf[static_cast<std::size_t>(o)], OW,
+                            L.channels[static_cast<std::size_t>(o)], want32, L.abs_factor, L.abs_x_factor,
+                            y.hi() + b, y.lo() + b, y.radius() + b, want32 ? y.rounded(kF32) + b : scratch.data(),
+                            ok.data(), bounds ? out.conv + b : nullptr, bounds ? out.conv_radius + b : nullptr,
+                            bounds ? out.abs_sum + b : nullptr, bounds ? out.abs_x_sum + b : nullptr};
+        K.finish_row(fa);
+        // Other narrow formats (float16, bfloat16): the general cell test, one at a time.
+        for (std::size_t k = 0; k < kNumFormats; ++k) {
+          if (k == kF32 || !(L.formats & (1u << k))) continue;
+          double* rk = y.rounded(k) + b;
+          for (std::int64_t i = 0; i < OW; ++i)
+            if (ok[static_cast<std::size_t>(i)]) ok[static_cast<std::size_t>(i)] = certify_cell(fa.hi[i], fa.lo[i], fa.rad[i], kFormats[k], rk[i]);
+        }
+        std::uint8_t* cert = y.certified() + b;
+        std::int32_t* prec = y.precision_used() + b;
+        const std::uint8_t all = static_cast<std::uint8_t>(L.formats);
+        for (std::int64_t i = 0; i < OW; ++i) {
+          cert[i] = ok[static_cast<std::size_t>(i)] ? all : 0;
+          prec[i] = 0;
+        }
         for (std::int64_t i = 0; i < OW; ++i)
-          if (!ok[static_cast<std::size_t>(i)]) failed[t].push_back(base + i);
+          if (!ok[static_cast<std::size_t>(i)]) {
+            if (recheck(g, xp, *L.w, L, base + i, y)) ++compensated[t];
+            else failed[t].push_back(base + i);
+          }
       }
     }
   };
@@ -344,10 +263,11 @@ std::vector<std::int64_t> fast_conv_bn(const FastLayer& L, FastOut& out) {
   for (unsigned t = 1; t < nt; ++t) pool.emplace_back(work, t);
   work(0);
   for (auto& th : pool) th.join();
-  std::vector<std::int64_t> all;
-  for (auto& f : failed) all.insert(all.end(), f.begin(), f.end());
-  std::sort(all.begin(), all.end());
-  return all;
+  FastResult res;
+  for (auto& f : failed) res.uncertified.insert(res.uncertified.end(), f.begin(), f.end());
+  std::sort(res.uncertified.begin(), res.uncertified.end());
+  for (const std::int64_t c : compensated) res.compensated += c;
+  return res;
 }
 
 }  // namespace foldcheck::ref::detail

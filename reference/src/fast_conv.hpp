@@ -14,8 +14,9 @@
 // satisfies a >= sum|p_i| (1 - gamma_{K-1}); hence |s - S| <= gamma_K a / (1 - gamma_K) is
 // a certified radius. Each output's order is fixed, so results are identical for any
 // thread count and vector width. An output is certified when its enclosure lies strictly
-// inside one rounding cell of every requested format; the others are returned for the
-// multiprecision path.
+// inside one rounding cell of every requested format; the others are summed again with a
+// compensated (TwoSum) summation whose enclosure is ~2^-100 relative, and what still fails
+// (exact ties, results within ~2^-100 of a boundary) is returned for the multiprecision path.
 //
 // Why not BLAS: Debian's OpenBLAS 0.3.21 does not recognise this machine's CPU and falls
 // back to its Prescott kernels (measured 4.5 G multiply-adds/s per core for dgemm, 22 G
@@ -24,16 +25,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "fast_kernels.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck::ref::detail {
-
-// Per channel: the BatchNorm's scale enclosure and parameters (no BN: has_bn false).
-struct ChannelAffine {
-  bool has_bn = false;
-  double t_hi = 1, t_lo = 0, t_rad = 0;  // scale = t_hi + t_lo within t_rad
-  double mean = 0, beta = 0, bias = 0;   // bias: the conv's (0 if none)
-};
 
 struct FastLayer {
   const ConvGeometry* g = nullptr;
@@ -42,10 +37,10 @@ struct FastLayer {
   std::vector<ChannelAffine> channels;  // one per output channel
   unsigned formats = 0;                 // formats to certify (never float64: see the header)
   unsigned threads = 0;
-  // Per-layer factors from gamma_K (conv_bn_reference.cpp): the sum's radius is
-  // radius_factor * a, and abs_factor * a, abs_x_factor * ax are upper bounds on
+  // Per-layer factors from gamma_K (conv_bn_reference.cpp): gamma >= gamma_K, the sum's
+  // radius is radius_factor * a, and abs_factor * a, abs_x_factor * ax are upper bounds on
   // sum|x w| and sum|x|.
-  double radius_factor = 0, abs_factor = 1, abs_x_factor = 1;
+  double gamma = 0, radius_factor = 0, abs_factor = 1, abs_x_factor = 1;
 };
 
 // Where the fast path writes: y (every output it certifies; the others untouched) and,
@@ -55,8 +50,20 @@ struct FastOut {
   double *conv = nullptr, *conv_radius = nullptr, *abs_sum = nullptr, *abs_x_sum = nullptr;
 };
 
-// Runs the fast path over every output; returns the indices it could not certify, ascending.
-std::vector<std::int64_t> fast_conv_bn(const FastLayer& layer, FastOut& out);
+struct FastResult {
+  std::vector<std::int64_t> uncertified;  // indices for the multiprecision path, ascending
+  std::int64_t compensated = 0;           // certified by the second tier (compensated re-sum)
+};
+
+// Runs the fast path over every output: the vector pass, then the second tier (a
+// compensated re-sum, fast_conv.cpp) for the outputs it could not certify.
+FastResult fast_conv_bn(const FastLayer& layer, FastOut& out);
+
+// Whether every value is float32-representable (NaN counts).
+bool all_float32(const std::vector<double>& v);
+
+// The vector kernels for this CPU (fast_kernels.hpp): AVX-512, AVX2 + FMA, or baseline.
+const Kernels& kernels();
 
 // Whether every real in [y - r, y + r] (y = yh + yl) rounds to the same value of format f,
 // and which (zero as +0).

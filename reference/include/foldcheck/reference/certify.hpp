@@ -11,7 +11,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "foldcheck/reference/formats.hpp"
@@ -53,6 +55,29 @@ struct Value {
   double rounded_to(const Format& f) const;
 };
 
+// An allocator whose resize leaves new elements uninitialised (default-initialised): for
+// streams that are filled completely right after they are sized.
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <class U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using Stream = std::vector<T, UninitAllocator<T>>;
+
 // Many certified values stored by field (structure of arrays): a layer reference writes
 // millions of them, and by field it writes only the formats it certifies, in streams the
 // fast path fills with vector stores. operator[] assembles one Value (a copy).
@@ -61,7 +86,8 @@ struct Value {
 class ValueArray {
  public:
   ValueArray() = default;
-  // n values; storage for the rounded values of the formats in `formats` only.
+  // n values, not yet set (every one must be set before it is read); storage for the
+  // rounded values of the formats in `formats` only.
   ValueArray(std::size_t n, unsigned formats);
   // A copy of separately certified values (storage for every format any of them certifies).
   explicit ValueArray(const std::vector<Value>& values);
@@ -87,11 +113,12 @@ class ValueArray {
   std::int32_t* precision_used() { return precision_.data(); }
 
  private:
+  // Sized, not initialised: a layer reference writes every entry (fast path or not).
   unsigned formats_ = 0;
-  std::vector<double> hi_, lo_, radius_;
-  std::array<std::vector<double>, kNumFormats> rounded_;
-  std::vector<std::uint8_t> certified_;
-  std::vector<std::int32_t> precision_;
+  Stream<double> hi_, lo_, radius_;
+  std::array<Stream<double>, kNumFormats> rounded_;
+  Stream<std::uint8_t> certified_;
+  Stream<std::int32_t> precision_;
 };
 
 Value certify(const std::function<void(Interval& out, long precision)>& f, const Options& opts);

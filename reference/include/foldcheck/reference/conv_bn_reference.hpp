@@ -64,7 +64,8 @@ struct LayerResult {
   std::vector<double> abs_sum;     // upper bound on sum |x_i w_i| over each output's window
   std::vector<double> abs_x_sum;   // upper bound on sum |x_i| over each output's window
   std::int64_t escalations = 0;    // outputs that needed more than opts.precision bits
-  std::int64_t fast_certified = 0; // outputs certified by the fast path
+  std::int64_t fast_certified = 0; // outputs certified by the fast path (either tier)
+  std::int64_t compensated = 0;    // of those, by its second tier (a compensated re-sum)
   std::int64_t fallbacks = 0;      // fast-path outputs that needed the multiprecision path
   long max_precision_used = 0;
 };

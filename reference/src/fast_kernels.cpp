@@ -1,0 +1,262 @@
+// The fast path's vector kernels (see fast_kernels.hpp). Built three times; FOLDCHECK_ISA
+// names the namespace of this build (isa_v4, isa_v3 or isa_base).
+#include "fast_kernels.hpp"
+
+#include <bit>
+#include <cmath>
+
+#include "foldcheck/reference/dd_arith.hpp"
+#include "foldcheck/reference/formats.hpp"
+
+#ifndef FOLDCHECK_ISA
+#error "FOLDCHECK_ISA must name this build's namespace"
+#endif
+
+namespace foldcheck::ref::detail::FOLDCHECK_ISA {
+namespace {
+
+typedef double v8 __attribute__((vector_size(64)));
+typedef long long v8i __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline v8 vabs(v8 v) { return (v8)((v8i)v & 0x7fffffffffffffffLL); }
+
+// dd_arith's operations on 8 lanes: the fused multiply-add lane by lane (std::fma: one
+// rounding; one vector FMA instruction where this build targets FMA hardware).
+struct Ops8 {
+  [[gnu::always_inline]] static v8 fma(v8 a, v8 b, v8 c) {
+    v8 r;
+    for (int j = 0; j < 8; ++j) r[j] = std::fma(a[j], b[j], c[j]);
+    return r;
+  }
+  [[gnu::always_inline]] static v8 abs(v8 a) { return vabs(a); }
+};
+template <class T>
+struct OpsFor;
+template <>
+struct OpsFor<double> {
+  using type = dd::Lanes<double>;
+};
+template <>
+struct OpsFor<v8> {
+  using type = Ops8;
+};
+
+// 16 output pixels of channels o0..o0+kOB-1: every product x*w of the window (padding
+// included as exact zeros) in (c, kh, kw) order, accumulated into a sum and (kAbs) a sum of
+// |x*w| per output, in registers; also the window sums of |x| (stored if ax_out). Lanes are
+// independent outputs, so the vector width does not change any output's operation order.
+// Contraction to FMA is allowed here, and only here: every product x*w and |x|*|w| of
+// float32 values is exact in binary64, so fma(x, w, s) = RN(x*w + s) = RN(RN(x*w) + s),
+// bit for bit the same sums as separate multiplies and adds, in fewer instructions.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+template <int kOB, bool kUnitStride, bool kAbs>
+[[gnu::always_inline]] inline void block16(const RowSumsArgs& A, std::int64_t cg, const double* __restrict wr,
+                                           const double* __restrict war, const double* xc, double* __restrict s_out,
+                                           double* __restrict a_out, double* __restrict ax_out) {
+  v8 s[kOB][2] = {}, a[kOB][2] = {}, ax[2] = {};
+  const std::int64_t sw = A.stride_w, dw = A.dil_w, KW = A.KW, KH = A.KH;
+  // Pointers walk the window: the panel row of (ci, kh) and its weights, advanced by
+  // constant strides instead of recomputed indices.
+  const std::int64_t row_step = A.panel_w, chan_step = KH * A.panel_w;
+  for (std::int64_t ci = 0; ci < cg; ++ci, xc += chan_step) {
+    const double* xr = xc;
+    for (std::int64_t kh = 0; kh < KH; ++kh, xr += row_step, wr += KW * kOB, war += KW * kOB) {
+      for (std::int64_t kw = 0; kw < KW; ++kw) {
+        v8 x0 = {}, x1 = {};
+        if constexpr (kUnitStride) {
+          __builtin_memcpy(&x0, xr + kw * dw, sizeof(v8));
+          __builtin_memcpy(&x1, xr + 8 + kw * dw, sizeof(v8));
+        } else {
+          for (int j = 0; j < 8; ++j) x0[j] = xr[j * sw + kw * dw];
+          for (int j = 0; j < 8; ++j) x1[j] = xr[(j + 8) * sw + kw * dw];
+        }
+        const v8 xa0 = vabs(x0), xa1 = vabs(x1);
+        ax[0] += xa0;  // always (cheaper than a branch); stored if asked
+        ax[1] += xa1;
+        for (std::int64_t b = 0; b < kOB; ++b) {
+          const double wv = wr[kw * kOB + b];
+          s[b][0] += x0 * wv;
+          s[b][1] += x1 * wv;
+          if constexpr (kAbs) {
+            const double wa = war[kw * kOB + b];
+            a[b][0] += xa0 * wa;
+            a[b][1] += xa1 * wa;
+          }
+        }
+      }
+    }
+  }
+  for (std::int64_t b = 0; b < kOB; ++b) {
+    __builtin_memcpy(s_out + b * A.stride, &s[b][0], sizeof(v8));
+    __builtin_memcpy(s_out + b * A.stride + 8, &s[b][1], sizeof(v8));
+    if constexpr (kAbs) {
+      __builtin_memcpy(a_out + b * A.stride, &a[b][0], sizeof(v8));
+      __builtin_memcpy(a_out + b * A.stride + 8, &a[b][1], sizeof(v8));
+    }
+  }
+  if (ax_out) {
+    __builtin_memcpy(ax_out, &ax[0], sizeof(v8));
+    __builtin_memcpy(ax_out + 8, &ax[1], sizeof(v8));
+  }
+}
+
+// Every 16-pixel tile of the row, every group, every block of the group; for each tile all
+// blocks reuse the same panel window while it sits in L1.
+template <int kOB, bool kUnitStride, bool kAbs>
+void row_sums_t(const RowSumsArgs& A) {
+  const std::int64_t cg = A.C / A.groups, per = cg * A.KH * A.KW;
+  for (std::int64_t ow0 = 0; ow0 < A.OW; ow0 += 16) {
+    for (std::int64_t gi = 0; gi < A.groups; ++gi) {
+      const double* xc = A.panel + gi * cg * A.KH * A.panel_w + ow0 * A.stride_w;
+      for (std::int64_t bi = 0; bi < A.blocks_per_group; ++bi) {
+        const std::int64_t o0 = gi * A.og + bi * kOB, off = gi * A.group_stride + bi * per * kOB;
+        block16<kOB, kUnitStride, kAbs>(A, cg, A.w + off, A.wabs + off, xc, A.s + o0 * A.stride + ow0,
+                                        A.a + o0 * A.stride + ow0,
+                                        bi == 0 ? A.ax + gi * A.stride + ow0 : nullptr);  // first block: sum|x|
+      }
+    }
+  }
+}
+
+void row_sums(const RowSumsArgs& A) {
+  const bool unit = A.stride_w == 1, four = A.kOB == kOBMax;
+  if (A.abs_sums) {
+    if (four) (unit ? row_sums_t<4, true, true> : row_sums_t<4, false, true>)(A);
+    else (unit ? row_sums_t<1, true, true> : row_sums_t<1, false, true>)(A);
+  } else {
+    if (four) (unit ? row_sums_t<4, true, false> : row_sums_t<4, false, false>)(A);
+    else (unit ? row_sums_t<1, true, false> : row_sums_t<1, false, false>)(A);
+  }
+}
+#pragma GCC pop_options
+
+// The layer output's enclosure y = yh + yl +- r from the conv's c (exact double-double)
+// +- Ec: the BatchNorm (c - mean) * t + beta in double-double arithmetic (dd_arith.hpp) on
+// the certified enclosure t_hi + t_lo +- t_rad of the scale, every rounding of the value
+// and of the bound's own evaluation covered. T: double, or v8 (lane by lane).
+template <class T, bool kBn>
+[[gnu::always_inline]] inline void enclose_affine(const dd::DDT<T>& c, T Ec, const ChannelAffine& ch, T& yh, T& yl,
+                                                  T& r) {
+  using Ops = typename OpsFor<T>::type;
+  using DDt = dd::DDT<T>;
+  const T zero{};
+  auto mag = [](const DDt& x) { return dd::mag<T, Ops>(x); };
+  if constexpr (kBn) {
+    const DDt t{zero + ch.t_hi, zero + ch.t_lo};
+    const T tmag = mag(t);
+    const DDt d = dd::plus_fp(c, zero - ch.mean);
+    const T rad_d = Ec + dd::kOpRel * mag(d);
+    const DDt p = dd::times_dd<T, Ops>(d, t);
+    const T rad_p = (mag(d) + rad_d) * ch.t_rad + tmag * rad_d + dd::kOpRel * mag(p);
+    const DDt y = dd::plus_fp(p, zero + ch.beta);
+    const T ry = rad_p + dd::kOpRel * mag(y);
+    // Cover the evaluation of ry itself and of the endpoints y +- r used by the callers.
+    r = ry * (1 + 0x1p-40) + 2 * dd::kOpRel * (mag(y) + ry);
+    yh = y.hi;
+    yl = y.lo;
+  } else {
+    r = Ec * (1 + 0x1p-40) + 2 * dd::kOpRel * (mag(c) + Ec);
+    yh = c.hi;
+    yl = c.lo;
+  }
+}
+
+// Enclosure and float32 test of 8 outputs: the scalar algorithm in each lane, selects
+// instead of branches.
+template <bool kBn>
+[[gnu::always_inline]] inline void enclose8(const FinishArgs& A, std::int64_t i, double* __restrict hi,
+                                            double* __restrict lo, double* __restrict rad, double* __restrict r32,
+                                            std::uint8_t* __restrict ok) {
+  const v8 zero = {};
+  v8 S, M;
+  __builtin_memcpy(&S, A.s + i, sizeof S);
+  __builtin_memcpy(&M, A.m + i, sizeof M);
+  v8 yh, yl, r;
+  enclose_affine<v8, kBn>(dd::two_sum(S, zero + A.ch.bias), M * A.rf, A.ch, yh, yl, r);  // two_sum: exact
+  __builtin_memcpy(hi, &yh, sizeof yh);
+  __builtin_memcpy(lo, &yl, sizeof yl);
+  __builtin_memcpy(rad, &r, sizeof r);
+  // float32: v = the hardware rounding of yh; if y's enclosure lies strictly inside v's
+  // rounding cell, v is the rounding of every point of it. The cell reaches half a spacing
+  // above and below v (a quarter toward zero from a power of two, where the spacing
+  // halves); the spacing is 2^(max(e, emin) - 23); for v = 0 this gives half = 2^-150 on
+  // both sides, as it should. d = y - v: yh - v is exact (Sterbenz), adding yl rounds once,
+  // and the margin 2^-50 (|d| + r) covers that and the comparisons' subtractions
+  // (fast_conv.cpp's certify_cell states the same test for every format). An infinite v
+  // fails (left to the multiprecision path).
+  const v8 v = __builtin_convertvector(__builtin_convertvector(yh, v8f), v8);
+  const v8i bits = (v8i)v;
+  const v8i e = ((bits >> 52) & 0x7ff) - 1023;
+  const v8i emin = v8i{} + kFloat32.emin;
+  const v8i q = (e > emin ? e : emin) - (kFloat32.precision - 1);
+  const v8 half = (v8)((q - 1 + 1023) << 52);
+  const v8i pow2 = ((bits & ((1LL << 52) - 1)) == 0) & (e > emin);
+  const v8 toward_zero = half * (pow2 ? zero + 0.5 : zero + 1.0);
+  const v8i pos = v > zero;
+  const v8 below = pos ? toward_zero : half, above = pos ? half : toward_zero;
+  const v8 d = (yh - v) + yl;
+  const v8 m = r + 0x1p-50 * (vabs(d) + r);
+  const v8i in_cell = (d - m > -below) & (d + m < above) & (vabs(v) <= 0x1.fffffep127);
+  const v8 out = v + 0.0;  // -0 becomes +0
+  __builtin_memcpy(r32, &out, sizeof out);
+  for (int j = 0; j < 8; ++j) ok[j] = static_cast<std::uint8_t>(in_cell[j] != 0 || !A.want32);
+}
+
+template <bool kBn>
+void finish_row_t(const FinishArgs& A) {
+  std::int64_t i = 0;
+  for (; i + 8 <= A.count; i += 8) enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i);
+  if (i < A.count) {  // the last partial group: computed whole, stored in part
+    double h[8], l[8], r[8], v[8];
+    std::uint8_t k[8];
+    enclose8<kBn>(A, i, h, l, r, v, k);
+    for (std::int64_t j = 0; i + j < A.count; ++j) {
+      A.hi[i + j] = h[j];
+      A.lo[i + j] = l[j];
+      A.rad[i + j] = r[j];
+      A.r32[i + j] = v[j];
+      A.ok[i + j] = k[j];
+    }
+  }
+  if (A.conv) {
+    double* __restrict conv = A.conv;
+    double* __restrict conv_rad = A.conv_rad;
+    double* __restrict abs_sum = A.abs_sum;
+    double* __restrict abs_x_sum = A.abs_x_sum;
+    for (std::int64_t j = 0; j < A.count; ++j) {
+      const dd::DD c = dd::two_sum(A.s[j], A.ch.bias);  // exact
+      conv[j] = c.hi;
+      conv_rad[j] = (A.m[j] * A.rf + std::fabs(c.lo)) * (1 + 0x1p-50);
+      abs_sum[j] = A.a[j] * A.abs_factor;  // a / (1 - gamma_K), rounded up
+      abs_x_sum[j] = A.ax[j] * A.abs_x_factor;
+    }
+  }
+}
+
+void finish_row(const FinishArgs& A) { (A.ch.has_bn ? finish_row_t<true> : finish_row_t<false>)(A); }
+
+bool all_float32(const double* v, std::size_t n) {
+  // 8 at a time, branch-free: d survives the round trip through float, or is NaN.
+  v8i bad = {};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8 d;
+    __builtin_memcpy(&d, v + i, sizeof d);
+    const v8 back = __builtin_convertvector(__builtin_convertvector(d, v8f), v8);
+    bad |= (back != d) & (d == d);
+  }
+  bool ok = true;
+  for (int j = 0; j < 8; ++j) ok &= bad[j] == 0;
+  for (; i < n; ++i) ok &= (static_cast<double>(static_cast<float>(v[i])) == v[i]) | (v[i] != v[i]);
+  return ok;
+}
+
+}  // namespace
+
+#define FOLDCHECK_STR2(x) #x
+#define FOLDCHECK_STR(x) FOLDCHECK_STR2(x)
+Kernels kernels() { return {FOLDCHECK_STR(FOLDCHECK_ISA), row_sums, finish_row, all_float32}; }
+
+}  // namespace foldcheck::ref::detail::FOLDCHECK_ISA

@@ -1,0 +1,85 @@
+#pragma once
+// The fast path's vector kernels (internal to the reference), compiled once per x86-64
+// level: CMake builds fast_kernels.cpp three times, with -march=x86-64-v4 (AVX-512),
+// -march=x86-64-v3 (AVX2 + FMA) and the baseline, each into its own namespace, and
+// fast_conv.cpp picks one at run time (kernels()).
+//
+// Why whole translation units and not target_clones: GCC lowers generic vector
+// comparisons and conversions for the baseline target before it clones a function, so a
+// cloned AVX-512 kernel compared lanes one at a time (measured: the float32 cell test and
+// the float32-representability scan ran scalar). Compiled with -march, they are vector
+// instructions.
+//
+// The seam carries plain integers, doubles and pointers only, so no inline function of a
+// shared header is emitted by a kernel unit with instructions the running CPU may lack.
+// Contract: every kernel performs, in every lane, the scalar operations documented here and
+// in fast_conv.hpp, so all three builds give bit-identical results.
+#include <cstddef>
+#include <cstdint>
+
+namespace foldcheck::ref::detail {
+
+// Per channel: the BatchNorm's scale enclosure and parameters (no BN: has_bn false).
+struct ChannelAffine {
+  bool has_bn = false;
+  double t_hi = 1, t_lo = 0, t_rad = 0;  // scale = t_hi + t_lo within t_rad
+  double mean = 0, beta = 0, bias = 0;   // bias: the conv's (0 if none)
+};
+
+inline constexpr std::int64_t kOBMax = 4;  // output channels per block: each input vector feeds up to 4
+
+// One output row's sums. The input panel holds, for every input channel c and kernel row
+// kh, the padded input row the output row reads ([c][kh][panel_w], zeros past the padded
+// width). Weights are blocked per group g and block b of kOB output channels as
+// w[g * group_stride + b * per * kOB + ((c * KH + kh) * KW + kw) * kOB + j], wabs their
+// absolute values. The row's sums go to s, a (sum |x w|, if abs_sums) at
+// [o * stride + ow] (o = g * og + b * kOB + j) and ax (sum |x|) at [g * stride + ow]; every block writes 16 lanes and
+// kOB rows, so stride is a multiple of 16 and s, a have kOBMax spare rows.
+struct RowSumsArgs {
+  std::int64_t C, KH, KW, stride_w, dil_w, groups, og, OW;  // og: output channels per group
+  const double* panel;
+  std::int64_t panel_w;
+  const double* w;
+  const double* wabs;
+  std::int64_t group_stride, kOB, blocks_per_group;
+  bool abs_sums;
+  double *s, *a, *ax;
+  std::int64_t stride;
+};
+
+// The epilogue for `count` outputs of one channel row (fast_conv.hpp): the enclosure of
+// each layer output, from the sums s with radius rf * m[i], written to hi, lo, rad; the
+// float32 rounding written to r32 and ok[i] = 1 when it is certified (always 1 when
+// float32 is not asked for: want32 false). With the bound-data pointers set (then m = a):
+// conv, conv_rad, abs_sum = a * abs_factor, abs_x_sum = ax * abs_x_factor.
+// s, m, a and ax may be read up to 7 entries past count.
+struct FinishArgs {
+  const double *s, *m, *a, *ax;
+  double rf;
+  std::int64_t count;
+  ChannelAffine ch;
+  bool want32;
+  double abs_factor, abs_x_factor;
+  double *hi, *lo, *rad, *r32;
+  std::uint8_t* ok;
+  double *conv, *conv_rad, *abs_sum, *abs_x_sum;  // null: not asked for
+};
+
+struct Kernels {
+  const char* name;
+  void (*row_sums)(const RowSumsArgs&);
+  void (*finish_row)(const FinishArgs&);
+  bool (*all_float32)(const double* v, std::size_t n);  // every v[i] float32 or NaN
+};
+
+namespace isa_v4 {
+Kernels kernels();
+}
+namespace isa_v3 {
+Kernels kernels();
+}
+namespace isa_base {
+Kernels kernels();
+}
+
+}  // namespace foldcheck::ref::detail
