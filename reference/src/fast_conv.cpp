@@ -25,22 +25,28 @@ namespace {
 constexpr std::size_t kF32 = 1;  // kFormats index of binary32
 static_assert(kFormats[kF32].precision == 24 && kFormats[kF32].emin == -126);
 
-// The input with its padding made explicit (zeros).
-struct Padded {
-  std::vector<double> v;
-  std::int64_t Hp = 0, Wp = 0;
-};
-
-Padded pad_input(const ConvGeometry& g, const std::vector<double>& x) {
-  Padded p;
-  p.Hp = g.H + g.pad_top + g.pad_bottom;
-  p.Wp = g.W + g.pad_left + g.pad_right;
-  p.v.assign(static_cast<std::size_t>(g.N * g.C * p.Hp * p.Wp), 0.0);
-  for (std::int64_t nc = 0; nc < g.N * g.C; ++nc)
-    for (std::int64_t h = 0; h < g.H; ++h)
-      std::copy_n(&x[static_cast<std::size_t>((nc * g.H + h) * g.W)], g.W,
-                  &p.v[static_cast<std::size_t>((nc * p.Hp + h + g.pad_top) * p.Wp + g.pad_left)]);
-  return p;
+// The row panel: for every input channel c and kernel row kh, the input row that output
+// row (n, oh) reads, with its padding made explicit ([c][kh][panel_w]; zeros for padded
+// rows and columns and past the padded width, where blocks of 16 pixels beyond the row's
+// end read lanes that are never used). The kernel then walks one compact block instead of
+// C planes a page or more apart (1x1 layers with 256 channels were TLB- and prefetch-bound
+// on the planes), and no padded copy of the whole input is made.
+void fill_panel(const ConvGeometry& g, const std::vector<double>& x, std::int64_t n, std::int64_t oh,
+                std::int64_t panel_w, double* panel) {
+  const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+      double* row = panel + (c * g.KH + kh) * panel_w;
+      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
+      if (ih < 0 || ih >= g.H) {
+        std::fill_n(row, panel_w, 0.0);
+        continue;
+      }
+      std::fill_n(row, g.pad_left, 0.0);
+      std::copy_n(&x[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W)], g.W, row + g.pad_left);
+      std::fill_n(row + g.pad_left + g.W, panel_w - g.pad_left - g.W, 0.0);
+      (void)Wp;
+    }
 }
 
 // Weights blocked per group and block of kOB output channels (fast_kernels.hpp), with zero
@@ -96,7 +102,7 @@ void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double&
   }
 }
 
-bool recheck(const ConvGeometry& g, const Padded& xp, const std::vector<double>& w, const FastLayer& L,
+bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, const FastLayer& L,
              std::int64_t idx, ValueArray& y) {
   const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
   const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
@@ -108,12 +114,17 @@ bool recheck(const ConvGeometry& g, const Padded& xp, const std::vector<double>&
     sigma += t.lo;
     E += std::fabs(t.lo);
   };
-  const double* wo = &w[static_cast<std::size_t>(o * cg * g.KH * g.KW)];
+  // Padded positions are exact zero products: skipped (adding 0 changes nothing).
   for (std::int64_t ci = 0; ci < cg; ++ci)
     for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-      const double* xr = &xp.v[static_cast<std::size_t>(
-          ((n * g.C + (o / og) * cg + ci) * xp.Hp + oh * g.stride_h + kh * g.dil_h) * xp.Wp + ow * g.stride_w)];
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) add(xr[kw * g.dil_w] * *wo++);  // exact products
+      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
+      if (ih < 0 || ih >= g.H) continue;
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
+        if (iw < 0 || iw >= g.W) continue;
+        add(x[static_cast<std::size_t>(((n * g.C + (o / og) * cg + ci) * g.H + ih) * g.W + iw)] *
+            w[static_cast<std::size_t>(((o * cg + ci) * g.KH + kh) * g.KW + kw)]);  // exact products
+      }
     }
   add(ch.bias);
   const double terms = static_cast<double>(g.terms_per_output() + 1), u = 0x1p-53;
@@ -176,7 +187,6 @@ bool certify_cell(double yh, double yl, double r, const Format& f, double& out) 
 FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const ConvGeometry& g = *L.g;
   const Kernels& K = kernels();
-  const Padded xp = pad_input(g, *L.x);
   const BlockedWeights bw = block_weights(g, *L.w);
   const std::int64_t OH = g.OH(), OW = g.OW(), og = g.O / g.groups;
   // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
@@ -204,28 +214,24 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   }
   std::vector<std::vector<std::int64_t>> failed(nt);
   std::vector<std::int64_t> compensated(nt, 0);
+  const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
   auto work = [&](unsigned t) {
-    // Per thread: the row's sums (16-lane stride, kOBMax spare rows) and its input panel,
-    // wide enough for every read of a 16-pixel block (zeros past the padded width).
+    // Per thread: the row's sums (16-lane stride, kOBMax spare rows) and its panel, wide
+    // enough for every read of a 16-pixel block.
     const std::int64_t stride = (OW + 15) / 16 * 16;
-    const std::int64_t panel_w = std::max(xp.Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
+    const std::int64_t panel_w = std::max(Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
     std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
         ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));
     std::vector<std::uint8_t> ok(static_cast<std::size_t>(OW));
     std::vector<double> scratch(static_cast<std::size_t>(OW));
     const RowSumsArgs ra{g.C, g.KH, g.KW, g.stride_w, g.dil_w, g.groups, og, OW, panel.data(), panel_w,
-                         bw.w.data(), bw.wabs.data(), bw.group_stride, bw.kOB, bw.blocks_per_group, bounds,
-                         s.data(), a.data(), ax.data(), stride};
+                         g.KH * panel_w, bw.w.data(), bw.wabs.data(), bw.group_stride, bw.kOB,
+                         bw.blocks_per_group, bounds, s.data(), a.data(), ax.data(), stride};
     const bool want32 = L.formats & (1u << kF32);
+    const bool others = L.formats & ~(1u << kF32);  // float16 or bfloat16 asked for too
     for (std::int64_t it = t; it < items; it += nt) {
       const std::int64_t n = it / OH, oh = it % OH;
-      // The row's panel: for each channel and kernel row, the input row it reads. The kernel
-      // then walks one compact block instead of C planes a page or more apart (1x1 layers
-      // with many channels were TLB- and prefetch-bound on the planes).
-      for (std::int64_t c = 0; c < g.C; ++c)
-        for (std::int64_t kh = 0; kh < g.KH; ++kh)
-          std::copy_n(&xp.v[static_cast<std::size_t>(((n * g.C + c) * xp.Hp + oh * g.stride_h + kh * g.dil_h) * xp.Wp)],
-                      xp.Wp, &panel[static_cast<std::size_t>((c * g.KH + kh) * panel_w)]);
+      fill_panel(g, *L.x, n, oh, panel_w, panel.data());
       K.row_sums(ra);
       for (std::int64_t o = 0; o < g.O; ++o) {
         const std::int64_t base = ((n * g.O + o) * OH + oh) * OW;
@@ -234,26 +240,28 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
         const FinishArgs fa{&s[r], bounds ? &a[r] : axr, &a[r], axr, rf[static_cast<std::size_t>(o)], OW,
                             L.channels[static_cast<std::size_t>(o)], want32, L.abs_factor, L.abs_x_factor,
                             y.hi() + b, y.lo() + b, y.radius() + b, want32 ? y.rounded(kF32) + b : scratch.data(),
-                            ok.data(), bounds ? out.conv + b : nullptr, bounds ? out.conv_radius + b : nullptr,
-                            bounds ? out.abs_sum + b : nullptr, bounds ? out.abs_x_sum + b : nullptr};
-        K.finish_row(fa);
-        // Other narrow formats (float16, bfloat16): the general cell test, one at a time.
-        for (std::size_t k = 0; k < kNumFormats; ++k) {
-          if (k == kF32 || !(L.formats & (1u << k))) continue;
-          double* rk = y.rounded(k) + b;
-          for (std::int64_t i = 0; i < OW; ++i)
-            if (ok[static_cast<std::size_t>(i)]) ok[static_cast<std::size_t>(i)] = certify_cell(fa.hi[i], fa.lo[i], fa.rad[i], kFormats[k], rk[i]);
+                            ok.data(), static_cast<std::uint8_t>(L.formats), y.certified() + b,
+                            y.precision_used() + b, bounds ? out.conv + b : nullptr,
+                            bounds ? out.conv_radius + b : nullptr, bounds ? out.abs_sum + b : nullptr,
+                            bounds ? out.abs_x_sum + b : nullptr};
+        std::int64_t failed_here = K.finish_row(fa);
+        if (others) {
+          // Float16, bfloat16: the general cell test, one output at a time.
+          for (std::size_t k = 0; k < kNumFormats; ++k) {
+            if (k == kF32 || !(L.formats & (1u << k))) continue;
+            double* rk = y.rounded(k) + b;
+            for (std::int64_t i = 0; i < OW; ++i)
+              if (ok[static_cast<std::size_t>(i)] && !certify_cell(fa.hi[i], fa.lo[i], fa.rad[i], kFormats[k], rk[i])) {
+                ok[static_cast<std::size_t>(i)] = 0;
+                fa.certified[i] = 0;
+                ++failed_here;
+              }
+          }
         }
-        std::uint8_t* cert = y.certified() + b;
-        std::int32_t* prec = y.precision_used() + b;
-        const std::uint8_t all = static_cast<std::uint8_t>(L.formats);
-        for (std::int64_t i = 0; i < OW; ++i) {
-          cert[i] = ok[static_cast<std::size_t>(i)] ? all : 0;
-          prec[i] = 0;
-        }
+        if (failed_here == 0) continue;
         for (std::int64_t i = 0; i < OW; ++i)
           if (!ok[static_cast<std::size_t>(i)]) {
-            if (recheck(g, xp, *L.w, L, base + i, y)) ++compensated[t];
+            if (recheck(g, *L.x, *L.w, L, base + i, y)) ++compensated[t];
             else failed[t].push_back(base + i);
           }
       }

@@ -57,9 +57,9 @@ template <int kOB, bool kUnitStride, bool kAbs>
                                            double* __restrict a_out, double* __restrict ax_out) {
   v8 s[kOB][2] = {}, a[kOB][2] = {}, ax[2] = {};
   const std::int64_t sw = A.stride_w, dw = A.dil_w, KW = A.KW, KH = A.KH;
-  // Pointers walk the window: the panel row of (ci, kh) and its weights, advanced by
+  // Pointers walk the window: the input row of (ci, kh) and its weights, advanced by
   // constant strides instead of recomputed indices.
-  const std::int64_t row_step = A.panel_w, chan_step = KH * A.panel_w;
+  const std::int64_t row_step = A.row_step, chan_step = A.chan_step;
   for (std::int64_t ci = 0; ci < cg; ++ci, xc += chan_step) {
     const double* xr = xc;
     for (std::int64_t kh = 0; kh < KH; ++kh, xr += row_step, wr += KW * kOB, war += KW * kOB) {
@@ -109,7 +109,7 @@ void row_sums_t(const RowSumsArgs& A) {
   const std::int64_t cg = A.C / A.groups, per = cg * A.KH * A.KW;
   for (std::int64_t ow0 = 0; ow0 < A.OW; ow0 += 16) {
     for (std::int64_t gi = 0; gi < A.groups; ++gi) {
-      const double* xc = A.panel + gi * cg * A.KH * A.panel_w + ow0 * A.stride_w;
+      const double* xc = A.x + gi * cg * A.chan_step + ow0 * A.stride_w;
       for (std::int64_t bi = 0; bi < A.blocks_per_group; ++bi) {
         const std::int64_t o0 = gi * A.og + bi * kOB, off = gi * A.group_stride + bi * per * kOB;
         block16<kOB, kUnitStride, kAbs>(A, cg, A.w + off, A.wabs + off, xc, A.s + o0 * A.stride + ow0,
@@ -205,7 +205,7 @@ template <bool kBn>
 }
 
 template <bool kBn>
-void finish_row_t(const FinishArgs& A) {
+std::int64_t finish_row_t(const FinishArgs& A) {
   std::int64_t i = 0;
   for (; i + 8 <= A.count; i += 8) enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i);
   if (i < A.count) {  // the last partial group: computed whole, stored in part
@@ -233,9 +233,21 @@ void finish_row_t(const FinishArgs& A) {
       abs_x_sum[j] = A.ax[j] * A.abs_x_factor;
     }
   }
+  std::uint8_t* __restrict cert = A.certified;
+  std::int32_t* __restrict prec = A.precision;
+  const std::uint8_t* __restrict ok = A.ok;
+  std::int64_t failed = 0;
+  for (std::int64_t j = 0; j < A.count; ++j) {
+    cert[j] = ok[j] ? A.formats : 0;
+    prec[j] = 0;
+    failed += ok[j] ? 0 : 1;
+  }
+  return failed;
 }
 
-void finish_row(const FinishArgs& A) { (A.ch.has_bn ? finish_row_t<true> : finish_row_t<false>)(A); }
+std::int64_t finish_row(const FinishArgs& A) {
+  return (A.ch.has_bn ? finish_row_t<true> : finish_row_t<false>)(A);
+}
 
 bool all_float32(const double* v, std::size_t n) {
   // 8 at a time, branch-free: d survives the round trip through float, or is NaN.

@@ -28,17 +28,18 @@ struct ChannelAffine {
 
 inline constexpr std::int64_t kOBMax = 4;  // output channels per block: each input vector feeds up to 4
 
-// One output row's sums. The input panel holds, for every input channel c and kernel row
-// kh, the padded input row the output row reads ([c][kh][panel_w], zeros past the padded
-// width). Weights are blocked per group g and block b of kOB output channels as
+// One output row's sums. The input x holds, for every input channel c and kernel row kh,
+// the padded input row the output row reads, at x + c * chan_step + kh * row_step (a
+// panel of copied rows, or the padded input itself), readable up to 16 * stride_w +
+// KW * dil_w past the padded width. Weights are blocked per group g and block b of kOB output channels as
 // w[g * group_stride + b * per * kOB + ((c * KH + kh) * KW + kw) * kOB + j], wabs their
 // absolute values. The row's sums go to s, a (sum |x w|, if abs_sums) at
 // [o * stride + ow] (o = g * og + b * kOB + j) and ax (sum |x|) at [g * stride + ow]; every block writes 16 lanes and
 // kOB rows, so stride is a multiple of 16 and s, a have kOBMax spare rows.
 struct RowSumsArgs {
   std::int64_t C, KH, KW, stride_w, dil_w, groups, og, OW;  // og: output channels per group
-  const double* panel;
-  std::int64_t panel_w;
+  const double* x;
+  std::int64_t row_step, chan_step;
   const double* w;
   const double* wabs;
   std::int64_t group_stride, kOB, blocks_per_group;
@@ -50,9 +51,10 @@ struct RowSumsArgs {
 // The epilogue for `count` outputs of one channel row (fast_conv.hpp): the enclosure of
 // each layer output, from the sums s with radius rf * m[i], written to hi, lo, rad; the
 // float32 rounding written to r32 and ok[i] = 1 when it is certified (always 1 when
-// float32 is not asked for: want32 false). With the bound-data pointers set (then m = a):
-// conv, conv_rad, abs_sum = a * abs_factor, abs_x_sum = ax * abs_x_factor.
-// s, m, a and ax may be read up to 7 entries past count.
+// float32 is not asked for: want32 false); certified[i] = ok[i] ? formats : 0 and
+// precision[i] = 0. Returns the number of outputs not certified. With the bound-data
+// pointers set (then m = a): conv, conv_rad, abs_sum = a * abs_factor,
+// abs_x_sum = ax * abs_x_factor. s, m, a and ax may be read up to 7 entries past count.
 struct FinishArgs {
   const double *s, *m, *a, *ax;
   double rf;
@@ -62,13 +64,16 @@ struct FinishArgs {
   double abs_factor, abs_x_factor;
   double *hi, *lo, *rad, *r32;
   std::uint8_t* ok;
+  std::uint8_t formats;
+  std::uint8_t* certified;
+  std::int32_t* precision;
   double *conv, *conv_rad, *abs_sum, *abs_x_sum;  // null: not asked for
 };
 
 struct Kernels {
   const char* name;
   void (*row_sums)(const RowSumsArgs&);
-  void (*finish_row)(const FinishArgs&);
+  std::int64_t (*finish_row)(const FinishArgs&);
   bool (*all_float32)(const double* v, std::size_t n);  // every v[i] float32 or NaN
 };
 
