@@ -57,10 +57,10 @@ struct BlockedWeights {
   std::vector<double> w, wabs;
 };
 
-BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w) {
+BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w, bool abs_sums) {
   BlockedWeights b;
   const std::int64_t og = g.O / g.groups, cg = g.C / g.groups, per = cg * g.KH * g.KW;
-  b.kOB = og >= kOBMax ? kOBMax : 1;
+  b.kOB = og >= 8 && !abs_sums ? 8 : og >= 4 ? 4 : 1;  // see kOBMax
   b.blocks_per_group = (og + b.kOB - 1) / b.kOB;
   b.group_stride = b.blocks_per_group * per * b.kOB;
   b.w.assign(static_cast<std::size_t>(g.groups * b.group_stride), 0.0);
@@ -187,14 +187,14 @@ bool certify_cell(double yh, double yl, double r, const Format& f, double& out) 
 FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const ConvGeometry& g = *L.g;
   const Kernels& K = kernels();
-  const BlockedWeights bw = block_weights(g, *L.w);
+  const bool bounds = out.conv != nullptr;
+  const BlockedWeights bw = block_weights(g, *L.w, bounds);
   const std::int64_t OH = g.OH(), OW = g.OW(), og = g.O / g.groups;
   // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
   const std::int64_t items = g.N * OH;
   unsigned nt = L.threads ? L.threads : std::max(1u, std::thread::hardware_concurrency());
   nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, items)));
   ValueArray& y = *out.y;
-  const bool bounds = out.conv != nullptr;
   // The sums' radius. With the bound data asked for, the kernel also sums |x w| into a and
   // the radius is radius_factor * a (fast_conv.hpp). Without, the kernel skips that second
   // sum (half its multiply-adds) and the radius comes from sum|x w| <= max_o|w| * sum|x|:

@@ -21,27 +21,6 @@ typedef float v8f __attribute__((vector_size(32)));
 
 [[gnu::always_inline]] inline v8 vabs(v8 v) { return (v8)((v8i)v & 0x7fffffffffffffffLL); }
 
-// dd_arith's operations on 8 lanes: the fused multiply-add lane by lane (std::fma: one
-// rounding; one vector FMA instruction where this build targets FMA hardware).
-struct Ops8 {
-  [[gnu::always_inline]] static v8 fma(v8 a, v8 b, v8 c) {
-    v8 r;
-    for (int j = 0; j < 8; ++j) r[j] = std::fma(a[j], b[j], c[j]);
-    return r;
-  }
-  [[gnu::always_inline]] static v8 abs(v8 a) { return vabs(a); }
-};
-template <class T>
-struct OpsFor;
-template <>
-struct OpsFor<double> {
-  using type = dd::Lanes<double>;
-};
-template <>
-struct OpsFor<v8> {
-  using type = Ops8;
-};
-
 // 16 output pixels of channels o0..o0+kOB-1: every product x*w of the window (padding
 // included as exact zeros) in (c, kh, kw) order, accumulated into a sum and (kAbs) a sum of
 // |x*w| per output, in registers; also the window sums of |x| (stored if ax_out). Lanes are
@@ -121,45 +100,43 @@ void row_sums_t(const RowSumsArgs& A) {
 }
 
 void row_sums(const RowSumsArgs& A) {
-  const bool unit = A.stride_w == 1, four = A.kOB == kOBMax;
+  const bool unit = A.stride_w == 1;
   if (A.abs_sums) {
-    if (four) (unit ? row_sums_t<4, true, true> : row_sums_t<4, false, true>)(A);
+    if (A.kOB == 4) (unit ? row_sums_t<4, true, true> : row_sums_t<4, false, true>)(A);
     else (unit ? row_sums_t<1, true, true> : row_sums_t<1, false, true>)(A);
   } else {
-    if (four) (unit ? row_sums_t<4, true, false> : row_sums_t<4, false, false>)(A);
+    if (A.kOB == 8) (unit ? row_sums_t<8, true, false> : row_sums_t<8, false, false>)(A);
+    else if (A.kOB == 4) (unit ? row_sums_t<4, true, false> : row_sums_t<4, false, false>)(A);
     else (unit ? row_sums_t<1, true, false> : row_sums_t<1, false, false>)(A);
   }
 }
 #pragma GCC pop_options
 
-// The layer output's enclosure y = yh + yl +- r from the conv's c (exact double-double)
-// +- Ec: the BatchNorm (c - mean) * t + beta in double-double arithmetic (dd_arith.hpp) on
-// the certified enclosure t_hi + t_lo +- t_rad of the scale, every rounding of the value
-// and of the bound's own evaluation covered. T: double, or v8 (lane by lane).
-template <class T, bool kBn>
-[[gnu::always_inline]] inline void enclose_affine(const dd::DDT<T>& c, T Ec, const ChannelAffine& ch, T& yh, T& yl,
-                                                  T& r) {
-  using Ops = typename OpsFor<T>::type;
-  using DDt = dd::DDT<T>;
-  const T zero{};
-  auto mag = [](const DDt& x) { return dd::mag<T, Ops>(x); };
+// The layer output's enclosure y +- r in binary64 from the conv sum S (within Ec of the
+// exact sum): the value (S + bias - mean) * t_hi + beta in four roundings, and r a running
+// error bound (Higham 2002, 3.3): each rounding to nearest adds at most u |result|
+// (u = 2^-53), the scale's low part t_lo and radius t_rad add |d| (|t_lo| + t_rad), and the
+// incoming error e_d is scaled by |t| <= |t_hi| + |t_lo| + t_rad. Evaluating r itself takes
+// about a dozen roundings: the factor 1 + 2^-40 covers them; 2^-1070 covers underflow (each
+// rounding's absolute error is then at most 2^-1075). The enclosure is ~2^-51 relative
+// wider than the double-double one, far inside the sum's own ~2^-40: float32 certifies
+// as often. (The second tier, fast_conv.cpp, keeps double-double for the hard cases.)
+template <bool kBn>
+[[gnu::always_inline]] inline void enclose_affine(v8 S, v8 Ec, const ChannelAffine& ch, v8& y, v8& r) {
+  constexpr double u = 0x1p-53;
+  const v8 c = S + ch.bias;
+  const v8 ec = Ec + u * vabs(c);
   if constexpr (kBn) {
-    const DDt t{zero + ch.t_hi, zero + ch.t_lo};
-    const T tmag = mag(t);
-    const DDt d = dd::plus_fp(c, zero - ch.mean);
-    const T rad_d = Ec + dd::kOpRel * mag(d);
-    const DDt p = dd::times_dd<T, Ops>(d, t);
-    const T rad_p = (mag(d) + rad_d) * ch.t_rad + tmag * rad_d + dd::kOpRel * mag(p);
-    const DDt y = dd::plus_fp(p, zero + ch.beta);
-    const T ry = rad_p + dd::kOpRel * mag(y);
-    // Cover the evaluation of ry itself and of the endpoints y +- r used by the callers.
-    r = ry * (1 + 0x1p-40) + 2 * dd::kOpRel * (mag(y) + ry);
-    yh = y.hi;
-    yl = y.lo;
+    const v8 d = c - ch.mean;
+    const v8 ed = ec + u * vabs(d);
+    const v8 p = d * ch.t_hi;
+    const double tlo = std::fabs(ch.t_lo) + ch.t_rad, tmag = std::fabs(ch.t_hi) + tlo;
+    const v8 ep = u * vabs(p) + vabs(d) * tlo + ed * tmag;
+    y = p + ch.beta;
+    r = (ep + u * vabs(y)) * (1 + 0x1p-40) + 0x1p-1070;
   } else {
-    r = Ec * (1 + 0x1p-40) + 2 * dd::kOpRel * (mag(c) + Ec);
-    yh = c.hi;
-    yl = c.lo;
+    y = c;
+    r = ec * (1 + 0x1p-40) + 0x1p-1070;
   }
 }
 
@@ -173,8 +150,9 @@ template <bool kBn>
   v8 S, M;
   __builtin_memcpy(&S, A.s + i, sizeof S);
   __builtin_memcpy(&M, A.m + i, sizeof M);
-  v8 yh, yl, r;
-  enclose_affine<v8, kBn>(dd::two_sum(S, zero + A.ch.bias), M * A.rf, A.ch, yh, yl, r);  // two_sum: exact
+  v8 yh, r;
+  enclose_affine<kBn>(S, M * A.rf, A.ch, yh, r);
+  const v8 yl = zero;
   __builtin_memcpy(hi, &yh, sizeof yh);
   __builtin_memcpy(lo, &yl, sizeof yl);
   __builtin_memcpy(rad, &r, sizeof r);
@@ -196,12 +174,14 @@ template <bool kBn>
   const v8 toward_zero = half * (pow2 ? zero + 0.5 : zero + 1.0);
   const v8i pos = v > zero;
   const v8 below = pos ? toward_zero : half, above = pos ? half : toward_zero;
-  const v8 d = (yh - v) + yl;
+  const v8 d = yh - v;  // exact (Sterbenz); yl = 0 here
   const v8 m = r + 0x1p-50 * (vabs(d) + r);
   const v8i in_cell = (d - m > -below) & (d + m < above) & (vabs(v) <= 0x1.fffffep127);
   const v8 out = v + 0.0;  // -0 becomes +0
   __builtin_memcpy(r32, &out, sizeof out);
-  for (int j = 0; j < 8; ++j) ok[j] = static_cast<std::uint8_t>(in_cell[j] != 0 || !A.want32);
+  typedef signed char v8c __attribute__((vector_size(8)));
+  const v8c okv = __builtin_convertvector(in_cell | (A.want32 ? 0 : -1), v8c) & 1;  // lanes -1/0 -> 1/0
+  __builtin_memcpy(ok, &okv, sizeof okv);
 }
 
 template <bool kBn>
@@ -236,9 +216,11 @@ std::int64_t finish_row_t(const FinishArgs& A) {
   std::uint8_t* __restrict cert = A.certified;
   std::int32_t* __restrict prec = A.precision;
   const std::uint8_t* __restrict ok = A.ok;
+  const std::uint8_t formats = A.formats;
+  const std::int64_t count = A.count;
   std::int64_t failed = 0;
-  for (std::int64_t j = 0; j < A.count; ++j) {
-    cert[j] = ok[j] ? A.formats : 0;
+  for (std::int64_t j = 0; j < count; ++j) {
+    cert[j] = ok[j] ? formats : 0;
     prec[j] = 0;
     failed += ok[j] ? 0 : 1;
   }

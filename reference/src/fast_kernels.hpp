@@ -26,7 +26,10 @@ struct ChannelAffine {
   double mean = 0, beta = 0, bias = 0;   // bias: the conv's (0 if none)
 };
 
-inline constexpr std::int64_t kOBMax = 4;  // output channels per block: each input vector feeds up to 4
+// Output channels per block (kOB): each loaded input vector feeds kOB channels. 8 when only
+// the sums are kept (16 accumulators), 4 with the sums of |x w| too (the same register
+// count), 1 for depthwise layers (one channel per group).
+inline constexpr std::int64_t kOBMax = 8;
 
 // One output row's sums. The input x holds, for every input channel c and kernel row kh,
 // the padded input row the output row reads, at x + c * chan_step + kh * row_step (a
