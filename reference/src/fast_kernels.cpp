@@ -30,12 +30,13 @@ typedef float v8f __attribute__((vector_size(32)));
 // bit for bit the same sums as separate multiplies and adds, in fewer instructions.
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
-template <int kOB, bool kUnitStride, bool kAbs>
+// kK: the kernel's size known at compile time (1 or 3; 0: from A); kAx: also sum |x|.
+template <int kOB, bool kUnitStride, bool kAbs, int kK, bool kAx>
 [[gnu::always_inline]] inline void block16(const RowSumsArgs& A, std::int64_t cg, const double* __restrict wr,
                                            const double* __restrict war, const double* xc, double* __restrict s_out,
                                            double* __restrict a_out, double* __restrict ax_out) {
   v8 s[kOB][2] = {}, a[kOB][2] = {}, ax[2] = {};
-  const std::int64_t sw = A.stride_w, dw = A.dil_w, KW = A.KW, KH = A.KH;
+  const std::int64_t sw = A.stride_w, dw = A.dil_w, KW = kK ? kK : A.KW, KH = kK ? kK : A.KH;
   // Pointers walk the window: the input row of (ci, kh) and its weights, advanced by
   // constant strides instead of recomputed indices.
   const std::int64_t row_step = A.row_step, chan_step = A.chan_step;
@@ -52,8 +53,10 @@ template <int kOB, bool kUnitStride, bool kAbs>
           for (int j = 0; j < 8; ++j) x1[j] = xr[(j + 8) * sw + kw * dw];
         }
         const v8 xa0 = vabs(x0), xa1 = vabs(x1);
-        ax[0] += xa0;  // always (cheaper than a branch); stored if asked
-        ax[1] += xa1;
+        if constexpr (kAx) {
+          ax[0] += xa0;
+          ax[1] += xa1;
+        }
         for (std::int64_t b = 0; b < kOB; ++b) {
           const double wv = wr[kw * kOB + b];
           s[b][0] += x0 * wv;
@@ -75,7 +78,7 @@ template <int kOB, bool kUnitStride, bool kAbs>
       __builtin_memcpy(a_out + b * A.stride + 8, &a[b][1], sizeof(v8));
     }
   }
-  if (ax_out) {
+  if constexpr (kAx) {
     __builtin_memcpy(ax_out, &ax[0], sizeof(v8));
     __builtin_memcpy(ax_out + 8, &ax[1], sizeof(v8));
   }
@@ -83,20 +86,29 @@ template <int kOB, bool kUnitStride, bool kAbs>
 
 // Every 16-pixel tile of the row, every group, every block of the group; for each tile all
 // blocks reuse the same panel window while it sits in L1.
-template <int kOB, bool kUnitStride, bool kAbs>
-void row_sums_t(const RowSumsArgs& A) {
+template <int kOB, bool kUnitStride, bool kAbs, int kK>
+void row_sums_k(const RowSumsArgs& A) {
   const std::int64_t cg = A.C / A.groups, per = cg * A.KH * A.KW;
   for (std::int64_t ow0 = 0; ow0 < A.OW; ow0 += 16) {
     for (std::int64_t gi = 0; gi < A.groups; ++gi) {
       const double* xc = A.x + gi * cg * A.chan_step + ow0 * A.stride_w;
       for (std::int64_t bi = 0; bi < A.blocks_per_group; ++bi) {
         const std::int64_t o0 = gi * A.og + bi * kOB, off = gi * A.group_stride + bi * per * kOB;
-        block16<kOB, kUnitStride, kAbs>(A, cg, A.w + off, A.wabs + off, xc, A.s + o0 * A.stride + ow0,
-                                        A.a + o0 * A.stride + ow0,
-                                        bi == 0 ? A.ax + gi * A.stride + ow0 : nullptr);  // first block: sum|x|
+        double *s = A.s + o0 * A.stride + ow0, *a = A.a + o0 * A.stride + ow0;
+        if (bi == 0)  // the group's first block also sums |x|
+          block16<kOB, kUnitStride, kAbs, kK, true>(A, cg, A.w + off, A.wabs + off, xc, s, a, A.ax + gi * A.stride + ow0);
+        else
+          block16<kOB, kUnitStride, kAbs, kK, false>(A, cg, A.w + off, A.wabs + off, xc, s, a, nullptr);
       }
     }
   }
+}
+
+template <int kOB, bool kUnitStride, bool kAbs>
+void row_sums_t(const RowSumsArgs& A) {
+  if (A.KH == 1 && A.KW == 1) row_sums_k<kOB, kUnitStride, kAbs, 1>(A);
+  else if (A.KH == 3 && A.KW == 3) row_sums_k<kOB, kUnitStride, kAbs, 3>(A);
+  else row_sums_k<kOB, kUnitStride, kAbs, 0>(A);
 }
 
 void row_sums(const RowSumsArgs& A) {
