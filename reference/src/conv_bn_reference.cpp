@@ -50,7 +50,7 @@ class ConvBnEvaluator {
  public:
   ConvBnEvaluator(const LayerData& layer, const Options& opts) : L(layer), g(layer.geometry), opts(opts) {
     validate();
-    fast_products = detail::all_float32(*L.x) && detail::all_float32(*L.w);
+    fast_products = detail::all_float32(*L.x, opts.threads) && detail::all_float32(*L.w, opts.threads);
     product_precision = fast_products ? 53 : 106;
   }
 

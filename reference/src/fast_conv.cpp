@@ -18,7 +18,23 @@ const Kernels& kernels() {
   return k;
 }
 
-bool all_float32(const std::vector<double>& v) { return kernels().all_float32(v.data(), v.size()); }
+bool all_float32(const std::vector<double>& v, unsigned threads) {
+  // Large inputs (a layer's activations: megabytes) are scanned in parallel chunks.
+  const std::size_t n = v.size();
+  unsigned nt = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  if (n < (std::size_t{1} << 18) || nt == 1) return kernels().all_float32(v.data(), n);
+  const std::size_t chunk = (n + nt - 1) / nt;
+  std::vector<char> ok(nt, 1);
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < nt; ++t)
+    pool.emplace_back([&, t] {
+      const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+      ok[t] = kernels().all_float32(v.data() + b, e - b);
+    });
+  ok[0] = kernels().all_float32(v.data(), std::min(n, chunk));
+  for (auto& th : pool) th.join();
+  return std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+}
 
 namespace {
 

@@ -59,8 +59,8 @@ struct FastResult {
 // compensated re-sum, fast_conv.cpp) for the outputs it could not certify.
 FastResult fast_conv_bn(const FastLayer& layer, FastOut& out);
 
-// Whether every value is float32-representable (NaN counts).
-bool all_float32(const std::vector<double>& v);
+// Whether every value is float32-representable (NaN counts); threads as in Options.
+bool all_float32(const std::vector<double>& v, unsigned threads = 1);
 
 // The vector kernels for this CPU (fast_kernels.hpp): AVX-512, AVX2 + FMA, or baseline.
 const Kernels& kernels();
