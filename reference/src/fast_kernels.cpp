@@ -157,7 +157,8 @@ template <bool kBn>
 template <bool kBn>
 [[gnu::always_inline]] inline void enclose8(const FinishArgs& A, std::int64_t i, double* __restrict hi,
                                             double* __restrict lo, double* __restrict rad, double* __restrict r32,
-                                            std::uint8_t* __restrict ok) {
+                                            std::uint8_t* __restrict ok, std::uint8_t* __restrict cert,
+                                            std::int32_t* __restrict prec) {
   const v8 zero = {};
   v8 S, M;
   __builtin_memcpy(&S, A.s + i, sizeof S);
@@ -194,22 +195,30 @@ template <bool kBn>
   typedef signed char v8c __attribute__((vector_size(8)));
   const v8c okv = __builtin_convertvector(in_cell | (A.want32 ? 0 : -1), v8c) & 1;  // lanes -1/0 -> 1/0
   __builtin_memcpy(ok, &okv, sizeof okv);
+  const v8c certv = okv * static_cast<signed char>(A.formats);
+  __builtin_memcpy(cert, &certv, sizeof certv);
+  const std::int32_t zeros[8] = {};
+  __builtin_memcpy(prec, zeros, sizeof zeros);
 }
 
 template <bool kBn>
 std::int64_t finish_row_t(const FinishArgs& A) {
   std::int64_t i = 0;
-  for (; i + 8 <= A.count; i += 8) enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i);
+  for (; i + 8 <= A.count; i += 8)
+    enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i, A.certified + i, A.precision + i);
   if (i < A.count) {  // the last partial group: computed whole, stored in part
     double h[8], l[8], r[8], v[8];
-    std::uint8_t k[8];
-    enclose8<kBn>(A, i, h, l, r, v, k);
+    std::uint8_t k[8], c[8];
+    std::int32_t p[8];
+    enclose8<kBn>(A, i, h, l, r, v, k, c, p);
     for (std::int64_t j = 0; i + j < A.count; ++j) {
       A.hi[i + j] = h[j];
       A.lo[i + j] = l[j];
       A.rad[i + j] = r[j];
       A.r32[i + j] = v[j];
       A.ok[i + j] = k[j];
+      A.certified[i + j] = c[j];
+      A.precision[i + j] = p[j];
     }
   }
   if (A.conv) {
@@ -225,18 +234,11 @@ std::int64_t finish_row_t(const FinishArgs& A) {
       abs_x_sum[j] = A.ax[j] * A.abs_x_factor;
     }
   }
-  std::uint8_t* __restrict cert = A.certified;
-  std::int32_t* __restrict prec = A.precision;
   const std::uint8_t* __restrict ok = A.ok;
-  const std::uint8_t formats = A.formats;
   const std::int64_t count = A.count;
-  std::int64_t failed = 0;
-  for (std::int64_t j = 0; j < count; ++j) {
-    cert[j] = ok[j] ? formats : 0;
-    prec[j] = 0;
-    failed += ok[j] ? 0 : 1;
-  }
-  return failed;
+  std::int64_t certified = 0;
+  for (std::int64_t j = 0; j < count; ++j) certified += ok[j];
+  return count - certified;
 }
 
 std::int64_t finish_row(const FinishArgs& A) {
