@@ -154,8 +154,9 @@ template <bool kBn>
 
 // Enclosure and float32 test of 8 outputs: the scalar algorithm in each lane, selects
 // instead of branches.
+// Returns the number of lanes certified.
 template <bool kBn>
-[[gnu::always_inline]] inline void enclose8(const FinishArgs& A, std::int64_t i, double* __restrict hi,
+[[gnu::always_inline]] inline int enclose8(const FinishArgs& A, std::int64_t i, double* __restrict hi,
                                             double* __restrict lo, double* __restrict rad, double* __restrict r32,
                                             std::uint8_t* __restrict ok, std::uint8_t* __restrict cert,
                                             std::int32_t* __restrict prec) {
@@ -199,13 +200,17 @@ template <bool kBn>
   __builtin_memcpy(cert, &certv, sizeof certv);
   const std::int32_t zeros[8] = {};
   __builtin_memcpy(prec, zeros, sizeof zeros);
+  std::uint64_t bits8;
+  __builtin_memcpy(&bits8, &okv, sizeof bits8);
+  return __builtin_popcountll(bits8);  // one bit per certified lane's byte
 }
 
 template <bool kBn>
 std::int64_t finish_row_t(const FinishArgs& A) {
-  std::int64_t i = 0;
+  std::int64_t i = 0, certified = 0;
   for (; i + 8 <= A.count; i += 8)
-    enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i, A.certified + i, A.precision + i);
+    certified +=
+        enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i, A.certified + i, A.precision + i);
   if (i < A.count) {  // the last partial group: computed whole, stored in part
     double h[8], l[8], r[8], v[8];
     std::uint8_t k[8], c[8];
@@ -219,6 +224,7 @@ std::int64_t finish_row_t(const FinishArgs& A) {
       A.ok[i + j] = k[j];
       A.certified[i + j] = c[j];
       A.precision[i + j] = p[j];
+      certified += k[j];
     }
   }
   if (A.conv) {
@@ -234,11 +240,7 @@ std::int64_t finish_row_t(const FinishArgs& A) {
       abs_x_sum[j] = A.ax[j] * A.abs_x_factor;
     }
   }
-  const std::uint8_t* __restrict ok = A.ok;
-  const std::int64_t count = A.count;
-  std::int64_t certified = 0;
-  for (std::int64_t j = 0; j < count; ++j) certified += ok[j];
-  return count - certified;
+  return A.count - certified;
 }
 
 std::int64_t finish_row(const FinishArgs& A) {
