@@ -20,8 +20,12 @@ double Value::rounded_to(const Format& f) const {
   throw std::invalid_argument(std::string("unknown format ") + f.name);
 }
 
-ValueArray::ValueArray(std::size_t n, unsigned formats)
-    : formats_(formats), hi_(n), lo_(n), radius_(n), certified_(n), precision_(n) {
+ValueArray::ValueArray(std::size_t n, unsigned formats, Width width)
+    : formats_(formats), hi_(n), radius_(n), certified_(n) {
+  if (width == kWide) {
+    lo_.resize(n);
+    precision_.resize(n);
+  }
   for (std::size_t k = 0; k < kNumFormats; ++k)
     if (formats & (1u << k)) rounded_[k].resize(n);
 }
@@ -40,10 +44,10 @@ ValueArray::ValueArray(const std::vector<Value>& values) : ValueArray(values.siz
 
 Value ValueArray::operator[](std::size_t i) const {
   Value v;
-  v.approx = {hi_[i], lo_[i]};
+  v.approx = approx(i);
   v.radius = radius_[i];
   v.certified = certified_[i];
-  v.precision_used = precision_[i];
+  v.precision_used = precision_.empty() ? 0 : precision_[i];
   for (std::size_t k = 0; k < kNumFormats; ++k)
     v.rounded[k] = rounded_[k].empty() ? std::numeric_limits<double>::quiet_NaN() : rounded_[k][i];
   return v;
@@ -51,13 +55,23 @@ Value ValueArray::operator[](std::size_t i) const {
 
 void ValueArray::set(std::size_t i, const Value& v) {
   if (v.certified & ~formats_) throw std::logic_error("ValueArray::set: a format without storage");
+  if (lo_.empty() && !hi_.empty()) {
+    if (v.approx.lo != 0.0 || v.precision_used != 0) throw std::logic_error("ValueArray::set: a wide value in a narrow array");
+  } else {
+    lo_[i] = v.approx.lo;
+    precision_[i] = static_cast<std::int32_t>(v.precision_used);
+  }
   hi_[i] = v.approx.hi;
-  lo_[i] = v.approx.lo;
   radius_[i] = v.radius;
   certified_[i] = static_cast<std::uint8_t>(v.certified);
-  precision_[i] = static_cast<std::int32_t>(v.precision_used);
   for (std::size_t k = 0; k < kNumFormats; ++k)
     if (!rounded_[k].empty()) rounded_[k][i] = v.rounded[k];
+}
+
+void ValueArray::widen() {
+  if (!lo_.empty() || hi_.empty()) return;
+  lo_.assign(hi_.size(), 0.0);
+  precision_.assign(hi_.size(), 0);
 }
 
 double ValueArray::rounded_to(std::size_t i, const Format& f) const {

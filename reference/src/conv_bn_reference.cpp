@@ -57,7 +57,6 @@ class ConvBnEvaluator {
   LayerResult run() {
     LayerResult r;
     const std::int64_t total = g.output_size();
-    r.y = ValueArray(static_cast<std::size_t>(total), opts.formats);
     if (opts.bound_data) {
       r.conv.resize(total);
       r.conv_radius.resize(total);
@@ -69,6 +68,9 @@ class ConvBnEvaluator {
     // about 2^-40 relative: enough for float32 and narrower, never for float64).
     const bool use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) &&
                           (!L.bias || detail::all_float32(*L.bias));
+    // The fast path writes binary64 approximations (a narrow array, widened for the
+    // multiprecision path's 106-bit ones if any output needs it).
+    r.y = ValueArray(static_cast<std::size_t>(total), opts.formats, use_fast ? ValueArray::kNarrow : ValueArray::kWide);
     std::vector<std::int64_t> slow;
     if (use_fast) {
       detail::FastLayer f;
@@ -98,6 +100,7 @@ class ConvBnEvaluator {
       for (std::int64_t i = 0; i < total; ++i) slow[static_cast<std::size_t>(i)] = i;
     }
     // The multiprecision path for the outputs the fast path did not certify (or all).
+    if (!slow.empty()) r.y.widen();
     nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, static_cast<std::int64_t>(slow.size()))));
     std::vector<std::int64_t> esc(nt, 0);
     std::vector<long> maxp(nt, 0);
@@ -204,12 +207,14 @@ class ConvBnEvaluator {
   }
 
   // The fast path's per-channel data: the BatchNorm scale as a double-double with a
-  // certified radius (from a 256-bit interval), and the other parameters.
+  // certified radius (from a 128-bit interval: its width, ~2^-126 relative, and the
+  // double-double's own 2^-107 both sit in t_rad, far below the ~2^-100 the second tier
+  // needs), and the other parameters.
   std::vector<detail::ChannelAffine> fast_channels(unsigned nt) const {
     std::vector<detail::ChannelAffine> ch(static_cast<std::size_t>(g.O));
     nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
     parallel(nt, [&](unsigned t) {
-      Interval s(256);
+      Interval s(128);
       for (std::int64_t o = t; o < g.O; o += nt) {
         detail::ChannelAffine& c = ch[static_cast<std::size_t>(o)];
         c.bias = L.bias ? (*L.bias)[o] : 0.0;

@@ -148,15 +148,16 @@ bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vec
   const double radius_factor = gam / (1 - gam) * (1 + 0x1p-50) * (1 + 0x1p-50);
   double yh, yl, r;
   enclose_affine(dd::two_sum(sum, sigma), E * radius_factor, ch, yh, yl, r);
-  Value v;
-  v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
+  std::array<double, kNumFormats> rounded{};
   for (std::size_t k = 0; k < kNumFormats; ++k)
-    if ((L.formats & (1u << k)) && !certify_cell(yh, yl, r, kFormats[k], v.rounded[k])) return false;
-  v.approx = {yh, yl};
-  v.radius = r;
-  v.certified = L.formats;
-  v.precision_used = 0;
-  y.set(static_cast<std::size_t>(idx), v);
+    if ((L.formats & (1u << k)) && !certify_cell(yh, yl, r, kFormats[k], rounded[k])) return false;
+  // The array is narrow (binary64 approximations): yh (= fl(yh + yl)) within r + |yl|.
+  const std::size_t i = static_cast<std::size_t>(idx);
+  y.hi()[i] = yh;
+  y.radius()[i] = (r + std::fabs(yl)) * (1 + 0x1p-52);
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    if (L.formats & (1u << k)) y.rounded(k)[i] = rounded[k];
+  y.certified()[i] = static_cast<std::uint8_t>(L.formats);
   return true;
 }
 
@@ -231,6 +232,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   std::vector<std::vector<std::int64_t>> failed(nt);
   std::vector<std::int64_t> compensated(nt, 0);
   const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
+  const bool want32_any = L.formats & (1u << kF32);
   auto work = [&](unsigned t) {
     // Per thread: the row's sums (16-lane stride, kOBMax spare rows) and its panel, wide
     // enough for every read of a 16-pixel block.
@@ -238,8 +240,10 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
     const std::int64_t panel_w = std::max(Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
     std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
         ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));
-    std::vector<std::uint8_t> ok(static_cast<std::size_t>(OW));
-    std::vector<double> scratch(static_cast<std::size_t>(OW));
+    // ok flags of the row's outputs ([o][ow]); float32 roundings go to scratch when float32
+    // is not asked for (laid out like the output: one plane per channel).
+    std::vector<std::uint8_t> ok(static_cast<std::size_t>(g.O * OW));
+    std::vector<double> scratch(want32_any ? 0 : static_cast<std::size_t>(g.O * OH * OW));
     const RowSumsArgs ra{g.C, g.KH, g.KW, g.stride_w, g.dil_w, g.groups, og, OW, panel.data(), panel_w,
                          g.KH * panel_w, bw.w.data(), bw.wabs.data(), bw.group_stride, bw.kOB,
                          bw.blocks_per_group, bounds, s.data(), a.data(), ax.data(), stride};
@@ -249,36 +253,33 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
       const std::int64_t n = it / OH, oh = it % OH;
       fill_panel(g, *L.x, n, oh, panel_w, panel.data());
       K.row_sums(ra);
+      const std::size_t b0 = static_cast<std::size_t>((n * g.O * OH + oh) * OW);  // channel 0's row
+      const FinishArgs fa{s.data(), a.data(), ax.data(), stride, og, g.O, OW, OH * OW, L.channels.data(), rf.data(),
+                          bounds, want32, L.abs_factor, L.abs_x_factor, y.hi() + b0, y.radius() + b0,
+                          want32 ? y.rounded(kF32) + b0 : scratch.data(), ok.data(),
+                          static_cast<std::uint8_t>(L.formats), y.certified() + b0,
+                          bounds ? out.conv + b0 : nullptr, bounds ? out.conv_radius + b0 : nullptr,
+                          bounds ? out.abs_sum + b0 : nullptr, bounds ? out.abs_x_sum + b0 : nullptr};
+      if (K.finish_row(fa) == 0 && !others) continue;
       for (std::int64_t o = 0; o < g.O; ++o) {
-        const std::int64_t base = ((n * g.O + o) * OH + oh) * OW;
-        const std::size_t b = static_cast<std::size_t>(base), r = static_cast<std::size_t>(o * stride);
-        const double* axr = &ax[static_cast<std::size_t>((o / og) * stride)];
-        const FinishArgs fa{&s[r], bounds ? &a[r] : axr, &a[r], axr, rf[static_cast<std::size_t>(o)], OW,
-                            L.channels[static_cast<std::size_t>(o)], want32, L.abs_factor, L.abs_x_factor,
-                            y.hi() + b, y.lo() + b, y.radius() + b, want32 ? y.rounded(kF32) + b : scratch.data(),
-                            ok.data(), static_cast<std::uint8_t>(L.formats), y.certified() + b,
-                            y.precision_used() + b, bounds ? out.conv + b : nullptr,
-                            bounds ? out.conv_radius + b : nullptr, bounds ? out.abs_sum + b : nullptr,
-                            bounds ? out.abs_x_sum + b : nullptr};
-        std::int64_t failed_here = K.finish_row(fa);
+        const std::size_t b = b0 + static_cast<std::size_t>(o * OH * OW);
+        std::uint8_t* okr = &ok[static_cast<std::size_t>(o * OW)];
         if (others) {
           // Float16, bfloat16: the general cell test, one output at a time.
           for (std::size_t k = 0; k < kNumFormats; ++k) {
             if (k == kF32 || !(L.formats & (1u << k))) continue;
             double* rk = y.rounded(k) + b;
             for (std::int64_t i = 0; i < OW; ++i)
-              if (ok[static_cast<std::size_t>(i)] && !certify_cell(fa.hi[i], fa.lo[i], fa.rad[i], kFormats[k], rk[i])) {
-                ok[static_cast<std::size_t>(i)] = 0;
-                fa.certified[i] = 0;
-                ++failed_here;
+              if (okr[i] && !certify_cell(y.hi()[b + i], 0.0, y.radius()[b + i], kFormats[k], rk[i])) {
+                okr[i] = 0;
+                y.certified()[b + i] = 0;
               }
           }
         }
-        if (failed_here == 0) continue;
         for (std::int64_t i = 0; i < OW; ++i)
-          if (!ok[static_cast<std::size_t>(i)]) {
-            if (recheck(g, *L.x, *L.w, L, base + i, y)) ++compensated[t];
-            else failed[t].push_back(base + i);
+          if (!okr[i]) {
+            if (recheck(g, *L.x, *L.w, L, static_cast<std::int64_t>(b) + i, y)) ++compensated[t];
+            else failed[t].push_back(static_cast<std::int64_t>(b) + i);
           }
       }
     }

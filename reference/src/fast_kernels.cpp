@@ -156,19 +156,17 @@ template <bool kBn>
 // instead of branches.
 // Returns the number of lanes certified.
 template <bool kBn>
-[[gnu::always_inline]] inline int enclose8(const FinishArgs& A, std::int64_t i, double* __restrict hi,
-                                            double* __restrict lo, double* __restrict rad, double* __restrict r32,
-                                            std::uint8_t* __restrict ok, std::uint8_t* __restrict cert,
-                                            std::int32_t* __restrict prec) {
+[[gnu::always_inline]] inline int enclose8(const FinishArgs& A, const double* s, const double* mag, double rf,
+                                            const ChannelAffine& ch, double* __restrict hi, double* __restrict rad,
+                                            double* __restrict r32, std::uint8_t* __restrict ok,
+                                            std::uint8_t* __restrict cert) {
   const v8 zero = {};
   v8 S, M;
-  __builtin_memcpy(&S, A.s + i, sizeof S);
-  __builtin_memcpy(&M, A.m + i, sizeof M);
+  __builtin_memcpy(&S, s, sizeof S);
+  __builtin_memcpy(&M, mag, sizeof M);
   v8 yh, r;
-  enclose_affine<kBn>(S, M * A.rf, A.ch, yh, r);
-  const v8 yl = zero;
+  enclose_affine<kBn>(S, M * rf, ch, yh, r);
   __builtin_memcpy(hi, &yh, sizeof yh);
-  __builtin_memcpy(lo, &yl, sizeof yl);
   __builtin_memcpy(rad, &r, sizeof r);
   // float32: v = the hardware rounding of yh; if y's enclosure lies strictly inside v's
   // rounding cell, v is the rounding of every point of it. The cell reaches half a spacing
@@ -188,7 +186,7 @@ template <bool kBn>
   const v8 toward_zero = half * (pow2 ? zero + 0.5 : zero + 1.0);
   const v8i pos = v > zero;
   const v8 below = pos ? toward_zero : half, above = pos ? half : toward_zero;
-  const v8 d = yh - v;  // exact (Sterbenz); yl = 0 here
+  const v8 d = yh - v;  // exact (Sterbenz)
   const v8 m = r + 0x1p-50 * (vabs(d) + r);
   const v8i in_cell = (d - m > -below) & (d + m < above) & (vabs(v) <= 0x1.fffffep127);
   const v8 out = v + 0.0;  // -0 becomes +0
@@ -198,53 +196,60 @@ template <bool kBn>
   __builtin_memcpy(ok, &okv, sizeof okv);
   const v8c certv = okv * static_cast<signed char>(A.formats);
   __builtin_memcpy(cert, &certv, sizeof certv);
-  const std::int32_t zeros[8] = {};
-  __builtin_memcpy(prec, zeros, sizeof zeros);
   std::uint64_t bits8;
   __builtin_memcpy(&bits8, &okv, sizeof bits8);
   return __builtin_popcountll(bits8);  // one bit per certified lane's byte
 }
 
+// One channel's row.
 template <bool kBn>
-std::int64_t finish_row_t(const FinishArgs& A) {
+[[gnu::always_inline]] inline std::int64_t finish_channel(const FinishArgs& A, std::int64_t o) {
+  const ChannelAffine& ch = A.channels[o];
+  const double rf = A.rf[o];
+  const double* s = A.s + o * A.stride;
+  const double* a = A.a + o * A.stride;
+  const double* ax = A.ax + (o / A.og) * A.stride;
+  const double* mag = A.bounds ? a : ax;
+  const std::int64_t p = o * A.plane, count = A.count;
+  double *hi = A.hi + p, *rad = A.rad + p, *r32 = A.r32 + p;
+  std::uint8_t *ok = A.ok + o * count, *cert = A.certified + p;
   std::int64_t i = 0, certified = 0;
-  for (; i + 8 <= A.count; i += 8)
-    certified +=
-        enclose8<kBn>(A, i, A.hi + i, A.lo + i, A.rad + i, A.r32 + i, A.ok + i, A.certified + i, A.precision + i);
-  if (i < A.count) {  // the last partial group: computed whole, stored in part
-    double h[8], l[8], r[8], v[8];
+  for (; i + 8 <= count; i += 8)
+    certified += enclose8<kBn>(A, s + i, mag + i, rf, ch, hi + i, rad + i, r32 + i, ok + i, cert + i);
+  if (i < count) {  // the last partial group: computed whole, stored in part
+    double h[8], r[8], v[8];
     std::uint8_t k[8], c[8];
-    std::int32_t p[8];
-    enclose8<kBn>(A, i, h, l, r, v, k, c, p);
-    for (std::int64_t j = 0; i + j < A.count; ++j) {
-      A.hi[i + j] = h[j];
-      A.lo[i + j] = l[j];
-      A.rad[i + j] = r[j];
-      A.r32[i + j] = v[j];
-      A.ok[i + j] = k[j];
-      A.certified[i + j] = c[j];
-      A.precision[i + j] = p[j];
+    enclose8<kBn>(A, s + i, mag + i, rf, ch, h, r, v, k, c);
+    for (std::int64_t j = 0; i + j < count; ++j) {
+      hi[i + j] = h[j];
+      rad[i + j] = r[j];
+      r32[i + j] = v[j];
+      ok[i + j] = k[j];
+      cert[i + j] = c[j];
       certified += k[j];
     }
   }
   if (A.conv) {
-    double* __restrict conv = A.conv;
-    double* __restrict conv_rad = A.conv_rad;
-    double* __restrict abs_sum = A.abs_sum;
-    double* __restrict abs_x_sum = A.abs_x_sum;
-    for (std::int64_t j = 0; j < A.count; ++j) {
-      const dd::DD c = dd::two_sum(A.s[j], A.ch.bias);  // exact
+    double* __restrict conv = A.conv + p;
+    double* __restrict conv_rad = A.conv_rad + p;
+    double* __restrict abs_sum = A.abs_sum + p;
+    double* __restrict abs_x_sum = A.abs_x_sum + p;
+    for (std::int64_t j = 0; j < count; ++j) {
+      const dd::DD c = dd::two_sum(s[j], ch.bias);  // exact
       conv[j] = c.hi;
-      conv_rad[j] = (A.m[j] * A.rf + std::fabs(c.lo)) * (1 + 0x1p-50);
-      abs_sum[j] = A.a[j] * A.abs_factor;  // a / (1 - gamma_K), rounded up
-      abs_x_sum[j] = A.ax[j] * A.abs_x_factor;
+      conv_rad[j] = (mag[j] * rf + std::fabs(c.lo)) * (1 + 0x1p-50);
+      abs_sum[j] = a[j] * A.abs_factor;  // a / (1 - gamma_K), rounded up
+      abs_x_sum[j] = ax[j] * A.abs_x_factor;
     }
   }
-  return A.count - certified;
+  return count - certified;
 }
 
 std::int64_t finish_row(const FinishArgs& A) {
-  return (A.ch.has_bn ? finish_row_t<true> : finish_row_t<false>)(A);
+  std::int64_t failed = 0;
+  for (std::int64_t o = 0; o < A.O; ++o)
+    failed += A.channels[o].has_bn ? finish_channel<true>(A, o) : finish_channel<false>(A, o);
+  return failed;
 }
 
 bool all_float32(const double* v, std::size_t n) {

@@ -51,25 +51,27 @@ struct RowSumsArgs {
   std::int64_t stride;
 };
 
-// The epilogue for `count` outputs of one channel row (fast_conv.hpp): the enclosure of
-// each layer output, from the sums s with radius rf * m[i], written to hi, lo, rad; the
-// float32 rounding written to r32 and ok[i] = 1 when it is certified (always 1 when
-// float32 is not asked for: want32 false); certified[i] = ok[i] ? formats : 0 and
-// precision[i] = 0. Returns the number of outputs not certified. With the bound-data
-// pointers set (then m = a): conv, conv_rad, abs_sum = a * abs_factor,
-// abs_x_sum = ax * abs_x_factor. s, m, a and ax may be read up to 7 entries past count.
+// The epilogue for one output row of every channel o < O (fast_conv.hpp): for each of
+// the row's `count` outputs, the enclosure of the layer output from the sum
+// s[o * stride + i] with radius rf[o] * m (m = a[o * stride + i] with the bound data,
+// else ax[(o / og) * stride + i]), a binary64 value written to hi and its radius to rad;
+// the float32 rounding to r32 and ok = 1 when it is certified (always 1 when float32 is
+// not asked for: want32 false); certified = ok ? formats : 0. Outputs of channel o are at
+// [o * plane + i] of each output stream; ok at [o * count + i]. Returns the number of
+// outputs not certified. With the bound-data pointers set: conv, conv_rad,
+// abs_sum = a * abs_factor, abs_x_sum = ax * abs_x_factor. The row buffers may be read up
+// to 7 entries past count (stride is a multiple of 16).
 struct FinishArgs {
-  const double *s, *m, *a, *ax;
-  double rf;
-  std::int64_t count;
-  ChannelAffine ch;
-  bool want32;
+  const double *s, *a, *ax;
+  std::int64_t stride, og, O, count, plane;
+  const ChannelAffine* channels;
+  const double* rf;
+  bool bounds, want32;
   double abs_factor, abs_x_factor;
-  double *hi, *lo, *rad, *r32;
+  double *hi, *rad, *r32;
   std::uint8_t* ok;
   std::uint8_t formats;
   std::uint8_t* certified;
-  std::int32_t* precision;
   double *conv, *conv_rad, *abs_sum, *abs_x_sum;  // null: not asked for
 };
 

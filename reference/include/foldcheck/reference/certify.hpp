@@ -87,8 +87,11 @@ class ValueArray {
  public:
   ValueArray() = default;
   // n values, not yet set (every one must be set before it is read); storage for the
-  // rounded values of the formats in `formats` only.
-  ValueArray(std::size_t n, unsigned formats);
+  // rounded values of the formats in `formats` only. Narrow: without the streams of
+  // approx.lo and precision_used, which then read as 0 (a fast writer's values, binary64
+  // approximations certified at no extra precision) until widen() adds them.
+  enum Width { kWide, kNarrow };
+  ValueArray(std::size_t n, unsigned formats, Width width = kWide);
   // A copy of separately certified values (storage for every format any of them certifies).
   explicit ValueArray(const std::vector<Value>& values);
 
@@ -96,9 +99,13 @@ class ValueArray {
   bool empty() const { return hi_.empty(); }
   unsigned formats() const { return formats_; }
   Value operator[](std::size_t i) const;
-  void set(std::size_t i, const Value& v);  // v's certified formats must be among formats()
+  // v's certified formats must be among formats(); a narrow array takes only values with
+  // approx.lo = 0 and precision_used = 0 (std::logic_error otherwise).
+  void set(std::size_t i, const Value& v);
 
-  DoubleDouble approx(std::size_t i) const { return {hi_[i], lo_[i]}; }
+  DoubleDouble approx(std::size_t i) const { return {hi_[i], lo_.empty() ? 0.0 : lo_[i]}; }
+  bool wide() const { return !lo_.empty() || hi_.empty(); }
+  void widen();  // adds the lo and precision streams (zeros) if narrow
   double radius(std::size_t i) const { return radius_[i]; }
   unsigned certified(std::size_t i) const { return certified_[i]; }
   // Throws std::logic_error if f's rounding of value i was not certified.
@@ -106,11 +113,11 @@ class ValueArray {
 
   // The raw streams, for writers that fill many values at once.
   double* hi() { return hi_.data(); }
-  double* lo() { return lo_.data(); }
+  double* lo() { return lo_.data(); }  // null when narrow
   double* radius() { return radius_.data(); }
   double* rounded(std::size_t format_index) { return rounded_[format_index].data(); }
   std::uint8_t* certified() { return certified_.data(); }
-  std::int32_t* precision_used() { return precision_.data(); }
+  std::int32_t* precision_used() { return precision_.data(); }  // null when narrow
 
  private:
   // Sized, not initialised: a layer reference writes every entry (fast path or not).
