@@ -110,7 +110,11 @@ void reference_path(benchmark::State& st, int s, bool fast, bool bound_data) {
 void naive_mp(benchmark::State& st, int s) {
   const Fixture f = make(kShapes[s], DType::Float32);
   const Node& c = f.g.nodes[0];
-  const std::int64_t channels = 2 * cores();  // a few channels: the full layer would take minutes
+  // A few channels (the full layer would take minutes), but at least ~2 M terms so that
+  // one iteration is long enough to time.
+  const std::int64_t per_channel = c.geometry.output_size() / c.geometry.O * c.geometry.terms_per_output();
+  const std::int64_t channels =
+      std::min<std::int64_t>(c.geometry.O, std::max<std::int64_t>(2 * cores(), 2'000'000 / per_channel + 1));
   for (auto _ : st)
     benchmark::DoNotOptimize(
         bench::naive_mp_conv_bn(c.geometry, f.x, c.weight.data, f.g.nodes[1].bn, 0, channels, cores()));

@@ -87,7 +87,7 @@ class ConvBnEvaluator {
       f.radius_factor = gam * f.abs_factor * (1 + 0x1p-50);
       f.gamma = gam;
       f.abs_x_factor = 1.0 + (K + 1) * 0x1p-52;
-      f.channels = fast_channels(nt);
+      f.channel = [this](std::int64_t o) { return fast_channel(o); };
       detail::FastOut out{&r.y};
       if (opts.bound_data) out = {&r.y, r.conv.data(), r.conv_radius.data(), r.abs_sum.data(), r.abs_x_sum.data()};
       detail::FastResult fr = detail::fast_conv_bn(f, out);
@@ -132,6 +132,9 @@ class ConvBnEvaluator {
       const auto O = static_cast<std::size_t>(g.O);
       if (L.bn->gamma.size() != O || L.bn->beta.size() != O || L.bn->mean.size() != O || L.bn->var.size() != O)
         throw std::invalid_argument("reference: BatchNorm parameter size does not match output channels");
+      // var + eps of two doubles has the sign of its rounded sum (0 only if exactly 0).
+      for (std::size_t o = 0; o < O; ++o)
+        if (!(L.bn->var[o] + L.bn->eps > 0)) throw std::domain_error("var + eps <= 0");
     }
   }
 
@@ -206,30 +209,25 @@ class ConvBnEvaluator {
       if (e) std::rethrow_exception(e);
   }
 
-  // The fast path's per-channel data: the BatchNorm scale as a double-double with a
+  // The fast path's data for channel o: the BatchNorm scale as a double-double with a
   // certified radius (from a 128-bit interval: its width, ~2^-126 relative, and the
   // double-double's own 2^-107 both sit in t_rad, far below the ~2^-100 the second tier
-  // needs), and the other parameters.
-  std::vector<detail::ChannelAffine> fast_channels(unsigned nt) const {
-    std::vector<detail::ChannelAffine> ch(static_cast<std::size_t>(g.O));
-    nt = static_cast<unsigned>(std::min<std::int64_t>(nt, g.O));
-    parallel(nt, [&](unsigned t) {
-      Interval s(128);
-      for (std::int64_t o = t; o < g.O; o += nt) {
-        detail::ChannelAffine& c = ch[static_cast<std::size_t>(o)];
-        c.bias = L.bias ? (*L.bias)[o] : 0.0;
-        if (!L.bn) continue;
-        scale_interval(s, L.bn->gamma[o], L.bn->var[o], L.bn->eps);
-        const DoubleDouble m = midpoint(s);
-        c.has_bn = true;
-        c.t_hi = m.hi;
-        c.t_lo = m.lo;
-        c.t_rad = radius_of(s, m);
-        c.mean = L.bn->mean[o];
-        c.beta = L.bn->beta[o];
-      }
-    });
-    return ch;
+  // needs), and the other parameters. Does not throw for a validated layer (validate()
+  // has checked var + eps > 0).
+  detail::ChannelAffine fast_channel(std::int64_t o) const {
+    detail::ChannelAffine c;
+    c.bias = L.bias ? (*L.bias)[o] : 0.0;
+    if (!L.bn) return c;
+    Interval s(128);
+    scale_interval(s, L.bn->gamma[o], L.bn->var[o], L.bn->eps);
+    const DoubleDouble m = midpoint(s);
+    c.has_bn = true;
+    c.t_hi = m.hi;
+    c.t_lo = m.lo;
+    c.t_rad = radius_of(s, m);
+    c.mean = L.bn->mean[o];
+    c.beta = L.bn->beta[o];
+    return c;
   }
 
   Window make_window() const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <barrier>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -22,7 +23,7 @@ bool all_float32(const std::vector<double>& v, unsigned threads) {
   // Large inputs (a layer's activations: megabytes) are scanned in parallel chunks.
   const std::size_t n = v.size();
   unsigned nt = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-  if (n < (std::size_t{1} << 18) || nt == 1) return kernels().all_float32(v.data(), n);
+  if (n < (std::size_t{1} << 16) || nt == 1) return kernels().all_float32(v.data(), n);
   const std::size_t chunk = (n + nt - 1) / nt;
   std::vector<char> ok(nt, 1);
   std::vector<std::thread> pool;
@@ -49,19 +50,21 @@ static_assert(kFormats[kF32].precision == 24 && kFormats[kF32].emin == -126);
 // on the planes), and no padded copy of the whole input is made.
 void fill_panel(const ConvGeometry& g, const std::vector<double>& x, std::int64_t n, std::int64_t oh,
                 std::int64_t panel_w, double* panel) {
+  // The panel starts all zeros and only [0, padded width) of a row is ever written, so the
+  // slack past it stays zero; the padding columns are rewritten because a row may hold
+  // an out-of-range (all-zero) row one time and an input row the next.
   const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
   for (std::int64_t c = 0; c < g.C; ++c)
     for (std::int64_t kh = 0; kh < g.KH; ++kh) {
       double* row = panel + (c * g.KH + kh) * panel_w;
       const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
       if (ih < 0 || ih >= g.H) {
-        std::fill_n(row, panel_w, 0.0);
+        std::fill_n(row, Wp, 0.0);
         continue;
       }
       std::fill_n(row, g.pad_left, 0.0);
       std::copy_n(&x[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W)], g.W, row + g.pad_left);
-      std::fill_n(row + g.pad_left + g.W, panel_w - g.pad_left - g.W, 0.0);
-      (void)Wp;
+      std::fill_n(row + g.pad_left + g.W, g.pad_right, 0.0);
     }
 }
 
@@ -119,10 +122,10 @@ void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double&
 }
 
 bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, const FastLayer& L,
-             std::int64_t idx, ValueArray& y) {
+             const std::vector<ChannelAffine>& channels, std::int64_t idx, ValueArray& y) {
   const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
   const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
-  const ChannelAffine& ch = L.channels[static_cast<std::size_t>(o)];
+  const ChannelAffine& ch = channels[static_cast<std::size_t>(o)];
   double sum = 0, sigma = 0, E = 0;
   auto add = [&](double p) {
     const dd::DD t = dd::two_sum(sum, p);
@@ -233,7 +236,13 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   std::vector<std::int64_t> compensated(nt, 0);
   const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
   const bool want32_any = L.formats & (1u << kF32);
+  // One parallel region: the channels' data first (thread t: channels t mod nt), then,
+  // after every thread has passed the barrier, the rows.
+  std::vector<ChannelAffine> channels(static_cast<std::size_t>(g.O));
+  std::barrier sync(static_cast<std::ptrdiff_t>(nt));
   auto work = [&](unsigned t) {
+    for (std::int64_t o = t; o < g.O; o += nt) channels[static_cast<std::size_t>(o)] = L.channel(o);
+    sync.arrive_and_wait();
     // Per thread: the row's sums (16-lane stride, kOBMax spare rows) and its panel, wide
     // enough for every read of a 16-pixel block.
     const std::int64_t stride = (OW + 15) / 16 * 16;
@@ -254,7 +263,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
       fill_panel(g, *L.x, n, oh, panel_w, panel.data());
       K.row_sums(ra);
       const std::size_t b0 = static_cast<std::size_t>((n * g.O * OH + oh) * OW);  // channel 0's row
-      const FinishArgs fa{s.data(), a.data(), ax.data(), stride, og, g.O, OW, OH * OW, L.channels.data(), rf.data(),
+      const FinishArgs fa{s.data(), a.data(), ax.data(), stride, og, g.O, OW, OH * OW, channels.data(), rf.data(),
                           bounds, want32, L.abs_factor, L.abs_x_factor, y.hi() + b0, y.radius() + b0,
                           want32 ? y.rounded(kF32) + b0 : scratch.data(), ok.data(),
                           static_cast<std::uint8_t>(L.formats), y.certified() + b0,
@@ -278,7 +287,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
         }
         for (std::int64_t i = 0; i < OW; ++i)
           if (!okr[i]) {
-            if (recheck(g, *L.x, *L.w, L, static_cast<std::int64_t>(b) + i, y)) ++compensated[t];
+            if (recheck(g, *L.x, *L.w, L, channels, static_cast<std::int64_t>(b) + i, y)) ++compensated[t];
             else failed[t].push_back(static_cast<std::int64_t>(b) + i);
           }
       }

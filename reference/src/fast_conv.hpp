@@ -23,6 +23,7 @@
 // with OPENBLAS_CORETYPE=SkylakeX forced); two dgemms (values and absolute values) plus
 // an im2col then lose to one fused pass that accumulates both.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "fast_kernels.hpp"
@@ -34,7 +35,9 @@ struct FastLayer {
   const ConvGeometry* g = nullptr;
   const std::vector<double>* x = nullptr;
   const std::vector<double>* w = nullptr;
-  std::vector<ChannelAffine> channels;  // one per output channel
+  // Channel o's affine data (computed by the fast path's threads, channels o = t mod
+  // threads on thread t, before any row); must not throw.
+  std::function<ChannelAffine(std::int64_t o)> channel;
   unsigned formats = 0;                 // formats to certify (never float64: see the header)
   unsigned threads = 0;
   // Per-layer factors from gamma_K (conv_bn_reference.cpp): gamma >= gamma_K, the sum's
