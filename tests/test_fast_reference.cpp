@@ -1,8 +1,10 @@
-// The fast reference (exact-product sums + double-double BatchNorm, certified per output) gives
-// rounded values bit-identical to the all-multiprecision reference: on every shipped
-// case and dtype, and on thousands of adversarial dot products (heavy cancellation, wide
-// dynamic range, subnormal products, exact rounding ties). It is identical for any thread
-// count, and outputs it cannot certify go to the multiprecision path and are counted.
+// The fast reference (exact-product sums with a binary64 BatchNorm enclosure, certified per
+// output; a compensated re-sum as its second tier) gives rounded values bit-identical to the
+// all-multiprecision reference: on every shipped case and dtype, on thousands of adversarial
+// dot products (heavy cancellation, wide dynamic range, subnormal products, exact rounding
+// ties) and on random layer geometries, with and without the bound data (whose kernels and
+// radii differ), for every set of narrow formats. It is identical for any thread count, and
+// outputs it cannot certify go to the multiprecision path and are counted.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -23,10 +25,11 @@ struct Pair {
   ref::LayerResult fast, slow;
 };
 
-Pair both(const ref::LayerData& d, unsigned formats, unsigned threads = 0) {
+Pair both(const ref::LayerData& d, unsigned formats, unsigned threads = 0, bool bound_data = true) {
   ref::Options f;
   f.formats = formats;
   f.threads = threads;
+  f.bound_data = bound_data;
   ref::Options s = f;
   s.fast = false;
   return {ref::conv_bn(d, f), ref::conv_bn(d, s)};
@@ -90,7 +93,7 @@ TEST_CASE("fast reference: thousands of adversarial dot products are bit-identic
   std::mt19937_64 rng(20261130);
   std::normal_distribution<double> nd;
   std::uniform_int_distribution<int> ex(-60, 60), sub(-149, -120);
-  std::int64_t fallbacks = 0, total = 0;
+  std::int64_t fallbacks = 0, compensated = 0, total = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     const int kind = trial % 5;
     const std::size_t n = 16 + static_cast<std::size_t>(rng() % 300);
@@ -130,15 +133,20 @@ TEST_CASE("fast reference: thousands of adversarial dot products are bit-identic
                                                    {static_cast<float>(nd(rng))}, {static_cast<float>(0.1 + std::fabs(nd(rng)))}, 1e-5};
     if (trial % 7 == 0) d.bias = {static_cast<float>(nd(rng))};
     const ref::LayerData L{d.g, &d.x, &d.w, d.bias.empty() ? nullptr : &d.bias, with_bn ? &d.bn : nullptr};
-    INFO("trial " << trial << " kind " << kind);
-    const Pair p = both(L, kNarrow, 1);
+    const bool bound_data = (trial / 2) % 2 == 0;
+    INFO("trial " << trial << " kind " << kind << " bound data " << bound_data);
+    const Pair p = both(L, kNarrow, 1, bound_data);
     require_identical(p, kNarrow);
+    REQUIRE(p.fast.fast_certified + p.fast.fallbacks == static_cast<std::int64_t>(p.fast.y.size()));
     fallbacks += p.fast.fallbacks;
+    compensated += p.fast.compensated;
     total += static_cast<std::int64_t>(p.fast.y.size());
   }
-  // Every exact tie must have gone to the multiprecision path.
+  // Every exact tie must have gone to the multiprecision path; near-boundary sums that are
+  // not ties were certified by the second tier.
   CHECK(fallbacks >= 3000 / 5);
   CHECK(fallbacks < total);
+  CHECK(compensated > 0);
 }
 
 TEST_CASE("fast reference: identical for any thread count, float64 stays multiprecision", "[reference][fast]") {
@@ -171,7 +179,7 @@ TEST_CASE("fast reference: random geometries (batch, stride, dilation, groups, a
   std::mt19937_64 rng(77);
   std::normal_distribution<double> nd;
   auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)); };
-  for (int trial = 0; trial < 60; ++trial) {
+  for (int trial = 0; trial < 90; ++trial) {
     ref::ConvGeometry g;
     g.N = pick(1, 3);
     const int mode = trial % 3;  // 0: dense, 1: depthwise, 2: two groups
@@ -209,9 +217,19 @@ TEST_CASE("fast reference: random geometries (batch, stride, dilation, groups, a
                   << " stride " << g.stride_h << "," << g.stride_w << " dil " << g.dil_h << "," << g.dil_w << " HW " << g.H
                   << "x" << g.W);
     const ref::LayerData L{g, &x, &w, trial % 2 ? &bias : nullptr, &bn};
-    const Pair p = both(L, kNarrow, 1 + static_cast<unsigned>(trial % 2));
+    // Formats: all narrow ones, float32 alone, float16 alone (no float32 test in the
+    // vector pass); bound data on half of the trials.
+    const unsigned formats[] = {kNarrow, ref::format_bit(ref::kFloat32), ref::format_bit(ref::kFloat16)};
+    const unsigned f = formats[(trial / 3) % 3];
+    const bool bound_data = (trial / 9) % 2 == 0;
+    INFO("formats " << f << " bound data " << bound_data);
+    const Pair p = both(L, f, 1 + static_cast<unsigned>(trial % 2), bound_data);
     CHECK(p.fast.fast_certified > 0);
-    require_identical(p, kNarrow);
+    require_identical(p, f);
+    if (!bound_data) {
+      CHECK(p.fast.conv.empty());
+      continue;
+    }
     for (std::size_t i = 0; i < p.fast.y.size(); ++i) {
       // The harness's bound inputs agree with the multiprecision path's.
       REQUIRE(std::fabs(p.fast.conv[i] - p.slow.conv[i]) <= p.fast.conv_radius[i] + p.slow.conv_radius[i]);
