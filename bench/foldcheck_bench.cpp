@@ -96,15 +96,17 @@ void reference_path(benchmark::State& st, int s, bool fast, bool bound_data) {
   o.formats = ref::format_bit(ref::kFloat32);
   o.fast = fast;
   o.bound_data = bound_data;
-  std::int64_t fallbacks = 0, outputs = 0;
+  std::int64_t fallbacks = 0, compensated = 0, outputs = 0;
   for (auto _ : st) {
     const ref::LayerResult r = ref::conv_bn(ref::LayerData{c.geometry, &f.x, &c.weight.data, nullptr, &f.g.nodes[1].bn}, o);
     fallbacks += r.fallbacks;
+    compensated += r.compensated;
     outputs += static_cast<std::int64_t>(r.y.size());
     benchmark::DoNotOptimize(r.y.radius(0));
   }
   st.SetItemsProcessed(st.iterations() * f.macs);
   st.counters["fallback_fraction"] = outputs ? static_cast<double>(fallbacks) / static_cast<double>(outputs) : 0.0;
+  st.counters["compensated_fraction"] = outputs ? static_cast<double>(compensated) / static_cast<double>(outputs) : 0.0;
 }
 
 void naive_mp(benchmark::State& st, int s) {

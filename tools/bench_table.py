@@ -33,6 +33,8 @@ def main():
             note = ""
             if "fallback_fraction" in b:
                 note = f"fallbacks {b['fallback_fraction']:.2e}"
+                if "compensated_fraction" in b:
+                    note += f", second tier {b['compensated_fraction']:.2e}"
             if e == "naive_mp" and "reference" in ns:
                 note = f"{ns[e] / ns['reference']:.0f}× reference"
             r1 = f"{ns[e] / ns['onednn']:.1f}" if "onednn" in ns else "-"

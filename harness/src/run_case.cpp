@@ -212,6 +212,7 @@ struct DtypeRun {
             {"terms_per_output", per_channel()},
             {"reference_escalations", exact.escalations},
             {"reference_fast_certified", exact.fast_certified},
+            {"reference_compensated", exact.compensated},
             {"reference_fallbacks", exact.fallbacks},
             {"folded_parameters", weights},
             {"orders", orders}};
@@ -228,7 +229,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
   Verdict overall = Verdict::Expected;
   std::size_t internal_errors = 0;
   json per_dtype = json::array();
-  std::int64_t escalations = 0, fast_certified = 0, fallbacks = 0;
+  std::int64_t escalations = 0, fast_certified = 0, compensated = 0, fallbacks = 0;
   long max_prec = 0;
   // The first dtype's weights and BatchNorm, for explaining observed weights afterwards.
   std::vector<double> first_weights;
@@ -250,6 +251,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), ro);
     escalations += exact.escalations;
     fast_certified += exact.fast_certified;
+    compensated += exact.compensated;
     fallbacks += exact.fallbacks;
     max_prec = std::max(max_prec, exact.max_precision_used);
     DtypeRun run{spec, opts, say, dt, data, exact, {}, {}};
@@ -275,11 +277,14 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
              {"eps", spec.eps},
              {"bn_form", name(spec.bn_form)}}},
            {"reference",
-            {{"arithmetic", "certified correct rounding: exact products summed in double with a gamma_K radius and "
-                            "double-double BatchNorm (fast path), else MPFR interval arithmetic with directed rounding"},
+            {{"arithmetic", "certified correct rounding: exact products summed in double with a gamma_K radius, "
+                            "BatchNorm in binary64 with a running error bound, a compensated (TwoSum) re-sum with "
+                            "double-double BatchNorm for outputs near a rounding boundary (fast path), else MPFR "
+                            "interval arithmetic with directed rounding"},
              {"precision_bits", opts.ref.precision},
              {"escalations", escalations},
              {"fast_path_certified", fast_certified},
+             {"fast_path_compensated", compensated},
              {"fast_path_fallbacks", fallbacks},
              {"max_precision_used", max_prec}}},
            {"dtypes", per_dtype}};

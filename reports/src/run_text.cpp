@@ -106,11 +106,12 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
                    L["input"].dump(), L["out_channels"].get<int>(), L["kernel"][0].get<int>(), L["kernel"][1].get<int>(),
                    L["stride"].dump(), L["padding"].dump(), L["dilation"].dump(), L["groups"].get<int>(),
                    L["conv_bias"].get<bool>() ? "yes" : "no", L["eps"].get<double>(), L["bn_form"].get<std::string>());
-  s += fmt::format("  seed {} · reference: every value certified correctly rounded ({} by the fast path: exact-product sums + "
-                   "double-double BN; {} fast-path fallbacks and every float64 value by {}-bit MPFR intervals, {} "
-                   "escalations)\n",
+  s += fmt::format("  seed {} · reference: every value certified correctly rounded ({} by the fast path: exact-product sums, "
+                   "{} of them after a compensated re-sum; {} fast-path fallbacks and every float64 value by {}-bit MPFR "
+                   "intervals, {} escalations)\n",
                    r["seed"].get<std::uint64_t>(), r["reference"].value("fast_path_certified", 0L),
-                   r["reference"].value("fast_path_fallbacks", 0L), r["reference"]["precision_bits"].get<long>(),
+                   r["reference"].value("fast_path_compensated", 0L), r["reference"].value("fast_path_fallbacks", 0L),
+                   r["reference"]["precision_bits"].get<long>(),
                    r["reference"]["escalations"].get<long>());
   s += "  ratio = worst |error| / deterministic bound (> 1: UNEXPECTED); bound ULP = that bound at the worst element;\n"
        "  p-ratio = worst |error| / probabilistic bound (> 1 within the deterministic bound: SUSPICIOUS)\n";
