@@ -2,17 +2,19 @@
 // The reference's fast path for float32-representable data (internal to the reference).
 //
 // For every output: the double-precision sum s of its exact products x*w (float32
-// values: every product is exact in binary64) and the computed sum a of |x*w| and ax of
-// |x|, from a direct kernel vectorised across 16 output pixels and blocked over output
-// channels; then, per output row, the BatchNorm applied in double-double arithmetic to a
-// certified enclosure of the channel's scale, and the certification of each requested
-// format's rounding (fast_conv.cpp).
+// values: every product is exact in binary64), the computed window sum ax of |x| and, when
+// the bound data is asked for, the computed sum a of |x*w|, from a direct kernel
+// vectorised across 16 output pixels and blocked over output channels (fast_kernels.cpp,
+// built per x86-64 level); then, per output row, the BatchNorm applied in binary64 with a
+// running error bound to a certified enclosure of the channel's scale, and the
+// certification of each requested format's rounding (fast_conv.cpp).
 //
 // Contract (rounding-error analysis, Higham 2002, 3.1): the K exact products of the
 // window (padded positions as exact zeros) are added sequentially in (c, kh, kw) order,
 // so |s - S| <= gamma_{K-1}(2^-53) sum|p_i|, and a, a sum of non-negative doubles,
 // satisfies a >= sum|p_i| (1 - gamma_{K-1}); hence |s - S| <= gamma_K a / (1 - gamma_K) is
-// a certified radius. Each output's order is fixed, so results are identical for any
+// a certified radius (without a: the a-priori bound sum|p_i| <= max|w_o| sum|x_i|, see
+// fast_conv_bn). Each output's order is fixed, so results are identical for any
 // thread count and vector width. An output is certified when its enclosure lies strictly
 // inside one rounding cell of every requested format; the others are summed again with a
 // compensated (TwoSum) summation whose enclosure is ~2^-100 relative, and what still fails

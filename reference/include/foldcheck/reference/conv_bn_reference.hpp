@@ -12,15 +12,17 @@
 //
 // Fast path (float32-representable data, Options::fast, float64 not among
 // Options::formats): the conv sums come from a vectorised kernel over exact products with a
-// certified radius gamma_K * sum|p| (fast_conv.hpp); the BatchNorm is applied in
-// double-double arithmetic with proven per-operation bounds (dd_arith.hpp) to a
-// 256-bit interval enclosure of each channel's scale; the output is certified when its
-// enclosure lies strictly inside one rounding cell of every requested format. Otherwise
-// (about 2 outputs in 10^4 for float32, measured: those within ~2^-40 relative of a rounding
-// boundary, and exact ties) the output takes the multiprecision path above, an exact long
-// accumulation (mpfr_sum) that certifies anything. The two paths give bit-identical
-// rounded values (tested differentially); the fast path's approx is accurate to its
-// radius (about 2^-40 relative) rather than 106 bits, far below a float32 ULP.
+// certified radius gamma_K * sum|p| (src/fast_conv.hpp); the BatchNorm is applied in binary64
+// with a running error bound to a 128-bit interval enclosure of each channel's scale; the
+// output is certified when its enclosure (about 2^-40 relative) lies strictly inside one
+// rounding cell of every requested format. An output that is not (about 2 in 10^4 for
+// float32: within ~2^-40 of a rounding boundary) is summed again with a compensated
+// (TwoSum) summation and the BatchNorm in double-double arithmetic with proven bounds
+// (dd_arith.hpp), an enclosure of about 2^-100; what still fails (exact ties) takes the
+// multiprecision path above, an exact long accumulation (mpfr_sum) that certifies
+// anything. The paths give bit-identical rounded values (tested differentially); the fast
+// path's approx is a binary64 value accurate to its radius rather than 106 bits, far below
+// a float32 ULP. LayerResult counts the outputs of each path.
 #include <cstdint>
 #include <vector>
 
