@@ -12,6 +12,7 @@
 
 #include "foldcheck/reference/dd_arith.hpp"
 #include "fast_conv.hpp"
+#include "window.hpp"
 
 namespace foldcheck::ref {
 namespace {
@@ -141,32 +142,21 @@ class ConvBnEvaluator {
   // Gather the exact products of output (n, o, oh, ow) into `win`, in (c, kh, kw) order,
   // skipping padded positions (they contribute exact zeros).
   void gather(Window& win, std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow) const {
-    const std::int64_t cg = g.C / g.groups, og = g.O / g.groups;
-    const std::int64_t c0 = (o / og) * cg;
     win.n = 0;
     double abs_sum = 0.0, abs_x = 0.0;
-    for (std::int64_t ci = 0; ci < cg; ++ci) {
-      for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-        const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-        if (ih < 0 || ih >= g.H) continue;
-        for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-          const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-          if (iw < 0 || iw >= g.W) continue;
-          const double xv = (*L.x)[((n * g.C + c0 + ci) * g.H + ih) * g.W + iw];
-          const double wv = (*L.w)[((o * cg + ci) * g.KH + kh) * g.KW + kw];
-          mpfr_ptr t = win.terms[win.n].get();
-          if (fast_products) {
-            mpfr_set_d(t, xv * wv, MPFR_RNDN);  // exact: see the header comment
-          } else {
-            mpfr_set_d(t, xv, MPFR_RNDN);
-            mpfr_mul_d(t, t, wv, MPFR_RNDN);  // exact at 106 bits
-          }
-          abs_sum += std::fabs(xv * wv);
-          abs_x += std::fabs(xv);
-          ++win.n;
-        }
+    detail::for_each_window_term(g, n, o, oh, ow, [&](std::size_t xi, std::size_t wi) {
+      const double xv = (*L.x)[xi], wv = (*L.w)[wi];
+      mpfr_ptr t = win.terms[win.n].get();
+      if (fast_products) {
+        mpfr_set_d(t, xv * wv, MPFR_RNDN);  // exact: see the header comment
+      } else {
+        mpfr_set_d(t, xv, MPFR_RNDN);
+        mpfr_mul_d(t, t, wv, MPFR_RNDN);  // exact at 106 bits
       }
-    }
+      abs_sum += std::fabs(xv * wv);
+      abs_x += std::fabs(xv);
+      ++win.n;
+    });
     if (L.bias) mpfr_set_d(win.terms[win.n++].get(), (*L.bias)[o], MPFR_RNDN);
     // Sums of non-negative doubles: relative error below (1+2^-53)^n - 1 <= n·2^-52
     // for n·2^-53 < 1/2; inflate to an upper bound.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "foldcheck/reference/dd_arith.hpp"
+#include "window.hpp"
 
 namespace foldcheck::ref::detail {
 
@@ -123,7 +124,7 @@ void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double&
 
 bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, const FastLayer& L,
              const std::vector<ChannelAffine>& channels, std::int64_t idx, ValueArray& y) {
-  const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
+  const std::int64_t OH = g.OH(), OW = g.OW();
   const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
   const ChannelAffine& ch = channels[static_cast<std::size_t>(o)];
   double sum = 0, sigma = 0, E = 0;
@@ -134,17 +135,7 @@ bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vec
     E += std::fabs(t.lo);
   };
   // Padded positions are exact zero products: skipped (adding 0 changes nothing).
-  for (std::int64_t ci = 0; ci < cg; ++ci)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-      if (ih < 0 || ih >= g.H) continue;
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-        const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-        if (iw < 0 || iw >= g.W) continue;
-        add(x[static_cast<std::size_t>(((n * g.C + (o / og) * cg + ci) * g.H + ih) * g.W + iw)] *
-            w[static_cast<std::size_t>(((o * cg + ci) * g.KH + kh) * g.KW + kw)]);  // exact products
-      }
-    }
+  for_each_window_term(g, n, o, oh, ow, [&](std::size_t xi, std::size_t wi) { add(x[xi] * w[wi]); });  // exact products
   add(ch.bias);
   const double terms = static_cast<double>(g.terms_per_output() + 1), u = 0x1p-53;
   const double gam = terms * u / (1 - terms * u) * (1 + 0x1p-50);

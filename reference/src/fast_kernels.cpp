@@ -21,6 +21,22 @@ typedef float v8f __attribute__((vector_size(32)));
 
 [[gnu::always_inline]] inline v8 vabs(v8 v) { return (v8)((v8i)v & 0x7fffffffffffffffLL); }
 
+// The 16 input values under output pixels ow0..ow0+15 at kernel column kw of the row xr
+// (which starts at ow0's window), as two vectors.
+template <bool kUnitStride>
+[[gnu::always_inline]] inline void load16(const double* xr, std::int64_t kw, std::int64_t dw, std::int64_t sw, v8& x0,
+                                          v8& x1) {
+  x0 = v8{};
+  x1 = v8{};
+  if constexpr (kUnitStride) {
+    __builtin_memcpy(&x0, xr + kw * dw, sizeof(v8));
+    __builtin_memcpy(&x1, xr + 8 + kw * dw, sizeof(v8));
+  } else {
+    for (int j = 0; j < 8; ++j) x0[j] = xr[j * sw + kw * dw];
+    for (int j = 0; j < 8; ++j) x1[j] = xr[(j + 8) * sw + kw * dw];
+  }
+}
+
 // 16 output pixels of channels o0..o0+kOB-1: every product x*w of the window (padding
 // included as exact zeros) in (c, kh, kw) order, accumulated into a sum and (kAbs) a sum of
 // |x*w| per output, in registers; also the window sums of |x| (stored if ax_out). Lanes are
@@ -44,14 +60,8 @@ template <int kOB, bool kUnitStride, bool kAbs, int kK, bool kAx>
     const double* xr = xc;
     for (std::int64_t kh = 0; kh < KH; ++kh, xr += row_step, wr += KW * kOB, war += KW * kOB) {
       for (std::int64_t kw = 0; kw < KW; ++kw) {
-        v8 x0 = {}, x1 = {};
-        if constexpr (kUnitStride) {
-          __builtin_memcpy(&x0, xr + kw * dw, sizeof(v8));
-          __builtin_memcpy(&x1, xr + 8 + kw * dw, sizeof(v8));
-        } else {
-          for (int j = 0; j < 8; ++j) x0[j] = xr[j * sw + kw * dw];
-          for (int j = 0; j < 8; ++j) x1[j] = xr[(j + 8) * sw + kw * dw];
-        }
+        v8 x0, x1;
+        load16<kUnitStride>(xr, kw, dw, sw, x0, x1);
         const v8 xa0 = vabs(x0), xa1 = vabs(x1);
         if constexpr (kAx) {
           ax[0] += xa0;
@@ -100,14 +110,8 @@ template <bool kUnitStride, bool kAbs, int kK>
     for (std::int64_t kw = 0; kw < KW; ++kw) {
       for (int b = 0; b < kG; ++b) {
         const double* xr = xc + b * A.chan_step + kh * A.row_step;
-        v8 x0 = {}, x1 = {};
-        if constexpr (kUnitStride) {
-          __builtin_memcpy(&x0, xr + kw * dw, sizeof(v8));
-          __builtin_memcpy(&x1, xr + 8 + kw * dw, sizeof(v8));
-        } else {
-          for (int j = 0; j < 8; ++j) x0[j] = xr[j * sw + kw * dw];
-          for (int j = 0; j < 8; ++j) x1[j] = xr[(j + 8) * sw + kw * dw];
-        }
+        v8 x0, x1;
+        load16<kUnitStride>(xr, kw, dw, sw, x0, x1);
         const v8 xa0 = vabs(x0), xa1 = vabs(x1);
         ax[b][0] += xa0;
         ax[b][1] += xa1;
