@@ -94,15 +94,11 @@ BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w
   return b;
 }
 
-// The second tier, for an output the vector pass could not certify (its enclosure, ~2^-40
-// relative, straddles a rounding boundary): its exact products and the conv bias summed
-// again with TwoSum (Ogita, Rump & Oishi 2005, Sum2). Each step is error-free, so
-// S = s + sum e_i exactly; sigma = fl(sum e_i) is within gamma_{n-1} sum|e_i| of sum e_i,
-// and E = fl(sum |e_i|) bounds that a posteriori exactly as the kernel's a does
-// (fast_conv.hpp). The conv is then two_sum(s, sigma) +- radius, about 2^-100 relative;
-// the BatchNorm enclosure follows in double-double arithmetic (the vector pass's
-// operations, on one lane: enclose_affine below) and certify_cell tests each format.
-// Writes y[idx] and returns true when every requested format certifies.
+// The layer output's enclosure y = yh + yl +- r from the conv's c (an exact double-double)
+// +- Ec: the BatchNorm (c - mean) * t + beta in double-double arithmetic with the bounds of
+// dd_arith.hpp (kOpRel per operation) on the certified enclosure t_hi + t_lo +- t_rad of
+// the scale; the factor 1 + 2^-40 and the last 2 kOpRel term cover the roundings in
+// evaluating r itself and the endpoints y +- r formed by certify_cell.
 void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double& yh, double& yl, double& r) {
   if (ch.has_bn) {
     const dd::DD t{ch.t_hi, ch.t_lo};
@@ -122,6 +118,14 @@ void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double&
   }
 }
 
+// The second tier, for an output the vector pass could not certify (its enclosure, ~2^-40
+// relative, straddles a rounding boundary): its exact products and the conv bias summed
+// again with TwoSum (Ogita, Rump & Oishi 2005, Sum2). Each step is error-free, so
+// S = s + sum e_i exactly; sigma = fl(sum e_i) is within gamma_{n-1} sum|e_i| of sum e_i,
+// and E = fl(sum |e_i|) bounds that a posteriori exactly as the kernel's a does
+// (fast_conv.hpp). The conv is then two_sum(s, sigma) +- radius, about 2^-100 relative,
+// the BatchNorm follows in double-double (enclose_affine) and certify_cell tests each
+// format. Writes y[idx] and returns true when every requested format certifies.
 bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, const FastLayer& L,
              const std::vector<ChannelAffine>& channels, std::int64_t idx, ValueArray& y) {
   const std::int64_t OH = g.OH(), OW = g.OW();
@@ -226,7 +230,8 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   std::vector<std::vector<std::int64_t>> failed(nt);
   std::vector<std::int64_t> compensated(nt, 0);
   const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
-  const bool want32_any = L.formats & (1u << kF32);
+  const bool want32 = L.formats & (1u << kF32);
+  const bool others = L.formats & ~(1u << kF32);  // float16 or bfloat16 asked for too
   // One parallel region: the channels' data first (thread t: channels t mod nt), then,
   // after every thread has passed the barrier, the rows.
   std::vector<ChannelAffine> channels(static_cast<std::size_t>(g.O));
@@ -240,15 +245,13 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
     const std::int64_t panel_w = std::max(Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
     std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
         ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));
-    // ok flags of the row's outputs ([o][ow]); float32 roundings go to scratch when float32
-    // is not asked for (laid out like the output: one plane per channel).
+    // ok flags of the row's outputs ([o][ow]), and their float32 roundings when float32 is
+    // not asked for (the cell test runs anyway; its result is then unused).
     std::vector<std::uint8_t> ok(static_cast<std::size_t>(g.O * OW));
-    std::vector<double> scratch(want32_any ? 0 : static_cast<std::size_t>(g.O * OH * OW));
+    std::vector<double> scratch(want32 ? 0 : static_cast<std::size_t>(g.O * OW));
     const RowSumsArgs ra{g.C, g.KH, g.KW, g.stride_w, g.dil_w, g.groups, og, OW, panel.data(), panel_w,
                          g.KH * panel_w, bw.w.data(), bw.wabs.data(), bw.group_stride, bw.kOB,
                          bw.blocks_per_group, bounds, s.data(), a.data(), ax.data(), stride};
-    const bool want32 = L.formats & (1u << kF32);
-    const bool others = L.formats & ~(1u << kF32);  // float16 or bfloat16 asked for too
     for (std::int64_t it = t; it < items; it += nt) {
       const std::int64_t n = it / OH, oh = it % OH;
       fill_panel(g, *L.x, n, oh, panel_w, panel.data());
@@ -256,7 +259,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
       const std::size_t b0 = static_cast<std::size_t>((n * g.O * OH + oh) * OW);  // channel 0's row
       const FinishArgs fa{s.data(), a.data(), ax.data(), stride, og, g.O, OW, OH * OW, channels.data(), rf.data(),
                           bounds, want32, L.abs_factor, L.abs_x_factor, y.hi() + b0, y.radius() + b0,
-                          want32 ? y.rounded(kF32) + b0 : scratch.data(), ok.data(),
+                          want32 ? y.rounded(kF32) + b0 : scratch.data(), want32 ? OH * OW : OW, ok.data(),
                           static_cast<std::uint8_t>(L.formats), y.certified() + b0,
                           bounds ? out.conv + b0 : nullptr, bounds ? out.conv_radius + b0 : nullptr,
                           bounds ? out.abs_sum + b0 : nullptr, bounds ? out.abs_x_sum + b0 : nullptr};

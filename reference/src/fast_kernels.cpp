@@ -272,7 +272,7 @@ template <bool kBn>
   const double* ax = A.ax + (o / A.og) * A.stride;
   const double* mag = A.bounds ? a : ax;
   const std::int64_t p = o * A.plane, count = A.count;
-  double *hi = A.hi + p, *rad = A.rad + p, *r32 = A.r32 + p;
+  double *hi = A.hi + p, *rad = A.rad + p, *r32 = A.r32 + o * A.r32_plane;
   std::uint8_t *ok = A.ok + o * count, *cert = A.certified + p;
   std::int64_t i = 0, certified = 0;
   for (; i + 8 <= count; i += 8)

@@ -57,7 +57,7 @@ struct RowSumsArgs {
 // else ax[(o / og) * stride + i]), a binary64 value written to hi and its radius to rad;
 // the float32 rounding to r32 and ok = 1 when it is certified (always 1 when float32 is
 // not asked for: want32 false); certified = ok ? formats : 0. Outputs of channel o are at
-// [o * plane + i] of each output stream; ok at [o * count + i]. Returns the number of
+// [o * plane + i] of each output stream, r32 at [o * r32_plane + i], ok at [o * count + i]. Returns the number of
 // outputs not certified. With the bound-data pointers set: conv, conv_rad,
 // abs_sum = a * abs_factor, abs_x_sum = ax * abs_x_factor. The row buffers may be read up
 // to 7 entries past count (stride is a multiple of 16).
@@ -69,6 +69,7 @@ struct FinishArgs {
   bool bounds, want32;
   double abs_factor, abs_x_factor;
   double *hi, *rad, *r32;
+  std::int64_t r32_plane;
   std::uint8_t* ok;
   std::uint8_t formats;
   std::uint8_t* certified;
