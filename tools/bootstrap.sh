@@ -12,7 +12,8 @@ case "$mode" in run|test) ;; *) echo "usage: tools/bootstrap.sh run|test" >&2; e
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libmpfr-dev libgmp-dev libcli11-dev catch2 libbenchmark-dev
-          nlohmann-json3-dev libfmt-dev libzip-dev libboost-dev libdnnl-dev)
+          nlohmann-json3-dev libfmt-dev libzip-dev libboost-dev libdnnl-dev
+          libonnx-dev libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

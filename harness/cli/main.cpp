@@ -13,6 +13,7 @@
 #include <iostream>
 #include <optional>
 
+#include "foldcheck/accuracy_diff.hpp"
 #include "foldcheck/case_file.hpp"
 #include "foldcheck/diagnose.hpp"
 #include "foldcheck/errors.hpp"
@@ -219,6 +220,25 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   return exit_code(r);
 }
 
+int cmd_accuracy_diff(const std::string& model, const std::string& observed, const OutputOptions& o) {
+  fc::AccuracyDiffOptions ao;
+  if (!observed.empty()) ao.observed_model = observed;
+  ao.ref.precision = o.precision;
+  ao.ref.threads = o.threads;
+  const bool tty = isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!o.quiet && tty) {
+    ao.progress = [t0](const std::string& msg) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
+    };
+  }
+  const json r = fc::accuracy_diff(model, ao);
+  if (ao.progress) std::cerr << "\r\033[K";
+  emit(o, o.format == "json" ? r.dump(2) : fc::reports::accuracy_diff_text(r));
+  return exit_code(r);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -292,6 +312,19 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   add_output_options(diag, dopt);
 
+  OutputOptions aopt;
+  std::string ad_model, ad_observed;
+  auto* adiff = app.add_subcommand(
+      "accuracy-diff",
+      "Every layer -> BatchNormalization pair of an ONNX model (Conv, ConvTranspose, Gemm, MatMul; also through "
+      "Identity): each engine recipe's folded weights and biases against the exact fold, with bounds; with --observed, "
+      "another engine's folded model checked layer by layer, naming the layer and output channel beyond rounding.");
+  adiff->add_option("model", ad_model, "The model with its BatchNormalization nodes (.onnx)")->required();
+  adiff->add_option("--observed", ad_observed,
+                    "The same model with its BatchNorms folded by another tool (.onnx); layers are matched in graph "
+                    "order (see README)");
+  add_output_options(adiff, aopt);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -308,6 +341,7 @@ int main(int argc, char** argv) {
     if (*explain) return cmd_explain(ea, eo);
     if (*run) return cmd_run(case_path, ro, all_hist, seed, no_attr, attr_elements);
     if (*diag) return cmd_diagnose(da, dopt);
+    if (*adiff) return cmd_accuracy_diff(ad_model, ad_observed, aopt);
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;

@@ -33,11 +33,14 @@ double bound_ratio(long double d, double bound) {
 
 namespace {
 
-// Nearest-rank percentile of sorted values.
-double percentile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0.0;
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+// Nearest-rank percentile: the value a full sort would put at that rank, found by
+// selection (linear time; models have millions of elements). Reorders v.
+double percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0.0;
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  const std::size_t i = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
 }
 
 Distribution summarize(std::vector<double> signed_vals) {
@@ -55,8 +58,7 @@ Distribution summarize(std::vector<double> signed_vals) {
   d.mean = s / n;
   d.rms = std::sqrt(s2 / n);
   for (double& e : signed_vals) e = std::fabs(e);
-  std::sort(signed_vals.begin(), signed_vals.end());
-  d.max_abs = signed_vals.back();
+  d.max_abs = *std::max_element(signed_vals.begin(), signed_vals.end());
   d.p50 = percentile(signed_vals, 0.50);
   d.p99 = percentile(signed_vals, 0.99);
   d.p999 = percentile(signed_vals, 0.999);

@@ -1,0 +1,73 @@
+#pragma once
+// The model IR: an ONNX graph as foldcheck holds it. Nodes in the file's (topological)
+// order, each with its op type, name, input and output value names and attributes; the
+// initializers as exact tensors; the graph inputs (those that are not initializers) and
+// outputs with their shapes. A conv+BN layer (graph.hpp) is cut out of a Model by the
+// pattern finder (model_patterns.hpp).
+//
+// Contract: floating initializers hold their values exactly (float32, float16, bfloat16
+// and float64 all widen exactly into double; Tensor::dtype records the stored type);
+// integer initializers (shapes, axes, pads) are held in `ints`. Unknown dimensions of a
+// graph input's shape are -1.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "foldcheck/tensor.hpp"
+
+namespace foldcheck {
+
+struct Attribute {
+  enum class Kind { Int, Float, String, Ints, Floats, Tensor, Other };
+  Kind kind = Kind::Other;
+  std::int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<std::int64_t> ints;
+  std::vector<double> floats;
+  Tensor t;  // Kind::Tensor (a Constant's value)
+};
+
+struct ModelNode {
+  std::string name;  // as in the file (may be empty)
+  std::string op;    // ONNX op type, e.g. "Conv"
+  std::string domain;
+  std::vector<std::string> inputs, outputs;  // "" for an omitted optional input
+  std::map<std::string, Attribute> attributes;
+
+  const Attribute* attr(const std::string& key) const;
+  std::int64_t int_attr(const std::string& key, std::int64_t fallback) const;
+  double float_attr(const std::string& key, double fallback) const;
+  std::vector<std::int64_t> ints_attr(const std::string& key) const;  // empty if absent
+  std::string string_attr(const std::string& key, const std::string& fallback) const;
+};
+
+struct ValueInfo {
+  std::string name;
+  Shape shape;  // -1: unknown dimension
+  std::optional<DType> dtype;
+};
+
+struct Model {
+  std::string path;
+  std::int64_t opset = 0;  // default-domain opset version
+  std::string producer;
+  std::vector<ModelNode> nodes;
+  std::map<std::string, Tensor> initializers;                  // floating ones
+  std::map<std::string, std::vector<std::int64_t>> int_inits;  // integer ones (and their shape below)
+  std::map<std::string, Shape> int_init_shapes;
+  std::vector<ValueInfo> inputs, outputs;
+
+  // Throws InputError when the file cannot be read or parsed.
+  static Model load(const std::string& path);
+
+  const Tensor* initializer(const std::string& name) const;  // null if not a floating initializer
+  // The node producing value `name` and the nodes consuming it (indices into nodes).
+  std::optional<std::size_t> producer_of(const std::string& name) const;
+  std::vector<std::size_t> consumers_of(const std::string& name) const;
+  bool is_graph_output(const std::string& name) const;
+};
+
+}  // namespace foldcheck

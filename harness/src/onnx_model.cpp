@@ -1,0 +1,214 @@
+// Model::load: an ONNX file (protobuf, through Debian's libonnx) into the model IR.
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include "foldcheck/errors.hpp"
+#include "foldcheck/model.hpp"
+
+namespace foldcheck {
+namespace {
+
+namespace fs = std::filesystem;
+using onnx::TensorProto;
+
+double half_bits(std::uint16_t h) {
+  _Float16 f;
+  std::memcpy(&f, &h, 2);
+  return static_cast<double>(f);
+}
+double bfloat_bits(std::uint16_t h) { return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16)); }
+
+std::optional<DType> floating_dtype(int t) {
+  switch (t) {
+    case TensorProto::FLOAT: return DType::Float32;
+    case TensorProto::DOUBLE: return DType::Float64;
+    case TensorProto::FLOAT16: return DType::Float16;
+    case TensorProto::BFLOAT16: return DType::BFloat16;
+    default: return std::nullopt;
+  }
+}
+bool integer_type(int t) {
+  return t == TensorProto::INT64 || t == TensorProto::INT32 || t == TensorProto::INT16 || t == TensorProto::INT8 ||
+         t == TensorProto::UINT8 || t == TensorProto::UINT16 || t == TensorProto::BOOL;
+}
+std::size_t element_bytes(int t) {
+  switch (t) {
+    case TensorProto::DOUBLE: case TensorProto::INT64: return 8;
+    case TensorProto::FLOAT: case TensorProto::INT32: return 4;
+    case TensorProto::FLOAT16: case TensorProto::BFLOAT16: case TensorProto::INT16: case TensorProto::UINT16: return 2;
+    default: return 1;
+  }
+}
+
+// The tensor's bytes in little-endian order, from raw_data or an external file (offset,
+// length) beside the model; empty when the values sit in the typed fields.
+std::string raw_bytes(const TensorProto& t, const fs::path& dir) {
+  if (t.data_location() != TensorProto::EXTERNAL) return t.raw_data();
+  std::string location;
+  std::int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  const fs::path p = dir / location;
+  std::ifstream in(p, std::ios::binary);
+  if (location.empty() || !in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
+  in.seekg(0, std::ios::end);
+  const std::int64_t size = in.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || offset + length > size)
+    throw InputError(fmt::format("initializer {}: external data {} bytes at {} outside {} ({} bytes)", t.name(), length,
+                                 offset, p.string(), size));
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  return bytes;
+}
+
+Shape dims_of(const TensorProto& t) { return Shape(t.dims().begin(), t.dims().end()); }
+
+// A floating tensor, exactly.
+Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
+  Tensor out;
+  out.dtype = dt;
+  out.shape = dims_of(t);
+  const std::size_t n = static_cast<std::size_t>(element_count(out.shape));
+  const std::string raw = raw_bytes(t, dir);
+  out.data.resize(n);
+  if (!raw.empty() || n == 0) {
+    const std::size_t eb = element_bytes(t.data_type());
+    if (raw.size() != n * eb)
+      throw InputError(fmt::format("initializer {}: {} bytes of data for {} elements of {} bytes", t.name(), raw.size(), n, eb));
+    for (std::size_t i = 0; i < n; ++i) {
+      const char* p = raw.data() + i * eb;
+      if (dt == DType::Float32) { float f; std::memcpy(&f, p, 4); out.data[i] = f; }
+      else if (dt == DType::Float64) { std::memcpy(&out.data[i], p, 8); }
+      else { std::uint16_t h; std::memcpy(&h, p, 2); out.data[i] = dt == DType::Float16 ? half_bits(h) : bfloat_bits(h); }
+    }
+    return out;
+  }
+  // Typed fields: float_data, double_data, or int32_data holding 16-bit patterns.
+  const std::size_t have = dt == DType::Float32 ? static_cast<std::size_t>(t.float_data_size())
+                           : dt == DType::Float64 ? static_cast<std::size_t>(t.double_data_size())
+                                                  : static_cast<std::size_t>(t.int32_data_size());
+  if (have != n) throw InputError(fmt::format("initializer {}: {} values for {} elements", t.name(), have, n));
+  for (std::size_t i = 0; i < n; ++i) {
+    const int k = static_cast<int>(i);
+    if (dt == DType::Float32) out.data[i] = t.float_data(k);
+    else if (dt == DType::Float64) out.data[i] = t.double_data(k);
+    else {
+      const auto h = static_cast<std::uint16_t>(t.int32_data(k));
+      out.data[i] = dt == DType::Float16 ? half_bits(h) : bfloat_bits(h);
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> integer_values(const TensorProto& t, const fs::path& dir) {
+  const std::size_t n = static_cast<std::size_t>(element_count(dims_of(t)));
+  std::vector<std::int64_t> v(n);
+  const std::string raw = raw_bytes(t, dir);
+  if (!raw.empty()) {
+    const std::size_t eb = element_bytes(t.data_type());
+    if (raw.size() != n * eb) throw InputError(fmt::format("initializer {}: {} bytes for {} elements", t.name(), raw.size(), n));
+    for (std::size_t i = 0; i < n; ++i) {
+      const char* p = raw.data() + i * eb;
+      switch (t.data_type()) {
+        case TensorProto::INT64: std::memcpy(&v[i], p, 8); break;
+        case TensorProto::INT32: { std::int32_t x; std::memcpy(&x, p, 4); v[i] = x; break; }
+        case TensorProto::INT16: { std::int16_t x; std::memcpy(&x, p, 2); v[i] = x; break; }
+        case TensorProto::UINT16: { std::uint16_t x; std::memcpy(&x, p, 2); v[i] = x; break; }
+        case TensorProto::INT8: v[i] = static_cast<std::int8_t>(*p); break;
+        default: v[i] = static_cast<std::uint8_t>(*p); break;
+      }
+    }
+    return v;
+  }
+  const bool i64 = t.data_type() == TensorProto::INT64;
+  const std::size_t have = i64 ? static_cast<std::size_t>(t.int64_data_size()) : static_cast<std::size_t>(t.int32_data_size());
+  if (have != n) throw InputError(fmt::format("initializer {}: {} values for {} elements", t.name(), have, n));
+  for (std::size_t i = 0; i < n; ++i) v[i] = i64 ? t.int64_data(static_cast<int>(i)) : t.int32_data(static_cast<int>(i));
+  return v;
+}
+
+Attribute attribute_of(const onnx::AttributeProto& a, const fs::path& dir) {
+  Attribute r;
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT: r.kind = Attribute::Kind::Int; r.i = a.i(); break;
+    case A::FLOAT: r.kind = Attribute::Kind::Float; r.f = a.f(); break;
+    case A::STRING: r.kind = Attribute::Kind::String; r.s = a.s(); break;
+    case A::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case A::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case A::TENSOR: {
+      r.kind = Attribute::Kind::Tensor;
+      if (const auto dt = floating_dtype(a.t().data_type())) r.t = floating_tensor(a.t(), *dt, dir);
+      else if (integer_type(a.t().data_type())) {
+        r.t.shape = dims_of(a.t());
+        for (const std::int64_t x : integer_values(a.t(), dir)) r.t.data.push_back(static_cast<double>(x));
+        r.t.dtype = DType::Float64;  // integers held exactly as doubles (|x| < 2^53)
+      }
+      break;
+    }
+    default: break;
+  }
+  return r;
+}
+
+ValueInfo value_info(const onnx::ValueInfoProto& v) {
+  ValueInfo r;
+  r.name = v.name();
+  if (v.type().has_tensor_type()) {
+    const auto& tt = v.type().tensor_type();
+    r.dtype = floating_dtype(tt.elem_type());
+    for (const auto& d : tt.shape().dim()) r.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  }
+  return r;
+}
+
+}  // namespace
+
+Model Model::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open ONNX model " + path);
+  onnx::ModelProto mp;
+  if (!mp.ParseFromIstream(&in)) throw InputError("not an ONNX model (protobuf parse failed): " + path);
+  const fs::path dir = fs::path(path).parent_path();
+  Model m;
+  m.path = path;
+  m.producer = mp.producer_name();
+  for (const auto& os : mp.opset_import())
+    if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
+  const onnx::GraphProto& g = mp.graph();
+  for (const auto& t : g.initializer()) {
+    if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
+    else if (integer_type(t.data_type())) {
+      m.int_inits[t.name()] = integer_values(t, dir);
+      m.int_init_shapes[t.name()] = dims_of(t);
+    }
+  }
+  for (const auto& v : g.input())
+    if (!m.initializers.count(v.name()) && !m.int_inits.count(v.name())) m.inputs.push_back(value_info(v));
+  for (const auto& v : g.output()) m.outputs.push_back(value_info(v));
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& np = g.node(i);
+    ModelNode n;
+    n.op = np.op_type();
+    n.domain = np.domain();
+    n.name = np.name();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& a : np.attribute()) n.attributes[a.name()] = attribute_of(a, dir);
+    m.nodes.push_back(std::move(n));
+  }
+  return m;
+}
+
+}  // namespace foldcheck
