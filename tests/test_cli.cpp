@@ -219,3 +219,34 @@ TEST_CASE("-o writes the complete output file and the exit code still reports th
   std::ifstream in(out);
   CHECK(json::parse(in)["verdict"] == "UNEXPECTED");
 }
+
+TEST_CASE("accuracy-diff: exit codes, JSON keys, the named layer and channel", "[cli][accuracy-diff]") {
+  const fs::path d = tmp("onnx");
+  REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + d.string() + " >/dev/null").c_str()) == 0);
+  const std::string model = (d / "model.onnx").string();
+  const Result ok = run("accuracy-diff " + model + " --observed " + (d / "folded.onnx").string() + " --format json");
+  CHECK(ok.code == 0);
+  const json j = json::parse(ok.out);
+  CHECK(j["verdict"] == "EXPECTED");
+  REQUIRE(j["layers"].size() == 3);
+  for (const auto& l : j["layers"]) {
+    CHECK(l.contains("name"));
+    CHECK(l["verdict"] == "EXPECTED");
+    CHECK(l.contains("worst_channel"));
+  }
+  const Result bad = run("accuracy-diff " + model + " --observed " + (d / "corrupt.onnx").string() + " --format json");
+  CHECK(bad.code == 1);
+  const json b = json::parse(bad.out);
+  CHECK(b["verdict"] == "UNEXPECTED");
+  CHECK(b["layers"][1]["name"] == "conv_b");
+  CHECK(b["layers"][1]["worst_channel"] == 3);
+  const Result text = run("accuracy-diff " + model + " --observed " + (d / "corrupt.onnx").string());
+  CHECK(text.code == 1);
+  CHECK_THAT(text.out, Catch::Contains("conv_b") && Catch::Contains("UNEXPECTED") && Catch::Contains(" 3 (") && Catch::Contains("verdict: UNEXPECTED"));
+  const Result own = run("accuracy-diff " + model);
+  CHECK(own.code == 0);
+  CHECK_THAT(own.out, Catch::Contains("bn_c: input comes from relu_b (Relu)"));
+  const Result missing = run("accuracy-diff " + (d / "nope.onnx").string());
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.err, Catch::StartsWith("foldcheck: error: cannot open ONNX model"));
+}

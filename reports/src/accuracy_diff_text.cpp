@@ -33,7 +33,7 @@ std::string accuracy_diff_text(const json& r) {
                    r["layers"].size(),
                    observed ? "the observed folded weights and biases, with the bounds of the closest recipe"
                             : "each recipe's own folded weights and biases, worst recipe shown");
-  s += fmt::format("  {:<28} {:<13} {:<18} {:<10} {:>19} {:>19} {:>8} {:<14} {}\n", "layer", "op", "weight shape",
+  s += fmt::format("  {:<28} {:<13} {:<18} {:<11} {:>19} {:>19} {:>8} {:<14} {}\n", "layer", "op", "weight shape",
                    "verdict", "weights |ULP|", "bias |ULP|", "ratio", "recipe", observed ? "worst channel" : "");
   for (const json& l : r["layers"]) {
     std::string shape;
@@ -42,7 +42,7 @@ std::string accuracy_diff_text(const json& r) {
       shape += std::to_string(d.get<std::int64_t>());
     }
     if (!l.contains("fold")) {
-      s += fmt::format("  {:<28} {:<13} {:<18} {:<10} {}\n", l["name"].get<std::string>(), l["op"].get<std::string>(), shape,
+      s += fmt::format("  {:<28} {:<13} {:<18} {:<11} {}\n", l["name"].get<std::string>(), l["op"].get<std::string>(), shape,
                        l["verdict"].get<std::string>(), l.value("observed_note", ""));
       continue;
     }
@@ -58,7 +58,7 @@ std::string accuracy_diff_text(const json& r) {
     std::string worst;
     if (observed && !l["worst_channel"].is_null())
       worst = fmt::format("{} ({})", l["worst_channel"].get<std::int64_t>(), (*shown)["worst_in"].get<std::string>());
-    s += fmt::format("  {:<28} {:<13} {:<18} {:<10} {:>19} {:>19} {:>8} {:<14} {}\n", l["name"].get<std::string>(),
+    s += fmt::format("  {:<28} {:<13} {:<18} {:<11} {:>19} {:>19} {:>8} {:<14} {}\n", l["name"].get<std::string>(),
                      l["op"].get<std::string>(), shape, l["verdict"].get<std::string>(), ulp_cell((*shown)["weights"]),
                      ulp_cell((*shown)["bias"]), ratio_cell((*shown)["worst_ratio"]), (*shown)["recipe"].get<std::string>(),
                      worst);
