@@ -1,0 +1,43 @@
+#pragma once
+// Running a model (model.hpp) end to end in one arithmetic: float32 (every op computes in
+// float32 and rounds its results to float32, as engines do) or float64.
+//
+// Contract: nodes run in file order. A layer -> BatchNormalization pair (model_patterns.hpp)
+// runs as one unit: unfused (the layer, then the BatchNorm in the policy's form) or fused
+// (the layer with the parameters folded by `recipe`, fold_pass.hpp). Convs use foldcheck's
+// conv path (evaluate.hpp: (c, kh, kw) sequential accumulation unless the policy says
+// otherwise); Gemm/MatMul accumulate sequentially over k; pooling sums sequentially and
+// divides once; element-wise ops round once per operation; Sigmoid and HardSwish are
+// evaluated in double and rounded once. Results do not depend on the thread count.
+// Unsupported ops throw InputError "unsupported op X at node N".
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "foldcheck/evaluate.hpp"
+#include "foldcheck/model.hpp"
+#include "foldcheck/model_patterns.hpp"
+#include "foldcheck/recipes.hpp"
+
+namespace foldcheck {
+
+struct ModelRunOptions {
+  DType dtype = DType::Float32;  // Float32 or Float64
+  bool fused = false;
+  Recipe recipe = Recipe::PyTorch;
+  Policy policy;                 // conv accumulation order, BatchNorm form
+  ref::Options ref;              // the exact fold, when recipe is Exact
+  std::set<std::string> keep;    // values to return besides the graph outputs
+  std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+// inputs: every graph input by name (values of the run's dtype). Returns the graph
+// outputs and the kept values.
+std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
+                                        const ModelRunOptions& opts);
+
+// The conv geometry of a Conv node on an input of shape [N, C, H, W] (auto_pad resolved).
+ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& input_shape, const Shape& weight_shape);
+
+}  // namespace foldcheck

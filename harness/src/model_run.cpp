@@ -1,0 +1,565 @@
+// Running a model end to end (model_run.hpp).
+#include "foldcheck/model_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "foldcheck/errors.hpp"
+#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/layer_math.hpp"
+
+namespace foldcheck {
+namespace {
+
+std::int64_t prod(const Shape& s, std::size_t from = 0, std::size_t to = SIZE_MAX) {
+  std::int64_t p = 1;
+  for (std::size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
+  return p;
+}
+
+// Numpy broadcasting of two shapes.
+Shape broadcast_shape(const Shape& a, const Shape& b, const std::string& where) {
+  const std::size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const std::int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (x != y && x != 1 && y != 1)
+      throw InputError(fmt::format("{}: shapes {} and {} do not broadcast", where, shape_string(a), shape_string(b)));
+    out[i] = std::max(x, y);
+  }
+  return out;
+}
+
+// Index into a tensor of shape s broadcast to `out` for the flat output index i.
+struct Broadcaster {
+  Shape out;
+  std::vector<std::int64_t> stride;  // per out dim (0 where broadcast)
+  Broadcaster(const Shape& o, const Shape& s) : out(o), stride(o.size(), 0) {
+    std::int64_t st = 1;
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      const std::size_t d = s.size() - 1 - k, od = o.size() - 1 - k;
+      stride[od] = s[d] == 1 ? 0 : st;
+      st *= s[d];
+    }
+  }
+  std::int64_t operator()(std::int64_t i) const {
+    std::int64_t idx = 0;
+    for (std::size_t d = out.size(); d-- > 0;) {
+      idx += (i % out[d]) * stride[d];
+      i /= out[d];
+    }
+    return idx;
+  }
+};
+
+template <class T>
+class Exec {
+ public:
+  Exec(const Model& m, const BnPatterns& pairs, const ModelRunOptions& o) : m_(m), pairs_(pairs), o_(o) {}
+
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) {
+    for (const auto& [k, v] : inputs) env_[k] = v;
+    std::map<std::size_t, const BnPair*> at_layer;
+    std::set<std::size_t> skip;
+    for (const BnPair& p : pairs_.pairs) {
+      at_layer[p.layer] = &p;
+      skip.insert(p.bn);
+      for (const std::size_t i : p.through) skip.insert(i);
+    }
+    // Remaining uses of each value, to free activations once consumed.
+    std::map<std::string, int> uses;
+    for (const ModelNode& n : m_.nodes)
+      for (const auto& in : n.inputs) ++uses[in];
+    for (std::size_t i = 0; i < m_.nodes.size(); ++i) {
+      const ModelNode& n = m_.nodes[i];
+      if (!skip.count(i)) {
+        if (const auto it = at_layer.find(i); it != at_layer.end()) pair(*it->second);
+        else node(n, i);
+      }
+      for (const auto& in : n.inputs)
+        if (--uses[in] == 0 && !m_.is_graph_output(in) && !o_.keep.count(in) && !inputs.count(in)) env_.erase(in);
+      if (o_.progress) o_.progress(i + 1, m_.nodes.size());
+    }
+    std::map<std::string, Tensor> out;
+    for (const ValueInfo& v : m_.outputs) out[v.name] = get(v.name, "graph output");
+    for (const std::string& k : o_.keep)
+      if (env_.count(k)) out[k] = env_[k];
+    return out;
+  }
+
+ private:
+  static constexpr bool kF64 = std::is_same_v<T, double>;
+  DType dt() const { return o_.dtype; }
+  double r(double x) const { return kF64 ? x : static_cast<double>(static_cast<float>(x)); }
+
+  const Tensor& get(const std::string& name, const std::string& who) {
+    if (const auto it = env_.find(name); it != env_.end()) return it->second;
+    if (const Tensor* t = m_.initializer(name)) return *t;
+    if (const auto it = m_.int_inits.find(name); it != m_.int_inits.end()) {
+      Tensor t;
+      t.shape = m_.int_init_shapes.at(name);
+      for (const auto v : it->second) t.data.push_back(static_cast<double>(v));
+      t.dtype = DType::Float64;
+      return env_[name] = t;
+    }
+    throw InputError(fmt::format("{}: value {} is not available (not computed, not an initializer)", who, name));
+  }
+  std::vector<std::int64_t> ints(const std::string& name, const std::string& who) {
+    std::vector<std::int64_t> v;
+    for (const double d : get(name, who).data) v.push_back(static_cast<std::int64_t>(d));
+    return v;
+  }
+  void put(const ModelNode& n, Tensor t, std::size_t k = 0) {
+    t.dtype = dt();
+    env_[n.outputs.at(k)] = std::move(t);
+  }
+  static std::string where(const ModelNode& n, std::size_t i) {
+    return fmt::format("{} at node {}{}", n.op, i, n.name.empty() ? "" : " (" + n.name + ")");
+  }
+
+  // ---- layer + BatchNorm pairs ----
+  void pair(const BnPair& p) {
+    const ModelNode& layer = m_.nodes[p.layer];
+    const ModelNode& bn = m_.nodes[p.bn];
+    const LayerParams lp = layer_params(m_, p);
+    const Tensor& x = get(layer.inputs[0], layer.op);
+    if (layer.op == "Conv") {
+      Graph g = conv_graph(layer, x, lp.bias);
+      Node bnode;
+      bnode.kind = Node::Kind::BatchNorm;
+      bnode.geometry = g.nodes[0].geometry;
+      bnode.bn = lp.bn;
+      g.nodes.push_back(bnode);
+      if (o_.fused) g = fold_batchnorm(g, o_.recipe, o_.ref, o_.policy.arith);
+      Tensor y;
+      y.shape = {g.nodes[0].geometry.N, g.nodes[0].geometry.O, g.nodes[0].geometry.OH(), g.nodes[0].geometry.OW()};
+      y.data = evaluate(g, x.data, o_.policy);
+      put(bn, std::move(y));
+      return;
+    }
+    // Gemm, MatMul, ConvTranspose: the layer with folded parameters, or the layer then BN.
+    if (o_.fused) {
+      const FoldedParams fp = fold_parameters(lp.weight, lp.per_channel, lp.bias, lp.bn, lp.dtype, o_.recipe, o_.ref);
+      Tensor w = *m_.initializer(layer.inputs[1]);
+      for (std::size_t k = 0; k < lp.index.size(); ++k) w.data[lp.index[k]] = fp.weight[k];
+      Tensor y = linear(layer, x, w, fp.bias);
+      if (!fp.post_add.empty()) channelwise(y, [&](double v, std::size_t o) { return r(v + fp.post_add[o]); });
+      put(bn, std::move(y));
+    } else {
+      Tensor y = linear(layer, x, *m_.initializer(layer.inputs[1]), lp.bias);
+      batchnorm(y, lp.bn);
+      put(bn, std::move(y));
+    }
+  }
+
+  Graph conv_graph(const ModelNode& n, const Tensor& x, const std::vector<double>& bias) {
+    const Tensor& w = *m_.initializer(n.inputs[1]);
+    Graph g;
+    g.dtype = dt();
+    Node c;
+    c.kind = Node::Kind::Conv;
+    c.name = n.name;
+    c.geometry = conv_geometry(n, x.shape, w.shape);
+    c.weight = w;
+    c.weight.data.assign(w.data.begin(), w.data.end());
+    for (double& v : c.weight.data) v = round_to(dt(), v);  // parameters in the run's dtype
+    c.bias = bias;
+    for (double& v : c.bias) v = round_to(dt(), v);
+    g.nodes.push_back(c);
+    return g;
+  }
+
+  template <class F>
+  void channelwise(Tensor& y, F f) {
+    const std::int64_t C = y.shape.size() > 1 ? y.shape[1] : 1, inner = prod(y.shape, 2);
+    for (std::size_t i = 0; i < y.data.size(); ++i)
+      y.data[i] = f(y.data[i], static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C));
+  }
+
+  void batchnorm(Tensor& y, const ref::BnParams& bn) {
+    const DType a = kF64 ? DType::Float64 : DType::Float32;
+    channelwise(y, [&](double v, std::size_t o) {
+      return static_cast<double>(bn_apply<T>(static_cast<T>(v), bn, o, o_.policy.bn_form, o_.policy.arith, a));
+    });
+  }
+
+  // Gemm / MatMul / ConvTranspose with explicit parameters (bias per output channel or empty).
+  Tensor linear(const ModelNode& n, const Tensor& x, const Tensor& w, const std::vector<double>& bias) {
+    if (n.op == "ConvTranspose") return conv_transpose(n, x, w, bias);
+    const bool transA = n.op == "Gemm" && n.int_attr("transA", 0) != 0, transB = n.op == "Gemm" && n.int_attr("transB", 0) != 0;
+    if (w.shape.size() != 2) throw InputError(fmt::format("{} {}: only 2-D weights are supported", n.op, n.name));
+    const std::int64_t K = transB ? w.shape[1] : w.shape[0], N = transB ? w.shape[0] : w.shape[1];
+    std::int64_t M;
+    if (n.op == "Gemm") {
+      if (x.shape.size() != 2) throw InputError(fmt::format("Gemm {}: input must be 2-D, got {}", n.name, shape_string(x.shape)));
+      M = transA ? x.shape[1] : x.shape[0];
+      if ((transA ? x.shape[0] : x.shape[1]) != K) throw InputError(fmt::format("Gemm {}: inner dimensions differ", n.name));
+    } else {
+      if (x.shape.empty() || x.shape.back() != K) throw InputError(fmt::format("MatMul {}: inner dimensions differ", n.name));
+      M = prod(x.shape) / K;
+    }
+    Tensor y;
+    y.shape = n.op == "Gemm" ? Shape{M, N} : x.shape;
+    if (n.op != "Gemm") y.shape.back() = N;
+    y.data.resize(static_cast<std::size_t>(M * N));
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        T acc = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          const T a = static_cast<T>(x.data[static_cast<std::size_t>(transA ? k * M + i : i * K + k)]);
+          const T b = static_cast<T>(round_to(dt(), w.data[static_cast<std::size_t>(transB ? j * K + k : k * N + j)]));
+          acc = acc + a * b;
+        }
+        if (!bias.empty()) acc = acc + static_cast<T>(round_to(dt(), bias[static_cast<std::size_t>(j)]));
+        y.data[static_cast<std::size_t>(i * N + j)] = static_cast<double>(acc);
+      }
+    return y;
+  }
+
+  Tensor conv_transpose(const ModelNode& n, const Tensor& x, const Tensor& w, const std::vector<double>& bias) {
+    if (x.shape.size() != 4 || w.shape.size() != 4) throw InputError(fmt::format("ConvTranspose {}: only 2-D convs", n.name));
+    const std::int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const std::int64_t g = n.int_attr("group", 1), opg = w.shape[1], O = opg * g, cpg = C / g, KH = w.shape[2], KW = w.shape[3];
+    auto at = [&](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t d) { return v.size() > i ? v[i] : d; };
+    const auto s = n.ints_attr("strides"), d = n.ints_attr("dilations"), pads = n.ints_attr("pads"), op = n.ints_attr("output_padding");
+    const std::int64_t sh = at(s, 0, 1), sw = at(s, 1, 1), dh = at(d, 0, 1), dw = at(d, 1, 1);
+    const std::int64_t pt = at(pads, 0, 0), pl = at(pads, 1, 0), pb = at(pads, 2, 0), pr = at(pads, 3, 0);
+    const std::int64_t OH = sh * (H - 1) + at(op, 0, 0) + (KH - 1) * dh + 1 - pt - pb;
+    const std::int64_t OW = sw * (W - 1) + at(op, 1, 0) + (KW - 1) * dw + 1 - pl - pr;
+    Tensor y;
+    y.shape = {N, O, OH, OW};
+    y.data.assign(static_cast<std::size_t>(N * O * OH * OW), 0.0);
+    for (std::int64_t nn = 0; nn < N; ++nn)
+      for (std::int64_t o = 0; o < O; ++o) {
+        const std::int64_t gi = o / opg, j = o % opg;
+        for (std::int64_t oh = 0; oh < OH; ++oh)
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            T acc = 0;
+            for (std::int64_t c = 0; c < cpg; ++c)
+              for (std::int64_t kh = 0; kh < KH; ++kh) {
+                const std::int64_t th = oh + pt - kh * dh;
+                if (th < 0 || th % sh) continue;
+                const std::int64_t ih = th / sh;
+                if (ih >= H) continue;
+                for (std::int64_t kw = 0; kw < KW; ++kw) {
+                  const std::int64_t tw = ow + pl - kw * dw;
+                  if (tw < 0 || tw % sw) continue;
+                  const std::int64_t iw = tw / sw;
+                  if (iw >= W) continue;
+                  const std::int64_t ci = gi * cpg + c;
+                  acc = acc + static_cast<T>(x.data[static_cast<std::size_t>(((nn * C + ci) * H + ih) * W + iw)]) *
+                                  static_cast<T>(round_to(dt(), w.data[static_cast<std::size_t>(((ci * opg + j) * KH + kh) * KW + kw)]));
+                }
+              }
+            if (!bias.empty()) acc = acc + static_cast<T>(round_to(dt(), bias[static_cast<std::size_t>(o)]));
+            y.data[static_cast<std::size_t>(((nn * O + o) * OH + oh) * OW + ow)] = static_cast<double>(acc);
+          }
+      }
+    return y;
+  }
+
+  // ---- single nodes ----
+  template <class F>
+  void unary(const ModelNode& n, F f) {
+    Tensor y = get(n.inputs.at(0), n.op);
+    for (double& v : y.data) v = f(v);
+    put(n, std::move(y));
+  }
+  template <class F>
+  void binary(const ModelNode& n, std::size_t i, F f) {
+    const Tensor a = get(n.inputs.at(0), where(n, i)), b = get(n.inputs.at(1), where(n, i));
+    Tensor y;
+    y.shape = broadcast_shape(a.shape, b.shape, where(n, i));
+    const Broadcaster ba(y.shape, a.shape), bb(y.shape, b.shape);
+    y.data.resize(static_cast<std::size_t>(prod(y.shape)));
+    for (std::int64_t k = 0; k < static_cast<std::int64_t>(y.data.size()); ++k)
+      y.data[static_cast<std::size_t>(k)] =
+          f(static_cast<T>(round_to(dt(), a.data[static_cast<std::size_t>(ba(k))])), static_cast<T>(round_to(dt(), b.data[static_cast<std::size_t>(bb(k))])));
+    put(n, std::move(y));
+  }
+
+  void pool(const ModelNode& n, std::size_t idx, bool max) {
+    const Tensor& x = get(n.inputs.at(0), where(n, idx));
+    if (x.shape.size() != 4) throw InputError(where(n, idx) + ": only 2-D pooling (4-D tensors)");
+    const auto ks = n.ints_attr("kernel_shape"), s = n.ints_attr("strides"), pads = n.ints_attr("pads"), d = n.ints_attr("dilations");
+    auto at = [](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t def) { return v.size() > i ? v[i] : def; };
+    const std::int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const std::int64_t KH = at(ks, 0, 1), KW = at(ks, 1, 1), sh = at(s, 0, 1), sw = at(s, 1, 1), dh = at(d, 0, 1), dw = at(d, 1, 1);
+    std::int64_t pt = at(pads, 0, 0), pl = at(pads, 1, 0), pb = at(pads, 2, 0), pr = at(pads, 3, 0);
+    const std::string ap = n.string_attr("auto_pad", "NOTSET");
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      auto same = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t& b, std::int64_t& e) {
+        const std::int64_t out = (in + st - 1) / st, total = std::max<std::int64_t>(0, (out - 1) * st + (k - 1) * di + 1 - in);
+        b = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+        e = total - b;
+      };
+      same(H, KH, sh, dh, pt, pb);
+      same(W, KW, sw, dw, pl, pr);
+    }
+    const bool ceil_mode = n.int_attr("ceil_mode", 0) != 0, include_pad = n.int_attr("count_include_pad", 0) != 0;
+    auto out_dim = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t b, std::int64_t e) {
+      const std::int64_t span = in + b + e - ((k - 1) * di + 1);
+      return (ceil_mode ? (span + st - 1) / st : span / st) + 1;
+    };
+    const std::int64_t OH = out_dim(H, KH, sh, dh, pt, pb), OW = out_dim(W, KW, sw, dw, pl, pr);
+    Tensor y;
+    y.shape = {N, C, OH, OW};
+    y.data.resize(static_cast<std::size_t>(N * C * OH * OW));
+    for (std::int64_t nc = 0; nc < N * C; ++nc)
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
+          std::int64_t count = 0;
+          for (std::int64_t kh = 0; kh < KH; ++kh)
+            for (std::int64_t kw = 0; kw < KW; ++kw) {
+              const std::int64_t ih = oh * sh - pt + kh * dh, iw = ow * sw - pl + kw * dw;
+              const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+              if (!inside) {
+                if (!max && include_pad && ih < H + pb && iw < W + pr) ++count;
+                continue;
+              }
+              const T v = static_cast<T>(x.data[static_cast<std::size_t>((nc * H + ih) * W + iw)]);
+              if (max) acc = std::max(acc, v);
+              else acc = acc + v;
+              ++count;
+            }
+          if (!max) acc = count ? acc / static_cast<T>(count) : T(0);
+          y.data[static_cast<std::size_t>((nc * OH + oh) * OW + ow)] = static_cast<double>(acc);
+        }
+    put(n, std::move(y));
+  }
+
+  void node(const ModelNode& n, std::size_t i) {
+    const std::string& op = n.op;
+    if (!n.domain.empty() && n.domain != "ai.onnx") throw InputError(fmt::format("unsupported op {}::{} at node {}", n.domain, op, i));
+    if (op == "Identity") put(n, get(n.inputs.at(0), where(n, i)));
+    else if (op == "Relu") unary(n, [](double v) { return v > 0 ? v : 0.0; });
+    else if (op == "LeakyRelu") {
+      const T a = static_cast<T>(n.float_attr("alpha", 0.01));
+      unary(n, [&](double v) { return v >= 0 ? v : static_cast<double>(a * static_cast<T>(v)); });
+    } else if (op == "Sigmoid") unary(n, [&](double v) { return r(1.0 / (1.0 + std::exp(-v))); });
+    else if (op == "HardSigmoid" || op == "HardSwish") {
+      const T a = static_cast<T>(op == "HardSwish" ? 1.0 / 6 : n.float_attr("alpha", 0.2));
+      const T b = static_cast<T>(op == "HardSwish" ? 0.5 : n.float_attr("beta", 0.5));
+      const bool swish = op == "HardSwish";
+      unary(n, [&](double v) {
+        const T h = std::max(T(0), std::min(T(1), static_cast<T>(a * static_cast<T>(v)) + b));
+        return static_cast<double>(swish ? static_cast<T>(v) * h : h);
+      });
+    } else if (op == "Clip") {
+      double lo = -HUGE_VAL, hi = HUGE_VAL;
+      if (m_.opset < 11) {
+        lo = n.float_attr("min", lo);
+        hi = n.float_attr("max", hi);
+      } else {
+        if (n.inputs.size() > 1 && !n.inputs[1].empty()) lo = get(n.inputs[1], where(n, i)).data.at(0);
+        if (n.inputs.size() > 2 && !n.inputs[2].empty()) hi = get(n.inputs[2], where(n, i)).data.at(0);
+      }
+      unary(n, [&](double v) { return std::min(std::max(v, lo), hi); });
+    } else if (op == "Add") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a + b)); });
+    else if (op == "Sub") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a - b)); });
+    else if (op == "Mul") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a * b)); });
+    else if (op == "Div") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a / b)); });
+    else if (op == "Conv") {
+      const Tensor& x = get(n.inputs.at(0), where(n, i));
+      std::vector<double> bias;
+      if (n.inputs.size() > 2 && !n.inputs[2].empty()) bias = get(n.inputs[2], where(n, i)).data;
+      const Graph g = conv_graph(n, x, bias);
+      Tensor y;
+      const ref::ConvGeometry& c = g.nodes[0].geometry;
+      y.shape = {c.N, c.O, c.OH(), c.OW()};
+      y.data = evaluate(g, x.data, o_.policy);
+      put(n, std::move(y));
+    } else if (op == "ConvTranspose" || op == "Gemm" || op == "MatMul") {
+      const Tensor& x = get(n.inputs.at(0), where(n, i));
+      const Tensor& w = get(n.inputs.at(1), where(n, i));
+      std::vector<double> bias;
+      if (op != "MatMul" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
+        bias = get(n.inputs[2], where(n, i)).data;
+        const std::int64_t N = op == "Gemm" ? (n.int_attr("transB", 0) ? w.shape[0] : w.shape[1]) : w.shape[1] * n.int_attr("group", 1);
+        if (static_cast<std::int64_t>(bias.size()) != N) throw InputError(where(n, i) + ": only a per-output-channel bias is supported");
+      }
+      put(n, linear(n, x, w, bias));
+    } else if (op == "BatchNormalization") {
+      if (n.int_attr("training_mode", 0)) throw InputError(where(n, i) + ": training_mode = 1 is not an inference BatchNorm");
+      Tensor y = get(n.inputs.at(0), where(n, i));
+      ref::BnParams bn{get(n.inputs.at(1), where(n, i)).data, get(n.inputs.at(2), where(n, i)).data,
+                       get(n.inputs.at(3), where(n, i)).data, get(n.inputs.at(4), where(n, i)).data,
+                       static_cast<double>(static_cast<float>(n.float_attr("epsilon", 1e-5)))};
+      batchnorm(y, bn);
+      put(n, std::move(y));
+    } else if (op == "MaxPool") pool(n, i, true);
+    else if (op == "AveragePool") pool(n, i, false);
+    else if (op == "GlobalAveragePool") {
+      const Tensor& x = get(n.inputs.at(0), where(n, i));
+      const std::int64_t NC = prod(x.shape, 0, 2), HW = prod(x.shape, 2);
+      Tensor y;
+      y.shape = x.shape;
+      for (std::size_t k = 2; k < y.shape.size(); ++k) y.shape[k] = 1;
+      y.data.resize(static_cast<std::size_t>(NC));
+      for (std::int64_t c = 0; c < NC; ++c) {
+        T acc = 0;
+        for (std::int64_t k = 0; k < HW; ++k) acc = acc + static_cast<T>(x.data[static_cast<std::size_t>(c * HW + k)]);
+        y.data[static_cast<std::size_t>(c)] = static_cast<double>(static_cast<T>(acc / static_cast<T>(HW)));
+      }
+      put(n, std::move(y));
+    } else if (op == "Flatten") {
+      Tensor y = get(n.inputs.at(0), where(n, i));
+      std::int64_t axis = n.int_attr("axis", 1);
+      if (axis < 0) axis += static_cast<std::int64_t>(y.shape.size());
+      y.shape = {prod(y.shape, 0, static_cast<std::size_t>(axis)), prod(y.shape, static_cast<std::size_t>(axis))};
+      put(n, std::move(y));
+    } else if (op == "Reshape") {
+      Tensor y = get(n.inputs.at(0), where(n, i));
+      std::vector<std::int64_t> s = ints(n.inputs.at(1), where(n, i));
+      std::int64_t known = 1, infer = -1;
+      for (std::size_t k = 0; k < s.size(); ++k) {
+        if (s[k] == 0 && n.int_attr("allowzero", 0) == 0) s[k] = y.shape.at(k);
+        if (s[k] == -1) infer = static_cast<std::int64_t>(k);
+        else known *= s[k];
+      }
+      if (infer >= 0) s[static_cast<std::size_t>(infer)] = known ? y.size() / known : 0;
+      if (prod(s) != y.size()) throw InputError(fmt::format("{}: cannot reshape {} to {}", where(n, i), shape_string(y.shape), shape_string(s)));
+      y.shape = s;
+      put(n, std::move(y));
+    } else if (op == "Squeeze" || op == "Unsqueeze") {
+      Tensor y = get(n.inputs.at(0), where(n, i));
+      std::vector<std::int64_t> axes = n.ints_attr("axes");
+      if (axes.empty() && n.inputs.size() > 1) axes = ints(n.inputs[1], where(n, i));
+      const std::int64_t rank = static_cast<std::int64_t>(y.shape.size()) + (op == "Unsqueeze" ? static_cast<std::int64_t>(axes.size()) : 0);
+      for (auto& a : axes) a = a < 0 ? a + rank : a;
+      std::sort(axes.begin(), axes.end());
+      if (op == "Squeeze") {
+        Shape s;
+        for (std::size_t k = 0; k < y.shape.size(); ++k) {
+          const bool drop = axes.empty() ? y.shape[k] == 1 : std::binary_search(axes.begin(), axes.end(), static_cast<std::int64_t>(k));
+          if (!drop) s.push_back(y.shape[k]);
+        }
+        y.shape = s;
+      } else {
+        for (const auto a : axes) y.shape.insert(y.shape.begin() + a, 1);
+      }
+      put(n, std::move(y));
+    } else if (op == "Concat") {
+      std::vector<const Tensor*> parts;
+      for (const auto& in : n.inputs) parts.push_back(&get(in, where(n, i)));
+      std::int64_t axis = n.int_attr("axis", 0);
+      if (axis < 0) axis += static_cast<std::int64_t>(parts[0]->shape.size());
+      Tensor y;
+      y.shape = parts[0]->shape;
+      y.shape[static_cast<std::size_t>(axis)] = 0;
+      for (const Tensor* p : parts) y.shape[static_cast<std::size_t>(axis)] += p->shape[static_cast<std::size_t>(axis)];
+      const std::int64_t outer = prod(y.shape, 0, static_cast<std::size_t>(axis));
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (const Tensor* p : parts) {
+          const std::int64_t chunk = prod(p->shape, static_cast<std::size_t>(axis));
+          y.data.insert(y.data.end(), p->data.begin() + o * chunk, p->data.begin() + (o + 1) * chunk);
+        }
+      put(n, std::move(y));
+    } else if (op == "Pad") {
+      const Tensor& x = get(n.inputs.at(0), where(n, i));
+      if (n.string_attr("mode", "constant") != "constant") throw InputError(where(n, i) + ": only constant padding");
+      std::vector<std::int64_t> pads = n.ints_attr("pads");
+      double value = n.float_attr("value", 0.0);
+      if (m_.opset >= 11) {
+        pads = ints(n.inputs.at(1), where(n, i));
+        if (n.inputs.size() > 2 && !n.inputs[2].empty()) value = get(n.inputs[2], where(n, i)).data.at(0);
+      }
+      const std::size_t rank = x.shape.size();
+      if (pads.size() != 2 * rank) throw InputError(where(n, i) + ": pads do not match the rank");
+      Tensor y;
+      y.shape = x.shape;
+      for (std::size_t k = 0; k < rank; ++k) y.shape[k] += pads[k] + pads[k + rank];
+      y.data.assign(static_cast<std::size_t>(prod(y.shape)), r(value));
+      for (std::int64_t k = 0; k < x.size(); ++k) {
+        std::int64_t rem = k, idx = 0, mul = 1;
+        std::vector<std::int64_t> coord(rank);
+        for (std::size_t d = rank; d-- > 0;) {
+          coord[d] = rem % x.shape[d];
+          rem /= x.shape[d];
+        }
+        for (std::size_t d = rank; d-- > 0;) {
+          const std::int64_t c = coord[d] + pads[d];
+          if (c < 0 || c >= y.shape[d]) { idx = -1; break; }
+          idx += c * mul;
+          mul *= y.shape[d];
+        }
+        if (idx >= 0) y.data[static_cast<std::size_t>(idx)] = x.data[static_cast<std::size_t>(k)];
+      }
+      put(n, std::move(y));
+    } else if (op == "Constant") {
+      Tensor y;
+      if (const Attribute* a = n.attr("value"); a && a->kind == Attribute::Kind::Tensor) y = a->t;
+      else if (const Attribute* f = n.attr("value_float")) y = Tensor{{}, {f->f}, DType::Float32};
+      else if (const Attribute* fs = n.attr("value_floats")) y = Tensor{{static_cast<std::int64_t>(fs->floats.size())}, fs->floats, DType::Float32};
+      else if (const Attribute* iv = n.attr("value_int")) y = Tensor{{}, {static_cast<double>(iv->i)}, DType::Float64};
+      else if (const Attribute* is = n.attr("value_ints")) {
+        y.shape = {static_cast<std::int64_t>(is->ints.size())};
+        for (const auto v : is->ints) y.data.push_back(static_cast<double>(v));
+      } else throw InputError(where(n, i) + ": unsupported Constant attribute");
+      env_[n.outputs.at(0)] = std::move(y);
+    } else {
+      throw InputError(fmt::format("unsupported op {} at node {}{}", op, i, n.name.empty() ? "" : " (" + n.name + ")"));
+    }
+  }
+
+  const Model& m_;
+  const BnPatterns& pairs_;
+  const ModelRunOptions& o_;
+  std::map<std::string, Tensor> env_;
+};
+
+}  // namespace
+
+ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape& ws) {
+  if (xs.size() != 4 || ws.size() != 4)
+    throw InputError(fmt::format("Conv {}: only 2-D convs (4-D tensors) are supported, input {}", n.name, shape_string(xs)));
+  auto at = [](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t d) { return v.size() > i ? v[i] : d; };
+  ref::ConvGeometry g;
+  g.N = xs[0];
+  g.C = xs[1];
+  g.H = xs[2];
+  g.W = xs[3];
+  g.O = ws[0];
+  g.KH = ws[2];
+  g.KW = ws[3];
+  g.groups = n.int_attr("group", 1);
+  const auto s = n.ints_attr("strides"), d = n.ints_attr("dilations"), p = n.ints_attr("pads");
+  g.stride_h = at(s, 0, 1);
+  g.stride_w = at(s, 1, 1);
+  g.dil_h = at(d, 0, 1);
+  g.dil_w = at(d, 1, 1);
+  g.pad_top = at(p, 0, 0);
+  g.pad_left = at(p, 1, 0);
+  g.pad_bottom = at(p, 2, 0);
+  g.pad_right = at(p, 3, 0);
+  const std::string ap = n.string_attr("auto_pad", "NOTSET");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    auto same = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t& b, std::int64_t& e) {
+      const std::int64_t out = (in + st - 1) / st, total = std::max<std::int64_t>(0, (out - 1) * st + (k - 1) * di + 1 - in);
+      b = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      e = total - b;
+    };
+    same(g.H, g.KH, g.stride_h, g.dil_h, g.pad_top, g.pad_bottom);
+    same(g.W, g.KW, g.stride_w, g.dil_w, g.pad_left, g.pad_right);
+  } else if (ap == "VALID") {
+    g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = 0;
+  }
+  if (g.groups <= 0 || g.C % g.groups || ws[1] * g.groups != g.C)
+    throw InputError(fmt::format("Conv {}: weight {} does not fit input {} with group {}", n.name, shape_string(ws),
+                                 shape_string(xs), g.groups));
+  return g;
+}
+
+std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
+                                        const ModelRunOptions& opts) {
+  if (opts.dtype == DType::Float64) return Exec<double>(m, pairs, opts).run(inputs);
+  if (opts.dtype != DType::Float32) throw InputError("model runs are float32 or float64");
+  return Exec<float>(m, pairs, opts).run(inputs);
+}
+
+}  // namespace foldcheck
