@@ -220,9 +220,21 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   return exit_code(r);
 }
 
-int cmd_accuracy_diff(const std::string& model, const std::string& observed, const OutputOptions& o) {
+struct AccuracyDiffArgs {
+  std::string model, observed, input, recipe = "pytorch";
+  std::uint64_t seed = 0;
+  bool weights_only = false;
+  std::size_t attribution_elements = 256;
+};
+
+int cmd_accuracy_diff(const AccuracyDiffArgs& a, const OutputOptions& o) {
   fc::AccuracyDiffOptions ao;
-  if (!observed.empty()) ao.observed_model = observed;
+  if (!a.observed.empty()) ao.observed_model = a.observed;
+  if (!a.input.empty()) ao.input = a.input;
+  ao.seed = a.seed;
+  ao.weights_only = a.weights_only;
+  ao.recipe = fc::recipe_from_name(a.recipe);
+  ao.attribution_elements = a.attribution_elements;
   ao.ref.precision = o.precision;
   ao.ref.threads = o.threads;
   const bool tty = isatty(STDERR_FILENO);
@@ -233,7 +245,9 @@ int cmd_accuracy_diff(const std::string& model, const std::string& observed, con
       std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
     };
   }
-  const json r = fc::accuracy_diff(model, ao);
+  if (a.input.empty() && !a.weights_only)
+    std::cerr << fmt::format("foldcheck: no --input: a seeded standard-normal input (seed {})\n", a.seed);
+  const json r = fc::accuracy_diff(a.model, ao);
   if (ao.progress) std::cerr << "\r\033[K";
   emit(o, o.format == "json" ? r.dump(2) : fc::reports::accuracy_diff_text(r));
   return exit_code(r);
@@ -313,16 +327,24 @@ int main(int argc, char** argv) {
   add_output_options(diag, dopt);
 
   OutputOptions aopt;
-  std::string ad_model, ad_observed;
+  AccuracyDiffArgs ad;
   auto* adiff = app.add_subcommand(
       "accuracy-diff",
       "Every layer -> BatchNormalization pair of an ONNX model (Conv, ConvTranspose, Gemm, MatMul; also through "
       "Identity): each engine recipe's folded weights and biases against the exact fold, with bounds; with --observed, "
       "another engine's folded model checked layer by layer, naming the layer and output channel beyond rounding.");
-  adiff->add_option("model", ad_model, "The model with its BatchNormalization nodes (.onnx)")->required();
-  adiff->add_option("--observed", ad_observed,
+  adiff->add_option("model", ad.model, "The model with its BatchNormalization nodes (.onnx)")->required();
+  adiff->add_option("--observed", ad.observed,
                     "The same model with its BatchNorms folded by another tool (.onnx); layers are matched in graph "
                     "order (see README)");
+  adiff->add_option("--input", ad.input, "Model input (.npy, float32); default: seeded standard-normal values");
+  adiff->add_option("--seed", ad.seed, "Seed of the default input")->capture_default_str();
+  adiff->add_option("--recipe", ad.recipe, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")
+      ->capture_default_str();
+  adiff->add_option("--attribution-elements", ad.attribution_elements,
+                    "Outputs attributed per layer and path (0: no attribution)")
+      ->capture_default_str();
+  adiff->add_flag("--weights-only", ad.weights_only, "Check the folded parameters only (no runs)");
   add_output_options(adiff, aopt);
 
   try {
@@ -341,7 +363,7 @@ int main(int argc, char** argv) {
     if (*explain) return cmd_explain(ea, eo);
     if (*run) return cmd_run(case_path, ro, all_hist, seed, no_attr, attr_elements);
     if (*diag) return cmd_diagnose(da, dopt);
-    if (*adiff) return cmd_accuracy_diff(ad_model, ad_observed, aopt);
+    if (*adiff) return cmd_accuracy_diff(ad, aopt);
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;

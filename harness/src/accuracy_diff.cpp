@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <random>
 #include <mutex>
 #include <thread>
 
@@ -12,6 +14,12 @@
 #include "foldcheck/fold_check.hpp"
 #include "foldcheck/model.hpp"
 #include "foldcheck/model_patterns.hpp"
+#include "foldcheck/attribution.hpp"
+#include "foldcheck/dtype.hpp"
+#include "foldcheck/evaluate.hpp"
+#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/model_run.hpp"
+#include "foldcheck/npy.hpp"
 #include "foldcheck/version.hpp"
 
 namespace foldcheck {
@@ -52,6 +60,134 @@ std::map<std::size_t, std::size_t> match_layers(const Model& original, const Mod
   return m;
 }
 
+// The model input: the given .npy, or seeded standard-normal float32 values of the graph
+// input's shape (an unknown leading dimension is 1).
+Tensor model_input(const Model& m, const AccuracyDiffOptions& o) {
+  if (m.inputs.size() != 1)
+    throw InputError(fmt::format("{}: {} graph inputs; accuracy-diff runs models with one input", m.path, m.inputs.size()));
+  const ValueInfo& vi = m.inputs[0];
+  Tensor x;
+  if (o.input) {
+    x = read_npy(*o.input);
+    for (const double v : x.data)
+      if (!std::isfinite(v)) throw InputError(*o.input + ": input holds a NaN or infinity");
+    x.data.assign(x.data.begin(), x.data.end());
+    for (double& v : x.data) v = round_to(DType::Float32, v);
+  } else {
+    x.shape = vi.shape;
+    for (std::size_t k = 0; k < x.shape.size(); ++k)
+      if (x.shape[k] < 0) {
+        if (k != 0) throw InputError(fmt::format("input {} has an unknown dimension {}: give --input", vi.name, k));
+        x.shape[k] = 1;
+      }
+    std::mt19937_64 rng(o.seed);
+    std::normal_distribution<double> nd;
+    x.data.resize(static_cast<std::size_t>(element_count(x.shape)));
+    for (double& v : x.data) v = static_cast<float>(nd(rng));
+  }
+  x.dtype = DType::Float32;
+  if (x.shape.size() != vi.shape.size())
+    throw InputError(fmt::format("input has shape {}, the model's {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+  for (std::size_t k = 0; k < x.shape.size(); ++k)
+    if (vi.shape[k] >= 0 && vi.shape[k] != x.shape[k])
+      throw InputError(fmt::format("input has shape {}, the model's {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+  return x;
+}
+
+// A comparison's ULP summary for the table.
+json ulp_summary(const Comparison& c) {
+  return {{"verdict", name(c.verdict)},
+          {"max_abs_ulp", c.ulp.max_abs},
+          {"p99_9_abs_ulp", c.ulp.p999},
+          {"worst_ratio", c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr)},
+          {"beyond_bound", c.beyond_bound}};
+}
+
+// A Conv layer -> BatchNorm pair on its real input: the unfused path and the fused path
+// (recipe `r`) in float32 against the certified reference, with their bounds, and the
+// fused path's dominant error stage (stage attribution on a sample of outputs).
+json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp, const Tensor& x,
+                          const AccuracyDiffOptions& o, Verdict& verdict) {
+  const ModelNode& node = m.nodes[p.layer];
+  Graph g;
+  g.dtype = DType::Float32;
+  Node c;
+  c.kind = Node::Kind::Conv;
+  c.name = p.name;
+  c.geometry = conv_geometry(node, x.shape, m.initializer(node.inputs[1])->shape);
+  c.weight = *m.initializer(node.inputs[1]);
+  c.bias = lp.bias;
+  Node b;
+  b.kind = Node::Kind::BatchNorm;
+  b.geometry = c.geometry;
+  b.bn = lp.bn;
+  g.nodes = {c, b};
+  ref::Options ro = o.ref;
+  ro.formats = ref::format_bit(ref::kFloat32);
+  ref::LayerData L{g.nodes[0].geometry, &x.data, &g.nodes[0].weight.data, lp.bias.empty() ? nullptr : &lp.bias, &g.nodes[1].bn};
+  const ref::LayerResult exact = ref::conv_bn(L, ro);
+  const Policy pol;
+  json j{{"input_shape", x.shape}, {"outputs", exact.y.size()}, {"terms_per_output", c.geometry.terms_per_output()}};
+  for (const bool fused : {false, true}) {
+    const Graph path = fused ? fold_batchnorm(g, o.recipe, o.ref) : g;
+    const std::vector<double> y = evaluate(path, x.data, pol);
+    const BoundReport br = error_bounds(path, exact, pol, o.confidence, &x.data);
+    const Comparison cmp = compare(y, exact.y, DType::Float32, &br.bound, &br.probabilistic);
+    json pj = ulp_summary(cmp);
+    pj["bound"] = br.formula;
+    verdict = worst(verdict, cmp.verdict == Verdict::Suspicious ? Verdict::Expected : cmp.verdict);
+    pj["probabilistic_worst_ratio"] = cmp.worst_probabilistic_ratio ? json(*cmp.worst_probabilistic_ratio) : json(nullptr);
+    if (o.attribution_elements > 0) {
+      std::vector<std::size_t> worst_idx;
+      if (cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cmp.worst_index));
+      const auto sample = attribution_sample(y.size(), o.attribution_elements, worst_idx);
+      const Attribution a = attribute(g, x.data, exact, PathSpec{fused ? std::optional<Recipe>(o.recipe) : std::nullopt, pol},
+                                      y, sample, o.ref, o.ref.threads);
+      double best = -1;
+      std::string dominant;
+      for (unsigned s = 0; s < kNumStages; ++s) {
+        if (a.contribution[s].empty()) continue;
+        double ss = 0;
+        for (const double v : a.contribution[s]) ss += v * v;
+        if (ss > best) {
+          best = ss;
+          dominant = name(static_cast<Stage>(s));
+        }
+      }
+      pj["dominant_stage"] = dominant;
+      pj["attributed_elements"] = sample.size();
+    }
+    j[fused ? "fused" : "unfused"] = pj;
+  }
+  j["fused"]["recipe"] = name(o.recipe);
+  return j;
+}
+
+// Argmax of each row of an [N, K] output.
+std::vector<std::int64_t> top1(const Tensor& y) {
+  std::vector<std::int64_t> r;
+  if (y.shape.size() < 2) return r;
+  const std::int64_t N = y.shape[0], K = y.size() / std::max<std::int64_t>(N, 1);
+  for (std::int64_t n = 0; n < N; ++n) {
+    const auto b = y.data.begin() + n * K;
+    r.push_back(std::max_element(b, b + K) - b);
+  }
+  return r;
+}
+
+// The float64 run's values as comparison targets (approximations, not certified roundings).
+ref::ValueArray reference_values(const Tensor& y64) {
+  ref::ValueArray v(y64.data.size(), ref::format_bit(ref::kFloat32));
+  for (std::size_t i = 0; i < y64.data.size(); ++i) {
+    ref::Value x;
+    x.approx = {y64.data[i], 0.0};
+    x.rounded[1] = round_to(DType::Float32, y64.data[i]);
+    x.certified = ref::format_bit(ref::kFloat32);
+    v.set(i, x);
+  }
+  return v;
+}
+
 }  // namespace
 
 json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
@@ -67,6 +203,36 @@ json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opt
     observed = Model::load(*opts.observed_model);
     match = match_layers(model, *observed);
   }
+  // The runs: float32 unfused (keeping every Conv pair's input activation), float32 fused
+  // by opts.recipe, and float64 unfused (the reference precision).
+  std::map<std::string, Tensor> acts;
+  json end_to_end = nullptr;
+  std::optional<Tensor> x_in;
+  std::map<std::string, Tensor> out32, out32f, out64;
+  if (!opts.weights_only) {
+    x_in = model_input(model, opts);
+    const std::map<std::string, Tensor> inputs{{model.inputs[0].name, *x_in}};
+    ModelRunOptions ro;
+    ro.ref = opts.ref;
+    ro.recipe = opts.recipe;
+    for (const BnPair& p : pat.pairs)
+      if (p.op == "Conv") ro.keep.insert(model.nodes[p.layer].inputs[0]);
+    auto progress_for = [&](const std::string& what) {
+      return [&, what](std::size_t done, std::size_t total) { say(fmt::format("{}: node {}/{}", what, done, total)); };
+    };
+    ro.progress = progress_for("float32 run, BatchNorms unfused");
+    out32 = run_model(model, pat, inputs, ro);
+    for (const std::string& k : ro.keep) acts[k] = out32.at(k);
+    ro.keep.clear();
+    ro.fused = true;
+    ro.progress = progress_for(fmt::format("float32 run, BatchNorms folded ({})", name(opts.recipe)));
+    out32f = run_model(model, pat, inputs, ro);
+    ro.fused = false;
+    ro.dtype = DType::Float64;
+    ro.progress = progress_for("float64 run (reference precision)");
+    out64 = run_model(model, pat, inputs, ro);
+  }
+
   // Each pair is checked on its own (in parallel, one layer per thread at a time; the
   // reference inside runs single-threaded), then reported in graph order: the result does
   // not depend on the thread count.
@@ -126,6 +292,22 @@ json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opt
     layer_json[k] = std::move(lj);
     layer_verdict[k] = fc.verdict;
   };
+  // The per-layer activation analyses (each uses every core itself), in graph order.
+  auto activations = [&](std::size_t k) {
+    const BnPair& p = pat.pairs[k];
+    if (opts.weights_only) return;
+    if (p.op != "Conv") {
+      layer_json[k]["activations"] = {{"note", p.op + " pairs: weight-level check only"}};
+      return;
+    }
+    say(fmt::format("layer {}/{} on its activations: {}", k + 1, np, p.name));
+    const LayerParams lp = layer_params(model, p);
+    Verdict v = Verdict::Expected;
+    layer_json[k]["activations"] = layer_on_activations(model, p, lp, acts.at(model.nodes[p.layer].inputs[0]), opts, v);
+    layer_json[k]["activations"]["verdict"] = name(v);
+    layer_verdict[k] = worst(layer_verdict[k], v);
+    if (layer_json[k]["verdict"] != "UNEXPECTED") layer_json[k]["verdict"] = name(layer_verdict[k]);
+  };
   unsigned nt = opts.ref.threads ? opts.ref.threads : std::max(1u, std::thread::hardware_concurrency());
   nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
   std::atomic<std::size_t> next{0};
@@ -146,6 +328,45 @@ json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opt
   for (auto& th : pool) th.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  for (std::size_t k = 0; k < np; ++k) activations(k);
+  if (!opts.weights_only) {
+    end_to_end = json::object();
+    json outs = json::array();
+    for (const ValueInfo& vi : model.outputs) {
+      const Tensor& y64 = out64.at(vi.name);
+      const ref::ValueArray refv = reference_values(y64);
+      json oj{{"name", vi.name}, {"shape", y64.shape}};
+      oj["unfused"] = to_json(compare(out32.at(vi.name).data, refv, DType::Float32));
+      oj["fused"] = to_json(compare(out32f.at(vi.name).data, refv, DType::Float32));
+      const auto t64 = top1(y64), tu = top1(out32.at(vi.name)), tf = top1(out32f.at(vi.name));
+      if (!t64.empty() && y64.shape.back() > 1) {
+        std::int64_t au = 0, af = 0, uf = 0;
+        for (std::size_t i = 0; i < t64.size(); ++i) {
+          au += tu[i] == t64[i];
+          af += tf[i] == t64[i];
+          uf += tu[i] == tf[i];
+        }
+        oj["top1_agreement"] = {{"rows", t64.size()}, {"unfused_vs_reference", au}, {"fused_vs_reference", af},
+                                {"fused_vs_unfused", uf}};
+      }
+      outs.push_back(std::move(oj));
+    }
+    end_to_end["reference"] = "float64 run of the unfused model (each operation within 2^-53 relative)";
+    end_to_end["fused_recipe"] = name(opts.recipe);
+    end_to_end["input"] = opts.input ? json(*opts.input) : json(fmt::format("seeded standard normal, seed {}", opts.seed));
+    end_to_end["input_shape"] = x_in->shape;
+    end_to_end["outputs"] = outs;
+    json first = nullptr;
+    Verdict e2e = Verdict::Expected;
+    for (std::size_t k = 0; k < np; ++k) {
+      if (!layer_json[k].contains("activations") || !layer_json[k]["activations"].contains("verdict")) continue;
+      const std::string v = layer_json[k]["activations"]["verdict"];
+      if (v != "EXPECTED" && first.is_null()) first = layer_json[k]["name"];
+      e2e = worst(e2e, v == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
+    }
+    end_to_end["first_layer_beyond_bound"] = first;
+    end_to_end["verdict"] = name(e2e);
+  }
   Verdict overall = Verdict::Expected;
   json layers = json::array();
   for (std::size_t k = 0; k < np; ++k) {
@@ -166,6 +387,7 @@ json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opt
            {"pairs_found", pat.pairs.size()},
            {"layers", layers},
            {"unpaired", unpaired}};
+  if (!opts.weights_only) out["end_to_end"] = end_to_end;
   if (observed)
     out["observed"] = {{"path", observed->path},
                        {"producer", observed->producer},

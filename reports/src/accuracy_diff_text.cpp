@@ -9,13 +9,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string ulp_cell(const json& cmp) {
-  if (cmp.is_null()) return "-";
-  return fmt::format("{:.3g} / {:.3g}", cmp["ulp"]["max_abs"].get<double>(), cmp["ulp"]["p99_9"].get<double>());
-}
-
-std::string ratio_cell(const json& r) { return r.is_null() ? "inf" : fmt::format("{:.3g}", r.get<double>()); }
-
 }  // namespace
 
 std::string accuracy_diff_text(const json& r) {
@@ -28,22 +21,22 @@ std::string accuracy_diff_text(const json& r) {
   if (observed)
     s += fmt::format("  observed folded model: {}\n  matching: {}\n", r["observed"]["path"].get<std::string>(),
                      r["observed"]["matching"].get<std::string>());
-  s += fmt::format("  {} layer -> BatchNormalization pair(s); {} (ULP against the exact fold: max / p99.9; ratio = worst "
-                   "distance / the recipe's bound, > 1: UNEXPECTED)\n\n",
+  s += fmt::format("  {} layer -> BatchNormalization pair(s). Folded parameters: {} (|ULP| against the exact fold, max; "
+                   "ratio = worst distance / the recipe's bound). Outputs: the layer on its real input, fused ({}) and "
+                   "unfused, against the certified reference (|ULP| p99.9; ratio to the deterministic bound). > 1: "
+                   "UNEXPECTED.\n\n",
                    r["layers"].size(),
-                   observed ? "the observed folded weights and biases, with the bounds of the closest recipe"
-                            : "each recipe's own folded weights and biases, worst recipe shown");
-  s += fmt::format("  {:<28} {:<13} {:<18} {:<11} {:>19} {:>19} {:>8} {:<14} {}\n", "layer", "op", "weight shape",
-                   "verdict", "weights |ULP|", "bias |ULP|", "ratio", "recipe", observed ? "worst channel" : "");
+                   observed ? "the observed folded model, closest recipe" : "each recipe's own fold, worst recipe shown",
+                   r.contains("end_to_end") ? r["end_to_end"]["fused_recipe"].get<std::string>() : "-");
+  s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
+                   "w |ULP|", "b |ULP|", "ratio", "recipe", "fused p99.9", "ratio", "unfused", "ratio", "dominant",
+                   observed ? "worst channel" : "");
+  auto num = [](const json& v) { return v.is_null() ? std::string("inf") : fmt::format("{:.3g}", v.get<double>()); };
   for (const json& l : r["layers"]) {
-    std::string shape;
-    for (const auto& d : l["weight_shape"]) {
-      if (!shape.empty()) shape += 'x';
-      shape += std::to_string(d.get<std::int64_t>());
-    }
+    std::string name = l["name"].get<std::string>();
+    if (name.size() > 30) name = "…" + name.substr(name.size() - 29);
     if (!l.contains("fold")) {
-      s += fmt::format("  {:<28} {:<13} {:<18} {:<11} {}\n", l["name"].get<std::string>(), l["op"].get<std::string>(), shape,
-                       l["verdict"].get<std::string>(), l.value("observed_note", ""));
+      s += fmt::format("  {:<30} {:<11} {}\n", name, l["verdict"].get<std::string>(), l.value("observed_note", ""));
       continue;
     }
     const json& f = l["fold"];
@@ -55,13 +48,39 @@ std::string accuracy_diff_text(const json& r) {
                         (!(*shown)["worst_ratio"].is_null() && rc["worst_ratio"].get<double>() > (*shown)["worst_ratio"].get<double>())))
         shown = &rc;
     }
+    auto max_ulp = [&](const json& cmp) { return cmp.is_null() ? std::string("-") : num(cmp["ulp"]["max_abs"]); };
+    std::string act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", "-", "-", "-", "-", "-");
+    if (l.contains("activations") && l["activations"].contains("fused")) {
+      const json& a = l["activations"];
+      act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", num(a["fused"]["p99_9_abs_ulp"]), num(a["fused"]["worst_ratio"]),
+                        num(a["unfused"]["p99_9_abs_ulp"]), num(a["unfused"]["worst_ratio"]),
+                        a["fused"].value("dominant_stage", "-"));
+    }
     std::string worst;
     if (observed && !l["worst_channel"].is_null())
       worst = fmt::format("{} ({})", l["worst_channel"].get<std::int64_t>(), (*shown)["worst_in"].get<std::string>());
-    s += fmt::format("  {:<28} {:<13} {:<18} {:<11} {:>19} {:>19} {:>8} {:<14} {}\n", l["name"].get<std::string>(),
-                     l["op"].get<std::string>(), shape, l["verdict"].get<std::string>(), ulp_cell((*shown)["weights"]),
-                     ulp_cell((*shown)["bias"]), ratio_cell((*shown)["worst_ratio"]), (*shown)["recipe"].get<std::string>(),
-                     worst);
+    s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {} {}\n", name, l["verdict"].get<std::string>(),
+                     max_ulp((*shown)["weights"]), max_ulp((*shown)["bias"]), num((*shown)["worst_ratio"]),
+                     (*shown)["recipe"].get<std::string>(), act, worst);
+  }
+  if (r.contains("end_to_end")) {
+    const json& e = r["end_to_end"];
+    s += fmt::format("\n  end to end (input {}, shape {}; reference: {}):\n", e["input"].get<std::string>(),
+                     e["input_shape"].dump(), e["reference"].get<std::string>());
+    for (const json& o : e["outputs"]) {
+      s += fmt::format("    {} {}: unfused |ULP| p99.9 {}, max {}; fused ({}) p99.9 {}, max {}\n", o["name"].get<std::string>(),
+                       o["shape"].dump(), num(o["unfused"]["ulp"]["p99_9"]), num(o["unfused"]["ulp"]["max_abs"]),
+                       e["fused_recipe"].get<std::string>(), num(o["fused"]["ulp"]["p99_9"]), num(o["fused"]["ulp"]["max_abs"]));
+      if (o.contains("top1_agreement")) {
+        const json& t = o["top1_agreement"];
+        s += fmt::format("      top-1 agreement over {} rows: unfused/reference {}, fused/reference {}, fused/unfused {}\n",
+                         t["rows"].get<std::int64_t>(), t["unfused_vs_reference"].get<std::int64_t>(),
+                         t["fused_vs_reference"].get<std::int64_t>(), t["fused_vs_unfused"].get<std::int64_t>());
+      }
+    }
+    s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict: {}\n",
+                     e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
+                     e["verdict"].get<std::string>());
   }
   if (!r["unpaired"].empty()) {
     s += "\n  BatchNormalization nodes not paired with a layer:\n";

@@ -16,18 +16,37 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/recipes.hpp"
 #include "foldcheck/reference/certify.hpp"
 
 namespace foldcheck {
 
 struct AccuracyDiffOptions {
   std::optional<std::string> observed_model;
+  // The model input (.npy); without, a seeded standard-normal float32 input of the graph
+  // input's shape (unknown dimensions: batch 1, others refused).
+  std::optional<std::string> input;
+  std::uint64_t seed = 0;
+  bool weights_only = false;  // skip the runs (per-layer activations and end to end)
+  Recipe recipe = Recipe::PyTorch;  // the fold of the fused end-to-end run
+  std::size_t attribution_elements = 256;  // per layer and path (0: none)
+  double confidence = 0.999;
   ref::Options ref;
   std::function<void(const std::string&)> progress;  // optional status lines
 };
 
 // JSON: "verdict", "model", "layers" (each: "name", "op", "batchnorm", "verdict",
-// "fold", and with --observed "worst_channel"), "unpaired", "observed".
+// "fold", "activations" (the layer on its real input: unfused and fused paths against the
+// certified reference, with bounds and the dominant error stage), and with --observed
+// "worst_channel"), "unpaired", "observed", "end_to_end" (the model's outputs in float32,
+// unfused and fused, against a float64 run: ULP/ppm histograms, top-1 agreement, the
+// first layer whose drift leaves its bound, and a verdict).
+//
+// End-to-end verdict: the difference between the float32 runs and the float64 run is the
+// composition of every layer's rounding; it is EXPECTED when every analysed layer's
+// outputs lie within their rounding-error bounds on the real activations (and the folded
+// parameters within theirs). The float64 run is the reference precision: each of its
+// operations errs by at most 2^-53 relative, 2^-29 of float32's.
 nlohmann::json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts);
 
 }  // namespace foldcheck
