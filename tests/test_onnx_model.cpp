@@ -9,6 +9,7 @@
 #include "foldcheck/errors.hpp"
 #include "foldcheck/model.hpp"
 #include "foldcheck/model_patterns.hpp"
+#include "foldcheck/model_run.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 #include "onnx_builder.hpp"
 
@@ -205,4 +206,116 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED; a 60 ppm channel is named"
     b.node("Relu", "r", {"X"}, {"Y"});
     CHECK(accuracy_diff(save(b, d, "plain.onnx"), o)["verdict"] == "MISTRUSTED");
   }
+}
+
+TEST_CASE("model runs: shape and pooling ops against hand-computed values", "[onnx][run]") {
+  const fs::path d = temp_dir("ops");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 2, 3});
+  b.init_int64("shape", {1, -1});
+  b.init_int64("pads", {0, 0, 0, 1, 0, 0, 0, 1});
+  b.init("lo", {}, {-0.5});
+  b.init("hi", {}, {2.0});
+  auto& mp = b.node("MaxPool", "mp", {"X"}, {"m"});
+  OnnxBuilder::attr(mp, "kernel_shape", std::vector<std::int64_t>{2, 2});
+  auto& ap = b.node("AveragePool", "ap", {"X"}, {"a"});
+  OnnxBuilder::attr(ap, "kernel_shape", std::vector<std::int64_t>{1, 2});
+  OnnxBuilder::attr(ap, "pads", std::vector<std::int64_t>{0, 0, 0, 1});
+  b.node("GlobalAveragePool", "gap", {"X"}, {"g"});
+  b.node("Reshape", "rs", {"g", "shape"}, {"gr"});
+  b.node("Clip", "clip", {"X", "lo", "hi"}, {"c"});
+  auto& lr = b.node("LeakyRelu", "lr", {"X"}, {"l"});
+  OnnxBuilder::attr(lr, "alpha", 0.5f);
+  b.node("HardSwish", "hs", {"X"}, {"h"});
+  b.node("Pad", "pad", {"X", "pads"}, {"p"});
+  auto& cc = b.node("Concat", "cat", {"X", "X"}, {"cat"});
+  OnnxBuilder::attr(cc, "axis", std::int64_t{1});
+  auto& fl = b.node("Flatten", "fl", {"X"}, {"f"});
+  OnnxBuilder::attr(fl, "axis", std::int64_t{2});
+  for (const char* o : {"m", "a", "gr", "c", "l", "h", "p", "cat", "f"}) b.output(o, {});
+  const Model m = Model::load(save(b, d, "ops.onnx"));
+  Tensor x;
+  x.shape = {1, 2, 2, 3};
+  x.data = {1, -2, 3, 4, 5, -6, -1, 0.5, 2, 8, -4, 0.25};
+  ModelRunOptions o;
+  o.dtype = DType::Float64;
+  const auto out = run_model(m, find_bn_pairs(m), {{"X", x}}, o);
+  // MaxPool 2x2, stride 1, over 2x3: a 1x2 output per channel.
+  CHECK(out.at("m").shape == Shape{1, 2, 1, 2});
+  CHECK(out.at("m").data == std::vector<double>{5, 5, 8, 2});
+  // AveragePool 1x2 with one padded column on the right, padding not counted.
+  CHECK(out.at("a").shape == Shape{1, 2, 2, 3});
+  CHECK(out.at("a").data == std::vector<double>{-0.5, 0.5, 3, 4.5, -0.5, -6, -0.25, 1.25, 2, 2, -1.875, 0.25});
+  CHECK(out.at("gr").shape == Shape{1, 2});
+  CHECK(out.at("gr").data == std::vector<double>{5.0 / 6.0, 5.75 / 6.0});
+  CHECK(out.at("c").data == std::vector<double>{1, -0.5, 2, 2, 2, -0.5, -0.5, 0.5, 2, 2, -0.5, 0.25});
+  CHECK(out.at("l").data == std::vector<double>{1, -1, 3, 4, 5, -3, -0.5, 0.5, 2, 8, -2, 0.25});
+  const std::vector<double> hs{1 * (1 / 6.0 + 0.5), -2 * (-2 / 6.0 + 0.5), 3, 4, 5, 0, -1 * (-1 / 6.0 + 0.5),
+                               0.5 * (0.5 / 6 + 0.5), 2 * (2 / 6.0 + 0.5), 8, 0, 0.25 * (0.25 / 6 + 0.5)};
+  for (std::size_t i = 0; i < hs.size(); ++i) CHECK(out.at("h").data[i] == Approx(hs[i]).margin(1e-15));
+  CHECK(out.at("p").shape == Shape{1, 2, 2, 5});
+  CHECK(out.at("p").data == std::vector<double>{0, 1, -2, 3, 0, 0, 4, 5, -6, 0, 0, -1, 0.5, 2, 0, 0, 8, -4, 0.25, 0});
+  CHECK(out.at("cat").shape == Shape{1, 4, 2, 3});
+  CHECK(std::vector<double>(out.at("cat").data.begin() + 12, out.at("cat").data.end()) == x.data);
+  CHECK(out.at("f").shape == Shape{2, 6});
+  // float32 runs round every operation: 5/6 in float32.
+  o.dtype = DType::Float32;
+  const auto out32 = run_model(m, find_bn_pairs(m), {{"X", x}}, o);
+  CHECK(out32.at("gr").data[0] == static_cast<double>(5.0f / 6.0f));
+  // An op foldcheck does not run is named with its node.
+  OnnxBuilder u;
+  u.input("X", {1, 2});
+  u.node("Softmax", "sm", {"X"}, {"Y"});
+  u.output("Y", {1, 2});
+  const Model um = Model::load(save(u, d, "softmax.onnx"));
+  CHECK_THROWS_WITH(run_model(um, find_bn_pairs(um), {{"X", Tensor{{1, 2}, {1, 2}, DType::Float32}}}, o),
+                    Catch::Contains("unsupported op Softmax at node 0"));
+}
+
+TEST_CASE("model runs: fused and unfused pairs agree with a float64 run of the same model", "[onnx][run]") {
+  const fs::path d = temp_dir("runs");
+  const Model m = Model::load(save(bn_fixture({}), d, "model.onnx"));
+  const BnPatterns p = find_bn_pairs(m);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd;
+  Tensor x{{1, 4, 6, 6}, std::vector<double>(144), DType::Float32};
+  for (double& v : x.data) v = static_cast<float>(nd(rng));
+  ModelRunOptions o;
+  o.dtype = DType::Float64;
+  const Tensor y64 = run_model(m, p, {{"X", x}}, o).at("Y");
+  o.dtype = DType::Float32;
+  const Tensor yu = run_model(m, p, {{"X", x}}, o).at("Y");
+  o.fused = true;
+  const Tensor yf = run_model(m, p, {{"X", x}}, o).at("Y");
+  REQUIRE(y64.shape == Shape{1, 5});
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(yu.data[i] == Approx(y64.data[i]).epsilon(1e-4));
+    CHECK(yf.data[i] == Approx(y64.data[i]).epsilon(1e-4));
+  }
+  // The same input gives the same outputs for any thread count.
+  o.policy.threads = 1;
+  CHECK(run_model(m, p, {{"X", x}}, o).at("Y").data == yf.data);
+}
+
+TEST_CASE("accuracy-diff: activations and end to end on the fixture", "[onnx][accuracy-diff]") {
+  const fs::path d = temp_dir("e2e");
+  AccuracyDiffOptions o;
+  o.seed = 11;
+  o.attribution_elements = 16;
+  const auto r = accuracy_diff(save(bn_fixture({}), d, "model.onnx"), o);
+  CHECK(r["verdict"] == "EXPECTED");
+  REQUIRE(r["layers"].size() == 3);
+  for (int k = 0; k < 2; ++k) {
+    const auto& a = r["layers"][k]["activations"];
+    CHECK(a["verdict"] == "EXPECTED");
+    CHECK(a["fused"]["worst_ratio"].get<double>() <= 1);
+    CHECK(a["unfused"]["worst_ratio"].get<double>() <= 1);
+    CHECK(a["fused"]["dominant_stage"].is_string());
+  }
+  CHECK(r["layers"][2]["activations"].contains("note"));  // the Gemm pair
+  const auto& e = r["end_to_end"];
+  CHECK(e["verdict"] == "EXPECTED");
+  CHECK(e["first_layer_beyond_bound"].is_null());
+  CHECK(e["outputs"][0]["top1_agreement"]["rows"] == 1);
+  CHECK(e["input"] == "seeded standard normal, seed 11");
 }

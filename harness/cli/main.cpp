@@ -245,8 +245,6 @@ int cmd_accuracy_diff(const AccuracyDiffArgs& a, const OutputOptions& o) {
       std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
     };
   }
-  if (a.input.empty() && !a.weights_only)
-    std::cerr << fmt::format("foldcheck: no --input: a seeded standard-normal input (seed {})\n", a.seed);
   const json r = fc::accuracy_diff(a.model, ao);
   if (ao.progress) std::cerr << "\r\033[K";
   emit(o, o.format == "json" ? r.dump(2) : fc::reports::accuracy_diff_text(r));
