@@ -13,13 +13,22 @@
 //   <shape>/reference_mpfr  the all-multiprecision reference (mpfr_sum per output)
 //   <shape>/naive_mp     every term and the BatchNorm in Boost cpp_bin_float_50
 //   <shape>/attribution  stage attribution replays (10 per output) of 256 outputs
+//   resnet50/forward_float32  one float32 forward pass of a ResNet-50-shaped model at 224x224
+//                        (random weights and BN statistics; BatchNorms unfused), in foldcheck
+//   resnet50/accuracy_diff    the full accuracy-diff on that model: every pair's fold per recipe,
+//                        float32 unfused and fused and float64 runs, every conv pair on its
+//                        activations with the certified reference, bounds and attribution
+//   (items for the resnet50 entries: the model's multiply-adds, 4.1 G)
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
 #include <random>
 #include <thread>
 
+#include "foldcheck/accuracy_diff.hpp"
 #include "foldcheck/attribution.hpp"
+#include "foldcheck/model_run.hpp"
+#include "resnet_model.hpp"
 #include "foldcheck/evaluate.hpp"
 #include "foldcheck/fold_pass.hpp"
 #include "naive_mp.hpp"
@@ -137,6 +146,33 @@ void attribution_path(benchmark::State& st, int s) {
   st.SetItemsProcessed(st.iterations() * static_cast<std::int64_t>(sample.size()) * c.geometry.terms_per_output() * 10);
 }
 
+Tensor resnet_input(const Model& m) {
+  std::mt19937_64 rng(0);
+  std::normal_distribution<double> nd;
+  Tensor x{m.inputs[0].shape, std::vector<double>(static_cast<std::size_t>(element_count(m.inputs[0].shape))), DType::Float32};
+  for (double& v : x.data) v = static_cast<float>(nd(rng));
+  return x;
+}
+
+// ResNet-50 at 224x224: 4.09 G multiply-adds (convs and the classifier).
+constexpr std::int64_t kResNet50Macs = 4'089'184'256;
+
+void resnet50_forward(benchmark::State& st) {
+  const Model m = bench::resnet50_model();
+  const BnPatterns p = find_bn_pairs(m);
+  const Tensor x = resnet_input(m);
+  ModelRunOptions o;
+  for (auto _ : st) benchmark::DoNotOptimize(run_model(m, p, {{"input", x}}, o));
+  st.SetItemsProcessed(st.iterations() * kResNet50Macs);
+}
+
+void resnet50_accuracy_diff(benchmark::State& st) {
+  const Model m = bench::resnet50_model();
+  AccuracyDiffOptions o;
+  for (auto _ : st) benchmark::DoNotOptimize(accuracy_diff(m, o));
+  st.SetItemsProcessed(st.iterations() * kResNet50Macs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +196,8 @@ int main(int argc, char** argv) {
     reg("naive_mp", naive_mp, s)->Iterations(1);
     reg("attribution", attribution_path, s)->Iterations(3);
   }
+  benchmark::RegisterBenchmark("resnet50/forward_float32", resnet50_forward)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+  benchmark::RegisterBenchmark("resnet50/accuracy_diff", resnet50_accuracy_diff)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

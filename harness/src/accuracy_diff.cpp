@@ -191,11 +191,14 @@ ref::ValueArray reference_values(const Tensor& y64) {
 }  // namespace
 
 json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
+  return accuracy_diff(Model::load(model_path), opts);
+}
+
+json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   auto say = [&](const std::string& s) {
     if (opts.progress) opts.progress(s);
   };
-  const Model model = Model::load(model_path);
   const BnPatterns pat = find_bn_pairs(model);
   std::optional<Model> observed;
   std::map<std::size_t, std::size_t> match;

@@ -25,9 +25,8 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
   FoldCheck out;
   out.observed = obs.has_value();
   double best_ratio = HUGE_VAL;
-  // Per recipe: its bounds, the worst ratio of the checked values, and (below) their
-  // comparison with the exact fold. Observed values are the same for every recipe, so
-  // their histograms are computed once, with the bounds of the closest recipe.
+  // Per recipe: its bounds, the worst ratio of the checked values, and (below) the
+  // comparison with the exact fold of the recipe shown.
   struct Pending {
     std::vector<double> w, b, wb, bb;
     bool single_bias = true;
@@ -76,8 +75,15 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
     out.recipes.push_back(std::move(rc));
     pending.push_back(std::move(pd));
   }
+  // The recipe shown: observed -> the closest; otherwise the one with the largest ratio
+  // (every recipe's ratio and worst channel are kept; the full comparison is for it).
+  std::size_t shown = out.best;
+  if (!obs)
+    for (std::size_t i = 0; i < out.recipes.size(); ++i)
+      if (out.recipes[i].worst_ratio > out.recipes[shown].worst_ratio) shown = i;
+  out.shown = shown;
   for (std::size_t i = 0; i < out.recipes.size(); ++i) {
-    if (obs && i != out.best) continue;
+    if (i != shown) continue;
     const Pending& pd = pending[i];
     out.recipes[i].weights = compare(pd.w, wexact, L.dtype, &pd.wb);
     if (pd.single_bias) out.recipes[i].bias = compare(pd.b, bexact, L.dtype, &pd.bb);
@@ -105,6 +111,7 @@ nlohmann::json to_json(const FoldCheck& f) {
                    {"bound", "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta and the bias chain's running-error bound "
                              "of the recipe (fold_pass.hpp)"},
                    {"recipes", recipes}};
+  if (!f.recipes.empty()) j["shown_recipe"] = name(f.recipes[f.shown].recipe);
   if (f.observed && !f.recipes.empty()) {
     const RecipeFoldCheck& b = f.recipes[f.best];
     j["closest_recipe"] = name(b.recipe);

@@ -40,14 +40,10 @@ std::string accuracy_diff_text(const json& r) {
       continue;
     }
     const json& f = l["fold"];
-    // The recipe shown: observed -> the closest; otherwise the one with the largest ratio.
+    // The recipe reported in full (observed: the closest; otherwise the largest ratio).
     const json* shown = &f["recipes"][0];
-    for (const json& rc : f["recipes"]) {
-      if (observed && rc["recipe"] == f["closest_recipe"]) shown = &rc;
-      if (!observed && (rc["worst_ratio"].is_null() ||
-                        (!(*shown)["worst_ratio"].is_null() && rc["worst_ratio"].get<double>() > (*shown)["worst_ratio"].get<double>())))
-        shown = &rc;
-    }
+    for (const json& rc : f["recipes"])
+      if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
     auto max_ulp = [&](const json& cmp) { return cmp.is_null() ? std::string("-") : num(cmp["ulp"]["max_abs"]); };
     std::string act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", "-", "-", "-", "-", "-");
     if (l.contains("activations") && l["activations"].contains("fused")) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/model.hpp"
 #include "foldcheck/recipes.hpp"
 #include "foldcheck/reference/certify.hpp"
 
@@ -48,5 +49,7 @@ struct AccuracyDiffOptions {
 // parameters within theirs). The float64 run is the reference precision: each of its
 // operations errs by at most 2^-53 relative, 2^-29 of float32's.
 nlohmann::json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts);
+// The same for a model already in memory (benchmarks, tests).
+nlohmann::json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts);
 
 }  // namespace foldcheck

@@ -31,9 +31,8 @@ struct RecipeFoldCheck {
   double worst_ratio = 0;          // max over elements of distance / bound
   std::int64_t worst_channel = -1;  // output channel of that element
   bool worst_in_bias = false;
-  // Comparisons with the exact fold (ULP/ppm histograms, bound check). For observed values
-  // only the closest recipe's are computed (the values are the same for every recipe);
-  // the others have elements = 0 and no bias.
+  // Comparisons with the exact fold (ULP/ppm histograms, bound check), computed for the
+  // recipe shown only (FoldCheck::shown); the others have elements = 0 and no bias.
   Comparison weights;
   std::optional<Comparison> bias;  // absent when the recipe keeps no single folded bias
 };
@@ -41,7 +40,8 @@ struct RecipeFoldCheck {
 struct FoldCheck {
   Verdict verdict = Verdict::Expected;
   std::vector<RecipeFoldCheck> recipes;
-  std::size_t best = 0;  // index into recipes: observed: the one with the smallest worst ratio
+  std::size_t best = 0;   // index into recipes: the one with the smallest worst ratio
+  std::size_t shown = 0;  // the one reported in full: observed -> best; else the largest ratio
   bool observed = false;
 };
 
