@@ -319,3 +319,21 @@ TEST_CASE("accuracy-diff: activations and end to end on the fixture", "[onnx][ac
   CHECK(e["outputs"][0]["top1_agreement"]["rows"] == 1);
   CHECK(e["input"] == "seeded standard normal, seed 11");
 }
+
+TEST_CASE("accuracy-diff: an unsupported op stops the runs, not the weight-level checks", "[onnx][accuracy-diff]") {
+  const fs::path d = temp_dir("unsupported");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 4, 4});
+  b.init("w", {3, 2, 1, 1}, {0.5, -0.25, 1, 2, -1, 0.75});
+  for (const char* k : {"g", "be", "mu", "va"}) b.init(k, {3}, {1.25, 0.5, 0.75});
+  b.node("Conv", "conv", {"X", "w"}, {"c"});
+  b.node("BatchNormalization", "bn", {"c", "g", "be", "mu", "va"}, {"n"});
+  b.node("Softmax", "softmax", {"n"}, {"Y"});
+  b.output("Y", {1, 3, 4, 4});
+  const auto r = accuracy_diff(save(b, d, "softmax.onnx"), AccuracyDiffOptions{});
+  CHECK(r["verdict"] == "EXPECTED");
+  REQUIRE(r["layers"].size() == 1);
+  CHECK(r["layers"][0]["fold"]["verdict"] == "EXPECTED");
+  CHECK_FALSE(r["layers"][0].contains("activations"));
+  CHECK_THAT(r["end_to_end"]["not_run"].get<std::string>(), Catch::Contains("unsupported op Softmax at node 2 (softmax)"));
+}

@@ -212,8 +212,12 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   json end_to_end = nullptr;
   std::optional<Tensor> x_in;
   std::map<std::string, Tensor> out32, out32f, out64;
+  // A model foldcheck cannot run (an unsupported op) still gets its weight-level checks;
+  // the runs and what depends on them are reported as not run, with the reason.
+  std::optional<std::string> not_run;
   if (!opts.weights_only) {
     x_in = model_input(model, opts);
+    try {
     const std::map<std::string, Tensor> inputs{{model.inputs[0].name, *x_in}};
     ModelRunOptions ro;
     ro.ref = opts.ref;
@@ -234,7 +238,11 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     ro.dtype = DType::Float64;
     ro.progress = progress_for("float64 run (reference precision)");
     out64 = run_model(model, pat, inputs, ro);
+    } catch (const InputError& e) {
+      not_run = e.what();
+    }
   }
+  const bool runs = !opts.weights_only && !not_run;
 
   // Each pair is checked on its own (in parallel, one layer per thread at a time; the
   // reference inside runs single-threaded), then reported in graph order: the result does
@@ -298,7 +306,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   // The per-layer activation analyses (each uses every core itself), in graph order.
   auto activations = [&](std::size_t k) {
     const BnPair& p = pat.pairs[k];
-    if (opts.weights_only) return;
+    if (!runs) return;
     if (p.op != "Conv") {
       layer_json[k]["activations"] = {{"note", p.op + " pairs: weight-level check only"}};
       return;
@@ -332,7 +340,8 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   for (std::size_t k = 0; k < np; ++k) activations(k);
-  if (!opts.weights_only) {
+  if (not_run) end_to_end = {{"not_run", *not_run}};
+  if (runs) {
     end_to_end = json::object();
     json outs = json::array();
     for (const ValueInfo& vi : model.outputs) {

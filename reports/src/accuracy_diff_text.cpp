@@ -59,7 +59,10 @@ std::string accuracy_diff_text(const json& r) {
                      max_ulp((*shown)["weights"]), max_ulp((*shown)["bias"]), num((*shown)["worst_ratio"]),
                      (*shown)["recipe"].get<std::string>(), act, worst);
   }
-  if (r.contains("end_to_end")) {
+  if (r.contains("end_to_end") && r["end_to_end"].contains("not_run")) {
+    s += fmt::format("\n  end to end: not run ({}); the weight-level checks above still apply\n",
+                     r["end_to_end"]["not_run"].get<std::string>());
+  } else if (r.contains("end_to_end")) {
     const json& e = r["end_to_end"];
     s += fmt::format("\n  end to end (input {}, shape {}; reference: {}):\n", e["input"].get<std::string>(),
                      e["input_shape"].dump(), e["reference"].get<std::string>());
