@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <fmt/format.h>
 #include <iostream>
 #include <optional>
@@ -47,6 +48,17 @@ void add_output_options(CLI::App* cmd, OutputOptions& o) {
   cmd->add_option("--threads", o.threads, "Threads (0: all cores); results are identical for any count")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o.quiet, "No progress messages on stderr");
+}
+
+// Progress on stderr, one line rewritten in place with the elapsed time: only when stderr is a
+// terminal and not -q (empty function otherwise).
+std::function<void(const std::string&)> progress_printer(const OutputOptions& o) {
+  if (o.quiet || !isatty(STDERR_FILENO)) return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  return [t0](const std::string& msg) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
+  };
 }
 
 void emit(const OutputOptions& o, const std::string& content) {
@@ -165,14 +177,7 @@ int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, cons
   ro.ref.precision = o.precision;
   ro.ref.threads = o.threads;
   ro.threads = o.threads;
-  const bool tty = isatty(STDERR_FILENO);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!o.quiet && tty) {
-    ro.progress = [t0](const std::string& msg) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
-    };
-  }
+  ro.progress = progress_printer(o);
   std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
   const json r = fc::run_case(spec, ro);
   if (ro.progress) std::cerr << "\r\033[K";
@@ -237,14 +242,7 @@ int cmd_accuracy_diff(const AccuracyDiffArgs& a, const OutputOptions& o) {
   ao.attribution_elements = a.attribution_elements;
   ao.ref.precision = o.precision;
   ao.ref.threads = o.threads;
-  const bool tty = isatty(STDERR_FILENO);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!o.quiet && tty) {
-    ao.progress = [t0](const std::string& msg) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
-    };
-  }
+  ao.progress = progress_printer(o);
   const json r = fc::accuracy_diff(a.model, ao);
   if (ao.progress) std::cerr << "\r\033[K";
   emit(o, o.format == "json" ? r.dump(2) : fc::reports::accuracy_diff_text(r));

@@ -56,6 +56,16 @@ struct Broadcaster {
   }
 };
 
+// auto_pad SAME_UPPER / SAME_LOWER: the begin and end padding of one spatial dimension that
+// give ceil(in / stride) outputs (the extra padding goes to the end for SAME_UPPER).
+void same_padding(const std::string& auto_pad, std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dil,
+                  std::int64_t& begin, std::int64_t& end) {
+  const std::int64_t out = (in + stride - 1) / stride;
+  const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * stride + (k - 1) * dil + 1 - in);
+  begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+  end = total - begin;
+}
+
 template <class T>
 class Exec {
  public:
@@ -292,13 +302,8 @@ class Exec {
     std::int64_t pt = at(pads, 0, 0), pl = at(pads, 1, 0), pb = at(pads, 2, 0), pr = at(pads, 3, 0);
     const std::string ap = n.string_attr("auto_pad", "NOTSET");
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-      auto same = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t& b, std::int64_t& e) {
-        const std::int64_t out = (in + st - 1) / st, total = std::max<std::int64_t>(0, (out - 1) * st + (k - 1) * di + 1 - in);
-        b = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
-        e = total - b;
-      };
-      same(H, KH, sh, dh, pt, pb);
-      same(W, KW, sw, dw, pl, pr);
+      same_padding(ap, H, KH, sh, dh, pt, pb);
+      same_padding(ap, W, KW, sw, dw, pl, pr);
     }
     const bool ceil_mode = n.int_attr("ceil_mode", 0) != 0, include_pad = n.int_attr("count_include_pad", 0) != 0;
     auto out_dim = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t b, std::int64_t e) {
@@ -539,13 +544,8 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape
   g.pad_right = at(p, 3, 0);
   const std::string ap = n.string_attr("auto_pad", "NOTSET");
   if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-    auto same = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t& b, std::int64_t& e) {
-      const std::int64_t out = (in + st - 1) / st, total = std::max<std::int64_t>(0, (out - 1) * st + (k - 1) * di + 1 - in);
-      b = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
-      e = total - b;
-    };
-    same(g.H, g.KH, g.stride_h, g.dil_h, g.pad_top, g.pad_bottom);
-    same(g.W, g.KW, g.stride_w, g.dil_w, g.pad_left, g.pad_right);
+    same_padding(ap, g.H, g.KH, g.stride_h, g.dil_h, g.pad_top, g.pad_bottom);
+    same_padding(ap, g.W, g.KW, g.stride_w, g.dil_w, g.pad_left, g.pad_right);
   } else if (ap == "VALID") {
     g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = 0;
   }

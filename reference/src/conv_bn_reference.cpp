@@ -47,6 +47,24 @@ struct Window {
   double abs_sum = 0.0, abs_x_sum = 0.0;
 };
 
+// Runs f(t) on threads t = 0..nt-1 (0 on the calling thread); rethrows the first error.
+void parallel(unsigned nt, const std::function<void(unsigned)>& f) {
+  std::vector<std::exception_ptr> errors(nt);
+  auto guarded = [&](unsigned t) {
+    try {
+      f(t);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < nt; ++t) threads.emplace_back(guarded, t);
+  guarded(0);
+  for (auto& th : threads) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 class ConvBnEvaluator {
  public:
   ConvBnEvaluator(const LayerData& layer, const Options& opts) : L(layer), g(layer.geometry), opts(opts) {
@@ -181,24 +199,6 @@ class ConvBnEvaluator {
     }
   }
 
-  // Runs f(t) on threads t = 0..nt-1 (0 on the calling thread); rethrows the first error.
-  static void parallel(unsigned nt, const std::function<void(unsigned)>& f) {
-    std::vector<std::exception_ptr> errors(nt);
-    auto guarded = [&](unsigned t) {
-      try {
-        f(t);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (unsigned t = 1; t < nt; ++t) threads.emplace_back(guarded, t);
-    guarded(0);
-    for (auto& th : threads) th.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
-  }
-
   // The fast path's data for channel o: the BatchNorm scale as a double-double with a
   // certified radius (from a 128-bit interval: its width, ~2^-126 relative, and the
   // double-double's own 2^-107 both sit in t_rad, far below the ~2^-100 the second tier
@@ -302,47 +302,36 @@ ValueArray fold_weights(const std::vector<double>& w, std::int64_t per_channel, 
   ValueArray out(w.size(), opts.formats);
   unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, channels)));
-  std::vector<std::exception_ptr> errors(nt);
-  auto work = [&](unsigned t) {
-    try {
-      Interval s(128);
-      for (std::size_t o = t; o < channels; o += nt) {
-        if (!(bn.var[o] + bn.eps > 0)) throw std::domain_error("var + eps <= 0");
-        scale_interval(s, bn.gamma[o], bn.var[o], bn.eps);
-        const DoubleDouble m = midpoint(s);
-        const dd::DD scale{m.hi, m.lo};
-        const double srad = radius_of(s, m);
-        for (std::size_t k = o * static_cast<std::size_t>(per_channel); k < (o + 1) * static_cast<std::size_t>(per_channel); ++k) {
-          // p = w * scale in double-double: |p - w * scale| <= kOpRel |p|; the scale's
-          // radius adds |w| srad; the factor and the last term cover evaluating r itself.
-          const dd::DD p = dd::times_dd(dd::DD{w[k], 0.0}, scale);
-          const double r0 = dd::kOpRel * dd::mag(p) + std::fabs(w[k]) * srad;
-          const double r = r0 * (1 + 0x1p-40) + 0x1p-1070;
-          Value v;
-          v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
-          bool ok = std::isfinite(w[k]);
-          for (std::size_t f = 0; f < kNumFormats && ok; ++f)
-            if (opts.formats & (1u << f)) ok = detail::certify_cell(p.hi, p.lo, r, kFormats[f], v.rounded[f]);
-          if (ok) {
-            v.approx = {p.hi, p.lo};
-            v.radius = r;
-            v.certified = opts.formats;
-          } else {
-            v = fold_weight(w[k], bn.gamma[o], bn.var[o], bn.eps, opts);
-          }
-          out.set(k, v);
+  parallel(nt, [&](unsigned t) {
+    Interval s(128);
+    for (std::size_t o = t; o < channels; o += nt) {
+      if (!(bn.var[o] + bn.eps > 0)) throw std::domain_error("var + eps <= 0");
+      scale_interval(s, bn.gamma[o], bn.var[o], bn.eps);
+      const DoubleDouble m = midpoint(s);
+      const dd::DD scale{m.hi, m.lo};
+      const double srad = radius_of(s, m);
+      for (std::size_t k = o * static_cast<std::size_t>(per_channel); k < (o + 1) * static_cast<std::size_t>(per_channel); ++k) {
+        // p = w * scale in double-double: |p - w * scale| <= kOpRel |p|; the scale's
+        // radius adds |w| srad; the factor and the last term cover evaluating r itself.
+        const dd::DD p = dd::times_dd(dd::DD{w[k], 0.0}, scale);
+        const double r0 = dd::kOpRel * dd::mag(p) + std::fabs(w[k]) * srad;
+        const double r = r0 * (1 + 0x1p-40) + 0x1p-1070;
+        Value v;
+        v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
+        bool ok = std::isfinite(w[k]);
+        for (std::size_t f = 0; f < kNumFormats && ok; ++f)
+          if (opts.formats & (1u << f)) ok = detail::certify_cell(p.hi, p.lo, r, kFormats[f], v.rounded[f]);
+        if (ok) {
+          v.approx = {p.hi, p.lo};
+          v.radius = r;
+          v.certified = opts.formats;
+        } else {
+          v = fold_weight(w[k], bn.gamma[o], bn.var[o], bn.eps, opts);
         }
+        out.set(k, v);
       }
-    } catch (...) {
-      errors[t] = std::current_exception();
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < nt; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& th : pool) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  });
   return out;
 }
 
