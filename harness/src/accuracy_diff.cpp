@@ -106,17 +106,41 @@ json ulp_summary(const Comparison& c) {
 // A Conv layer -> BatchNorm pair on its real input: the unfused path and the fused path
 // (recipe `r`) in float32 against the certified reference, with their bounds, and the
 // fused path's dominant error stage (stage attribution on a sample of outputs).
-json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp, const Tensor& x,
-                          const AccuracyDiffOptions& o, Verdict& verdict) {
+// A Gemm or MatMul is a 1x1 conv over its rows: rows = batch, K = input channels, one
+// pixel, weights output-channel-major (LayerParams). Same operations, same order.
+Node as_conv(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x) {
   const ModelNode& node = m.nodes[p.layer];
-  Graph g;
-  g.dtype = DType::Float32;
   Node c;
   c.kind = Node::Kind::Conv;
   c.name = p.name;
-  c.geometry = conv_geometry(node, x.shape, m.initializer(node.inputs[1])->shape);
-  c.weight = *m.initializer(node.inputs[1]);
   c.bias = lp.bias;
+  if (p.op == "Conv") {
+    c.geometry = conv_geometry(node, x.shape, m.initializer(node.inputs[1])->shape);
+    c.weight = *m.initializer(node.inputs[1]);
+    return c;
+  }
+  const std::int64_t K = lp.per_channel;
+  if (x.shape.empty() || x.size() % K) throw InputError(fmt::format("{}: input {} does not match K = {}", p.name, shape_string(x.shape), K));
+  const std::int64_t M = x.size() / K;
+  if (p.op == "Gemm" && node.int_attr("transA", 0) != 0) {  // x is K x M: rows are columns
+    std::vector<double> t(x.data.size());
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t k = 0; k < K; ++k) t[static_cast<std::size_t>(i * K + k)] = x.data[static_cast<std::size_t>(k * M + i)];
+    x.data = std::move(t);
+  }
+  x.shape = {M, K, 1, 1};
+  c.geometry.N = M;
+  c.geometry.C = K;
+  c.geometry.O = lp.channels;
+  c.weight = Tensor{{lp.channels, K, 1, 1}, lp.weight, lp.dtype};
+  return c;
+}
+
+json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp, Tensor x, const AccuracyDiffOptions& o,
+                          Verdict& verdict) {
+  Graph g;
+  g.dtype = DType::Float32;
+  const Node c = as_conv(m, p, lp, x);
   Node b;
   b.kind = Node::Kind::BatchNorm;
   b.geometry = c.geometry;
@@ -223,7 +247,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     ro.ref = opts.ref;
     ro.recipe = opts.recipe;
     for (const BnPair& p : pat.pairs)
-      if (p.op == "Conv") ro.keep.insert(model.nodes[p.layer].inputs[0]);
+      if (p.op != "ConvTranspose") ro.keep.insert(model.nodes[p.layer].inputs[0]);
     auto progress_for = [&](const std::string& what) {
       return [&, what](std::size_t done, std::size_t total) { say(fmt::format("{}: node {}/{}", what, done, total)); };
     };
@@ -307,8 +331,8 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   auto activations = [&](std::size_t k) {
     const BnPair& p = pat.pairs[k];
     if (!runs) return;
-    if (p.op != "Conv") {
-      layer_json[k]["activations"] = {{"note", p.op + " pairs: weight-level check only"}};
+    if (p.op == "ConvTranspose") {
+      layer_json[k]["activations"] = {{"note", "ConvTranspose pairs: weight-level check only"}};
       return;
     }
     say(fmt::format("layer {}/{} on its activations: {}", k + 1, np, p.name));
