@@ -337,3 +337,23 @@ TEST_CASE("accuracy-diff: an unsupported op stops the runs, not the weight-level
   CHECK_FALSE(r["layers"][0].contains("activations"));
   CHECK_THAT(r["end_to_end"]["not_run"].get<std::string>(), Catch::Contains("unsupported op Softmax at node 2 (softmax)"));
 }
+
+TEST_CASE("accuracy-diff: identical results for any thread count", "[onnx][accuracy-diff]") {
+  const fs::path d = temp_dir("threads");
+  FixtureOptions f;
+  f.folded = true;
+  f.corrupt_layer = "conv_a";
+  f.corrupt_channel = 1;
+  f.corrupt_rel = 60e-6;
+  AccuracyDiffOptions o;
+  o.observed_model = save(bn_fixture(f), d, "corrupt.onnx");
+  o.attribution_elements = 16;
+  const std::string model = save(bn_fixture({}), d, "model.onnx");
+  o.ref.threads = 1;
+  auto a = accuracy_diff(model, o);
+  o.ref.threads = 2;
+  auto b = accuracy_diff(model, o);
+  a.erase("seconds");
+  b.erase("seconds");
+  CHECK(a == b);
+}

@@ -150,7 +150,8 @@ json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp
   ro.formats = ref::format_bit(ref::kFloat32);
   ref::LayerData L{g.nodes[0].geometry, &x.data, &g.nodes[0].weight.data, lp.bias.empty() ? nullptr : &lp.bias, &g.nodes[1].bn};
   const ref::LayerResult exact = ref::conv_bn(L, ro);
-  const Policy pol;
+  Policy pol;
+  pol.threads = o.ref.threads;
   json j{{"input_shape", x.shape}, {"outputs", exact.y.size()}, {"terms_per_output", c.geometry.terms_per_output()}};
   for (const bool fused : {false, true}) {
     const Graph path = fused ? fold_batchnorm(g, o.recipe, o.ref) : g;
@@ -246,6 +247,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     ModelRunOptions ro;
     ro.ref = opts.ref;
     ro.recipe = opts.recipe;
+    ro.policy.threads = opts.ref.threads;
     for (const BnPair& p : pat.pairs)
       if (p.op != "ConvTranspose") ro.keep.insert(model.nodes[p.layer].inputs[0]);
     auto progress_for = [&](const std::string& what) {
