@@ -37,6 +37,8 @@ def main():
                     note += f", second tier {b['compensated_fraction']:.2e}"
             if e == "naive_mp" and "reference" in ns:
                 note = f"{ns[e] / ns['reference']:.0f}× reference"
+            if e == "accuracy_diff" and "forward_float32" in ns:
+                note = f"{ns[e] / ns['forward_float32']:.1f}× forward_float32"
             r1 = f"{ns[e] / ns['onednn']:.1f}" if "onednn" in ns else "-"
             r2 = f"{ns[e] / ns['float32']:.2f}" if "float32" in ns else "-"
             print(f"| {shape} | {e} | {ns[e]:.4g} | {1 / ns[e]:.3g} | {r1} | {r2} | {note} |")
