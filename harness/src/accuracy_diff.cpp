@@ -213,6 +213,41 @@ ref::ValueArray reference_values(const Tensor& y64) {
   return v;
 }
 
+// The model's runs: float32 unfused (keeping every analysed pair's input activation),
+// float32 fused by opts.recipe, and float64 unfused (the reference precision).
+struct Runs {
+  Tensor x;
+  std::map<std::string, Tensor> acts, out32, out32f, out64;
+};
+
+Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOptions& opts,
+             const std::function<void(const std::string&)>& say) {
+  Runs r;
+  r.x = model_input(model, opts);
+  const std::map<std::string, Tensor> inputs{{model.inputs[0].name, r.x}};
+  ModelRunOptions ro;
+  ro.ref = opts.ref;
+  ro.recipe = opts.recipe;
+  ro.policy.threads = opts.ref.threads;
+  for (const BnPair& p : pat.pairs)
+    if (p.op != "ConvTranspose") ro.keep.insert(model.nodes[p.layer].inputs[0]);
+  auto progress_for = [&](const std::string& what) {
+    return [&, what](std::size_t done, std::size_t total) { say(fmt::format("{}: node {}/{}", what, done, total)); };
+  };
+  ro.progress = progress_for("float32 run, BatchNorms unfused");
+  r.out32 = run_model(model, pat, inputs, ro);
+  for (const std::string& k : ro.keep) r.acts[k] = r.out32.at(k);
+  ro.keep.clear();
+  ro.fused = true;
+  ro.progress = progress_for(fmt::format("float32 run, BatchNorms folded ({})", name(opts.recipe)));
+  r.out32f = run_model(model, pat, inputs, ro);
+  ro.fused = false;
+  ro.dtype = DType::Float64;
+  ro.progress = progress_for("float64 run (reference precision)");
+  r.out64 = run_model(model, pat, inputs, ro);
+  return r;
+}
+
 }  // namespace
 
 json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
@@ -231,39 +266,15 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     observed = Model::load(*opts.observed_model);
     match = match_layers(model, *observed);
   }
-  // The runs: float32 unfused (keeping every Conv pair's input activation), float32 fused
-  // by opts.recipe, and float64 unfused (the reference precision).
-  std::map<std::string, Tensor> acts;
+  // The runs (see Runs). A model foldcheck cannot run (an unsupported op, several inputs)
+  // still gets its weight-level checks; the runs and what depends on them are reported as
+  // not run, with the reason.
+  Runs rr;
   json end_to_end = nullptr;
-  std::optional<Tensor> x_in;
-  std::map<std::string, Tensor> out32, out32f, out64;
-  // A model foldcheck cannot run (an unsupported op) still gets its weight-level checks;
-  // the runs and what depends on them are reported as not run, with the reason.
   std::optional<std::string> not_run;
   if (!opts.weights_only) {
-    x_in = model_input(model, opts);
     try {
-    const std::map<std::string, Tensor> inputs{{model.inputs[0].name, *x_in}};
-    ModelRunOptions ro;
-    ro.ref = opts.ref;
-    ro.recipe = opts.recipe;
-    ro.policy.threads = opts.ref.threads;
-    for (const BnPair& p : pat.pairs)
-      if (p.op != "ConvTranspose") ro.keep.insert(model.nodes[p.layer].inputs[0]);
-    auto progress_for = [&](const std::string& what) {
-      return [&, what](std::size_t done, std::size_t total) { say(fmt::format("{}: node {}/{}", what, done, total)); };
-    };
-    ro.progress = progress_for("float32 run, BatchNorms unfused");
-    out32 = run_model(model, pat, inputs, ro);
-    for (const std::string& k : ro.keep) acts[k] = out32.at(k);
-    ro.keep.clear();
-    ro.fused = true;
-    ro.progress = progress_for(fmt::format("float32 run, BatchNorms folded ({})", name(opts.recipe)));
-    out32f = run_model(model, pat, inputs, ro);
-    ro.fused = false;
-    ro.dtype = DType::Float64;
-    ro.progress = progress_for("float64 run (reference precision)");
-    out64 = run_model(model, pat, inputs, ro);
+      rr = run_all(model, pat, opts, say);
     } catch (const InputError& e) {
       not_run = e.what();
     }
@@ -340,7 +351,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     say(fmt::format("layer {}/{} on its activations: {}", k + 1, np, p.name));
     const LayerParams lp = layer_params(model, p);
     Verdict v = Verdict::Expected;
-    layer_json[k]["activations"] = layer_on_activations(model, p, lp, acts.at(model.nodes[p.layer].inputs[0]), opts, v);
+    layer_json[k]["activations"] = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), opts, v);
     layer_json[k]["activations"]["verdict"] = name(v);
     layer_verdict[k] = worst(layer_verdict[k], v);
     if (layer_json[k]["verdict"] != "UNEXPECTED") layer_json[k]["verdict"] = name(layer_verdict[k]);
@@ -371,12 +382,12 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     end_to_end = json::object();
     json outs = json::array();
     for (const ValueInfo& vi : model.outputs) {
-      const Tensor& y64 = out64.at(vi.name);
+      const Tensor& y64 = rr.out64.at(vi.name);
       const ref::ValueArray refv = reference_values(y64);
       json oj{{"name", vi.name}, {"shape", y64.shape}};
-      oj["unfused"] = to_json(compare(out32.at(vi.name).data, refv, DType::Float32));
-      oj["fused"] = to_json(compare(out32f.at(vi.name).data, refv, DType::Float32));
-      const auto t64 = top1(y64), tu = top1(out32.at(vi.name)), tf = top1(out32f.at(vi.name));
+      oj["unfused"] = to_json(compare(rr.out32.at(vi.name).data, refv, DType::Float32));
+      oj["fused"] = to_json(compare(rr.out32f.at(vi.name).data, refv, DType::Float32));
+      const auto t64 = top1(y64), tu = top1(rr.out32.at(vi.name)), tf = top1(rr.out32f.at(vi.name));
       if (!t64.empty() && y64.shape.back() > 1) {
         std::int64_t au = 0, af = 0, uf = 0;
         for (std::size_t i = 0; i < t64.size(); ++i) {
@@ -392,7 +403,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     end_to_end["reference"] = "float64 run of the unfused model (each operation within 2^-53 relative)";
     end_to_end["fused_recipe"] = name(opts.recipe);
     end_to_end["input"] = opts.input ? json(*opts.input) : json(fmt::format("seeded standard normal, seed {}", opts.seed));
-    end_to_end["input_shape"] = x_in->shape;
+    end_to_end["input_shape"] = rr.x.shape;
     end_to_end["outputs"] = outs;
     json first = nullptr;
     Verdict e2e = Verdict::Expected;
