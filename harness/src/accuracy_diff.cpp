@@ -213,6 +213,13 @@ ref::ValueArray reference_values(const Tensor& y64) {
   return v;
 }
 
+// "[#######.............]  7/20": a text progress bar for status lines.
+std::string bar(std::size_t done, std::size_t total) {
+  constexpr std::size_t kWidth = 24;
+  const std::size_t filled = total ? done * kWidth / total : kWidth;
+  return fmt::format("[{}{}] {}/{}", std::string(filled, '#'), std::string(kWidth - filled, '.'), done, total);
+}
+
 // The model's runs: float32 unfused (keeping every analysed pair's input activation),
 // float32 fused by opts.recipe, and float64 unfused (the reference precision).
 struct Runs {
@@ -232,7 +239,7 @@ Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOption
   for (const BnPair& p : pat.pairs)
     if (p.op != "ConvTranspose") ro.keep.insert(model.nodes[p.layer].inputs[0]);
   auto progress_for = [&](const std::string& what) {
-    return [&, what](std::size_t done, std::size_t total) { say(fmt::format("{}: node {}/{}", what, done, total)); };
+    return [&, what](std::size_t done, std::size_t total) { say(fmt::format("{} {} nodes", what, bar(done, total))); };
   };
   ro.progress = progress_for("float32 run, BatchNorms unfused");
   r.out32 = run_model(model, pat, inputs, ro);
@@ -348,7 +355,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
       layer_json[k]["activations"] = {{"note", "ConvTranspose pairs: weight-level check only"}};
       return;
     }
-    say(fmt::format("layer {}/{} on its activations: {}", k + 1, np, p.name));
+    say(fmt::format("layers on their activations {} ({})", bar(k + 1, np), p.name));
     const LayerParams lp = layer_params(model, p);
     Verdict v = Verdict::Expected;
     layer_json[k]["activations"] = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), opts, v);
@@ -367,7 +374,8 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
         errors[k] = std::current_exception();
       }
       std::lock_guard<std::mutex> lock(progress_mutex);
-      say(fmt::format("layers checked: {}/{} ({})", ++done, np, pat.pairs[k].name));
+      ++done;
+      say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
     }
   };
   std::vector<std::thread> pool;
