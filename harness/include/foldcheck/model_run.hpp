@@ -7,8 +7,9 @@
 // (the layer with the parameters folded by `recipe`, fold_pass.hpp). Convs use foldcheck's
 // conv path (evaluate.hpp: (c, kh, kw) sequential accumulation unless the policy says
 // otherwise); Gemm/MatMul accumulate sequentially over k; pooling sums sequentially and
-// divides once; element-wise ops round once per operation; Sigmoid and HardSwish are
-// evaluated in double and rounded once. Results do not depend on the thread count.
+// divides once; element-wise ops round once per operation (HardSigmoid and HardSwish once per
+// multiply, add and product); Sigmoid is evaluated in double and rounded once. Results do
+// not depend on the thread count.
 // Unsupported ops throw InputError "unsupported op X at node N".
 #include <functional>
 #include <map>
