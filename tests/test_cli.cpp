@@ -220,6 +220,15 @@ TEST_CASE("-o writes the complete output file and the exit code still reports th
   CHECK(json::parse(in)["verdict"] == "UNEXPECTED");
 }
 
+namespace {
+void fc_write_npy_of_shape(const std::string& path) {
+  foldcheck::Tensor t;
+  t.shape = {1, 5};
+  t.data.assign(5, 1.0);
+  foldcheck::write_npy(path, t);
+}
+}  // namespace
+
 TEST_CASE("accuracy-diff: exit codes, JSON keys, the named layer and channel", "[cli][accuracy-diff]") {
   const fs::path d = tmp("onnx");
   REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + d.string() + " >/dev/null").c_str()) == 0);
@@ -246,6 +255,11 @@ TEST_CASE("accuracy-diff: exit codes, JSON keys, the named layer and channel", "
   const Result own = run("accuracy-diff " + model);
   CHECK(own.code == 0);
   CHECK_THAT(own.out, Catch::Contains("bn_c: input comes from relu_b (Relu)"));
+  // An input of the wrong shape is a usage error, not a model limitation.
+  fc_write_npy_of_shape((d / "wrong.npy").string());
+  const Result wrong = run("accuracy-diff " + model + " --input " + (d / "wrong.npy").string());
+  CHECK(wrong.code == 2);
+  CHECK_THAT(wrong.err, Catch::Contains("the model's input X is [1, 4, 6, 6]"));
   const Result missing = run("accuracy-diff " + (d / "nope.onnx").string());
   CHECK(missing.code == 2);
   CHECK_THAT(missing.err, Catch::StartsWith("foldcheck: error: cannot open ONNX model"));

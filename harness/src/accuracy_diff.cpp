@@ -87,10 +87,10 @@ Tensor model_input(const Model& m, const AccuracyDiffOptions& o) {
   }
   x.dtype = DType::Float32;
   if (x.shape.size() != vi.shape.size())
-    throw InputError(fmt::format("input has shape {}, the model's {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+    throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
   for (std::size_t k = 0; k < x.shape.size(); ++k)
     if (vi.shape[k] >= 0 && vi.shape[k] != x.shape[k])
-      throw InputError(fmt::format("input has shape {}, the model's {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+      throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
   return x;
 }
 
@@ -227,10 +227,10 @@ struct Runs {
   std::map<std::string, Tensor> acts, out32, out32f, out64;
 };
 
-Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOptions& opts,
+Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOptions& opts, Tensor x,
              const std::function<void(const std::string&)>& say) {
   Runs r;
-  r.x = model_input(model, opts);
+  r.x = std::move(x);
   const std::map<std::string, Tensor> inputs{{model.inputs[0].name, r.x}};
   ModelRunOptions ro;
   ro.ref = opts.ref;
@@ -280,10 +280,15 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   json end_to_end = nullptr;
   std::optional<std::string> not_run;
   if (!opts.weights_only) {
-    try {
-      rr = run_all(model, pat, opts, say);
-    } catch (const InputError& e) {
-      not_run = e.what();
+    if (model.inputs.size() != 1) {
+      not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
+    } else {
+      Tensor x = model_input(model, opts);  // a bad --input is the user's error (exit 2)
+      try {
+        rr = run_all(model, pat, opts, std::move(x), say);
+      } catch (const InputError& e) {
+        not_run = e.what();
+      }
     }
   }
   const bool runs = !opts.weights_only && !not_run;

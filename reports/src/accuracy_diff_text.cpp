@@ -27,7 +27,7 @@ std::string accuracy_diff_text(const json& r) {
                    "UNEXPECTED.\n\n",
                    r["layers"].size(),
                    observed ? "the observed folded model, closest recipe" : "each recipe's own fold, worst recipe shown",
-                   r.contains("end_to_end") ? r["end_to_end"]["fused_recipe"].get<std::string>() : "-");
+                   r.contains("end_to_end") ? r["end_to_end"].value("fused_recipe", std::string("-")) : std::string("-"));
   s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
                    "w |ULP|", "b |ULP|", "ratio", "recipe", "fused p99.9", "ratio", "unfused", "ratio", "dominant",
                    observed ? "worst channel" : "");
