@@ -1,5 +1,6 @@
 #include "foldcheck/reference/certify.hpp"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -12,12 +13,11 @@ unsigned format_bit(const Format& f) {
   throw std::invalid_argument(std::string("unknown format ") + f.name);
 }
 
+std::size_t format_index(const Format& f) { return static_cast<std::size_t>(std::countr_zero(format_bit(f))); }
+
 double Value::rounded_to(const Format& f) const {
-  const unsigned b = format_bit(f);
-  if (!(certified & b)) throw std::logic_error(std::string("reference value not certified for ") + f.name);
-  for (std::size_t i = 0; i < kNumFormats; ++i)
-    if (b == (1u << i)) return rounded[i];
-  throw std::invalid_argument(std::string("unknown format ") + f.name);
+  if (!(certified & format_bit(f))) throw std::logic_error(std::string("reference value not certified for ") + f.name);
+  return rounded[format_index(f)];
 }
 
 ValueArray::ValueArray(std::size_t n, unsigned formats, Width width)
@@ -75,11 +75,8 @@ void ValueArray::widen() {
 }
 
 double ValueArray::rounded_to(std::size_t i, const Format& f) const {
-  const unsigned b = format_bit(f);
-  if (!(certified_[i] & b)) throw std::logic_error(std::string("reference value not certified for ") + f.name);
-  for (std::size_t k = 0; k < kNumFormats; ++k)
-    if (b == (1u << k)) return rounded_[k][i];
-  throw std::invalid_argument(std::string("unknown format ") + f.name);
+  if (!(certified_[i] & format_bit(f))) throw std::logic_error(std::string("reference value not certified for ") + f.name);
+  return rounded_[format_index(f)][i];
 }
 
 bool try_certify(const Interval& enclosure, Value& out, unsigned formats) {

@@ -12,6 +12,7 @@
 
 #include "foldcheck/reference/dd_arith.hpp"
 #include "fast_conv.hpp"
+#include "parallel.hpp"
 #include "window.hpp"
 
 namespace foldcheck::ref {
@@ -47,23 +48,22 @@ struct Window {
   double abs_sum = 0.0, abs_x_sum = 0.0;
 };
 
-// Runs f(t) on threads t = 0..nt-1 (0 on the calling thread); rethrows the first error.
-void parallel(unsigned nt, const std::function<void(unsigned)>& f) {
-  std::vector<std::exception_ptr> errors(nt);
-  auto guarded = [&](unsigned t) {
-    try {
-      f(t);
-    } catch (...) {
-      errors[t] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < nt; ++t) threads.emplace_back(guarded, t);
-  guarded(0);
-  for (auto& th : threads) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+// The BatchNorm scale gamma / sqrt(var + eps) as a double-double t with |t - scale| <= rad,
+// from a 128-bit interval (its width, ~2^-126 relative, and the double-double's own
+// 2^-107 both sit in rad).
+struct ScaleEnclosure {
+  dd::DD t;
+  double rad = 0;
+};
+ScaleEnclosure scale_enclosure(double gamma, double var, double eps) {
+  Interval s(128);
+  scale_interval(s, gamma, var, eps);
+  const DoubleDouble m = midpoint(s);
+  return {{m.hi, m.lo}, radius_of(s, m)};
 }
+
+using detail::parallel;
+using detail::thread_count;
 
 class ConvBnEvaluator {
  public:
@@ -82,7 +82,7 @@ class ConvBnEvaluator {
       r.abs_sum.resize(total);
       r.abs_x_sum.resize(total);
     }
-    unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+    unsigned nt = thread_count(opts.threads, static_cast<std::size_t>(total));
     // The fast path: float32 data, and no float64 rounding to certify (its enclosure is
     // about 2^-40 relative: enough for float32 and narrower, never for float64).
     const bool use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) &&
@@ -120,7 +120,7 @@ class ConvBnEvaluator {
     }
     // The multiprecision path for the outputs the fast path did not certify (or all).
     if (!slow.empty()) r.y.widen();
-    nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, static_cast<std::int64_t>(slow.size()))));
+    nt = thread_count(opts.threads, slow.size());
     std::vector<std::int64_t> esc(nt, 0);
     std::vector<long> maxp(nt, 0);
     if (!slow.empty()) parallel(nt, [&](unsigned t) {
@@ -199,22 +199,18 @@ class ConvBnEvaluator {
     }
   }
 
-  // The fast path's data for channel o: the BatchNorm scale as a double-double with a
-  // certified radius (from a 128-bit interval: its width, ~2^-126 relative, and the
-  // double-double's own 2^-107 both sit in t_rad, far below the ~2^-100 the second tier
-  // needs), and the other parameters. Does not throw for a validated layer (validate()
-  // has checked var + eps > 0).
+  // The fast path's data for channel o: the BatchNorm scale enclosure (its radius far below
+  // the ~2^-100 the second tier needs) and the other parameters. Does not throw for a
+  // validated layer (validate() has checked var + eps > 0).
   detail::ChannelAffine fast_channel(std::int64_t o) const {
     detail::ChannelAffine c;
     c.bias = L.bias ? (*L.bias)[o] : 0.0;
     if (!L.bn) return c;
-    Interval s(128);
-    scale_interval(s, L.bn->gamma[o], L.bn->var[o], L.bn->eps);
-    const DoubleDouble m = midpoint(s);
+    const ScaleEnclosure s = scale_enclosure(L.bn->gamma[o], L.bn->var[o], L.bn->eps);
     c.has_bn = true;
-    c.t_hi = m.hi;
-    c.t_lo = m.lo;
-    c.t_rad = radius_of(s, m);
+    c.t_hi = s.t.hi;
+    c.t_lo = s.t.lo;
+    c.t_rad = s.rad;
     c.mean = L.bn->mean[o];
     c.beta = L.bn->beta[o];
     return c;
@@ -234,8 +230,7 @@ class ConvBnEvaluator {
   // every requested format certifies.
   void exact_output(std::int64_t idx, LayerResult& r, Window& win, Interval& y, std::int64_t& escalations,
                     long& maxp) const {
-    const std::int64_t OH = g.OH(), OW = g.OW();
-    const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
+    const auto [n, o, oh, ow] = detail::output_index(g, idx);
     gather(win, n, o, oh, ow);
     double conv = 0;
     enclose(y, win, o, opts.precision, &conv);
@@ -300,16 +295,12 @@ ValueArray fold_weights(const std::vector<double>& w, std::int64_t per_channel, 
   if (bn.gamma.size() != channels || bn.var.size() != channels)
     throw std::invalid_argument("fold_weights: BatchNorm parameter size does not match the channels");
   ValueArray out(w.size(), opts.formats);
-  unsigned nt = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
-  nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, channels)));
+  const unsigned nt = thread_count(opts.threads, channels);
   parallel(nt, [&](unsigned t) {
-    Interval s(128);
     for (std::size_t o = t; o < channels; o += nt) {
-      if (!(bn.var[o] + bn.eps > 0)) throw std::domain_error("var + eps <= 0");
-      scale_interval(s, bn.gamma[o], bn.var[o], bn.eps);
-      const DoubleDouble m = midpoint(s);
-      const dd::DD scale{m.hi, m.lo};
-      const double srad = radius_of(s, m);
+      const ScaleEnclosure sc = scale_enclosure(bn.gamma[o], bn.var[o], bn.eps);
+      const dd::DD& scale = sc.t;
+      const double srad = sc.rad;
       for (std::size_t k = o * static_cast<std::size_t>(per_channel); k < (o + 1) * static_cast<std::size_t>(per_channel); ++k) {
         // p = w * scale in double-double: |p - w * scale| <= kOpRel |p|; the scale's
         // radius adds |w| srad; the factor and the last term cover evaluating r itself.
@@ -318,10 +309,7 @@ ValueArray fold_weights(const std::vector<double>& w, std::int64_t per_channel, 
         const double r = r0 * (1 + 0x1p-40) + 0x1p-1070;
         Value v;
         v.rounded.fill(std::numeric_limits<double>::quiet_NaN());
-        bool ok = std::isfinite(w[k]);
-        for (std::size_t f = 0; f < kNumFormats && ok; ++f)
-          if (opts.formats & (1u << f)) ok = detail::certify_cell(p.hi, p.lo, r, kFormats[f], v.rounded[f]);
-        if (ok) {
+        if (std::isfinite(w[k]) && detail::certify_cells(p.hi, p.lo, r, opts.formats, v.rounded)) {
           v.approx = {p.hi, p.lo};
           v.radius = r;
           v.certified = opts.formats;

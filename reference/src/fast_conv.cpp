@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "foldcheck/reference/dd_arith.hpp"
+#include "parallel.hpp"
 #include "window.hpp"
 
 namespace foldcheck::ref::detail {
@@ -23,25 +24,19 @@ const Kernels& kernels() {
 bool all_float32(const std::vector<double>& v, unsigned threads) {
   // Large inputs (a layer's activations: megabytes) are scanned in parallel chunks.
   const std::size_t n = v.size();
-  unsigned nt = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-  if (n < (std::size_t{1} << 16) || nt == 1) return kernels().all_float32(v.data(), n);
+  const unsigned nt = n < (std::size_t{1} << 16) ? 1 : thread_count(threads, n);
   const std::size_t chunk = (n + nt - 1) / nt;
   std::vector<char> ok(nt, 1);
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < nt; ++t)
-    pool.emplace_back([&, t] {
-      const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
-      ok[t] = kernels().all_float32(v.data() + b, e - b);
-    });
-  ok[0] = kernels().all_float32(v.data(), std::min(n, chunk));
-  for (auto& th : pool) th.join();
+  parallel(nt, [&](unsigned t) {
+    const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+    ok[t] = kernels().all_float32(v.data() + b, e - b);
+  });
   return std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
 }
 
 namespace {
 
-constexpr std::size_t kF32 = 1;  // kFormats index of binary32
-static_assert(kFormats[kF32].precision == 24 && kFormats[kF32].emin == -126);
+const std::size_t kF32 = format_index(kFloat32);
 
 // The row panel: for every input channel c and kernel row kh, the input row that output
 // row (n, oh) reads, with its padding made explicit ([c][kh][panel_w]; zeros for padded
@@ -128,8 +123,7 @@ void enclose_affine(const dd::DD& c, double Ec, const ChannelAffine& ch, double&
 // format. Writes y[idx] and returns true when every requested format certifies.
 bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w, const FastLayer& L,
              const std::vector<ChannelAffine>& channels, std::int64_t idx, ValueArray& y) {
-  const std::int64_t OH = g.OH(), OW = g.OW();
-  const std::int64_t ow = idx % OW, oh = (idx / OW) % OH, o = (idx / (OW * OH)) % g.O, n = idx / (OW * OH * g.O);
+  const auto [n, o, oh, ow] = output_index(g, idx);
   const ChannelAffine& ch = channels[static_cast<std::size_t>(o)];
   double sum = 0, sigma = 0, E = 0;
   auto add = [&](double p) {
@@ -147,8 +141,7 @@ bool recheck(const ConvGeometry& g, const std::vector<double>& x, const std::vec
   double yh, yl, r;
   enclose_affine(dd::two_sum(sum, sigma), E * radius_factor, ch, yh, yl, r);
   std::array<double, kNumFormats> rounded{};
-  for (std::size_t k = 0; k < kNumFormats; ++k)
-    if ((L.formats & (1u << k)) && !certify_cell(yh, yl, r, kFormats[k], rounded[k])) return false;
+  if (!certify_cells(yh, yl, r, L.formats, rounded)) return false;
   // The array is narrow (binary64 approximations): yh (= fl(yh + yl)) within r + |yl|.
   const std::size_t i = static_cast<std::size_t>(idx);
   y.hi()[i] = yh;
@@ -199,6 +192,12 @@ bool certify_cell(double yh, double yl, double r, const Format& f, double& out) 
 }
 
 
+bool certify_cells(double yh, double yl, double r, unsigned formats, std::array<double, kNumFormats>& rounded) {
+  for (std::size_t k = 0; k < kNumFormats; ++k)
+    if ((formats & (1u << k)) && !certify_cell(yh, yl, r, kFormats[k], rounded[k])) return false;
+  return true;
+}
+
 FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const ConvGeometry& g = *L.g;
   const Kernels& K = kernels();
@@ -207,8 +206,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const std::int64_t OH = g.OH(), OW = g.OW(), og = g.O / g.groups;
   // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
   const std::int64_t items = g.N * OH;
-  unsigned nt = L.threads ? L.threads : std::max(1u, std::thread::hardware_concurrency());
-  nt = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(nt, items)));
+  const unsigned nt = thread_count(L.threads, static_cast<std::size_t>(items));
   ValueArray& y = *out.y;
   // The sums' radius. With the bound data asked for, the kernel also sums |x w| into a and
   // the radius is radius_factor * a (fast_conv.hpp). Without, the kernel skips that second
@@ -287,10 +285,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < nt; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& th : pool) th.join();
+  parallel(nt, work);
   FastResult res;
   for (auto& f : failed) res.uncertified.insert(res.uncertified.end(), f.begin(), f.end());
   std::sort(res.uncertified.begin(), res.uncertified.end());

@@ -24,6 +24,7 @@
 // back to its Prescott kernels (measured 4.5 G multiply-adds/s per core for dgemm, 22 G
 // with OPENBLAS_CORETYPE=SkylakeX forced); two dgemms (values and absolute values) plus
 // an im2col then lose to one fused pass that accumulates both.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -48,7 +49,8 @@ struct FastLayer {
   double gamma = 0, radius_factor = 0, abs_factor = 1, abs_x_factor = 1;
 };
 
-// Where the fast path writes: y (every output it certifies; the others untouched) and,
+// Where the fast path writes: y (every output; certified 0 for those it returns for the
+// multiprecision path, which overwrites them) and,
 // when the pointers are set, the bound data of every output (conv_bn_reference.hpp).
 struct FastOut {
   ValueArray* y = nullptr;
@@ -73,5 +75,8 @@ const Kernels& kernels();
 // Whether every real in [y - r, y + r] (y = yh + yl) rounds to the same value of format f,
 // and which (zero as +0).
 bool certify_cell(double yh, double yl, double r, const Format& f, double& out);
+// certify_cell for every format of `formats`, into rounded[format index]; false at the first
+// that fails.
+bool certify_cells(double yh, double yl, double r, unsigned formats, std::array<double, kNumFormats>& rounded);
 
 }  // namespace foldcheck::ref::detail

@@ -9,6 +9,15 @@
 
 namespace foldcheck::ref::detail {
 
+// Output (n, o, oh, ow) of the flat NCHW index idx.
+struct OutputIndex {
+  std::int64_t n, o, oh, ow;
+};
+inline OutputIndex output_index(const ConvGeometry& g, std::int64_t idx) {
+  const std::int64_t OH = g.OH(), OW = g.OW();
+  return {idx / (OW * OH * g.O), (idx / (OW * OH)) % g.O, (idx / OW) % OH, idx % OW};
+}
+
 // Calls f(x_index, w_index) for each in-bounds term of the window.
 template <class F>
 void for_each_window_term(const ConvGeometry& g, std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow,

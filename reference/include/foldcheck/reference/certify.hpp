@@ -23,7 +23,8 @@ namespace foldcheck::ref {
 
 // Bit i set: certify the rounding into kFormats[i].
 inline constexpr unsigned kAllFormats = (1u << kNumFormats) - 1;
-unsigned format_bit(const Format& f);  // throws std::invalid_argument for an unknown format
+unsigned format_bit(const Format& f);      // throws std::invalid_argument for an unknown format
+std::size_t format_index(const Format& f);  // f's index in kFormats (same errors)
 
 struct Options {
   long precision = 256;        // starting working precision in bits (>= 64)
