@@ -11,16 +11,6 @@
 namespace foldcheck::testing {
 namespace {
 
-std::uint16_t half_bits(double v) {
-  const _Float16 h = static_cast<_Float16>(v);
-  std::uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-std::uint16_t bfloat_bits(double v) {  // v is bfloat16-representable in the tests
-  return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16);
-}
-
 int onnx_type(DType dt) {
   switch (dt) {
     case DType::Float32: return onnx::TensorProto::FLOAT;
@@ -66,7 +56,7 @@ void OnnxBuilder::init(const std::string& name, const std::vector<std::int64_t>&
   for (const double v : values) {
     if (dt == DType::Float32) { const float f = static_cast<float>(v); bytes.append(reinterpret_cast<const char*>(&f), 4); }
     else if (dt == DType::Float64) bytes.append(reinterpret_cast<const char*>(&v), 8);
-    else { const std::uint16_t b = dt == DType::Float16 ? half_bits(v) : bfloat_bits(v); bytes.append(reinterpret_cast<const char*>(&b), 2); }
+    else { const std::uint16_t b = to_bits(dt, v); bytes.append(reinterpret_cast<const char*>(&b), 2); }
   }
   if (enc == Encoding::Raw) t->set_raw_data(bytes);
   else if (enc == Encoding::External) {
@@ -85,7 +75,7 @@ void OnnxBuilder::init(const std::string& name, const std::vector<std::int64_t>&
     for (const double v : values) {
       if (dt == DType::Float32) t->add_float_data(static_cast<float>(v));
       else if (dt == DType::Float64) t->add_double_data(v);
-      else t->add_int32_data(dt == DType::Float16 ? half_bits(v) : bfloat_bits(v));
+      else t->add_int32_data(to_bits(dt, v));
     }
   }
 }

@@ -27,11 +27,6 @@ namespace {
 
 using json = nlohmann::json;
 
-bool foldable_layer(const Model& m, const ModelNode& n) {
-  return (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul") && n.inputs.size() >= 2 &&
-         m.initializer(n.inputs[1]) != nullptr;
-}
-
 std::vector<std::size_t> foldable_layers(const Model& m) {
   std::vector<std::size_t> r;
   for (std::size_t i = 0; i < m.nodes.size(); ++i)
@@ -106,49 +101,13 @@ json ulp_summary(const Comparison& c) {
 // A Conv layer -> BatchNorm pair on its real input: the unfused path and the fused path
 // (recipe `r`) in float32 against the certified reference, with their bounds, and the
 // fused path's dominant error stage (stage attribution on a sample of outputs).
-// A Gemm or MatMul is a 1x1 conv over its rows: rows = batch, K = input channels, one
-// pixel, weights output-channel-major (LayerParams). Same operations, same order.
-Node as_conv(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x) {
-  const ModelNode& node = m.nodes[p.layer];
-  Node c;
-  c.kind = Node::Kind::Conv;
-  c.name = p.name;
-  c.bias = lp.bias;
-  if (p.op == "Conv") {
-    c.geometry = conv_geometry(node, x.shape, m.initializer(node.inputs[1])->shape);
-    c.weight = *m.initializer(node.inputs[1]);
-    return c;
-  }
-  const std::int64_t K = lp.per_channel;
-  if (x.shape.empty() || x.size() % K) throw InputError(fmt::format("{}: input {} does not match K = {}", p.name, shape_string(x.shape), K));
-  const std::int64_t M = x.size() / K;
-  if (p.op == "Gemm" && node.int_attr("transA", 0) != 0) {  // x is K x M: rows are columns
-    std::vector<double> t(x.data.size());
-    for (std::int64_t i = 0; i < M; ++i)
-      for (std::int64_t k = 0; k < K; ++k) t[static_cast<std::size_t>(i * K + k)] = x.data[static_cast<std::size_t>(k * M + i)];
-    x.data = std::move(t);
-  }
-  x.shape = {M, K, 1, 1};
-  c.geometry.N = M;
-  c.geometry.C = K;
-  c.geometry.O = lp.channels;
-  c.weight = Tensor{{lp.channels, K, 1, 1}, lp.weight, lp.dtype};
-  return c;
-}
-
 json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp, Tensor x, const AccuracyDiffOptions& o,
                           Verdict& verdict) {
-  Graph g;
-  g.dtype = DType::Float32;
-  const Node c = as_conv(m, p, lp, x);
-  Node b;
-  b.kind = Node::Kind::BatchNorm;
-  b.geometry = c.geometry;
-  b.bn = lp.bn;
-  g.nodes = {c, b};
+  const Graph g = pair_graph(m, p, lp, x, DType::Float32);
+  const Node& c = g.nodes[0];
   ref::Options ro = o.ref;
   ro.formats = ref::format_bit(ref::kFloat32);
-  ref::LayerData L{g.nodes[0].geometry, &x.data, &g.nodes[0].weight.data, lp.bias.empty() ? nullptr : &lp.bias, &g.nodes[1].bn};
+  ref::LayerData L{c.geometry, &x.data, &c.weight.data, c.bias.empty() ? nullptr : &c.bias, &g.nodes[1].bn};
   const ref::LayerResult exact = ref::conv_bn(L, ro);
   Policy pol;
   pol.threads = o.ref.threads;

@@ -1,8 +1,10 @@
 #include "foldcheck/dtype.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "foldcheck/errors.hpp"
 
@@ -70,6 +72,18 @@ double ulp(DType t, double hi, double lo) {
   if (std::fabs(hi) == std::ldexp(1.0, e) && lo != 0.0 && std::signbit(lo) != std::signbit(hi)) --e;
   e = std::min(e, i.emax);
   return std::ldexp(1.0, std::max(e, i.emin) - i.precision + 1);
+}
+
+double from_bits(DType t, std::uint16_t bits) {
+  if (t == DType::BFloat16) return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16));
+  if (t != DType::Float16) throw std::invalid_argument("from_bits: a 16-bit format expected");
+  return static_cast<double>(std::bit_cast<_Float16>(bits));
+}
+
+std::uint16_t to_bits(DType t, double x) {
+  if (t == DType::BFloat16) return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(x)) >> 16);
+  if (t != DType::Float16) throw std::invalid_argument("to_bits: a 16-bit format expected");
+  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(x));
 }
 
 }  // namespace foldcheck

@@ -85,6 +85,10 @@ std::string layer_name(const Model& m, std::size_t layer) {
 
 }  // namespace
 
+bool foldable_layer(const Model& m, const ModelNode& n) {
+  return foldable_op(n.op) && n.inputs.size() >= 2 && m.initializer(n.inputs[1]) != nullptr;
+}
+
 BnPatterns find_bn_pairs(const Model& m) {
   BnPatterns out;
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {

@@ -137,21 +137,17 @@ class Exec {
     const ModelNode& bn = m_.nodes[p.bn];
     const LayerParams lp = layer_params(m_, p);
     const Tensor& x = get(layer.inputs[0], layer.op);
-    if (layer.op == "Conv") {
-      Graph g = conv_graph(layer, x, lp.bias);
-      Node bnode;
-      bnode.kind = Node::Kind::BatchNorm;
-      bnode.geometry = g.nodes[0].geometry;
-      bnode.bn = lp.bn;
-      g.nodes.push_back(bnode);
+    if (layer.op != "ConvTranspose") {
+      Tensor xin = x;
+      Graph g = pair_graph(m_, p, lp, xin, dt());
       if (o_.fused) g = fold_batchnorm(g, o_.recipe, o_.ref, o_.policy.arith);
       Tensor y;
-      y.shape = {g.nodes[0].geometry.N, g.nodes[0].geometry.O, g.nodes[0].geometry.OH(), g.nodes[0].geometry.OW()};
-      y.data = evaluate(g, x.data, o_.policy);
+      y.shape = layer_output_shape(layer, g.nodes[0].geometry, x.shape);
+      y.data = evaluate(g, xin.data, o_.policy);
       put(bn, std::move(y));
       return;
     }
-    // Gemm, MatMul, ConvTranspose: the layer with folded parameters, or the layer then BN.
+    // ConvTranspose: the layer with folded parameters, or the layer then BN.
     if (o_.fused) {
       const FoldedParams fp = fold_parameters(lp.weight, lp.per_channel, lp.bias, lp.bn, lp.dtype, o_.recipe, o_.ref);
       Tensor w = *m_.initializer(layer.inputs[1]);
@@ -164,23 +160,6 @@ class Exec {
       batchnorm(y, lp.bn);
       put(bn, std::move(y));
     }
-  }
-
-  Graph conv_graph(const ModelNode& n, const Tensor& x, const std::vector<double>& bias) {
-    const Tensor& w = *m_.initializer(n.inputs[1]);
-    Graph g;
-    g.dtype = dt();
-    Node c;
-    c.kind = Node::Kind::Conv;
-    c.name = n.name;
-    c.geometry = conv_geometry(n, x.shape, w.shape);
-    c.weight = w;
-    c.weight.data.assign(w.data.begin(), w.data.end());
-    for (double& v : c.weight.data) v = round_to(dt(), v);  // parameters in the run's dtype
-    c.bias = bias;
-    for (double& v : c.bias) v = round_to(dt(), v);
-    g.nodes.push_back(c);
-    return g;
   }
 
   template <class F>
@@ -370,13 +349,13 @@ class Exec {
     else if (op == "Mul") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a * b)); });
     else if (op == "Div") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a / b)); });
     else if (op == "Conv") {
-      const Tensor& x = get(n.inputs.at(0), where(n, i));
-      std::vector<double> bias;
-      if (n.inputs.size() > 2 && !n.inputs[2].empty()) bias = get(n.inputs[2], where(n, i)).data;
-      const Graph g = conv_graph(n, x, bias);
+      Tensor x = get(n.inputs.at(0), where(n, i));
+      const Shape xs = x.shape;
+      Graph g;
+      g.dtype = dt();
+      g.nodes = {layer_as_conv(m_, i, layer_params_of_node(m_, i), x, dt())};
       Tensor y;
-      const ref::ConvGeometry& c = g.nodes[0].geometry;
-      y.shape = {c.N, c.O, c.OH(), c.OW()};
+      y.shape = layer_output_shape(n, g.nodes[0].geometry, xs);
       y.data = evaluate(g, x.data, o_.policy);
       put(n, std::move(y));
     } else if (op == "ConvTranspose" || op == "Gemm" || op == "MatMul") {
@@ -553,6 +532,58 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape
     throw InputError(fmt::format("Conv {}: weight {} does not fit input {} with group {}", n.name, shape_string(ws),
                                  shape_string(xs), g.groups));
   return g;
+}
+
+Node layer_as_conv(const Model& m, std::size_t layer, const LayerParams& lp, Tensor& x, DType dt) {
+  const ModelNode& node = m.nodes[layer];
+  Node c;
+  c.kind = Node::Kind::Conv;
+  c.name = node.name;
+  c.bias = lp.bias;
+  for (double& v : c.bias) v = round_to(dt, v);  // parameters in the run's dtype
+  if (node.op == "Conv") {
+    c.geometry = conv_geometry(node, x.shape, lp.weight_shape);
+    c.weight = Tensor{lp.weight_shape, lp.weight, dt};
+  } else if (node.op == "Gemm" || node.op == "MatMul") {
+    const std::int64_t K = lp.per_channel;
+    if (x.shape.empty() || x.size() % K)
+      throw InputError(fmt::format("{} {}: input {} does not match K = {}", node.op, node.name, shape_string(x.shape), K));
+    const std::int64_t M = x.size() / K;
+    if (node.op == "Gemm" && node.int_attr("transA", 0) != 0) {  // x is K x M: rows are its columns
+      std::vector<double> t(x.data.size());
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t k = 0; k < K; ++k) t[static_cast<std::size_t>(i * K + k)] = x.data[static_cast<std::size_t>(k * M + i)];
+      x.data = std::move(t);
+    }
+    x.shape = {M, K, 1, 1};
+    c.geometry.N = M;
+    c.geometry.C = K;
+    c.geometry.O = lp.channels;
+    c.weight = Tensor{{lp.channels, K, 1, 1}, lp.weight, dt};
+  } else {
+    throw InputError(fmt::format("{} {}: not a Conv, Gemm or MatMul", node.op, node.name));
+  }
+  for (double& v : c.weight.data) v = round_to(dt, v);
+  return c;
+}
+
+Graph pair_graph(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x, DType dt) {
+  Graph g;
+  g.dtype = dt;
+  Node b;
+  b.kind = Node::Kind::BatchNorm;
+  b.bn = lp.bn;
+  g.nodes = {layer_as_conv(m, p.layer, lp, x, dt), b};
+  g.nodes[1].geometry = g.nodes[0].geometry;
+  return g;
+}
+
+Shape layer_output_shape(const ModelNode& layer, const ref::ConvGeometry& g, const Shape& input_shape) {
+  if (layer.op == "Conv") return {g.N, g.O, g.OH(), g.OW()};
+  if (layer.op == "Gemm") return {g.N, g.O};
+  Shape s = input_shape;  // MatMul: [..., K] -> [..., O]
+  s.back() = g.O;
+  return s;
 }
 
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,

@@ -14,12 +14,6 @@ namespace {
 
 constexpr std::int64_t kMaxElements = std::int64_t(1) << 32;  // refuse absurd headers before allocating
 
-double half_to_double(std::uint16_t h) {
-  _Float16 f;
-  std::memcpy(&f, &h, 2);
-  return static_cast<double>(f);
-}
-
 std::string dtype_descr(DType t) {
   switch (t) {
     case DType::Float64: return "<f8";
@@ -95,7 +89,7 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
   for (std::int64_t i = 0; i < n; ++i) {
     if (width == 4) { float f; std::memcpy(&f, p + 4 * i, 4); t.data[i] = f; }
     else if (width == 8) { std::memcpy(&t.data[i], p + 8 * i, 8); }
-    else { std::uint16_t h; std::memcpy(&h, p + 2 * i, 2); t.data[i] = half_to_double(h); }
+    else { std::uint16_t h; std::memcpy(&h, p + 2 * i, 2); t.data[i] = from_bits(DType::Float16, h); }
   }
   return t;
 }
@@ -124,7 +118,7 @@ std::string serialize_npy(const Tensor& t) {
   for (double v : t.data) {
     if (t.dtype == DType::Float64) out.append(reinterpret_cast<const char*>(&v), 8);
     else if (t.dtype == DType::Float16) {
-      const _Float16 h = static_cast<_Float16>(v);
+      const std::uint16_t h = to_bits(DType::Float16, v);
       out.append(reinterpret_cast<const char*>(&h), 2);
     } else {
       const float f = static_cast<float>(v);

@@ -17,12 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using onnx::TensorProto;
 
-double half_bits(std::uint16_t h) {
-  _Float16 f;
-  std::memcpy(&f, &h, 2);
-  return static_cast<double>(f);
-}
-double bfloat_bits(std::uint16_t h) { return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16)); }
 
 std::optional<DType> floating_dtype(int t) {
   switch (t) {
@@ -90,7 +84,7 @@ Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
       const char* p = raw.data() + i * eb;
       if (dt == DType::Float32) { float f; std::memcpy(&f, p, 4); out.data[i] = f; }
       else if (dt == DType::Float64) { std::memcpy(&out.data[i], p, 8); }
-      else { std::uint16_t h; std::memcpy(&h, p, 2); out.data[i] = dt == DType::Float16 ? half_bits(h) : bfloat_bits(h); }
+      else { std::uint16_t h; std::memcpy(&h, p, 2); out.data[i] = from_bits(dt, h); }
     }
     return out;
   }
@@ -105,7 +99,7 @@ Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
     else if (dt == DType::Float64) out.data[i] = t.double_data(k);
     else {
       const auto h = static_cast<std::uint16_t>(t.int32_data(k));
-      out.data[i] = dt == DType::Float16 ? half_bits(h) : bfloat_bits(h);
+      out.data[i] = from_bits(dt, h);
     }
   }
   return out;

@@ -36,6 +36,11 @@ inline const char* name(DType t) { return info(t).name; }
 double round_to(DType t, double x);
 bool representable(DType t, double x);
 
+// The 16-bit storage formats' bit patterns: value of a pattern (exact), and the pattern of
+// a value of the format (x must be representable: round_to first).
+double from_bits(DType t, std::uint16_t bits);  // t: Float16 or BFloat16
+std::uint16_t to_bits(DType t, double x);
+
 // Spacing of T at the real hi + lo (a double-double, |lo| <= ulp(hi)/2).
 double ulp(DType t, double hi, double lo = 0.0);
 

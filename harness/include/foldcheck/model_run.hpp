@@ -41,4 +41,15 @@ std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs,
 // The conv geometry of a Conv node on an input of shape [N, C, H, W] (auto_pad resolved).
 ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& input_shape, const Shape& weight_shape);
 
+// A Conv, Gemm or MatMul node as a graph Conv node of dtype dt, with the parameters `lp`
+// (layer_params_of_node or layer_params) rounded to dt. A Gemm or MatMul is a 1x1 conv over
+// its rows: x is reshaped to [rows, K, 1, 1] (transposed first for Gemm's transA); the
+// same operations in the same order (k-sequential products, then the bias).
+Node layer_as_conv(const Model& m, std::size_t layer, const LayerParams& lp, Tensor& x, DType dt);
+// The layer -> BatchNorm pair as the two-node graph fold_pass and evaluate take (x as above).
+Graph pair_graph(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x, DType dt);
+// The shape of layer's output as the model has it, from the conv's output and the
+// layer's input shape.
+Shape layer_output_shape(const ModelNode& layer, const ref::ConvGeometry& g, const Shape& input_shape);
+
 }  // namespace foldcheck
