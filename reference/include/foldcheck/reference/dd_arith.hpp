@@ -15,64 +15,45 @@
 
 namespace foldcheck::ref::dd {
 
-// The operations are written once over the lane type T: double, or a vector of doubles
-// (the fast path evaluates 8 outputs at once). Ops (default Lanes<T>) supplies a true fused
-// multiply-add (one rounding) and |.|; every other operation is T's own +, -, * in
-// round-to-nearest, so each lane performs exactly the scalar algorithm and has its bound.
-template <class T>
-struct Lanes;
-template <>
-struct Lanes<double> {
-  [[gnu::always_inline]] static double fma(double a, double b, double c) { return std::fma(a, b, c); }
-  [[gnu::always_inline]] static double abs(double a) { return std::fabs(a); }
+// Always inlined: the reference's vector kernels are compiled per x86-64 level
+// (fast_kernels.hpp), and an out-of-line copy of a shared inline function could carry
+// instructions another build's CPU lacks.
+
+struct DD {
+  double hi = 0, lo = 0;
 };
 
-template <class T>
-struct DDT {
-  T hi{}, lo{};
-};
-using DD = DDT<double>;
-
-template <class T>
-[[gnu::always_inline]] inline DDT<T> two_sum(T a, T b) {
-  const T s = a + b;
-  const T bb = s - a;
+[[gnu::always_inline]] inline DD two_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
   return {s, (a - (s - bb)) + (b - bb)};
 }
-template <class T>
-[[gnu::always_inline]] inline DDT<T> fast_two_sum(T a, T b) {
-  const T s = a + b;
+[[gnu::always_inline]] inline DD fast_two_sum(double a, double b) {
+  const double s = a + b;
   return {s, b - (s - a)};
 }
-template <class T, class Ops = Lanes<T>>
-[[gnu::always_inline]] inline DDT<T> two_prod(T a, T b) {
-  const T p = a * b;
-  return {p, Ops::fma(a, b, -p)};
+[[gnu::always_inline]] inline DD two_prod(double a, double b) {
+  const double p = a * b;
+  return {p, std::fma(a, b, -p)};
 }
-template <class T>
-[[gnu::always_inline]] inline DDT<T> plus_fp(const DDT<T>& x, T y) {
-  const DDT<T> s = two_sum(x.hi, y);
+[[gnu::always_inline]] inline DD plus_fp(const DD& x, double y) {
+  const DD s = two_sum(x.hi, y);
   return fast_two_sum(s.hi, x.lo + s.lo);
 }
-template <class T, class Ops = Lanes<T>>
-[[gnu::always_inline]] inline DDT<T> times_dd(const DDT<T>& x, const DDT<T>& y) {
-  const DDT<T> c = two_prod<T, Ops>(x.hi, y.hi);
-  const T tl0 = x.lo * y.lo;
-  const T tl1 = Ops::fma(x.hi, y.lo, tl0);
-  const T cl2 = Ops::fma(x.lo, y.hi, tl1);
+[[gnu::always_inline]] inline DD times_dd(const DD& x, const DD& y) {
+  const DD c = two_prod(x.hi, y.hi);
+  const double tl0 = x.lo * y.lo;
+  const double tl1 = std::fma(x.hi, y.lo, tl0);
+  const double cl2 = std::fma(x.lo, y.hi, tl1);
   return fast_two_sum(c.hi, c.lo + cl2);
 }
-template <class T>
-[[gnu::always_inline]] inline DDT<T> plus_dd(const DDT<T>& x, const DDT<T>& y) {
-  const DDT<T> s = two_sum(x.hi, y.hi);
-  const DDT<T> t = two_sum(x.lo, y.lo);
-  const DDT<T> v = fast_two_sum(s.hi, s.lo + t.hi);
+[[gnu::always_inline]] inline DD plus_dd(const DD& x, const DD& y) {
+  const DD s = two_sum(x.hi, y.hi);
+  const DD t = two_sum(x.lo, y.lo);
+  const DD v = fast_two_sum(s.hi, s.lo + t.hi);
   return fast_two_sum(v.hi, t.lo + v.lo);
 }
-template <class T, class Ops = Lanes<T>>
-[[gnu::always_inline]] inline T mag(const DDT<T>& x) {
-  return Ops::abs(x.hi) + Ops::abs(x.lo);
-}
+[[gnu::always_inline]] inline double mag(const DD& x) { return std::fabs(x.hi) + std::fabs(x.lo); }
 
 inline constexpr double kOpRel = 0x1p-102;  // per-operation relative error bound used here
 
