@@ -30,20 +30,25 @@ OnnxBuilder::OnnxBuilder(std::int64_t opset) {
   model.mutable_graph()->set_name("test");
 }
 
-void OnnxBuilder::input(const std::string& name, const std::vector<std::int64_t>& shape) {
-  auto* v = model.mutable_graph()->add_input();
+namespace {
+// A float tensor's name and shape (-1: unknown dimension).
+void describe(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::int64_t>& shape) {
   v->set_name(name);
   auto* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (const auto d : shape) t->mutable_shape()->add_dim()->set_dim_value(d);
+  for (const auto d : shape) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (d >= 0) dim->set_dim_value(d);
+  }
+}
+}  // namespace
+
+void OnnxBuilder::input(const std::string& name, const std::vector<std::int64_t>& shape) {
+  describe(model.mutable_graph()->add_input(), name, shape);
 }
 
 void OnnxBuilder::output(const std::string& name, const std::vector<std::int64_t>& shape) {
-  auto* v = model.mutable_graph()->add_output();
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (const auto d : shape) t->mutable_shape()->add_dim()->set_dim_value(d);
+  describe(model.mutable_graph()->add_output(), name, shape);
 }
 
 void OnnxBuilder::init(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values,

@@ -165,7 +165,7 @@ ref::ValueArray reference_values(const Tensor& y64) {
   for (std::size_t i = 0; i < y64.data.size(); ++i) {
     ref::Value x;
     x.approx = {y64.data[i], 0.0};
-    x.rounded[1] = round_to(DType::Float32, y64.data[i]);
+    x.rounded[ref::format_index(ref::kFloat32)] = round_to(DType::Float32, y64.data[i]);
     x.certified = ref::format_bit(ref::kFloat32);
     v.set(i, x);
   }
