@@ -37,6 +37,7 @@ struct OnnxBuilder {
 // bn_a -> Relu -> Conv conv_b (6x8x1x1) -> bn_b -> Relu -> bn_c (unpaired: after a Relu)
 // -> Flatten -> Gemm fc (5x216, transB) -> bn_fc -> Y[1,5]. Seeded random parameters.
 // folded: the same model with every pair folded by `recipe` (BNs removed; Identity kept),
+// (recipes that leave TVM's separate shift for a layer with a bias throw std::invalid_argument),
 // one output channel of `corrupt_layer` ("" for none) scaled by (1 + corrupt_rel).
 struct FixtureOptions {
   bool folded = false;

@@ -260,6 +260,20 @@ TEST_CASE("accuracy-diff: exit codes, JSON keys, the named layer and channel", "
   const Result wrong = run("accuracy-diff " + model + " --input " + (d / "wrong.npy").string());
   CHECK(wrong.code == 2);
   CHECK_THAT(wrong.err, Catch::Contains("the model's input X is [1, 4, 6, 6]"));
+  // Another engine's outputs of the folded model on x.npy, end to end.
+  const std::string io = " --input " + (d / "x.npy").string() + " --output-samples 8 --observed-output ";
+  const Result out_ok = run("accuracy-diff " + model + io + (d / "y_folded.npy").string() + " --format json");
+  CHECK(out_ok.code == 0);
+  const json oo = json::parse(out_ok.out)["end_to_end"]["observed_output"];
+  CHECK(oo["verdict"] == "EXPECTED");
+  CHECK(oo["samples"] == 8);
+  CHECK(oo["bound"].get<std::string>().find("probabilistic") != std::string::npos);
+  const Result out_bad = run("accuracy-diff " + model + io + (d / "y_corrupt.npy").string());
+  CHECK(out_bad.code == 1);
+  CHECK_THAT(out_bad.out, Catch::Contains("observed output") && Catch::Contains("-> UNEXPECTED"));
+  const Result out_no_input = run("accuracy-diff " + model + " --observed-output " + (d / "y_folded.npy").string());
+  CHECK(out_no_input.code == 2);
+  CHECK_THAT(out_no_input.err, Catch::Contains("--observed-output needs --input"));
   const Result missing = run("accuracy-diff " + (d / "nope.onnx").string());
   CHECK(missing.code == 2);
   CHECK_THAT(missing.err, Catch::StartsWith("foldcheck: error: cannot open ONNX model"));

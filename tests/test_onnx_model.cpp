@@ -2,6 +2,7 @@
 // built through the protobuf API (tests/onnx_builder.hpp).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -10,6 +11,8 @@
 #include "foldcheck/model.hpp"
 #include "foldcheck/model_patterns.hpp"
 #include "foldcheck/model_run.hpp"
+#include "foldcheck/npy.hpp"
+#include "foldcheck/output_bound.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 #include "onnx_builder.hpp"
 
@@ -356,4 +359,149 @@ TEST_CASE("accuracy-diff: identical results for any thread count", "[onnx][accur
   a.erase("seconds");
   b.erase("seconds");
   CHECK(a == b);
+}
+
+TEST_CASE("output bound: lambda and c meet their tail equations", "[onnx][output-bound]") {
+  for (const double m : {1.0, 1000.0, 1e6})
+    for (const std::size_t K : {8u, 32u, 128u}) {
+      double lambda = 0, infl = 0;
+      output_bound_factors(m, K, 0.999, lambda, infl);
+      const double half = 0.0005;  // (1 - confidence) / 2
+      CHECK(m * 2 * std::exp(-lambda * lambda / 2) == Approx(half).epsilon(1e-9));
+      const double x = 1 / (infl * infl);
+      CHECK(m * std::pow(x * std::exp(1 - x), K / 2.0) == Approx(half).epsilon(1e-6));
+      CHECK(x < 1);
+    }
+  double l = 0, c = 0;
+  CHECK_THROWS_AS(output_bound_factors(10, 1, 0.999, l, c), InputError);
+}
+
+TEST_CASE("output bound: one conv -> BatchNorm pair: the estimate matches the variance proxy in closed form",
+          "[onnx][output-bound]") {
+  // X[1,1,5,5] -> Conv (2x1x3x3, bias) -> BatchNormalization -> Y[1,2,3,3]. Every local
+  // error enters Y with derivative 1 (or the fold's own factor), so S_j is known exactly
+  // (output_bound.hpp): the pair's accumulation and BatchNorm amplitude, each folded
+  // weight's rounding, the scale's and the shift's.
+  const fs::path d = temp_dir("bound_pair");
+  OnnxBuilder b;
+  b.input("X", {1, 1, 5, 5});
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> nd;
+  std::vector<double> w(18), x(25);
+  for (double& v : w) v = static_cast<float>(nd(rng));
+  for (double& v : x) v = static_cast<float>(nd(rng));
+  const std::vector<double> bias{0.25, -0.5}, gamma{1.5, 0.75}, beta{0.125, -0.375}, mean{0.5, -0.25}, var{0.875, 2.5};
+  b.init("w", {2, 1, 3, 3}, w);
+  b.init("b", {2}, bias);
+  b.init("g", {2}, gamma);
+  b.init("be", {2}, beta);
+  b.init("mu", {2}, mean);
+  b.init("va", {2}, var);
+  b.node("Conv", "conv", {"X", "w", "b"}, {"c"});
+  b.node("BatchNormalization", "bn", {"c", "g", "be", "mu", "va"}, {"Y"});
+  b.output("Y", {1, 2, 3, 3});
+  const Model m = Model::load(save(b, d, "pair.onnx"));
+  OutputBoundOptions o;
+  o.samples = 64;
+  o.seed = 3;
+  const OutputBound ob = output_bound(m, find_bn_pairs(m), {{"X", Tensor{{1, 1, 5, 5}, x, DType::Float32}}}, o);
+  const double u = 0x1p-24, eps = static_cast<float>(1e-5);
+  double ratio_sum = 0;
+  for (int c = 0; c < 2; ++c) {
+    const double s = gamma[c] / std::sqrt(var[c] + eps), bf = beta[c] + (bias[c] - mean[c]) * s;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        double z = bias[c], M = std::fabs(bias[c]), w2 = 0;
+        for (int kh = 0; kh < 3; ++kh)
+          for (int kw = 0; kw < 3; ++kw) {
+            const double t = w[c * 9 + kh * 3 + kw] * x[(i + kh) * 5 + j + kw];
+            z += t;
+            M += std::fabs(t);
+            w2 += (s * t) * (s * t);
+          }
+        const double y = (z - mean[c]) * s + beta[c];
+        const double acc = std::fabs(s) * M + std::fabs(bf), bn = std::fabs(y) + std::fabs(beta[c]);
+        const double shift = 3 * u * std::fabs((bias[c] - mean[c]) * s) + u * std::fabs(bf);
+        const double S = u * u * (10 * acc * acc + 3 * bn * bn) + u * u * w2 + std::pow(4 * u * (z - mean[c]) * s, 2) + shift * shift;
+        const std::size_t k = static_cast<std::size_t>(c * 9 + i * 3 + j);
+        CHECK(ob.reference.at("Y").data[k] == Approx(y).epsilon(1e-12));
+        ratio_sum += ob.sigma.at("Y")[k] / std::sqrt(S);
+        CHECK(ob.bound.at("Y")[k] == Approx(ob.lambda * ob.inflation * ob.sigma.at("Y")[k]).epsilon(1e-8));
+      }
+  }
+  // sigma^_j / sqrt(S_j) is sqrt(chi^2_64 / 64): mean ~0.996, its mean over 18 outputs has
+  // standard deviation ~0.021.
+  CHECK(ratio_sum / 18 == Approx(1.0).margin(0.1));
+}
+
+TEST_CASE("output bound: identical for any thread count; the seed is what changes it", "[onnx][output-bound]") {
+  const fs::path d = temp_dir("bound_threads");
+  const Model m = Model::load(save(bn_fixture({}), d, "model.onnx"));
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> nd;
+  Tensor x{{1, 4, 6, 6}, std::vector<double>(144), DType::Float32};
+  for (double& v : x.data) v = static_cast<float>(nd(rng));
+  OutputBoundOptions o;
+  o.samples = 6;
+  o.threads = 1;
+  const OutputBound a = output_bound(m, find_bn_pairs(m), {{"X", x}}, o);
+  o.threads = 2;
+  const OutputBound b = output_bound(m, find_bn_pairs(m), {{"X", x}}, o);
+  CHECK(a.sigma == b.sigma);
+  o.seed = 1;
+  CHECK(output_bound(m, find_bn_pairs(m), {{"X", x}}, o).sigma != a.sigma);
+}
+
+TEST_CASE("accuracy-diff --observed-output: an engine's float32 output passes, a corrupted fold's fails",
+          "[onnx][accuracy-diff][output-bound]") {
+  const fs::path d = temp_dir("observed_output");
+  const std::string model = save(bn_fixture({}), d, "model.onnx");
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> nd;
+  Tensor x{{1, 4, 6, 6}, std::vector<double>(144), DType::Float32};
+  for (double& v : x.data) v = static_cast<float>(nd(rng));
+  write_npy((d / "x.npy").string(), x);
+  // "Another engine": foldcheck's float32 run of a folded model, in pairwise order (not the
+  // order of the accuracy-diff runs).
+  auto engine_output = [&](const FixtureOptions& f, const std::string& file) {
+    const Model fm = Model::load(save(bn_fixture(f), d, file + ".onnx"));
+    ModelRunOptions ro;
+    ro.policy.order.kind = Accumulation::Pairwise;
+    Tensor y = run_model(fm, find_bn_pairs(fm), {{"X", x}}, ro).at("Y");
+    y.dtype = DType::Float32;
+    write_npy((d / (file + ".npy")).string(), y);
+    return (d / (file + ".npy")).string();
+  };
+  FixtureOptions f;
+  f.folded = true;
+  f.recipe = Recipe::OnnxRuntime;
+  AccuracyDiffOptions o;
+  o.input = (d / "x.npy").string();
+  o.attribution_elements = 0;
+  o.output_samples = 16;
+  o.observed_output = engine_output(f, "folded");
+  const auto ok = accuracy_diff(model, o);
+  const auto& oo = ok["end_to_end"]["observed_output"];
+  CHECK(ok["verdict"] == "EXPECTED");
+  CHECK(oo["verdict"] == "EXPECTED");
+  CHECK(oo["comparison"]["bound_check"]["worst_ratio"].get<double>() < 1);
+  CHECK(oo["foldcheck_runs"]["verdict"] == "EXPECTED");
+  CHECK(oo["samples"] == 16);
+  CHECK(oo["bound_ulp"]["median"].get<double>() > 1);
+  // One output channel of conv_b folded 1% off: beyond the bound.
+  f.corrupt_layer = "conv_b";
+  f.corrupt_channel = 2;
+  f.corrupt_rel = 1e-2;
+  o.observed_output = engine_output(f, "corrupt");
+  const auto bad = accuracy_diff(model, o);
+  CHECK(bad["verdict"] == "UNEXPECTED");
+  CHECK(bad["end_to_end"]["observed_output"]["verdict"] == "UNEXPECTED");
+  CHECK(bad["end_to_end"]["observed_output"]["worst"]["ratio"].get<double>() > 1);
+  // Usage errors: no --input, a wrong shape.
+  AccuracyDiffOptions no_input = o;
+  no_input.input.reset();
+  CHECK_THROWS_WITH(accuracy_diff(model, no_input), Catch::Contains("--observed-output needs --input"));
+  write_npy((d / "wrong.npy").string(), Tensor{{1, 4}, {1, 2, 3, 4}, DType::Float32});
+  o.observed_output = (d / "wrong.npy").string();
+  CHECK_THROWS_WITH(accuracy_diff(model, o), Catch::Contains("shape [1, 4], the model's output Y is [1, 5]"));
 }

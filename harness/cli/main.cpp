@@ -226,7 +226,8 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
 }
 
 struct AccuracyDiffArgs {
-  std::string model, observed, input, recipe = "pytorch";
+  std::string model, observed, observed_output, input, recipe = "pytorch";
+  std::size_t output_samples = 32;
   std::uint64_t seed = 0;
   bool weights_only = false;
   std::size_t attribution_elements = 256;
@@ -236,6 +237,8 @@ int cmd_accuracy_diff(const AccuracyDiffArgs& a, const OutputOptions& o) {
   fc::AccuracyDiffOptions ao;
   if (!a.observed.empty()) ao.observed_model = a.observed;
   if (!a.input.empty()) ao.input = a.input;
+  if (!a.observed_output.empty()) ao.observed_output = a.observed_output;
+  ao.output_samples = a.output_samples;
   ao.seed = a.seed;
   ao.weights_only = a.weights_only;
   ao.recipe = fc::recipe_from_name(a.recipe);
@@ -333,6 +336,13 @@ int main(int argc, char** argv) {
   adiff->add_option("--observed", ad.observed,
                     "The same model with its BatchNorms folded by another tool (.onnx); layers are matched in graph "
                     "order (see README)");
+  adiff->add_option("--observed-output", ad.observed_output,
+                    "Another engine's output of the model on --input (.npy, float32): checked against the float64 run "
+                    "with a probabilistic end-to-end bound (see README)");
+  adiff->add_option("--output-samples", ad.output_samples,
+                    "Perturbed float64 runs that estimate the end-to-end bound (more: a tighter bound, slower)")
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
   adiff->add_option("--input", ad.input, "Model input (.npy, float32); default: seeded standard-normal values");
   adiff->add_option("--seed", ad.seed, "Seed of the default input")->capture_default_str();
   adiff->add_option("--recipe", ad.recipe, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")

@@ -20,6 +20,7 @@
 #include "foldcheck/fold_pass.hpp"
 #include "foldcheck/model_run.hpp"
 #include "foldcheck/npy.hpp"
+#include "foldcheck/output_bound.hpp"
 #include "foldcheck/version.hpp"
 
 namespace foldcheck {
@@ -214,6 +215,65 @@ Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOption
   return r;
 }
 
+// --observed-output: the other engine's output y (on the same input) against the float64
+// run, with the end-to-end bound of output_bound.hpp; foldcheck's float32 runs are held to
+// the same bound (a self-check of the bound: they are engines of the modelled kind).
+json observed_output_check(const Model& model, const BnPatterns& pat, const Runs& rr, const Tensor& y,
+                           const AccuracyDiffOptions& opts, const std::function<void(const std::string&)>& say) {
+  const std::string& out = model.outputs[0].name;
+  const Tensor& y64 = rr.out64.at(out);
+  if (y.shape != y64.shape)
+    throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", *opts.observed_output, shape_string(y.shape), out,
+                                 shape_string(y64.shape)));
+  OutputBoundOptions bo;
+  bo.samples = opts.output_samples;
+  bo.seed = opts.seed;
+  bo.confidence = opts.confidence;
+  bo.threads = opts.ref.threads;
+  bo.progress = [&](std::size_t done, std::size_t total) {
+    say(fmt::format("end-to-end bound: perturbed float64 runs {}", bar(done, total)));
+  };
+  const OutputBound ob = output_bound(model, pat, {{model.inputs[0].name, rr.x}}, bo);
+  const std::vector<double>& bound = ob.bound.at(out);
+  const ref::ValueArray refv = reference_values(ob.reference.at(out));
+  std::vector<double> yv = y.data;
+  for (double& v : yv) v = round_to(DType::Float32, v);  // float64 files: the float32 value an engine would hold
+  const Comparison c = compare(yv, refv, DType::Float32, &bound);
+  json j{{"path", *opts.observed_output},
+         {"shape", y.shape},
+         {"bound", ob.formula},
+         {"lambda", ob.lambda},
+         {"sqrt_c", ob.inflation},
+         {"samples", ob.samples},
+         {"seed", ob.seed},
+         {"confidence", ob.confidence},
+         {"comparison", to_json(c)}};
+  // The bound's size, in float32 ULP of the reference (how tight the check is).
+  std::vector<double> bulp;
+  for (std::size_t i = 0; i < bound.size(); ++i) bulp.push_back(bound[i] / ulp(DType::Float32, refv.approx(i).hi, refv.approx(i).lo));
+  std::sort(bulp.begin(), bulp.end());
+  if (!bulp.empty())
+    j["bound_ulp"] = {{"median", bulp[bulp.size() / 2]}, {"max", bulp.back()}, {"min", bulp.front()}};
+  if (c.worst_bound_index >= 0) {
+    const auto i = static_cast<std::size_t>(c.worst_bound_index);
+    j["worst"] = {{"index", unravel_index(y.shape, i)}, {"flat_index", i}, {"observed", yv[i]},
+                  {"reference", refv.approx(i).hi}, {"bound", bound[i]}, {"ratio", *c.worst_bound_ratio}};
+  }
+  const auto t64 = top1(ob.reference.at(out)), to = top1(Tensor{y.shape, yv, DType::Float32});
+  if (!t64.empty() && y.shape.back() > 1) {
+    std::int64_t agree = 0;
+    for (std::size_t i = 0; i < t64.size(); ++i) agree += to[i] == t64[i];
+    j["top1_agreement"] = {{"rows", t64.size()}, {"observed_vs_reference", agree}};
+  }
+  j["verdict"] = name(c.verdict);
+  const Comparison cu = compare(rr.out32.at(out).data, refv, DType::Float32, &bound);
+  const Comparison cf = compare(rr.out32f.at(out).data, refv, DType::Float32, &bound);
+  j["foldcheck_runs"] = {{"unfused_worst_ratio", cu.worst_bound_ratio ? json(*cu.worst_bound_ratio) : json(nullptr)},
+                         {"fused_worst_ratio", cf.worst_bound_ratio ? json(*cf.worst_bound_ratio) : json(nullptr)},
+                         {"verdict", name(worst(cu.verdict, cf.verdict))}};
+  return j;
+}
+
 }  // namespace
 
 json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
@@ -228,6 +288,19 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   const BnPatterns pat = find_bn_pairs(model);
   std::optional<Model> observed;
   std::map<std::size_t, std::size_t> match;
+  std::optional<Tensor> observed_y;
+  if (opts.observed_output) {
+    if (!opts.input)
+      throw InputError("--observed-output needs --input: the input the other engine ran on");
+    if (opts.weights_only) throw InputError("--observed-output needs the runs (not --weights-only)");
+    if (model.outputs.size() != 1)
+      throw InputError(fmt::format("{}: {} graph outputs; --observed-output checks models with one", model.path,
+                                   model.outputs.size()));
+    observed_y = read_npy(*opts.observed_output);
+    if (observed_y->dtype != DType::Float32 && observed_y->dtype != DType::Float64)
+      throw InputError(fmt::format("{}: {} values; the end-to-end bound models an engine computing in float32",
+                                   *opts.observed_output, name(observed_y->dtype)));
+  }
   if (opts.observed_model) {
     observed = Model::load(*opts.observed_model);
     match = match_layers(model, *observed);
@@ -385,10 +458,22 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
       if (v != "EXPECTED" && first.is_null()) first = layer_json[k]["name"];
       e2e = worst(e2e, v == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
     }
+    if (observed_y) {
+      json oo = observed_output_check(model, pat, rr, *observed_y, opts, say);
+      for (json& oj : outs) {  // foldcheck's own float32 runs against the same bound
+        oj["unfused"]["worst_bound_ratio"] = oo["foldcheck_runs"]["unfused_worst_ratio"];
+        oj["fused"]["worst_bound_ratio"] = oo["foldcheck_runs"]["fused_worst_ratio"];
+      }
+      end_to_end["outputs"] = outs;
+      if (oo["foldcheck_runs"]["verdict"] != "EXPECTED") e2e = Verdict::Unexpected;
+      end_to_end["observed_output"] = std::move(oo);
+    }
     end_to_end["first_layer_beyond_bound"] = first;
     end_to_end["verdict"] = name(e2e);
   }
   Verdict overall = Verdict::Expected;
+  if (end_to_end.is_object() && end_to_end.contains("observed_output"))
+    overall = worst(overall, end_to_end["observed_output"]["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
   json layers = json::array();
   for (std::size_t k = 0; k < np; ++k) {
     overall = worst(overall, layer_verdict[k]);

@@ -87,8 +87,20 @@ class Exec {
     for (std::size_t i = 0; i < m_.nodes.size(); ++i) {
       const ModelNode& n = m_.nodes[i];
       if (!skip.count(i)) {
-        if (const auto it = at_layer.find(i); it != at_layer.end()) pair(*it->second);
-        else node(n, i);
+        if (const auto it = at_layer.find(i); it != at_layer.end()) {
+          pair(*it->second);
+          if (o_.after_node) {
+            const BnPair& p = *it->second;
+            o_.after_node(p.bn, {&get(n.inputs.at(0), n.op)}, env_.at(m_.nodes[p.bn].outputs.at(0)));
+          }
+        } else {
+          node(n, i);
+          if (o_.after_node && n.op != "Constant") {
+            std::vector<const Tensor*> ins;
+            for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : &get(in, where(n, i)));
+            o_.after_node(i, ins, env_.at(n.outputs.at(0)));
+          }
+        }
       }
       for (const auto& in : n.inputs)
         if (--uses[in] == 0 && !m_.is_graph_output(in) && !o_.keep.count(in) && !inputs.count(in)) env_.erase(in);
@@ -584,6 +596,37 @@ Shape layer_output_shape(const ModelNode& layer, const ref::ConvGeometry& g, con
   Shape s = input_shape;  // MatMul: [..., K] -> [..., O]
   s.back() = g.O;
   return s;
+}
+
+Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, Tensor>& inputs) {
+  // The node alone in a model of its own, every floating value replaced by its absolute
+  // value, run in float64 by the same op code as every run.
+  const ModelNode& n = m.nodes.at(node);
+  Model sub;
+  sub.path = m.path;
+  sub.opset = m.opset;
+  sub.nodes = {n};
+  std::map<std::string, Tensor> abs_inputs;
+  for (const std::string& in : n.inputs) {
+    if (in.empty()) continue;
+    if (const Tensor* t = m.initializer(in)) {
+      Tensor a = *t;
+      for (double& v : a.data) v = std::fabs(v);
+      sub.initializers[in] = std::move(a);
+    } else if (const auto it = m.int_inits.find(in); it != m.int_inits.end()) {
+      sub.int_inits[in] = it->second;
+      sub.int_init_shapes[in] = m.int_init_shapes.at(in);
+    } else {
+      Tensor a = inputs.at(in);
+      for (double& v : a.data) v = std::fabs(v);
+      abs_inputs[in] = std::move(a);
+      sub.inputs.push_back(ValueInfo{in, abs_inputs[in].shape, std::nullopt});
+    }
+  }
+  sub.outputs.push_back(ValueInfo{n.outputs.at(0), {}, std::nullopt});
+  ModelRunOptions o;
+  o.dtype = DType::Float64;
+  return run_model(sub, BnPatterns{}, abs_inputs, o).at(n.outputs.at(0));
 }
 
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,

@@ -21,4 +21,14 @@ std::string shape_string(const Shape& s) {
   return r + "]";
 }
 
+std::vector<std::int64_t> unravel_index(const Shape& s, std::size_t flat) {
+  std::vector<std::int64_t> c(s.size());
+  auto rem = static_cast<std::int64_t>(flat);
+  for (std::size_t d = s.size(); d-- > 0;) {
+    c[d] = s[d] > 0 ? rem % s[d] : 0;
+    rem = s[d] > 0 ? rem / s[d] : rem;
+  }
+  return c;
+}
+
 }  // namespace foldcheck

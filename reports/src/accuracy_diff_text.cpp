@@ -77,6 +77,29 @@ std::string accuracy_diff_text(const json& r) {
                          t["fused_vs_reference"].get<std::int64_t>(), t["fused_vs_unfused"].get<std::int64_t>());
       }
     }
+    if (e.contains("observed_output")) {
+      const json& o = e["observed_output"];
+      const json& c = o["comparison"];
+      s += fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; worst ratio to the end-to-end bound {} "
+                       "(elements beyond: {}) -> {}\n",
+                       o["path"].get<std::string>(), o["shape"].dump(), num(c["ulp"]["p50"]), num(c["ulp"]["p99_9"]),
+                       num(c["ulp"]["max_abs"]), num(c["bound_check"]["worst_ratio"]),
+                       c["bound_check"]["beyond_bound"].get<std::int64_t>(), o["verdict"].get<std::string>());
+      if (o.contains("worst"))
+        s += fmt::format("      worst element {}: observed {:.9g}, reference {:.17g}, bound {:.3g}\n", o["worst"]["index"].dump(),
+                         o["worst"]["observed"].get<double>(), o["worst"]["reference"].get<double>(),
+                         o["worst"]["bound"].get<double>());
+      if (o.contains("top1_agreement"))
+        s += fmt::format("      top-1 agreement with the reference: {}/{}\n",
+                         o["top1_agreement"]["observed_vs_reference"].get<std::int64_t>(),
+                         o["top1_agreement"]["rows"].get<std::int64_t>());
+      if (o.contains("bound_ulp"))
+        s += fmt::format("      bound: median {} ULP of float32 (min {}, max {}); foldcheck's own float32 runs use {} "
+                         "(unfused) and {} (fused) of it\n",
+                         num(o["bound_ulp"]["median"]), num(o["bound_ulp"]["min"]), num(o["bound_ulp"]["max"]),
+                         num(o["foldcheck_runs"]["unfused_worst_ratio"]), num(o["foldcheck_runs"]["fused_worst_ratio"]));
+      s += fmt::format("      {}\n", o["bound"].get<std::string>());
+    }
     s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict: {}\n",
                      e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
                      e["verdict"].get<std::string>());

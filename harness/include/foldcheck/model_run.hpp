@@ -31,12 +31,25 @@ struct ModelRunOptions {
   ref::Options ref;              // the exact fold, when recipe is Exact
   std::set<std::string> keep;    // values to return besides the graph outputs
   std::function<void(std::size_t done, std::size_t total)> progress;
+  // Called after every node that computes a value, in node order on the calling thread,
+  // with the node's index, its input tensors and its (first) output, which it may change
+  // before later nodes read it. A layer -> BatchNorm pair calls it once, with the
+  // BatchNorm's index, the layer's input and the BatchNorm's output. (The Monte Carlo
+  // error model of output_bound.hpp records and perturbs the values here.)
+  std::function<void(std::size_t node, const std::vector<const Tensor*>& inputs, Tensor& output)> after_node;
 };
 
 // inputs: every graph input by name (values of the run's dtype). Returns the graph
 // outputs and the kept values.
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                                         const ModelRunOptions& opts);
+
+// The node's op evaluated in float64 on the absolute values of its inputs and floating
+// parameters: for a linear op (Conv, ConvTranspose, Gemm, MatMul, AveragePool,
+// GlobalAveragePool) the magnitude sum |w_k x_k| (+ |bias|) of every output, what rounding
+// errors of the sum scale with (AveragePool: sum |x_k| / count). `inputs` are the node's
+// non-initializer inputs by name.
+Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, Tensor>& inputs);
 
 // The conv geometry of a Conv node on an input of shape [N, C, H, W] (auto_pad resolved).
 ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& input_shape, const Shape& weight_shape);

@@ -20,5 +20,7 @@ struct Tensor {
 
 std::int64_t element_count(const Shape& s);
 std::string shape_string(const Shape& s);  // "[1, 3, 224, 224]"
+// The coordinates of row-major flat element `flat` of a tensor of shape s.
+std::vector<std::int64_t> unravel_index(const Shape& s, std::size_t flat);
 
 }  // namespace foldcheck
