@@ -505,3 +505,19 @@ TEST_CASE("accuracy-diff --observed-output: an engine's float32 output passes, a
   o.observed_output = (d / "wrong.npy").string();
   CHECK_THROWS_WITH(accuracy_diff(model, o), Catch::Contains("shape [1, 4], the model's output Y is [1, 5]"));
 }
+
+TEST_CASE("onnx: an Identity of an initializer is an initializer (deduplicated biases run)", "[onnx][run]") {
+  const fs::path d = temp_dir("identity_init");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 1, 1});
+  b.init("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  b.init("b0", {2}, {0.5, -0.5});
+  b.node("Identity", "dedup", {"b0"}, {"b1"});
+  b.node("Conv", "conv", {"X", "w", "b1"}, {"Y"});
+  b.output("Y", {1, 2, 1, 1});
+  const Model m = Model::load(save(b, d, "dedup.onnx"));
+  REQUIRE(m.initializer("b1"));
+  CHECK(m.initializer("b1")->data == std::vector<double>{0.5, -0.5});
+  const Tensor y = run_model(m, find_bn_pairs(m), {{"X", Tensor{{1, 2, 1, 1}, {1, 1}, DType::Float32}}}, {}).at("Y");
+  CHECK(y.data == std::vector<double>{3.5, 6.5});
+}

@@ -202,6 +202,21 @@ Model Model::load(const std::string& path) {
     for (const auto& a : np.attribute()) n.attributes[a.name()] = attribute_of(a, dir);
     m.nodes.push_back(std::move(n));
   }
+  // Exporters deduplicate equal tensors by an Identity of one initializer (PyTorch does for
+  // zero-initialised biases): such values are initializers too, under their own name.
+  for (const ModelNode& n : m.nodes) {
+    if (n.op != "Identity" || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const std::string &from = n.inputs[0], &to = n.outputs[0];
+    if (m.initializers.count(to) || m.int_inits.count(to)) continue;
+    if (const auto it = m.initializers.find(from); it != m.initializers.end()) {
+      const Tensor t = it->second;
+      m.initializers[to] = t;
+    } else if (const auto jt = m.int_inits.find(from); jt != m.int_inits.end()) {
+      const std::vector<std::int64_t> v = jt->second;
+      m.int_inits[to] = v;
+      m.int_init_shapes[to] = m.int_init_shapes.at(from);
+    }
+  }
   return m;
 }
 

@@ -7,8 +7,10 @@
 //
 // Contract: floating initializers hold their values exactly (float32, float16, bfloat16
 // and float64 all widen exactly into double; Tensor::dtype records the stored type);
-// integer initializers (shapes, axes, pads) are held in `ints`. Unknown dimensions of a
-// graph input's shape are -1.
+// integer initializers (shapes, axes, pads) are held in `ints`. The output of an Identity
+// node whose input is an initializer is an initializer too (exporters deduplicate equal
+// tensors that way; the node stays in the graph). Unknown dimensions of a graph input's
+// shape are -1.
 #include <cstdint>
 #include <map>
 #include <optional>
