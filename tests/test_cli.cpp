@@ -2,53 +2,19 @@
 // 2 bad usage or input), one-line error messages, and no partial output file.
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <cstdio>
+#include "shipped_cases.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "cli_run.hpp"
 #include "foldcheck/npy.hpp"
 #include "tvm_thread_expectations.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-namespace {
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  const fs::path errf = fs::temp_directory_path() / ("foldcheck_cli_err_" + std::to_string(getpid()));
-  const std::string cmd = std::string(FOLDCHECK_BIN) + " " + args + " 2>" + errf.string();
-  Result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 65536> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(errf);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  fs::remove(errf);
-  return r;
-}
-
-std::string src(const std::string& rel) { return std::string(FOLDCHECK_SOURCE_DIR) + "/" + rel; }
-
-fs::path tmp(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("foldcheck_cli_" + std::to_string(getpid()));
-  fs::create_directories(d);
-  return d / name;
-}
-
-}  // namespace
+using namespace foldcheck_cli_test;
 
 TEST_CASE("acceptance: TVM thread numbers are EXPECTED with tvm bit-exact", "[cli][acceptance]") {
   const Result r = run("explain --original 2.1122932,5.5735774,2.0870073 --observed 2.1122828,5.5735493,2.0869968 --format json");
@@ -86,10 +52,9 @@ TEST_CASE("explain reads .npy weights and an .npz BatchNorm", "[cli]") {
 }
 
 TEST_CASE("every shipped case runs: valid JSON - per-path ULP histograms - exit 0", "[cli][cases]") {
-  for (const auto& e : fs::directory_iterator(src("cases"))) {
-    if (e.path().extension() != ".json") continue;
-    INFO(e.path());
-    const Result r = run("run " + e.path().string() + " --format json -q");
+  for (const fs::path& case_path : shipped_case_files()) {
+    INFO(case_path);
+    const Result r = run("run " + case_path.string() + " --format json -q");
     REQUIRE(r.code == 0);
     const json j = json::parse(r.out);
     CHECK(j["verdict"] == "EXPECTED");
@@ -112,10 +77,9 @@ TEST_CASE("every shipped case runs: valid JSON - per-path ULP histograms - exit 
 }
 
 TEST_CASE("every shipped case prints the attribution table", "[cli][cases]") {
-  for (const auto& e : fs::directory_iterator(src("cases"))) {
-    if (e.path().extension() != ".json") continue;
-    INFO(e.path());
-    const Result r = run("run " + e.path().string() + " -q");
+  for (const fs::path& case_path : shipped_case_files()) {
+    INFO(case_path);
+    const Result r = run("run " + case_path.string() + " -q");
     REQUIRE(r.code == 0);
     CHECK(r.out.find("attribution over") != std::string::npos);
     CHECK(r.out.find("accumulation") != std::string::npos);
@@ -204,14 +168,21 @@ TEST_CASE("bad inputs: exit 2 - one line naming the input and the problem - no o
   }
 }
 
-TEST_CASE("--help - subcommand help and --version exit 0", "[cli]") {
+TEST_CASE("help and version: --help, each subcommand's help and --version exit 0", "[cli]") {
   CHECK(run("--help").code == 0);
   CHECK(run("explain --help").out.find("--observed") != std::string::npos);
   CHECK(run("run --help").code == 0);
+  for (const char* c : {"diagnose", "accuracy-diff", "suite", "merge", "compare"}) {
+    const Result h = run(std::string(c) + " --help");
+    CHECK(h.code == 0);
+    CHECK(h.out.find("Usage") != std::string::npos);
+  }
+  CHECK_THAT(run("compare --help").out, Catch::Contains("--baseline") && Catch::Contains("--tolerance"));
+  CHECK_THAT(run("suite --help").out, Catch::Contains("--shard"));
   CHECK(run("--version").out.find("foldcheck 0.") == 0);
 }
 
-TEST_CASE("-o writes the complete output file and the exit code still reports the verdict", "[cli]") {
+TEST_CASE("output file (-o): written complete, and the exit code still reports the verdict", "[cli]") {
   const auto out = tmp("explain.json");
   const Result r = run("explain --original 1,2 --observed 1,2.5 --format json -o " + out.string());
   CHECK(r.code == 1);

@@ -7,6 +7,8 @@
 // outputs it cannot certify go to the multiprecision path and are counted.
 #include <catch2/catch.hpp>
 
+#include "shipped_cases.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -71,9 +73,8 @@ Dot dot_of(const std::vector<double>& x, const std::vector<double>& w) {
 }  // namespace
 
 TEST_CASE("fast reference: bit-identical to multiprecision on every shipped case and dtype", "[reference][fast]") {
-  for (const auto& e : fs::directory_iterator(std::string(FOLDCHECK_SOURCE_DIR) + "/cases")) {
-    if (e.path().extension() != ".json") continue;
-    const CaseSpec spec = load_case(e.path().string());
+  for (const fs::path& case_path : shipped_case_files()) {
+    const CaseSpec spec = load_case(case_path.string());
     if (spec.name == "resnet_3x3_64") continue;  // 200k outputs: covered by the random layers' shapes
     for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
       INFO(spec.name << " " << name(dt));

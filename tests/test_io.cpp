@@ -2,6 +2,8 @@
 // InputError that names the file.
 #include <catch2/catch.hpp>
 
+#include "shipped_cases.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -83,9 +85,8 @@ TEST_CASE("number lists", "[io]") {
 
 TEST_CASE("every shipped case file loads and materializes in each of its dtypes", "[io][cases]") {
   int n = 0;
-  for (const auto& e : fs::directory_iterator(fs::path(FOLDCHECK_SOURCE_DIR) / "cases")) {
-    if (e.path().extension() != ".json") continue;
-    const CaseSpec s = load_case(e.path().string());
+  for (const fs::path& case_path : shipped_case_files()) {
+    const CaseSpec s = load_case(case_path.string());
     for (DType t : s.dtypes) {
       const CaseData d = materialize(s, t);
       CHECK(d.graph.nodes.size() == 2);

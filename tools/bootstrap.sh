@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libmpfr-dev libgmp-dev libcli11-dev catch2 libbenchmark-dev
           nlohmann-json3-dev libfmt-dev libzip-dev libboost-dev libdnnl-dev
-          libonnx-dev libprotobuf-dev protobuf-compiler)
+          libonnx-dev libprotobuf-dev protobuf-compiler libvalijson-dev chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

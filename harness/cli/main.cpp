@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <ctime>
+#include <thread>
 #include <functional>
 #include <fmt/format.h>
 #include <iostream>
@@ -22,56 +24,24 @@
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
 #include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/text.hpp"
 #include "foldcheck/run_case.hpp"
 #include "foldcheck/version.hpp"
+#include "common.hpp"
+#include "suite_commands.hpp"
 
 namespace fc = foldcheck;
 using json = nlohmann::json;
 
 namespace {
 
-struct OutputOptions {
-  std::string format = "text";
-  std::string output;
-  long precision = 256;
-  unsigned threads = 0;
-  bool quiet = false;
-};
-
-void add_output_options(CLI::App* cmd, OutputOptions& o) {
-  cmd->add_option("--format", o.format, "Output format")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
-  cmd->add_option("-o,--output", o.output, "Write the output to FILE (atomically) instead of stdout");
-  cmd->add_option("--precision", o.precision, "Starting working precision of the reference, in bits")
-      ->check(CLI::Range(64L, 65536L))
-      ->capture_default_str();
-  cmd->add_option("--threads", o.threads, "Threads (0: all cores); results are identical for any count")
-      ->capture_default_str();
-  cmd->add_flag("-q,--quiet", o.quiet, "No progress messages on stderr");
-}
-
-// Progress on stderr, one line rewritten in place with the elapsed time: only when stderr is a
-// terminal and not -q (empty function otherwise).
-std::function<void(const std::string&)> progress_printer(const OutputOptions& o) {
-  if (o.quiet || !isatty(STDERR_FILENO)) return {};
-  const auto t0 = std::chrono::steady_clock::now();
-  return [t0](const std::string& msg) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
-  };
-}
-
-void emit(const OutputOptions& o, const std::string& content) {
-  if (o.output.empty()) {
-    std::cout << content;
-    if (!content.empty() && content.back() != '\n') std::cout << '\n';
-    std::cout.flush();
-  } else {
-    fc::reports::write_file_atomically(o.output, content);
-  }
-}
-
-int exit_code(const json& result) { return result["verdict"] == "EXPECTED" ? 0 : 1; }
+using fc::cli::OutputOptions;
+using fc::cli::add_output_options;
+using fc::cli::emit;
+using fc::cli::exit_code;
+using fc::cli::progress_printer;
+using fc::cli::stamp;
 
 struct ExplainArgs {
   std::string original, observed, gamma, beta, mean, var, bn_file, dtype;
@@ -162,7 +132,8 @@ int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
                                      fc::shape_string(oshape), oshape[0], in.bn.gamma.size()));
   in.ref_options.precision = o.precision;
   in.ref_options.threads = o.threads;
-  const json r = fc::explain(in);
+  json r = fc::explain(in);
+  stamp(r, o);
   emit(o, o.format == "json" ? r.dump(2) : fc::reports::explain_text(r));
   return exit_code(r);
 }
@@ -179,9 +150,10 @@ int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, cons
   ro.threads = o.threads;
   ro.progress = progress_printer(o);
   std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
-  const json r = fc::run_case(spec, ro);
+  json r = fc::run_case(spec, ro);
+  stamp(r, o);
   if (ro.progress) std::cerr << "\r\033[K";
-  emit(o, o.format == "json" ? r.dump(2) : fc::reports::run_text(r, {all_hist}));
+  emit(o, o.format == "json" ? r.dump(2) : o.format == "markdown" ? fc::reports::report_markdown(r) : o.format == "html" ? fc::reports::report_html(r) : fc::reports::run_text(r, {all_hist}));
   return exit_code(r);
 }
 
@@ -220,7 +192,8 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   in.padding = a.padding;
   in.ref.precision = o.precision;
   in.ref.threads = o.threads;
-  const json r = fc::diagnose(in);
+  json r = fc::diagnose(in);
+  stamp(r, o);
   emit(o, o.format == "json" ? r.dump(2) : fc::reports::diagnose_text(r));
   return exit_code(r);
 }
@@ -246,9 +219,10 @@ int cmd_accuracy_diff(const AccuracyDiffArgs& a, const OutputOptions& o) {
   ao.ref.precision = o.precision;
   ao.ref.threads = o.threads;
   ao.progress = progress_printer(o);
-  const json r = fc::accuracy_diff(a.model, ao);
+  json r = fc::accuracy_diff(a.model, ao);
+  stamp(r, o);
   if (ao.progress) std::cerr << "\r\033[K";
-  emit(o, o.format == "json" ? r.dump(2) : fc::reports::accuracy_diff_text(r));
+  emit(o, o.format == "json" ? r.dump(2) : o.format == "markdown" ? fc::reports::report_markdown(r) : o.format == "html" ? fc::reports::report_html(r) : fc::reports::accuracy_diff_text(r));
   return exit_code(r);
 }
 
@@ -305,7 +279,7 @@ int main(int argc, char** argv) {
   run->add_option("--attribution-elements", attr_elements,
                   "Outputs attributed per path: an even sample plus each path's worst element (0: all)")
       ->capture_default_str();
-  add_output_options(run, ro);
+  add_output_options(run, ro, {"text", "json", "markdown", "html"});
 
   OutputOptions dopt;
   DiagnoseArgs da;
@@ -351,7 +325,10 @@ int main(int argc, char** argv) {
                     "Outputs attributed per layer and path (0: no attribution)")
       ->capture_default_str();
   adiff->add_flag("--weights-only", ad.weights_only, "Check the folded parameters only (no runs)");
-  add_output_options(adiff, aopt);
+  add_output_options(adiff, aopt, {"text", "json", "markdown", "html"});
+
+  fc::cli::SuiteCommands suite_cmds;
+  suite_cmds.add_to(app);
 
   try {
     app.parse(argc, argv);
@@ -370,6 +347,7 @@ int main(int argc, char** argv) {
     if (*run) return cmd_run(case_path, ro, all_hist, seed, no_attr, attr_elements);
     if (*diag) return cmd_diagnose(da, dopt);
     if (*adiff) return cmd_accuracy_diff(ad, aopt);
+    if (const auto rc = suite_cmds.run()) return *rc;
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;

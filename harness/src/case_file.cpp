@@ -144,7 +144,6 @@ std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, c
 }  // namespace
 
 CaseSpec load_case(const std::string& path) {
-  Ctx c{path};
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open case file");
   json j;
@@ -153,6 +152,11 @@ CaseSpec load_case(const std::string& path) {
   } catch (const json::parse_error& e) {
     throw InputError(path + ": invalid JSON: " + e.what());
   }
+  return load_case(j, path);
+}
+
+CaseSpec load_case(const json& j, const std::string& path) {
+  Ctx c{path};
   check_keys(c, j, "case", {"name", "description", "seed", "conv", "input", "weights", "conv_bias", "bn", "compare",
                             "observed_weights"});
   CaseSpec s;

@@ -152,6 +152,7 @@ json diagnose(const DiagnoseInput& in) {
   }
   json out{{"tool", "foldcheck"},
            {"version", kVersion},
+           {"schema_version", kSchemaVersion},
            {"command", "diagnose"},
            {"dtype", name(L.dtype)},
            {"layer", layer},

@@ -213,6 +213,7 @@ json explain(const ExplainInput& in) {
 
   json out{{"tool", "foldcheck"},
            {"version", kVersion},
+           {"schema_version", kSchemaVersion},
            {"command", "explain"},
            {"dtype", ti.name},
            {"bn", bn},

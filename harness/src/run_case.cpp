@@ -1,6 +1,5 @@
 #include "foldcheck/run_case.hpp"
 
-#include <chrono>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -225,7 +224,6 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
   const std::function<void(const std::string&)> say = [&](const std::string& s) {
     if (opts.progress) opts.progress(s);
   };
-  const auto t0 = std::chrono::steady_clock::now();
   Verdict overall = Verdict::Expected;
   std::size_t internal_errors = 0;
   json per_dtype = json::array();
@@ -262,6 +260,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
 
   json out{{"tool", "foldcheck"},
            {"version", kVersion},
+           {"schema_version", kSchemaVersion},
            {"command", "run"},
            {"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
            {"seed", spec.seed},
@@ -319,7 +318,6 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     throw std::logic_error("internal error: " + std::to_string(internal_errors) +
                            " attribution replays differ from the float path (please report)");
   out["verdict"] = name(overall);
-  out["elapsed_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

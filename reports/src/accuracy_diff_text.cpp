@@ -109,7 +109,7 @@ std::string accuracy_diff_text(const json& r) {
     for (const json& u : r["unpaired"])
       s += fmt::format("    {}: {}\n", u["batchnorm"].get<std::string>(), u["reason"].get<std::string>());
   }
-  s += fmt::format("\nverdict: {}  ({:.1f} s)\n", r["verdict"].get<std::string>(), r["seconds"].get<double>());
+  s += fmt::format("\nverdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
   return s;
 }
 

@@ -177,7 +177,7 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
   if (r["verdict"] == "EXPECTED") s += " — every path, folded parameter and observation is within its rounding-error bound";
   else if (r["verdict"] == "SUSPICIOUS") s += " — within the deterministic bounds, but beyond a probabilistic bound: improbable under random rounding";
   else s += " — see the rows above whose verdict is not EXPECTED";
-  s += fmt::format("  ({:.1f} s)\n", r["elapsed_seconds"].get<double>());
+  s += seconds_suffix(r) + "\n";
   return s;
 }
 

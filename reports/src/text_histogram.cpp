@@ -37,4 +37,9 @@ std::string histogram_text(const nlohmann::json& h, int width) {
   return s;
 }
 
+std::string seconds_suffix(const nlohmann::json& r) {
+  if (!r.contains("timing") || !r["timing"].contains("seconds")) return "";
+  return fmt::format("  ({:.1f} s)", r["timing"]["seconds"].get<double>());
+}
+
 }  // namespace foldcheck::reports

@@ -43,6 +43,9 @@ struct CaseSpec {
 };
 
 CaseSpec load_case(const std::string& path);
+// The same from a case already parsed; `path` names it in messages and anchors relative
+// .npy paths (suites apply their overrides this way).
+CaseSpec load_case(const nlohmann::json& j, const std::string& path);
 
 struct CaseData {
   Graph graph;               // Conv -> BatchNorm in dtype

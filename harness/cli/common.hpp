@@ -1,0 +1,43 @@
+#pragma once
+// What every foldcheck subcommand shares: output options (format, file, precision, threads,
+// quiet, timing), the progress line on stderr, writing the output, the timing block and
+// the exit code.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace foldcheck::cli {
+
+using json = nlohmann::json;
+
+struct OutputOptions {
+  std::string format = "text";
+  std::string output;
+  long precision = 256;
+  unsigned threads = 0;
+  bool quiet = false;
+  bool no_timing = false;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+// formats: the values --format accepts (the first is the default).
+void add_output_options(CLI::App* cmd, OutputOptions& o, const std::vector<std::string>& formats = {"text", "json"});
+
+// The result's "timing" block (seconds since `o.started`, threads, host, finish time):
+// what differs between runs of the same inputs; nothing with --no-timing.
+void stamp(json& r, const OutputOptions& o);
+
+// Progress on stderr, one line rewritten in place with the elapsed time: only when stderr
+// is a terminal and not -q (an empty function otherwise).
+std::function<void(const std::string&)> progress_printer(const OutputOptions& o);
+
+// To -o FILE (atomically) or stdout.
+void emit(const OutputOptions& o, const std::string& content);
+
+// 0 when the result's verdict is EXPECTED, else 1.
+int exit_code(const json& result);
+
+}  // namespace foldcheck::cli

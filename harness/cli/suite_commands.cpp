@@ -1,0 +1,143 @@
+// `foldcheck suite`, `merge`, `compare` (suite_commands.hpp).
+#include "suite_commands.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "foldcheck/errors.hpp"
+#include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/reports/suite_reports.hpp"
+#include "foldcheck/suite.hpp"
+#include "foldcheck/version.hpp"
+
+namespace foldcheck::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+json read_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot open report " + path);
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(path + ": invalid JSON: " + e.what());
+  }
+}
+
+// DIR/report.json, report.md, report.html, junit.xml (and the full results, if given).
+void write_report_dir(const std::string& dir, const json& report, const std::map<std::string, json>& results) {
+  fs::create_directories(fs::path(dir) / "results");
+  for (const auto& [file, r] : results) reports::write_file_atomically((fs::path(dir) / file).string(), r.dump(1) + "\n");
+  reports::write_file_atomically((fs::path(dir) / "report.json").string(), report.dump(1) + "\n");
+  reports::write_file_atomically((fs::path(dir) / "report.md").string(), reports::report_markdown(report));
+  reports::write_file_atomically((fs::path(dir) / "report.html").string(), reports::report_html(report));
+  reports::write_file_atomically((fs::path(dir) / "junit.xml").string(), reports::report_junit(report));
+}
+
+std::string counts_line(const json& report, const std::string& dir) {
+  return fmt::format("suite {}: {} passed, {} failed -> {}/report.json, report.md, report.html, junit.xml; verdict {}\n",
+                     report["suite"]["name"].get<std::string>(), report["counts"]["passed"].get<std::int64_t>(),
+                     report["counts"]["failed"].get<std::int64_t>(), dir, report["verdict"].get<std::string>());
+}
+
+}  // namespace
+
+void SuiteCommands::add_to(CLI::App& app) {
+  suite_ = app.add_subcommand("suite",
+                              "Run a suite of cases and models (SUITE.json) and write report.json, report.md, report.html, "
+                              "junit.xml and every full result (results/) into a directory.");
+  suite_->add_option("suite", suite_file_, "Suite file (JSON); see cases/README.md")->required();
+  suite_->add_option("-o,--out", out_dir_, "Directory for the reports (created)")->required();
+  suite_->add_option("--shard", shard_, "Run shard I of N (entries i with i mod N = I - 1); join with `foldcheck merge`")
+      ->capture_default_str();
+  suite_->add_option("--precision", suite_out_.precision, "Starting working precision of the reference, in bits")
+      ->check(CLI::Range(64L, 65536L))
+      ->capture_default_str();
+  suite_->add_option("--threads", suite_out_.threads, "Threads (0: all cores); results are identical for any count");
+  suite_->add_flag("-q,--quiet", suite_out_.quiet, "No progress messages on stderr");
+  suite_->add_flag("--no-timing", suite_out_.no_timing, "No timing block in report.json (same bytes on every run)");
+
+  merge_ = app.add_subcommand("merge", "Join the report.json of every shard of a suite into one report directory.");
+  merge_->add_option("reports", merge_inputs_, "The shards' report.json files")->required();
+  merge_->add_option("-o,--out", merge_dir_, "Directory for the merged reports (created)")->required();
+
+  compare_ = app.add_subcommand("compare",
+                                "What changed between a report and a baseline, per case and path or model and layer; exit 1 "
+                                "on a regression (a verdict worse, an entry or path missing, more elements beyond their "
+                                "bound, or a statistic grown past the tolerance).");
+  compare_->add_option("report", current_, "The new report (a suite report.json, or a run / accuracy-diff JSON)")->required();
+  compare_->add_option("--baseline", baseline_, "The baseline report (e.g. reports/baselines/nightly.json)")->required();
+  compare_->add_option("--tolerance", tolerance_, "Relative growth allowed for |ULP| percentiles, ppm and bound ratios")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  compare_->add_option("--ulp-floor", ulp_floor_, "Growth in ULP always allowed (added to the tolerance)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  compare_->add_option("--ppm-floor", ppm_floor_, "Growth in ppm always allowed")->check(CLI::NonNegativeNumber)->capture_default_str();
+  compare_->add_option("--ratio-floor", ratio_floor_, "Growth of bound ratios always allowed")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  add_output_options(compare_, compare_out_, {"text", "json", "markdown"});
+}
+
+std::optional<int> SuiteCommands::run() {
+  if (*suite_) {
+    SuiteOptions so;
+    if (std::sscanf(shard_.c_str(), "%u/%u", &so.shard_index, &so.shard_count) != 2)
+      throw InputError("--shard " + shard_ + ": expected I/N, e.g. 2/4");
+    so.threads = suite_out_.threads;
+    so.precision = suite_out_.precision;
+    so.progress = progress_printer(suite_out_);
+    SuiteRun r = run_suite(suite_file_, so);
+    if (so.progress) std::cerr << "\r\033[K";
+    if (!suite_out_.no_timing) r.report["timing"] = {{"entries", r.seconds}};
+    stamp(r.report, suite_out_);
+    write_report_dir(out_dir_, r.report, r.results);
+    std::cout << counts_line(r.report, out_dir_);
+    return exit_code(r.report);
+  }
+  if (*merge_) {
+    std::vector<json> parts;
+    std::map<std::string, json> results;
+    for (const std::string& p : merge_inputs_) {
+      parts.push_back(read_report(p));
+      const fs::path dir = fs::path(p).parent_path();
+      for (const json& e : parts.back().value("entries", json::array()))
+        if (e.contains("result_file") && fs::exists(dir / e["result_file"].get<std::string>()))
+          results[e["result_file"]] = read_report((dir / e["result_file"].get<std::string>()).string());
+    }
+    json merged = merge_reports(parts);
+    json times = json::object();  // the shards' per-entry seconds, when they kept them
+    for (const json& p : parts)
+      if (p.contains("timing")) times.update(p["timing"].value("entries", json::object()));
+    if (!times.empty()) merged["timing"] = {{"entries", times}};
+    write_report_dir(merge_dir_, merged, results);
+    std::cout << counts_line(merged, merge_dir_);
+    return exit_code(merged);
+  }
+  if (*compare_) {
+    reports::CompareOptions co;
+    co.tolerance = tolerance_;
+    co.ulp_floor = ulp_floor_;
+    co.ppm_floor = ppm_floor_;
+    co.ratio_floor = ratio_floor_;
+    json d = reports::compare_reports(read_report(current_), read_report(baseline_), co);
+    d["tool"] = "foldcheck";
+    d["version"] = kVersion;
+    d["schema_version"] = kSchemaVersion;
+    d["report"] = current_;
+    d["baseline"] = baseline_;
+    const std::string& f = compare_out_.format;
+    emit(compare_out_, f == "json" ? d.dump(2) : f == "markdown" ? reports::compare_markdown(d) : reports::compare_text(d));
+    return exit_code(d);
+  }
+  return std::nullopt;
+}
+
+}  // namespace foldcheck::cli

@@ -1,0 +1,208 @@
+// Suites and shard merging (suite.hpp).
+#include "foldcheck/suite.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "foldcheck/accuracy_diff.hpp"
+#include "foldcheck/case_file.hpp"
+#include "foldcheck/errors.hpp"
+#include "foldcheck/recipes.hpp"
+#include "foldcheck/reports/summary.hpp"
+#include "foldcheck/run_case.hpp"
+#include "foldcheck/version.hpp"
+
+namespace foldcheck {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+json read_json(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("cannot open {} {}", what, path));
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
+  }
+}
+
+void check_keys(const json& e, const std::string& where, std::initializer_list<const char*> allowed) {
+  for (const auto& [k, v] : e.items()) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || k == a;
+    if (!ok) throw InputError(fmt::format("{}: unknown key '{}'", where, k));
+  }
+}
+
+std::string str(const json& e, const char* key, const std::string& where) {
+  if (!e[key].is_string()) throw InputError(fmt::format("{}: '{}' must be a string", where, key));
+  return e[key].get<std::string>();
+}
+
+std::size_t count(const json& e, const char* key, std::size_t fallback, const std::string& where) {
+  if (!e.contains(key)) return fallback;
+  if (!e[key].is_number_unsigned()) throw InputError(fmt::format("{}: '{}' must be a non-negative integer", where, key));
+  return e[key].get<std::size_t>();
+}
+
+}  // namespace
+
+std::string file_stem_for(const std::string& name) {
+  std::string s;
+  for (const char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+  return s.empty() ? "entry" : s;
+}
+
+SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
+  if (opts.shard_count == 0 || opts.shard_index == 0 || opts.shard_index > opts.shard_count)
+    throw InputError(fmt::format("--shard {}/{}: expected I/N with 1 <= I <= N", opts.shard_index, opts.shard_count));
+  const json suite = read_json(suite_path, "suite");
+  check_keys(suite, suite_path, {"name", "description", "entries"});
+  if (!suite.contains("entries") || !suite["entries"].is_array() || suite["entries"].empty())
+    throw InputError(suite_path + ": 'entries' must be a non-empty array");
+  const fs::path dir = fs::path(suite_path).parent_path();
+  auto resolve = [&](const std::string& p) { return (dir / p).lexically_normal().string(); };
+  const std::string suite_name = suite.value("name", fs::path(suite_path).stem().string());
+
+  SuiteRun out;
+  json entries = json::array();
+  std::set<std::string> names;
+  std::int64_t passed = 0, failed = 0;
+  const std::size_t n = suite["entries"].size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const json& e = suite["entries"][i];
+    const std::string where = fmt::format("{}: entries[{}]", suite_path, i);
+    if (!e.is_object()) throw InputError(where + ": must be an object");
+    const bool is_case = e.contains("case"), is_model = e.contains("model");
+    if (is_case == is_model) throw InputError(where + ": needs exactly one of 'case' and 'model'");
+    if (is_case)
+      check_keys(e, where, {"case", "name", "override", "expect", "attribution_elements", "no_attribution", "seed"});
+    else
+      check_keys(e, where, {"model", "name", "observed", "input", "observed_output", "output_samples", "recipe",
+                            "attribution_elements", "weights_only", "seed", "expect"});
+    const std::string expect = e.value("expect", "EXPECTED");
+    if (expect != "EXPECTED" && expect != "UNEXPECTED" && expect != "SUSPICIOUS" && expect != "MISTRUSTED")
+      throw InputError(where + ": 'expect' must be EXPECTED, UNEXPECTED, SUSPICIOUS or MISTRUSTED");
+    // Parse and name every entry (all shards validate the whole suite the same way).
+    std::string name, source;
+    json case_json;
+    if (is_case) {
+      source = resolve(str(e, "case", where));
+      case_json = read_json(source, "case file");
+      if (e.contains("override")) {
+        if (!e["override"].is_object()) throw InputError(where + ": 'override' must be an object (a JSON merge patch)");
+        case_json.merge_patch(e["override"]);
+      }
+      name = e.contains("name") ? str(e, "name", where) : case_json.value("name", fs::path(source).stem().string());
+    } else {
+      source = resolve(str(e, "model", where));
+      name = e.contains("name") ? str(e, "name", where) : fs::path(source).stem().string();
+    }
+    if (!names.insert(name).second) throw InputError(fmt::format("{}: entry name '{}' is used twice", where, name));
+    if (i % opts.shard_count != opts.shard_index - 1) continue;
+
+    if (opts.progress) opts.progress(fmt::format("suite {}: entry {}/{} ({})", suite_name, i + 1, n, name));
+    const auto t0 = std::chrono::steady_clock::now();
+    json result;
+    if (is_case) {
+      CaseSpec spec = load_case(case_json, source);
+      spec.name = name;
+      if (e.contains("seed")) spec.seed = count(e, "seed", 0, where);
+      RunOptions ro;
+      ro.attribution_elements = count(e, "attribution_elements", ro.attribution_elements, where);  // 0: all, as in run
+      ro.attribution = !e.value("no_attribution", false);
+      ro.ref.precision = opts.precision;
+      ro.ref.threads = opts.threads;
+      ro.threads = opts.threads;
+      result = run_case(spec, ro);
+    } else {
+      AccuracyDiffOptions ao;
+      if (e.contains("observed")) ao.observed_model = resolve(str(e, "observed", where));
+      if (e.contains("input")) ao.input = resolve(str(e, "input", where));
+      if (e.contains("observed_output")) ao.observed_output = resolve(str(e, "observed_output", where));
+      ao.output_samples = count(e, "output_samples", ao.output_samples, where);
+      if (e.contains("recipe")) ao.recipe = recipe_from_name(str(e, "recipe", where));
+      ao.attribution_elements = count(e, "attribution_elements", ao.attribution_elements, where);
+      ao.weights_only = e.value("weights_only", false);
+      ao.seed = count(e, "seed", 0, where);
+      ao.ref.precision = opts.precision;
+      ao.ref.threads = opts.threads;
+      result = accuracy_diff(source, ao);
+    }
+    out.seconds[name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string file = "results/" + file_stem_for(name) + ".json";
+    const bool ok = result["verdict"] == expect;
+    (ok ? passed : failed) += 1;
+    const fs::path rel_source = fs::path(source).lexically_relative(dir.empty() ? fs::path(".") : dir);
+    entries.push_back({{"index", i},
+                       {"name", name},
+                       {"kind", is_case ? "case" : "model"},
+                       {"source", rel_source.string()},
+                       {"expect", expect},
+                       {"passed", ok},
+                       {"result_file", file},
+                       {"summary", reports::summarize(result)}});
+    out.results[file] = std::move(result);
+  }
+  out.report = {{"tool", "foldcheck"},
+                {"version", kVersion},
+                {"schema_version", kSchemaVersion},
+                {"command", "suite"},
+                {"suite",
+                 {{"name", suite_name},
+                  {"description", suite.value("description", "")},
+                  {"path", suite_path},
+                  {"entries_in_suite", n},
+                  {"shards", json::array({opts.shard_index})},
+                  {"shard_count", opts.shard_count}}},
+                {"entries", entries},
+                {"counts", {{"passed", passed}, {"failed", failed}}},
+                {"verdict", failed ? "UNEXPECTED" : entries.empty() ? "MISTRUSTED" : "EXPECTED"}};
+  return out;
+}
+
+json merge_reports(const std::vector<json>& reports) {
+  if (reports.empty()) throw InputError("merge: no reports given");
+  const json& first = reports[0];
+  std::set<unsigned> shards;
+  std::map<std::int64_t, json> by_index;
+  for (const json& r : reports) {
+    if (r.value("command", "") != "suite") throw InputError("merge: every input must be a suite report (report.json)");
+    if (r["suite"]["name"] != first["suite"]["name"] || r["suite"]["shard_count"] != first["suite"]["shard_count"] ||
+        r.value("schema_version", 0) != first.value("schema_version", 0) ||
+        r["suite"]["entries_in_suite"] != first["suite"]["entries_in_suite"])
+      throw InputError(fmt::format("merge: {} and {} are not shards of one suite (name, shard count, entry count and schema "
+                                   "version must agree)",
+                                   r["suite"]["name"].dump(), first["suite"]["name"].dump()));
+    for (const json& s : r["suite"]["shards"])
+      if (!shards.insert(s.get<unsigned>()).second) throw InputError(fmt::format("merge: shard {} given twice", s.get<unsigned>()));
+    for (const json& e : r["entries"]) by_index[e["index"].get<std::int64_t>()] = e;
+  }
+  const unsigned count = first["suite"]["shard_count"];
+  for (unsigned s = 1; s <= count; ++s)
+    if (!shards.count(s)) throw InputError(fmt::format("merge: shard {}/{} is missing", s, count));
+  json out = first;
+  out.erase("timing");
+  // Every shard is here: the result is the report of the whole suite, as one run writes it.
+  out["suite"]["shards"] = json::array({1});
+  out["suite"]["shard_count"] = 1;
+  json entries = json::array();
+  std::int64_t passed = 0, failed = 0;
+  for (auto& [i, e] : by_index) {
+    (e["passed"].get<bool>() ? passed : failed) += 1;
+    entries.push_back(std::move(e));
+  }
+  out["entries"] = entries;
+  out["counts"] = {{"passed", passed}, {"failed", failed}};
+  out["verdict"] = failed ? "UNEXPECTED" : entries.empty() ? "MISTRUSTED" : "EXPECTED";
+  return out;
+}
+
+}  // namespace foldcheck

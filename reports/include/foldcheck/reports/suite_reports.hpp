@@ -1,0 +1,22 @@
+#pragma once
+// The report files of a suite (suite.hpp) — or of one `run` / `accuracy-diff` result, shown
+// as a one-entry suite (compare_reports.hpp's as_report):
+//  - Markdown: a summary that fits a CI job summary or a PR comment;
+//  - HTML: one self-contained page (inline CSS, inline SVG charts, a few lines of inline
+//    script that only count what was drawn; no network): per case, signed ULP and ppm
+//    histograms of every path with its bound drawn, stage-attribution bars, the paths'
+//    table; per model, the per-layer table in verdict colours and a per-layer max |ULP|
+//    chart; the explanation text of each entry;
+//  - JUnit XML: each entry a test case, failing when its verdict is not the one expected.
+// Each is a pure function of the report JSON: the same report gives the same bytes.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace foldcheck::reports {
+
+std::string report_markdown(const nlohmann::json& report);
+std::string report_html(const nlohmann::json& report);
+std::string report_junit(const nlohmann::json& report);
+
+}  // namespace foldcheck::reports

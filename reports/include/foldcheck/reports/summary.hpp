@@ -1,0 +1,28 @@
+#pragma once
+// A command result condensed to what reports, baselines and `compare` use: one record per
+// path (run) or per layer (accuracy-diff) with its verdict, ULP/ppm percentiles, bound
+// ratios, attribution shares and histograms. Suites store these (report.json) and keep
+// every full result beside them (results/NAME.json).
+//
+// Contract: summarize() is a pure function of the result JSON, so a summary is as
+// deterministic as the result. Path keys are stable across runs of a case as long as its
+// dtypes and accumulation orders keep their places:
+//   "<dtype>/<accumulation>#<k>/<path>"   k: the variant's index among that order's runs
+// (a case that swaps one arithmetic variant for another keeps the key; the arithmetic
+// label is a field, and compare reports its change). Folded-parameter keys are
+// "<dtype>#<k>/<recipe>"; layer keys are the layer's name.
+#include <nlohmann/json.hpp>
+
+namespace foldcheck::reports {
+
+// result: the JSON of `run` or `accuracy-diff` (std::invalid_argument otherwise).
+// Returns {"command", "name", "description", "verdict", "explanation": [lines], and
+// "paths" + "folded" (run) or "layers" + "end_to_end" (accuracy-diff)}.
+nlohmann::json summarize(const nlohmann::json& result);
+
+// The headline of a summary for tables: {"worst_ratio" (largest bound ratio of any path,
+// folded set or layer; null if none), "worst_where", "max_p99_9_ulp" (largest p99.9 |ULP|
+// of the outputs), "not_expected": [keys of paths/layers whose verdict is not EXPECTED]}.
+nlohmann::json headline(const nlohmann::json& summary);
+
+}  // namespace foldcheck::reports

@@ -1,0 +1,211 @@
+// The self-contained HTML report (suite_reports.hpp).
+#include <fmt/format.h>
+
+#include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/suite_reports.hpp"
+#include "foldcheck/reports/summary.hpp"
+#include "svg_charts.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+using svg::escape;
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1240px;color:#212121;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h4{font-size:13px;margin:0 0 4px;font-weight:600}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #e0e0e0;padding:3px 8px;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#fafafa}
+.badge{display:inline-block;color:#fff;border-radius:3px;padding:1px 7px;font-size:12px;font-weight:600}
+.grid{display:flex;flex-wrap:wrap;gap:12px}.card{border:1px solid #e0e0e0;border-radius:4px;padding:8px;background:#fff}
+.explain{color:#424242;margin:4px 0}summary{cursor:pointer;margin:6px 0}.muted{color:#757575;font-size:12px}
+svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#555}
+code{background:#f5f5f5;padding:0 3px;border-radius:3px}
+)";
+
+constexpr const char* kScript = R"(
+(function(){
+  var errors=[];
+  window.addEventListener('error',function(e){errors.push(String(e.message));});
+  var bars=document.querySelectorAll('rect.bar').length, charts=document.querySelectorAll('svg').length;
+  document.body.setAttribute('data-bars',String(bars));
+  document.body.setAttribute('data-charts',String(charts));
+  document.body.setAttribute('data-errors',String(errors.length));
+  var s=document.getElementById('status'); if(s){s.textContent=charts+' charts, '+bars+' bars drawn';}
+})();
+)";
+
+std::string num(const json& v, const char* f = "{:.3g}") {
+  return v.is_number() ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("–");
+}
+
+std::string badge(const std::string& verdict) {
+  return fmt::format("<span class=\"badge\" style=\"background:{}\">{}</span>", svg::verdict_colour(verdict), escape(verdict));
+}
+
+std::string explanation(const json& s) {
+  std::string h;
+  for (const json& line : s.value("explanation", json::array())) h += "<p class=\"explain\">" + escape(line) + "</p>";
+  return h;
+}
+
+std::map<std::string, double> shares_of(const json& p) {
+  std::map<std::string, double> m;
+  const json shares = p.value("shares", json::object());  // items() must not outlive it
+  for (const auto& [k, v] : shares.items())
+    if (v.is_number()) m[k] = v.get<double>();
+  return m;
+}
+
+std::string path_card(const json& p) {
+  const std::string label = fmt::format("{} · {} · {} · {}", p["dtype"].get<std::string>(), p["accumulation"].get<std::string>(),
+                                        p["arithmetic"].get<std::string>(), p["path"].get<std::string>());
+  std::string h = "<div class=\"card\"><h4>" + escape(label) + " " + badge(p["verdict"]) + "</h4>";
+  const double bound = p.value("bound_ulp_at_worst", 0.0);
+  h += svg::signed_histogram(p["histograms"]["ulp"], bound, fmt::format("bound of the element closest to its own: ±{:.3g} ULP", bound),
+                             "signed error, ULP");
+  h += "<br>" + svg::signed_histogram(p["histograms"]["ppm"], 0, "", "signed error, ppm");
+  const auto sh = shares_of(p);
+  if (!sh.empty()) h += "<br>" + svg::stage_bars(sh, "stage attribution (mean share of the squared error)");
+  return h + "</div>";
+}
+
+std::string case_section(const json& s) {
+  std::string h;
+  const std::string desc = s.value("description", "");
+  if (!desc.empty()) h += "<p class=\"explain\">" + escape(desc) + "</p>";
+  h += "<details><summary class=\"muted\">bounds used</summary>";
+  for (const json& line : s.value("explanation", json::array()))
+    if (line != desc) h += "<p class=\"explain\">" + escape(line) + "</p>";
+  h += "</details>";
+  // Headline charts: the first path and the path closest to its bound.
+  const json& paths = s["paths"];
+  std::size_t worst = 0;
+  double wr = -1;
+  for (std::size_t i = 0; i < paths.size(); ++i)
+    if (paths[i].value("bound_ratio", json()).is_number() && paths[i]["bound_ratio"].get<double>() > wr) {
+      wr = paths[i]["bound_ratio"].get<double>();
+      worst = i;
+    }
+  h += "<div class=\"grid\">";
+  if (!paths.empty()) h += path_card(paths[0]);
+  if (worst != 0) h += path_card(paths[worst]);
+  h += "</div>";
+  h += "<table><tr><th>dtype</th><th>order</th><th>arithmetic</th><th>path</th><th>verdict</th><th>|ULP| p50</th>"
+       "<th>p99.9</th><th>max</th><th>bound ratio</th><th>beyond bound</th></tr>";
+  for (const json& p : paths)
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
+                     "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
+                     escape(p["dtype"]), escape(p["accumulation"]), escape(p["arithmetic"]), escape(p["path"]),
+                     badge(p["verdict"]), num(p["ulp"]["p50"]), num(p["ulp"]["p99_9"]), num(p["ulp"]["max_abs"]),
+                     num(p.value("bound_ratio", json())), p.value("beyond_bound", 0));
+  h += fmt::format("</table><details><summary>histograms and attribution of all {} paths</summary><div class=\"grid\">",
+                   paths.size());
+  for (const json& p : paths) h += path_card(p);
+  h += "</div></details>";
+  if (!s["folded"].empty()) {
+    h += "<h4>Folded parameters against the exact fold</h4><table><tr><th>dtype</th><th>recipe</th><th>arithmetic</th>"
+         "<th>weights</th><th>max |ULP|</th><th>ratio</th><th>bias</th><th>max |ULP|</th><th>ratio</th></tr>";
+    auto part = [&](const json& c) {
+      if (!c.is_object()) return std::string("<td>–</td><td class=n>–</td><td class=n>–</td>");
+      return fmt::format("<td>{}</td><td class=n>{}</td><td class=n>{}</td>", badge(c["verdict"]), num(c["ulp"]["max_abs"]),
+                         num(c["bound_ratio"]));
+    };
+    for (const json& f : s["folded"])
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td>{}{}</tr>", escape(f["dtype"]), escape(f["recipe"]),
+                       escape(f["arithmetic"]), part(f["weights"]), part(f["bias"]));
+    h += "</table>";
+  }
+  return h;
+}
+
+std::string model_section(const json& s) {
+  std::string h = explanation(s);
+  std::vector<svg::LayerValue> fused, fold;
+  for (const json& l : s["layers"]) {
+    if (l.contains("fused")) fused.push_back({l["name"], l["fused"].value("max_abs_ulp", 0.0), l["verdict"]});
+    if (l.contains("weights")) fold.push_back({l["name"], l["weights"]["ulp"].value("max_abs", 0.0), l["verdict"]});
+  }
+  h += "<div class=\"grid\">";
+  if (!fused.empty())
+    h += "<div class=\"card\">" + svg::layer_chart(fused, "per layer: max |ULP| of the fused outputs on real activations", "ULP") +
+         "</div>";
+  if (!fold.empty())
+    h += "<div class=\"card\">" + svg::layer_chart(fold, "per layer: max |ULP| of the folded weights", "ULP") + "</div>";
+  if (s.contains("end_to_end") && s["end_to_end"].contains("outputs"))
+    for (const json& o : s["end_to_end"]["outputs"])
+      h += "<div class=\"card\">" +
+           svg::signed_histogram(o["histograms"]["ulp"], 0, "", "end to end: fused float32 output vs float64, ULP") + "</div>";
+  h += "</div><table><tr><th>layer</th><th>op</th><th>verdict</th><th>recipe</th><th>fold ratio</th><th>weights max |ULP|</th>"
+       "<th>bias max |ULP|</th><th>fused p99.9</th><th>fused ratio</th><th>unfused p99.9</th><th>unfused ratio</th>"
+       "<th>dominant stage</th><th>worst channel</th></tr>";
+  for (const json& l : s["layers"]) {
+    auto f = [&](const char* p, const char* k) { return l.contains(p) ? num(l[p][k]) : std::string("–"); };
+    const std::string row_style = l["verdict"] == "EXPECTED" ? "" : " style=\"background:#ffebee\"";
+    h += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
+                     "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td></tr>",
+                     row_style, escape(l["name"]), escape(l["op"]), badge(l["verdict"]), escape(l.value("recipe", "")),
+                     num(l.value("fold_ratio", json())), l.contains("weights") ? num(l["weights"]["ulp"]["max_abs"]) : "–",
+                     l.contains("bias") ? num(l["bias"]["ulp"]["max_abs"]) : "–", f("fused", "p99_9_abs_ulp"),
+                     f("fused", "bound_ratio"), f("unfused", "p99_9_abs_ulp"), f("unfused", "bound_ratio"),
+                     l.contains("fused") ? escape(l["fused"].value("dominant_stage", "")) : "–",
+                     l.value("worst_channel", json()).is_number() ? std::to_string(l["worst_channel"].get<std::int64_t>()) : "–");
+  }
+  h += "</table>";
+  if (s.contains("end_to_end")) {
+    const json& e = s["end_to_end"];
+    if (!e["not_run"].is_null()) h += "<p class=\"explain\">End to end: not run (" + escape(e["not_run"]) + ").</p>";
+    else h += "<p class=\"explain\">End to end: " + badge(e["verdict"]) + "</p>";
+    if (e.contains("observed_output"))
+      h += fmt::format("<p class=\"explain\">Observed output: {} (worst ratio to the end-to-end bound {})</p>",
+                       badge(e["observed_output"]["verdict"]), num(e["observed_output"]["bound_ratio"]));
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string report_html(const json& in) {
+  const json r = as_report(in);
+  const std::string name = r["suite"]["name"];
+  std::int64_t passed = 0;
+  for (const json& x : r["entries"]) passed += x.value("passed", false);
+  const bool ok = passed == static_cast<std::int64_t>(r["entries"].size()) && !r["entries"].empty();
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
+  h += "<title>foldcheck: " + escape(name) + "</title><style>" + kStyle + "</style></head><body>\n";
+  const std::string what = r["suite"].contains("single_command") ? r["suite"]["single_command"].get<std::string>() : "suite";
+  h += fmt::format("<header><h1>foldcheck {} <code>{}</code> {}</h1><p>{} of {} entries passed. {}</p>"
+                   "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn</span></p></header>\n",
+                   escape(what), escape(name), badge(ok ? "EXPECTED" : "UNEXPECTED"), passed, r["entries"].size(),
+                   escape(r["suite"].value("description", "")), escape(r.value("version", "")), r.value("schema_version", 0));
+  h += "<section><table><tr><th>entry</th><th>kind</th><th>verdict</th><th>expected</th><th>passed</th>"
+       "<th>worst bound ratio</th><th>where</th><th>max p99.9 |ULP|</th></tr>";
+  std::size_t k = 0;
+  for (const json& x : r["entries"]) {
+    const json hl = headline(x["summary"]);
+    h += fmt::format("<tr><td><a href=\"#e{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td>"
+                     "<td>{}</td><td class=n>{}</td></tr>",
+                     k++, escape(x["name"]), escape(x["kind"]), badge(x["summary"]["verdict"]), escape(x["expect"]),
+                     x.value("passed", false) ? "yes" : "<b style=\"color:#c62828\">no</b>", num(hl["worst_ratio"]),
+                     escape(hl["worst_where"]), num(hl["max_p99_9_ulp"]));
+  }
+  h += "</table><p class=\"muted\">Ratios: worst |error| / its rounding-error bound (&gt; 1: beyond the bound). Histograms: "
+       "signed errors in log2 bins, negative to the left of zero; bar heights on a log scale; dashed red lines: the bound."
+       "</p></section>\n";
+  k = 0;
+  for (const json& x : r["entries"]) {
+    const json& s = x["summary"];
+    h += fmt::format("<section id=\"e{}\"><h2>{} {} <span class=\"muted\">{} · expected {}{}</span></h2>", k++, escape(x["name"]),
+                     badge(s["verdict"]), escape(x["kind"]), escape(x["expect"]),
+                     x.contains("source") ? " · " + escape(x["source"]) : std::string());
+    h += s["command"] == "run" ? case_section(s) : model_section(s);
+    h += "</section>\n";
+  }
+  h += std::string("<script>") + kScript + "</script></body></html>\n";
+  return h;
+}
+
+}  // namespace foldcheck::reports

@@ -1,0 +1,72 @@
+// Markdown summary of a suite report (suite_reports.hpp).
+#include <fmt/format.h>
+
+#include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/suite_reports.hpp"
+#include "foldcheck/reports/summary.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string num(const json& v) { return v.is_number() ? fmt::format("{:.3g}", v.get<double>()) : std::string("–"); }
+
+// Markdown table cells must not contain '|' or newlines.
+std::string cell(std::string s) {
+  for (char& c : s)
+    if (c == '|' || c == '\n') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+std::string report_markdown(const json& in) {
+  const json r = as_report(in);
+  const json& e = r["entries"];
+  std::int64_t passed = 0;
+  for (const json& x : e) passed += x.value("passed", false);
+  const bool ok = passed == static_cast<std::int64_t>(e.size()) && !e.empty();
+  const std::string what = r["suite"].contains("single_command") ? r["suite"]["single_command"].get<std::string>() : "suite";
+  std::string s = fmt::format("## foldcheck {} `{}`: {} {}/{} passed\n\n", what, r["suite"]["name"].get<std::string>(),
+                              ok ? "✅" : "❌", passed, e.size());
+  const std::string desc = r["suite"].value("description", "");
+  if (!desc.empty()) s += desc + "\n\n";
+  if (r["suite"].contains("shard_count") && r["suite"]["shard_count"].get<unsigned>() > 1)
+    s += fmt::format("Shards {} of {}.\n\n", r["suite"]["shards"].dump(), r["suite"]["shard_count"].get<unsigned>());
+  s += "| entry | kind | verdict | expected | worst bound ratio | max p99.9 \\|ULP\\| |\n|---|---|---|---|---:|---:|\n";
+  for (const json& x : e) {
+    const json h = headline(x["summary"]);
+    s += fmt::format("| {} {} | {} | {} | {} | {} | {} |\n", x.value("passed", false) ? "✅" : "❌", cell(x["name"]),
+                     x["kind"].get<std::string>(), x["summary"]["verdict"].get<std::string>(), x["expect"].get<std::string>(),
+                     num(h["worst_ratio"]), num(h["max_p99_9_ulp"]));
+  }
+  bool any = false;
+  for (const json& x : e) {
+    if (x.value("passed", false)) continue;
+    if (!any) s += "\n### Failed entries\n";
+    any = true;
+    const json h = headline(x["summary"]);
+    s += fmt::format("\n- **{}**: verdict {} (expected {}); worst bound ratio {} at {}", cell(x["name"]),
+                     x["summary"]["verdict"].get<std::string>(), x["expect"].get<std::string>(), num(h["worst_ratio"]),
+                     cell(h["worst_where"]));
+    if (!h["not_expected"].empty()) {
+      s += "; not EXPECTED:";
+      std::size_t k = 0;
+      for (const json& w : h["not_expected"]) {
+        if (k++ == 8) {
+          s += fmt::format(" … ({} in all)", h["not_expected"].size());
+          break;
+        }
+        s += " `" + cell(w) + "`";
+      }
+    }
+    s += "\n";
+  }
+  s += "\nRatios are the worst |error| / its rounding-error bound (> 1: beyond the bound). Full results: `results/` beside "
+       "report.json.\n";
+  return s;
+}
+
+}  // namespace foldcheck::reports

@@ -1,0 +1,194 @@
+// Inline SVG charts (svg_charts.hpp).
+#include "svg_charts.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace foldcheck::reports::svg {
+
+using json = nlohmann::json;
+
+std::string escape(const std::string& s) {
+  std::string r;
+  for (const char c : s) {
+    switch (c) {
+      case '&': r += "&amp;"; break;
+      case '<': r += "&lt;"; break;
+      case '>': r += "&gt;"; break;
+      case '"': r += "&quot;"; break;
+      case '\'': r += "&#39;"; break;
+      default: r += c;
+    }
+  }
+  return r;
+}
+
+const char* verdict_colour(const std::string& v) {
+  if (v == "EXPECTED") return "#2e7d32";
+  if (v == "SUSPICIOUS") return "#ef8f00";
+  if (v == "UNEXPECTED") return "#c62828";
+  return "#757575";
+}
+
+namespace {
+
+std::string power_label(double upper) {
+  const int e = static_cast<int>(std::lround(std::log2(upper)));
+  return e == 0 ? "1" : fmt::format("2^{}", e);
+}
+
+}  // namespace
+
+std::string signed_histogram(const json& hist, double bound, const std::string& bound_label, const std::string& title) {
+  struct Bin {
+    double upper;  // <= 0: the overflow bin
+    std::int64_t neg, pos;
+  };
+  std::vector<Bin> bins;
+  if (hist.is_object() && hist.value("first_upper", json()).is_number()) {
+    double upper = hist["first_upper"].get<double>();
+    const json& neg = hist["negative"];
+    const json& pos = hist["positive"];
+    for (std::size_t i = 0; i < neg.size(); ++i, upper *= 2) bins.push_back({upper, neg[i].get<std::int64_t>(), pos[i].get<std::int64_t>()});
+  }
+  if (!hist.is_object()) return "";
+  const std::int64_t zero = hist.value("zero", std::int64_t{0});
+  // Extend with empty bins (each twice the last) until the bound falls inside the axis.
+  if (bound > 0 && !bins.empty())
+    while (bins.back().upper < bound && bins.size() < 48) bins.push_back({bins.back().upper * 2, 0, 0});
+  const json over = hist.value("overflow", json::object());
+  if (over.value("negative", 0) + over.value("positive", 0) > 0)
+    bins.push_back({-1.0, over.value("negative", std::int64_t{0}), over.value("positive", std::int64_t{0})});
+  const std::size_t n = bins.size(), slots = 2 * n + 1;
+  std::int64_t maxc = zero;
+  for (const Bin& b : bins) maxc = std::max({maxc, b.neg, b.pos});
+  const double W = 560, H = 190, left = 36, right = 12, top = 26, bottom = 40;
+  const double pw = W - left - right, ph = H - top - bottom, sw = pw / static_cast<double>(slots);
+  const double lmax = std::log10(1.0 + static_cast<double>(std::max<std::int64_t>(maxc, 1)));
+  auto height = [&](std::int64_t c) { return c > 0 ? ph * std::log10(1.0 + static_cast<double>(c)) / lmax : 0.0; };
+  auto slot_x = [&](std::size_t slot) { return left + sw * static_cast<double>(slot); };
+  std::string s = fmt::format(
+      "<svg class=\"hist\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+      "role=\"img\"><title>{}</title>",
+      W, H, W, H, escape(title));
+  s += fmt::format("<text x=\"{:.0f}\" y=\"16\" class=\"t\">{}</text>", left, escape(title));
+  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>", left, top + ph, W - right,
+                   top + ph);
+  // y axis: counts 1, 10, 100, ... on the log scale
+  for (double c = 1; c <= static_cast<double>(maxc); c *= 10) {
+    const double y = top + ph - height(static_cast<std::int64_t>(c));
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>", left, y, W - right, y);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\">{:g}</text>", left - 3, y + 3, c);
+  }
+  auto bar = [&](std::size_t slot, std::int64_t c, const char* fill, const std::string& tip) {
+    if (c <= 0) return;
+    const double h = height(c);
+    s += fmt::format("<rect class=\"bar\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: {}</title></rect>",
+                     slot_x(slot) + 0.5, top + ph - h, std::max(sw - 1.0, 0.5), h, fill, escape(tip), c);
+  };
+  auto range = [&](std::size_t i) {
+    if (bins[i].upper <= 0) return std::string("overflow");
+    if (i == 0 && hist.value("from_zero", false)) return fmt::format("(0, {:g}]", bins[i].upper);
+    return fmt::format("({:g}, {:g}]", bins[i].upper / 2, bins[i].upper);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    bar(n - 1 - i, bins[i].neg, "#5c6bc0", "negative " + range(i));
+    bar(n + 1 + i, bins[i].pos, "#26a69a", "positive " + range(i));
+  }
+  bar(n, zero, "#9e9e9e", "exactly 0");
+  // x labels: every few bins, both sides
+  const std::size_t step = std::max<std::size_t>(1, n / 5);
+  for (std::size_t i = step - 1; i < n; i += step) {
+    if (bins[i].upper <= 0) continue;
+    for (const std::size_t slot : {n - 1 - i, n + 1 + i})
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">{}{}</text>", slot_x(slot) + sw / 2,
+                       top + ph + 12, slot < n ? "-" : "", power_label(bins[i].upper));
+  }
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">0</text>", slot_x(n) + sw / 2, top + ph + 12);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">error ({}, log2 bins; counts log scale)</text>",
+                   left + pw / 2, H - 6, escape(hist.value("unit", std::string())));
+  // The bound: its position inside its bin, log2-interpolated.
+  if (bound > 0 && n > 0) {
+    double pos = -1;
+    for (std::size_t i = 0; i < n && pos < 0; ++i) {
+      if (bins[i].upper <= 0 || bound > bins[i].upper) continue;
+      const double lower = i == 0 ? bins[i].upper / 2 : bins[i - 1].upper;
+      pos = static_cast<double>(i) + std::clamp(std::log2(bound / lower), 0.0, 1.0);
+    }
+    if (pos < 0) pos = static_cast<double>(n);
+    for (const double x : {slot_x(n + 1) + sw * pos, slot_x(n) - sw * pos})
+      s += fmt::format("<line class=\"bound\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#c62828\" "
+                       "stroke-dasharray=\"4 3\"/>",
+                       x, top - 4, x, top + ph);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\" fill=\"#c62828\">{}</text>", W - right,
+                     top - 6, escape(bound_label));
+  }
+  return s + "</svg>";
+}
+
+std::string stage_bars(const std::map<std::string, double>& shares, const std::string& title) {
+  static const std::map<std::string, const char*> colours{{"accumulation", "#1e88e5"}, {"weight", "#8e24aa"},
+                                                           {"bias", "#f4511e"},         {"rsqrt", "#fdd835"},
+                                                           {"scale", "#43a047"},        {"var_eps", "#6d4c41"},
+                                                           {"output", "#00acc1"}};
+  const double W = 560, H = 58, left = 8, bw = W - 16;
+  std::string s = fmt::format(
+      "<svg class=\"stages\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+      "role=\"img\"><title>{}</title><text x=\"{:.0f}\" y=\"12\" class=\"t\">{}</text>",
+      W, H, W, H, escape(title), left, escape(title));
+  double total = 0;
+  for (const auto& [k, v] : shares) total += std::max(v, 0.0);
+  double x = left, lx = left;
+  for (const auto& [k, v] : shares) {
+    const double w = total > 0 ? bw * std::max(v, 0.0) / total : 0;
+    const auto it = colours.find(k);
+    const char* fill = it == colours.end() ? "#90a4ae" : it->second;
+    if (w > 0)
+      s += fmt::format("<rect class=\"bar\" x=\"{:.2f}\" y=\"18\" width=\"{:.2f}\" height=\"16\" fill=\"{}\"><title>{}: {:.1f}%</title></rect>",
+                       x, w, fill, escape(k), 100 * v);
+    x += w;
+    if (v >= 0.005) {
+      s += fmt::format("<rect x=\"{:.1f}\" y=\"42\" width=\"9\" height=\"9\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"50\" class=\"a\">{} {:.0f}%</text>",
+                       lx, fill, lx + 12, escape(k), 100 * v);
+      lx += 24 + 6.2 * static_cast<double>(k.size()) + 28;
+    }
+  }
+  return s + "</svg>";
+}
+
+std::string layer_chart(const std::vector<LayerValue>& layers, const std::string& title, const std::string& unit) {
+  const double W = std::max(560.0, 22.0 * static_cast<double>(layers.size()) + 60), H = 220, left = 44, right = 10, top = 24,
+               bottom = 70;
+  const double pw = W - left - right, ph = H - top - bottom;
+  double vmax = 1;
+  for (const LayerValue& l : layers) vmax = std::max(vmax, l.value);
+  const double dmax = std::ceil(std::log10(vmax + 1) + 1e-9);
+  auto height = [&](double v) { return ph * std::log10(1 + std::max(v, 0.0)) / std::max(dmax, 1.0); };
+  std::string s = fmt::format(
+      "<svg class=\"layers\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+      "role=\"img\"><title>{}</title><text x=\"{:.0f}\" y=\"15\" class=\"t\">{}</text>",
+      W, H, W, H, escape(title), left, escape(title));
+  for (int d = 0; d <= static_cast<int>(dmax); ++d) {
+    const double v = std::pow(10.0, d) - 1, y = top + ph - height(v);
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"a\" text-anchor=\"end\">{:g}</text>",
+                     left, y, W - right, y, left - 3, y + 3, std::pow(10.0, d));
+  }
+  const double bw = layers.empty() ? 0 : pw / static_cast<double>(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const LayerValue& l = layers[i];
+    const double h = height(l.value), x = left + bw * static_cast<double>(i);
+    s += fmt::format("<rect class=\"bar\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: {:.4g} {} ({})</title></rect>",
+                     x + 1, top + ph - h, std::max(bw - 2, 1.0), h, verdict_colour(l.verdict), escape(l.name), l.value,
+                     escape(unit), escape(l.verdict));
+    std::string label = l.name.size() > 14 ? "…" + l.name.substr(l.name.size() - 13) : l.name;
+    s += fmt::format("<text class=\"a\" transform=\"translate({:.1f},{:.1f}) rotate(-60)\" text-anchor=\"end\">{}</text>",
+                     x + bw / 2 + 3, top + ph + 6, escape(label));
+  }
+  return s + "</svg>";
+}
+
+}  // namespace foldcheck::reports::svg

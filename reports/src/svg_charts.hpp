@@ -1,0 +1,35 @@
+#pragma once
+// Inline SVG charts for the HTML report (no scripts, no network). Every data bar is a
+// <rect class="bar">, so a browser test can count what was drawn. Internal to reports.
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace foldcheck::reports::svg {
+
+// A signed log2 histogram (a summary's compact form, summary.hpp: the first bin's upper
+// edge, negative and positive counts per doubling bin, exact zeros, overflow): negative errors mirrored to the left of zero,
+// positive to the right, bar heights on a log scale of the count. `bound` (same unit,
+// > 0) draws dashed lines at -bound and +bound; `bound_label` names it.
+std::string signed_histogram(const nlohmann::json& hist, double bound, const std::string& bound_label,
+                             const std::string& title);
+
+// One horizontal bar split by stage shares (stage -> share in [0, 1]) with a legend.
+std::string stage_bars(const std::map<std::string, double>& shares, const std::string& title);
+
+// Per-layer values (name, value >= 0, verdict) as vertical bars on a log10 axis.
+struct LayerValue {
+  std::string name;
+  double value = 0;
+  std::string verdict;
+};
+std::string layer_chart(const std::vector<LayerValue>& layers, const std::string& title, const std::string& unit);
+
+// A colour for a verdict (EXPECTED green, SUSPICIOUS amber, UNEXPECTED red, MISTRUSTED grey).
+const char* verdict_colour(const std::string& verdict);
+
+// Text escaped for HTML/XML content and attributes.
+std::string escape(const std::string& s);
+
+}  // namespace foldcheck::reports::svg

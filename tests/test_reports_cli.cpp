@@ -1,0 +1,186 @@
+// Reports, suites and baselines through the foldcheck executable: the JSON schema holds for
+// every command, suites write their four files, shards merge into the same bytes as one
+// run, `compare` names what regressed, and the HTML renders in a real headless browser.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "cli_run.hpp"
+#include "schema_check.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace foldcheck_cli_test;
+
+namespace {
+
+void require_valid(const json& doc, const std::string& what) {
+  const std::vector<std::string> errors = schema_errors(doc);
+  INFO(what << ": " << (errors.empty() ? std::string() : errors.front()));
+  CHECK(errors.empty());
+}
+
+json parse_file(const fs::path& p) { return json::parse(slurp(p)); }
+
+// A small suite over the shipped cases and the fixture model (paths made absolute).
+fs::path write_suite(const fs::path& dir, const json& first_override = nullptr) {
+  fs::create_directories(dir);
+  const std::string fixture = (dir / "fixture").string();
+  REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + fixture + " >/dev/null").c_str()) == 0);
+  json first{{"case", src("cases/tvm_thread.json")}, {"attribution_elements", 128}};
+  if (!first_override.is_null()) first["override"] = first_override;
+  json suite{{"name", "mini"},
+             {"description", "tests/test_reports_cli.cpp"},
+             {"entries",
+              {first,
+               {{"case", src("cases/depthwise_3x3.json")}, {"attribution_elements", 64}},
+               {{"model", fixture + "/model.onnx"}, {"name", "small_cnn"}, {"observed", fixture + "/folded.onnx"},
+                {"input", fixture + "/x.npy"}, {"attribution_elements", 16}},
+               {{"model", fixture + "/model.onnx"}, {"name", "corrupt_fold"}, {"observed", fixture + "/corrupt.onnx"},
+                {"input", fixture + "/x.npy"}, {"attribution_elements", 16}, {"expect", "UNEXPECTED"}}}}};
+  const fs::path p = dir / "mini.json";
+  std::ofstream(p) << suite.dump(1);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("schema: every command's JSON validates; a broken document does not", "[cli][reports][schema]") {
+  const Result ex = run("explain --original 2.1122932,5.5735774 --observed 2.1122828,5.5735493 --format json");
+  require_valid(json::parse(ex.out), "explain");
+  for (const char* c : {"tvm_thread", "depthwise_3x3", "engine_variants", "tiny_variance", "resnet_3x3_64"}) {
+    const Result r = run(std::string("run ") + src("cases/") + c + ".json --format json --attribution-elements 64");
+    REQUIRE(r.code == 0);
+    require_valid(json::parse(r.out), c);
+  }
+  const fs::path seed = tmp("schema_seed");
+  REQUIRE(std::system((std::string(MAKE_BN_SEED_BIN) + " " + seed.string() + " >/dev/null").c_str()) == 0);
+  const Result dg = run("diagnose --input " + (seed / "x.npy").string() + " --bn " + (seed / "bn.npz").string() + " --observed " +
+                        (seed / "y_train.npy").string() + " --format json");
+  require_valid(json::parse(dg.out), "diagnose");
+  const fs::path fx = tmp("schema_fixture");
+  REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + fx.string() + " >/dev/null").c_str()) == 0);
+  const Result ad = run("accuracy-diff " + (fx / "model.onnx").string() + " --observed " + (fx / "folded.onnx").string() +
+                        " --input " + (fx / "x.npy").string() + " --observed-output " + (fx / "y_folded.npy").string() +
+                        " --output-samples 4 --format json");
+  REQUIRE(ad.code == 0);
+  const json adj = json::parse(ad.out);
+  require_valid(adj, "accuracy-diff");
+  CHECK(adj["timing"]["seconds"].get<double>() >= 0);
+  // Not vacuous: a wrong verdict, a missing field, a wrong type are each refused.
+  json bad = adj;
+  bad["verdict"] = "MAYBE";
+  CHECK_FALSE(schema_errors(bad).empty());
+  bad = adj;
+  bad.erase("layers");
+  CHECK_FALSE(schema_errors(bad).empty());
+  bad = adj;
+  bad["layers"][0]["worst_channel"] = "three";
+  CHECK_FALSE(schema_errors(bad).empty());
+}
+
+TEST_CASE("suite: four files, shards merge to the same bytes, any thread count, compare", "[cli][reports][suite]") {
+  const fs::path dir = tmp("suite");
+  const fs::path suite = write_suite(dir);
+  const fs::path full = dir / "full";
+  const Result r = run("suite " + suite.string() + " -o " + full.string() + " --no-timing -q");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("4 passed, 0 failed"));
+  for (const char* f : {"report.json", "report.md", "report.html", "junit.xml", "results/tvm_thread.json", "results/small_cnn.json"})
+    CHECK(fs::exists(full / f));
+  const json report = parse_file(full / "report.json");
+  require_valid(report, "suite report");
+  CHECK(report["verdict"] == "EXPECTED");
+  CHECK(report["entries"][3]["summary"]["verdict"] == "UNEXPECTED");  // caught, as expected
+  CHECK(report["entries"][3]["passed"] == true);
+  CHECK_FALSE(report.contains("timing"));
+  require_valid(parse_file(full / "results/tvm_thread.json"), "full result in a suite");
+  const std::string junit = slurp(full / "junit.xml");
+  CHECK_THAT(junit, Catch::Contains("tests=\"4\" failures=\"0\"") && Catch::Contains("name=\"corrupt_fold\""));
+  CHECK_THAT(slurp(full / "report.md"), Catch::Contains("✅ 4/4 passed") && Catch::Contains("| ✅ small_cnn | model |"));
+
+  // Two shards on one thread, merged: the same report.json, byte for byte.
+  for (const char* s : {"1/2", "2/2"}) {
+    const Result sh = run("suite " + suite.string() + " -o " + (dir / (std::string("shard") + s[0])).string() +
+                          " --shard " + s + " --threads 1 --no-timing -q");
+    REQUIRE(sh.code == 0);
+  }
+  CHECK(parse_file(dir / "shard1/report.json")["entries"].size() == 2);
+  const Result m = run("merge " + (dir / "shard1/report.json").string() + " " + (dir / "shard2/report.json").string() + " -o " +
+                       (dir / "merged").string());
+  REQUIRE(m.code == 0);
+  CHECK(slurp(dir / "merged/report.json") == slurp(full / "report.json"));
+  CHECK(slurp(dir / "merged/report.html") == slurp(full / "report.html"));
+  CHECK(fs::exists(dir / "merged/results/corrupt_fold.json"));
+  const Result partial = run("merge " + (dir / "shard1/report.json").string() + " -o " + (dir / "partial").string());
+  CHECK(partial.code == 2);
+  CHECK_THAT(partial.err, Catch::Contains("shard 2/2 is missing"));
+
+  // compare: unchanged against itself (exit 0); a fast-rsqrt variant regresses (exit 1).
+  const Result same = run("compare " + (full / "report.json").string() + " --baseline " + (dir / "merged/report.json").string());
+  CHECK(same.code == 0);
+  CHECK_THAT(same.out, Catch::Contains("4 unchanged") && Catch::Contains("no regression"));
+  const fs::path fast_suite = write_suite(dir / "fast", json{{"compare", {{"variants", {{{"rsqrt", "fast"}, {"newton_steps", 0}}}}}}});
+  const Result fast = run("suite " + fast_suite.string() + " -o " + (dir / "fast_out").string() + " --no-timing -q");
+  REQUIRE(fast.code == 0);  // still within its own bound: only the baseline sees the change
+  const Result reg = run("compare " + (dir / "fast_out/report.json").string() + " --baseline " + (full / "report.json").string() +
+                         " --format json");
+  CHECK(reg.code == 1);
+  const json d = json::parse(reg.out);
+  require_valid(d, "compare");
+  CHECK(d["regressions"] == 1);
+  CHECK(d["entries"][0]["name"] == "tvm_thread");
+  CHECK(d["entries"][0]["status"] == "regressed");
+  bool named = false;
+  for (const json& c : d["entries"][0]["changes"])
+    named = named || (c["where"] == "float32/sequential#0/fused/pytorch" && c["statistic"] == "ulp.p50" && c["regression"] == true);
+  CHECK(named);
+  const Result text = run("compare " + (dir / "fast_out/report.json").string() + " --baseline " + (full / "report.json").string());
+  CHECK(text.code == 1);
+  CHECK_THAT(text.out, Catch::Contains("tvm_thread: regressed") &&
+                           Catch::Contains("float32/sequential#0/fused/pytorch: ulp.p50") && Catch::Contains("(REGRESSION)"));
+  // Usage errors: a bad shard, an unknown suite key.
+  CHECK(run("suite " + suite.string() + " -o " + (dir / "x").string() + " --shard 3/2").code == 2);
+  std::ofstream(dir / "bad.json") << R"({"name": "b", "entries": [{"case": "x.json", "colour": 1}]})";
+  const Result badkey = run("suite " + (dir / "bad.json").string() + " -o " + (dir / "y").string());
+  CHECK(badkey.code == 2);
+  CHECK_THAT(badkey.err, Catch::Contains("unknown key 'colour'"));
+}
+
+TEST_CASE("html report: renders in headless chromium with its charts and no script errors", "[cli][reports][browser]") {
+  const fs::path dir = tmp("browser");
+  const fs::path suite = write_suite(dir);
+  REQUIRE(run("suite " + suite.string() + " -o " + (dir / "out").string() + " --no-timing -q").code == 0);
+  const fs::path html = dir / "out/report.html";
+  const std::string page = slurp(html);
+  CHECK(page.find("http://") == page.find("http://www.w3.org/2000/svg"));  // no network: only the SVG namespace
+  CHECK(page.find("<script src") == std::string::npos);
+  CHECK(page.find("<link") == std::string::npos);
+  const std::string chrome = "chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1600 "
+                             "--enable-logging=stderr --log-level=0 ";
+  const fs::path dom = dir / "dom.html", log = dir / "chromium.log";
+  const fs::path png = fs::path(FOLDCHECK_BINARY_DIR) / "report_screenshot.png";
+  fs::remove(png);
+  REQUIRE(std::system((chrome + "--dump-dom file://" + html.string() + " >" + dom.string() + " 2>" + log.string()).c_str()) == 0);
+  REQUIRE(std::system((chrome + "--screenshot=" + png.string() + " file://" + html.string() + " >/dev/null 2>>" + log.string()).c_str()) == 0);
+  const std::string after = slurp(dom), messages = slurp(log);
+  // The page's own script ran and counted what was drawn.
+  std::smatch m;
+  REQUIRE(std::regex_search(after, m, std::regex("data-bars=\"([0-9]+)\"")));
+  CHECK(std::stoi(m[1]) > 100);
+  CHECK(after.find("data-errors=\"0\"") != std::string::npos);
+  CHECK_THAT(after, Catch::Contains("charts, ") && Catch::Contains(" bars drawn"));
+  // No console message at all (the page logs nothing; chromium logs console.error and
+  // uncaught exceptions as ':CONSOLE:<line>] "..."' lines at --log-level=0).
+  INFO(messages.substr(0, 2000));
+  CHECK(messages.find("Uncaught") == std::string::npos);
+  CHECK(messages.find(":CONSOLE") == std::string::npos);
+  // The screenshot exists and is not blank (a white PNG of this size compresses to a few KB).
+  REQUIRE(fs::exists(png));
+  CHECK(fs::file_size(png) > 50000);
+}
