@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/reports/suite_reports.hpp"
 
 namespace foldcheck::cli {
 
@@ -51,6 +52,13 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
   };
+}
+
+std::string render(const OutputOptions& o, const json& r, const std::function<std::string(const json&)>& text) {
+  if (o.format == "json") return r.dump(2);
+  if (o.format == "markdown") return reports::report_markdown(r);
+  if (o.format == "html") return reports::report_html(r);
+  return text(r);
 }
 
 void emit(const OutputOptions& o, const std::string& content) {

@@ -34,6 +34,10 @@ void stamp(json& r, const OutputOptions& o);
 // is a terminal and not -q (an empty function otherwise).
 std::function<void(const std::string&)> progress_printer(const OutputOptions& o);
 
+// The result in the chosen --format: json, markdown and html (suite_reports.hpp) from the
+// JSON; text by `text`.
+std::string render(const OutputOptions& o, const json& result, const std::function<std::string(const json&)>& text);
+
 // To -o FILE (atomically) or stdout.
 void emit(const OutputOptions& o, const std::string& content);
 

@@ -7,11 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cmath>
-#include <ctime>
-#include <thread>
-#include <functional>
 #include <fmt/format.h>
 #include <iostream>
 #include <optional>
@@ -23,8 +19,6 @@
 #include "foldcheck/explain.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
-#include "foldcheck/reports/output_file.hpp"
-#include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/text.hpp"
 #include "foldcheck/run_case.hpp"
 #include "foldcheck/version.hpp"
@@ -41,6 +35,7 @@ using fc::cli::add_output_options;
 using fc::cli::emit;
 using fc::cli::exit_code;
 using fc::cli::progress_printer;
+using fc::cli::render;
 using fc::cli::stamp;
 
 struct ExplainArgs {
@@ -153,7 +148,7 @@ int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, cons
   json r = fc::run_case(spec, ro);
   stamp(r, o);
   if (ro.progress) std::cerr << "\r\033[K";
-  emit(o, o.format == "json" ? r.dump(2) : o.format == "markdown" ? fc::reports::report_markdown(r) : o.format == "html" ? fc::reports::report_html(r) : fc::reports::run_text(r, {all_hist}));
+  emit(o, render(o, r, [&](const json& j) { return fc::reports::run_text(j, {all_hist}); }));
   return exit_code(r);
 }
 
@@ -222,7 +217,7 @@ int cmd_accuracy_diff(const AccuracyDiffArgs& a, const OutputOptions& o) {
   json r = fc::accuracy_diff(a.model, ao);
   stamp(r, o);
   if (ao.progress) std::cerr << "\r\033[K";
-  emit(o, o.format == "json" ? r.dump(2) : o.format == "markdown" ? fc::reports::report_markdown(r) : o.format == "html" ? fc::reports::report_html(r) : fc::reports::accuracy_diff_text(r));
+  emit(o, render(o, r, fc::reports::accuracy_diff_text));
   return exit_code(r);
 }
 
