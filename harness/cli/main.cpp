@@ -23,6 +23,7 @@
 #include "foldcheck/run_case.hpp"
 #include "foldcheck/version.hpp"
 #include "common.hpp"
+#include "bisect_command.hpp"
 #include "suite_commands.hpp"
 
 namespace fc = foldcheck;
@@ -324,6 +325,8 @@ int main(int argc, char** argv) {
 
   fc::cli::SuiteCommands suite_cmds;
   suite_cmds.add_to(app);
+  fc::cli::BisectCommand bisect_cmd;
+  bisect_cmd.add_to(app);
 
   try {
     app.parse(argc, argv);
@@ -343,6 +346,7 @@ int main(int argc, char** argv) {
     if (*diag) return cmd_diagnose(da, dopt);
     if (*adiff) return cmd_accuracy_diff(ad, aopt);
     if (const auto rc = suite_cmds.run()) return *rc;
+    if (const auto rc = bisect_cmd.run()) return *rc;
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;

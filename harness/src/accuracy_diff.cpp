@@ -159,19 +159,6 @@ std::vector<std::int64_t> top1(const Tensor& y) {
   return r;
 }
 
-// The float64 run's values as comparison targets (approximations, not certified roundings).
-ref::ValueArray reference_values(const Tensor& y64) {
-  ref::ValueArray v(y64.data.size(), ref::format_bit(ref::kFloat32));
-  for (std::size_t i = 0; i < y64.data.size(); ++i) {
-    ref::Value x;
-    x.approx = {y64.data[i], 0.0};
-    x.rounded[ref::format_index(ref::kFloat32)] = round_to(DType::Float32, y64.data[i]);
-    x.certified = ref::format_bit(ref::kFloat32);
-    v.set(i, x);
-  }
-  return v;
-}
-
 // "[#######.............]  7/20": a text progress bar for status lines.
 std::string bar(std::size_t done, std::size_t total) {
   constexpr std::size_t kWidth = 24;
@@ -234,7 +221,7 @@ json observed_output_check(const Model& model, const BnPatterns& pat, const Runs
   };
   const OutputBound ob = output_bound(model, pat, {{model.inputs[0].name, rr.x}}, bo);
   const std::vector<double>& bound = ob.bound.at(out);
-  const ref::ValueArray refv = reference_values(ob.reference.at(out));
+  const ref::ValueArray refv = approximate_values(ob.reference.at(out).data, DType::Float32);
   std::vector<double> yv = y.data;
   for (double& v : yv) v = round_to(DType::Float32, v);  // float64 files: the float32 value an engine would hold
   const Comparison c = compare(yv, refv, DType::Float32, &bound);
@@ -426,7 +413,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     json outs = json::array();
     for (const ValueInfo& vi : model.outputs) {
       const Tensor& y64 = rr.out64.at(vi.name);
-      const ref::ValueArray refv = reference_values(y64);
+      const ref::ValueArray refv = approximate_values(y64.data, DType::Float32);
       json oj{{"name", vi.name}, {"shape", y64.shape}};
       oj["unfused"] = to_json(compare(rr.out32.at(vi.name).data, refv, DType::Float32));
       oj["fused"] = to_json(compare(rr.out32f.at(vi.name).data, refv, DType::Float32));

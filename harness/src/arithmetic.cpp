@@ -9,6 +9,7 @@ std::string Arithmetic::label() const {
   auto add = [&](const std::string& p) { s += (s.empty() ? "" : "+") + p; };
   if (fma) add("fma");
   if (fast_rsqrt()) add("fast-rsqrt-" + std::to_string(newton_steps) + "nr");
+  if (rsqrt_multiply && !fast_rsqrt()) add("rsqrt-multiply");
   if (weight_dtype) add(std::string(name(*weight_dtype)) + "-weights");
   return s.empty() ? "default" : s;
 }

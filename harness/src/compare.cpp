@@ -195,4 +195,17 @@ nlohmann::json to_json(const Comparison& c) {
   return j;
 }
 
+ref::ValueArray approximate_values(const std::vector<double>& x, DType t) {
+  const ref::Format& f = *info(t).format;
+  ref::ValueArray v(x.size(), ref::format_bit(f));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ref::Value e;
+    e.approx = {x[i], 0.0};
+    e.rounded[ref::format_index(f)] = round_to(t, x[i]);
+    e.certified = ref::format_bit(f);
+    v.set(i, e);
+  }
+  return v;
+}
+
 }  // namespace foldcheck

@@ -11,6 +11,9 @@
 //                  bounded by Intel's documented |rel err| <= 1.5*2^-12) refined by that many
 //                  Newton steps y <- y*(1.5 - (y*(0.5*a))*y); a division by sqrt(a)
 //                  becomes a multiplication by the estimate, as fast-math compilers do.
+//   rsqrt_multiply a division by sqrt(a) becomes a multiplication by 1/sqrt(a) computed as
+//                  a correctly rounded sqrt and reciprocal (one more rounding; what algebraic
+//                  simplifiers do, e.g. TVM SimplifyExpr); implied by the fast rsqrt.
 //   weight_dtype   folded weights stored in this type (bf16/fp16 weights of a float32
 //                  model); unset: the model's dtype.
 // Stages name where each rounding happens, for attribution (attribution.hpp).
@@ -35,9 +38,11 @@ inline double rsqrt_estimate12(double a) {
 struct Arithmetic {
   bool fma = false;
   int newton_steps = -1;
+  bool rsqrt_multiply = false;
   std::optional<DType> weight_dtype;
 
   bool fast_rsqrt() const { return newton_steps >= 0; }
+  bool multiplies_by_rsqrt() const { return fast_rsqrt() || rsqrt_multiply; }
   std::string label() const;  // "default", "fma", "fast-rsqrt-1nr", "bfloat16-weights", joined by '+'
   bool operator==(const Arithmetic&) const = default;
 };

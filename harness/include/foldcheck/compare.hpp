@@ -80,6 +80,12 @@ struct Tolerance {
 Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const ref::ValueArray& x);
 nlohmann::json to_json(const Tolerance& t);
 
+// Values known to double precision (a float64 run, a reference .npy) as comparison
+// targets for dtype t: taken as exact, their rounding to t marked certified. Only for
+// targets whose own error is negligible against t's rounding (float64 against float32 or
+// narrower: 2^-29 of a float32 ULP per operation).
+ref::ValueArray approximate_values(const std::vector<double>& x, DType t);
+
 // Signed ULP error of v against the double-double x (finite values).
 double ulp_error(double v, const ref::DoubleDouble& x, DType t);
 

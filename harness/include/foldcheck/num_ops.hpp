@@ -44,11 +44,12 @@ N inv_sqrt(const N& a, const Arithmetic& ar) {
   return N(1.0) / sqrt(a);
 }
 
-// x / sqrt(a) (stage rsqrt: the square root and the division), or under fast rsqrt
-// x * rsqrt(a) (the estimate in stage rsqrt, the multiplication in mul_stage).
+// x / sqrt(a) (stage rsqrt: the square root and the division), or under fast rsqrt or
+// rsqrt_multiply x * rsqrt(a) (the reciprocal in stage rsqrt, the multiplication in
+// mul_stage).
 template <class N>
 N div_sqrt(const N& x, const N& a, const Arithmetic& ar, Stage mul_stage) {
-  if (ar.fast_rsqrt()) {
+  if (ar.multiplies_by_rsqrt()) {
     const N r = inv_sqrt(a, ar);
     StageScope<N> st(mul_stage);
     return x * r;

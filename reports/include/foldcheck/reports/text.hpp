@@ -22,5 +22,6 @@ std::string run_text(const nlohmann::json& result, const RunTextOptions& opts = 
 std::string diagnose_text(const nlohmann::json& result);
 
 std::string accuracy_diff_text(const nlohmann::json& result);
+std::string bisect_text(const nlohmann::json& result);
 
 }  // namespace foldcheck::reports

@@ -1,0 +1,28 @@
+#pragma once
+// `foldcheck bisect`: the first compiler pass that takes a drift past what rounding
+// explains — through foldcheck's pass pipeline on a case file, or through an external
+// command's outputs (harness bisect.hpp).
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "common.hpp"
+
+namespace foldcheck::cli {
+
+class BisectCommand {
+ public:
+  void add_to(CLI::App& app);
+  std::optional<int> run();  // the exit code when `bisect` was given
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  OutputOptions out_;
+  std::string target_, passes_, disabled_, external_, reference_, model_, input_, dtype_;
+  std::optional<int> opt_level_;
+  std::optional<double> threshold_ulp_;
+  double timeout_ = 600;
+  bool linear_ = false, leave_one_out_ = false;
+};
+
+}  // namespace foldcheck::cli

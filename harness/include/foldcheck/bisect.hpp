@@ -1,0 +1,71 @@
+#pragma once
+// `foldcheck bisect`: which compiler pass makes a drift leave what rounding explains.
+//
+// Internal (a case file and foldcheck's pass pipeline, passes.hpp): step k evaluates the
+// layer after the first k passes in float32 and compares it with the certified reference.
+// A step is bad when its outputs leave the bound a correct compiler must meet — the
+// deterministic and probabilistic bounds of the lowered program with every operation an
+// IEEE one (so a reordering, a fold, an rsqrt-multiply are covered, a fast-math
+// approximation or int8 values are not) — or, with --threshold-ulp N, when its max |ULP|
+// exceeds N. Step 0 (no pass) is the plain float32 evaluation, within its bound by the
+// theorem the bound states, so it is not evaluated: the search evaluates the whole
+// pipeline, then bisects prefixes, at most ceil(log2 n) + 1 evaluations for n passes,
+// and names the first pass whose prefix is bad (if badness is monotone in the prefix; the
+// --linear table shows every step). For the weights, every prefix is lowered (no
+// evaluation needed) to name the pass that changed them and whether the change is itself
+// a correct fold (fold_check.hpp: within some engine recipe's bound).
+//
+// External (a command): see ExternalBisectOptions.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/case_file.hpp"
+
+namespace foldcheck {
+
+enum class BisectMode { Search, Linear, LeaveOneOut };
+
+struct BisectOptions {
+  std::vector<std::string> passes;
+  BisectMode mode = BisectMode::Search;
+  std::optional<double> threshold_ulp;
+  std::optional<DType> dtype;  // default: the case's first dtype
+  double confidence = 0.999;
+  ref::Options ref;
+  std::function<void(const std::string&)> progress;
+};
+
+// JSON: "culprit" (a pass name or null), "steps" (each evaluation: "prefix", "enabled"
+// passes, "pass", "applied" or "skipped", "how", drift statistics, "verdict", "bad"),
+// "evaluations", "weights" (per pass: did it change the conv weights, drift vs the
+// original in ppm, and the fold check's verdict), "leave_one_out" (that mode), "verdict"
+// (UNEXPECTED when a culprit was found).
+nlohmann::json bisect_case(const CaseSpec& spec, const BisectOptions& opts);
+
+// External: runs `command` (through /bin/sh, in the caller's working directory) once per
+// configuration, with {enabled} and {disabled} replaced by comma-separated pass names and
+// {out} by a .npy path in a fresh temporary directory that the command must write;
+// compares the output with the reference. Configuration k enables passes[0..k). Bad: max
+// |ULP| above `threshold_ulp`, or by default above 2 m0 + 1, m0 the max |ULP| of the
+// all-disabled output (an independent rounding of the same computation stays near its
+// worst error; a pass that changes the computation's value does not). Configurations 0
+// and n are evaluated, then prefixes are bisected.
+struct ExternalBisectOptions {
+  std::string command;
+  std::vector<std::string> passes;
+  std::vector<double> reference;  // the exact (or float64) outputs
+  std::vector<std::int64_t> reference_shape;
+  std::string reference_source;   // for the report
+  DType dtype = DType::Float32;    // ULP unit of the outputs
+  std::optional<double> threshold_ulp;
+  double timeout_seconds = 600;
+  bool linear = false;
+  std::function<void(const std::string&)> progress;
+};
+nlohmann::json bisect_command(const ExternalBisectOptions& opts);
+
+}  // namespace foldcheck

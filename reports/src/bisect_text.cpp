@@ -1,0 +1,69 @@
+// Terminal rendering of `foldcheck bisect` results.
+#include <fmt/format.h>
+
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string num(const json& v) { return v.is_number() ? fmt::format("{:.4g}", v.get<double>()) : std::string("-"); }
+
+std::string passes_line(const json& v) {
+  std::string s;
+  for (const json& p : v) s += (s.empty() ? "" : ",") + p.get<std::string>();
+  return s.empty() ? "(none)" : s;
+}
+
+}  // namespace
+
+std::string bisect_text(const json& r) {
+  std::string s;
+  const bool external = r.contains("external_command");
+  if (external)
+    s += fmt::format("foldcheck bisect --cmd '{}'\n  reference: {}; passes: {}\n  bad: {}\n\n", r["external_command"].get<std::string>(),
+                     r["reference"].get<std::string>(), passes_line(r["passes"]), r["criterion"].get<std::string>());
+  else
+    s += fmt::format("foldcheck bisect {} ({}, seed {}) — passes: {}\n  bad: {}\n\n", r["case"]["path"].get<std::string>(),
+                     r["dtype"].get<std::string>(), r["case"]["seed"].get<std::uint64_t>(), passes_line(r["passes"]),
+                     r["criterion"].get<std::string>());
+  const bool loo = r.value("mode", "") == "leave-one-out";
+  if (external) {
+    s += fmt::format("  {:>4} {:<40} {:>12} {:>12} {:>5}  command\n", "run", "enabled passes", "max |ULP|", "p99.9", "bad");
+    std::size_t i = 0;
+    for (const json& st : r["steps"])
+      s += fmt::format("  {:>4} {:<40} {:>12} {:>12} {:>5}  {}\n", ++i, passes_line(st["enabled"]), num(st["max_abs_ulp"]),
+                       num(st["p99_9_abs_ulp"]), st["bad"].get<bool>() ? "yes" : "no", st["command"].get<std::string>());
+  } else {
+    s += fmt::format("  {:<22} {:<8} {:>12} {:>10} {:>9}  {:<11} {:<4} how\n", loo ? "disabled" : "after pass", "applied",
+                     "max |ULP|", "p99.9", "ratio", "verdict", "bad");
+    for (const json& st : r["steps"]) {
+      std::string label = loo ? (st["disabled"].is_null() ? std::string("(none)") : st["disabled"].get<std::string>())
+                              : (st.contains("pass") ? st["pass"].get<std::string>() : std::string("(no pass)"));
+      std::string applied = st.contains("applied") ? (st["applied"].get<bool>() ? "yes" : "no-op") : "-";
+      s += fmt::format("  {:<22} {:<8} {:>12} {:>10} {:>9}  {:<11} {:<4} {}\n", label, applied, num(st["max_abs_ulp"]),
+                       num(st["p99_9_abs_ulp"]), num(st["worst_ratio"]), st["verdict"].get<std::string>(),
+                       st["bad"].get<bool>() ? "yes" : "no", st["how"].get<std::string>());
+      if (st.contains("skipped")) s += fmt::format("  {:<22} ({})\n", "", st["skipped"].get<std::string>());
+    }
+    s += "\n  weights:\n";
+    if (r["weights"].empty()) s += "    no pass changed the conv weights\n";
+    for (const json& w : r["weights"])
+      s += fmt::format("    {} changed {} weights by up to {} ppm ({} ppm from the original); as a fold: {}{}\n",
+                       w["pass"].get<std::string>(), w["changed"].get<std::int64_t>(), num(w["max_change_ppm"]),
+                       num(w["max_drift_ppm_vs_original"]),
+                       w["fold_verdict"].is_null() ? std::string("-") : w["fold_verdict"].get<std::string>(),
+                       w.contains("closest_recipe") ? fmt::format(" (closest recipe {}, ratio {} to its bound, {} ULP from the exact fold)",
+                                                                  w["closest_recipe"].get<std::string>(), num(w["fold_worst_ratio"]),
+                                                                  num(w["max_abs_ulp_vs_exact_fold"]))
+                                                    : "");
+  }
+  s += fmt::format("\n{} evaluations. culprit: {}\n", r["evaluations"].get<std::size_t>(),
+                   r["culprit"].is_null() ? std::string("none") : r["culprit"].get<std::string>());
+  s += fmt::format("verdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
+  return s;
+}
+
+}  // namespace foldcheck::reports
