@@ -56,3 +56,20 @@ TEST_CASE("bisect --cmd: an external compiler's value-changing pass is named; fa
   CHECK_THAT(none.err, Catch::Contains("wrote no {out} file"));
   CHECK(run("bisect --cmd 'true' --reference " + ref.string() + " --passes A").code == 2);
 }
+
+TEST_CASE("bisect: an ONNX model's pairs, each on its real input; the worst layer is named", "[cli][bisect]") {
+  const std::string m = src("cases/models/fixture/model.onnx"), x = src("cases/models/fixture/x.npy");
+  const Result r = run("bisect " + m + " --input " + x + " --passes SimplifyInference,FoldScaleAxis,FastMath,FuseOps,AlterOpLayout --format json");
+  CHECK(r.code == 1);
+  const json j = json::parse(r.out);
+  CHECK(schema_errors(j).empty());
+  CHECK(j["culprit"] == "FastMath");
+  CHECK(j["model"]["pairs"] == 3);
+  CHECK(j["steps"][0]["worst_layer"].is_string());
+  CHECK(j["weights"][0]["pass"] == "FoldScaleAxis");
+  CHECK(j["weights"][0]["fold_verdict"] == "EXPECTED");
+  CHECK(j["weights"][0]["layers_changed"] == 3);
+  const Result ok = run("bisect " + m + " --opt-level 3 -q");
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("culprit: none"));
+}

@@ -35,7 +35,7 @@ void BisectCommand::add_to(CLI::App& app) {
       "bisect",
       "Find the compiler pass that takes a drift past what rounding explains: through foldcheck's pass pipeline on a "
       "case file (passes: " + names + "), or through an external command's outputs (--cmd). Exit 1 when a pass is named.");
-  cmd_->add_option("case", target_, "Case file (JSON) for the internal pipeline");
+  cmd_->add_option("target", target_, "Case file (JSON) or ONNX model for the internal pipeline");
   cmd_->add_option("--passes", passes_, "Pass pipeline, comma-separated, in order");
   cmd_->add_option("--opt-level", opt_level_, "Pipeline of every pass up to this TVM opt_level (instead of --passes)")
       ->check(CLI::Range(0, 4));
@@ -50,7 +50,8 @@ void BisectCommand::add_to(CLI::App& app) {
                    "{out} (the .npy it must write) are substituted");
   cmd_->add_option("--reference", reference_, "Reference outputs for --cmd (.npy, exact or float64)");
   cmd_->add_option("--model", model_, "With --input: compute the --cmd reference as a float64 run of this ONNX model");
-  cmd_->add_option("--input", input_, "The model input for --model (.npy)");
+  cmd_->add_option("--input", input_, "Model input (.npy): of the ONNX target, or of --model; default for a target: seeded normal");
+  cmd_->add_option("--seed", seed_, "Seed of the default model input")->capture_default_str();
   cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(CLI::PositiveNumber)->capture_default_str();
   add_output_options(cmd_, out_);
 }
@@ -97,8 +98,6 @@ std::optional<int> BisectCommand::run() {
     r = bisect_command(eo);
   } else {
     if (target_.empty()) throw InputError("bisect: give a case file, or --cmd for an external compiler");
-    if (target_.size() > 5 && target_.substr(target_.size() - 5) == ".onnx")
-      throw InputError("bisect: ONNX models are bisected through their compiler with --cmd; the internal pipeline takes case files");
     BisectOptions bo;
     bo.passes = passes;
     bo.mode = linear_ ? BisectMode::Linear : leave_one_out_ ? BisectMode::LeaveOneOut : BisectMode::Search;
@@ -107,7 +106,13 @@ std::optional<int> BisectCommand::run() {
     bo.ref.precision = out_.precision;
     bo.ref.threads = out_.threads;
     bo.progress = progress_printer(out_);
-    r = bisect_case(load_case(target_), bo);
+    const bool onnx = target_.size() > 5 && target_.substr(target_.size() - 5) == ".onnx";
+    if (onnx) {
+      if (!dtype_.empty() && dtype_ != "float32") throw InputError("bisect: models are lowered in float32");
+      r = bisect_model(target_, input_.empty() ? std::nullopt : std::optional<std::string>(input_), seed_, bo);
+    } else {
+      r = bisect_case(load_case(target_), bo);
+    }
   }
   if (progress_printer(out_)) std::cerr << "\r\033[K";
   stamp(r, out_);

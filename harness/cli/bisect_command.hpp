@@ -22,6 +22,7 @@ class BisectCommand {
   std::optional<int> opt_level_;
   std::optional<double> threshold_ulp_;
   double timeout_ = 600;
+  std::uint64_t seed_ = 0;
   bool linear_ = false, leave_one_out_ = false;
 };
 

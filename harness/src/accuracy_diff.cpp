@@ -55,40 +55,6 @@ std::map<std::size_t, std::size_t> match_layers(const Model& original, const Mod
   return m;
 }
 
-// The model input: the given .npy, or seeded standard-normal float32 values of the graph
-// input's shape (an unknown leading dimension is 1).
-Tensor model_input(const Model& m, const AccuracyDiffOptions& o) {
-  if (m.inputs.size() != 1)
-    throw InputError(fmt::format("{}: {} graph inputs; accuracy-diff runs models with one input", m.path, m.inputs.size()));
-  const ValueInfo& vi = m.inputs[0];
-  Tensor x;
-  if (o.input) {
-    x = read_npy(*o.input);
-    for (const double v : x.data)
-      if (!std::isfinite(v)) throw InputError(*o.input + ": input holds a NaN or infinity");
-    x.data.assign(x.data.begin(), x.data.end());
-    for (double& v : x.data) v = round_to(DType::Float32, v);
-  } else {
-    x.shape = vi.shape;
-    for (std::size_t k = 0; k < x.shape.size(); ++k)
-      if (x.shape[k] < 0) {
-        if (k != 0) throw InputError(fmt::format("input {} has an unknown dimension {}: give --input", vi.name, k));
-        x.shape[k] = 1;
-      }
-    std::mt19937_64 rng(o.seed);
-    std::normal_distribution<double> nd;
-    x.data.resize(static_cast<std::size_t>(element_count(x.shape)));
-    for (double& v : x.data) v = static_cast<float>(nd(rng));
-  }
-  x.dtype = DType::Float32;
-  if (x.shape.size() != vi.shape.size())
-    throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
-  for (std::size_t k = 0; k < x.shape.size(); ++k)
-    if (vi.shape[k] >= 0 && vi.shape[k] != x.shape[k])
-      throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
-  return x;
-}
-
 // A comparison's ULP summary for the table.
 json ulp_summary(const Comparison& c) {
   return {{"verdict", name(c.verdict)},
@@ -300,7 +266,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     if (model.inputs.size() != 1) {
       not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
     } else {
-      Tensor x = model_input(model, opts);  // a bad --input is the user's error (exit 2)
+      Tensor x = model_input(model, opts.input, opts.seed);  // a bad --input is the user's error (exit 2)
       try {
         rr = run_all(model, pat, opts, std::move(x), say);
       } catch (const InputError& e) {

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include <fmt/format.h>
 
 #include "foldcheck/errors.hpp"
 #include "foldcheck/fold_pass.hpp"
 #include "foldcheck/layer_math.hpp"
+#include "foldcheck/npy.hpp"
 
 namespace foldcheck {
 namespace {
@@ -596,6 +598,37 @@ Shape layer_output_shape(const ModelNode& layer, const ref::ConvGeometry& g, con
   Shape s = input_shape;  // MatMul: [..., K] -> [..., O]
   s.back() = g.O;
   return s;
+}
+
+Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed) {
+  if (m.inputs.size() != 1)
+    throw InputError(fmt::format("{}: {} graph inputs; model runs take models with one input", m.path, m.inputs.size()));
+  const ValueInfo& vi = m.inputs[0];
+  Tensor x;
+  if (input) {
+    x = read_npy(*input);
+    for (const double v : x.data)
+      if (!std::isfinite(v)) throw InputError(*input + ": input holds a NaN or infinity");
+    for (double& v : x.data) v = round_to(DType::Float32, v);
+  } else {
+    x.shape = vi.shape;
+    for (std::size_t k = 0; k < x.shape.size(); ++k)
+      if (x.shape[k] < 0) {
+        if (k != 0) throw InputError(fmt::format("input {} has an unknown dimension {}: give --input", vi.name, k));
+        x.shape[k] = 1;
+      }
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> nd;
+    x.data.resize(static_cast<std::size_t>(element_count(x.shape)));
+    for (double& v : x.data) v = static_cast<float>(nd(rng));
+  }
+  x.dtype = DType::Float32;
+  if (x.shape.size() != vi.shape.size())
+    throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+  for (std::size_t k = 0; k < x.shape.size(); ++k)
+    if (vi.shape[k] >= 0 && vi.shape[k] != x.shape[k])
+      throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+  return x;
 }
 
 Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, Tensor>& inputs) {

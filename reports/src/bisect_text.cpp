@@ -25,6 +25,10 @@ std::string bisect_text(const json& r) {
   if (external)
     s += fmt::format("foldcheck bisect --cmd '{}'\n  reference: {}; passes: {}\n  bad: {}\n\n", r["external_command"].get<std::string>(),
                      r["reference"].get<std::string>(), passes_line(r["passes"]), r["criterion"].get<std::string>());
+  else if (r.contains("model"))
+    s += fmt::format("foldcheck bisect {} ({} pairs, input {}) — passes: {}\n  bad: {} (any layer)\n\n",
+                     r["model"]["path"].get<std::string>(), r["model"]["pairs"].get<std::size_t>(), r["input"].get<std::string>(),
+                     passes_line(r["passes"]), r["criterion"].get<std::string>());
   else
     s += fmt::format("foldcheck bisect {} ({}, seed {}) — passes: {}\n  bad: {}\n\n", r["case"]["path"].get<std::string>(),
                      r["dtype"].get<std::string>(), r["case"]["seed"].get<std::uint64_t>(), passes_line(r["passes"]),
@@ -47,6 +51,7 @@ std::string bisect_text(const json& r) {
                        num(st["p99_9_abs_ulp"]), num(st["worst_ratio"]), st["verdict"].get<std::string>(),
                        st["bad"].get<bool>() ? "yes" : "no", st["how"].get<std::string>());
       if (st.contains("skipped")) s += fmt::format("  {:<22} ({})\n", "", st["skipped"].get<std::string>());
+      if (st.contains("worst_layer") && st["bad"].get<bool>()) s += fmt::format("  {:<22} worst layer: {}\n", "", st["worst_layer"].get<std::string>());
     }
     s += "\n  weights:\n";
     if (r["weights"].empty()) s += "    no pass changed the conv weights\n";

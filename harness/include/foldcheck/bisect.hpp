@@ -1,7 +1,7 @@
 #pragma once
 // `foldcheck bisect`: which compiler pass makes a drift leave what rounding explains.
 //
-// Internal (a case file and foldcheck's pass pipeline, passes.hpp): step k evaluates the
+// Internal (a case file or an ONNX model's pairs, and foldcheck's pass pipeline, passes.hpp): step k evaluates the
 // layer after the first k passes in float32 and compares it with the certified reference.
 // A step is bad when its outputs leave the bound a correct compiler must meet — the
 // deterministic and probabilistic bounds of the lowered program with every operation an
@@ -45,6 +45,13 @@ struct BisectOptions {
 // original in ppm, and the fold check's verdict), "leave_one_out" (that mode), "verdict"
 // (UNEXPECTED when a culprit was found).
 nlohmann::json bisect_case(const CaseSpec& spec, const BisectOptions& opts);
+
+// The same over every Conv/Gemm/MatMul -> BatchNormalization pair of an ONNX model, each on
+// its real input from a float32 run on `input` (or a seeded standard-normal input): a step
+// is bad when any layer is (the step names the worst layer); the pipeline lowers every
+// pair the same way. The model's other ops are not lowered.
+nlohmann::json bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed,
+                            const BisectOptions& opts);
 
 // External: runs `command` (through /bin/sh, in the caller's working directory) once per
 // configuration, with {enabled} and {disabled} replaced by comma-separated pass names and

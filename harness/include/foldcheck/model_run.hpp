@@ -13,6 +13,7 @@
 // Unsupported ops throw InputError "unsupported op X at node N".
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -43,6 +44,11 @@ struct ModelRunOptions {
 // outputs and the kept values.
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                                         const ModelRunOptions& opts);
+
+// The model's single input: the given .npy (rounded to float32; InputError for NaN/Inf or a
+// shape that does not fit the graph input), or seeded standard-normal float32 values of the
+// graph input's shape (an unknown leading dimension is 1, others are refused).
+Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed);
 
 // The node's op evaluated in float64 on the absolute values of its inputs and floating
 // parameters: for a linear op (Conv, ConvTranspose, Gemm, MatMul, AveragePool,
