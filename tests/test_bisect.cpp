@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
 
 #include "foldcheck/bisect.hpp"
 #include "foldcheck/compare.hpp"
@@ -122,4 +123,51 @@ TEST_CASE("bisect: the TVM thread — FoldScaleAxis moves the weights by -5 ppm,
   CHECK(q["culprit"] == "Quantize");
   CHECK(q["weights"].back()["pass"] == "Quantize");
   CHECK(q["weights"].back()["fold_verdict"] == "UNEXPECTED");
+}
+
+TEST_CASE("passes: what each one rewrites", "[passes]") {
+  const CaseData t = materialize(tvm_case(), DType::Float32);
+  const CaseData dw = materialize(load_case(std::string(FOLDCHECK_SOURCE_DIR) + "/cases/depthwise_3x3.json"), DType::Float32);
+  auto realized = [](const CaseData& d, const std::vector<std::string>& p, bool ieee = false) {
+    return realize(lower(d.graph, p, p.size()), d.graph, d.input, {}, ieee);
+  };
+  CHECK(realized(t, {}).policy.bn_form == BnForm::Textbook);
+  CHECK(realized(t, {"SimplifyInference"}).policy.bn_form == BnForm::ScaleShift);
+  const Realized folded = realized(t, {"SimplifyInference", "FoldScaleAxis"});
+  REQUIRE(folded.graph.nodes.size() == 1);  // no conv bias: TVM's shift is the folded bias
+  CHECK(folded.graph.nodes[0].fold.has_value());
+  CHECK(realized(t, {"SimplifyExpr"}).policy.arith.rsqrt_multiply);
+  CHECK(realized(t, {"FastMath"}).policy.arith.newton_steps == 0);
+  CHECK(realized(t, {"FastMath"}, true).policy.arith.newton_steps == -1);  // the IEEE twin the bound comes from
+  CHECK(realized(t, {"AlterOpLayout"}).policy.order == Order(Accumulation::Blocked, 16));
+  CHECK(realized(t, {"Winograd"}).policy.order == Order(Accumulation::Winograd));
+  // Depthwise, stride 2, with a conv bias: TVM leaves a separate add, FuseOps moves it into
+  // the bias (one compile-time rounding); Winograd does not apply.
+  const Realized add = realized(dw, {"SimplifyInference", "FoldScaleAxis"});
+  REQUIRE(add.graph.nodes.size() == 2);
+  CHECK(add.graph.nodes[1].kind == Node::Kind::ChannelAdd);
+  const Realized fused = realized(dw, {"SimplifyInference", "FoldScaleAxis", "FuseOps"});
+  REQUIRE(fused.graph.nodes.size() == 1);
+  for (std::size_t o = 0; o < fused.graph.nodes[0].bias.size(); ++o)
+    CHECK(fused.graph.nodes[0].bias[o] == static_cast<double>(static_cast<float>(add.graph.nodes[0].bias[o]) + static_cast<float>(add.graph.nodes[1].bias[o])));
+  CHECK_FALSE(fused.graph.nodes[0].fold->has_post_add);
+  const Lowering w = lower(dw.graph, {"Winograd"}, 1);
+  CHECK_FALSE(w.winograd);
+  REQUIRE(w.skipped.size() == 1);
+  CHECK_THAT(w.skipped[0], Catch::Contains("3x3 kernel, stride 1"));
+  // Quantize: every weight of a channel and every input on a grid of 255 levels of 2^k.
+  const Realized q = realized(t, {"Quantize"});
+  const std::size_t per = static_cast<std::size_t>(q.graph.nodes[0].geometry.terms_per_output());
+  for (std::size_t o = 0; o * per < q.graph.nodes[0].weight.data.size(); ++o) {
+    double m = 0;
+    for (std::size_t i = 0; i < per; ++i) m = std::max(m, std::fabs(q.graph.nodes[0].weight.data[o * per + i]));
+    const double s = std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(m / 127.0))) - 0);
+    for (std::size_t i = 0; i < per; ++i) {
+      const double k = q.graph.nodes[0].weight.data[o * per + i] / s;
+      CHECK(k == std::nearbyint(k));
+      CHECK(std::fabs(k) <= 127);
+    }
+  }
+  std::set<double> levels(q.input.begin(), q.input.end());
+  CHECK(levels.size() <= 255);
 }
