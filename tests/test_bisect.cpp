@@ -22,7 +22,7 @@ CaseSpec resnet_case() { return load_case(std::string(FOLDCHECK_SOURCE_DIR) + "/
 
 }  // namespace
 
-TEST_CASE("passes: each preserves the layer's value in exact arithmetic; FastMath and Quantize do not", "[passes]") {
+TEST_CASE("passes: each preserves the layer's value in exact arithmetic, FastMath and Quantize do not", "[passes]") {
   // In float64 every pipeline's result is the exact value up to roundings: float64's, and
   // the TVM recipe's eps held in float32 (~1e-13 relative here), against float32's 6e-8.
   // The passes move roundings, not the value.
@@ -70,7 +70,7 @@ TEST_CASE("passes: preconditions, names, opt levels", "[passes]") {
         std::vector<std::string>{"SimplifyInference", "FoldConstant", "SimplifyExpr", "FuseOps", "AlterOpLayout"});
 }
 
-TEST_CASE("bisect: only FastMath leaves the bound; named within ceil(log2 n) + 1 evaluations", "[bisect]") {
+TEST_CASE("bisect: only FastMath leaves the bound, named within ceil(log2 n) + 1 evaluations", "[bisect]") {
   const std::vector<std::string> passes{"SimplifyInference", "FoldScaleAxis", "SimplifyExpr", "FastMath",
                                         "FuseOps",           "AlterOpLayout", "Winograd"};
   BisectOptions o;

@@ -26,7 +26,7 @@ TEST_CASE("bisect: the TVM case's per-pass table names FoldScaleAxis as the weig
   CHECK(run("bisect " + src("cases/tvm_thread.json") + " --passes FoldConstant --opt-level 2").code == 2);
 }
 
-TEST_CASE("bisect --cmd: an external compiler's value-changing pass is named; failures are reported", "[cli][bisect]") {
+TEST_CASE("bisect --cmd: an external compiler's value-changing pass is named, failures are reported", "[cli][bisect]") {
   const std::string fake = src("tests/fake_compiler.sh");
   const std::string env = std::string("FAKE_COMPILER_IMPL=") + FAKE_COMPILER_BIN + " ";
   const fs::path ref = tmp("fake_reference.npy");
@@ -57,7 +57,7 @@ TEST_CASE("bisect --cmd: an external compiler's value-changing pass is named; fa
   CHECK(run("bisect --cmd 'true' --reference " + ref.string() + " --passes A").code == 2);
 }
 
-TEST_CASE("bisect: an ONNX model's pairs, each on its real input; the worst layer is named", "[cli][bisect]") {
+TEST_CASE("bisect: an ONNX model's pairs, each on its real input, the worst layer is named", "[cli][bisect]") {
   const std::string m = src("cases/models/fixture/model.onnx"), x = src("cases/models/fixture/x.npy");
   const Result r = run("bisect " + m + " --input " + x + " --passes SimplifyInference,FoldScaleAxis,FastMath,FuseOps,AlterOpLayout --format json");
   CHECK(r.code == 1);

@@ -189,7 +189,7 @@ TEST_CASE("probabilistic bound: lambda meets the stated confidence and tightens 
   CHECK(gamma_tilde(10, u, l9) > gamma_k(10, u));
 }
 
-TEST_CASE("a correct layer is EXPECTED under both bounds; errors between them are SUSPICIOUS", "[bounds][probabilistic]") {
+TEST_CASE("a correct layer is EXPECTED under both bounds, errors between them are SUSPICIOUS", "[bounds][probabilistic]") {
   std::mt19937_64 rng(31);
   const Layer L = random_layer(rng, DType::Float32, true, 1, 1.0);
   const ref::LayerResult ex = reference(L);

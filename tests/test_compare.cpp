@@ -38,7 +38,7 @@ TEST_CASE("all-zero exact values make a comparison MISTRUSTED - never a pass", "
   CHECK(compare(v, x, DType::Float32).verdict == Verdict::Mistrusted);
 }
 
-TEST_CASE("bounds decide the verdict; statistics and percentiles are nearest-rank", "[compare]") {
+TEST_CASE("bounds decide the verdict, statistics and percentiles are nearest-rank", "[compare]") {
   std::vector<ref::Value> x;
   std::vector<double> v, b;
   for (int i = 1; i <= 1000; ++i) {

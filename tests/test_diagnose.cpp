@@ -53,7 +53,7 @@ TEST_CASE("diagnose: an eps mismatch is named with the eps recovered", "[diagnos
   CHECK(r["hypotheses"][0]["parameters"]["eps_recovered"].get<double>() == 1e-3);
 }
 
-TEST_CASE("diagnose: conv + BN folded by a recipe is EXPECTED; the same fold without the conv bias is named", "[diagnose]") {
+TEST_CASE("diagnose: conv + BN folded by a recipe is EXPECTED, the same fold without the conv bias is named", "[diagnose]") {
   const auto s = scenarios::make_bn_scenario(true, 16);
   Graph g;
   g.dtype = DType::Float32;

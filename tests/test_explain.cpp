@@ -43,7 +43,7 @@ TEST_CASE("observed values folded with eps 1e-3 instead of 1e-5 are UNEXPECTED -
   CHECK(j["scale_inference"]["summary"].get<std::string>().find("1/sqrt(1+0.001)") != std::string::npos);
 }
 
-TEST_CASE("per-channel BatchNorm: channel = index / (n / C); one wrong channel is named", "[explain]") {
+TEST_CASE("per-channel BatchNorm: channel = index / (n / C), one wrong channel is named", "[explain]") {
   ExplainInput in;
   in.bn = ref::BnParams{{0.5, 2.0}, {0.0, 0.0}, {0.1, -0.2}, {0.25, 4.0}, 1e-5};
   in.bn_given = true;

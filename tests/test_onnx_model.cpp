@@ -146,7 +146,7 @@ TEST_CASE("reference: fold_weights is bit-identical to fold_weight", "[onnx][ref
   }
 }
 
-TEST_CASE("accuracy-diff: correct folds are EXPECTED; a 60 ppm channel is named", "[onnx][accuracy-diff]") {
+TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named", "[onnx][accuracy-diff]") {
   const fs::path d = temp_dir("adiff");
   const std::string model = save(bn_fixture({}), d, "model.onnx");
   AccuracyDiffOptions o;
@@ -432,7 +432,7 @@ TEST_CASE("output bound: one conv -> BatchNorm pair: the estimate matches the va
   CHECK(ratio_sum / 18 == Approx(1.0).margin(0.1));
 }
 
-TEST_CASE("output bound: identical for any thread count; the seed is what changes it", "[onnx][output-bound]") {
+TEST_CASE("output bound: identical for any thread count, the seed is what changes it", "[onnx][output-bound]") {
   const fs::path d = temp_dir("bound_threads");
   const Model m = Model::load(save(bn_fixture({}), d, "model.onnx"));
   std::mt19937_64 rng(9);

@@ -49,7 +49,7 @@ fs::path write_suite(const fs::path& dir, const json& first_override = nullptr) 
 
 }  // namespace
 
-TEST_CASE("schema: every command's JSON validates; a broken document does not", "[cli][reports][schema]") {
+TEST_CASE("schema: every command's JSON validates, a broken document does not", "[cli][reports][schema]") {
   const Result ex = run("explain --original 2.1122932,5.5735774 --observed 2.1122828,5.5735493 --format json");
   require_valid(json::parse(ex.out), "explain");
   for (const char* c : {"tvm_thread", "depthwise_3x3", "engine_variants", "tiny_variance", "resnet_3x3_64"}) {
