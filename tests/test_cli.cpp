@@ -172,7 +172,7 @@ TEST_CASE("help and version: --help, each subcommand's help and --version exit 0
   CHECK(run("--help").code == 0);
   CHECK(run("explain --help").out.find("--observed") != std::string::npos);
   CHECK(run("run --help").code == 0);
-  for (const char* c : {"diagnose", "accuracy-diff", "suite", "merge", "compare", "bisect"}) {
+  for (const char* c : {"diagnose", "accuracy-diff", "suite", "merge", "compare", "bisect", "quant-check"}) {
     const Result h = run(std::string(c) + " --help");
     CHECK(h.code == 0);
     CHECK(h.out.find("Usage") != std::string::npos);

@@ -24,6 +24,7 @@
 #include "foldcheck/version.hpp"
 #include "common.hpp"
 #include "bisect_command.hpp"
+#include "quant_command.hpp"
 #include "suite_commands.hpp"
 
 namespace fc = foldcheck;
@@ -327,6 +328,8 @@ int main(int argc, char** argv) {
   suite_cmds.add_to(app);
   fc::cli::BisectCommand bisect_cmd;
   bisect_cmd.add_to(app);
+  fc::cli::QuantCommand quant_cmd;
+  quant_cmd.add_to(app);
 
   try {
     app.parse(argc, argv);
@@ -347,6 +350,7 @@ int main(int argc, char** argv) {
     if (*adiff) return cmd_accuracy_diff(ad, aopt);
     if (const auto rc = suite_cmds.run()) return *rc;
     if (const auto rc = bisect_cmd.run()) return *rc;
+    if (const auto rc = quant_cmd.run()) return *rc;
   } catch (const fc::InputError& e) {
     std::cerr << "foldcheck: error: " << e.what() << "\n";
     return 2;

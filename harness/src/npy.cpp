@@ -24,7 +24,18 @@ std::string dtype_descr(DType t) {
 
 }  // namespace
 
-Tensor parse_npy(const std::string& b, const std::string& what) {
+namespace {
+
+struct NpyHeader {
+  std::string descr;
+  Shape shape;
+  std::size_t data_offset = 0;
+  std::int64_t count = 0;
+};
+
+// Magic, version, header dict (descr, C order, shape); the element count checked against
+// the limit. The data length is checked by the callers, who know the element width.
+NpyHeader parse_header(const std::string& b, const std::string& what) {
   if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
     throw InputError(what + ": not a .npy file (bad magic)");
   const unsigned major = static_cast<unsigned char>(b[6]);
@@ -50,6 +61,8 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
     throw InputError(what + ": Fortran-ordered arrays are not supported (save with C order)");
   if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
     throw InputError(what + ": .npy header has no 'shape'");
+  NpyHeader h;
+  h.descr = descr;
   Tensor t;
   const std::string dims = m[1];
   std::stringstream ss(dims);
@@ -67,31 +80,94 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
       throw InputError(what + ": malformed shape '(" + dims + ")' in .npy header");
     }
   }
+  h.shape = t.shape;
+  try {
+    h.count = element_count(t.shape);
+  } catch (const std::exception&) {
+    throw InputError(what + ": shape " + shape_string(t.shape) + " overflows");
+  }
+  if (h.count > kMaxElements) throw InputError(what + ": " + std::to_string(h.count) + " elements exceeds the limit of 2^32");
+  h.data_offset = offset + header_len;
+  return h;
+}
+
+void check_length(const std::string& b, const NpyHeader& h, std::size_t width, const std::string& what) {
+  const std::size_t need = static_cast<std::size_t>(h.count) * width;
+  if (b.size() - h.data_offset < need)
+    throw InputError(what + ": truncated data (" + std::to_string(b.size() - h.data_offset) + " bytes, shape " +
+                     shape_string(h.shape) + " needs " + std::to_string(need) + ")");
+}
+
+}  // namespace
+
+Tensor parse_npy(const std::string& b, const std::string& what) {
+  const NpyHeader h = parse_header(b, what);
+  const std::string& descr = h.descr;
+  Tensor t;
+  t.shape = h.shape;
   std::size_t width;
   if (descr == "<f4" || descr == "=f4") { t.dtype = DType::Float32; width = 4; }
   else if (descr == "<f8" || descr == "=f8") { t.dtype = DType::Float64; width = 8; }
   else if (descr == "<f2" || descr == "=f2") { t.dtype = DType::Float16; width = 2; }
   else throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)");
-  std::int64_t n;
-  try {
-    n = element_count(t.shape);
-  } catch (const std::exception&) {
-    throw InputError(what + ": shape " + shape_string(t.shape) + " overflows");
-  }
-  if (n > kMaxElements) throw InputError(what + ": " + std::to_string(n) + " elements exceeds the limit of 2^32");
-  const std::size_t data_off = offset + header_len;
-  const std::size_t need = static_cast<std::size_t>(n) * width;
-  if (b.size() - data_off < need)
-    throw InputError(what + ": truncated data (" + std::to_string(b.size() - data_off) + " bytes, shape " +
-                     shape_string(t.shape) + " needs " + std::to_string(need) + ")");
+  check_length(b, h, width, what);
+  const std::int64_t n = h.count;
   t.data.resize(static_cast<std::size_t>(n));
-  const char* p = b.data() + data_off;
+  const char* p = b.data() + h.data_offset;
   for (std::int64_t i = 0; i < n; ++i) {
     if (width == 4) { float f; std::memcpy(&f, p + 4 * i, 4); t.data[i] = f; }
     else if (width == 8) { std::memcpy(&t.data[i], p + 8 * i, 8); }
     else { std::uint16_t h; std::memcpy(&h, p + 2 * i, 2); t.data[i] = from_bits(DType::Float16, h); }
   }
   return t;
+}
+
+IntArray read_npy_ints(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string b = ss.str();
+  const NpyHeader h = parse_header(b, path);
+  const std::string& d = h.descr;
+  if (d.size() != 3 || (d[0] != '<' && d[0] != '|' && d[0] != '=') || (d[1] != 'i' && d[1] != 'u') ||
+      (d[2] != '1' && d[2] != '2' && d[2] != '4' && d[2] != '8'))
+    throw InputError(path + ": unsupported dtype '" + d + "' (expected little-endian integers: int8/16/32/64, uint8/16/32)");
+  const std::size_t width = static_cast<std::size_t>(d[2] - '0');
+  const bool is_signed = d[1] == 'i';
+  if (!is_signed && width == 8) throw InputError(path + ": uint64 is not supported");
+  check_length(b, h, width, path);
+  IntArray a{h.shape, std::vector<std::int64_t>(static_cast<std::size_t>(h.count))};
+  const char* p = b.data() + h.data_offset;
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    std::uint64_t u = 0;
+    std::memcpy(&u, p + width * i, width);  // little-endian host
+    if (is_signed && width < 8 && (u >> (8 * width - 1)) & 1) u |= ~std::uint64_t{0} << (8 * width);
+    a.values[i] = static_cast<std::int64_t>(u);
+  }
+  return a;
+}
+
+void write_npy_ints(const std::string& path, const Shape& shape, const std::vector<std::int64_t>& values, int width) {
+  if (width != 1 && width != 4) throw std::invalid_argument("write_npy_ints: width 1 or 4");
+  Tensor t;  // the header through serialize_npy's shape formatting, then the integer data
+  t.shape = shape;
+  std::string bytes = serialize_npy(t);
+  const std::string descr = width == 1 ? "|i1" : "<i4";
+  bytes.replace(bytes.find("<f4"), 3, descr);
+  for (const std::int64_t v : values) {
+    if (width == 1) {
+      const std::int8_t x = static_cast<std::int8_t>(v);
+      bytes.append(reinterpret_cast<const char*>(&x), 1);
+    } else {
+      const std::int32_t x = static_cast<std::int32_t>(v);
+      bytes.append(reinterpret_cast<const char*>(&x), 4);
+    }
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw InputError(path + ": cannot write");
+  out << bytes;
+  if (!out) throw InputError(path + ": write failed");
 }
 
 Tensor read_npy(const std::string& path) {

@@ -19,6 +19,14 @@ Tensor parse_npy(const std::string& bytes, const std::string& what);
 std::string serialize_npy(const Tensor& t);  // float16/32/64 only (bfloat16 has no npy dtype: written as float32)
 void write_npy(const std::string& path, const Tensor& t);
 
+// Integer arrays (int8/16/32/64, uint8/16/32, little-endian): quantized weights and the like.
+struct IntArray {
+  Shape shape;
+  std::vector<std::int64_t> values;
+};
+IntArray read_npy_ints(const std::string& path);
+void write_npy_ints(const std::string& path, const Shape& shape, const std::vector<std::int64_t>& values, int width);  // width 1 (int8) or 4 (int32)
+
 // All members of an .npz as tensors, keyed by name without ".npy".
 std::map<std::string, Tensor> read_npz(const std::string& path);
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays);

@@ -39,9 +39,9 @@ std::int64_t quantize_value(double v, double s, const QuantSpec& q);
 
 // The same for an exact value x = hi + lo.
 struct ExactQuant {
-  std::int64_t q = 0;
-  double tie_distance = 0;  // steps, see above
-  double steps = 0;         // x / s (double approximation)
+  std::int64_t q = 0;        // clamped
+  double tie_distance = 0;   // steps to the nearest tie, see above
+  double offset = 0;         // x / s - q before clamping, in steps (in [-1/2, 1/2] unless clamped)
 };
 ExactQuant quantize_exact(const ref::DoubleDouble& x, double s, const QuantSpec& q);
 

@@ -23,5 +23,6 @@ std::string diagnose_text(const nlohmann::json& result);
 
 std::string accuracy_diff_text(const nlohmann::json& result);
 std::string bisect_text(const nlohmann::json& result);
+std::string quant_check_text(const nlohmann::json& result);
 
 }  // namespace foldcheck::reports

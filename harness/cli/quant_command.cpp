@@ -1,0 +1,74 @@
+// `foldcheck quant-check` (quant_command.hpp).
+#include "quant_command.hpp"
+
+#include <fmt/format.h>
+
+#include "foldcheck/errors.hpp"
+#include "foldcheck/npy.hpp"
+#include "foldcheck/number_list.hpp"
+#include "foldcheck/quant_check.hpp"
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::cli {
+
+void QuantCommand::add_to(CLI::App& app) {
+  cmd_ = app.add_subcommand(
+      "quant-check",
+      "Are dumped integer weights the quantized fold of the BatchNorm? Each integer against the exact fold quantized with "
+      "the scales; a one-step flip at a rounding tie within a correct float fold's error bound is EXPECTED, anything else "
+      "UNEXPECTED. Also: where each engine recipe's float fold flips an integer, and which float stage crossed the tie.");
+  cmd_->add_option("--weights", weights_, "Original (unfolded) weights (.npy, output channels on axis 0)")->required();
+  cmd_->add_option("--bn", bn_, "BatchNorm parameters (.npz with gamma, beta, mean, var, eps)")->required();
+  cmd_->add_option("--int-weights", ints_, "Dumped integer weights to check (.npy, any integer dtype, same shape)");
+  cmd_->add_option("--scales", scales_, "Weight scales: .npy or a comma list (one, or one per channel); default: from max |exact fold|");
+  cmd_->add_flag("--per-channel", per_channel_, "One scale per output channel (default: per tensor)");
+  cmd_->add_option("--bits", bits_, "Integer width (symmetric: -(2^(b-1)-1) .. 2^(b-1)-1)")->check(CLI::Range(2, 16))->capture_default_str();
+  cmd_->add_option("--rounding", rounding_, "half_even or half_away")->capture_default_str();
+  cmd_->add_flag("--free-scales", free_scales_, "Computed scales are max|x|/qmax as they are (default: rounded up to a power of two)");
+  cmd_->add_option("--write-int", write_int_, "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit");
+  cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)");
+  cmd_->add_option("--fold", fold_, "For --write-int: exact, pytorch, tvm, onnxruntime or onnxoptimizer")->capture_default_str();
+  add_output_options(cmd_, out_);
+}
+
+std::optional<int> QuantCommand::run() {
+  if (!*cmd_) return std::nullopt;
+  QuantCheckInput in;
+  in.weights = read_npy(weights_);
+  for (const double v : in.weights.data)
+    if (!std::isfinite(v)) throw InputError(weights_ + ": contains NaN or Inf");
+  const auto bn = read_npz(bn_);
+  for (const char* k : {"gamma", "beta", "mean", "var"})
+    if (!bn.count(k)) throw InputError(fmt::format("{}: no '{}' array", bn_, k));
+  in.bn = ref::BnParams{bn.at("gamma").data, bn.at("beta").data, bn.at("mean").data, bn.at("var").data,
+                        bn.count("eps") ? bn.at("eps").data.at(0) : 1e-5};
+  const std::size_t C = static_cast<std::size_t>(in.weights.shape.at(0));
+  for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
+    if (v->size() == 1 && C > 1) v->assign(C, v->front());
+  in.spec.bits = bits_;
+  in.spec.per_channel = per_channel_;
+  in.spec.pow2 = !free_scales_;
+  in.spec.rounding = quant_rounding_from_name(rounding_);
+  in.ref.precision = out_.precision;
+  in.ref.threads = out_.threads;
+  if (!scales_.empty()) in.scales = load_values(scales_, "--scales");
+  if (!write_int_.empty()) {
+    const QuantizedFold qf = quantized_fold(in, fold_);
+    write_npy_ints(write_int_, in.weights.shape, qf.q, bits_ <= 8 ? 1 : 4);
+    if (!write_scales_.empty()) write_npy(write_scales_, Tensor{{static_cast<std::int64_t>(qf.scales.size())}, qf.scales, DType::Float64});
+    std::cout << fmt::format("wrote {} integers of the {} fold to {}\n", qf.q.size(), fold_, write_int_);
+    return 0;
+  }
+  if (!ints_.empty()) {
+    const IntArray a = read_npy_ints(ints_);
+    if (element_count(a.shape) != static_cast<std::int64_t>(in.weights.data.size()))
+      throw InputError(fmt::format("{}: shape {}, the weights are {}", ints_, shape_string(a.shape), shape_string(in.weights.shape)));
+    in.found = a.values;
+  }
+  json r = quant_check(in);
+  stamp(r, out_);
+  emit(out_, out_.format == "json" ? r.dump(2) : reports::quant_check_text(r));
+  return exit_code(r);
+}
+
+}  // namespace foldcheck::cli

@@ -1,0 +1,49 @@
+// Terminal rendering of `foldcheck quant-check`.
+#include <fmt/format.h>
+
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+
+std::string quant_check_text(const json& r) {
+  const json& sp = r["spec"];
+  std::string s = fmt::format("foldcheck quant-check — {} weights {}, int{} {}, {}{} scales ({}), rounding {}\n",
+                              r["weights"]["elements"].get<std::size_t>(), r["weights"]["shape"].dump(), sp["bits"].get<int>(),
+                              sp["per_channel"].get<bool>() ? "per channel" : "per tensor", sp["pow2"].get<bool>() ? "power-of-two " : "",
+                              r["scales"].size() == 1 ? fmt::format("{:g}", r["scales"][0].get<double>()) : fmt::format("{}", r["scales"].size()),
+                              r["scale_source"].get<std::string>(), sp["rounding"].get<std::string>());
+  s += fmt::format("  {} weights lie within a correct fold's error bound of a rounding tie\n",
+                   r["expected_summary"]["near_tie"].get<std::int64_t>());
+  s += "  each recipe's float fold, quantized, against the quantized exact fold:\n";
+  for (const json& rc : r["recipes"]) {
+    s += fmt::format("    {:<14} {} flip(s)", rc["recipe"].get<std::string>(), rc["flip_count"].get<std::size_t>());
+    std::size_t k = 0;
+    for (const json& f : rc["flips"]) {
+      if (k++ == 4) {
+        s += " …";
+        break;
+      }
+      s += fmt::format("  [{}] {}→{} (tie {:.2g} steps, {})", f["flat_index"].get<std::size_t>(), f["expected"].get<std::int64_t>(),
+                       f["recipe"].get<std::int64_t>(), f["tie_distance"].get<double>(), f["stage"].get<std::string>());
+    }
+    s += "\n";
+  }
+  if (r.contains("mismatches")) {
+    const json& c = r["mismatch_counts"];
+    s += fmt::format("  dumped integers: {} match, {} expected flip(s), {} unexpected\n", c["matching"].get<std::int64_t>(),
+                     c["expected_flips"].get<std::int64_t>(), c["unexpected"].get<std::int64_t>());
+    if (!r["mismatches"].empty())
+      s += fmt::format("    {:<18} {:>6} {:>9} {:>14} {:>12}  verdict\n", "index", "found", "expected", "tie distance", "bound");
+    for (const json& m : r["mismatches"])
+      s += fmt::format("    {:<18} {:>6} {:>9} {:>14.3g} {:>12.3g}  {}\n", m["index"].dump(), m["found"].get<std::int64_t>(),
+                       m["expected"].get<std::int64_t>(), m["tie_distance"].get<double>(), m["bound_steps"].get<double>(),
+                       m["verdict"].get<std::string>());
+    s += "  (tie distance and bound in steps of the scale: a one-step flip is EXPECTED when the tie lies within the bound)\n";
+  }
+  s += fmt::format("verdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
+  return s;
+}
+
+}  // namespace foldcheck::reports
