@@ -8,6 +8,7 @@
 
 #include "foldcheck/npy.hpp"
 #include "foldcheck/quant_check.hpp"
+#include "foldcheck/quant_layer.hpp"
 
 using namespace foldcheck;
 using json = nlohmann::json;
@@ -131,4 +132,22 @@ TEST_CASE("npy: integer arrays round-trip (int8, int32)", "[quant][io]") {
   CHECK(b.shape == (Shape{2, 3}));
   CHECK(b.values == w);
   CHECK_THROWS(read_npy_ints((dir / "missing.npy").string()));
+}
+
+TEST_CASE("quantized layer: power-of-two scales make fake-quant exact; free scales do not, and stay within the bound", "[quant]") {
+  const CaseSpec spec = load_case(std::string(FOLDCHECK_SOURCE_DIR) + "/cases/graffitist_mbv2_project_1x1.json");
+  REQUIRE(spec.quantize.has_value());
+  CHECK(spec.quantize->pow2);
+  const json p2 = quantized_layer(spec, *spec.quantize, Recipe::PyTorch, {});
+  CHECK(p2["verdict"] == "EXPECTED");
+  CHECK(p2["integer"]["matches"] == p2["outputs"]);          // exact requantization by a power of two
+  CHECK(p2["fake_quant_error_lsb"]["max_abs"] == 0.0);       // small integers times 2^k sum exactly in float32
+  QuantSpec free = *spec.quantize;
+  free.pow2 = false;
+  free.per_channel = true;
+  const json fr = quantized_layer(spec, free, Recipe::Tvm, {});
+  CHECK(fr["verdict"] == "EXPECTED");
+  CHECK(fr["fake_quant_error_lsb"]["max_abs"].get<double>() > 0);
+  CHECK(fr["fake_quant"]["unexpected"] == 0);
+  CHECK(fr["integer"]["unexpected"] == 0);
 }

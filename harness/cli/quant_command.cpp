@@ -6,7 +6,10 @@
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
+#include "foldcheck/case_file.hpp"
 #include "foldcheck/quant_check.hpp"
+#include "foldcheck/quant_layer.hpp"
+#include "foldcheck/recipes.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {
@@ -17,8 +20,11 @@ void QuantCommand::add_to(CLI::App& app) {
       "Are dumped integer weights the quantized fold of the BatchNorm? Each integer against the exact fold quantized with "
       "the scales; a one-step flip at a rounding tie within a correct float fold's error bound is EXPECTED, anything else "
       "UNEXPECTED. Also: where each engine recipe's float fold flips an integer, and which float stage crossed the tie.");
-  cmd_->add_option("--weights", weights_, "Original (unfolded) weights (.npy, output channels on axis 0)")->required();
-  cmd_->add_option("--bn", bn_, "BatchNorm parameters (.npz with gamma, beta, mean, var, eps)")->required();
+  cmd_->add_option("--weights", weights_, "Original (unfolded) weights (.npy, output channels on axis 0)");
+  cmd_->add_option("--bn", bn_, "BatchNorm parameters (.npz with gamma, beta, mean, var, eps)");
+  cmd_->add_option("--case", case_,
+                   "A case file's layer, folded by --fold and quantized: its outputs along the reference, integer and "
+                   "fake-quant paths, in LSBs of the output scale");
   cmd_->add_option("--int-weights", ints_, "Dumped integer weights to check (.npy, any integer dtype, same shape)");
   cmd_->add_option("--scales", scales_, "Weight scales: .npy or a comma list (one, or one per channel); default: from max |exact fold|");
   cmd_->add_flag("--per-channel", per_channel_, "One scale per output channel (default: per tensor)");
@@ -27,12 +33,45 @@ void QuantCommand::add_to(CLI::App& app) {
   cmd_->add_flag("--free-scales", free_scales_, "Computed scales are max|x|/qmax as they are (default: rounded up to a power of two)");
   cmd_->add_option("--write-int", write_int_, "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit");
   cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)");
-  cmd_->add_option("--fold", fold_, "For --write-int: exact, pytorch, tvm, onnxruntime or onnxoptimizer")->capture_default_str();
+  cmd_->add_option("--fold", fold_, "For --write-int: exact, pytorch, tvm, onnxruntime or onnxoptimizer; for --case: the "
+                                    "engine recipe of the run-time fold (default there: pytorch)")->capture_default_str();
   add_output_options(cmd_, out_);
 }
 
 std::optional<int> QuantCommand::run() {
   if (!*cmd_) return std::nullopt;
+  QuantSpec spec;
+  spec.bits = bits_;
+  spec.per_channel = per_channel_;
+  spec.pow2 = !free_scales_;
+  spec.rounding = quant_rounding_from_name(rounding_);
+  if (!case_.empty()) {
+    if (!weights_.empty() || !bn_.empty() || !ints_.empty()) throw InputError("quant-check: --case replaces --weights, --bn and --int-weights");
+    ref::Options ro;
+    ro.precision = out_.precision;
+    ro.threads = out_.threads;
+    const CaseSpec cs = load_case(case_);
+    // The case's "quantize" section, with the flags given on the command line on top.
+    QuantSpec cq = cs.quantize.value_or(spec);
+    if (cmd_->count("--bits")) cq.bits = spec.bits;
+    if (cmd_->count("--per-channel")) cq.per_channel = true;
+    if (cmd_->count("--free-scales")) cq.pow2 = false;
+    if (cmd_->count("--rounding")) cq.rounding = spec.rounding;
+    json r = quantized_layer(cs, cq, recipe_from_name(fold_ == "exact" ? "pytorch" : fold_), ro);
+    // The folded weights themselves: each recipe's integers against the quantized exact fold.
+    const CaseData cd = materialize(cs, DType::Float32);
+    QuantCheckInput wi;
+    wi.weights = cd.graph.nodes[0].weight;
+    wi.bn = cd.graph.nodes[1].bn;
+    wi.spec = cq;
+    wi.ref = ro;
+    const json wq = quant_check(wi);
+    r["weights"] = {{"scales", wq["scales"]}, {"near_tie", wq["expected_summary"]["near_tie"]}, {"recipes", wq["recipes"]}};
+    stamp(r, out_);
+    emit(out_, out_.format == "json" ? r.dump(2) : reports::quant_check_text(r));
+    return exit_code(r);
+  }
+  if (weights_.empty() || bn_.empty()) throw InputError("quant-check: give --weights and --bn (or --case)");
   QuantCheckInput in;
   in.weights = read_npy(weights_);
   for (const double v : in.weights.data)
@@ -45,10 +84,7 @@ std::optional<int> QuantCommand::run() {
   const std::size_t C = static_cast<std::size_t>(in.weights.shape.at(0));
   for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
     if (v->size() == 1 && C > 1) v->assign(C, v->front());
-  in.spec.bits = bits_;
-  in.spec.per_channel = per_channel_;
-  in.spec.pow2 = !free_scales_;
-  in.spec.rounding = quant_rounding_from_name(rounding_);
+  in.spec = spec;
   in.ref.precision = out_.precision;
   in.ref.threads = out_.threads;
   if (!scales_.empty()) in.scales = load_values(scales_, "--scales");

@@ -17,7 +17,7 @@ class QuantCommand {
  private:
   CLI::App* cmd_ = nullptr;
   OutputOptions out_;
-  std::string weights_, bn_, ints_, scales_, rounding_ = "half_even", write_int_, write_scales_, fold_ = "exact";
+  std::string case_, weights_, bn_, ints_, scales_, rounding_ = "half_even", write_int_, write_scales_, fold_ = "exact";
   int bits_ = 8;
   bool per_channel_ = false, free_scales_ = false;
 };

@@ -8,6 +8,7 @@
 
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
+#include "foldcheck/quantize.hpp"
 
 namespace foldcheck {
 namespace {
@@ -158,7 +159,7 @@ CaseSpec load_case(const std::string& path) {
 CaseSpec load_case(const json& j, const std::string& path) {
   Ctx c{path};
   check_keys(c, j, "case", {"name", "description", "seed", "conv", "input", "weights", "conv_bias", "bn", "compare",
-                            "observed_weights"});
+                            "observed_weights", "quantize"});
   CaseSpec s;
   s.path = path;
   s.name = j.value("name", std::filesystem::path(path).stem().string());
@@ -278,6 +279,20 @@ CaseSpec load_case(const json& j, const std::string& path) {
                                             std::to_string(n_weights));
     s.observed_weights_prefix = v;
     s.observed_note = o.value("note", "");
+  }
+  if (j.contains("quantize")) {
+    const json& qz = j["quantize"];
+    check_keys(c, qz, "quantize", {"bits", "per_channel", "pow2", "rounding"});
+    QuantSpec q;
+    if (qz.contains("bits")) {
+      if (!qz["bits"].is_number_integer() || qz["bits"].get<int>() < 2 || qz["bits"].get<int>() > 16)
+        c.fail("quantize.bits", "must be an integer 2..16");
+      q.bits = qz["bits"].get<int>();
+    }
+    if (qz.contains("per_channel")) q.per_channel = qz["per_channel"].get<bool>();
+    if (qz.contains("pow2")) q.pow2 = qz["pow2"].get<bool>();
+    if (qz.contains("rounding")) q.rounding = quant_rounding_from_name(qz["rounding"].get<std::string>());
+    s.quantize = q;
   }
   // Validate the BN statistics once in float64 (materialize re-checks per dtype).
   materialize(s, DType::Float64);

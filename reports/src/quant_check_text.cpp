@@ -7,7 +7,37 @@ namespace foldcheck::reports {
 
 using json = nlohmann::json;
 
+namespace {
+
+std::string layer_text(const json& r) {
+  const json& sp = r["spec"];
+  std::string s = fmt::format("foldcheck quant-check --case {} — {} fold, int{} {}, {}scales (input {:g}, output {:g}), rounding {}; {} outputs\n",
+                              r["case"]["path"].get<std::string>(), r["fold"].get<std::string>(), sp["bits"].get<int>(),
+                              sp["per_channel"].get<bool>() ? "per channel" : "per tensor", sp["pow2"].get<bool>() ? "power-of-two " : "",
+                              r["scales"]["input"].get<double>(), r["scales"]["output"].get<double>(), sp["rounding"].get<std::string>(),
+                              r["outputs"].get<std::size_t>());
+  s += "  output integers against the reference (exact integer arithmetic, exact requantization):\n";
+  for (const char* p : {"integer", "fake_quant"}) {
+    const json& x = r[p];
+    s += fmt::format("    {:<11} {} match, {} expected flip(s), {} unexpected; LSB differences {}  -> {}\n", p,
+                     x["matches"].get<std::int64_t>(), x["expected_flips"].get<std::int64_t>(), x["unexpected"].get<std::int64_t>(),
+                     x["lsb_histogram"].dump(), x["verdict"].get<std::string>());
+    s += fmt::format("      bound: {}\n", x["bound"].get<std::string>());
+  }
+  s += fmt::format("  fake-quant float32 value before output rounding: max |error| {:.3g} LSB\n", r["fake_quant_error_lsb"]["max_abs"].get<double>());
+  if (r.contains("weights")) {
+    s += fmt::format("  folded weights, quantized ({} near a tie): flips against the quantized exact fold per recipe:", r["weights"]["near_tie"].get<std::int64_t>());
+    for (const json& rc : r["weights"]["recipes"]) s += fmt::format(" {} {}", rc["recipe"].get<std::string>(), rc["flip_count"].get<std::size_t>());
+    s += "\n";
+  }
+  s += fmt::format("verdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
+  return s;
+}
+
+}  // namespace
+
 std::string quant_check_text(const json& r) {
+  if (r.value("mode", "") == "layer") return layer_text(r);
   const json& sp = r["spec"];
   std::string s = fmt::format("foldcheck quant-check — {} weights {}, int{} {}, {}{} scales ({}), rounding {}\n",
                               r["weights"]["elements"].get<std::size_t>(), r["weights"]["shape"].dump(), sp["bits"].get<int>(),

@@ -18,6 +18,7 @@
 
 #include "foldcheck/evaluate.hpp"
 #include "foldcheck/graph.hpp"
+#include "foldcheck/quantize.hpp"
 
 namespace foldcheck {
 
@@ -40,6 +41,7 @@ struct CaseSpec {
   BnForm bn_form = BnForm::Textbook;
   std::optional<std::vector<double>> observed_weights_prefix;  // e.g. values printed by an engine
   std::string observed_note;
+  std::optional<QuantSpec> quantize;  // "quantize": how `quant-check --case` quantizes the folded layer
 };
 
 CaseSpec load_case(const std::string& path);
