@@ -105,13 +105,22 @@ json quant_check(const QuantCheckInput& in) {
       const double s = p.scale_of(i, q.per_channel);
       const std::int64_t got = quantize_value(fp.weight[i], s, q);
       if (got == ex[i].q) continue;
-      const bool scale_alone = quantize_exact(exact_product(in.weights.data[i], unit.weight[o]), s, q).q != ex[i].q;
+      const double w = in.weights.data[i];
+      // Which rounding crossed the tie: the square root alone (w gamma / sqrt_f32(var + eps),
+      // the rest exact), then the recipe's whole scale t (its reciprocal or division and
+      // gamma product, in its order), else the final w * t.
+      const double sq = static_cast<float>(std::sqrt(static_cast<double>(static_cast<float>(in.bn.var[o] + static_cast<float>(in.bn.eps)))));
+      const ref::DoubleDouble wg = exact_product(w, in.bn.gamma[o]);
+      const double qh = wg.hi / sq;
+      const ref::DoubleDouble by_sqrt{qh, (std::fma(-qh, sq, wg.hi) + wg.lo) / sq};
+      const bool sqrt_alone = quantize_exact(by_sqrt, s, q).q != ex[i].q;
+      const bool scale_alone = quantize_exact(exact_product(w, unit.weight[o]), s, q).q != ex[i].q;
       flips.push_back({{"index", unravel_index(in.weights.shape, i)},
                        {"flat_index", i},
                        {"recipe", got},
                        {"expected", ex[i].q},
                        {"tie_distance", ex[i].tie_distance},
-                       {"stage", rc == Recipe::Exact ? "storage" : scale_alone ? "scale" : "multiply"}});
+                       {"stage", rc == Recipe::Exact ? "storage" : sqrt_alone ? "rsqrt" : scale_alone ? "fold_order" : "multiply"}});
     }
     recipes.push_back({{"recipe", name(rc)}, {"flip_count", flips.size()}, {"flips", flips}});
   }

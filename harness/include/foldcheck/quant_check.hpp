@@ -13,9 +13,13 @@
 //
 // Each recipe's own fold, quantized with the same scales, is also compared with the
 // expected integers: every flip is listed with its tie distance and the float stage whose
-// rounding crossed the tie — "scale" when w times the recipe's float scale t (the product
-// kept exact) already lands across it (the 1/sqrt and the recipe's order of gamma and
-// 1/sqrt), else "multiply" (rounding w * t to the storage type).
+// rounding crossed the tie, tried in order with everything after it exact —
+//   "rsqrt"       w gamma / sqrt_f32(var + eps): the sum and square root in float32 alone
+//                 already land across the tie;
+//   "fold_order"  w t with the recipe's float scale t (its reciprocal or division and its
+//                 gamma product, in the recipe's order), the product kept exact;
+//   "multiply"    only rounding w * t to the storage type crosses it;
+//   "storage"     the correctly rounded exact fold (Recipe::Exact).
 #include <optional>
 #include <string>
 #include <vector>
