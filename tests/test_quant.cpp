@@ -74,7 +74,7 @@ QuantCheckInput near_tie_layer(std::size_t channels, std::size_t per) {
 
 }  // namespace
 
-TEST_CASE("quant-check: correct recipes' flips at near ties are EXPECTED; wrong integers UNEXPECTED", "[quant]") {
+TEST_CASE("quant-check: correct recipes' flips at near ties are EXPECTED, wrong integers UNEXPECTED", "[quant]") {
   const QuantCheckInput base = near_tie_layer(16, 256);
   const json r = quant_check(base);
   CHECK(r["verdict"] == "EXPECTED");
@@ -138,7 +138,7 @@ TEST_CASE("npy: integer arrays round-trip (int8, int32)", "[quant][io]") {
   CHECK_THROWS(read_npy_ints((dir / "missing.npy").string()));
 }
 
-TEST_CASE("quantized layer: power-of-two scales make fake-quant exact; free scales do not, and stay within the bound", "[quant]") {
+TEST_CASE("quantized layer: power-of-two scales make fake-quant exact, free scales do not, and stay within the bound", "[quant]") {
   const CaseSpec spec = load_case(std::string(FOLDCHECK_SOURCE_DIR) + "/cases/graffitist_mbv2_project_1x1.json");
   REQUIRE(spec.quantize.has_value());
   CHECK(spec.quantize->pow2);
