@@ -34,7 +34,7 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_ = app.add_subcommand(
       "bisect",
       "Find the compiler pass that takes a drift past what rounding explains: through foldcheck's pass pipeline on a "
-      "case file (passes: " + names + "), or through an external command's outputs (--cmd). Exit 1 when a pass is named.");
+      "case file or an ONNX model's Conv+BN pairs (passes: " + names + "), or through an external command's outputs (--cmd). Exit 1 when a pass is named.");
   cmd_->add_option("target", target_, "Case file (JSON) or ONNX model for the internal pipeline");
   cmd_->add_option("--passes", passes_, "Pass pipeline, comma-separated, in order");
   cmd_->add_option("--opt-level", opt_level_, "Pipeline of every pass up to this TVM opt_level (instead of --passes)")

@@ -302,7 +302,8 @@ int main(int argc, char** argv) {
       "accuracy-diff",
       "Every layer -> BatchNormalization pair of an ONNX model (Conv, ConvTranspose, Gemm, MatMul; also through "
       "Identity): each engine recipe's folded weights and biases against the exact fold, with bounds; with --observed, "
-      "another engine's folded model checked layer by layer, naming the layer and output channel beyond rounding.");
+      "another engine's folded model checked layer by layer, naming the layer and output channel beyond rounding; "
+      "with --observed-output, another engine's outputs against a probabilistic end-to-end bound.");
   adiff->add_option("model", ad.model, "The model with its BatchNormalization nodes (.onnx)")->required();
   adiff->add_option("--observed", ad.observed,
                     "The same model with its BatchNorms folded by another tool (.onnx); layers are matched in graph "
