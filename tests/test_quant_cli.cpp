@@ -42,7 +42,8 @@ TEST_CASE("quant-check: exact and PyTorch-fold integers pass, three integers off
   CHECK(e["mismatches"].empty());
   const Result pt = run(check + (d / "q_pt.npy").string() + " --format json");
   CHECK(pt.code == 0);
-  for (const json& m : json::parse(pt.out)["mismatches"]) CHECK(m["verdict"] == "EXPECTED");  // near-tie flips only
+  const json ptj = json::parse(pt.out);
+  for (const json& m : ptj["mismatches"]) CHECK(m["verdict"] == "EXPECTED");  // near-tie flips only
   foldcheck::IntArray q = foldcheck::read_npy_ints((d / "q_pt.npy").string());
   for (const std::size_t i : {7u, 4321u, 16000u}) q.values[i] = q.values[i] <= 124 ? q.values[i] + 3 : q.values[i] - 3;
   foldcheck::write_npy_ints((d / "q_bad.npy").string(), q.shape, q.values, 1);
