@@ -74,16 +74,48 @@ double ulp(DType t, double hi, double lo) {
   return std::ldexp(1.0, std::max(e, i.emin) - i.precision + 1);
 }
 
+#if defined(__clang__) && __clang_major__ < 15
+// clang 14 (the fuzz build) has no _Float16 on x86-64: binary16 by its fields. Both are
+// exact: every binary16 value is a double, and to_bits takes representable values.
+namespace {
+double half_value(std::uint16_t b) {
+  const int e = (b >> 10) & 0x1f, m = b & 0x3ff;
+  const double v = e == 0x1f ? (m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity())
+                   : e == 0  ? std::ldexp(m, -24)
+                             : std::ldexp(m + 1024, e - 25);
+  return (b & 0x8000) ? -v : v;
+}
+std::uint16_t half_bits(double x) {
+  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  const double a = std::fabs(x);
+  if (std::isnan(a)) return 0x7e00;
+  if (std::isinf(a)) return sign | 0x7c00;
+  if (a < 0x1p-14) return sign | static_cast<std::uint16_t>(std::ldexp(a, 24));  // subnormal (or zero)
+  int e;
+  const double f = std::frexp(a, &e);  // a = f 2^e, f in [1/2, 1)
+  return sign | static_cast<std::uint16_t>(((e + 14) << 10) | (static_cast<int>(std::ldexp(f, 11)) - 1024));
+}
+}  // namespace
+#endif
+
 double from_bits(DType t, std::uint16_t bits) {
   if (t == DType::BFloat16) return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16));
   if (t != DType::Float16) throw std::invalid_argument("from_bits: a 16-bit format expected");
+#if defined(__clang__) && __clang_major__ < 15
+  return half_value(bits);
+#else
   return static_cast<double>(std::bit_cast<_Float16>(bits));
+#endif
 }
 
 std::uint16_t to_bits(DType t, double x) {
   if (t == DType::BFloat16) return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(x)) >> 16);
   if (t != DType::Float16) throw std::invalid_argument("to_bits: a 16-bit format expected");
+#if defined(__clang__) && __clang_major__ < 15
+  return half_bits(x);
+#else
   return std::bit_cast<std::uint16_t>(static_cast<_Float16>(x));
+#endif
 }
 
 }  // namespace foldcheck

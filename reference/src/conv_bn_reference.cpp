@@ -243,7 +243,8 @@ class ConvBnEvaluator {
     Value v;
     if (!try_certify(y, v, opts.formats)) {
       ++escalations;
-      v = certify([&](Interval& out, long p) { enclose(out, win, o, p); },
+      const std::int64_t channel = o;  // a structured binding cannot be captured before C++20 in clang 14
+      v = certify([&](Interval& out, long p) { enclose(out, win, channel, p); },
                   Options{opts.precision * 2, opts.max_precision, 1, opts.formats, false});
     }
     maxp = std::max(maxp, v.precision_used);

@@ -14,10 +14,31 @@
 
 namespace foldcheck::ref::detail {
 
+namespace {
+
+// The x86-64 levels the kernels were built for. GCC names the levels; clang 14 (the fuzz
+// build) knows only the features, so it checks the ones the kernels' code uses.
+bool cpu_level_v3() {
+#if defined(__clang__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+         __builtin_cpu_supports("bmi2");
+#else
+  return __builtin_cpu_supports("x86-64-v3");
+#endif
+}
+bool cpu_level_v4() {
+#if defined(__clang__)
+  return cpu_level_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+  return __builtin_cpu_supports("x86-64-v4");
+#endif
+}
+
+}  // namespace
+
 const Kernels& kernels() {
-  static const Kernels k = __builtin_cpu_supports("x86-64-v4")   ? isa_v4::kernels()
-                           : __builtin_cpu_supports("x86-64-v3") ? isa_v3::kernels()
-                                                                 : isa_base::kernels();
+  static const Kernels k = cpu_level_v4() ? isa_v4::kernels() : cpu_level_v3() ? isa_v3::kernels() : isa_base::kernels();
   return k;
 }
 

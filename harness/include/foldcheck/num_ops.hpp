@@ -41,7 +41,7 @@ N inv_sqrt(const N& a, const Arithmetic& ar) {
   using std::sqrt;
   StageScope<N> st(Stage::Rsqrt);
   if (ar.fast_rsqrt()) return fast_rsqrt(a, ar.newton_steps);
-  return N(1.0) / sqrt(a);
+  return N{1.0} / sqrt(a);
 }
 
 // x / sqrt(a) (stage rsqrt: the square root and the division), or under fast rsqrt or
