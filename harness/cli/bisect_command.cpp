@@ -64,6 +64,7 @@ std::optional<int> BisectCommand::run() {
     if (!passes.empty()) throw InputError("bisect: give --passes or --opt-level, not both");
     passes = pipeline_for(*opt_level_, split(disabled_));
   }
+  const auto progress = progress_printer(out_);
   json r;
   if (!external_.empty()) {
     if (!target_.empty()) throw InputError("bisect: --cmd bisects an external command; leave out the case file");
@@ -74,7 +75,7 @@ std::optional<int> BisectCommand::run() {
     eo.threshold_ulp = threshold_ulp_;
     eo.timeout_seconds = timeout_;
     eo.linear = linear_;
-    eo.progress = progress_printer(out_);
+    eo.progress = progress;
     if (!dtype_.empty()) eo.dtype = dtype_from_name(dtype_);
     if (!reference_.empty()) {
       const Tensor t = read_npy(reference_);
@@ -105,7 +106,7 @@ std::optional<int> BisectCommand::run() {
     if (!dtype_.empty()) bo.dtype = dtype_from_name(dtype_);
     bo.ref.precision = out_.precision;
     bo.ref.threads = out_.threads;
-    bo.progress = progress_printer(out_);
+    bo.progress = progress;
     const bool onnx = target_.size() > 5 && target_.substr(target_.size() - 5) == ".onnx";
     if (onnx) {
       if (!dtype_.empty() && dtype_ != "float32") throw InputError("bisect: models are lowered in float32");
@@ -114,7 +115,7 @@ std::optional<int> BisectCommand::run() {
       r = bisect_case(load_case(target_), bo);
     }
   }
-  if (progress_printer(out_)) std::cerr << "\r\033[K";
+  if (progress) std::cerr << "\r\033[K";
   stamp(r, out_);
   emit(out_, out_.format == "json" ? r.dump(2) : reports::bisect_text(r));
   return r["culprit"].is_null() && r["verdict"] == "EXPECTED" ? 0 : 1;

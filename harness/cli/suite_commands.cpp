@@ -20,16 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot open report " + path);
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(path + ": invalid JSON: " + e.what());
-  }
-}
-
 // DIR/report.json, report.md, report.html, junit.xml (and the full results, if given).
 void write_report_dir(const std::string& dir, const json& report, const std::map<std::string, json>& results) {
   fs::create_directories(fs::path(dir) / "results");
@@ -106,11 +96,11 @@ std::optional<int> SuiteCommands::run() {
     std::vector<json> parts;
     std::map<std::string, json> results;
     for (const std::string& p : merge_inputs_) {
-      parts.push_back(read_report(p));
+      parts.push_back(read_json_file(p, "report"));
       const fs::path dir = fs::path(p).parent_path();
       for (const json& e : parts.back().value("entries", json::array()))
         if (e.contains("result_file") && fs::exists(dir / e["result_file"].get<std::string>()))
-          results[e["result_file"]] = read_report((dir / e["result_file"].get<std::string>()).string());
+          results[e["result_file"]] = read_json_file((dir / e["result_file"].get<std::string>()).string(), "result");
     }
     json merged = merge_reports(parts);
     json times = json::object();  // the shards' per-entry seconds, when they kept them
@@ -127,7 +117,7 @@ std::optional<int> SuiteCommands::run() {
     co.ulp_floor = ulp_floor_;
     co.ppm_floor = ppm_floor_;
     co.ratio_floor = ratio_floor_;
-    json d = reports::compare_reports(read_report(current_), read_report(baseline_), co);
+    json d = reports::compare_reports(read_json_file(current_, "report"), read_json_file(baseline_, "baseline"), co);
     d["tool"] = "foldcheck";
     d["version"] = kVersion;
     d["schema_version"] = kSchemaVersion;

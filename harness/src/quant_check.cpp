@@ -57,12 +57,6 @@ Prepared prepare(const QuantCheckInput& in) {
   return p;
 }
 
-// w * t exactly, as a double-double (both are float values: the product fits in 106 bits).
-ref::DoubleDouble exact_product(double w, double t) {
-  const double hi = w * t;
-  return {hi, std::fma(w, t, -hi)};
-}
-
 std::vector<Recipe> checked_recipes() { return {Recipe::PyTorch, Recipe::Tvm, Recipe::OnnxRuntime, Recipe::OnnxOptimizer, Recipe::Exact}; }
 
 }  // namespace

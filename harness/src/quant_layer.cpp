@@ -19,16 +19,10 @@ using json = nlohmann::json;
 
 namespace {
 
-// a * b exactly as a double-double (a, b doubles).
-ref::DoubleDouble two_prod(double a, double b) {
-  const double hi = a * b;
-  return {hi, std::fma(a, b, -hi)};
-}
-
-// acc * (m.hi + m.lo) as a double-double (|acc| < 2^53): to ~2^-104 relative.
+// acc * (m.hi + m.lo) as a double-double (|acc| < 2^53): to ~2^-102 relative.
 ref::DoubleDouble times(double acc, const ref::DoubleDouble& m) {
-  const ref::DoubleDouble p = two_prod(acc, m.hi);
-  return {p.hi, p.lo + acc * m.lo};
+  const ref::dd::DD p = ref::dd::times_dd({acc, 0.0}, {m.hi, m.lo});
+  return {p.hi, p.lo};
 }
 
 struct PathStats {
@@ -129,7 +123,7 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
   double pre_max = 0;
   for (std::size_t k = 0; k < n_out; ++k) {
     const std::int64_t o = (static_cast<std::int64_t>(k) / (OH * OW)) % O;
-    const ref::DoubleDouble m = two_prod(sx, s_w(o));  // s_x s_w exactly
+    const ref::DoubleDouble m = exact_product(sx, s_w(o));  // s_x s_w exactly
     const ref::DoubleDouble y = times(acc[k], m);
     const ExactQuant r = quantize_exact(y, sy, q);
     // fake-quant: float32 value, its bound in value units
@@ -140,7 +134,7 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
     pre_max = std::max(pre_max, std::fabs(e_lsb));
     // integer: M = fl32(s_x s_w / s_y); acc * M exactly; |M - M_exact| <= 2^-24 M
     const double M = static_cast<float>(m.hi / sy);
-    const ref::DoubleDouble yi = two_prod(acc[k], M);
+    const ref::DoubleDouble yi = exact_product(acc[k], M);
     const double bound_i = std::fabs(acc[k]) * std::fabs(M - (m.hi + m.lo) / sy) + std::fabs(acc[k]) * M * 0x1p-52;
     auto score = [&](PathStats& s, std::int64_t got, double bound_value) {
       const std::int64_t diff = got - r.q;

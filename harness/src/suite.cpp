@@ -23,16 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json read_json(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("cannot open {} {}", what, path));
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
-  }
-}
-
 void check_keys(const json& e, const std::string& where, std::initializer_list<const char*> allowed) {
   for (const auto& [k, v] : e.items()) {
     bool ok = false;
@@ -54,6 +44,16 @@ std::size_t count(const json& e, const char* key, std::size_t fallback, const st
 
 }  // namespace
 
+json read_json_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("cannot open {} {}", what, path));
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
+  }
+}
+
 std::string file_stem_for(const std::string& name) {
   std::string s;
   for (const char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
@@ -63,7 +63,7 @@ std::string file_stem_for(const std::string& name) {
 SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
   if (opts.shard_count == 0 || opts.shard_index == 0 || opts.shard_index > opts.shard_count)
     throw InputError(fmt::format("--shard {}/{}: expected I/N with 1 <= I <= N", opts.shard_index, opts.shard_count));
-  const json suite = read_json(suite_path, "suite");
+  const json suite = read_json_file(suite_path, "suite");
   check_keys(suite, suite_path, {"name", "description", "entries"});
   if (!suite.contains("entries") || !suite["entries"].is_array() || suite["entries"].empty())
     throw InputError(suite_path + ": 'entries' must be a non-empty array");
@@ -95,7 +95,7 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
     json case_json;
     if (is_case) {
       source = resolve(str(e, "case", where));
-      case_json = read_json(source, "case file");
+      case_json = read_json_file(source, "case file");
       if (e.contains("override")) {
         if (!e["override"].is_object()) throw InputError(where + ": 'override' must be an object (a JSON merge patch)");
         case_json.merge_patch(e["override"]);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "foldcheck/reference/certify.hpp"
+#include "foldcheck/reference/dd_arith.hpp"
 
 namespace foldcheck {
 
@@ -44,5 +45,11 @@ struct ExactQuant {
   double offset = 0;         // x / s - q before clamping, in steps (in [-1/2, 1/2] unless clamped)
 };
 ExactQuant quantize_exact(const ref::DoubleDouble& x, double s, const QuantSpec& q);
+
+// a * b exactly, as the double-double quantize_exact takes (dd_arith's two_prod).
+inline ref::DoubleDouble exact_product(double a, double b) {
+  const ref::dd::DD p = ref::dd::two_prod(a, b);
+  return {p.hi, p.lo};
+}
 
 }  // namespace foldcheck
