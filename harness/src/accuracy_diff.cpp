@@ -1,11 +1,8 @@
 // `foldcheck accuracy-diff` (accuracy_diff.hpp).
 #include "foldcheck/accuracy_diff.hpp"
 
-#include <atomic>
 #include <cmath>
 #include <random>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -21,6 +18,7 @@
 #include "foldcheck/npy.hpp"
 #include "foldcheck/output_bound.hpp"
 #include "foldcheck/version.hpp"
+#include "task_pool.hpp"
 
 namespace foldcheck {
 namespace {
@@ -282,9 +280,6 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   const std::size_t np = pat.pairs.size();
   std::vector<json> layer_json(np);
   std::vector<Verdict> layer_verdict(np, Verdict::Expected);
-  std::vector<std::exception_ptr> errors(np);
-  std::mutex progress_mutex;
-  std::size_t done = 0;
   auto check_pair = [&](std::size_t k) {
     const BnPair& p = pat.pairs[k];
     const LayerParams lp = layer_params(model, p);
@@ -351,27 +346,9 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     layer_verdict[k] = worst(layer_verdict[k], v);
     if (layer_json[k]["verdict"] != "UNEXPECTED") layer_json[k]["verdict"] = name(layer_verdict[k]);
   };
-  unsigned nt = opts.ref.threads ? opts.ref.threads : std::max(1u, std::thread::hardware_concurrency());
-  nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t k; (k = next++) < np;) {
-      try {
-        check_pair(k);
-      } catch (...) {
-        errors[k] = std::current_exception();
-      }
-      std::lock_guard<std::mutex> lock(progress_mutex);
-      ++done;
-      say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < nt; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  detail::run_tasks(np, opts.ref.threads, check_pair, [&](std::size_t k, std::size_t done) {
+    say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
+  });
   for (std::size_t k = 0; k < np; ++k) activations(k);
   if (not_run) end_to_end = {{"not_run", *not_run}};
   if (runs) {

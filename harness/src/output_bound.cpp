@@ -1,17 +1,15 @@
 // The Monte Carlo end-to-end output bound (output_bound.hpp).
 #include "foldcheck/output_bound.hpp"
 
-#include <atomic>
 #include <cmath>
-#include <mutex>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "foldcheck/dtype.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/model_run.hpp"
+#include "task_pool.hpp"
 
 namespace foldcheck {
 namespace {
@@ -227,30 +225,9 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
       for (std::size_t j = 0; j < y.size(); ++j) sq[k].push_back((y[j] - y0[j]) * (y[j] - y0[j]));
     }
   };
-  const unsigned nt = static_cast<unsigned>(
-      std::min<std::size_t>(opts.samples, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency())));
-  std::atomic<std::size_t> next{0};
-  std::mutex mu;
-  std::size_t done = 0;
-  std::vector<std::exception_ptr> errors(nt);
-  auto worker = [&](unsigned t) {
-    try {
-      for (std::size_t k; (k = next++) < opts.samples;) {
-        sample(k);
-        const std::lock_guard<std::mutex> lock(mu);
-        if (opts.progress) opts.progress(++done, opts.samples);
-      }
-    } catch (...) {
-      errors[t] = std::current_exception();
-      next = opts.samples;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < nt; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (auto& th : pool) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  detail::run_tasks(opts.samples, opts.threads, sample, [&](std::size_t, std::size_t done) {
+    if (opts.progress) opts.progress(done, opts.samples);
+  });
   for (std::size_t k = 0; k < opts.samples; ++k) {
     std::size_t j = 0;
     for (const ValueInfo& v : m.outputs)

@@ -1,0 +1,44 @@
+#pragma once
+// Independent tasks 0..n-1 on up to `threads` threads (0: all cores), handed out in index
+// order; after each task, `done(k, finished)` runs under a lock (progress lines). An
+// exception is kept per task and the lowest-indexed one rethrown after every thread has
+// joined. Callers write each task's result to its own slot, so results do not depend on
+// the thread count. Internal to the harness.
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace foldcheck::detail {
+
+template <class Task, class Done>
+void run_tasks(std::size_t n, unsigned threads, Task task, Done done) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(threads ? threads : hw, n)));
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  std::size_t finished = 0;
+  auto worker = [&] {
+    for (std::size_t k; (k = next++) < n;) {
+      try {
+        task(k);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+      const std::lock_guard<std::mutex> lock(mu);
+      done(k, ++finished);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < nt; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace foldcheck::detail
