@@ -20,9 +20,10 @@ struct Result {
   std::string out, err;
 };
 
-inline Result run(const std::string& args) {
+// `prefix` is shell text run before foldcheck by popen's sh (e.g. "ulimit -f 1; exec ").
+inline Result run_through_shell(const std::string& prefix, const std::string& args) {
   const fs::path errf = fs::temp_directory_path() / ("foldcheck_cli_err_" + std::to_string(getpid()));
-  const std::string cmd = std::string(FOLDCHECK_BIN) + " " + args + " 2>" + errf.string();
+  const std::string cmd = prefix + std::string(FOLDCHECK_BIN) + " " + args + " 2>" + errf.string();
   Result r{};
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
@@ -36,6 +37,8 @@ inline Result run(const std::string& args) {
   fs::remove(errf);
   return r;
 }
+
+inline Result run(const std::string& args) { return run_through_shell("", args); }
 
 inline std::string src(const std::string& rel) { return std::string(FOLDCHECK_SOURCE_DIR) + "/" + rel; }
 

@@ -2,7 +2,7 @@
 # Build the libFuzzer targets with clang in build-fuzz/ (every library instrumented, ASan +
 # UBSan on) and run each from its seed corpus for SECONDS (default 60).
 #
-#   tools/fuzz.sh [SECONDS] [TARGET ...]     targets: fuzz_npy fuzz_case_json fuzz_report_json
+#   tools/fuzz.sh [SECONDS] [TARGET ...]     targets: fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_report_json
 #
 # New inputs go to build-fuzz/corpus/<target>/ (the seeds in fuzz/corpus/ stay as they are);
 # a crash leaves build-fuzz/crash-* and fails the script: turn it into a regression test.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_npy fuzz_case_json fuzz_report_json)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_report_json)
 build="${BUILD_DIR:-build-fuzz}"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLDCHECK_FUZZ=ON \
   -DFOLDCHECK_BUILD_TESTS=OFF -DFOLDCHECK_BUILD_BENCH=OFF >/dev/null

@@ -15,10 +15,13 @@
 
 namespace foldcheck::cli {
 
+const CLI::Validator kWritablePath(
+    [](std::string& path) { return reports::writable_problem(path); }, "FILE");
+
 void add_output_options(CLI::App* cmd, OutputOptions& o, const std::vector<std::string>& formats) {
   o.format = formats.front();
   cmd->add_option("--format", o.format, "Output format")->check(CLI::IsMember(formats))->capture_default_str();
-  cmd->add_option("-o,--output", o.output, "Write the output to FILE (atomically) instead of stdout");
+  cmd->add_option("-o,--output", o.output, "Write the output to FILE (atomically) instead of stdout")->check(kWritablePath);
   cmd->add_option("--precision", o.precision, "Starting working precision of the reference, in bits")
       ->check(CLI::Range(64L, 65536L))
       ->capture_default_str();

@@ -23,6 +23,11 @@ struct OutputOptions {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
+// A CLI11 validator for output file options: refuses, at parse time, a path that cannot be
+// written (missing directory, a directory, no permission), so a long run does not end in
+// an error.
+extern const CLI::Validator kWritablePath;
+
 // formats: the values --format accepts (the first is the default).
 void add_output_options(CLI::App* cmd, OutputOptions& o, const std::vector<std::string>& formats = {"text", "json"});
 

@@ -15,8 +15,10 @@
 #include "foldcheck/accuracy_diff.hpp"
 #include "foldcheck/case_file.hpp"
 #include "foldcheck/diagnose.hpp"
+#include "foldcheck/bn_check.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/explain.hpp"
+#include "foldcheck/limits.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
 #include "foldcheck/reports/text.hpp"
@@ -83,26 +85,11 @@ fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source
     given = true;
     source = a.bn_file.empty() ? "flags" : a.bn_file + " and flags";
   }
-  check_finite(gamma, "gamma");
-  check_finite(beta, "beta");
-  check_finite(mean, "mean");
-  check_finite(var, "var");
-  if (!std::isfinite(eps)) throw fc::InputError("eps: NaN or Inf");
-  if (eps < 0) throw fc::InputError(fmt::format("eps: negative ({:g})", eps));
   std::size_t C = 1;
   for (auto* v : {&gamma, &beta, &mean, &var}) C = std::max(C, v->size());
-  const char* names[] = {"gamma", "beta", "mean", "var"};
-  int k = 0;
-  for (auto* v : {&gamma, &beta, &mean, &var}) {
+  for (auto* v : {&gamma, &beta, &mean, &var})
     if (v->size() == 1) v->assign(C, v->front());
-    else if (v->size() != C)
-      throw fc::InputError(fmt::format("BatchNorm {} has {} values, other parameters have {}", names[k], v->size(), C));
-    ++k;
-  }
-  for (std::size_t o = 0; o < C; ++o) {
-    if (var[o] < 0) throw fc::InputError(fmt::format("var: negative variance {:g} at channel {}", var[o], o));
-    if (!(var[o] + eps > 0)) throw fc::InputError(fmt::format("var + eps <= 0 at channel {}", o));
-  }
+  fc::check_bn_params(fc::ref::BnParams{gamma, beta, mean, var, eps}, C, "BatchNorm (" + source + ")");
   return fc::ref::BnParams{gamma, beta, mean, var, eps};
 }
 
@@ -237,6 +224,13 @@ int main(int argc, char** argv) {
                "foldcheck"};
   app.set_version_flag("--version", std::string("foldcheck ") + fc::kVersion);
   app.require_subcommand(1);
+  // Options of the program as a whole, accepted before or after the subcommand.
+  app.fallthrough();
+  std::int64_t max_elements = 0;
+  app.add_option("--max-elements", max_elements,
+                 "Refuse any tensor (in a file, a model or a case) with more elements than this, before allocating it "
+                 "(default 2^28 = 268435456, or FOLDCHECK_MAX_ELEMENTS)")
+      ->check(CLI::PositiveNumber);
 
   OutputOptions eo, ro;
   ExplainArgs ea;
@@ -345,6 +339,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    fc::set_max_elements(max_elements > 0 ? max_elements : fc::max_elements_from_environment());
     if (*explain) return cmd_explain(ea, eo);
     if (*run) return cmd_run(case_path, ro, all_hist, seed, no_attr, attr_elements);
     if (*diag) return cmd_diagnose(da, dopt);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "foldcheck/bn_check.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
@@ -31,8 +32,8 @@ void QuantCommand::add_to(CLI::App& app) {
   cmd_->add_option("--bits", bits_, "Integer width (symmetric: -(2^(b-1)-1) .. 2^(b-1)-1)")->check(CLI::Range(2, 16))->capture_default_str();
   cmd_->add_option("--rounding", rounding_, "half_even or half_away")->capture_default_str();
   cmd_->add_flag("--free-scales", free_scales_, "Computed scales are max|x|/qmax as they are (default: rounded up to a power of two)");
-  cmd_->add_option("--write-int", write_int_, "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit");
-  cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)");
+  cmd_->add_option("--write-int", write_int_, "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit")->check(kWritablePath);
+  cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)")->check(kWritablePath);
   cmd_->add_option("--fold", fold_, "For --write-int: exact, pytorch, tvm, onnxruntime or onnxoptimizer; for --case: the "
                                     "engine recipe of the run-time fold (default there: pytorch)")->capture_default_str();
   add_output_options(cmd_, out_);
@@ -74,16 +75,20 @@ std::optional<int> QuantCommand::run() {
   if (weights_.empty() || bn_.empty()) throw InputError("quant-check: give --weights and --bn (or --case)");
   QuantCheckInput in;
   in.weights = read_npy(weights_);
-  for (const double v : in.weights.data)
-    if (!std::isfinite(v)) throw InputError(weights_ + ": contains NaN or Inf");
+  if (const std::string bad = first_nonfinite(in.weights.data); !bad.empty()) throw InputError(weights_ + ": weights have " + bad);
   const auto bn = read_npz(bn_);
   for (const char* k : {"gamma", "beta", "mean", "var"})
     if (!bn.count(k)) throw InputError(fmt::format("{}: no '{}' array", bn_, k));
+  if (bn.count("eps") && bn.at("eps").data.size() != 1) throw InputError(bn_ + "[eps]: must hold one value");
   in.bn = ref::BnParams{bn.at("gamma").data, bn.at("beta").data, bn.at("mean").data, bn.at("var").data,
                         bn.count("eps") ? bn.at("eps").data.at(0) : 1e-5};
+  if (in.weights.shape.size() < 2 || in.weights.data.empty())
+    throw InputError(fmt::format("{}: shape {}: weights need an output-channel axis and at least one value", weights_,
+                                 shape_string(in.weights.shape)));
   const std::size_t C = static_cast<std::size_t>(in.weights.shape.at(0));
   for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
     if (v->size() == 1 && C > 1) v->assign(C, v->front());
+  check_bn_params(in.bn, C, bn_);
   in.spec = spec;
   in.ref.precision = out_.precision;
   in.ref.threads = out_.threads;

@@ -16,6 +16,26 @@
 
 namespace foldcheck::cli {
 
+namespace {
+
+// A report for compare and merge: a foldcheck JSON report of this schema version and a
+// command whose results compare (suite, run, accuracy-diff), or InputError naming the file.
+json read_report(const std::string& path, const std::string& what) {
+  json r = read_json_file(path, what);
+  if (!r.is_object() || r.value("tool", json()) != "foldcheck")
+    throw InputError(fmt::format("{}: not a foldcheck report (no \"tool\": \"foldcheck\")", path));
+  if (r.value("schema_version", json()) != kSchemaVersion)
+    throw InputError(fmt::format("{}: report schema version {}, this foldcheck reads version {}", path,
+                                 r.value("schema_version", json()).dump(), kSchemaVersion));
+  const json cmd = r.value("command", json());
+  if (cmd != "suite" && cmd != "run" && cmd != "accuracy-diff")
+    throw InputError(fmt::format("{}: a {} report; compare and merge take suite, run and accuracy-diff reports", path,
+                                 cmd.dump()));
+  return r;
+}
+
+}  // namespace
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -96,7 +116,7 @@ std::optional<int> SuiteCommands::run() {
     std::vector<json> parts;
     std::map<std::string, json> results;
     for (const std::string& p : merge_inputs_) {
-      parts.push_back(read_json_file(p, "report"));
+      parts.push_back(read_report(p, "report"));
       const fs::path dir = fs::path(p).parent_path();
       for (const json& e : parts.back().value("entries", json::array()))
         if (e.contains("result_file") && fs::exists(dir / e["result_file"].get<std::string>()))
@@ -117,7 +137,7 @@ std::optional<int> SuiteCommands::run() {
     co.ulp_floor = ulp_floor_;
     co.ppm_floor = ppm_floor_;
     co.ratio_floor = ratio_floor_;
-    json d = reports::compare_reports(read_json_file(current_, "report"), read_json_file(baseline_, "baseline"), co);
+    json d = reports::compare_reports(read_report(current_, "report"), read_report(baseline_, "baseline"), co);
     d["tool"] = "foldcheck";
     d["version"] = kVersion;
     d["schema_version"] = kSchemaVersion;

@@ -271,6 +271,9 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
         not_run = e.what();
       }
     }
+    // --observed-output asks for nothing but what the runs give: without them it is an error.
+    if (not_run && opts.observed_output)
+      throw InputError(fmt::format("--observed-output needs runs of {}, which cannot be made: {}", model.path, *not_run));
   }
   const bool runs = !opts.weights_only && !not_run;
 

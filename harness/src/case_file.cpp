@@ -6,7 +6,10 @@
 #include <random>
 #include <set>
 
+#include "foldcheck/bn_check.hpp"
 #include "foldcheck/errors.hpp"
+#include "foldcheck/input_file.hpp"
+#include "foldcheck/limits.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/quantize.hpp"
 
@@ -35,9 +38,15 @@ double number(const Ctx& c, const json& j, const std::string& field) {
   return v;
 }
 
+// Geometry integers are capped at 2^31 - 1 so that the output size arithmetic
+// (H + pads - dilation*(K - 1) - 1) cannot overflow; tensor sizes are then checked
+// against the element limit (limits.hpp).
+constexpr std::int64_t kMaxDim = (std::int64_t(1) << 31) - 1;
+
 std::int64_t positive_int(const Ctx& c, const json& j, const std::string& field, std::int64_t min = 1) {
-  if (!j.is_number_integer() || j.get<std::int64_t>() < min)
-    c.fail(field, "must be an integer >= " + std::to_string(min));
+  if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<std::uint64_t>() > std::uint64_t(kMaxDim)) ||
+      j.get<std::int64_t>() < min || j.get<std::int64_t>() > kMaxDim)
+    c.fail(field, "must be an integer in " + std::to_string(min) + ".." + std::to_string(kMaxDim));
   return j.get<std::int64_t>();
 }
 
@@ -144,17 +153,7 @@ std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, c
 
 }  // namespace
 
-CaseSpec load_case(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open case file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(path + ": invalid JSON: " + e.what());
-  }
-  return load_case(j, path);
-}
+CaseSpec load_case(const std::string& path) { return load_case(read_json_input(path, "case file"), path); }
 
 CaseSpec load_case(const json& j, const std::string& path) {
   Ctx c{path};
@@ -200,6 +199,9 @@ CaseSpec load_case(const json& j, const std::string& path) {
   g.H = positive_int(c, shp[2], "input.shape");
   g.W = positive_int(c, shp[3], "input.shape");
   if (g.OH() <= 0 || g.OW() <= 0) c.fail("conv", "kernel larger than the padded input");
+  checked_element_count({g.N, g.C, g.H, g.W}, path + ": input");
+  checked_element_count({g.O, g.C / g.groups, g.KH, g.KW}, path + ": weights");
+  checked_element_count({g.N, g.O, g.OH(), g.OW()}, path + ": output");
   json in_spec = j["input"];
   in_spec.erase("shape");
   s.input = tensor_spec(c, in_spec, "input");
@@ -220,7 +222,7 @@ CaseSpec load_case(const json& j, const std::string& path) {
   s.mean = tensor_spec(c, bn.value("mean", json(0.0)), "bn.mean");
   s.var = tensor_spec(c, bn.value("var", json(1.0)), "bn.var");
   s.eps = number(c, bn.value("eps", json(1e-5)), "bn.eps");
-  if (s.eps < 0) c.fail("bn.eps", "must be >= 0");
+  if (!(s.eps > 0)) c.fail("bn.eps", "must be > 0 (every framework's BatchNorm adds a positive epsilon)");
 
   const json cmp = j.value("compare", json::object());
   check_keys(c, cmp, "compare", {"dtypes", "recipes", "accumulation", "bn_form", "variants"});
@@ -321,13 +323,7 @@ CaseData materialize(const CaseSpec& s, DType t) {
   bn.bn.mean = draw(s.path, s.mean, "bn.mean", g.O, s.seed, t);
   bn.bn.var = draw(s.path, s.var, "bn.var", g.O, s.seed, t);
   bn.bn.eps = s.eps;
-  for (std::size_t o = 0; o < bn.bn.var.size(); ++o) {
-    if (bn.bn.var[o] < 0)
-      throw InputError(s.path + ": bn.var: negative variance " + std::to_string(bn.bn.var[o]) + " at channel " +
-                       std::to_string(o));
-    if (!(bn.bn.var[o] + s.eps > 0))
-      throw InputError(s.path + ": bn: var + eps <= 0 at channel " + std::to_string(o));
-  }
+  check_bn_params(bn.bn, static_cast<std::size_t>(g.O), s.path + ": bn");
   d.graph.nodes = {conv, bn};
   return d;
 }

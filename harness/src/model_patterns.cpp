@@ -1,6 +1,7 @@
 // Layer -> BatchNormalization pairs and their parameters (model_patterns.hpp).
 #include <fmt/format.h>
 
+#include "foldcheck/bn_check.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/model_patterns.hpp"
 
@@ -142,6 +143,10 @@ LayerParams layer_params(const Model& m, const BnPair& p) {
   lp.bn.mean = channel_vector(3);
   lp.bn.var = channel_vector(4);
   lp.bn.eps = static_cast<double>(static_cast<float>(bn.float_attr("epsilon", 1e-5)));  // an ONNX float attribute
+  check_bn_params(lp.bn, static_cast<std::size_t>(lp.channels),
+                  m.path + ": BatchNormalization " + (bn.name.empty() ? p.name : bn.name));
+  if (const std::string bad = first_nonfinite(lp.weight); !bad.empty())
+    throw InputError(fmt::format("{}: {} {}: weight {} has {}", m.path, m.nodes[p.layer].op, p.name, m.nodes[p.layer].inputs[1], bad));
   return lp;
 }
 

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "foldcheck/bn_check.hpp"
 #include "foldcheck/errors.hpp"
+#include "foldcheck/limits.hpp"
 #include "foldcheck/fold_pass.hpp"
 #include "foldcheck/layer_math.hpp"
 #include "foldcheck/npy.hpp"
@@ -388,6 +390,7 @@ class Exec {
       ref::BnParams bn{get(n.inputs.at(1), where(n, i)).data, get(n.inputs.at(2), where(n, i)).data,
                        get(n.inputs.at(3), where(n, i)).data, get(n.inputs.at(4), where(n, i)).data,
                        static_cast<double>(static_cast<float>(n.float_attr("epsilon", 1e-5)))};
+      check_bn_params(bn, bn.gamma.size(), where(n, i));
       batchnorm(y, bn);
       put(n, std::move(y));
     } else if (op == "MaxPool") pool(n, i, true);
@@ -409,6 +412,8 @@ class Exec {
       Tensor y = get(n.inputs.at(0), where(n, i));
       std::int64_t axis = n.int_attr("axis", 1);
       if (axis < 0) axis += static_cast<std::int64_t>(y.shape.size());
+      if (axis < 0 || axis > static_cast<std::int64_t>(y.shape.size()))
+        throw InputError(fmt::format("{}: axis {} is out of range for rank {}", where(n, i), n.int_attr("axis", 1), y.shape.size()));
       y.shape = {prod(y.shape, 0, static_cast<std::size_t>(axis)), prod(y.shape, static_cast<std::size_t>(axis))};
       put(n, std::move(y));
     } else if (op == "Reshape") {
@@ -429,8 +434,13 @@ class Exec {
       std::vector<std::int64_t> axes = n.ints_attr("axes");
       if (axes.empty() && n.inputs.size() > 1) axes = ints(n.inputs[1], where(n, i));
       const std::int64_t rank = static_cast<std::int64_t>(y.shape.size()) + (op == "Unsqueeze" ? static_cast<std::int64_t>(axes.size()) : 0);
-      for (auto& a : axes) a = a < 0 ? a + rank : a;
+      for (auto& a : axes) {
+        const std::int64_t given = a;
+        a = a < 0 ? a + rank : a;
+        if (a < 0 || a >= rank) throw InputError(fmt::format("{}: axis {} is out of range for rank {}", where(n, i), given, rank));
+      }
       std::sort(axes.begin(), axes.end());
+      if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) throw InputError(where(n, i) + ": repeated axes");
       if (op == "Squeeze") {
         Shape s;
         for (std::size_t k = 0; k < y.shape.size(); ++k) {
@@ -446,7 +456,15 @@ class Exec {
       std::vector<const Tensor*> parts;
       for (const auto& in : n.inputs) parts.push_back(&get(in, where(n, i)));
       std::int64_t axis = n.int_attr("axis", 0);
-      if (axis < 0) axis += static_cast<std::int64_t>(parts[0]->shape.size());
+      const std::int64_t rank = static_cast<std::int64_t>(parts.at(0)->shape.size());
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank)
+        throw InputError(fmt::format("{}: axis {} is out of range for rank {}", where(n, i), n.int_attr("axis", 0), rank));
+      for (const Tensor* p : parts)
+        for (std::int64_t d = 0; d < rank; ++d)
+          if (static_cast<std::int64_t>(p->shape.size()) != rank || (d != axis && p->shape[static_cast<std::size_t>(d)] != parts[0]->shape[static_cast<std::size_t>(d)]))
+            throw InputError(fmt::format("{}: input shapes {} and {} do not concatenate on axis {}", where(n, i),
+                                         shape_string(parts[0]->shape), shape_string(p->shape), axis));
       Tensor y;
       y.shape = parts[0]->shape;
       y.shape[static_cast<std::size_t>(axis)] = 0;
@@ -607,9 +625,15 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
   Tensor x;
   if (input) {
     x = read_npy(*input);
-    for (const double v : x.data)
-      if (!std::isfinite(v)) throw InputError(*input + ": input holds a NaN or infinity");
-    for (double& v : x.data) v = round_to(DType::Float32, v);
+    if (x.data.empty()) throw InputError(fmt::format("{}: empty tensor (shape {})", *input, shape_string(x.shape)));
+    if (const std::string bad = first_nonfinite(x.data); !bad.empty()) throw InputError(*input + ": input has " + bad);
+    // The runs compute in float32: an input that is not float32 would be rounded first,
+    // and the comparison would not be of the values the other engine saw.
+    for (std::size_t k = 0; k < x.data.size(); ++k)
+      if (round_to(DType::Float32, x.data[k]) != x.data[k])
+        throw InputError(fmt::format("{}: {} value {:.17g} at index {} is not a float32 value (the model computes in "
+                                     "float32: save the input as float32)",
+                                     *input, name(x.dtype), x.data[k], k));
   } else {
     x.shape = vi.shape;
     for (std::size_t k = 0; k < x.shape.size(); ++k)
@@ -619,15 +643,15 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
       }
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> nd;
-    x.data.resize(static_cast<std::size_t>(element_count(x.shape)));
+    x.data.resize(static_cast<std::size_t>(checked_element_count(x.shape, "input " + vi.name)));
     for (double& v : x.data) v = static_cast<float>(nd(rng));
   }
   x.dtype = DType::Float32;
   if (x.shape.size() != vi.shape.size())
-    throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+    throw InputError(fmt::format("{}: shape {}, the model's input {} is {}", input ? *input : std::string("input"), shape_string(x.shape), vi.name, shape_string(vi.shape)));
   for (std::size_t k = 0; k < x.shape.size(); ++k)
     if (vi.shape[k] >= 0 && vi.shape[k] != x.shape[k])
-      throw InputError(fmt::format("input has shape {}, the model's input {} is {}", shape_string(x.shape), vi.name, shape_string(vi.shape)));
+      throw InputError(fmt::format("{}: shape {}, the model's input {} is {}", input ? *input : std::string("input"), shape_string(x.shape), vi.name, shape_string(vi.shape)));
   return x;
 }
 
@@ -664,6 +688,7 @@ Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, T
 
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                                         const ModelRunOptions& opts) {
+  check_supported(m);
   if (opts.dtype == DType::Float64) return Exec<double>(m, pairs, opts).run(inputs);
   if (opts.dtype != DType::Float32) throw InputError("model runs are float32 or float64");
   return Exec<float>(m, pairs, opts).run(inputs);

@@ -4,15 +4,15 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
-#include <sstream>
+#include <limits>
 
 #include "foldcheck/errors.hpp"
+#include "foldcheck/input_file.hpp"
+#include "foldcheck/limits.hpp"
+#include "foldcheck/reports/output_file.hpp"
 
 namespace foldcheck {
 namespace {
-
-constexpr std::int64_t kMaxElements = std::int64_t(1) << 32;  // refuse absurd headers before allocating
 
 std::string dtype_descr(DType t) {
   switch (t) {
@@ -33,8 +33,100 @@ struct NpyHeader {
   std::int64_t count = 0;
 };
 
+// NumPy refuses headers over 10000 bytes by default (np.load's max_header_size) as unsafe
+// to parse; the arrays foldcheck reads have headers under 200 bytes.
+constexpr std::size_t kMaxHeaderBytes = 10000;
+
+// The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False,
+// 'shape': (2, 3), }. This reads exactly that grammar (quoted keys; values a quoted
+// string, True/False, or a tuple of non-negative integers) and nothing more.
+class HeaderDict {
+ public:
+  HeaderDict(const std::string& text, const std::string& what) : s_(text), what_(what) {}
+
+  void parse(NpyHeader& h) {
+    bool have_descr = false, have_order = false, have_shape = false;
+    ws();
+    expect('{');
+    while (true) {
+      ws();
+      if (peek() == '}') { ++i_; break; }
+      const std::string key = quoted();
+      ws();
+      expect(':');
+      ws();
+      if (key == "descr") { h.descr = quoted(); have_descr = true; }
+      else if (key == "fortran_order") {
+        if (word("True")) throw InputError(what_ + ": Fortran-ordered arrays are not supported (save with C order)");
+        if (!word("False")) fail("fortran_order must be True or False");
+        have_order = true;
+      } else if (key == "shape") { h.shape = tuple(); have_shape = true; }
+      else fail("unexpected key '" + key + "'");
+      ws();
+      if (peek() == ',') ++i_;
+      else if (peek() != '}') fail("expected ',' or '}'");
+    }
+    ws();
+    if (i_ != s_.size()) fail("text after the dict");
+    if (!have_descr) fail("no 'descr'");
+    if (!have_order) fail("no 'fortran_order'");
+    if (!have_shape) fail("no 'shape'");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const { throw InputError(what_ + ": malformed .npy header: " + why); }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  bool word(const char* w) {
+    const std::size_t n = std::strlen(w);
+    if (s_.compare(i_, n, w) != 0) return false;
+    i_ += n;
+    return true;
+  }
+  std::string quoted() {
+    const char q = peek();
+    if (q != '\'' && q != '"') fail("expected a quoted string");
+    const std::size_t end = s_.find(q, i_ + 1);
+    if (end == std::string::npos) fail("unterminated string");
+    std::string r = s_.substr(i_ + 1, end - i_ - 1);
+    i_ = end + 1;
+    return r;
+  }
+  Shape tuple() {
+    expect('(');
+    Shape shape;
+    while (true) {
+      ws();
+      if (peek() == ')') { ++i_; return shape; }
+      if (peek() < '0' || peek() > '9') fail("shape must be a tuple of non-negative integers");
+      std::int64_t d = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        if (d > (std::numeric_limits<std::int64_t>::max() - 9) / 10) fail("dimension out of range");
+        d = 10 * d + (s_[i_++] - '0');
+      }
+      if (peek() == 'L') ++i_;  // Python 2 long
+      shape.push_back(d);
+      if (shape.size() > 32) fail("more than 32 dimensions");  // NumPy's own maximum
+      ws();
+      if (peek() == ',') ++i_;
+      else if (peek() != ')') fail("expected ',' or ')' in shape");
+    }
+  }
+
+  const std::string& s_;
+  const std::string& what_;
+  std::size_t i_ = 0;
+};
+
 // Magic, version, header dict (descr, C order, shape); the element count checked against
-// the limit. The data length is checked by the callers, who know the element width.
+// the limit before anything is allocated. The data length is checked by the callers, who
+// know the element width.
 NpyHeader parse_header(const std::string& b, const std::string& what) {
   if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
     throw InputError(what + ": not a .npy file (bad magic)");
@@ -51,51 +143,26 @@ NpyHeader parse_header(const std::string& b, const std::string& what) {
   } else {
     throw InputError(what + ": unsupported .npy version " + std::to_string(major));
   }
+  if (header_len > kMaxHeaderBytes)
+    throw InputError(what + ": .npy header of " + std::to_string(header_len) + " bytes (NumPy's limit is 10000)");
   if (b.size() < offset + header_len) throw InputError(what + ": truncated .npy header");
-  const std::string header = b.substr(offset, header_len);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")))
-    throw InputError(what + ": .npy header has no 'descr'");
-  const std::string descr = m[1];
-  if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*(True|False))")) && m[1] == "True")
-    throw InputError(what + ": Fortran-ordered arrays are not supported (save with C order)");
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
-    throw InputError(what + ": .npy header has no 'shape'");
   NpyHeader h;
-  h.descr = descr;
-  Tensor t;
-  const std::string dims = m[1];
-  std::stringstream ss(dims);
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    tok.erase(0, tok.find_first_not_of(" \t"));
-    tok.erase(tok.find_last_not_of(" \tL") + 1);
-    if (tok.empty()) continue;
-    try {
-      std::size_t used = 0;
-      const long long d = std::stoll(tok, &used);
-      if (used != tok.size() || d < 0) throw std::invalid_argument(tok);
-      t.shape.push_back(d);
-    } catch (const std::exception&) {
-      throw InputError(what + ": malformed shape '(" + dims + ")' in .npy header");
-    }
-  }
-  h.shape = t.shape;
-  try {
-    h.count = element_count(t.shape);
-  } catch (const std::exception&) {
-    throw InputError(what + ": shape " + shape_string(t.shape) + " overflows");
-  }
-  if (h.count > kMaxElements) throw InputError(what + ": " + std::to_string(h.count) + " elements exceeds the limit of 2^32");
+  HeaderDict(b.substr(offset, header_len), what).parse(h);
+  h.count = checked_element_count(h.shape, what);
   h.data_offset = offset + header_len;
   return h;
 }
 
+// The data must be exactly what the header's shape and dtype need: fewer bytes is a
+// truncated file, more is a header that does not describe the data.
 void check_length(const std::string& b, const NpyHeader& h, std::size_t width, const std::string& what) {
-  const std::size_t need = static_cast<std::size_t>(h.count) * width;
-  if (b.size() - h.data_offset < need)
-    throw InputError(what + ": truncated data (" + std::to_string(b.size() - h.data_offset) + " bytes, shape " +
-                     shape_string(h.shape) + " needs " + std::to_string(need) + ")");
+  const std::size_t need = static_cast<std::size_t>(h.count) * width, have = b.size() - h.data_offset;
+  if (have < need)
+    throw InputError(what + ": truncated data (" + std::to_string(have) + " bytes, shape " + shape_string(h.shape) +
+                     " needs " + std::to_string(need) + ")");
+  if (have > need)
+    throw InputError(what + ": " + std::to_string(have - need) + " bytes after the data (shape " + shape_string(h.shape) +
+                     " needs " + std::to_string(need) + "): the header does not describe the file");
 }
 
 }  // namespace
@@ -123,11 +190,7 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
 }
 
 IntArray read_npy_ints(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string b = ss.str();
+  const std::string b = read_input_file(path, ".npy file");
   const NpyHeader h = parse_header(b, path);
   const std::string& d = h.descr;
   if (d.size() != 3 || (d[0] != '<' && d[0] != '|' && d[0] != '=') || (d[1] != 'i' && d[1] != 'u') ||
@@ -164,19 +227,10 @@ void write_npy_ints(const std::string& path, const Shape& shape, const std::vect
       bytes.append(reinterpret_cast<const char*>(&x), 4);
     }
   }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError(path + ": cannot write");
-  out << bytes;
-  if (!out) throw InputError(path + ": write failed");
+  reports::write_file_atomically(path, bytes);
 }
 
-Tensor read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_npy(ss.str(), path);
-}
+Tensor read_npy(const std::string& path) { return parse_npy(read_input_file(path, ".npy file"), path); }
 
 std::string serialize_npy(const Tensor& t) {
   std::string shape = "(";
@@ -204,40 +258,36 @@ std::string serialize_npy(const Tensor& t) {
   return out;
 }
 
-void write_npy(const std::string& path, const Tensor& t) {
-  std::ofstream out(path, std::ios::binary);
-  const std::string b = serialize_npy(t);
-  out.write(b.data(), static_cast<std::streamsize>(b.size()));
-  if (!out) throw InputError(path + ": cannot write");
-}
+void write_npy(const std::string& path, const Tensor& t) { reports::write_file_atomically(path, serialize_npy(t)); }
 
-std::map<std::string, Tensor> read_npz(const std::string& path) {
-  int err = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &err);
-  if (!z) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, err);
-    const std::string msg = zip_error_strerror(&ze);
-    zip_error_fini(&ze);
-    throw InputError(path + ": cannot open as .npz (" + msg + ")");
-  }
+namespace {
+
+// Every member "<key>.npy" of an open archive; `z` is discarded here whatever happens.
+std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what) {
   std::map<std::string, Tensor> out;
   try {
     const zip_int64_t n = zip_get_num_entries(z, 0);
     for (zip_int64_t i = 0; i < n; ++i) {
       zip_stat_t st;
-      if (zip_stat_index(z, i, 0, &st) != 0) throw InputError(path + ": corrupt .npz entry");
-      std::string name = st.name;
+      zip_stat_init(&st);
+      if (zip_stat_index(z, static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
+          !(st.valid & ZIP_STAT_SIZE))
+        throw InputError(what + ": corrupt .npz entry " + std::to_string(i));
+      const std::string name = st.name;
       if (name.size() < 4 || name.substr(name.size() - 4) != ".npy") continue;
-      if (st.size > (std::uint64_t(1) << 34)) throw InputError(path + ": member " + name + " is too large");
-      zip_file_t* f = zip_fopen_index(z, i, 0);
-      if (!f) throw InputError(path + ": cannot read member " + name);
+      const std::string key = name.substr(0, name.size() - 4);
+      if (st.size > max_input_bytes())
+        throw InputError(what + "[" + key + "]: " + std::to_string(st.size) + " bytes, over the limit of " +
+                         std::to_string(max_input_bytes()) + " (raise it with --max-elements or FOLDCHECK_MAX_ELEMENTS)");
+      zip_file_t* f = zip_fopen_index(z, static_cast<zip_uint64_t>(i), 0);
+      if (!f) throw InputError(what + ": cannot read member " + name + " (" + zip_strerror(z) + ")");
       std::string bytes(static_cast<std::size_t>(st.size), '\0');
       const zip_int64_t got = zip_fread(f, bytes.data(), st.size);
+      const std::string err = got < 0 ? zip_file_strerror(f) : "";
       zip_fclose(f);
-      if (got < 0 || static_cast<std::uint64_t>(got) != st.size) throw InputError(path + ": truncated member " + name);
-      const std::string key = name.substr(0, name.size() - 4);
-      out[key] = parse_npy(bytes, path + "[" + key + "]");
+      if (got < 0) throw InputError(what + ": cannot read member " + name + " (" + err + ")");
+      if (static_cast<std::uint64_t>(got) != st.size) throw InputError(what + ": truncated member " + name);
+      out[key] = parse_npy(bytes, what + "[" + key + "]");
     }
   } catch (...) {
     zip_discard(z);
@@ -246,6 +296,30 @@ std::map<std::string, Tensor> read_npz(const std::string& path) {
   zip_discard(z);
   return out;
 }
+
+[[noreturn]] void not_a_zip(const std::string& what, zip_error_t* ze) {
+  const std::string msg = zip_error_strerror(ze);
+  zip_error_fini(ze);
+  throw InputError(what + ": not a readable .npz archive (" + msg + ")");
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::string& what) {
+  zip_error_t ze;
+  zip_error_init(&ze);
+  zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &ze);
+  if (!src) not_a_zip(what, &ze);
+  zip_t* z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+  if (!z) {
+    zip_source_free(src);
+    not_a_zip(what, &ze);
+  }
+  zip_error_fini(&ze);
+  return npz_members(z, what);
+}
+
+std::map<std::string, Tensor> read_npz(const std::string& path) { return parse_npz(read_input_file(path, ".npz archive"), path); }
 
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays) {
   int err = 0;

@@ -1,7 +1,9 @@
 // Model::load: an ONNX file (protobuf, through Debian's libonnx) into the model IR.
 #include <bit>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +11,8 @@
 #include <onnx/onnx_pb.h>
 
 #include "foldcheck/errors.hpp"
+#include "foldcheck/input_file.hpp"
+#include "foldcheck/limits.hpp"
 #include "foldcheck/model.hpp"
 
 namespace foldcheck {
@@ -40,44 +44,76 @@ std::size_t element_bytes(int t) {
   }
 }
 
+// A non-negative decimal integer from an external_data entry, without exceptions.
+std::int64_t external_field(const TensorProto& t, const std::string& key, const std::string& v) {
+  std::int64_t x = -1;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || x < 0)
+    throw InputError(fmt::format("initializer {}: external data {} '{}' is not a non-negative integer", t.name(), key, v));
+  return x;
+}
+
 // The tensor's bytes in little-endian order, from raw_data or an external file (offset,
-// length) beside the model; empty when the values sit in the typed fields.
-std::string raw_bytes(const TensorProto& t, const fs::path& dir) {
+// length) beside the model; empty when the values sit in the typed fields. `expected` is
+// the byte count the dims call for; an external range of any other length is refused
+// before it is read. The location must be a relative path inside the model's directory
+// (the ONNX external-data rules): a model file must not make foldcheck read /etc/passwd.
+std::string raw_bytes(const TensorProto& t, const fs::path& dir, std::size_t expected) {
   if (t.data_location() != TensorProto::EXTERNAL) return t.raw_data();
   std::string location;
   std::int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = external_field(t, "offset", kv.value());
+    else if (kv.key() == "length") length = external_field(t, "length", kv.value());
   }
-  const fs::path p = dir / location;
+  const fs::path rel(location);
+  bool escapes = location.empty() || rel.is_absolute() || location.find('\0') != std::string::npos;
+  for (const auto& part : rel) escapes = escapes || part == "..";
+  if (escapes)
+    throw InputError(fmt::format("initializer {}: external data location '{}' must be a relative path inside the "
+                                 "model's directory",
+                                 t.name(), location));
+  const fs::path p = dir / rel;
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec))
+    throw InputError(fmt::format("initializer {}: cannot read external data file {} ({})", t.name(), p.string(),
+                                 fs::exists(p, ec) ? "not a regular file" : "No such file or directory"));
   std::ifstream in(p, std::ios::binary);
-  if (location.empty() || !in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
+  if (!in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
   in.seekg(0, std::ios::end);
   const std::int64_t size = in.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || offset + length > size)
+  if (length < 0) length = offset <= size ? size - offset : 0;
+  if (offset > size || length > size - offset)
     throw InputError(fmt::format("initializer {}: external data {} bytes at {} outside {} ({} bytes)", t.name(), length,
                                  offset, p.string(), size));
+  if (static_cast<std::uint64_t>(length) != expected)
+    throw InputError(fmt::format("initializer {}: {} bytes of external data for {} bytes of elements", t.name(), length,
+                                 expected));
   std::string bytes(static_cast<std::size_t>(length), '\0');
   in.seekg(offset);
   in.read(bytes.data(), length);
+  if (!in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
   return bytes;
 }
 
 Shape dims_of(const TensorProto& t) { return Shape(t.dims().begin(), t.dims().end()); }
+
+// The element count of t's dims, refused if negative, overflowing or over the limit.
+std::size_t count_of(const TensorProto& t) {
+  return static_cast<std::size_t>(checked_element_count(dims_of(t), "initializer " + t.name()));
+}
 
 // A floating tensor, exactly.
 Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
   Tensor out;
   out.dtype = dt;
   out.shape = dims_of(t);
-  const std::size_t n = static_cast<std::size_t>(element_count(out.shape));
-  const std::string raw = raw_bytes(t, dir);
+  const std::size_t n = count_of(t);
+  const std::size_t eb = element_bytes(t.data_type());
+  const std::string raw = raw_bytes(t, dir, n * eb);
   out.data.resize(n);
   if (!raw.empty() || n == 0) {
-    const std::size_t eb = element_bytes(t.data_type());
     if (raw.size() != n * eb)
       throw InputError(fmt::format("initializer {}: {} bytes of data for {} elements of {} bytes", t.name(), raw.size(), n, eb));
     for (std::size_t i = 0; i < n; ++i) {
@@ -106,11 +142,11 @@ Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
 }
 
 std::vector<std::int64_t> integer_values(const TensorProto& t, const fs::path& dir) {
-  const std::size_t n = static_cast<std::size_t>(element_count(dims_of(t)));
+  const std::size_t n = count_of(t);
+  const std::size_t eb = element_bytes(t.data_type());
+  const std::string raw = raw_bytes(t, dir, n * eb);
   std::vector<std::int64_t> v(n);
-  const std::string raw = raw_bytes(t, dir);
   if (!raw.empty()) {
-    const std::size_t eb = element_bytes(t.data_type());
     if (raw.size() != n * eb) throw InputError(fmt::format("initializer {}: {} bytes for {} elements", t.name(), raw.size(), n));
     for (std::size_t i = 0; i < n; ++i) {
       const char* p = raw.data() + i * eb;
@@ -169,11 +205,11 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
 
 }  // namespace
 
-Model Model::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open ONNX model " + path);
+Model Model::load(const std::string& path) { return Model::parse(read_input_file(path, "ONNX model"), path); }
+
+Model Model::parse(const std::string& bytes, const std::string& path) {
   onnx::ModelProto mp;
-  if (!mp.ParseFromIstream(&in)) throw InputError("not an ONNX model (protobuf parse failed): " + path);
+  if (!mp.ParseFromString(bytes)) throw InputError(path + ": not an ONNX model (protobuf parse failed)");
   const fs::path dir = fs::path(path).parent_path();
   Model m;
   m.path = path;
@@ -181,26 +217,49 @@ Model Model::load(const std::string& path) {
   for (const auto& os : mp.opset_import())
     if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
   const onnx::GraphProto& g = mp.graph();
-  for (const auto& t : g.initializer()) {
-    if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
-    else if (integer_type(t.data_type())) {
-      m.int_inits[t.name()] = integer_values(t, dir);
-      m.int_init_shapes[t.name()] = dims_of(t);
+  try {  // initializer and attribute messages name the model file
+    for (const auto& t : g.initializer()) {
+      if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
+      else if (integer_type(t.data_type())) {
+        m.int_inits[t.name()] = integer_values(t, dir);
+        m.int_init_shapes[t.name()] = dims_of(t);
+      }
     }
+    for (int i = 0; i < g.node_size(); ++i) {
+      const onnx::NodeProto& np = g.node(i);
+      ModelNode n;
+      n.op = np.op_type();
+      n.domain = np.domain();
+      n.name = np.name();
+      n.inputs.assign(np.input().begin(), np.input().end());
+      n.outputs.assign(np.output().begin(), np.output().end());
+      for (const auto& a : np.attribute()) n.attributes[a.name()] = attribute_of(a, dir);
+      m.nodes.push_back(std::move(n));
+    }
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what());
   }
   for (const auto& v : g.input())
     if (!m.initializers.count(v.name()) && !m.int_inits.count(v.name())) m.inputs.push_back(value_info(v));
   for (const auto& v : g.output()) m.outputs.push_back(value_info(v));
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto& np = g.node(i);
-    ModelNode n;
-    n.op = np.op_type();
-    n.domain = np.domain();
-    n.name = np.name();
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& a : np.attribute()) n.attributes[a.name()] = attribute_of(a, dir);
-    m.nodes.push_back(std::move(n));
+  // The inputs and outputs every node foldcheck looks into must have (the ONNX operator
+  // specs' minimum counts), so that the pattern finder and the runner can index them.
+  static const std::map<std::string, std::pair<std::size_t, std::size_t>> arity{
+      {"Identity", {1, 1}}, {"Conv", {2, 1}},     {"ConvTranspose", {2, 1}}, {"Gemm", {2, 1}},
+      {"MatMul", {2, 1}},   {"BatchNormalization", {5, 1}}, {"Relu", {1, 1}}, {"Add", {2, 1}},
+      {"Sub", {2, 1}},      {"Mul", {2, 1}},      {"Div", {2, 1}},           {"Reshape", {2, 1}},
+      {"Flatten", {1, 1}},  {"Concat", {1, 1}},   {"Pad", {1, 1}},           {"MaxPool", {1, 1}},
+      {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Constant", {0, 1}}};
+  for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+    const ModelNode& n = m.nodes[i];
+    const auto it = arity.find(n.op);
+    if (it == arity.end() || !(n.domain.empty() || n.domain == "ai.onnx")) continue;
+    std::size_t present = 0;  // required inputs may not be omitted ("")
+    for (std::size_t k = 0; k < n.inputs.size() && k < it->second.first; ++k) present += !n.inputs[k].empty();
+    if (present < it->second.first || n.outputs.size() < it->second.second || (!n.outputs.empty() && n.outputs[0].empty()))
+      throw InputError(fmt::format("{}: {} at node {}{} has {} inputs and {} outputs; the op needs at least {} and {}", path,
+                                   n.op, i, n.name.empty() ? "" : " (" + n.name + ")", n.inputs.size(), n.outputs.size(),
+                                   it->second.first, it->second.second));
   }
   // Exporters deduplicate equal tensors by an Identity of one initializer (PyTorch does for
   // zero-initialised biases): such values are initializers too, under their own name.

@@ -11,6 +11,7 @@
 #include "foldcheck/accuracy_diff.hpp"
 #include "foldcheck/case_file.hpp"
 #include "foldcheck/errors.hpp"
+#include "foldcheck/input_file.hpp"
 #include "foldcheck/recipes.hpp"
 #include "foldcheck/reports/summary.hpp"
 #include "foldcheck/run_case.hpp"
@@ -44,15 +45,7 @@ std::size_t count(const json& e, const char* key, std::size_t fallback, const st
 
 }  // namespace
 
-json read_json_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("cannot open {} {}", what, path));
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
-  }
-}
+json read_json_file(const std::string& path, const std::string& what) { return read_json_input(path, what); }
 
 std::string file_stem_for(const std::string& name) {
   std::string s;
@@ -60,70 +53,63 @@ std::string file_stem_for(const std::string& name) {
   return s.empty() ? "entry" : s;
 }
 
-SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
-  if (opts.shard_count == 0 || opts.shard_index == 0 || opts.shard_index > opts.shard_count)
-    throw InputError(fmt::format("--shard {}/{}: expected I/N with 1 <= I <= N", opts.shard_index, opts.shard_count));
-  const json suite = read_json_file(suite_path, "suite");
+SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
+  if (!suite.is_object()) throw InputError(suite_path + ": a suite must be a JSON object");
   check_keys(suite, suite_path, {"name", "description", "entries"});
   if (!suite.contains("entries") || !suite["entries"].is_array() || suite["entries"].empty())
     throw InputError(suite_path + ": 'entries' must be a non-empty array");
+  if (suite.contains("name") && !suite["name"].is_string()) throw InputError(suite_path + ": 'name' must be a string");
+  if (suite.contains("description") && !suite["description"].is_string())
+    throw InputError(suite_path + ": 'description' must be a string");
   const fs::path dir = fs::path(suite_path).parent_path();
   auto resolve = [&](const std::string& p) { return (dir / p).lexically_normal().string(); };
-  const std::string suite_name = suite.value("name", fs::path(suite_path).stem().string());
-
-  SuiteRun out;
-  json entries = json::array();
+  SuitePlan plan;
+  plan.path = suite_path;
+  plan.name = suite.value("name", fs::path(suite_path).stem().string());
+  plan.description = suite.value("description", "");
   std::set<std::string> names;
-  std::int64_t passed = 0, failed = 0;
   const std::size_t n = suite["entries"].size();
   for (std::size_t i = 0; i < n; ++i) {
     const json& e = suite["entries"][i];
-    const std::string where = fmt::format("{}: entries[{}]", suite_path, i);
+    SuiteEntry se;
+    se.index = i;
+    se.where = fmt::format("{}: entries[{}]", suite_path, i);
+    const std::string& where = se.where;
     if (!e.is_object()) throw InputError(where + ": must be an object");
     const bool is_case = e.contains("case"), is_model = e.contains("model");
     if (is_case == is_model) throw InputError(where + ": needs exactly one of 'case' and 'model'");
+    se.is_case = is_case;
     if (is_case)
       check_keys(e, where, {"case", "name", "override", "expect", "attribution_elements", "no_attribution", "seed"});
     else
       check_keys(e, where, {"model", "name", "observed", "input", "observed_output", "output_samples", "recipe",
                             "attribution_elements", "weights_only", "seed", "expect"});
-    const std::string expect = e.value("expect", "EXPECTED");
-    if (expect != "EXPECTED" && expect != "UNEXPECTED" && expect != "SUSPICIOUS" && expect != "MISTRUSTED")
+    se.expect = e.contains("expect") ? str(e, "expect", where) : "EXPECTED";
+    if (se.expect != "EXPECTED" && se.expect != "UNEXPECTED" && se.expect != "SUSPICIOUS" && se.expect != "MISTRUSTED")
       throw InputError(where + ": 'expect' must be EXPECTED, UNEXPECTED, SUSPICIOUS or MISTRUSTED");
+    for (const char* flag : {"no_attribution", "weights_only"})
+      if (e.contains(flag) && !e[flag].is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false", where, flag));
     // Parse and name every entry (all shards validate the whole suite the same way).
-    std::string name, source;
-    json case_json;
     if (is_case) {
-      source = resolve(str(e, "case", where));
-      case_json = read_json_file(source, "case file");
+      se.source = resolve(str(e, "case", where));
+      json case_json = read_json_file(se.source, "case file");
       if (e.contains("override")) {
         if (!e["override"].is_object()) throw InputError(where + ": 'override' must be an object (a JSON merge patch)");
         case_json.merge_patch(e["override"]);
       }
-      name = e.contains("name") ? str(e, "name", where) : case_json.value("name", fs::path(source).stem().string());
+      se.name = e.contains("name") ? str(e, "name", where)
+                : case_json.is_object() && case_json.contains("name") && case_json["name"].is_string()
+                    ? case_json["name"].get<std::string>()
+                    : fs::path(se.source).stem().string();
+      se.spec = load_case(case_json, se.source);
+      se.spec.name = se.name;
+      if (e.contains("seed")) se.spec.seed = count(e, "seed", 0, where);
+      se.run.attribution_elements = count(e, "attribution_elements", se.run.attribution_elements, where);  // 0: all
+      se.run.attribution = !e.value("no_attribution", false);
     } else {
-      source = resolve(str(e, "model", where));
-      name = e.contains("name") ? str(e, "name", where) : fs::path(source).stem().string();
-    }
-    if (!names.insert(name).second) throw InputError(fmt::format("{}: entry name '{}' is used twice", where, name));
-    if (i % opts.shard_count != opts.shard_index - 1) continue;
-
-    if (opts.progress) opts.progress(fmt::format("suite {}: entry {}/{} ({})", suite_name, i + 1, n, name));
-    const auto t0 = std::chrono::steady_clock::now();
-    json result;
-    if (is_case) {
-      CaseSpec spec = load_case(case_json, source);
-      spec.name = name;
-      if (e.contains("seed")) spec.seed = count(e, "seed", 0, where);
-      RunOptions ro;
-      ro.attribution_elements = count(e, "attribution_elements", ro.attribution_elements, where);  // 0: all, as in run
-      ro.attribution = !e.value("no_attribution", false);
-      ro.ref.precision = opts.precision;
-      ro.ref.threads = opts.threads;
-      ro.threads = opts.threads;
-      result = run_case(spec, ro);
-    } else {
-      AccuracyDiffOptions ao;
+      se.source = resolve(str(e, "model", where));
+      se.name = e.contains("name") ? str(e, "name", where) : fs::path(se.source).stem().string();
+      AccuracyDiffOptions& ao = se.model;
       if (e.contains("observed")) ao.observed_model = resolve(str(e, "observed", where));
       if (e.contains("input")) ao.input = resolve(str(e, "input", where));
       if (e.contains("observed_output")) ao.observed_output = resolve(str(e, "observed_output", where));
@@ -132,20 +118,51 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
       ao.attribution_elements = count(e, "attribution_elements", ao.attribution_elements, where);
       ao.weights_only = e.value("weights_only", false);
       ao.seed = count(e, "seed", 0, where);
+    }
+    if (!names.insert(se.name).second) throw InputError(fmt::format("{}: entry name '{}' is used twice", where, se.name));
+    plan.entries.push_back(std::move(se));
+  }
+  return plan;
+}
+
+SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
+  if (opts.shard_count == 0 || opts.shard_index == 0 || opts.shard_index > opts.shard_count)
+    throw InputError(fmt::format("--shard {}/{}: expected I/N with 1 <= I <= N", opts.shard_index, opts.shard_count));
+  const SuitePlan plan = plan_suite(read_json_file(suite_path, "suite"), suite_path);
+  const fs::path dir = fs::path(suite_path).parent_path();
+  const std::size_t n = plan.entries.size();
+
+  SuiteRun out;
+  json entries = json::array();
+  std::int64_t passed = 0, failed = 0;
+  for (const SuiteEntry& se : plan.entries) {
+    const std::size_t i = se.index;
+    if (i % opts.shard_count != opts.shard_index - 1) continue;
+    if (opts.progress) opts.progress(fmt::format("suite {}: entry {}/{} ({})", plan.name, i + 1, n, se.name));
+    const auto t0 = std::chrono::steady_clock::now();
+    json result;
+    if (se.is_case) {
+      RunOptions ro = se.run;
+      ro.ref.precision = opts.precision;
+      ro.ref.threads = opts.threads;
+      ro.threads = opts.threads;
+      result = run_case(se.spec, ro);
+    } else {
+      AccuracyDiffOptions ao = se.model;
       ao.ref.precision = opts.precision;
       ao.ref.threads = opts.threads;
-      result = accuracy_diff(source, ao);
+      result = accuracy_diff(se.source, ao);
     }
-    out.seconds[name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string file = "results/" + file_stem_for(name) + ".json";
-    const bool ok = result["verdict"] == expect;
+    out.seconds[se.name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string file = "results/" + file_stem_for(se.name) + ".json";
+    const bool ok = result["verdict"] == se.expect;
     (ok ? passed : failed) += 1;
-    const fs::path rel_source = fs::path(source).lexically_relative(dir.empty() ? fs::path(".") : dir);
+    const fs::path rel_source = fs::path(se.source).lexically_relative(dir.empty() ? fs::path(".") : dir);
     entries.push_back({{"index", i},
-                       {"name", name},
-                       {"kind", is_case ? "case" : "model"},
+                       {"name", se.name},
+                       {"kind", se.is_case ? "case" : "model"},
                        {"source", rel_source.string()},
-                       {"expect", expect},
+                       {"expect", se.expect},
                        {"passed", ok},
                        {"result_file", file},
                        {"summary", reports::summarize(result)}});
@@ -156,8 +173,8 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
                 {"schema_version", kSchemaVersion},
                 {"command", "suite"},
                 {"suite",
-                 {{"name", suite_name},
-                  {"description", suite.value("description", "")},
+                 {{"name", plan.name},
+                  {"description", plan.description},
                   {"path", suite_path},
                   {"entries_in_suite", n},
                   {"shards", json::array({opts.shard_index})},

@@ -9,13 +9,35 @@
 
 namespace foldcheck::reports {
 
-void write_file_atomically(const std::string& path, const std::string& content) {
+namespace {
+
+// ".NAME.tmpPID" beside the target: same file system, so the rename is atomic.
+std::filesystem::path temporary_for(const std::string& path) {
   const std::filesystem::path target(path);
   std::string tmp_name = ".";
   tmp_name += target.filename().string();
   tmp_name += ".tmp";
   tmp_name += std::to_string(getpid());
-  const std::filesystem::path tmp = target.parent_path() / tmp_name;
+  return target.parent_path() / tmp_name;
+}
+
+}  // namespace
+
+std::string writable_problem(const std::string& path) {
+  if (path.empty()) return "empty output path";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return path + ": cannot write (" + std::strerror(EISDIR) + ")";
+  const std::filesystem::path tmp = temporary_for(path);
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return path + ": cannot write (" + std::strerror(errno) + ")";
+  std::fclose(f);
+  std::remove(tmp.c_str());
+  return "";
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  if (const std::string p = writable_problem(path); !p.empty()) throw std::runtime_error(p);
+  const std::filesystem::path tmp = temporary_for(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
   const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size() && std::fflush(f) == 0 &&

@@ -8,9 +8,10 @@ namespace foldcheck::reports {
 
 namespace {
 std::string bar(std::int64_t count, std::int64_t max, int width, bool right) {
-  if (count == 0 || max == 0) return std::string(static_cast<std::size_t>(width), ' ');
-  // log-scaled length so that single outliers stay visible next to large buckets
-  const double frac = std::log1p(static_cast<double>(count)) / std::log1p(static_cast<double>(max));
+  if (count <= 0 || max <= 0) return std::string(static_cast<std::size_t>(width), ' ');
+  // log-scaled length so that single outliers stay visible next to large buckets (clamped:
+  // a hand-edited report may hold a count above its maximum)
+  const double frac = std::min(1.0, std::log1p(static_cast<double>(count)) / std::log1p(static_cast<double>(max)));
   const int n = std::max(1, static_cast<int>(std::lround(frac * width)));
   std::string b;
   for (int i = 0; i < n; ++i) b += "█";

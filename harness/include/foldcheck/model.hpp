@@ -62,8 +62,11 @@ struct Model {
   std::map<std::string, Shape> int_init_shapes;
   std::vector<ValueInfo> inputs, outputs;
 
-  // Throws InputError when the file cannot be read or parsed.
+  // Throws InputError when the file cannot be read or parsed, or an initializer's dims do
+  // not match its data (or exceed the element limit, limits.hpp).
   static Model load(const std::string& path);
+  // The same from the file's bytes; `path` names it and locates external data.
+  static Model parse(const std::string& bytes, const std::string& path);
 
   const Tensor* initializer(const std::string& name) const;  // null if not a floating initializer
   // The node producing value `name` and the nodes consuming it (indices into nodes).

@@ -40,6 +40,13 @@ struct ModelRunOptions {
   std::function<void(std::size_t node, const std::vector<const Tensor*>& inputs, Tensor& output)> after_node;
 };
 
+// InputError naming the first node the runner cannot compute as the ONNX spec defines it:
+// an op it does not implement, an attribute it does not read (even at its default value),
+// or a value it does not support (training-mode or per-activation BatchNorm, MaxPool
+// indices, non-constant Pad, ConvTranspose auto_pad/output_shape, a kernel_shape that
+// disagrees with the weight, ...). run_model calls it first.
+void check_supported(const Model& m);
+
 // inputs: every graph input by name (values of the run's dtype). Returns the graph
 // outputs and the kept values.
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,

@@ -2,8 +2,9 @@
 // NumPy .npy and .npz I/O (format version 1.0/2.0/3.0, little-endian float16/32/64,
 // C order). Values are returned as doubles (exact widening) with the file's dtype.
 //
-// Contract: read_npy validates the magic, header, dtype, shape and that the data length
-// matches the shape before reading; any defect is an InputError naming the file.
+// Contract: read_npy validates the magic, header, dtype, shape (against the element limit,
+// limits.hpp) and that the data length is exactly what the shape needs before converting;
+// any defect is an InputError naming the file. Writers replace the file atomically.
 // read_npz reads the named arrays (members "<key>.npy") of a zip archive via libzip.
 #include <map>
 #include <optional>
@@ -29,6 +30,7 @@ void write_npy_ints(const std::string& path, const Shape& shape, const std::vect
 
 // All members of an .npz as tensors, keyed by name without ".npy".
 std::map<std::string, Tensor> read_npz(const std::string& path);
+std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::string& what);
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays);
 
 }  // namespace foldcheck

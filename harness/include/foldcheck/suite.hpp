@@ -29,6 +29,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/accuracy_diff.hpp"
+#include "foldcheck/case_file.hpp"
+#include "foldcheck/run_case.hpp"
+
 namespace foldcheck {
 
 struct SuiteOptions {
@@ -43,6 +47,23 @@ struct SuiteRun {
   std::map<std::string, nlohmann::json> results;  // full results by file name (results/NAME.json)
   std::map<std::string, double> seconds;          // per entry name
 };
+
+// A suite file read and checked: every entry named, its case file read (with the override
+// applied) and loaded, its options parsed. Every shard plans the whole suite, so a bad
+// entry fails every shard the same way. InputError naming the entry otherwise.
+struct SuiteEntry {
+  std::size_t index = 0;
+  std::string name, where, source, expect;
+  bool is_case = true;
+  CaseSpec spec;              // case entries
+  RunOptions run;             // case entries: attribution settings
+  AccuracyDiffOptions model;  // model entries
+};
+struct SuitePlan {
+  std::string path, name, description;
+  std::vector<SuiteEntry> entries;
+};
+SuitePlan plan_suite(const nlohmann::json& suite, const std::string& suite_path);
 
 SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts);
 

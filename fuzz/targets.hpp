@@ -1,0 +1,31 @@
+#pragma once
+// The fuzz targets' bodies: each reader foldcheck has, on one input of arbitrary bytes.
+// libFuzzer drives them (fuzz_main.cpp, clang builds with FOLDCHECK_FUZZ=ON); the test
+// suite runs every seed in fuzz/corpus/ and every crash kept in fuzz/regressions/ through
+// the same bodies in every build (tests/test_fuzz_regressions.cpp).
+//
+// Contract: a body returns normally when the input is read or refused the way the CLI
+// refuses bad input (InputError; for JSON, also a value of the wrong JSON type, which the
+// CLI reports as bad input). Anything else escapes: a crash for the fuzzer, a failed test
+// for the suite. Sanitizers turn memory errors, leaks and UB into crashes.
+#include <map>
+#include <string>
+
+namespace foldcheck::fuzz {
+
+// A small element limit (2^20) so that an accepted input never allocates more than a few
+// tens of MB per run; the limit checks are what is fuzzed, the real default only scales them.
+void use_small_limits();
+
+void npy(const std::string& bytes);          // .npy: float and integer readers, then serialize
+void npz(const std::string& bytes);          // .npz: libzip, then each member as .npy
+void onnx(const std::string& bytes);         // ONNX: load, pattern finder, each pair's parameters
+void case_json(const std::string& bytes);    // case files: load and materialize
+void suite_json(const std::string& bytes);   // suite files: plan every entry
+void report_json(const std::string& bytes);  // reports: compare and the report writers
+
+using Body = void (*)(const std::string&);
+// Target name ("fuzz_npy", ...) -> body.
+const std::map<std::string, Body>& bodies();
+
+}  // namespace foldcheck::fuzz

@@ -1,0 +1,32 @@
+#pragma once
+// Reading the files foldcheck is given: one place that turns every way a read can fail
+// into an InputError with the path and the system's reason, and that refuses a file
+// larger than the element limit allows before reading it.
+//
+// Contract: read_input_file returns the whole file or throws InputError "PATH: cannot
+// read KIND (REASON)" (missing, a directory, no permission, an I/O error) or "PATH: N
+// bytes, over the limit ..." when the file is larger than max_input_bytes(). Regular files
+// are sized before any allocation; pipes and devices are read up to the same limit.
+// parse_json_text parses JSON with a nesting limit (kMaxJsonDepth): foldcheck's own files
+// nest fewer than 10 levels, and a file of a million '[' must be an error, not a stack
+// overflow in a recursive consumer.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace foldcheck {
+
+inline constexpr int kMaxJsonDepth = 64;
+
+// 16 bytes per element allowed by max_elements() (a float64 .npy needs 8, a JSON number
+// rarely more than 16 characters), plus 1 MiB for headers.
+std::uint64_t max_input_bytes();
+
+std::string read_input_file(const std::string& path, const std::string& kind);
+
+// `where` names the source in messages (usually the path).
+nlohmann::json parse_json_text(const std::string& text, const std::string& where);
+nlohmann::json read_json_input(const std::string& path, const std::string& kind);
+
+}  // namespace foldcheck

@@ -1,0 +1,37 @@
+// BatchNorm parameter validation (bn_check.hpp).
+#include "foldcheck/bn_check.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "foldcheck/errors.hpp"
+
+namespace foldcheck {
+
+std::string first_nonfinite(const std::vector<double>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) return fmt::format("{} at index {}", std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf", i);
+  return "";
+}
+
+void check_bn_params(const ref::BnParams& bn, std::size_t channels, const std::string& what) {
+  if (channels == 0) throw InputError(what + ": empty BatchNorm (no channels)");
+  const std::pair<const char*, const std::vector<double>*> vs[] = {
+      {"gamma", &bn.gamma}, {"beta", &bn.beta}, {"mean", &bn.mean}, {"var", &bn.var}};
+  for (const auto& [name, v] : vs) {
+    if (v->size() != channels)
+      throw InputError(fmt::format("{}: {} has {} values for {} channels", what, name, v->size(), channels));
+    if (const std::string bad = first_nonfinite(*v); !bad.empty())
+      throw InputError(fmt::format("{}: {} has {}", what, name, bad));
+  }
+  for (std::size_t c = 0; c < channels; ++c)
+    if (bn.var[c] < 0)
+      throw InputError(fmt::format("{}: var: negative variance {:g} at channel {}", what, bn.var[c], c));
+  if (!std::isfinite(bn.eps)) throw InputError(fmt::format("{}: eps is {}", what, bn.eps));
+  if (!(bn.eps > 0))
+    throw InputError(fmt::format("{}: eps must be > 0 (got {:g}; every framework's BatchNorm adds a positive epsilon)",
+                                 what, bn.eps));
+}
+
+}  // namespace foldcheck

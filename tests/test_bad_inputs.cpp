@@ -1,0 +1,505 @@
+// The bad-input catalogue (BAD_INPUTS.md) as a test: every row of the document's tables is
+// run through the foldcheck executable from the setup registered here under the row's id.
+// A refused row must exit 2 with exactly one line on stderr, "foldcheck: error: " and the
+// row's message (the document's pattern: "…" matches any text), and write no output
+// file; an accepted row must exit with the code the document gives. A row without a
+// setup, or a setup without a row, fails the test: the document and the code cannot drift.
+#include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "cli_run.hpp"
+#include "foldcheck/npy.hpp"
+#include "onnx_builder.hpp"
+
+namespace {
+
+using namespace foldcheck_cli_test;
+using foldcheck::DType;
+using foldcheck::Tensor;
+using foldcheck::testing::Encoding;
+using foldcheck::testing::OnnxBuilder;
+
+struct Row {
+  std::string id, expect;  // expect: the message pattern (refused rows) or "exit N" (accepted rows)
+};
+
+// The rows of BAD_INPUTS.md: lines "| `id` | ... | `message` |" (refused) and
+// "| `id` | ... | exit N |" (accepted).
+std::vector<Row> catalogue() {
+  std::ifstream in(src("BAD_INPUTS.md"));
+  REQUIRE(in);
+  std::vector<Row> rows;
+  const std::regex row(R"(^\| `([a-z0-9-]+)` \|.*\| (`(.*)`|exit [0-9]) \|\s*$)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_match(line, m, row)) rows.push_back({m[1], m[3].matched ? std::string(m[3]) : std::string(m[2])});
+  return rows;
+}
+
+// The document's pattern as a regex: literal text, "…" for any run of characters.
+std::regex pattern_regex(const std::string& p) {
+  static const std::string ellipsis = "\xE2\x80\xA6";
+  std::string re;
+  for (std::size_t i = 0; i < p.size();) {
+    if (p.compare(i, ellipsis.size(), ellipsis) == 0) {
+      re += ".*";
+      i += ellipsis.size();
+      continue;
+    }
+    if (std::string("\\^$.|?*+()[]{}").find(p[i]) != std::string::npos) re += '\\';
+    re += p[i++];
+  }
+  return std::regex(re);
+}
+
+void put(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+std::string npy(const Tensor& t) { return foldcheck::serialize_npy(t); }
+std::string npy_f32(const foldcheck::Shape& shape, double fill = 0.5) {
+  std::int64_t n = 1;
+  for (const auto d : shape) n *= d;
+  return npy(Tensor{shape, std::vector<double>(static_cast<std::size_t>(n), fill), DType::Float32});
+}
+// An .npy whose header dict is `dict` (padded as NumPy pads it), followed by `data`.
+std::string npy_with_header(const std::string& dict, const std::string& data) {
+  std::string h = dict;
+  while ((10 + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  std::string b("\x93NUMPY\x01\x00", 8);
+  b += static_cast<char>(h.size() & 0xff);
+  b += static_cast<char>(h.size() >> 8);
+  return b + h + data;
+}
+
+// X[1,2,4,4] -> Conv conv (2x2x3x3, pads 1) -> BatchNormalization bn -> Y[1,2,4,4]; the
+// hooks change one thing each. Saved as DIR/NAME; x.npy and y.npy (a float32 input and an
+// output of the right shape) beside it.
+struct ModelParts {
+  std::vector<double> var{1.0, 0.5};
+  float eps = 1e-5f;
+  Encoding weight_encoding = Encoding::Raw;
+  std::function<void(OnnxBuilder&)> extra_nodes;  // after bn (its output renamed "bn_out" then)
+  std::function<void(onnx::NodeProto& conv, onnx::NodeProto& bn)> tweak;
+  std::function<void(onnx::ModelProto&)> tweak_proto;
+};
+std::string model(const fs::path& dir, const std::string& name, const ModelParts& p = {}) {
+  OnnxBuilder b;
+  b.input("X", {1, 2, 4, 4});
+  b.output("Y", {1, 2, 4, 4});
+  std::vector<double> w(36);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.125 * static_cast<double>(i % 7) - 0.25;
+  b.init("W", {2, 2, 3, 3}, w, DType::Float32, p.weight_encoding);
+  b.init("gamma", {2}, {1.0, 0.75});
+  b.init("beta", {2}, {0.0, 0.5});
+  b.init("mean", {2}, {0.25, -0.125});
+  b.init("var", {2}, p.var);
+  auto& conv = b.node("Conv", "conv", {"X", "W"}, {"C"});
+  OnnxBuilder::attr(conv, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  OnnxBuilder::attr(conv, "kernel_shape", std::vector<std::int64_t>{3, 3});
+  auto& bn = b.node("BatchNormalization", "bn", {"C", "gamma", "beta", "mean", "var"}, {p.extra_nodes ? "bn_out" : "Y"});
+  OnnxBuilder::attr(bn, "epsilon", p.eps);
+  if (p.extra_nodes) p.extra_nodes(b);
+  if (p.tweak) p.tweak(*b.model.mutable_graph()->mutable_node(0), *b.model.mutable_graph()->mutable_node(1));
+  if (p.tweak_proto) p.tweak_proto(b.model);
+  const fs::path path = dir / name;
+  b.save(path.string());
+  put(dir / "x.npy", npy_f32({1, 2, 4, 4}));
+  put(dir / "y.npy", npy_f32({1, 2, 4, 4}));
+  return path.string();
+}
+std::string with_run(const std::string& m, const fs::path& dir) {
+  return "accuracy-diff " + m + " --input " + (dir / "x.npy").string() + " --observed-output " + (dir / "y.npy").string();
+}
+
+const char* kCase = R"({"seed": 1, "conv": {"in_channels": 2, "out_channels": 2, "kernel": 3, "padding": 1},
+  "input": {"shape": [1, 2, 4, 4], "init": {"normal": {}}}, "weights": {"init": {"normal": {"std": 0.3}}}})";
+// The small case with `extra` spliced in before the closing brace.
+std::string case_with(const fs::path& dir, const std::string& extra) {
+  const std::string base = kCase;
+  put(dir / "case.json", base.substr(0, base.size() - 1) + extra + "}");
+  return (dir / "case.json").string();
+}
+
+// id -> the arguments of the run that shows the row (files made in `dir`).
+struct Setup {
+  std::function<std::string(const fs::path&)> args;
+  bool output_flag = true;                     // append "-o DIR/out.json" and check it is not written
+  std::string shell_prefix;                    // shell text before foldcheck (resource limits)
+  std::function<void(const fs::path&)> after;  // further checks after the run
+
+  Setup() = default;
+  Setup(std::function<std::string(const fs::path&)> a, bool out = true, std::string prefix = "",
+        std::function<void(const fs::path&)> then = {})
+      : args(std::move(a)), output_flag(out), shell_prefix(std::move(prefix)), after(std::move(then)) {}
+};
+
+std::map<std::string, Setup> setups() {
+  std::map<std::string, Setup> s;
+  const std::string obs = " --observed 1,2";
+  // --- paths ----------------------------------------------------------------------------
+  s["missing-file"] = {[=](const fs::path& d) { return "explain --original " + (d / "missing.npy").string() + obs; }};
+  s["directory"] = {[](const fs::path& d) { return "run " + d.string(); }};
+  s["not-a-directory"] = {[](const fs::path& d) {
+    put(d / "plain.txt", "x");
+    return "run " + (d / "plain.txt" / "case.json").string();
+  }};
+  s["output-directory-missing"] = {[](const fs::path& d) {
+    return "run " + src("cases/tvm_thread.json") + " -o " + (d / "no" / "such" / "dir" / "r.json").string();
+  }, false};
+  s["output-is-directory"] = {[](const fs::path& d) { return "run " + src("cases/tvm_thread.json") + " -o " + d.string(); },
+                              false};
+  // A file-size limit of 1 KiB (SIGXFSZ ignored, so write() fails with EFBIG): the same
+  // failure as a full disk, reproducibly. The report from the run before must survive.
+  s["write-fails"] = {[](const fs::path& d) {
+                        put(d / "previous.json", "{\"kept\": true}\n");
+                        return "explain --original 2.1122932 --observed 2.1122828 --format json -o " +
+                               (d / "previous.json").string();
+                      },
+                      false, "trap '' XFSZ; ulimit -f 1; exec ", [](const fs::path& d) {
+                        CHECK(slurp(d / "previous.json") == "{\"kept\": true}\n");
+                        for (const auto& e : fs::directory_iterator(d)) CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+                      }};
+  // --- .npy -----------------------------------------------------------------------------
+  const auto npy_original = [=](const std::string& bytes) {
+    return [=](const fs::path& d) {
+      put(d / "w.npy", bytes);
+      return "explain --original " + (d / "w.npy").string() + obs;
+    };
+  };
+  const std::string good = npy_f32({2});
+  s["npy-bad-magic"] = {npy_original("NOTNUMPY" + good.substr(8))};
+  s["npy-truncated-header"] = {npy_original(good.substr(0, 40))};
+  s["npy-malformed-header"] = {npy_original(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", std::string(8, '\0')))};
+  s["npy-fortran-order"] = {npy_original(npy_with_header("{'descr': '<f4', 'fortran_order': True, 'shape': (2,)}", std::string(8, '\0')))};
+  s["npy-truncated-data"] = {npy_original(good.substr(0, good.size() - 3))};
+  s["npy-trailing-bytes"] = {npy_original(good + "junk")};
+  s["npy-unsupported-dtype"] = {npy_original(npy_with_header("{'descr': '<i4', 'fortran_order': False, 'shape': (2,)}", std::string(8, '\0')))};
+  s["npy-too-many-elements"] = {npy_original(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000)}", ""))};
+  s["max-elements"] = {[](const fs::path& d) {
+    put(d / "w.npy", npy_f32({3, 4}));
+    return "explain --max-elements 10 --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
+  }};
+  s["empty-tensor"] = {[](const fs::path& d) {
+    const std::string m = model(d, "m.onnx");
+    put(d / "x.npy", npy_f32({0, 2, 4, 4}));
+    return "accuracy-diff " + m + " --input " + (d / "x.npy").string();
+  }};
+  // --- .npz -----------------------------------------------------------------------------
+  s["npz-corrupt"] = {[=](const fs::path& d) {
+    put(d / "bn.npz", "PK\x03\x04 this is not a zip archive");
+    return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
+  }};
+  s["npz-missing-array"] = {[](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
+    put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+    return "quant-check --weights " + (d / "w.npy").string() + " --bn " + (d / "bn.npz").string();
+  }};
+  s["npz-unexpected-array"] = {[=](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"sigma", Tensor{{2}, {1, 1}, DType::Float32}}});
+    return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
+  }};
+  // --- JSON: case, suite, report ---------------------------------------------------------
+  s["json-invalid"] = {[](const fs::path& d) {
+    put(d / "case.json", "{\"seed\": 1,");
+    return "run " + (d / "case.json").string();
+  }};
+  s["json-too-deep"] = {[](const fs::path& d) {
+    put(d / "case.json", std::string(100, '[') + std::string(100, ']'));
+    return "run " + (d / "case.json").string();
+  }};
+  s["case-unknown-key"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "colour": "red")"); }};
+  s["case-wrong-type"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"eps": "small"})"); }};
+  s["case-channel-mismatch"] = {[](const fs::path& d) {
+    put(d / "case.json", R"({"seed": 1, "conv": {"in_channels": 2, "out_channels": 2}, "input": {"shape": [1, 3, 2, 2], "init": {"const": 1}}, "weights": 1})");
+    return "run " + (d / "case.json").string();
+  }};
+  s["case-too-large"] = {[](const fs::path& d) {
+    put(d / "case.json", R"({"seed": 1, "conv": {"in_channels": 64, "out_channels": 64, "kernel": 3, "padding": 1},
+      "input": {"shape": [64, 64, 4096, 4096], "init": {"normal": {}}}, "weights": 0.5})");
+    return "run " + (d / "case.json").string();
+  }};
+  s["case-empty-values"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": []}}})"); }};
+  s["case-values-count"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1, 2, 3]}}})"); }};
+  s["suite-bad-entry"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json"}, {"case": "case.json"}]})");
+    return "suite " + (d / "suite.json").string() + " -o " + (d / "out").string();
+  }, false};
+  s["report-not-a-report"] = {[](const fs::path& d) {
+    put(d / "a.json", R"({"hello": "world"})");
+    return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string();
+  }};
+  // --- BatchNorm parameters ---------------------------------------------------------------
+  s["param-nan"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --gamma 1,nan"; }};
+  s["param-inf"] = {[](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"var", Tensor{{2}, {1, HUGE_VAL}, DType::Float32}}});
+    return "explain --original 1,2 --observed 1,2 --bn " + (d / "bn.npz").string();
+  }};
+  s["negative-variance"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"var": -0.5})"); }};
+  s["eps-zero"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"var": 0, "eps": 0})"); }};
+  s["eps-negative"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --eps -1e-5"; }};
+  s["onnx-param-nan"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.var = {1.0, std::nan("")};
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-negative-variance"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.var = {1.0, -0.25};
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-eps-zero"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.eps = 0.0f;
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  // --- shapes and dtypes -----------------------------------------------------------------
+  s["count-mismatch"] = {[](const fs::path&) { return std::string("explain --original 1,2,3 --observed 1,2"); }};
+  s["channel-mismatch"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --gamma 1,2,3"; }};
+  s["input-shape-mismatch"] = {[](const fs::path& d) {
+    const std::string m = model(d, "m.onnx");
+    put(d / "x.npy", npy_f32({1, 3, 4, 4}));
+    return "accuracy-diff " + m + " --input " + (d / "x.npy").string();
+  }};
+  s["input-dtype-mismatch"] = {[](const fs::path& d) {
+    const std::string m = model(d, "m.onnx");
+    put(d / "x.npy", npy(Tensor{{1, 2, 4, 4}, std::vector<double>(32, 0.1), DType::Float64}));
+    return "accuracy-diff " + m + " --input " + (d / "x.npy").string();
+  }};
+  s["input-nan"] = {[](const fs::path& d) {
+    const std::string m = model(d, "m.onnx");
+    std::vector<double> v(32, 0.5);
+    v[3] = std::nan("");
+    put(d / "x.npy", npy(Tensor{{1, 2, 4, 4}, v, DType::Float32}));
+    return "accuracy-diff " + m + " --input " + (d / "x.npy").string();
+  }};
+  s["observed-output-shape"] = {[](const fs::path& d) {
+    const std::string m = model(d, "m.onnx");
+    put(d / "y.npy", npy_f32({1, 2, 4}));
+    return with_run(m, d);
+  }};
+  s["int-weights-shape"] = {[](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}},
+                                                   {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                   {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                   {"var", Tensor{{2}, {1, 1}, DType::Float32}}});
+    put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+    foldcheck::write_npy_ints((d / "q.npy").string(), {3}, {1, 2, 3}, 1);
+    return "quant-check --weights " + (d / "w.npy").string() + " --bn " + (d / "bn.npz").string() + " --int-weights " +
+           (d / "q.npy").string();
+  }};
+  // --- ONNX files -------------------------------------------------------------------------
+  s["onnx-corrupt"] = {[](const fs::path& d) {
+    put(d / "m.onnx", std::string("\xff\xff\xff\xff not protobuf", 18));
+    return "accuracy-diff " + (d / "m.onnx").string();
+  }};
+  s["onnx-truncated"] = {[](const fs::path& d) {
+    const std::string bytes = slurp(model(d, "full.onnx"));
+    put(d / "m.onnx", bytes.substr(0, bytes.size() / 2));
+    return "accuracy-diff " + (d / "m.onnx").string();
+  }};
+  s["onnx-dims-data-mismatch"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak_proto = [](onnx::ModelProto& m) { m.mutable_graph()->mutable_initializer(0)->set_dims(0, 3); };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-negative-dim"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak_proto = [](onnx::ModelProto& m) { m.mutable_graph()->mutable_initializer(0)->set_dims(1, -2); };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-huge-dims"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      auto* t = m.mutable_graph()->mutable_initializer(0);
+      t->set_dims(0, 1000000);
+      t->set_dims(1, 1000000);
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-external-missing"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::External;
+    const std::string m = model(d, "m.onnx", p);
+    fs::remove(d / "m.data");
+    return "accuracy-diff " + m;
+  }};
+  s["onnx-external-escape"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::External;
+    const std::string path = model(d, "m.onnx", p);
+    onnx::ModelProto m;  // the builder writes its own location on save: change it after
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(m.ParseFromIstream(&in));
+    for (auto& kv : *m.mutable_graph()->mutable_initializer(0)->mutable_external_data())
+      if (kv.key() == "location") kv.set_value("../../etc/passwd");
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    REQUIRE(m.SerializeToOstream(&out));
+    return "accuracy-diff " + path;
+  }};
+  s["onnx-external-out-of-range"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::External;
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      auto* kvs = m.mutable_graph()->mutable_initializer(0)->mutable_external_data();
+      auto* off = kvs->Add();
+      off->set_key("offset");
+      off->set_value("1000000");
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-unsupported-op"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) { b.node("Softmax", "softmax", {"bn_out"}, {"Y"}); };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  s["onnx-unknown-attribute"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak = [](onnx::NodeProto& conv, onnx::NodeProto&) { OnnxBuilder::attr(conv, "winograd_hint", std::int64_t{1}); };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  s["onnx-auto-pad"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      b.init("Wt", {2, 2, 1, 1}, {1, 0, 0, 1});
+      auto& ct = b.node("ConvTranspose", "up", {"bn_out", "Wt"}, {"Y"});
+      auto* a = ct.add_attribute();
+      a->set_name("auto_pad");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s("SAME_UPPER");
+    };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  s["onnx-bn-spatial"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      b.init("g2", {2}, {1, 1});
+      b.init("b2", {2}, {0, 0});
+      b.init("m2", {2}, {0, 0});
+      b.init("v2", {2}, {1, 1});
+      b.node("Relu", "relu", {"bn_out"}, {"r"});
+      OnnxBuilder::attr(b.node("BatchNormalization", "bn2", {"r", "g2", "b2", "m2", "v2"}, {"Y"}), "spatial", std::int64_t{0});
+    };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  s["onnx-training-mode"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      b.init("g2", {2}, {1, 1});
+      b.init("b2", {2}, {0, 0});
+      b.init("m2", {2}, {0, 0});
+      b.init("v2", {2}, {1, 1});
+      b.node("Relu", "relu", {"bn_out"}, {"r"});
+      OnnxBuilder::attr(b.node("BatchNormalization", "bn2", {"r", "g2", "b2", "m2", "v2"}, {"Y"}), "training_mode", std::int64_t{1});
+    };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  s["onnx-pad-mode"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      b.init_int64("pads", {0, 0, 0, 0, 0, 0, 0, 0});
+      auto& pad = b.node("Pad", "pad", {"bn_out", "pads"}, {"Y"});
+      auto* a = pad.add_attribute();
+      a->set_name("mode");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s("reflect");
+    };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  s["onnx-axis-out-of-range"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      OnnxBuilder::attr(b.node("Concat", "cat", {"bn_out", "bn_out"}, {"Y"}), "axis", std::int64_t{4});
+    };
+    return with_run(model(d, "m.onnx", p), d);
+  }};
+  // --- accepted on purpose ----------------------------------------------------------------
+  s["subnormal-parameters"] = {[](const fs::path& d) {
+    return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1e-40, 1]}}, "var": 1e-39}, "compare": {"dtypes": ["float32"]})");
+  }};
+  s["asymmetric-pads"] = {[](const fs::path& d) {
+    const std::string base = kCase;
+    std::string c = base;
+    c.replace(c.find("\"padding\": 1"), 12, "\"padding\": [0, 1, 2, 0]");
+    put(d / "case.json", c);
+    return "run " + (d / "case.json").string();
+  }};
+  s["conv-auto-pad"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak = [](onnx::NodeProto& conv, onnx::NodeProto&) {
+      conv.clear_attribute();
+      OnnxBuilder::attr(conv, "kernel_shape", std::vector<std::int64_t>{3, 3});
+      auto* a = conv.add_attribute();
+      a->set_name("auto_pad");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s("SAME_UPPER");
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p) + " --input " + (d / "x.npy").string();
+  }};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("bad-input catalogue: every row of BAD_INPUTS.md, exit code and message", "[cli][errors][catalogue]") {
+  const std::vector<Row> rows = catalogue();
+  REQUIRE(rows.size() >= 40);
+  auto table = setups();
+  std::set<std::string> ids;
+  for (const Row& row : rows) {
+    INFO("row id used twice: " << row.id);
+    CHECK(ids.insert(row.id).second);
+  }
+  for (const Row& row : rows) {
+    DYNAMIC_SECTION(row.id) {
+      INFO("row " << row.id << ": " << row.expect);
+      const auto it = table.find(row.id);
+      REQUIRE(it != table.end());  // every row has a setup here
+      const Setup& st = it->second;
+      const fs::path dir = tmp("catalogue_" + row.id);
+      fs::remove_all(dir);
+      fs::create_directories(dir);
+      std::string args = st.args(dir);
+      const fs::path out = dir / "out.json";
+      if (st.output_flag) args += " -o " + out.string();
+      INFO("foldcheck " << args);
+      const Result r = st.shell_prefix.empty() ? run(args) : run_through_shell(st.shell_prefix, args);
+      // FOLDCHECK_CATALOGUE_PRINT=1 prints what each row gives (for writing a new row).
+      if (std::getenv("FOLDCHECK_CATALOGUE_PRINT")) std::cout << row.id << "\t" << r.code << "\t" << r.err << std::flush;
+      if (row.expect.rfind("exit ", 0) == 0) {
+        CHECK(r.code == std::stoi(row.expect.substr(5)));
+        CHECK(r.err.find("error") == std::string::npos);
+      } else {
+        INFO("stderr: " << r.err);
+        CHECK(r.code == 2);
+        CHECK(r.out.empty());
+        // One line ("Run 'foldcheck --help' for usage." may follow a usage error).
+        const std::string first = r.err.substr(0, r.err.find('\n'));
+        const std::string rest = r.err.size() > first.size() + 1 ? r.err.substr(first.size() + 1) : "";
+        CHECK((rest.empty() || rest == "Run 'foldcheck --help' for usage.\n"));
+        const std::string prefix = "foldcheck: error: ";
+        REQUIRE(first.rfind(prefix, 0) == 0);
+        CHECK(std::regex_match(first.substr(prefix.size()), pattern_regex(row.expect)));
+        if (st.output_flag) CHECK_FALSE(fs::exists(out));
+      }
+      if (st.after) st.after(dir);
+      fs::remove_all(dir);
+    }
+  }
+  // Every setup is a row of the document.
+  for (const auto& [id, st] : table) {
+    INFO("setup without a row in BAD_INPUTS.md: " << id);
+    CHECK(std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.id == id; }));
+  }
+}
