@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "foldcheck/compare.hpp"
 
@@ -30,6 +31,50 @@ TEST_CASE("NaN - infinities and signed zeros are their own kinds", "[compare]") 
   CHECK(c.ulp.count == 2);  // -0 and 3.0 scored
   CHECK(c.exact_matches == 2);
   CHECK(c.verdict == Verdict::Unexpected);
+}
+
+TEST_CASE("edge references: zero, subnormal, largest finite, NaN and Inf from a file - each its own kind", "[compare]") {
+  const float max = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
+  SECTION("exact references") {
+    // 0 and -0 against an exact 0; a subnormal; the largest finite value; values that
+    // round to +Inf in float32 met by a saturating engine (max, 0.75 ULP below the exact
+    // value) and by IEEE (+Inf).
+    const double beyond = static_cast<double>(max) + 0.75 * 0x1p104;  // float32's top spacing is 2^104
+    const std::vector<ref::Value> x{exact(0.0), exact(0.0), exact(3 * static_cast<double>(tiny)), exact(max),
+                                    exact(beyond), exact(1e39)};
+    const std::vector<double> v{0.0, -0.0, 4 * static_cast<double>(tiny), max, max, INFINITY};
+    const Comparison c = compare(v, x, DType::Float32);
+    CHECK(c.kinds.signed_zero == 1);
+    CHECK(c.kinds.ppm_undefined == 2);
+    CHECK(c.kinds.subnormal_reference == 1);
+    CHECK(c.kinds.overflow_finite == 1);
+    CHECK(c.kinds.overflow_match == 1);
+    CHECK(c.ulp.count + c.kinds.unscored() == c.elements);
+    CHECK(c.ulp.max_abs == Approx(1.0));  // the subnormal is 1 spacing (2^-149) off; max is 0.75 below
+    CHECK(std::isfinite(c.ulp.max_abs));
+    CHECK(c.verdict == Verdict::Expected);  // no bounds given: only special values decide
+  }
+  SECTION("references from a file: NaN and infinities are never scored, mismatches are UNEXPECTED") {
+    const ref::ValueArray x = approximate_values({NAN, NAN, INFINITY, -INFINITY, 1.0, -0.0}, DType::Float32);
+    const std::vector<double> v{NAN, 1.0, INFINITY, 5.0, 1.0, 0.0};
+    const Comparison c = compare(v, x, DType::Float32);
+    CHECK(c.kinds.nan_match == 1);
+    CHECK(c.kinds.reference_nan == 1);
+    CHECK(c.kinds.overflow_match == 1);
+    CHECK(c.kinds.inf_missed == 1);
+    CHECK(c.kinds.signed_zero == 1);  // +0 against a reference -0
+    CHECK(c.ulp.count == 2);
+    CHECK(c.ulp.count + c.kinds.unscored() == c.elements);
+    CHECK(std::isfinite(c.ulp.max_abs));
+    CHECK(c.verdict == Verdict::Unexpected);
+    const nlohmann::json j = to_json(c);
+    CHECK(j["histograms"]["ulp"]["unscored"]["reference_nan"] == 1);
+    CHECK(j["kinds"]["inf_missed"] == 1);
+  }
+  SECTION("NaN against NaN alone agrees") {
+    const ref::ValueArray x = approximate_values({NAN, 2.0}, DType::Float32);
+    CHECK(compare({NAN, 2.0}, x, DType::Float32).verdict == Verdict::Expected);
+  }
 }
 
 TEST_CASE("all-zero exact values make a comparison MISTRUSTED - never a pass", "[compare]") {

@@ -1,7 +1,7 @@
 // Every seed of the fuzz corpora (fuzz/corpus/<target>/) and every input the fuzzers
 // crashed on (fuzz/regressions/<target>/, kept after the fix) through the fuzz bodies
 // (fuzz/targets.hpp), in every build: a body must return (input read, or refused as bad
-// input); an escaping exception fails here, and under tools/sanitize.sh a memory error or
+// input); an escaping exception fails here, and under tools/hardening.sh a memory error or
 // UB aborts.
 #include <catch2/catch.hpp>
 

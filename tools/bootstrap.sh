@@ -2,7 +2,10 @@
 # foldcheck's one-command set-up for a fresh Debian 12 machine.
 #
 #   tools/bootstrap.sh run    install what is missing, build, run the main job (the TVM case)
-#   tools/bootstrap.sh test   install what is missing, build, run every test (ctest)
+#   tools/bootstrap.sh test   install what is missing, build, run every test (ctest), then the
+#                             hardening run (tools/hardening.sh: the tests again under ASan +
+#                             UBSan in a clang build, and a short run of every fuzz target;
+#                             HARDENING=0 leaves it out, FUZZ_SECONDS sets the fuzz time)
 #
 # Installs only Debian packages (apt-get, as root or through sudo); nothing is downloaded
 # at configure or build time. BUILD_DIR (default: build) and JOBS (default: nproc) may be set.
@@ -13,7 +16,8 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libmpfr-dev libgmp-dev libcli11-dev catch2 libbenchmark-dev
           nlohmann-json3-dev libfmt-dev libzip-dev libboost-dev libdnnl-dev
-          libonnx-dev libprotobuf-dev protobuf-compiler libvalijson-dev chromium)
+          libonnx-dev libprotobuf-dev protobuf-compiler libvalijson-dev chromium
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,4 +39,7 @@ if [ "$mode" = run ]; then
   "$build/harness/foldcheck" run cases/tvm_thread.json
 else
   ctest --test-dir "$build" -j "$jobs" --output-on-failure
+  if [ "${HARDENING:-1}" != 0 ]; then
+    tools/hardening.sh "${FUZZ_SECONDS:-20}"
+  fi
 fi

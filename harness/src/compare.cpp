@@ -77,24 +77,41 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
   const ref::Format& f = *info(t).format;
   bool all_zero = true;
   double worst_abs_ulp = -1;
+  const double min_normal = std::ldexp(1.0, info(t).emin);
   for (std::size_t i = 0; i < v.size(); ++i) {
     const ref::Value xi = x[i];
-    const double rounded = xi.rounded_to(f);
-    if (xi.approx.hi != 0.0) all_zero = false;
+    const double xh = xi.approx.hi;
+    // A reference taken from a file (approximate_values) can itself be NaN or infinite; an
+    // exact reference never is. Neither has an error in ULP: counted, not scored.
+    if (std::isnan(xh)) {
+      if (std::isnan(v[i])) ++c.kinds.nan_match;
+      else {
+        ++c.kinds.reference_nan;
+        c.verdict = Verdict::Unexpected;
+      }
+      continue;
+    }
+    const double rounded = std::isinf(xh) ? xh : xi.rounded_to(f);
+    if (xh != 0.0) all_zero = false;
     if (std::isnan(v[i])) {
       ++c.kinds.nan;
       c.verdict = Verdict::Unexpected;
       continue;
     }
-    if (std::isinf(v[i])) {
+    if (std::isinf(v[i]) || std::isinf(xh)) {
       if (v[i] == rounded) ++c.kinds.overflow_match;
-      else {
+      else if (std::isinf(v[i])) {
         ++c.kinds.inf_mismatch;
+        c.verdict = Verdict::Unexpected;
+      } else {
+        ++c.kinds.inf_missed;
         c.verdict = Verdict::Unexpected;
       }
       continue;
     }
-    if (v[i] == 0.0 && std::signbit(v[i]) && xi.approx.hi == 0.0) ++c.kinds.signed_zero;
+    if (v[i] == 0.0 && xh == 0.0 && std::signbit(v[i]) != std::signbit(xh)) ++c.kinds.signed_zero;
+    if (xh != 0.0 && std::fabs(xh) < min_normal) ++c.kinds.subnormal_reference;
+    if (std::isinf(rounded)) ++c.kinds.overflow_finite;
     const double e = ulp_error(v[i], xi.approx, t);
     ulps.push_back(e);
     c.ulp_hist.add(e);
@@ -104,7 +121,7 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
       c.worst_index = static_cast<std::int64_t>(i);
     }
     const long double d = distance(v[i], xi.approx);
-    if (xi.approx.hi == 0.0) ++c.kinds.ppm_undefined;
+    if (xh == 0.0) ++c.kinds.ppm_undefined;
     else {
       const long double signed_d = (static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo;
       const double ppm = static_cast<double>(1e6L * signed_d / std::fabs(static_cast<long double>(xi.approx.hi) + xi.approx.lo));
@@ -164,6 +181,23 @@ nlohmann::json to_json(const Tolerance& t) {
           {"derivation", "from the deterministic bound: rtol = median of bound/|exact|, atol = max(bound - rtol |exact|)"}};
 }
 
+std::int64_t KindCounts::unscored() const {
+  return nan + nan_match + reference_nan + inf_mismatch + inf_missed + overflow_match;
+}
+
+nlohmann::json to_json(const KindCounts& k) {
+  return {{"nan", k.nan},
+          {"nan_match", k.nan_match},
+          {"reference_nan", k.reference_nan},
+          {"inf_mismatch", k.inf_mismatch},
+          {"inf_missed", k.inf_missed},
+          {"overflow_match", k.overflow_match},
+          {"overflow_finite", k.overflow_finite},
+          {"signed_zero", k.signed_zero},
+          {"subnormal_reference", k.subnormal_reference},
+          {"ppm_undefined", k.ppm_undefined}};
+}
+
 nlohmann::json to_json(const Distribution& d) {
   return {{"count", d.count}, {"max_abs", d.max_abs}, {"mean_abs", d.mean_abs}, {"mean", d.mean},
           {"rms", d.rms},     {"p50", d.p50},         {"p99", d.p99},           {"p99_9", d.p999}};
@@ -175,14 +209,19 @@ nlohmann::json to_json(const Comparison& c) {
                    {"exact_matches", c.exact_matches},
                    {"ulp", to_json(c.ulp)},
                    {"ppm", to_json(c.ppm)},
-                   {"kinds",
-                    {{"nan", c.kinds.nan},
-                     {"inf_mismatch", c.kinds.inf_mismatch},
-                     {"overflow_match", c.kinds.overflow_match},
-                     {"signed_zero", c.kinds.signed_zero},
-                     {"ppm_undefined", c.kinds.ppm_undefined}}},
+                   {"kinds", to_json(c.kinds)},
                    {"worst_index", c.worst_index},
                    {"histograms", {{"ulp", to_json(c.ulp_hist)}, {"ppm", to_json(c.ppm_hist)}}}};
+  // Elements outside a histogram are listed beside it, by kind: nothing is dropped silently.
+  const nlohmann::json unscored{{"nan", c.kinds.nan},
+                                {"nan_match", c.kinds.nan_match},
+                                {"reference_nan", c.kinds.reference_nan},
+                                {"inf_mismatch", c.kinds.inf_mismatch},
+                                {"inf_missed", c.kinds.inf_missed},
+                                {"overflow_match", c.kinds.overflow_match}};
+  j["histograms"]["ulp"]["unscored"] = unscored;
+  j["histograms"]["ppm"]["unscored"] = unscored;
+  j["histograms"]["ppm"]["unscored"]["ppm_undefined"] = c.kinds.ppm_undefined;
   if (c.worst_bound_ratio) {
     j["bound_check"] = {{"worst_ratio", *c.worst_bound_ratio},
                         {"worst_index", c.worst_bound_index},

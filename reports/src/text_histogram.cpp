@@ -35,6 +35,12 @@ std::string histogram_text(const nlohmann::json& h, int width) {
                      bar(n, maxc, width, false), bar(p, maxc, width, true), p ? std::to_string(p) : "");
   }
   s += fmt::format("  {:>18}  (bar length: log scale)\n", "");
+  // Elements with no finite error (NaN, infinities) are listed, not dropped.
+  std::string unscored;
+  if (h.contains("unscored") && h["unscored"].is_object())
+    for (const auto& [k, v] : h["unscored"].items())
+      if (v.is_number_integer() && v.get<std::int64_t>() > 0) unscored += fmt::format(" {}={}", k, v.get<std::int64_t>());
+  if (!unscored.empty()) s += fmt::format("  {:>18}  not in the histogram:{}\n", "", unscored);
   return s;
 }
 

@@ -3,13 +3,26 @@
 //
 // Conventions (DEVELOPERS.md): ULP error = (v - x) / ulp_T(x), signed and fractional,
 // ulp_T the spacing of T at the exact x (floored at the subnormal spacing); ppm =
-// 1e6 (v - x) / |x|. Non-finite and signed-zero outcomes are counted as their own
-// kinds, never folded into the numbers:
-//   nan            v is NaN (the exact value never is)
-//   inf_mismatch   v is +-Inf but x rounds to a finite value (or the other infinity)
-//   overflow_match v and the correctly rounded x are the same infinity (not scored)
-//   signed_zero    v is -0 where x is exactly 0 (scored as 0 ULP, reported)
-//   ppm_undefined  x is exactly 0 (ULP still scored; ppm has no meaning)
+// 1e6 (v - x) / |x|. Special values are counted as their own kinds, never folded into
+// the numbers and never dropped: every element is either scored (in the ULP statistics
+// and histogram) or counted in one of the unscored kinds, and the counts are reported
+// beside the histograms.
+//   Unscored (no finite error exists):
+//   nan             v is NaN, the reference is not                        -> UNEXPECTED
+//   nan_match       v and the reference are both NaN (a file's reference)   agreement
+//   reference_nan   the reference is NaN, v is not                         -> UNEXPECTED
+//   inf_mismatch    v is +-Inf, the reference rounds to a finite value or
+//                   the other infinity                                     -> UNEXPECTED
+//   inf_missed      the reference is itself +-Inf (a file's), v is finite  -> UNEXPECTED
+//   overflow_match  v and the reference rounded to T are the same infinity  agreement
+//   Scored, and also counted (their ULP or ppm needs reading with care):
+//   overflow_finite the exact value rounds to +-Inf in T but v is finite (a saturating
+//                   engine, or one rounding below the threshold): scored against the
+//                   exact x with the top binade's spacing
+//   subnormal_reference 0 < |x| < T's smallest normal: ULP is the fixed subnormal spacing,
+//                   so relative accuracy is lower than the ULP suggests
+//   signed_zero     v and the reference are zeros of opposite signs (0 ULP)
+//   ppm_undefined   the reference is exactly 0 (ULP still scored; ppm has no meaning)
 // A comparison whose exact values are all zero is MISTRUSTED: it would pass vacuously.
 #include <cstdint>
 #include <optional>
@@ -36,8 +49,11 @@ struct Distribution {
 };
 
 struct KindCounts {
-  std::int64_t nan = 0, inf_mismatch = 0, overflow_match = 0, signed_zero = 0, ppm_undefined = 0;
+  std::int64_t nan = 0, nan_match = 0, reference_nan = 0, inf_mismatch = 0, inf_missed = 0, overflow_match = 0;
+  std::int64_t overflow_finite = 0, subnormal_reference = 0, signed_zero = 0, ppm_undefined = 0;
+  std::int64_t unscored() const;  // elements outside the ULP statistics: elements = ulp.count + unscored()
 };
+nlohmann::json to_json(const KindCounts& k);
 
 struct Comparison {
   std::int64_t elements = 0, exact_matches = 0;
