@@ -122,6 +122,12 @@ void OnnxBuilder::attr(onnx::NodeProto& n, const std::string& key, const std::ve
   a->set_type(onnx::AttributeProto::INTS);
   for (const auto x : v) a->add_ints(x);
 }
+void OnnxBuilder::attr(onnx::NodeProto& n, const std::string& key, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(key);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
 
 void OnnxBuilder::save(const std::string& path) const {
   // External data goes to "<model stem>.data" beside the model (models saved side by side

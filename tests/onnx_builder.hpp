@@ -30,6 +30,7 @@ struct OnnxBuilder {
   static void attr(onnx::NodeProto& n, const std::string& key, std::int64_t v);
   static void attr(onnx::NodeProto& n, const std::string& key, float v);
   static void attr(onnx::NodeProto& n, const std::string& key, const std::vector<std::int64_t>& v);
+  static void attr(onnx::NodeProto& n, const std::string& key, const std::string& v);
   void save(const std::string& path) const;  // and the external data file, if any
 };
 

@@ -19,6 +19,7 @@
 
 #include "cli_run.hpp"
 #include "foldcheck/npy.hpp"
+#include "npy_bytes.hpp"
 #include "onnx_builder.hpp"
 
 namespace {
@@ -71,16 +72,7 @@ std::string npy_f32(const foldcheck::Shape& shape, double fill = 0.5) {
   for (const auto d : shape) n *= d;
   return npy(Tensor{shape, std::vector<double>(static_cast<std::size_t>(n), fill), DType::Float32});
 }
-// An .npy whose header dict is `dict` (padded as NumPy pads it), followed by `data`.
-std::string npy_with_header(const std::string& dict, const std::string& data) {
-  std::string h = dict;
-  while ((10 + h.size() + 1) % 64) h += ' ';
-  h += '\n';
-  std::string b("\x93NUMPY\x01\x00", 8);
-  b += static_cast<char>(h.size() & 0xff);
-  b += static_cast<char>(h.size() >> 8);
-  return b + h + data;
-}
+using foldcheck::testing::npy_with_header;
 
 // X[1,2,4,4] -> Conv conv (2x2x3x3, pads 1) -> BatchNormalization bn -> Y[1,2,4,4]; the
 // hooks change one thing each. Saved as DIR/NAME; x.npy and y.npy (a float32 input and an
@@ -117,6 +109,19 @@ std::string model(const fs::path& dir, const std::string& name, const ModelParts
   put(dir / "x.npy", npy_f32({1, 2, 4, 4}));
   put(dir / "y.npy", npy_f32({1, 2, 4, 4}));
   return path.string();
+}
+// The model with a Relu and a second BatchNormalization (attribute key = value) after bn.
+ModelParts second_bn(const std::string& key, std::int64_t value) {
+  ModelParts p;
+  p.extra_nodes = [=](OnnxBuilder& b) {
+    b.init("g2", {2}, {1, 1});
+    b.init("b2", {2}, {0, 0});
+    b.init("m2", {2}, {0, 0});
+    b.init("v2", {2}, {1, 1});
+    b.node("Relu", "relu", {"bn_out"}, {"r"});
+    OnnxBuilder::attr(b.node("BatchNormalization", "bn2", {"r", "g2", "b2", "m2", "v2"}, {"Y"}), key, value);
+  };
+  return p;
 }
 std::string with_run(const std::string& m, const fs::path& dir) {
   return "accuracy-diff " + m + " --input " + (dir / "x.npy").string() + " --observed-output " + (dir / "y.npy").string();
@@ -190,6 +195,11 @@ std::map<std::string, Setup> setups() {
     put(d / "w.npy", npy_f32({3, 4}));
     return "explain --max-elements 10 --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
   }};
+  s["max-elements-environment"] = {[](const fs::path& d) {
+                                     put(d / "w.npy", npy_f32({3, 4}));
+                                     return "explain --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
+                                   },
+                                   true, "FOLDCHECK_MAX_ELEMENTS=11 "};
   s["empty-tensor"] = {[](const fs::path& d) {
     const std::string m = model(d, "m.onnx");
     put(d / "x.npy", npy_f32({0, 2, 4, 4}));
@@ -373,47 +383,17 @@ std::map<std::string, Setup> setups() {
     ModelParts p;
     p.extra_nodes = [](OnnxBuilder& b) {
       b.init("Wt", {2, 2, 1, 1}, {1, 0, 0, 1});
-      auto& ct = b.node("ConvTranspose", "up", {"bn_out", "Wt"}, {"Y"});
-      auto* a = ct.add_attribute();
-      a->set_name("auto_pad");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s("SAME_UPPER");
+      OnnxBuilder::attr(b.node("ConvTranspose", "up", {"bn_out", "Wt"}, {"Y"}), "auto_pad", std::string("SAME_UPPER"));
     };
     return with_run(model(d, "m.onnx", p), d);
   }};
-  s["onnx-bn-spatial"] = {[](const fs::path& d) {
-    ModelParts p;
-    p.extra_nodes = [](OnnxBuilder& b) {
-      b.init("g2", {2}, {1, 1});
-      b.init("b2", {2}, {0, 0});
-      b.init("m2", {2}, {0, 0});
-      b.init("v2", {2}, {1, 1});
-      b.node("Relu", "relu", {"bn_out"}, {"r"});
-      OnnxBuilder::attr(b.node("BatchNormalization", "bn2", {"r", "g2", "b2", "m2", "v2"}, {"Y"}), "spatial", std::int64_t{0});
-    };
-    return with_run(model(d, "m.onnx", p), d);
-  }};
-  s["onnx-training-mode"] = {[](const fs::path& d) {
-    ModelParts p;
-    p.extra_nodes = [](OnnxBuilder& b) {
-      b.init("g2", {2}, {1, 1});
-      b.init("b2", {2}, {0, 0});
-      b.init("m2", {2}, {0, 0});
-      b.init("v2", {2}, {1, 1});
-      b.node("Relu", "relu", {"bn_out"}, {"r"});
-      OnnxBuilder::attr(b.node("BatchNormalization", "bn2", {"r", "g2", "b2", "m2", "v2"}, {"Y"}), "training_mode", std::int64_t{1});
-    };
-    return with_run(model(d, "m.onnx", p), d);
-  }};
+  s["onnx-bn-spatial"] = {[](const fs::path& d) { return with_run(model(d, "m.onnx", second_bn("spatial", 0)), d); }};
+  s["onnx-training-mode"] = {[](const fs::path& d) { return with_run(model(d, "m.onnx", second_bn("training_mode", 1)), d); }};
   s["onnx-pad-mode"] = {[](const fs::path& d) {
     ModelParts p;
     p.extra_nodes = [](OnnxBuilder& b) {
       b.init_int64("pads", {0, 0, 0, 0, 0, 0, 0, 0});
-      auto& pad = b.node("Pad", "pad", {"bn_out", "pads"}, {"Y"});
-      auto* a = pad.add_attribute();
-      a->set_name("mode");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s("reflect");
+      OnnxBuilder::attr(b.node("Pad", "pad", {"bn_out", "pads"}, {"Y"}), "mode", std::string("reflect"));
     };
     return with_run(model(d, "m.onnx", p), d);
   }};
@@ -440,10 +420,7 @@ std::map<std::string, Setup> setups() {
     p.tweak = [](onnx::NodeProto& conv, onnx::NodeProto&) {
       conv.clear_attribute();
       OnnxBuilder::attr(conv, "kernel_shape", std::vector<std::int64_t>{3, 3});
-      auto* a = conv.add_attribute();
-      a->set_name("auto_pad");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s("SAME_UPPER");
+      OnnxBuilder::attr(conv, "auto_pad", std::string("SAME_UPPER"));
     };
     return "accuracy-diff " + model(d, "m.onnx", p) + " --input " + (d / "x.npy").string();
   }};
@@ -498,7 +475,8 @@ TEST_CASE("bad-input catalogue: every row of BAD_INPUTS.md, exit code and messag
     }
   }
   // Every setup is a row of the document.
-  for (const auto& [id, st] : table) {
+  for (const auto& entry : table) {
+    const std::string& id = entry.first;  // (a structured binding cannot be captured under clang 14)
     INFO("setup without a row in BAD_INPUTS.md: " << id);
     CHECK(std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.id == id; }));
   }

@@ -19,7 +19,12 @@ TEST_CASE("round_to matches hardware conversions and the reference's rounding", 
     double x = std::ldexp(mant(rng), e);
     if (rng() & 1) x = -x;
     REQUIRE(round_to(DType::Float32, x) == static_cast<double>(static_cast<float>(x)));
+#if defined(__clang__) && __clang_major__ < 15
+    // clang 14 (the hardening build) has no _Float16 on x86-64: MPFR's rounding instead.
+    if (e > -30 && e < 17) REQUIRE(round_to(DType::Float16, x) == ref::round_to_format(ref::MpNumber(64, x).get(), ref::kFloat16));
+#else
     if (e > -30 && e < 17) REQUIRE(round_to(DType::Float16, x) == static_cast<double>(static_cast<_Float16>(x)));
+#endif
     if (i % 8 == 0) {
       ref::MpNumber m(64, x);
       REQUIRE(round_to(DType::BFloat16, x) == ref::round_to_format(m.get(), ref::kBFloat16));

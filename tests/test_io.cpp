@@ -14,6 +14,7 @@
 #include "foldcheck/limits.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
+#include "npy_bytes.hpp"
 
 using namespace foldcheck;
 namespace fs = std::filesystem;
@@ -71,15 +72,7 @@ TEST_CASE("malformed npy files are refused with a message naming them", "[io]") 
 }
 
 TEST_CASE("npy headers: the dict grammar, quotes, Python 2 longs, and what is refused", "[io][limits]") {
-  auto with_header = [](const std::string& dict, const std::string& data) {
-    std::string h = dict;
-    while ((10 + h.size() + 1) % 64) h += ' ';
-    h += '\n';
-    std::string b("\x93NUMPY\x01\x00", 8);
-    b += static_cast<char>(h.size() & 0xff);
-    b += static_cast<char>(h.size() >> 8);
-    return b + h + data;
-  };
+  const auto with_header = foldcheck::testing::npy_with_header;
   const std::string two(8, '\0');  // two float32 zeros
   CHECK(parse_npy(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two), "a").data.size() == 2);
   CHECK(parse_npy(with_header("{\"shape\": (1L, 2L), \"descr\": \"<f4\", \"fortran_order\": False}", two), "b").shape ==
@@ -94,7 +87,9 @@ TEST_CASE("npy headers: the dict grammar, quotes, Python 2 longs, and what is re
       {"{'descr': '<f4, 'fortran_order': False, 'shape': (2,)}", "malformed .npy header"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", "dimension out of range"},
   };
-  for (const auto& [dict, msg] : bad) {
+  for (const auto& entry : bad) {
+    const char* dict = entry.first;  // (a structured binding cannot be captured under clang 14)
+    const char* msg = entry.second;
     INFO(dict);
     CHECK(message_of([&] { parse_npy(with_header(dict, two), "h"); }).find(msg) != std::string::npos);
   }
