@@ -40,6 +40,6 @@ if [ "$mode" = run ]; then
 else
   ctest --test-dir "$build" -j "$jobs" --output-on-failure
   if [ "${HARDENING:-1}" != 0 ]; then
-    tools/hardening.sh "${FUZZ_SECONDS:-20}"
+    tools/hardening.sh "${FUZZ_SECONDS:-15}"
   fi
 fi

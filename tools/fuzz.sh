@@ -1,26 +1,23 @@
 #!/usr/bin/env bash
-# Build the libFuzzer targets with clang in build-fuzz/ (every library instrumented, ASan +
-# UBSan on) and run each from its seed corpus for SECONDS (default 60).
+# Run the libFuzzer targets for longer than CI's short run: each from its seed corpus for
+# SECONDS (default 60), in the clang ASan + UBSan build that tools/hardening.sh uses
+# (build-hardening/, or $BUILD_DIR; only the fuzz targets are built here).
 #
-#   tools/fuzz.sh [SECONDS] [TARGET ...]     targets: fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_report_json
+#   tools/fuzz.sh [SECONDS] [TARGET ...]   targets: fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json
+#                                                   fuzz_suite_json fuzz_report_json
 #
-# New inputs go to build-fuzz/corpus/<target>/ (the seeds in fuzz/corpus/ stay as they are);
-# a crash leaves build-fuzz/crash-* and fails the script: turn it into a regression test.
+# New inputs accumulate in BUILD_DIR/corpus/<target>/ (the seeds in fuzz/corpus/ stay as
+# they are); a crash leaves its input in BUILD_DIR/fuzz-findings/ and fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/hardening_lib.sh
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_report_json)
-build="${BUILD_DIR:-build-fuzz}"
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLDCHECK_FUZZ=ON \
-  -DFOLDCHECK_BUILD_TESTS=OFF -DFOLDCHECK_BUILD_BENCH=OFF >/dev/null
+[ ${#targets[@]} -gt 0 ] || targets=("${FUZZ_TARGETS[@]}")
+build="${BUILD_DIR:-build-hardening}"
+configure_hardening "$build"
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-for t in "${targets[@]}"; do
-  mkdir -p "$build/corpus/$t"
-  echo "fuzz: $t for ${seconds}s"
-  (cd "$build" && "./fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-     "corpus/$t" "../fuzz/corpus/$t" 2>&1 | tail -n 4)
-done
+status=0
+for t in "${targets[@]}"; do run_fuzz_target "$build" "$t" "$seconds" || status=1; done
+exit $status
