@@ -168,7 +168,7 @@ TEST_CASE("bad case files are refused with the field named", "[io][cases]") {
   };
   CHECK(with("").empty());
   CHECK(with(R"(, "bn": {"var": -1})").find("negative variance") != std::string::npos);
-  CHECK(with(R"(, "bn": {"var": 0, "eps": 0})").find("bn.eps: must be > 0") != std::string::npos);
+  CHECK(with(R"(, "bn": {"var": 0, "eps": 0})").find("bn: eps must be > 0") != std::string::npos);
   CHECK(with(R"(, "colour": 1)").find("unknown key 'colour'") != std::string::npos);
   CHECK(with(R"(, "compare": {"recipes": ["tensorrt"]})").find("unknown recipe") != std::string::npos);
   CHECK(with(R"(, "observed_weights": {"prefix": [1, 2, 3, 4, 5]})").find("5 values but the weights have 4") !=

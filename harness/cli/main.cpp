@@ -49,8 +49,7 @@ struct ExplainArgs {
 };
 
 void check_finite(const std::vector<double>& v, const std::string& what) {
-  for (double x : v)
-    if (!std::isfinite(x)) throw fc::InputError(what + ": contains NaN or Inf");
+  if (const std::string bad = fc::first_nonfinite(v); !bad.empty()) throw fc::InputError(what + ": has " + bad);
 }
 
 // eps_in_file (if given) tells whether the .npz held an eps.

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "foldcheck/errors.hpp"
+#include "foldcheck/input_file.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/output_file.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
@@ -21,7 +22,7 @@ namespace {
 // A report for compare and merge: a foldcheck JSON report of this schema version and a
 // command whose results compare (suite, run, accuracy-diff), or InputError naming the file.
 json read_report(const std::string& path, const std::string& what) {
-  json r = read_json_file(path, what);
+  json r = read_json_input(path, what);
   if (!r.is_object() || r.value("tool", json()) != "foldcheck")
     throw InputError(fmt::format("{}: not a foldcheck report (no \"tool\": \"foldcheck\")", path));
   if (r.value("schema_version", json()) != kSchemaVersion)
@@ -120,7 +121,7 @@ std::optional<int> SuiteCommands::run() {
       const fs::path dir = fs::path(p).parent_path();
       for (const json& e : parts.back().value("entries", json::array()))
         if (e.contains("result_file") && fs::exists(dir / e["result_file"].get<std::string>()))
-          results[e["result_file"]] = read_json_file((dir / e["result_file"].get<std::string>()).string(), "result");
+          results[e["result_file"]] = read_json_input((dir / e["result_file"].get<std::string>()).string(), "result");
     }
     json merged = merge_reports(parts);
     json times = json::object();  // the shards' per-entry seconds, when they kept them

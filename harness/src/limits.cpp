@@ -56,8 +56,4 @@ std::int64_t checked_element_count(const Shape& shape, const std::string& what) 
   return n;
 }
 
-std::int64_t checked_product(std::int64_t a, std::int64_t b, const std::string& what) {
-  return checked_element_count(Shape{a, b}, what);
-}
-
 }  // namespace foldcheck

@@ -45,8 +45,6 @@ std::size_t count(const json& e, const char* key, std::size_t fallback, const st
 
 }  // namespace
 
-json read_json_file(const std::string& path, const std::string& what) { return read_json_input(path, what); }
-
 std::string file_stem_for(const std::string& name) {
   std::string s;
   for (const char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
@@ -92,7 +90,7 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
     // Parse and name every entry (all shards validate the whole suite the same way).
     if (is_case) {
       se.source = resolve(str(e, "case", where));
-      json case_json = read_json_file(se.source, "case file");
+      json case_json = read_json_input(se.source, "case file");
       if (e.contains("override")) {
         if (!e["override"].is_object()) throw InputError(where + ": 'override' must be an object (a JSON merge patch)");
         case_json.merge_patch(e["override"]);
@@ -128,7 +126,7 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
 SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
   if (opts.shard_count == 0 || opts.shard_index == 0 || opts.shard_index > opts.shard_count)
     throw InputError(fmt::format("--shard {}/{}: expected I/N with 1 <= I <= N", opts.shard_index, opts.shard_count));
-  const SuitePlan plan = plan_suite(read_json_file(suite_path, "suite"), suite_path);
+  const SuitePlan plan = plan_suite(read_json_input(suite_path, "suite"), suite_path);
   const fs::path dir = fs::path(suite_path).parent_path();
   const std::size_t n = plan.entries.size();
 

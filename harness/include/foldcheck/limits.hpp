@@ -28,7 +28,5 @@ std::int64_t max_elements_from_environment();
 // The number of elements of `shape`; InputError naming `what` if a dimension is negative,
 // the product overflows, or it exceeds max_elements().
 std::int64_t checked_element_count(const Shape& shape, const std::string& what);
-// a * b for sizes computed from a file; InputError naming `what` on overflow or above the limit.
-std::int64_t checked_product(std::int64_t a, std::int64_t b, const std::string& what);
 
 }  // namespace foldcheck

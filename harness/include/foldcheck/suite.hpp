@@ -72,10 +72,6 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts);
 // --no-timing). Throws InputError otherwise.
 nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports);
 
-// A JSON file (a suite, case, report); InputError naming `what` and the file when it cannot
-// be read or parsed.
-nlohmann::json read_json_file(const std::string& path, const std::string& what);
-
 // "a/b c" -> "a_b_c": a name usable as a file name.
 std::string file_stem_for(const std::string& name);
 
