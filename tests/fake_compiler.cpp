@@ -18,15 +18,13 @@
 #include <vector>
 
 #include "foldcheck/npy.hpp"
+#include "foldcheck/number_list.hpp"
 
 namespace {
 
 std::set<std::string> split(const std::string& s) {
-  std::set<std::string> r;
-  std::stringstream in(s);
-  for (std::string p; std::getline(in, p, ',');)
-    if (!p.empty()) r.insert(p);
-  return r;
+  const std::vector<std::string> v = foldcheck::split_names(s);
+  return {v.begin(), v.end()};
 }
 
 }  // namespace

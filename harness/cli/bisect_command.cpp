@@ -2,7 +2,6 @@
 #include "bisect_command.hpp"
 
 #include <iostream>
-#include <sstream>
 
 #include "foldcheck/bisect.hpp"
 #include "foldcheck/case_file.hpp"
@@ -12,21 +11,10 @@
 #include "foldcheck/model_run.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/passes.hpp"
+#include "foldcheck/number_list.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {
-
-namespace {
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  std::stringstream in(s);
-  for (std::string p; std::getline(in, p, ',');)
-    if (!p.empty()) r.push_back(p);
-  return r;
-}
-
-}  // namespace
 
 void BisectCommand::add_to(CLI::App& app) {
   std::string names;
@@ -59,10 +47,10 @@ void BisectCommand::add_to(CLI::App& app) {
 std::optional<int> BisectCommand::run() {
   if (!*cmd_) return std::nullopt;
   if (linear_ && leave_one_out_) throw InputError("bisect: --linear and --leave-one-out exclude each other");
-  std::vector<std::string> passes = split(passes_);
+  std::vector<std::string> passes = split_names(passes_);
   if (opt_level_) {
     if (!passes.empty()) throw InputError("bisect: give --passes or --opt-level, not both");
-    passes = pipeline_for(*opt_level_, split(disabled_));
+    passes = pipeline_for(*opt_level_, split_names(disabled_));
   }
   const auto progress = progress_printer(out_);
   json r;

@@ -3,11 +3,20 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
 
 namespace foldcheck {
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> r;
+  std::stringstream in(text);
+  for (std::string p; std::getline(in, p, ',');)
+    if (!p.empty()) r.push_back(p);
+  return r;
+}
 
 std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
   std::vector<double> out;

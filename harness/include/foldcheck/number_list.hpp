@@ -8,6 +8,10 @@
 
 namespace foldcheck {
 
+// The items of a comma-separated list of names ("SimplifyInference,FoldScaleAxis"); empty
+// items are dropped.
+std::vector<std::string> split_names(const std::string& text);
+
 std::vector<double> parse_number_list(const std::string& text, const std::string& what);
 // A .npy path (if it ends in .npy) or a comma list; `shape` receives the .npy shape or {n}.
 std::vector<double> load_values(const std::string& arg, const std::string& what, Shape* shape = nullptr);
