@@ -1,45 +1,125 @@
 #!/usr/bin/env bash
 # foldcheck's one-command set-up for a fresh Debian 12 machine.
 #
-#   tools/bootstrap.sh run    install what is missing, build, run the main job (the TVM case)
-#   tools/bootstrap.sh test   install what is missing, build, run every test (ctest), then the
-#                             hardening run (tools/hardening.sh: the tests again under ASan +
-#                             UBSan in a clang build, and a short run of every fuzz target;
-#                             HARDENING=0 leaves it out, FUZZ_SECONDS sets the fuzz time)
+#   tools/bootstrap.sh run    install what building and running needs, build the `foldcheck`
+#                             binary, run the main job (the TVM case)
+#   tools/bootstrap.sh test   install that and what the tests need, build everything, run
+#                             every test (ctest; the Python tests with pytest in .venv), then
+#                             the hardening run (tools/hardening.sh: the tests again under
+#                             ASan + UBSan in a clang build, and a short run of every fuzz
+#                             target; HARDENING=0 leaves it out, FUZZ_SECONDS sets the fuzz
+#                             time), the installed-tree check (tools/check_install.sh) and the
+#                             bare-system check (tools/fresh_machine.sh; FRESH_MACHINE=0
+#                             leaves it out)
 #
-# Installs only Debian packages (apt-get, as root or through sudo); nothing is downloaded
-# at configure or build time. BUILD_DIR (default: build) and JOBS (default: nproc) may be set.
+# Debian packages come from apt-get (as root or through sudo); Python packages from PyPI
+# into the project's own virtual environment .venv, pinned by tools/python/requirements.txt,
+# never into the system's site-packages. Nothing is downloaded at configure or build time.
+# BUILD_DIR (default: build), JOBS (default: nproc) and CMAKE (the cmake to use) may be set.
+# Prints how long each phase took (lines beginning `bootstrap:`).
 set -euo pipefail
 mode="${1:-run}"
 case "$mode" in run|test) ;; *) echo "usage: tools/bootstrap.sh run|test" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ libmpfr-dev libgmp-dev libcli11-dev catch2 libbenchmark-dev
-          nlohmann-json3-dev libfmt-dev libzip-dev libboost-dev libdnnl-dev
-          libonnx-dev libprotobuf-dev protobuf-compiler libvalijson-dev chromium
-          clang libclang-rt-14-dev)
+# What `run` needs: the compiler, the build tools and the libraries of the `foldcheck` binary.
+# Each CMake config or module the build loads is listed with what it loads in turn.
+run_packages=(
+  g++                  # C++20
+  ninja-build          # the generator
+  libmpfr-dev          # reference/: certified arithmetic (cmake/FindMPFR.cmake) ...
+  libgmp-dev           # ... and the GMP it links
+  nlohmann-json3-dev   # JSON results and inputs (nlohmann_jsonConfig: no dependency)
+  libfmt-dev           # formatting (fmt-config: no dependency)
+  libcli11-dev         # the command line (CLI11Config: no dependency)
+  libzip-dev           # .npz files (cmake/FindLibZip.cmake: the library only, not its config)
+  libonnx-dev          # ONNX models: ONNXTargets' onnx_proto links protobuf::libprotobuf ...
+  libprotobuf-dev      # ... which find_package(Protobuf) (CMake's FindProtobuf) defines
+)
+# What `test` adds: the test suite, the benchmark (built by the test command), the hardening
+# build, the bare-system check and the Python tests.
+test_packages=(
+  catch2               # the C++ tests (Catch2Config: no dependency)
+  libvalijson-dev      # the tests validate every JSON output against the schema
+  libbenchmark-dev     # bench/ (benchmarkConfig: find_dependency(Threads))
+  libboost-dev         # bench/: Boost.Multiprecision baseline (BoostConfig, config mode)
+  libdnnl-dev          # bench/: oneDNN baseline; Debian's dnnl-config.cmake is built with
+  ocl-icd-opencl-dev   #   DNNL_GPU_RUNTIME=OCL and calls find_package(OpenCL): headers + library
+  clang                # tools/hardening.sh: the ASan + UBSan + libFuzzer build ...
+  libclang-rt-14-dev   # ... and clang's sanitizer and fuzzer runtimes
+  chromium             # the HTML report is rendered headless in a test
+  debootstrap          # tools/fresh_machine.sh: the bare Debian 12 root
+  git                  # tools/fresh_machine.sh: clones the project into that root
+  python3              # the Python tests run in .venv, made by ...
+  python3-venv         # ... Debian's venv module when the machine's python3 has none
+)
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+t_phase=$(date +%s)
+phase() {  # phase NAME: print the time since the previous phase
+  local now; now=$(date +%s)
+  echo "bootstrap: $1 $((now - t_phase)) s" >&2
+  t_phase=$now
+}
+
+# The cmake to use, said explicitly: $CMAKE, else the first cmake on PATH if it is at least
+# the project's minimum (3.25; a new machine has pip's 4.x first on PATH), else Debian's
+# (/usr/bin/cmake, installed here when missing). Both 3.25 and 4.x are tested: CI builds
+# with the machine's cmake, tools/fresh_machine.sh with Debian's in a bare root.
+cmake_ok() {  # cmake_ok BIN: BIN exists and is >= 3.25
+  local v
+  v="$("$1" --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+\.[0-9]+' | head -n 1)" || return 1
+  [ -n "$v" ] && [ "$(printf '%s\n3.25\n' "$v" | sort -V | head -n 1)" = 3.25 ]
+}
+cmake_bin="${CMAKE:-$(command -v cmake || true)}"
+cmake_ok "${cmake_bin:-/nonexistent}" || { cmake_bin=/usr/bin/cmake; run_packages+=(cmake); }
+
+packages=("${run_packages[@]}")
+[ "$mode" = test ] && packages+=("${test_packages[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}" >&2
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+phase "install (${#missing[@]} Debian packages)"
+echo "bootstrap: $("$cmake_bin" --version | head -n 1) ($cmake_bin)" >&2
 
 build="${BUILD_DIR:-build}"
 jobs="${JOBS:-$(nproc)}"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$jobs"
-
 if [ "$mode" = run ]; then
+  # Only the binary: no tests, benchmark or fuzz bodies to configure or compile.
+  "$cmake_bin" -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DFOLDCHECK_BUILD_TESTS=OFF -DFOLDCHECK_BUILD_BENCH=OFF >/dev/null
+  phase configure
+  "$cmake_bin" --build "$build" -j "$jobs" --target foldcheck
+  phase build
   "$build/harness/foldcheck" run cases/tvm_thread.json
-else
-  ctest --test-dir "$build" -j "$jobs" --output-on-failure
-  if [ "${HARDENING:-1}" != 0 ]; then
-    tools/hardening.sh "${FUZZ_SECONDS:-15}"
-  fi
+  phase run
+  exit 0
+fi
+
+"$cmake_bin" -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DFOLDCHECK_BUILD_TESTS=ON -DFOLDCHECK_BUILD_BENCH=ON >/dev/null
+phase configure
+"$cmake_bin" --build "$build" -j "$jobs"
+phase build
+tools/python/venv.sh
+phase "python environment"
+ctest_bin="$(dirname "$cmake_bin")/ctest"
+"$ctest_bin" --test-dir "$build" -j "$jobs" --output-on-failure
+phase "tests (ctest)"
+CMAKE="$cmake_bin" tools/check_install.sh "$build"
+phase "installed tree and consumer"
+if [ "${HARDENING:-1}" != 0 ]; then
+  CMAKE="$cmake_bin" tools/hardening.sh "${FUZZ_SECONDS:-15}"
+  phase hardening
+fi
+if [ "${FRESH_MACHINE:-1}" != 0 ]; then
+  "${sudo_cmd[@]}" tools/fresh_machine.sh
+  phase "bare-system check"
 fi

@@ -19,12 +19,12 @@ build="${BUILD_DIR:-build-hardening}"
 jobs="${JOBS:-$(nproc)}"
 t0=$(date +%s)
 configure_hardening "$build"
-cmake --build "$build" -j "$jobs"
+"${CMAKE:-cmake}" --build "$build" -j "$jobs"
 t1=$(date +%s)
 echo "hardening: build $((t1 - t0)) s"
 
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 1800
+  "$(dirname "$(command -v "${CMAKE:-cmake}")")/ctest" --test-dir "$build" -j "$jobs" --output-on-failure --timeout 1800
 t2=$(date +%s)
 echo "hardening: the test suite under ASan + UBSan passed, $((t2 - t1)) s"
 

@@ -7,7 +7,7 @@ FUZZ_TARGETS=(fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_re
 # configure_hardening BUILD_DIR: -O1 with line tables, the sanitizers' usual setting
 # (readable stacks; a build and test run that fit in CI).
 configure_hardening() {
-  CC=clang CXX=clang++ cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
+  CC=clang CXX=clang++ "${CMAKE:-cmake}" -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
     -DFOLDCHECK_FUZZ=ON -DFOLDCHECK_BUILD_TESTS=ON -DFOLDCHECK_BUILD_BENCH=OFF >/dev/null
 }
 

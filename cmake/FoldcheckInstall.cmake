@@ -1,0 +1,51 @@
+# What `cmake --install BUILD --prefix P` puts under P, and the CMake package that lets another
+# project use foldcheck as a library:
+#
+#   find_package(foldcheck 0.1 REQUIRED)
+#   target_link_libraries(app PRIVATE foldcheck::harness)   # or foldcheck::reference alone
+#
+#   bin/foldcheck                          the command
+#   share/foldcheck/foldcheck.schema.json  the versioned JSON schema of every output
+#   include/foldcheck/...                  public headers of reference/, harness/ and reports/,
+#                                          and json_assert.hpp (below)
+#   lib/libfoldcheck_*.a                   the libraries (static)
+#   lib/cmake/foldcheck/                   foldcheckConfig.cmake, its version file, the targets,
+#                                          and the find modules of the dependencies Debian ships
+#                                          without a CMake config (FindMPFR, FindLibZip)
+#
+# Targets: foldcheck::reference (certified arithmetic; MPFR), foldcheck::reports (renderers of
+# the versioned JSON; nlohmann_json, fmt), foldcheck::harness (tensors, recipes, bounds,
+# comparison, commands; links the other two). The libraries are static, so their private
+# dependencies (foldcheck::reports, onnx_proto and its protobuf) are link dependencies of a
+# consumer: foldcheckConfig.cmake finds them as well.
+#
+# Contract with a consumer: every translation unit of foldcheck is compiled with
+# -include json_assert.hpp (a missing JSON key throws instead of being undefined behaviour).
+# nlohmann's inline code must be the same in the consumer's units that include foldcheck's
+# headers, so the installed targets carry that option in their interface.
+include(CMakePackageConfigHelpers)
+
+set(_fc_json_assert "SHELL:-include $<INSTALL_PREFIX>/${CMAKE_INSTALL_INCLUDEDIR}/foldcheck/json_assert.hpp")
+foreach(part reference reports harness)
+  set_target_properties(foldcheck_${part} PROPERTIES EXPORT_NAME ${part})
+  target_compile_options(foldcheck_${part} INTERFACE "$<INSTALL_INTERFACE:${_fc_json_assert}>")
+endforeach()
+
+install(TARGETS foldcheck_reference foldcheck_reports foldcheck_harness EXPORT foldcheckTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS foldcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY reference/include/ harness/include/ reports/include/
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES cmake/json_assert.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/foldcheck)
+install(FILES reports/schema/foldcheck.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/foldcheck)
+
+set(_fc_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/foldcheck)
+install(EXPORT foldcheckTargets NAMESPACE foldcheck:: DESTINATION ${_fc_cmake_dir})
+configure_package_config_file(cmake/foldcheckConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/foldcheckConfig.cmake INSTALL_DESTINATION ${_fc_cmake_dir})
+# 0.x: a minor version may change the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/foldcheckConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/foldcheckConfig.cmake ${PROJECT_BINARY_DIR}/foldcheckConfigVersion.cmake
+              cmake/FindMPFR.cmake cmake/FindLibZip.cmake
+        DESTINATION ${_fc_cmake_dir})

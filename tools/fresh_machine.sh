@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The bare-system check: does the README's first command work on a Debian 12 machine that has
+# never seen the project? A green CI on a developer's machine cannot tell, because whatever
+# an earlier session installed by hand is still there; this script starts from nothing.
+#
+#   tools/fresh_machine.sh [--rev REV] [--keep]
+#
+#   1. base     a minimal Debian 12 root (`debootstrap --variant=minbase bookworm`, from the
+#               mirror in this machine's own apt sources). Its only packages are Debian's
+#               essential ones: no compiler, no cmake, no Python. The root is cached as a
+#               tarball in $FRESH_CACHE (default /var/tmp/foldcheck-fresh) and unpacked anew on
+#               every run, so every package the project needs is installed into it from nothing.
+#   2. clone    `git clone` of this repository at REV (default HEAD: what is committed, not the
+#               working tree) into the root.
+#   3. run      `tools/bootstrap.sh run` inside (chroot with /proc, /sys and /dev mounted; they
+#               are unmounted on every exit path), with an empty environment but PATH and HOME.
+#   4. check    the run exits 0 and ends with the TVM case's verdict, `verdict: EXPECTED`.
+#
+# Prints how long each phase took; exits 0 when the check passes, 1 when it fails, 2 on a
+# usage error or a machine that cannot run it (not root, no debootstrap). --keep leaves the
+# root in $FRESH_CACHE/root for a look; --rev e0bdd85 checks an older commit.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+rev=HEAD
+keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rev) rev="${2:?--rev needs a revision}"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: tools/fresh_machine.sh [--rev REV] [--keep]" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "fresh_machine: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
+command -v debootstrap >/dev/null || { echo "fresh_machine: needs debootstrap (apt-get install debootstrap)" >&2; exit 2; }
+
+cache="${FRESH_CACHE:-/var/tmp/foldcheck-fresh}"
+suite=bookworm
+arch="$(dpkg --print-architecture)"
+root="$cache/root"
+log="$cache/bootstrap-run.log"
+mkdir -p "$cache"
+
+# The first Debian mirror of this machine's apt sources (deb822 .sources or one-line .list),
+# security archives aside: the root installs from where this machine installs.
+host_mirror() {
+  local uri
+  uri="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ {print $2}' | grep -v security | head -n 1)"
+  [ -n "$uri" ] || uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+                          awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' |
+                          grep -v security | head -n 1)"
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# Unmount whatever is mounted below the root, deepest first; remove the root unless --keep.
+cleanup() {
+  local m
+  for m in $(awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  if [ "$keep" = 0 ] && [ -d "$root" ]; then rm -rf --one-file-system "$root"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+phase_start=$(date +%s)
+phase() {  # phase NAME: print the time since the previous phase ended
+  local now; now=$(date +%s)
+  printf 'fresh_machine: %-6s %4d s\n' "$1" $((now - phase_start))
+  phase_start=$now
+}
+
+t_all=$(date +%s)
+cleanup  # a root left by an earlier run that was killed
+mirror="$(host_mirror)"
+tarball="$cache/$suite-minbase-$arch.tar"
+if [ ! -s "$tarball" ]; then
+  echo "fresh_machine: debootstrap --variant=minbase $suite from $mirror (cached in $tarball)"
+  debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
+    { tail -n 20 "$cache/debootstrap.log" >&2; exit 1; }
+  rm -rf "$root/var/cache/apt/archives/"*.deb
+  tar -C "$root" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+else
+  mkdir -p "$root"
+  tar -C "$root" -xf "$tarball"
+fi
+# The host's Debian sources (the same archives and snapshot as this machine) and its resolver.
+if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
+  for f in /etc/apt/sources.list.d/*.sources; do grep -qi debian "$f" && cp "$f" "$root/etc/apt/sources.list.d/"; done
+  : >"$root/etc/apt/sources.list"
+fi
+cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+phase base
+
+git clone -q --no-hardlinks "$repo" "$root/root/foldcheck"
+git -C "$root/root/foldcheck" checkout -q "$(git -C "$repo" rev-parse "$rev")"
+echo "fresh_machine: cloned $(git -C "$root/root/foldcheck" log -1 --format='%h %s' | cut -c1-80)"
+phase clone
+
+mount -t proc proc "$root/proc"
+mount -t sysfs sys "$root/sys"
+mount --rbind /dev "$root/dev"
+status=0
+chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  HOME=/root LANG=C.UTF-8 /bin/bash -c 'cd /root/foldcheck && tools/bootstrap.sh run' >"$log" 2>&1 || status=$?
+grep '^bootstrap:' "$log" | sed 's/^/  /' || true
+phase run
+
+verdict="$(grep -E '^verdict: ' "$log" | tail -n 1 || true)"
+if [ "$status" -ne 0 ] || [ "$verdict" != "verdict: EXPECTED" ]; then
+  echo "fresh_machine: FAILED: tools/bootstrap.sh run exited $status, ${verdict:-no verdict}; its log's end ($log):" >&2
+  tail -n 25 "$log" >&2
+  exit 1
+fi
+phase check
+echo "fresh_machine: passed ($verdict) in $(( $(date +%s) - t_all )) s; log in $log"
