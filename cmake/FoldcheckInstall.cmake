@@ -25,7 +25,7 @@
 # headers, so the installed targets carry that option in their interface.
 include(CMakePackageConfigHelpers)
 
-set(_fc_json_assert "SHELL:-include $<INSTALL_PREFIX>/${CMAKE_INSTALL_INCLUDEDIR}/foldcheck/json_assert.hpp")
+set(_fc_json_assert "SHELL:-include \"$<INSTALL_PREFIX>/${CMAKE_INSTALL_INCLUDEDIR}/foldcheck/json_assert.hpp\"")
 foreach(part reference reports harness)
   set_target_properties(foldcheck_${part} PROPERTIES EXPORT_NAME ${part})
   target_compile_options(foldcheck_${part} INTERFACE "$<INSTALL_INTERFACE:${_fc_json_assert}>")

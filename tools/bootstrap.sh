@@ -4,12 +4,12 @@
 #   tools/bootstrap.sh run    install what building and running needs, build the `foldcheck`
 #                             binary, run the main job (the TVM case)
 #   tools/bootstrap.sh test   install that and what the tests need, build everything, run
-#                             every test (ctest; the Python tests with pytest in .venv), then
+#                             every test (ctest: the C++ tests, the Python tests with pytest
+#                             in .venv, the installed tree with tools/check_install.sh), then
 #                             the hardening run (tools/hardening.sh: the tests again under
 #                             ASan + UBSan in a clang build, and a short run of every fuzz
 #                             target; HARDENING=0 leaves it out, FUZZ_SECONDS sets the fuzz
-#                             time), the installed-tree check (tools/check_install.sh) and the
-#                             bare-system check (tools/fresh_machine.sh; FRESH_MACHINE=0
+#                             time) and the bare-system check (tools/fresh_machine.sh; FRESH_MACHINE=0
 #                             leaves it out)
 #
 # Debian packages come from apt-get (as root or through sudo); Python packages from PyPI
@@ -72,8 +72,13 @@ cmake_ok() {  # cmake_ok BIN: BIN exists and is >= 3.25
   v="$("$1" --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+\.[0-9]+' | head -n 1)" || return 1
   [ -n "$v" ] && [ "$(printf '%s\n3.25\n' "$v" | sort -V | head -n 1)" = 3.25 ]
 }
-cmake_bin="${CMAKE:-$(command -v cmake || true)}"
-cmake_ok "${cmake_bin:-/nonexistent}" || { cmake_bin=/usr/bin/cmake; run_packages+=(cmake); }
+if [ -n "${CMAKE:-}" ]; then
+  cmake_bin="$(command -v "$CMAKE" || true)"
+  cmake_ok "${cmake_bin:-/nonexistent}" || { echo "bootstrap: CMAKE=$CMAKE is not a cmake >= 3.25" >&2; exit 2; }
+else
+  cmake_bin="$(command -v cmake || true)"
+  cmake_ok "${cmake_bin:-/nonexistent}" || { cmake_bin=/usr/bin/cmake; run_packages+=(cmake); }
+fi
 
 packages=("${run_packages[@]}")
 [ "$mode" = test ] && packages+=("${test_packages[@]}")
@@ -84,7 +89,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}" >&2
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 phase "install (${#missing[@]} Debian packages)"
 echo "bootstrap: $("$cmake_bin" --version | head -n 1) ($cmake_bin)" >&2
@@ -111,10 +116,10 @@ phase build
 tools/python/venv.sh
 phase "python environment"
 ctest_bin="$(dirname "$cmake_bin")/ctest"
+# Every test, the installed tree and its consumer (install_and_consumer) and the Python tests
+# (python_tests) among them.
 "$ctest_bin" --test-dir "$build" -j "$jobs" --output-on-failure
 phase "tests (ctest)"
-CMAKE="$cmake_bin" tools/check_install.sh "$build"
-phase "installed tree and consumer"
 if [ "${HARDENING:-1}" != 0 ]; then
   CMAKE="$cmake_bin" tools/hardening.sh "${FUZZ_SECONDS:-15}"
   phase hardening

@@ -2,8 +2,9 @@
 # The installed tree, checked as a user of the library would use it:
 #   cmake --install BUILD --prefix a temporary folder, every installed part present, the
 #   installed `foldcheck --version` runs, then the consumer project in tests/consumer/
-#   (find_package(foldcheck) + foldcheck::harness) configured against that prefix alone,
-#   built and run: it must print the TVM weights' verdict, EXPECTED.
+#   (find_package(foldcheck) + foldcheck::harness) configured against that prefix (and
+#   checked to have found foldcheck there, not elsewhere), built and run on the fixture
+#   model and its fold: it must print EXPECTED for the TVM weights and for the model.
 #
 #   tools/check_install.sh BUILD_DIR      (CMAKE: the cmake to use; default the one on PATH)
 # The test suite runs it (ctest -R install_and_consumer). Exit 0 when all of it works.
@@ -24,10 +25,17 @@ for f in bin/foldcheck share/foldcheck/foldcheck.schema.json include/foldcheck/c
 done
 "$prefix/bin/foldcheck" --version
 
-"$cmake_bin" -S "$src/tests/consumer" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
+"$cmake_bin" -S "$src/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" 2>&1 || { cat "$work/configure.log" >&2; exit 1; }
+found="$(sed -n 's/^foldcheck_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")"
+[ "$found" = "$prefix/lib/cmake/foldcheck" ] ||
+  { echo "check_install: the consumer found foldcheck in '$found', not in the installed prefix" >&2; exit 1; }
 "$cmake_bin" --build "$work/consumer" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
-out="$("$work/consumer/consumer")"
-echo "consumer: $out"
-case "$out" in *"verdict EXPECTED"*) ;; *) echo "check_install: the consumer did not print verdict EXPECTED" >&2; exit 1 ;; esac
+status=0
+out="$("$work/consumer/consumer" "$src/cases/models/fixture/model.onnx" "$src/cases/models/fixture/folded.onnx")" || status=$?
+printf '%s\n' "$out" | tail -n 2 | sed 's/^/consumer: /'
+if [ "$status" -ne 0 ] || [ "$(printf '%s\n' "$out" | grep -c 'verdict EXPECTED')" -ne 2 ]; then
+  echo "check_install: the consumer exited $status; it must print verdict EXPECTED twice" >&2
+  exit 1
+fi
 echo "check_install: passed ($("$cmake_bin" --version | head -n 1))"

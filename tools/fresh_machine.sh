@@ -21,7 +21,7 @@
 #
 # Prints how long each phase took; exits 0 when the check passes, 1 when it fails, 2 on a
 # usage error or a machine that cannot run it (not root, no debootstrap). --keep leaves the
-# root in $FRESH_CACHE/root for a look; --rev e0bdd85 checks an older commit.
+# root (its path is printed) for a look; --rev e0bdd85 checks an older commit.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 rev=HEAD
@@ -43,31 +43,47 @@ command -v debootstrap >/dev/null || { echo "fresh_machine: needs debootstrap (a
 cache="${FRESH_CACHE:-/var/tmp/foldcheck-fresh}"
 suite=bookworm
 arch="$(dpkg --print-architecture)"
-root="$cache/root"
-log="$cache/bootstrap-$mode.log"
 mkdir -p "$cache"
+# Each run has a root of its own, so two runs (a developer's and CI's) never share mounts or
+# files; the tarball is made under a lock.
+root="$(mktemp -d "$cache/root.XXXXXX")"
+log="$root.$mode.log"
 
-# The first Debian mirror of this machine's apt sources (deb822 .sources or one-line .list),
-# security archives aside: the root installs from where this machine installs.
+# This machine's Debian apt sources: deb822 files signed by Debian's archive keyring, and
+# one-line files with Debian's archives (third-party repositories are left out: their keys
+# are not in the root).
+debian_sources() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] && grep -qE 'debian-archive-keyring|deb\.debian\.org' "$f" && echo "$f"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] && grep -qE '^deb .*(debian\.org|/debian)' "$f" && echo "$f"
+  done
+  return 0
+}
+# The first Debian archive of those sources, security archives aside (debootstrap's mirror).
 host_mirror() {
-  local uri
-  uri="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ {print $2}' | grep -v security | head -n 1)"
-  [ -n "$uri" ] || uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-                          awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' |
-                          grep -v security | head -n 1)"
+  local files uri
+  files="$(debian_sources)"
+  [ -n "$files" ] && uri="$(cat $files | awk '/^URIs:/ {print $2} $1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' |
+                            grep -v security | head -n 1)"
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
-# Unmount whatever is mounted below the root, deepest first; remove the root unless --keep.
+# Unmount whatever is mounted below the root, deepest first (the /dev bind is a slave, so
+# this never reaches the host's /dev/pts or /dev/shm); remove the root unless --keep.
 cleanup() {
   local m
-  for m in $(awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r); do
+  awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
   if [ "$keep" = 0 ] && [ -d "$root" ]; then rm -rf --one-file-system "$root"; fi
+  if [ "$keep" = 1 ]; then echo "fresh_machine: the root is kept in $root" >&2; fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 phase_start=$(date +%s)
 phase() {  # phase NAME: print the time since the previous phase ended
@@ -77,35 +93,41 @@ phase() {  # phase NAME: print the time since the previous phase ended
 }
 
 t_all=$(date +%s)
-cleanup  # a root left by an earlier run that was killed
 mirror="$(host_mirror)"
 tarball="$cache/$suite-minbase-$arch.tar"
+exec 9>"$cache/tarball.lock"
+flock 9
 if [ ! -s "$tarball" ]; then
   echo "fresh_machine: debootstrap --variant=minbase $suite from $mirror (cached in $tarball)"
   debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
     { tail -n 20 "$cache/debootstrap.log" >&2; exit 1; }
   rm -rf "$root/var/cache/apt/archives/"*.deb
-  tar -C "$root" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+  tar -C "$root" -cf "$tarball.part" .
+  mv "$tarball.part" "$tarball"
 else
-  mkdir -p "$root"
   tar -C "$root" -xf "$tarball"
 fi
-# The host's Debian sources (the same archives and snapshot as this machine) and its resolver.
-if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
-  for f in /etc/apt/sources.list.d/*.sources; do grep -qi debian "$f" && cp "$f" "$root/etc/apt/sources.list.d/"; done
+flock -u 9
+# The host's Debian sources (the same archives and snapshot as this machine) replace
+# debootstrap's one-line sources.list; and the host's resolver.
+sources="$(debian_sources)"
+if [ -n "$sources" ]; then
   : >"$root/etc/apt/sources.list"
+  for f in $sources; do cp "$f" "$root/etc/apt/sources.list.d/"; done
+  [ -f "$root/etc/apt/sources.list.d/sources.list" ] && mv "$root/etc/apt/sources.list.d/sources.list" "$root/etc/apt/sources.list"
 fi
 cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 phase base
 
 git clone -q --no-hardlinks "$repo" "$root/root/foldcheck"
-git -C "$root/root/foldcheck" checkout -q "$(git -C "$repo" rev-parse "$rev")"
+git -C "$root/root/foldcheck" checkout -q "$(git -C "$repo" rev-parse --verify "$rev^{commit}")"
 echo "fresh_machine: cloned $(git -C "$root/root/foldcheck" log -1 --format='%h %s' | cut -c1-80)"
 phase clone
 
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --rbind /dev "$root/dev"
+mount --make-rslave "$root/dev"
 passed_env=()
 for v in HARDENING FUZZ_SECONDS JOBS; do if [ -n "${!v:-}" ]; then passed_env+=("$v=${!v}"); fi; done
 status=0

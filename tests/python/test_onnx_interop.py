@@ -147,4 +147,5 @@ def test_eps_mismatch_is_not_excused(models, tmp_path):
     save_model(tmp_path / "keras_eps.onnx", layers, eps, wrong)
     code, report = accuracy_diff(d / "model.onnx", tmp_path / "keras_eps.onnx")
     assert code == 1
+    assert len(report["layers"]) == len(layers)
     assert all(l["verdict"] == "UNEXPECTED" for l in report["layers"])
