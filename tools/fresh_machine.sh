@@ -14,9 +14,10 @@
 #               working tree) into the root.
 #   3. run      `tools/bootstrap.sh MODE` inside (default run; chroot with /proc, /sys and /dev
 #               mounted, unmounted on every exit path), with an empty environment but PATH,
-#               HOME and, for test, HARDENING, FUZZ_SECONDS and JOBS. `--mode test` measures the
-#               README's second command on a bare machine (all but this check itself, which it
-#               leaves out: FRESH_MACHINE=0 inside).
+#               HOME, the host's network settings (proxy variables, its CA bundle for pip)
+#               and, for test, HARDENING, FUZZ_SECONDS and JOBS.
+#               `--mode test` measures the README's second command on a bare machine (all
+#               of it but this check itself: FRESH_MACHINE=0 inside).
 #   4. check    the run exits 0 and, for run, ends with the TVM case's verdict, `verdict: EXPECTED`.
 #
 # Prints how long each phase took; exits 0 when the check passes, 1 when it fails, 2 on a
@@ -117,6 +118,16 @@ if [ -n "$sources" ]; then
   [ -f "$root/etc/apt/sources.list.d/sources.list" ] && mv "$root/etc/apt/sources.list.d/sources.list" "$root/etc/apt/sources.list"
 fi
 cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# The host's trust in TLS certificates, for pip inside (apt uses the mirror as the host does):
+# where the host reaches PyPI through a proxy with its own certificate authority, the root
+# must trust it too. A file outside the root's packages, named by PIP_CERT and SSL_CERT_FILE
+# inside; nothing of the root's own is changed.
+host_ca="${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}"
+ca_env=()
+if [ -s "$host_ca" ]; then
+  cp -L "$host_ca" "$root/etc/host-ca-certificates.crt"
+  ca_env=(PIP_CERT=/etc/host-ca-certificates.crt SSL_CERT_FILE=/etc/host-ca-certificates.crt)
+fi
 phase base
 
 git clone -q --no-hardlinks "$repo" "$root/root/foldcheck"
@@ -129,10 +140,12 @@ mount -t sysfs sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount --make-rslave "$root/dev"
 passed_env=()
-for v in HARDENING FUZZ_SECONDS JOBS; do if [ -n "${!v:-}" ]; then passed_env+=("$v=${!v}"); fi; done
+for v in HARDENING FUZZ_SECONDS JOBS http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  if [ -n "${!v:-}" ]; then passed_env+=("$v=${!v}"); fi
+done
 status=0
 chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  HOME=/root LANG=C.UTF-8 FRESH_MACHINE=0 "${passed_env[@]}" \
+  HOME=/root LANG=C.UTF-8 FRESH_MACHINE=0 "${ca_env[@]}" "${passed_env[@]}" \
   /bin/bash -c "cd /root/foldcheck && tools/bootstrap.sh $mode" >"$log" 2>&1 || status=$?
 grep '^bootstrap:' "$log" | sed 's/^/  /' || true
 phase "$mode"
