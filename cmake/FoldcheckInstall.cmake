@@ -28,6 +28,7 @@ include(CMakePackageConfigHelpers)
 set(_fc_json_assert "SHELL:-include \"$<INSTALL_PREFIX>/${CMAKE_INSTALL_INCLUDEDIR}/foldcheck/json_assert.hpp\"")
 foreach(part reference reports harness)
   set_target_properties(foldcheck_${part} PROPERTIES EXPORT_NAME ${part})
+  target_compile_features(foldcheck_${part} INTERFACE cxx_std_20)  # the public headers are C++20
   target_compile_options(foldcheck_${part} INTERFACE "$<INSTALL_INTERFACE:${_fc_json_assert}>")
 endforeach()
 

@@ -19,8 +19,13 @@
 # BUILD_DIR (default: build), JOBS (default: nproc) and CMAKE (the cmake to use) may be set.
 # Prints how long each phase took (lines beginning `bootstrap:`).
 set -euo pipefail
+usage="usage: tools/bootstrap.sh run|test   (environment: BUILD_DIR, JOBS, CMAKE, HARDENING, FUZZ_SECONDS, FRESH_MACHINE)"
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+esac
 mode="${1:-run}"
-case "$mode" in run|test) ;; *) echo "usage: tools/bootstrap.sh run|test" >&2; exit 2 ;; esac
+case "$mode" in run|test) ;; *) echo "$usage" >&2; exit 2 ;; esac
+[ $# -le 1 ] || { echo "$usage" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
 # What `run` needs: the compiler, the build tools and the libraries of the `foldcheck` binary.

@@ -4,12 +4,14 @@
 #   installed `foldcheck --version` runs, then the consumer project in tests/consumer/
 #   (find_package(foldcheck) + foldcheck::harness) configured against that prefix (and
 #   checked to have found foldcheck there, not elsewhere), built and run on the fixture
-#   model and its fold: it must print EXPECTED for the TVM weights and for the model.
+#   model and its fold: it must print EXPECTED for the TVM weights and for the model; then the
+#   README's example, copied from README.md as printed, built and run the same way.
 #
 #   tools/check_install.sh BUILD_DIR      (CMAKE: the cmake to use; default the one on PATH)
 # The test suite runs it (ctest -R install_and_consumer). Exit 0 when all of it works.
 set -euo pipefail
-build="$(cd "${1:?usage: tools/check_install.sh BUILD_DIR}" && pwd)"
+[ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: tools/check_install.sh BUILD_DIR  (a configured and built build folder)" >&2; exit 2; }
+build="$(cd "$1" && pwd)"
 src="$(cd "$(dirname "$0")/.." && pwd)"
 cmake_bin="${CMAKE:-cmake}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/foldcheck_install.XXXXXX")"
@@ -38,4 +40,24 @@ if [ "$status" -ne 0 ] || [ "$(printf '%s\n' "$out" | grep -c 'verdict EXPECTED'
   echo "check_install: the consumer exited $status; it must print verdict EXPECTED twice" >&2
   exit 1
 fi
+# The README's example (its ```cmake and ```cpp blocks under "Installing, and foldcheck as a
+# C++ library"), exactly as printed: configured, built and run against the same prefix.
+readme_block() {  # readme_block LANG: the first LANG block of that section
+  awk -v lang="$1" '/^### Installing, and foldcheck as a C\+\+ library/ {in_sec = 1; next}
+                    in_sec && /^##/ {exit}
+                    in_sec && !done && $0 == "```" lang {in_blk = 1; next}
+                    in_blk && $0 == "```" {in_blk = 0; done = 1; next}
+                    in_blk {print}' "$src/README.md"
+}
+mkdir -p "$work/readme"
+readme_block cmake >"$work/readme/CMakeLists.txt"
+readme_block cpp >"$work/readme/main.cpp"
+[ -s "$work/readme/CMakeLists.txt" ] && [ -s "$work/readme/main.cpp" ] ||
+  { echo "check_install: the README's cmake/cpp example blocks were not found" >&2; exit 1; }
+"$cmake_bin" -S "$work/readme" -B "$work/readme-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  >"$work/readme.log" 2>&1 && "$cmake_bin" --build "$work/readme-build" >>"$work/readme.log" 2>&1 ||
+  { cat "$work/readme.log" >&2; echo "check_install: the README's example does not build" >&2; exit 1; }
+out="$("$work/readme-build/consumer")" || { echo "check_install: the README's example exited $?" >&2; exit 1; }
+echo "README example: $out"
+case "$out" in *"verdict EXPECTED"*) ;; *) echo "check_install: the README's example did not print verdict EXPECTED" >&2; exit 1 ;; esac
 echo "check_install: passed ($("$cmake_bin" --version | head -n 1))"

@@ -15,7 +15,8 @@
 #   3. run      `tools/bootstrap.sh MODE` inside (default run; chroot with /proc, /sys and /dev
 #               mounted, unmounted on every exit path), with an empty environment but PATH,
 #               HOME, the host's network settings (proxy variables, its CA bundle for pip)
-#               and, for test, HARDENING, FUZZ_SECONDS and JOBS.
+#               and HARDENING, FUZZ_SECONDS and JOBS where set. The log of the last run of
+#               each mode is kept in $FRESH_CACHE/last-MODE.log.
 #               `--mode test` measures the README's second command on a bare machine (all
 #               of it but this check itself: FRESH_MACHINE=0 inside).
 #   4. check    the run exits 0 and, for run, ends with the TVM case's verdict, `verdict: EXPECTED`.
@@ -30,14 +31,18 @@ mode=run
 keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rev) rev="${2:?--rev needs a revision}"; shift 2 ;;
-    --mode) mode="${2:-}"; shift 2 || true
-            case "$mode" in run|test) ;; *) echo "fresh_machine: --mode run|test" >&2; exit 2 ;; esac ;;
+    --rev|--mode)
+      [ $# -ge 2 ] || { echo "fresh_machine: $1 needs a value; usage: tools/fresh_machine.sh [--mode run|test] [--rev REV] [--keep]" >&2; exit 2; }
+      if [ "$1" = --rev ]; then rev="$2"; else mode="$2"; fi
+      shift 2 ;;
     --keep) keep=1; shift ;;
     -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: tools/fresh_machine.sh [--mode run|test] [--rev REV] [--keep]" >&2; exit 2 ;;
   esac
 done
+case "$mode" in run|test) ;; *) echo "fresh_machine: --mode run|test, not '$mode'" >&2; exit 2 ;; esac
+commit="$(git -C "$repo" rev-parse --verify -q "$rev^{commit}")" ||
+  { echo "fresh_machine: '$rev' is not a commit of $repo" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "fresh_machine: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
 command -v debootstrap >/dev/null || { echo "fresh_machine: needs debootstrap (apt-get install debootstrap)" >&2; exit 2; }
 
@@ -48,7 +53,7 @@ mkdir -p "$cache"
 # Each run has a root of its own, so two runs (a developer's and CI's) never share mounts or
 # files; the tarball is made under a lock.
 root="$(mktemp -d "$cache/root.XXXXXX")"
-log="$root.$mode.log"
+log="$root.$mode.log"  # kept as $cache/last-$mode.log when the run ends
 
 # This machine's Debian apt sources: deb822 files signed by Debian's archive keyring, and
 # one-line files with Debian's archives (third-party repositories are left out: their keys
@@ -81,6 +86,7 @@ cleanup() {
   done
   if [ "$keep" = 0 ] && [ -d "$root" ]; then rm -rf --one-file-system "$root"; fi
   if [ "$keep" = 1 ]; then echo "fresh_machine: the root is kept in $root" >&2; fi
+  if [ -f "$log" ]; then mv -f "$log" "$cache/last-$mode.log"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -131,7 +137,7 @@ fi
 phase base
 
 git clone -q --no-hardlinks "$repo" "$root/root/foldcheck"
-git -C "$root/root/foldcheck" checkout -q "$(git -C "$repo" rev-parse --verify "$rev^{commit}")"
+git -C "$root/root/foldcheck" checkout -q "$commit"
 echo "fresh_machine: cloned $(git -C "$root/root/foldcheck" log -1 --format='%h %s' | cut -c1-80)"
 phase clone
 
@@ -156,9 +162,9 @@ verdict=""
 expected=1
 case "$verdict" in "verdict: EXPECTED" | "verdict: EXPECTED "*) ;; *) expected=0 ;; esac
 if [ "$status" -ne 0 ] || { [ "$mode" = run ] && [ "$expected" = 0 ]; }; then
-  echo "fresh_machine: FAILED: tools/bootstrap.sh $mode exited $status${verdict:+, $verdict}; its log's end ($log):" >&2
+  echo "fresh_machine: FAILED: tools/bootstrap.sh $mode exited $status${verdict:+, $verdict}; its log's end ($cache/last-$mode.log):" >&2
   tail -n 25 "$log" >&2
   exit 1
 fi
 phase check
-echo "fresh_machine: passed (tools/bootstrap.sh $mode${verdict:+, ${verdict%% —*}}) in $(( $(date +%s) - t_all )) s; log in $log"
+echo "fresh_machine: passed (tools/bootstrap.sh $mode${verdict:+, ${verdict%% —*}}) in $(( $(date +%s) - t_all )) s; log in $cache/last-$mode.log"

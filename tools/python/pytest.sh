@@ -6,6 +6,9 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="$root/.venv/bin/python"
 [ -x "$py" ] || { echo "pytest.sh: no $root/.venv: run tools/python/venv.sh first" >&2; exit 1; }
+FOLDCHECK="$(realpath -m "${FOLDCHECK:-$root/build/harness/foldcheck}")"
+[ -x "$FOLDCHECK" ] || { echo "pytest.sh: no foldcheck binary at $FOLDCHECK (build it, or set FOLDCHECK)" >&2; exit 1; }
+export FOLDCHECK
 "$py" -m pytest -q -p no:cacheprovider "$root/tests/python" "$@"
 status=$?
 [ $status -eq 5 ] && echo "pytest.sh: no test was collected" >&2
