@@ -4,8 +4,11 @@
 
 #include "shipped_cases.hpp"
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
@@ -31,6 +34,33 @@ TEST_CASE("acceptance: the same weights folded with eps 1e-3 are UNEXPECTED - ex
                        "2.1112380027770996,5.5707926750183105,2.0859646797180176 --format json");
   CHECK(r.code == 1);
   CHECK(json::parse(r.out)["verdict"] == "UNEXPECTED");
+}
+
+TEST_CASE("explain text: the exact fold column is the JSON's exact value at every magnitude", "[cli][explain]") {
+  // The column once cut a 21-digit %e string to 22 characters, dropping the exponent:
+  // 123455.38 printed as 1.2345538..., -0.00144 as -1.44... Every magnitude, both signs.
+  const std::string original = "1e-07,-0.00144,2.1122932,-123455.38,3.5e+20,-6e-30";
+  const std::string args = "explain --original=" + original + " --observed=" + original;
+  const Result js = run(args + " --format json");
+  const Result text = run(args);
+  REQUIRE(js.code != 2);
+  REQUIRE(text.code == js.code);
+  const json elements = json::parse(js.out)["elements"];
+  REQUIRE(elements.size() == 6);
+  std::istringstream lines(text.out);
+  std::string line;
+  std::getline(lines, line);  // title
+  std::getline(lines, line);  // blank
+  std::getline(lines, line);  // header
+  for (const auto& e : elements) {
+    REQUIRE(std::getline(lines, line));
+    std::istringstream cols(line);
+    std::string index, ch, orig, obs, drift, exact;
+    cols >> index >> ch >> orig >> obs >> drift >> exact;
+    INFO(line);
+    const double x = e["exact_folded"].get<double>();
+    CHECK(std::fabs(std::strtod(exact.c_str(), nullptr) - x) <= 1e-16 * std::fabs(x));
+  }
 }
 
 TEST_CASE("explain reads .npy weights and an .npz BatchNorm", "[cli]") {

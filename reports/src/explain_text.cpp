@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include "foldcheck/reports/text.hpp"
@@ -6,6 +7,17 @@
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
+
+namespace {
+// The exact fold for a person: 17 significant digits (enough to tell any two binary64 values
+// apart, far more than the compared dtype's ULP needs) in %g form, so the exponent is always
+// shown, at every magnitude; the JSON keeps the 21-digit string. Parsed as long double (64-bit
+// significand), so the 17 digits are those of the 21-digit value, correctly rounded.
+std::string exact_text(const json& e) {
+  const auto& digits = e["exact_folded_digits"].get_ref<const std::string&>();
+  return fmt::format("{:.17g}", std::strtold(digits.c_str(), nullptr));
+}
+}  // namespace
 
 std::string explain_text(const json& j) {
   std::string s;
@@ -20,7 +32,7 @@ std::string explain_text(const json& j) {
     s += fmt::format("{:>5} {:>4} {:>15.9g} {:>15.9g} {:>11} {:>26} {:>+10.3f} {:>9.3g}\n", e["index"].get<int>(),
                      e["channel"].get<int>(), e["original"].get<double>(), e["observed"].get<double>(),
                      e["drift_ppm"].is_null() ? std::string("-") : fmt::format("{:+.4f}", e["drift_ppm"].get<double>()),
-                     e["exact_folded_digits"].get<std::string>().substr(0, 22), e["residual_ulp"].get<double>(),
+                     exact_text(e), e["residual_ulp"].get<double>(),
                      e["bound_ulp"].get<double>());
   }
   if (el.size() > show) s += fmt::format("  ... {} more elements (see --format json)\n", el.size() - show);
