@@ -52,7 +52,11 @@ std::string signed_histogram(const json& hist, double bound, const std::string& 
     double upper = hist["first_upper"].get<double>();
     const json& neg = hist["negative"];
     const json& pos = hist["positive"];
-    for (std::size_t i = 0; i < neg.size(); ++i, upper *= 2) bins.push_back({upper, neg[i].get<std::int64_t>(), pos[i].get<std::int64_t>()});
+    // at(), not operator[]: a hand-edited or truncated report may have sides of different
+    // lengths, and const operator[] past an array's end is undefined (found by
+    // fuzz_report_json; fuzz/regressions/fuzz_report_json/). A mismatch throws: bad input.
+    for (std::size_t i = 0; i < neg.size(); ++i, upper *= 2)
+      bins.push_back({upper, neg.at(i).get<std::int64_t>(), pos.at(i).get<std::int64_t>()});
   }
   if (!hist.is_object()) return "";
   const std::int64_t zero = hist.value("zero", std::int64_t{0});
