@@ -175,6 +175,61 @@ std::map<std::string, Setup> setups() {
                         CHECK(slurp(d / "previous.json") == "{\"kept\": true}\n");
                         for (const auto& e : fs::directory_iterator(d)) CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
                       }};
+  // Outputs never replace inputs: the same file by another name or through a link, and
+  // an output given twice; the input is unchanged afterwards.
+  s["output-is-input"] = {[](const fs::path& d) {
+                            case_with(d, "");
+                            fs::create_symlink(d / "case.json", d / "link.json");
+                            return "run " + (d / "case.json").string() + " -o " + (d / "link.json").string();
+                          },
+                          false, "", [](const fs::path& d) {
+                            CHECK(slurp(d / "case.json").find("\"seed\": 1") != std::string::npos);
+                            CHECK(fs::is_symlink(d / "link.json"));
+                          }};
+  s["write-int-over-weights"] = {[](const fs::path& d) {
+                                   foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}},
+                                                                                  {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                                                  {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                                                  {"var", Tensor{{2}, {1, 1}, DType::Float32}}});
+                                   put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+                                   return "quant-check --weights " + (d / "w.npy").string() + " --bn " +
+                                          (d / "bn.npz").string() + " --write-int " + (d / "./w.npy").string();
+                                 },
+                                 false, "", [](const fs::path& d) { CHECK(slurp(d / "w.npy") == npy_f32({2, 1, 1, 1})); }};
+  s["output-twice"] = {[](const fs::path& d) {
+                         foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}},
+                                                                        {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                                        {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                                        {"var", Tensor{{2}, {1, 1}, DType::Float32}}});
+                         put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+                         return "quant-check --weights " + (d / "w.npy").string() + " --bn " + (d / "bn.npz").string() +
+                                " --write-int " + (d / "q.npy").string() + " --write-scales " + (d / "q.npy").string();
+                       },
+                       false, "", [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "q.npy")); }};
+  // Entry names that differ but give one result file name: one result would be lost.
+  s["suite-result-file-collision"] = {[](const fs::path& d) {
+                                        case_with(d, "");
+                                        put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "x/y"}, {"case": "case.json", "name": "x_y"}]})");
+                                        return "suite " + (d / "suite.json").string() + " -o " + (d / "out").string();
+                                      },
+                                      false, "", [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "out")); }};
+  // A report names its result files; merge writes them under -o: a name that leads out
+  // of it ("../", an absolute path) is refused, and nothing is written there.
+  s["merge-result-file-outside"] = {[](const fs::path& d) {
+                                      case_with(d, "");
+                                      put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}]})");
+                                      const Result r = run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing");
+                                      REQUIRE(r.code == 0);
+                                      std::string rep = slurp(d / "s" / "report.json");
+                                      rep.replace(rep.find("results/a.json"), 14, "../escaped.json");
+                                      put(d / "s" / "report.json", rep);
+                                      // Where a merge reads it from (s/../), so that one that follows the name writes m/merged/../.
+                                      fs::copy_file(d / "s" / "results" / "a.json", d / "escaped.json");
+                                      return "merge " + (d / "s" / "report.json").string() + " -o " + (d / "m" / "merged").string();
+                                    },
+                                    false, "", [](const fs::path& d) {
+                                      CHECK_FALSE(fs::exists(d / "m"));
+                                    }};
   // --- .npy -----------------------------------------------------------------------------
   const auto npy_original = [=](const std::string& bytes) {
     return [=](const fs::path& d) {
@@ -219,6 +274,21 @@ std::map<std::string, Setup> setups() {
     foldcheck::write_npz((d / "bn.npz").string(), {{"sigma", Tensor{{2}, {1, 1}, DType::Float32}}});
     return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
   }};
+  // Sizes an archive claims are not allocated: 190 bytes that claim a 3.9 GB member.
+  s["npz-claimed-size"] = {[=](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
+    std::string z = slurp(d / "bn.npz");
+    const std::uint32_t claim = 3900000000u;
+    // The uncompressed size in the local header (offset 22) and the central directory entry (+24).
+    z.replace(22, 4, reinterpret_cast<const char*>(&claim), 4);
+    z.replace(z.rfind("PK\x01\x02") + 24, 4, reinterpret_cast<const char*>(&claim), 4);
+    put(d / "bn.npz", z);
+    return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
+  }};
+  s["npz-too-many-values"] = {[=](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{3}, {1, 1, 1}, DType::Float32}}});
+    return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
+  }};
   // --- JSON: case, suite, report ---------------------------------------------------------
   s["json-invalid"] = {[](const fs::path& d) {
     put(d / "case.json", "{\"seed\": 1,");
@@ -250,6 +320,17 @@ std::map<std::string, Setup> setups() {
     put(d / "a.json", R"({"hello": "world"})");
     return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string();
   }};
+  s["json-duplicate-key"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "seed": 2)"); }};
+  s["case-unknown-name"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "compare": {"dtypes": ["float8"]})"); }};
+  s["report-malformed"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}]})");
+    REQUIRE(run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing").code == 0);
+    std::string rep = slurp(d / "s" / "report.json");
+    rep.replace(rep.find("\"passed\": true"), 14, "\"passed\": \"yes\"");
+    put(d / "s" / "report.json", rep);
+    return "compare " + (d / "s" / "report.json").string() + " --baseline " + (d / "s" / "report.json").string();
+  }};
   // --- BatchNorm parameters ---------------------------------------------------------------
   s["param-nan"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --gamma 1,nan"; }};
   s["param-inf"] = {[](const fs::path& d) {
@@ -259,6 +340,8 @@ std::map<std::string, Setup> setups() {
   s["negative-variance"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"var": -0.5})"); }};
   s["eps-zero"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"var": 0, "eps": 0})"); }};
   s["eps-negative"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --eps -1e-5"; }};
+  s["eps-zero-in-dtype"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --var 0 --eps 1e-50"; }};
+  s["param-past-dtype-range"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --gamma 1e40"; }};
   s["onnx-param-nan"] = {[](const fs::path& d) {
     ModelParts p;
     p.var = {1.0, std::nan("")};
@@ -308,6 +391,22 @@ std::map<std::string, Setup> setups() {
     foldcheck::write_npy_ints((d / "q.npy").string(), {3}, {1, 2, 3}, 1);
     return "quant-check --weights " + (d / "w.npy").string() + " --bn " + (d / "bn.npz").string() + " --int-weights " +
            (d / "q.npy").string();
+  }};
+  s["value-past-dtype-range"] = {[](const fs::path&) { return std::string("explain --dtype float16 --original 70000,1 --observed 70000,1"); }};
+  s["case-value-past-dtype-range"] = {[](const fs::path& d) {
+    return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [70000, 1]}}}, "compare": {"dtypes": ["float16"]})");
+  }};
+  // --- options ----------------------------------------------------------------------------
+  s["option-not-finite"] = {[](const fs::path& d) {
+    put(d / "a.json", "{}");
+    return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string() + " --tolerance nan";
+  }};
+  s["option-out-of-range"] = {[](const fs::path& d) {
+    put(d / "a.json", "{}");
+    return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string() + " --ulp-floor -1";
+  }};
+  s["max-elements-too-large"] = {[](const fs::path&) {
+    return std::string("explain --max-elements 1152921504606846976 --original 1,2 --observed 1,2");
   }};
   // --- ONNX files -------------------------------------------------------------------------
   s["onnx-corrupt"] = {[](const fs::path& d) {
@@ -424,6 +523,25 @@ std::map<std::string, Setup> setups() {
     };
     return "accuracy-diff " + model(d, "m.onnx", p) + " --input " + (d / "x.npy").string();
   }};
+  // Outputs that are not regular files are written in place, never replaced: a link to
+  // /dev/null stays a link and /dev/null a device.
+  s["output-device"] = {[](const fs::path& d) {
+                          fs::create_symlink("/dev/null", d / "null");
+                          return "explain --original 2.1122932 --observed 2.1122828 -o " + (d / "null").string();
+                        },
+                        false, "", [](const fs::path& d) {
+                          CHECK(fs::is_symlink(d / "null"));
+                          CHECK(fs::is_character_file("/dev/null"));
+                        }};
+  s["output-long-name"] = {[](const fs::path& d) {
+                             return "explain --original 2.1122932 --observed 2.1122828 -o " + (d / std::string(245, 'r')).string();
+                           },
+                           false, "", [](const fs::path& d) {
+                             CHECK(fs::file_size(d / std::string(245, 'r')) > 0);
+                             for (const auto& e : fs::directory_iterator(d))
+                               CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+                           }};
+  s["all-zero-weights"] = {[](const fs::path&) { return std::string("explain --original 0,0 --observed 0,0"); }};
   return s;
 }
 

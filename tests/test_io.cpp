@@ -14,6 +14,9 @@
 #include "foldcheck/limits.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/number_list.hpp"
+#include "foldcheck/input_file.hpp"
+#include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/suite.hpp"
 #include "npy_bytes.hpp"
 
 using namespace foldcheck;
@@ -177,4 +180,64 @@ TEST_CASE("bad case files are refused with the field named", "[io][cases]") {
   write(d / "c.json", "{\"seed\": 1,");
   CHECK(message_of([&] { load_case((d / "c.json").string()); }).find("invalid JSON") != std::string::npos);
   fs::remove_all(d);
+}
+
+TEST_CASE("writing outputs: a link planted at a temporary's name is never followed", "[io][outputs]") {
+  const fs::path d = tmpdir() / "planted";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  write(d / "victim", "secret\n");
+  // The name the temporary once had (".NAME.tmpPID"), and any fixed guess of it: O_EXCL
+  // creation skips every existing name, links included.
+  fs::create_symlink(d / "victim", d / (".r.json.tmp" + std::to_string(::getpid())));
+  for (int i = 0; i < 20; ++i) reports::write_file_atomically((d / "r.json").string(), "{\"n\": " + std::to_string(i) + "}\n");
+  std::ifstream v(d / "victim");
+  CHECK(std::string(std::istreambuf_iterator<char>(v), {}) == "secret\n");
+  std::ifstream r(d / "r.json");
+  CHECK(std::string(std::istreambuf_iterator<char>(r), {}) == "{\"n\": 19}\n");
+  const auto files = std::distance(fs::directory_iterator(d), fs::directory_iterator());
+  CHECK(files == 3);  // victim, the planted link, r.json: no temporary left behind
+  // A 255-byte name (NAME_MAX) still has a temporary beside it.
+  const std::string longest(255, 'n');
+  reports::write_file_atomically((d / longest).string(), "x\n");
+  CHECK(fs::file_size(d / longest) == 2);
+  fs::remove_all(d);
+}
+
+TEST_CASE("writing outputs: a file read as an input is never replaced", "[io][outputs]") {
+  const fs::path d = tmpdir() / "inputs";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  write(d / "w.npy", serialize_npy(Tensor{{2}, {0.5, 0.5}, DType::Float32}));
+  (void)read_npy((d / "w.npy").string());
+  fs::create_symlink(d / "w.npy", d / "link.npy");
+  for (const char* name : {"w.npy", "link.npy", "./w.npy"}) {
+    INFO(name);
+    CHECK_THROWS_WITH(reports::write_file_atomically((d / name).string(), "x"), Catch::Contains("is also an input"));
+    CHECK(reports::writable_problem((d / name).string()).find("is also an input") != std::string::npos);
+  }
+  CHECK(fs::file_size(d / "w.npy") == serialize_npy(Tensor{{2}, {0.5, 0.5}, DType::Float32}).size());
+  fs::remove_all(d);
+}
+
+TEST_CASE("limits: the element limit cannot wrap, and a command's memory is checked against the machine's",
+          "[limits]") {
+  CHECK_THROWS_AS(set_max_elements(std::int64_t(1) << 60), InputError);
+  CHECK_THROWS_AS(set_max_elements(kMaxElementLimit + 1), InputError);
+  set_max_elements(kMaxElementLimit);
+  CHECK(max_input_bytes() > static_cast<std::uint64_t>(kMaxElementLimit));  // no wrap
+  set_max_elements(kDefaultMaxElements);
+  CHECK_THROWS_WITH(check_fits_in_memory(std::uint64_t(1) << 40, 256, "explain"), Catch::Contains("explain: 1099511627776 elements"));
+  CHECK_NOTHROW(check_fits_in_memory(1000, 256, "explain"));
+}
+
+TEST_CASE("suite result files: names stay short, and only results/NAME.json is one", "[io][suite]") {
+  const std::string a(300, 'a'), b = std::string(299, 'a') + "b";
+  CHECK(file_stem_for(a).size() <= kMaxStem);
+  CHECK(file_stem_for(a) != file_stem_for(b));
+  CHECK(file_stem_for("x/y") == file_stem_for("x_y"));  // not injective: plan_suite refuses such pairs
+  CHECK(is_result_file_name("results/" + file_stem_for(a) + ".json"));
+  for (const char* bad : {"../x.json", "/etc/x.json", "results/../x.json", "results/a/b.json", "results/.json",
+                          "results/x.txt", "x.json", "results/x y.json"})
+    CHECK_FALSE(is_result_file_name(bad));
 }

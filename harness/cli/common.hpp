@@ -28,6 +28,21 @@ struct OutputOptions {
 // an error.
 extern const CLI::Validator kWritablePath;
 
+// Numeric options: the value must be a finite number (NaN and infinities would silently
+// disable a tolerance or a timeout) above `lo` (strictly when `strict`) and at most `hi`.
+// Messages are short ("must be a finite number > 0, got 'nan'"), never DBL_MAX's digits.
+CLI::Validator finite_number(double lo, bool strict, double hi = 1e300);
+
+// Declares `o` an output file option: checked with kWritablePath, and known to
+// refuse_outputs_that_are_inputs. Returns `o`.
+CLI::Option* output_file_option(CLI::Option* o);
+
+// After parsing: InputError when an output file option names the same file as another
+// option's value (`run case.json -o case.json`, `quant-check --write-int W.npy --weights
+// W.npy`) or as another output, so that no input is overwritten and no output lost. Inputs
+// named inside files (a suite's cases) are caught when written (output_file.hpp).
+void refuse_outputs_that_are_inputs(const CLI::App& app);
+
 // formats: the values --format accepts (the first is the default).
 void add_output_options(CLI::App* cmd, OutputOptions& o, const std::vector<std::string>& formats = {"text", "json"});
 
@@ -39,12 +54,21 @@ void stamp(json& r, const OutputOptions& o);
 // is a terminal and not -q (an empty function otherwise).
 std::function<void(const std::string&)> progress_printer(const OutputOptions& o);
 
+// JSON text of a result. Strings that came from outside may hold bytes that are not UTF-8
+// (a file name): JSON cannot, so they are written as U+FFFD instead of failing the write.
+std::string json_text(const json& r, int indent = 2);
+
 // The result in the chosen --format: json, markdown and html (suite_reports.hpp) from the
 // JSON; text by `text`.
 std::string render(const OutputOptions& o, const json& result, const std::function<std::string(const json&)>& text);
 
 // To -o FILE (atomically) or stdout.
 void emit(const OutputOptions& o, const std::string& content);
+
+// The error line for a message from anywhere (a file's bytes may be in it): control bytes
+// are shown escaped (\n, \t, \xNN) so that the message stays one line on a terminal and
+// in a log, whatever a file held.
+std::string one_line(const std::string& message);
 
 // 0 when the result's verdict is EXPECTED, else 1.
 int exit_code(const json& result);

@@ -53,16 +53,15 @@ void check_finite(const std::vector<double>& v, const std::string& what) {
 }
 
 // eps_in_file (if given) tells whether the .npz held an eps.
-fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source, bool* eps_in_file = nullptr) {
+// max_values: no parameter array may hold more (one per channel; channels <= the weights).
+fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source, std::int64_t max_values,
+                          bool* eps_in_file = nullptr) {
   std::vector<double> gamma{1.0}, beta{0.0}, mean{0.0}, var{1.0};
   double eps = 1e-5;
   given = false;
   source = "defaults (fresh BatchNorm: gamma 1, beta 0, mean 0, var 1, eps 1e-5)";
   if (!a.bn_file.empty()) {
-    const auto arrays = fc::read_npz(a.bn_file);
-    for (const auto& [k, t] : arrays)
-      if (k != "gamma" && k != "beta" && k != "mean" && k != "var" && k != "eps")
-        throw fc::InputError(a.bn_file + ": unexpected key '" + k + "' (expected gamma, beta, mean, var, eps)");
+    const auto arrays = fc::read_npz(a.bn_file, {"gamma", "beta", "mean", "var", "eps"}, max_values);
     if (arrays.count("gamma")) gamma = arrays.at("gamma").data;
     if (arrays.count("beta")) beta = arrays.at("beta").data;
     if (arrays.count("mean")) mean = arrays.at("mean").data;
@@ -100,16 +99,27 @@ int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
   check_finite(in.original, "--original");
   const bool npy = a.original.size() > 4 && a.original.substr(a.original.size() - 4) == ".npy";
   in.dtype = a.dtype.empty() ? (npy ? fc::read_npy(a.original).dtype : fc::DType::Float32) : fc::dtype_from_name(a.dtype);
-  for (auto* v : {&in.original, &in.observed})
+  // Values are checked in the dtype they are computed in: a finite value past its range
+  // would become an infinity that is never scored.
+  for (const auto& [v, flag] : {std::pair{&in.original, "--original"}, std::pair{&in.observed, "--observed"}}) {
+    if (const std::string bad = fc::first_overflow(*v, in.dtype); !bad.empty())
+      throw fc::InputError(fmt::format("{}: {}", flag, bad));
     for (double& x : *v) {
       const double r = fc::round_to(in.dtype, x);
       if (npy && r != x && !std::isnan(x))
         throw fc::InputError(fmt::format("{}: value {:.17g} is not a {} value", a.original, x, fc::name(in.dtype)));
       x = r;
     }
-  in.bn = load_bn(a, in.bn_given, in.bn_source);
-  for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
+  }
+  in.bn = load_bn(a, in.bn_given, in.bn_source, static_cast<std::int64_t>(in.original.size()));
+  const std::string bn_what = "BatchNorm (" + in.bn_source + ")";
+  for (const auto& [v, key] : {std::pair{&in.bn.gamma, "gamma"}, std::pair{&in.bn.beta, "beta"},
+                               std::pair{&in.bn.mean, "mean"}, std::pair{&in.bn.var, "var"}}) {
+    if (const std::string bad = fc::first_overflow(*v, in.dtype); !bad.empty())
+      throw fc::InputError(fmt::format("{}: {}: {}", bn_what, key, bad));
     for (double& x : *v) x = fc::round_to(in.dtype, x);
+  }
+  fc::check_bn_params_in(in.bn, in.bn.gamma.size(), in.dtype, bn_what);
   if (npy && oshape.size() > 1 && in.bn.gamma.size() > 1 && oshape[0] != static_cast<std::int64_t>(in.bn.gamma.size()))
     throw fc::InputError(fmt::format("{}: shape {} has {} output channels but the BatchNorm has {}", a.original,
                                      fc::shape_string(oshape), oshape[0], in.bn.gamma.size()));
@@ -117,7 +127,7 @@ int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
   in.ref_options.threads = o.threads;
   json r = fc::explain(in);
   stamp(r, o);
-  emit(o, o.format == "json" ? r.dump(2) : fc::reports::explain_text(r));
+  emit(o, o.format == "json" ? fc::cli::json_text(r, 2) : fc::reports::explain_text(r));
   return exit_code(r);
 }
 
@@ -132,7 +142,7 @@ int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, cons
   ro.ref.threads = o.threads;
   ro.threads = o.threads;
   ro.progress = progress_printer(o);
-  std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
+  if (!o.quiet) std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
   json r = fc::run_case(spec, ro);
   stamp(r, o);
   if (ro.progress) std::cerr << "\r\033[K";
@@ -155,9 +165,11 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   ea.bn_file = a.bn;
   bool given = false;
   std::string source;
-  in.bn = load_bn(ea, given, source, &in.eps_given);
+  in.bn = load_bn(ea, given, source, static_cast<std::int64_t>(in.x.data.size()), &in.eps_given);
   if (!a.weights.empty()) {
     in.weights = fc::read_npy(a.weights);
+    if (in.weights->shape.empty())
+      throw fc::InputError(a.weights + ": a scalar; conv weights need an output-channel axis (OIHW)");
     check_finite(in.weights->data, a.weights);
   }
   if (!a.bias.empty()) {
@@ -177,7 +189,7 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   in.ref.threads = o.threads;
   json r = fc::diagnose(in);
   stamp(r, o);
-  emit(o, o.format == "json" ? r.dump(2) : fc::reports::diagnose_text(r));
+  emit(o, o.format == "json" ? fc::cli::json_text(r, 2) : fc::reports::diagnose_text(r));
   return exit_code(r);
 }
 
@@ -228,8 +240,17 @@ int main(int argc, char** argv) {
   std::int64_t max_elements = 0;
   app.add_option("--max-elements", max_elements,
                  "Refuse any tensor (in a file, a model or a case) with more elements than this, before allocating it "
-                 "(default 2^28 = 268435456, or FOLDCHECK_MAX_ELEMENTS)")
-      ->check(CLI::PositiveNumber);
+                 "(default 2^28 = 268435456, or FOLDCHECK_MAX_ELEMENTS; at most 2^40)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long long n = std::strtoll(text.c_str(), &end, 10);
+            if (text.empty() || *end || errno || n < 1 || n > fc::kMaxElementLimit)
+              return fmt::format("must be an integer from 1 to 2^40 = {}, got '{}'", fc::kMaxElementLimit, text);
+            return "";
+          },
+          "N"));
 
   OutputOptions eo, ro;
   ExplainArgs ea;
@@ -283,10 +304,10 @@ int main(int argc, char** argv) {
   diag->add_option("--weights", da.weights, "Conv weights (.npy, OIHW); without: the layer is the BatchNorm alone");
   diag->add_option("--bias", da.bias, "Conv bias (.npy, one per output channel)");
   diag->add_option("--observed", da.observed, "Observed output (.npy); its dtype is the compared type")->required();
-  diag->add_option("--stride", da.stride, "Conv stride")->check(CLI::PositiveNumber)->capture_default_str();
-  diag->add_option("--dilation", da.dilation, "Conv dilation")->check(CLI::PositiveNumber)->capture_default_str();
+  diag->add_option("--stride", da.stride, "Conv stride")->check(fc::cli::finite_number(0, true))->capture_default_str();
+  diag->add_option("--dilation", da.dilation, "Conv dilation")->check(fc::cli::finite_number(0, true))->capture_default_str();
   diag->add_option("--padding", da.padding, "Conv padding (symmetric); default: inferred from the shapes")
-      ->check(CLI::NonNegativeNumber);
+      ->check(fc::cli::finite_number(0, false));
   add_output_options(diag, dopt);
 
   OutputOptions aopt;
@@ -334,11 +355,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "foldcheck: error: " << e.what() << "\nRun 'foldcheck --help' for usage.\n";
+    std::cerr << "foldcheck: error: " << fc::cli::one_line(e.what()) << "\nRun 'foldcheck --help' for usage.\n";
     return 2;
   }
   try {
     fc::set_max_elements(max_elements > 0 ? max_elements : fc::max_elements_from_environment());
+    fc::cli::refuse_outputs_that_are_inputs(app);
     if (*explain) return cmd_explain(ea, eo);
     if (*run) return cmd_run(case_path, ro, all_hist, seed, no_attr, attr_elements);
     if (*diag) return cmd_diagnose(da, dopt);
@@ -346,14 +368,10 @@ int main(int argc, char** argv) {
     if (const auto rc = suite_cmds.run()) return *rc;
     if (const auto rc = bisect_cmd.run()) return *rc;
     if (const auto rc = quant_cmd.run()) return *rc;
-  } catch (const fc::InputError& e) {
-    std::cerr << "foldcheck: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::domain_error& e) {
-    std::cerr << "foldcheck: error: " << e.what() << "\n";
-    return 2;
   } catch (const std::exception& e) {
-    std::cerr << "foldcheck: error: " << e.what() << "\n";
+    // InputError (bad input), domain_error (an impossible request) or a library's error: all
+    // one line naming the input, exit 2.
+    std::cerr << "foldcheck: error: " << fc::cli::one_line(e.what()) << "\n";
     return 2;
   }
   return 2;

@@ -32,8 +32,9 @@ void QuantCommand::add_to(CLI::App& app) {
   cmd_->add_option("--bits", bits_, "Integer width (symmetric: -(2^(b-1)-1) .. 2^(b-1)-1)")->check(CLI::Range(2, 16))->capture_default_str();
   cmd_->add_option("--rounding", rounding_, "half_even or half_away")->capture_default_str();
   cmd_->add_flag("--free-scales", free_scales_, "Computed scales are max|x|/qmax as they are (default: rounded up to a power of two)");
-  cmd_->add_option("--write-int", write_int_, "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit")->check(kWritablePath);
-  cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)")->check(kWritablePath);
+  output_file_option(cmd_->add_option("--write-int", write_int_,
+                                      "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit"));
+  output_file_option(cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)"));
   cmd_->add_option("--fold", fold_, "For --write-int: exact, pytorch, tvm, onnxruntime or onnxoptimizer; for --case: the "
                                     "engine recipe of the run-time fold (default there: pytorch)")->capture_default_str();
   add_output_options(cmd_, out_);
@@ -69,14 +70,14 @@ std::optional<int> QuantCommand::run() {
     const json wq = quant_check(wi);
     r["weights"] = {{"scales", wq["scales"]}, {"near_tie", wq["expected_summary"]["near_tie"]}, {"recipes", wq["recipes"]}};
     stamp(r, out_);
-    emit(out_, out_.format == "json" ? r.dump(2) : reports::quant_check_text(r));
+    emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
     return exit_code(r);
   }
   if (weights_.empty() || bn_.empty()) throw InputError("quant-check: give --weights and --bn (or --case)");
   QuantCheckInput in;
   in.weights = read_npy(weights_);
   if (const std::string bad = first_nonfinite(in.weights.data); !bad.empty()) throw InputError(weights_ + ": weights have " + bad);
-  const auto bn = read_npz(bn_);
+  const auto bn = read_npz(bn_, {"gamma", "beta", "mean", "var", "eps"}, static_cast<std::int64_t>(in.weights.data.size()));
   for (const char* k : {"gamma", "beta", "mean", "var"})
     if (!bn.count(k)) throw InputError(fmt::format("{}: no '{}' array", bn_, k));
   if (bn.count("eps") && bn.at("eps").data.size() != 1) throw InputError(bn_ + "[eps]: must hold one value");
@@ -88,7 +89,7 @@ std::optional<int> QuantCommand::run() {
   const std::size_t C = static_cast<std::size_t>(in.weights.shape.at(0));
   for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
     if (v->size() == 1 && C > 1) v->assign(C, v->front());
-  check_bn_params(in.bn, C, bn_);
+  check_bn_params_in(in.bn, C, in.weights.dtype, bn_);
   in.spec = spec;
   in.ref.precision = out_.precision;
   in.ref.threads = out_.threads;
@@ -108,7 +109,7 @@ std::optional<int> QuantCommand::run() {
   }
   json r = quant_check(in);
   stamp(r, out_);
-  emit(out_, out_.format == "json" ? r.dump(2) : reports::quant_check_text(r));
+  emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
   return exit_code(r);
 }
 

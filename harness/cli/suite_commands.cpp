@@ -2,10 +2,12 @@
 #include "suite_commands.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "foldcheck/errors.hpp"
 #include "foldcheck/input_file.hpp"
@@ -35,6 +37,25 @@ json read_report(const std::string& path, const std::string& what) {
   return r;
 }
 
+// Runs `job` on reports read from users' files. Their structure is checked where it is
+// read (read_report, result_file names); a report that passes those checks but still lacks
+// a value, or holds one of the wrong type or length, surfaces as a JSON or range error deep
+// in the merge or a renderer: it is bad input, named by the command's files, not a bare
+// "[json.exception...]" or "vector::_M_range_check".
+int as_report_error(const std::string& files, const std::function<int()>& job) {
+  try {
+    return job();
+  } catch (const InputError&) {
+    throw;
+  } catch (const nlohmann::json::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("[json.exception", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+    throw InputError(fmt::format("{}: a report is not well-formed ({})", files, why));
+  } catch (const std::out_of_range&) {
+    throw InputError(fmt::format("{}: a report is not well-formed (a value is missing, or lists of different lengths)", files));
+  }
+}
+
 }  // namespace
 
 namespace fs = std::filesystem;
@@ -44,8 +65,8 @@ namespace {
 // DIR/report.json, report.md, report.html, junit.xml (and the full results, if given).
 void write_report_dir(const std::string& dir, const json& report, const std::map<std::string, json>& results) {
   fs::create_directories(fs::path(dir) / "results");
-  for (const auto& [file, r] : results) reports::write_file_atomically((fs::path(dir) / file).string(), r.dump(1) + "\n");
-  reports::write_file_atomically((fs::path(dir) / "report.json").string(), report.dump(1) + "\n");
+  for (const auto& [file, r] : results) reports::write_file_atomically((fs::path(dir) / file).string(), json_text(r, 1) + "\n");
+  reports::write_file_atomically((fs::path(dir) / "report.json").string(), json_text(report, 1) + "\n");
   reports::write_file_atomically((fs::path(dir) / "report.md").string(), reports::report_markdown(report));
   reports::write_file_atomically((fs::path(dir) / "report.html").string(), reports::report_html(report));
   reports::write_file_atomically((fs::path(dir) / "junit.xml").string(), reports::report_junit(report));
@@ -85,14 +106,14 @@ void SuiteCommands::add_to(CLI::App& app) {
   compare_->add_option("report", current_, "The new report (a suite report.json, or a run / accuracy-diff JSON)")->required();
   compare_->add_option("--baseline", baseline_, "The baseline report (e.g. reports/baselines/nightly.json)")->required();
   compare_->add_option("--tolerance", tolerance_, "Relative growth allowed for |ULP| percentiles, ppm and bound ratios")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_number(0, false))
       ->capture_default_str();
   compare_->add_option("--ulp-floor", ulp_floor_, "Growth in ULP always allowed (added to the tolerance)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_number(0, false))
       ->capture_default_str();
-  compare_->add_option("--ppm-floor", ppm_floor_, "Growth in ppm always allowed")->check(CLI::NonNegativeNumber)->capture_default_str();
+  compare_->add_option("--ppm-floor", ppm_floor_, "Growth in ppm always allowed")->check(finite_number(0, false))->capture_default_str();
   compare_->add_option("--ratio-floor", ratio_floor_, "Growth of bound ratios always allowed")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_number(0, false))
       ->capture_default_str();
   add_output_options(compare_, compare_out_, {"text", "json", "markdown"});
 }
@@ -113,26 +134,43 @@ std::optional<int> SuiteCommands::run() {
     std::cout << counts_line(r.report, out_dir_);
     return exit_code(r.report);
   }
-  if (*merge_) {
-    std::vector<json> parts;
-    std::map<std::string, json> results;
-    for (const std::string& p : merge_inputs_) {
-      parts.push_back(read_report(p, "report"));
-      const fs::path dir = fs::path(p).parent_path();
-      for (const json& e : parts.back().value("entries", json::array()))
-        if (e.contains("result_file") && fs::exists(dir / e["result_file"].get<std::string>()))
-          results[e["result_file"]] = read_json_input((dir / e["result_file"].get<std::string>()).string(), "result");
+  if (*merge_) return as_report_error(fmt::format("merge {}", fmt::join(merge_inputs_, ", ")), [&] { return merge(); });
+  if (*compare_) return as_report_error(fmt::format("compare {} --baseline {}", current_, baseline_), [&] { return compare(); });
+  return std::nullopt;
+}
+
+int SuiteCommands::merge() {
+  std::vector<json> parts;
+  std::map<std::string, json> results;
+  for (const std::string& p : merge_inputs_) {
+    parts.push_back(read_report(p, "report"));
+    const fs::path dir = fs::path(p).parent_path();
+    for (const json& e : parts.back().value("entries", json::array())) {
+      if (!e.is_object() || !e.contains("result_file")) continue;
+      const std::string file = e["result_file"].is_string() ? e["result_file"].get<std::string>() : e["result_file"].dump();
+      // A report names where its results lie: only results/STEM.json, inside the shard's
+      // directory when read and inside -o when written.
+      if (!is_result_file_name(file))
+        throw InputError(fmt::format("{}: result_file '{}' is not a result file name (results/NAME.json)", p, file));
+      if (fs::exists(dir / file)) {
+        json r = read_json_input((dir / file).string(), "result");
+        if (!results.emplace(file, std::move(r)).second)
+          throw InputError(fmt::format("{}: result_file '{}' is named by two entries", p, file));
+      }
     }
-    json merged = merge_reports(parts);
-    json times = json::object();  // the shards' per-entry seconds, when they kept them
-    for (const json& p : parts)
-      if (p.contains("timing")) times.update(p["timing"].value("entries", json::object()));
-    if (!times.empty()) merged["timing"] = {{"entries", times}};
-    write_report_dir(merge_dir_, merged, results);
-    std::cout << counts_line(merged, merge_dir_);
-    return exit_code(merged);
   }
-  if (*compare_) {
+  json merged = merge_reports(parts);
+  json times = json::object();  // the shards' per-entry seconds, when they kept them
+  for (const json& p : parts)
+    if (p.contains("timing") && p["timing"].is_object()) times.update(p["timing"].value("entries", json::object()));
+  if (!times.empty()) merged["timing"] = {{"entries", times}};
+  write_report_dir(merge_dir_, merged, results);
+  std::cout << counts_line(merged, merge_dir_);
+  return exit_code(merged);
+}
+
+int SuiteCommands::compare() {
+  {
     reports::CompareOptions co;
     co.tolerance = tolerance_;
     co.ulp_floor = ulp_floor_;
@@ -145,10 +183,9 @@ std::optional<int> SuiteCommands::run() {
     d["report"] = current_;
     d["baseline"] = baseline_;
     const std::string& f = compare_out_.format;
-    emit(compare_out_, f == "json" ? d.dump(2) : f == "markdown" ? reports::compare_markdown(d) : reports::compare_text(d));
+    emit(compare_out_, f == "json" ? json_text(d, 2) : f == "markdown" ? reports::compare_markdown(d) : reports::compare_text(d));
     return exit_code(d);
   }
-  return std::nullopt;
 }
 
 }  // namespace foldcheck::cli

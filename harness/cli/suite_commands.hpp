@@ -18,6 +18,8 @@ class SuiteCommands {
   std::optional<int> run();
 
  private:
+  int merge();
+  int compare();
   CLI::App *suite_ = nullptr, *merge_ = nullptr, *compare_ = nullptr;
   OutputOptions suite_out_, merge_out_, compare_out_;
   std::string suite_file_, out_dir_, shard_ = "1/1", merge_dir_, current_, baseline_;

@@ -34,4 +34,22 @@ void check_bn_params(const ref::BnParams& bn, std::size_t channels, const std::s
                                  what, bn.eps));
 }
 
+std::string first_overflow(const std::vector<double>& v, DType t) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (std::isfinite(v[i]) && !std::isfinite(round_to(t, v[i])))
+      return fmt::format("{:g} at index {} is past {}'s range (largest finite {:g})", v[i], i, name(t), info(t).max_finite);
+  return "";
+}
+
+void check_bn_params_in(const ref::BnParams& bn, std::size_t channels, DType t, const std::string& what) {
+  check_bn_params(bn, channels, what);
+  const DType a = info(t).arithmetic;
+  const double eps = round_to(a, bn.eps);
+  for (std::size_t c = 0; c < channels; ++c)
+    if (!(round_to(a, round_to(t, bn.var[c]) + eps) > 0))
+      throw InputError(fmt::format("{}: var + eps is 0 in {} at channel {} (var {:g}, eps {:g} is {:g} in {}): "
+                                   "1/sqrt(var + eps) would be infinite",
+                                   what, name(a), c, bn.var[c], bn.eps, eps, name(a)));
+}
+
 }  // namespace foldcheck

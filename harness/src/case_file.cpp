@@ -25,6 +25,25 @@ struct Ctx {
   }
 };
 
+// The value a name lookup (dtype_from_name, recipe_from_name, ...) gives for `v`, with the
+// case file and field in every message: `v` must be a string, and the lookup's own
+// InputError ("unknown dtype 'float8' ...") is prefixed with where it came from.
+template <class Lookup>
+auto by_name(const Ctx& c, const json& v, const std::string& field, Lookup lookup) {
+  if (!v.is_string()) c.fail(field, "must be a string");
+  try {
+    return lookup(v.get<std::string>());
+  } catch (const InputError& e) {
+    c.fail(field, e.what());
+  }
+}
+
+// The entries of a list field (InputError unless `v` is a non-empty array).
+const json& list_field(const Ctx& c, const json& v, const std::string& field) {
+  if (!v.is_array() || v.empty()) c.fail(field, "must be a non-empty list");
+  return v;
+}
+
 void check_keys(const Ctx& c, const json& j, const std::string& where, const std::set<std::string>& allowed) {
   if (!j.is_object()) c.fail(where, "must be an object");
   for (auto it = j.begin(); it != j.end(); ++it)
@@ -80,6 +99,8 @@ TensorSpec tensor_spec(const Ctx& c, const json& j, const std::string& field) {
     number(c, a.value("mean", json(0.0)), field + ".init.normal.mean");
   } else if (kind == "uniform") {
     check_keys(c, a, field + ".init.uniform", {"low", "high"});
+    for (const char* k : {"low", "high"})
+      if (!a.contains(k)) c.fail(field + ".init.uniform", std::string("needs '") + k + "'");
     if (number(c, a.at("low"), field + ".init.uniform.low") > number(c, a.at("high"), field + ".init.uniform.high"))
       c.fail(field, "uniform low > high");
   } else if (kind == "const") {
@@ -144,10 +165,13 @@ std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, c
   if (static_cast<std::int64_t>(spec.prefix.size()) > n)
     throw InputError(case_path + ": " + tensor + ".prefix is longer than the tensor");
   std::copy(spec.prefix.begin(), spec.prefix.end(), v.begin());
-  for (auto& x : v) {
+  for (auto& x : v)
     if (!std::isfinite(x)) throw InputError(case_path + ": " + tensor + ": contains NaN or Inf");
-    x = round_to(t, x);
-  }
+  // Checked in the type the case computes in: a finite value past T's range would become
+  // an infinity that is never scored.
+  if (const std::string bad = first_overflow(v, t); !bad.empty())
+    throw InputError(case_path + ": " + tensor + ": " + bad);
+  for (auto& x : v) x = round_to(t, x);
   return v;
 }
 
@@ -155,7 +179,27 @@ std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, c
 
 CaseSpec load_case(const std::string& path) { return load_case(read_json_input(path, "case file"), path); }
 
+namespace {
+CaseSpec load_case_fields(const json& j, const std::string& path);
+}  // namespace
+
+// Every field is checked where it is read, with its name in the message. A value of a
+// type no check foresaw still surfaces as nlohmann's exception: it is bad input too, and
+// is named by the case file here rather than as a bare "[json.exception...]".
 CaseSpec load_case(const json& j, const std::string& path) {
+  try {
+    return load_case_fields(j, path);
+  } catch (const nlohmann::json::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("[json.exception", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+    throw InputError(path + ": case: " + why);
+  } catch (const JsonAccessError&) {
+    throw InputError(path + ": case: a value is missing");
+  }
+}
+
+namespace {
+CaseSpec load_case_fields(const json& j, const std::string& path) {
   Ctx c{path};
   check_keys(c, j, "case", {"name", "description", "seed", "conv", "input", "weights", "conv_bias", "bn", "compare",
                             "observed_weights", "quantize"});
@@ -227,16 +271,18 @@ CaseSpec load_case(const json& j, const std::string& path) {
   check_keys(c, cmp, "compare", {"dtypes", "recipes", "accumulation", "bn_form", "variants"});
   if (cmp.contains("dtypes")) {
     s.dtypes.clear();
-    for (const auto& d : cmp["dtypes"]) s.dtypes.push_back(dtype_from_name(d.get<std::string>()));
+    for (const auto& d : list_field(c, cmp["dtypes"], "compare.dtypes"))
+      s.dtypes.push_back(by_name(c, d, "compare.dtypes", [](const std::string& n) { return dtype_from_name(n); }));
   }
   s.recipes = all_recipes();
   if (cmp.contains("recipes")) {
     s.recipes.clear();
-    for (const auto& r : cmp["recipes"]) s.recipes.push_back(recipe_from_name(r.get<std::string>()));
+    for (const auto& r : list_field(c, cmp["recipes"], "compare.recipes"))
+      s.recipes.push_back(by_name(c, r, "compare.recipes", [](const std::string& n) { return recipe_from_name(n); }));
   }
   if (cmp.contains("accumulation")) {
     s.accumulations.clear();
-    for (const auto& a : cmp["accumulation"]) {
+    for (const auto& a : list_field(c, cmp["accumulation"], "compare.accumulation")) {
       if (!a.is_string()) c.fail("compare.accumulation", "entries must be strings");
       try {
         s.accumulations.push_back(order_from_name(a.get<std::string>()));
@@ -265,7 +311,8 @@ CaseSpec load_case(const json& j, const std::string& path) {
     }
     if (s.variants.empty()) c.fail("compare.variants", "needs at least one variant ({} is the default arithmetic)");
   }
-  if (cmp.contains("bn_form")) s.bn_form = bn_form_from_name(cmp["bn_form"].get<std::string>());
+  if (cmp.contains("bn_form"))
+    s.bn_form = by_name(c, cmp["bn_form"], "compare.bn_form", [](const std::string& n) { return bn_form_from_name(n); });
   if (s.dtypes.empty() || s.accumulations.empty()) c.fail("compare", "needs at least one dtype and accumulation order");
 
   if (j.contains("observed_weights")) {
@@ -279,6 +326,7 @@ CaseSpec load_case(const json& j, const std::string& path) {
       c.fail("observed_weights.prefix", std::to_string(v.size()) + " values but the weights have " +
                                             std::to_string(n_weights));
     s.observed_weights_prefix = v;
+    if (o.contains("note") && !o["note"].is_string()) c.fail("observed_weights.note", "must be a string");
     s.observed_note = o.value("note", "");
   }
   if (j.contains("quantize")) {
@@ -292,13 +340,15 @@ CaseSpec load_case(const json& j, const std::string& path) {
     }
     if (qz.contains("per_channel")) q.per_channel = qz["per_channel"].get<bool>();
     if (qz.contains("pow2")) q.pow2 = qz["pow2"].get<bool>();
-    if (qz.contains("rounding")) q.rounding = quant_rounding_from_name(qz["rounding"].get<std::string>());
+    if (qz.contains("rounding"))
+      q.rounding = by_name(c, qz["rounding"], "quantize.rounding", [](const std::string& n) { return quant_rounding_from_name(n); });
     s.quantize = q;
   }
-  // Validate the BN statistics once in float64 (materialize re-checks per dtype).
-  materialize(s, DType::Float64);
+  // Validate the values once in every compared dtype (draws, BN statistics as computed).
+  for (const DType t : s.dtypes) (void)materialize(s, t);
   return s;
 }
+}  // namespace
 
 CaseData materialize(const CaseSpec& s, DType t) {
   const auto& g = s.geometry;
@@ -322,7 +372,7 @@ CaseData materialize(const CaseSpec& s, DType t) {
   bn.bn.mean = draw(s.path, s.mean, "bn.mean", g.O, s.seed, t);
   bn.bn.var = draw(s.path, s.var, "bn.var", g.O, s.seed, t);
   bn.bn.eps = s.eps;
-  check_bn_params(bn.bn, static_cast<std::size_t>(g.O), s.path + ": bn");
+  check_bn_params_in(bn.bn, static_cast<std::size_t>(g.O), t, s.path + ": bn");
   d.graph.nodes = {conv, bn};
   return d;
 }

@@ -17,7 +17,7 @@ using namespace detail;
 using json = nlohmann::json;
 
 json score_json(const Score& s, const Layer& L, const std::vector<double>& obs, const Model& h) {
-  json j{{"verdict", s.expected() ? "EXPECTED" : "UNEXPECTED"},
+  json j{{"verdict", s.vacuous() ? "MISTRUSTED" : s.expected() ? "EXPECTED" : "UNEXPECTED"},
          {"max_ratio_to_bound", std::isfinite(s.max_ratio) ? json(s.max_ratio) : json("inf")},
          {"elements_beyond_bound", s.beyond},
          {"max_abs_difference", s.max_abs_diff},
@@ -135,7 +135,10 @@ json diagnose(const DiagnoseInput& in) {
   const bool ok = gs.expected();
   json best = nullptr;
   std::string summary;
-  if (ok) {
+  if (gs.vacuous()) {
+    summary = "every value of the layer as given is zero: the observation matches, but a wrong scale or shift would "
+              "match too, so this compares nothing (MISTRUSTED)";
+  } else if (ok) {
     summary = fmt::format("the observed output is the layer as given, up to rounding (worst element at {:.3g} of "
                           "its bound, max {:.3g} ULP)",
                           gs.max_ratio, gs.max_abs_ulp);
@@ -165,7 +168,7 @@ json diagnose(const DiagnoseInput& in) {
              {"k", L.k},
              {"u", info(info(L.dtype).arithmetic).unit_roundoff}}},
            {"as_given", score_json(gs, L, obs, given)},
-           {"verdict", ok ? "EXPECTED" : "UNEXPECTED"},
+           {"verdict", gs.vacuous() ? "MISTRUSTED" : ok ? "EXPECTED" : "UNEXPECTED"},
            {"best", best},
            {"hypotheses", hj},
            {"summary", summary}};

@@ -163,6 +163,7 @@ Score score(const Model& h, const Layer& L, const std::vector<double>& obs) {
       ++s.nonfinite;
       continue;
     }
+    if (y != 0) ++s.nonzero;
     const ld d = static_cast<ld>(obs[i]) - y;
     const double yd = static_cast<double>(y);
     const double q = ulp(L.dtype, yd, static_cast<double>(y - static_cast<ld>(yd)));

@@ -41,7 +41,11 @@ struct Model {
 struct Score {
   double max_ratio = 0, max_abs_ulp = 0, rms_ulp = 0, p50 = 0, p99 = 0, max_abs_diff = 0;
   std::int64_t beyond = 0, nonfinite = 0, worst = -1;
+  std::int64_t nonzero = 0;  // elements whose model value is not zero
   bool expected() const { return nonfinite == 0 && beyond == 0; }
+  // Within the bound, but every model value is zero (or there were none): nothing that a
+  // wrong scale or shift would move was compared, so this is no evidence (MISTRUSTED).
+  bool vacuous() const { return expected() && nonzero == 0; }
 };
 
 Score score(const Model& h, const Layer& L, const std::vector<double>& obs);

@@ -7,11 +7,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "foldcheck/errors.hpp"
 #include "foldcheck/limits.hpp"
+#include "foldcheck/reports/output_file.hpp"
 
 namespace foldcheck {
 namespace {
@@ -38,6 +41,8 @@ std::string read_input_file(const std::string& path, const std::string& kind) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) cannot_read(path, kind, errno);
   if (S_ISDIR(st.st_mode)) cannot_read(path, kind, EISDIR);
+  // No output of this run may replace a file it reads (output_file.hpp).
+  if (S_ISREG(st.st_mode)) reports::note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
   const std::uint64_t limit = max_input_bytes();
   auto too_big = [&](const std::string& size) {
     throw InputError(fmt::format("{}: {} bytes, over the limit of {} bytes for a {} (raise it with --max-elements or "
@@ -65,13 +70,22 @@ std::string read_input_file(const std::string& path, const std::string& kind) {
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& where) {
   using json = nlohmann::json;
-  const json::parser_callback_t depth_guard = [&](int depth, json::parse_event_t, json&) {
+  // Nesting is bounded (the DOM is recursive), and a key given twice in one object is
+  // refused: JSON leaves duplicates undefined and nlohmann keeps the last, so `"eps": 1e-5,
+  // ..., "eps": 0.1` would silently use one of two values the user wrote.
+  std::vector<std::set<std::string>> open_objects;
+  const json::parser_callback_t guard = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxJsonDepth)
       throw InputError(fmt::format("{}: invalid JSON: nested deeper than {} levels", where, kMaxJsonDepth));
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == json::parse_event_t::key && !open_objects.empty() &&
+        !open_objects.back().insert(parsed.get<std::string>()).second)
+      throw InputError(fmt::format("{}: invalid JSON: key '{}' appears twice in one object", where, parsed.get<std::string>()));
     return true;
   };
   try {
-    return json::parse(text, depth_guard);
+    return json::parse(text, guard);
   } catch (const json::parse_error& e) {
     // nlohmann's what() starts "[json.exception.parse_error.101] parse error at ...": keep
     // the part after the tag.

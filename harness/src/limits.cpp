@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -26,7 +27,8 @@ std::atomic<std::int64_t> g_max_elements{kDefaultMaxElements};
 std::int64_t max_elements() { return g_max_elements.load(std::memory_order_relaxed); }
 
 void set_max_elements(std::int64_t n) {
-  if (n < 1) throw InputError(fmt::format("the element limit must be >= 1 (got {})", n));
+  if (n < 1 || n > kMaxElementLimit)
+    throw InputError(fmt::format("the element limit must be between 1 and 2^40 = {} (got {})", kMaxElementLimit, n));
   g_max_elements.store(n, std::memory_order_relaxed);
 }
 
@@ -36,9 +38,20 @@ std::int64_t max_elements_from_environment() {
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(v, &end, 10);
-  if (errno || *end || n < 1)
-    throw InputError(fmt::format("FOLDCHECK_MAX_ELEMENTS='{}': expected a positive integer", v));
+  if (errno || *end || n < 1 || n > kMaxElementLimit)
+    throw InputError(fmt::format("FOLDCHECK_MAX_ELEMENTS='{}': expected an integer from 1 to 2^40 = {}", v, kMaxElementLimit));
   return n;
+}
+
+void check_fits_in_memory(std::uint64_t elements, std::uint64_t bytes_per_element, const std::string& what) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: nothing to compare against
+  const double memory = static_cast<double>(pages) * static_cast<double>(page);
+  const double need = static_cast<double>(elements) * static_cast<double>(bytes_per_element);
+  if (need > 0.75 * memory)
+    throw InputError(fmt::format("{}: {} elements need about {:.1f} GB ({} bytes each), over 3/4 of this machine's "
+                                 "{:.1f} GB of memory",
+                                 what, elements, need / 1e9, bytes_per_element, memory / 1e9));
 }
 
 std::int64_t checked_element_count(const Shape& shape, const std::string& what) {

@@ -2,6 +2,9 @@
 
 #include <zip.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -262,11 +265,52 @@ void write_npy(const std::string& path, const Tensor& t) { reports::write_file_a
 
 namespace {
 
+// The bytes of member `i`, read in chunks: memory grows with the bytes that are really
+// there, never with the size the archive's directory claims (a 188-byte archive may claim
+// 4 GB). The .npy header is checked as soon as it has arrived, so a member whose shape is
+// over the element limit is refused after its first chunk, whatever it decompresses to.
+std::string read_member(zip_t* z, zip_uint64_t i, const zip_stat_t& st, const std::string& what, std::int64_t max_values) {
+  zip_file_t* f = zip_fopen_index(z, i, 0);
+  if (!f) throw InputError(what + ": cannot read member (" + zip_strerror(z) + ")");
+  std::string bytes;
+  bool header_checked = false;
+  char buf[1 << 16];
+  try {
+    while (true) {
+      const zip_int64_t got = zip_fread(f, buf, sizeof buf);
+      if (got < 0) throw InputError(what + ": cannot read member (" + zip_file_strerror(f) + ")");
+      if (got == 0) break;
+      bytes.append(buf, static_cast<std::size_t>(got));
+      if (bytes.size() > st.size) throw InputError(what + ": member longer than the archive says (" + std::to_string(st.size) + " bytes)");
+      if (!header_checked && bytes.size() >= 12) {
+        const std::size_t len = bytes[6] == 1 ? (static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8) + 10
+                                              : kMaxHeaderBytes + 12;
+        if (bytes.size() >= std::min<std::size_t>(len, st.size)) {
+          const NpyHeader h = parse_header(bytes, what);  // magic, dict, shape over the limit: refused here
+          if (max_values > 0 && h.count > max_values)
+            throw InputError(fmt::format("{}: shape {} has {} values, more than the {} this command can use", what,
+                                         shape_string(h.shape), h.count, max_values));
+          header_checked = true;
+        }
+      }
+    }
+  } catch (...) {
+    zip_fclose(f);
+    throw;
+  }
+  zip_fclose(f);
+  if (bytes.size() != st.size) throw InputError(what + ": truncated member (" + std::to_string(bytes.size()) + " of " + std::to_string(st.size) + " bytes)");
+  return bytes;
+}
+
 // Every member "<key>.npy" of an open archive; `z` is discarded here whatever happens.
-std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what) {
+// With `expected` non-empty, a key outside it is refused before any member is read.
+std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what, const std::vector<std::string>& expected,
+                                          std::int64_t max_values) {
   std::map<std::string, Tensor> out;
   try {
     const zip_int64_t n = zip_get_num_entries(z, 0);
+    std::vector<std::pair<zip_uint64_t, zip_stat_t>> members;
     for (zip_int64_t i = 0; i < n; ++i) {
       zip_stat_t st;
       zip_stat_init(&st);
@@ -276,18 +320,20 @@ std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what) {
       const std::string name = st.name;
       if (name.size() < 4 || name.substr(name.size() - 4) != ".npy") continue;
       const std::string key = name.substr(0, name.size() - 4);
+      if (!expected.empty() && std::find(expected.begin(), expected.end(), key) == expected.end()) {
+        std::string list;
+        for (const std::string& k : expected) list += (list.empty() ? "" : ", ") + k;
+        throw InputError(what + ": unexpected key '" + key + "' (expected " + list + ")");
+      }
       if (st.size > max_input_bytes())
         throw InputError(what + "[" + key + "]: " + std::to_string(st.size) + " bytes, over the limit of " +
                          std::to_string(max_input_bytes()) + " (raise it with --max-elements or FOLDCHECK_MAX_ELEMENTS)");
-      zip_file_t* f = zip_fopen_index(z, static_cast<zip_uint64_t>(i), 0);
-      if (!f) throw InputError(what + ": cannot read member " + name + " (" + zip_strerror(z) + ")");
-      std::string bytes(static_cast<std::size_t>(st.size), '\0');
-      const zip_int64_t got = zip_fread(f, bytes.data(), st.size);
-      const std::string err = got < 0 ? zip_file_strerror(f) : "";
-      zip_fclose(f);
-      if (got < 0) throw InputError(what + ": cannot read member " + name + " (" + err + ")");
-      if (static_cast<std::uint64_t>(got) != st.size) throw InputError(what + ": truncated member " + name);
-      out[key] = parse_npy(bytes, what + "[" + key + "]");
+      members.emplace_back(static_cast<zip_uint64_t>(i), st);
+    }
+    for (const auto& [i, st] : members) {
+      const std::string name = st.name, key = name.substr(0, name.size() - 4);
+      if (out.count(key)) throw InputError(what + ": key '" + key + "' appears twice");
+      out[key] = parse_npy(read_member(z, i, st, what + "[" + key + "]", max_values), what + "[" + key + "]");
     }
   } catch (...) {
     zip_discard(z);
@@ -305,7 +351,8 @@ std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what) {
 
 }  // namespace
 
-std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::string& what) {
+std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::string& what,
+                                        const std::vector<std::string>& expected, std::int64_t max_values) {
   zip_error_t ze;
   zip_error_init(&ze);
   zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &ze);
@@ -316,10 +363,13 @@ std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::str
     not_a_zip(what, &ze);
   }
   zip_error_fini(&ze);
-  return npz_members(z, what);
+  return npz_members(z, what, expected, max_values);
 }
 
-std::map<std::string, Tensor> read_npz(const std::string& path) { return parse_npz(read_input_file(path, ".npz archive"), path); }
+std::map<std::string, Tensor> read_npz(const std::string& path, const std::vector<std::string>& expected,
+                                       std::int64_t max_values) {
+  return parse_npz(read_input_file(path, ".npz archive"), path, expected, max_values);
+}
 
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays) {
   int err = 0;

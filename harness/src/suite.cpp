@@ -1,7 +1,10 @@
 // Suites and shard merging (suite.hpp).
 #include "foldcheck/suite.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -48,7 +51,26 @@ std::size_t count(const json& e, const char* key, std::size_t fallback, const st
 std::string file_stem_for(const std::string& name) {
   std::string s;
   for (const char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
-  return s.empty() ? "entry" : s;
+  if (s.empty()) return "entry";
+  // Long names keep a readable prefix and a hash of the whole name, so that the result file
+  // name stays far below NAME_MAX (255 bytes) and long names that share a prefix differ.
+  if (s.size() > kMaxStem) {
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+    for (const unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+    s = fmt::format("{}-{:016x}", s.substr(0, kMaxStem - 17), h);
+  }
+  return s;
+}
+
+bool is_result_file_name(const std::string& f) {
+  const std::string prefix = "results/", suffix = ".json";
+  if (f.size() <= prefix.size() + suffix.size() || f.compare(0, prefix.size(), prefix) != 0 ||
+      f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0 || f.size() > prefix.size() + kMaxStem + suffix.size())
+    return false;
+  const std::string stem = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
+  return std::all_of(stem.begin(), stem.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+  });
 }
 
 SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
@@ -66,6 +88,7 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
   plan.name = suite.value("name", fs::path(suite_path).stem().string());
   plan.description = suite.value("description", "");
   std::set<std::string> names;
+  std::map<std::string, std::string> stems;  // result file stem -> the entry name that has it
   const std::size_t n = suite["entries"].size();
   for (std::size_t i = 0; i < n; ++i) {
     const json& e = suite["entries"][i];
@@ -118,6 +141,12 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
       ao.seed = count(e, "seed", 0, where);
     }
     if (!names.insert(se.name).second) throw InputError(fmt::format("{}: entry name '{}' is used twice", where, se.name));
+    // Distinct names can map to one file name ('x/y' and 'x_y'): one result would be lost.
+    const auto [at, fresh] = stems.emplace(file_stem_for(se.name), se.name);
+    if (!fresh)
+      throw InputError(fmt::format("{}: entry name '{}' and entry name '{}' both give the result file results/{}.json "
+                                   "(rename one)",
+                                   where, se.name, at->second, at->first));
     plan.entries.push_back(std::move(se));
   }
   return plan;

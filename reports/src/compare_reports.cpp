@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "markdown_cell.hpp"
+
 #include "foldcheck/reports/summary.hpp"
 
 namespace foldcheck::reports {
@@ -273,11 +275,12 @@ std::string compare_markdown(const json& d) {
   std::string s = fmt::format("## foldcheck compare: {}\n\n", d["regressions"].get<std::int64_t>() ? "❌ regression" : "✅ no regression");
   s += "_" + tolerance_line(d) + "_\n\n| entry | status | changes |\n|---|---|---|\n";
   for (const json& e : d["entries"])
-    s += fmt::format("| {} | {} | {} |\n", e["name"].get<std::string>(), e["status"].get<std::string>(), e["changes"].size());
+    s += fmt::format("| {} | {} | {} |\n", markdown_cell(e["name"].get<std::string>()), e["status"].get<std::string>(),
+                     e["changes"].size());
   for (const json& e : d["entries"]) {
     if (e["changes"].empty()) continue;
-    s += fmt::format("\n### {} ({})\n\n", e["name"].get<std::string>(), e["status"].get<std::string>());
-    for (const json& c : e["changes"]) s += "- " + change_line(c) + "\n";
+    s += fmt::format("\n### {} ({})\n\n", markdown_cell(e["name"].get<std::string>()), e["status"].get<std::string>());
+    for (const json& c : e["changes"]) s += "- " + markdown_cell(change_line(c)) + "\n";
   }
   return s;
 }

@@ -36,6 +36,11 @@ std::string explain_text(const json& j) {
                      e["bound_ulp"].get<double>());
   }
   if (el.size() > show) s += fmt::format("  ... {} more elements (see --format json)\n", el.size() - show);
+  const std::size_t total = j.value("elements_total", el.size());
+  if (total > el.size())
+    s += fmt::format("  ({} of {} elements are listed: those farthest from the exact fold for their bound; the "
+                     "recipes, histogram and verdict below cover all {})\n",
+                     el.size(), total, total);
   s += "\nrecipes (bit-exact replay, a-priori bound):\n";
   for (const auto& r : j["recipes"])
     s += fmt::format("  {:<14} {:<10} bound {:>6.3g} ULP  {}\n", r["name"].get<std::string>(),

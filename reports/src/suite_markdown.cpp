@@ -1,6 +1,8 @@
 // Markdown summary of a suite report (suite_reports.hpp).
 #include <fmt/format.h>
 
+#include "markdown_cell.hpp"
+
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
@@ -13,12 +15,7 @@ namespace {
 
 std::string num(const json& v) { return v.is_number() ? fmt::format("{:.3g}", v.get<double>()) : std::string("–"); }
 
-// Markdown table cells must not contain '|' or newlines.
-std::string cell(std::string s) {
-  for (char& c : s)
-    if (c == '|' || c == '\n') c = ' ';
-  return s;
-}
+std::string cell(const std::string& s) { return markdown_cell(s); }
 
 }  // namespace
 

@@ -14,13 +14,24 @@ using json = nlohmann::json;
 std::string escape(const std::string& s) {
   std::string r;
   for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
     switch (c) {
       case '&': r += "&amp;"; break;
       case '<': r += "&lt;"; break;
       case '>': r += "&gt;"; break;
       case '"': r += "&quot;"; break;
       case '\'': r += "&#39;"; break;
-      default: r += c;
+      // Kept through attribute-value normalization, which would turn them into spaces.
+      case '\t': r += "&#9;"; break;
+      case '\n': r += "&#10;"; break;
+      case '\r': r += "&#13;"; break;
+      default:
+        // XML 1.0 cannot hold other C0 controls even as character references (a report
+        // with one is not well-formed), nor DEL sensibly: shown as U+FFFD.
+        if (u < 0x20 || u == 0x7f)
+          r += "\xEF\xBF\xBD";
+        else
+          r += c;
     }
   }
   return r;

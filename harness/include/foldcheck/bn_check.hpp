@@ -11,11 +11,23 @@
 #include <cstddef>
 #include <string>
 
+#include "foldcheck/dtype.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck {
 
 void check_bn_params(const ref::BnParams& bn, std::size_t channels, const std::string& what);
+
+// check_bn_params for parameters already rounded to T (an infinity there means a value
+// past T's range: refused), and then 1/sqrt(var + eps) as the folds compute it: var + eps
+// in T's arithmetic type with eps converted to it (recipes.cpp) must be > 0 for every
+// channel. eps > 0 in double does not give that: 1e-50 is 0 in float32, and with a zero
+// variance the fold would divide by zero.
+void check_bn_params_in(const ref::BnParams& bn, std::size_t channels, DType t, const std::string& what);
+
+// The first finite value of v that T cannot hold (it rounds to an infinity), as a message
+// fragment ("70000 at index 0 is past float16's range (largest finite 65504)"), or "".
+std::string first_overflow(const std::vector<double>& v, DType t);
 
 // The first NaN or infinity of v, as a message fragment ("NaN at index 3"), or "".
 std::string first_nonfinite(const std::vector<double>& v);

@@ -18,12 +18,22 @@
 namespace foldcheck {
 
 inline constexpr std::int64_t kDefaultMaxElements = std::int64_t(1) << 28;
+// The largest limit that can be set: 2^40 elements (8 TiB of doubles, beyond any machine),
+// so that every size derived from the limit (bytes, with headroom) stays far from 2^63.
+inline constexpr std::int64_t kMaxElementLimit = std::int64_t(1) << 40;
 
 std::int64_t max_elements();
 void set_max_elements(std::int64_t n);  // n >= 1
 // The limit from FOLDCHECK_MAX_ELEMENTS if set (InputError if it is not a positive integer),
 // else kDefaultMaxElements.
 std::int64_t max_elements_from_environment();
+
+// A command that holds `bytes_per_element` bytes for each of `elements` elements (measured
+// per command, with headroom): InputError naming `what` when that exceeds 3/4 of this
+// machine's physical memory, before anything is computed, instead of an out-of-memory kill
+// or a bare std::bad_alloc an hour later. The element limit alone cannot say this: it is
+// per tensor, and commands hold from 8 to ~250 bytes per element.
+void check_fits_in_memory(std::uint64_t elements, std::uint64_t bytes_per_element, const std::string& what);
 
 // The number of elements of `shape`; InputError naming `what` if a dimension is negative,
 // the product overflows, or it exceeds max_elements().

@@ -29,8 +29,15 @@ IntArray read_npy_ints(const std::string& path);
 void write_npy_ints(const std::string& path, const Shape& shape, const std::vector<std::int64_t>& values, int width);  // width 1 (int8) or 4 (int32)
 
 // All members of an .npz as tensors, keyed by name without ".npy".
-std::map<std::string, Tensor> read_npz(const std::string& path);
-std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::string& what);
+// expected: the keys the caller knows; any other is refused before a member is read
+// (empty: every key is returned). Members are read in chunks (no allocation from sizes
+// the archive claims) and each .npy header is checked before the member's data is read;
+// max_values > 0: a member with more values is refused from its header (BatchNorm
+// parameters: one per channel, never more than the weights).
+std::map<std::string, Tensor> read_npz(const std::string& path, const std::vector<std::string>& expected = {},
+                                       std::int64_t max_values = 0);
+std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::string& what,
+                                        const std::vector<std::string>& expected = {}, std::int64_t max_values = 0);
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays);
 
 }  // namespace foldcheck

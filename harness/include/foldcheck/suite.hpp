@@ -72,7 +72,16 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts);
 // --no-timing). Throws InputError otherwise.
 nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports);
 
-// "a/b c" -> "a_b_c": a name usable as a file name.
+// "a/b c" -> "a_b_c": a name usable as a file name (letters, digits, '-', '.', '_'), at
+// most kMaxStem bytes (longer names: a prefix and a hash of the whole name). Not
+// injective ('x/y' and 'x_y' give one stem): plan_suite refuses a suite whose entries
+// collide.
+inline constexpr std::size_t kMaxStem = 120;
 std::string file_stem_for(const std::string& name);
+
+// Whether `f` is a result file name a suite writes ("results/STEM.json", STEM as
+// file_stem_for makes it): merge reads and writes only such names, so a report cannot
+// direct a write outside the output directory ("../x", "/etc/x").
+bool is_result_file_name(const std::string& f);
 
 }  // namespace foldcheck

@@ -1,18 +1,30 @@
 #pragma once
-// Write a whole file atomically: the content goes to a temporary file in the same
-// directory which is renamed over the target only after a successful write and flush,
-// so an interrupted run never leaves a partial report. A failed write (disk full, file
-// size limit, I/O error) removes the temporary file and leaves any previous file at
-// `path` as it was. Throws std::runtime_error "PATH: ... (REASON)".
+// Writing output files.
 //
-// writable_problem tells, before a long run, whether `path` could be written: "" if a
-// file can be created in its directory (the probe is created and removed), else the
-// reason ("PATH: cannot write (No such file or directory)").
+// write_file_atomically(path, content): a regular file (new, or replacing one) is written
+// to a temporary file created exclusively (O_EXCL | O_NOFOLLOW, a random fixed-length
+// name) in the target's directory and renamed over the target only after a complete write
+// and fsync, so an interrupted run never leaves a partial report and a symlink planted at
+// the temporary's name is never followed. A failed write (disk full, file size limit, I/O
+// error) removes the temporary and leaves the previous file as it was. A symlink at `path`
+// is followed (the file it names is replaced, the link kept). An existing file that is not
+// regular (/dev/null, /dev/stdout on a pipe or terminal, a FIFO) is written in place and
+// never replaced. A file this process noted as one of its inputs is never written. Throws
+// std::runtime_error "PATH: ... (REASON)".
+//
+// writable_problem tells, before a long run, whether `path` could be written: "" if so
+// (for a regular target: a temporary can be created in its directory; the probe is
+// removed), else the reason ("PATH: cannot write (No such file or directory)").
+//
+// note_input_file records a file (device, inode) read as an input, so that no output
+// replaces it (`run case.json -o case.json`).
+#include <cstdint>
 #include <string>
 
 namespace foldcheck::reports {
 
 void write_file_atomically(const std::string& path, const std::string& content);
 std::string writable_problem(const std::string& path);
+void note_input_file(std::uint64_t device, std::uint64_t inode);
 
 }  // namespace foldcheck::reports

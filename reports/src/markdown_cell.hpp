@@ -1,0 +1,26 @@
+#pragma once
+// Text from a report (entry names, paths, reasons) put into a Markdown table cell or
+// heading: '|' would end the cell and a line break the row, so '|' is escaped as "\|",
+// line breaks become spaces and other control characters U+FFFD. Nothing else changes, so
+// ordinary names read as they are.
+#include <string>
+
+namespace foldcheck::reports {
+
+inline std::string markdown_cell(const std::string& s) {
+  std::string r;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '|')
+      r += "\\|";
+    else if (c == '\n' || c == '\r' || c == '\t')
+      r += ' ';
+    else if (u < 0x20 || u == 0x7f)
+      r += "\xEF\xBF\xBD";
+    else
+      r += c;
+  }
+  return r;
+}
+
+}  // namespace foldcheck::reports

@@ -1,0 +1,212 @@
+// Hostile inputs and invocations through the foldcheck executable (issue 17): outputs that
+// are devices, FIFOs or inputs; messages that carry a file's control bytes; reports whose
+// names hold what their format cannot; verdicts where nothing was compared; and the memory
+// a refusal may take.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_run.hpp"
+#include "foldcheck/npy.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace foldcheck_cli_test;
+
+namespace {
+
+const char* kCase = R"({"seed": 1, "conv": {"in_channels": 2, "out_channels": 2, "kernel": 3, "padding": 1},
+  "input": {"shape": [1, 2, 4, 4], "init": {"normal": {}}}, "weights": {"init": {"normal": {"std": 0.3}}}})";
+
+void put(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = tmp(name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Peak resident set of one run of foldcheck with `args` (KiB), from wait4's rusage of that
+// child alone; `code` gets its exit status. fork, not posix_spawn: a child that shares this
+// process's memory until exec (vfork, CLONE_VM) inherits its high-water mark.
+long peak_rss_kib(const std::vector<std::string>& args, int& code) {
+  std::vector<std::string> argv_s{FOLDCHECK_BIN};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  REQUIRE(wait4(pid, &status, 0, &ru) == pid);
+  code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return ru.ru_maxrss;
+}
+
+// An .npz whose one member `key` is `count` float64 zeros, deflated (a 128 MiB member is
+// ~130 KB on disk).
+void write_deflated_npz(const fs::path& path, const std::string& key, std::int64_t count) {
+  foldcheck::Tensor t{{count}, std::vector<double>(static_cast<std::size_t>(count), 0.0), foldcheck::DType::Float64};
+  const std::string bytes = foldcheck::serialize_npy(t);
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  REQUIRE(z);
+  zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+  REQUIRE(src);
+  const zip_int64_t i = zip_file_add(z, (key + ".npy").c_str(), src, ZIP_FL_OVERWRITE);
+  REQUIRE(i >= 0);
+  zip_set_file_compression(z, static_cast<zip_uint64_t>(i), ZIP_CM_DEFLATE, 1);
+  REQUIRE(zip_close(z) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("outputs: a FIFO is written in place, not replaced by a file", "[cli][hostile][outputs]") {
+  const fs::path d = fresh_dir("fifo");
+  const fs::path fifo = d / "out.fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // A reader is there before foldcheck opens it, so its open does not block; the output (a
+  // few KB) fits in the pipe's buffer.
+  const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rd >= 0);
+  const Result r = run("explain --original 2.1122932 --observed 2.1122828 -o " + fifo.string());
+  std::string got;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(rd, buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
+  ::close(rd);
+  CHECK(r.code == 0);
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK(got.find("verdict: EXPECTED") != std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST_CASE("outputs: -o /dev/stdout on a pipe writes to the pipe", "[cli][hostile][outputs]") {
+  const Result r = run("explain --original 2.1122932 --observed 2.1122828 --format json -o /dev/stdout");
+  CHECK(r.code == 0);
+  CHECK(json::parse(r.out)["verdict"] == "EXPECTED");
+}
+
+TEST_CASE("quiet runs: -q leaves stderr empty on success and only the error line on failure", "[cli][hostile][messages]") {
+  const fs::path d = fresh_dir("quiet");
+  put(d / "case.json", kCase);
+  const Result ok = run("run " + (d / "case.json").string() + " -q --no-attribution -o " + (d / "r.json").string());
+  CHECK(ok.code == 0);
+  CHECK(ok.err.empty());
+  put(d / "bad.json", R"({"seed": 1})");
+  const Result bad = run("run " + (d / "bad.json").string() + " -q");
+  CHECK(bad.code == 2);
+  CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+  CHECK(bad.err.rfind("foldcheck: error: ", 0) == 0);
+  fs::remove_all(d);
+}
+
+TEST_CASE("messages: control bytes from file names and contents are escaped", "[cli][hostile][messages]") {
+  const fs::path d = fresh_dir("control");
+  // A file name with an escape sequence (clears a terminal) and a key with a newline.
+  const std::string name = std::string("a\x1b[2Jb") + ".json";
+  const Result missing = run("run '" + (d / name).string() + "'");
+  CHECK(missing.code == 2);
+  CHECK(missing.err.find('\x1b') == std::string::npos);
+  CHECK(missing.err.find("\\x1b[2Jb.json") != std::string::npos);
+  put(d / "k.json", "{\"seed\": 1, \"co\\nlour\\u0007\": 1}");
+  const Result key = run("run " + (d / "k.json").string());
+  CHECK(key.code == 2);
+  CHECK(std::count(key.err.begin(), key.err.end(), '\n') == 1);
+  CHECK(key.err.find('\x07') == std::string::npos);
+  CHECK(key.err.find("co\\nlour\\x07") != std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST_CASE("reports: entry names with control characters and '|' are escaped per format",
+          "[cli][hostile][reports]") {
+  const fs::path d = fresh_dir("names");
+  put(d / "case.json", kCase);
+  put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "tab\there|pipe\u0001bell\nnewline"},
+                                       {"case": "case.json", "name": "plain"}]})");
+  const Result r = run("suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " -q --no-timing");
+  REQUIRE(r.code == 0);
+  const std::string junit = slurp(d / "out" / "junit.xml");
+  const auto controls = [](const std::string& t) {
+    return std::count_if(t.begin(), t.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; });
+  };
+  CHECK(controls(junit) == 0);
+  CHECK(junit.find("tab&#9;here|pipe\xEF\xBF\xBD" "bell&#10;newline") != std::string::npos);
+  const std::string md = slurp(d / "out" / "report.md");
+  CHECK(md.find("tab here\\|pipe\xEF\xBF\xBD" "bell newline") != std::string::npos);
+  const std::string html = slurp(d / "out" / "report.html");
+  CHECK(controls(html) == 0);
+  fs::remove_all(d);
+}
+
+TEST_CASE("reports: a result whose text is not UTF-8 is written with U+FFFD, not refused", "[cli][hostile][reports]") {
+  const fs::path d = fresh_dir("utf8");
+  put(d / "\xff.json", kCase);
+  const Result r = run("run '" + (d / "\xff.json").string() + "' --no-attribution --format json -q");
+  CHECK(r.code == 0);
+  CHECK(json::parse(r.out)["verdict"] == "EXPECTED");
+  fs::remove_all(d);
+}
+
+TEST_CASE("nothing compared is never a pass: explain and diagnose on all-zero values are MISTRUSTED",
+          "[cli][hostile][verdicts]") {
+  const Result e = run("explain --original 0,0,0 --observed 0,0,0 --format json");
+  CHECK(e.code == 1);
+  CHECK(json::parse(e.out)["verdict"] == "MISTRUSTED");
+  const Result g = run("explain --original 1,2 --observed 0,0 --gamma 0 --format json");
+  CHECK(g.code == 1);
+  CHECK(json::parse(g.out)["verdict"] == "MISTRUSTED");
+  // diagnose: a BatchNorm with gamma = beta = 0 makes every output 0.
+  const fs::path d = fresh_dir("zeros");
+  using foldcheck::DType;
+  using foldcheck::Tensor;
+  foldcheck::write_npy((d / "x.npy").string(), Tensor{{1, 2, 2, 2}, std::vector<double>(8, 0.5), DType::Float32});
+  foldcheck::write_npy((d / "y.npy").string(), Tensor{{1, 2, 2, 2}, std::vector<double>(8, 0.0), DType::Float32});
+  foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                 {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                 {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                 {"var", Tensor{{2}, {1, 1}, DType::Float32}}});
+  const Result dg = run("diagnose --input " + (d / "x.npy").string() + " --bn " + (d / "bn.npz").string() +
+                        " --observed " + (d / "y.npy").string() + " --format json");
+  CHECK(dg.code == 1);
+  CHECK(json::parse(dg.out)["verdict"] == "MISTRUSTED");
+  fs::remove_all(d);
+}
+
+TEST_CASE("refusals of hostile archives stay small: under 200 MB of peak memory", "[cli][hostile][memory]") {
+  const fs::path d = fresh_dir("archives");
+  // 128 MiB of zeros each, ~130 KB on disk: once read whole before the key or the length was
+  // looked at.
+  write_deflated_npz(d / "unknown.npz", "sigma", std::int64_t(1) << 24);
+  write_deflated_npz(d / "long.npz", "gamma", std::int64_t(1) << 24);
+  REQUIRE(fs::file_size(d / "unknown.npz") < (1u << 20));
+  for (const char* f : {"unknown.npz", "long.npz"}) {
+    INFO(f);
+    int code = 0;
+    const long kib = peak_rss_kib({"explain", "--original", "1,2", "--observed", "1,2", "--bn", (d / f).string()}, code);
+    CHECK(code == 2);
+    CHECK(kib < 200 * 1024);
+  }
+  fs::remove_all(d);
+}
