@@ -255,6 +255,12 @@ std::map<std::string, Setup> setups() {
                                      return "explain --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
                                    },
                                    true, "FOLDCHECK_MAX_ELEMENTS=11 "};
+  s["diagnose-empty-tensor"] = {[](const fs::path& d) {
+    put(d / "x.npy", npy_f32({2, 0}));
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
+    return "diagnose --input " + (d / "x.npy").string() + " --bn " + (d / "bn.npz").string() + " --observed " +
+           (d / "x.npy").string();
+  }};
   s["empty-tensor"] = {[](const fs::path& d) {
     const std::string m = model(d, "m.onnx");
     put(d / "x.npy", npy_f32({0, 2, 4, 4}));
@@ -405,6 +411,7 @@ std::map<std::string, Setup> setups() {
     put(d / "a.json", "{}");
     return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string() + " --ulp-floor -1";
   }};
+  s["flag-unknown-name"] = {[](const fs::path&) { return std::string("explain --dtype float8 --original 1,2 --observed 1,2"); }};
   s["max-elements-too-large"] = {[](const fs::path&) {
     return std::string("explain --max-elements 1152921504606846976 --original 1,2 --observed 1,2");
   }};

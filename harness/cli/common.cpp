@@ -71,6 +71,19 @@ CLI::Validator finite_number(double lo, bool strict, double hi) {
       "NUMBER");
 }
 
+CLI::Validator known_name(std::function<void(const std::string&)> lookup) {
+  return CLI::Validator(
+      [lookup](std::string& text) -> std::string {
+        try {
+          lookup(text);
+        } catch (const InputError& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "NAME");
+}
+
 CLI::Option* output_file_option(CLI::Option* o) {
   output_options().push_back(o);
   return o->check(kWritablePath);

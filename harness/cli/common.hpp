@@ -33,6 +33,10 @@ extern const CLI::Validator kWritablePath;
 // Messages are short ("must be a finite number > 0, got 'nan'"), never DBL_MAX's digits.
 CLI::Validator finite_number(double lo, bool strict, double hi = 1e300);
 
+// An option naming one of a set (a dtype, a recipe, a rounding): `lookup` throws InputError
+// for an unknown name, and its message becomes the parse error "--FLAG: unknown ...".
+CLI::Validator known_name(std::function<void(const std::string&)> lookup);
+
 // Declares `o` an output file option: checked with kWritablePath, and known to
 // refuse_outputs_that_are_inputs. Returns `o`.
 CLI::Option* output_file_option(CLI::Option* o);

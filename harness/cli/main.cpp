@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <iostream>
+#include <new>
 #include <optional>
 
 #include "foldcheck/accuracy_diff.hpp"
@@ -160,6 +161,9 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   fc::DiagnoseInput in;
   in.x = fc::read_npy(a.input);
   in.observed = fc::read_npy(a.observed);
+  // An empty layer has nothing to compare (and no channel to divide by).
+  for (const auto& [t, path] : {std::pair{&in.x, &a.input}, std::pair{&in.observed, &a.observed}})
+    if (t->data.empty()) throw fc::InputError(fmt::format("{}: empty tensor (shape {})", *path, fc::shape_string(t->shape)));
   check_finite(in.x.data, a.input);
   ExplainArgs ea;
   ea.bn_file = a.bn;
@@ -168,8 +172,9 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
   in.bn = load_bn(ea, given, source, static_cast<std::int64_t>(in.x.data.size()), &in.eps_given);
   if (!a.weights.empty()) {
     in.weights = fc::read_npy(a.weights);
-    if (in.weights->shape.empty())
-      throw fc::InputError(a.weights + ": a scalar; conv weights need an output-channel axis (OIHW)");
+    if (in.weights->shape.empty() || in.weights->data.empty())
+      throw fc::InputError(fmt::format("{}: shape {}: conv weights need an output-channel axis and at least one value (OIHW)",
+                                       a.weights, fc::shape_string(in.weights->shape)));
     check_finite(in.weights->data, a.weights);
   }
   if (!a.bias.empty()) {
@@ -266,7 +271,8 @@ int main(int argc, char** argv) {
   explain->add_option("--var", ea.var, "Running variance; default 1");
   explain->add_option("--eps", ea.eps, "BatchNorm epsilon; default 1e-5")->each([&](const std::string&) { ea.eps_given = true; });
   explain->add_option("--bn", ea.bn_file, "BatchNorm parameters: .npz with keys gamma, beta, mean, var, eps (each optional)");
-  explain->add_option("--dtype", ea.dtype, "float32 (default for lists), float64, float16 or bfloat16; .npy input: its dtype");
+  explain->add_option("--dtype", ea.dtype, "float32 (default for lists), float64, float16 or bfloat16; .npy input: its dtype")
+      ->check(fc::cli::known_name([](const std::string& n) { (void)fc::dtype_from_name(n); }));
   add_output_options(explain, eo);
 
   std::string case_path;
@@ -332,6 +338,7 @@ int main(int argc, char** argv) {
   adiff->add_option("--input", ad.input, "Model input (.npy, float32); default: seeded standard-normal values");
   adiff->add_option("--seed", ad.seed, "Seed of the default input")->capture_default_str();
   adiff->add_option("--recipe", ad.recipe, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")
+      ->check(fc::cli::known_name([](const std::string& n) { (void)fc::recipe_from_name(n); }))
       ->capture_default_str();
   adiff->add_option("--attribution-elements", ad.attribution_elements,
                     "Outputs attributed per layer and path (0: no attribution)")
@@ -368,6 +375,12 @@ int main(int argc, char** argv) {
     if (const auto rc = suite_cmds.run()) return *rc;
     if (const auto rc = bisect_cmd.run()) return *rc;
     if (const auto rc = quant_cmd.run()) return *rc;
+  } catch (const std::bad_alloc&) {
+    // Sizes are checked against the element limit and the machine's memory before large
+    // allocations; this is what is left (many tensors each under the limit).
+    std::cerr << "foldcheck: error: out of memory: the inputs need more memory than this machine has (a lower "
+                 "--max-elements refuses large tensors before allocating them)\n";
+    return 2;
   } catch (const std::exception& e) {
     // InputError (bad input), domain_error (an impossible request) or a library's error: all
     // one line naming the input, exit 2.

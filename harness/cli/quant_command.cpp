@@ -30,13 +30,17 @@ void QuantCommand::add_to(CLI::App& app) {
   cmd_->add_option("--scales", scales_, "Weight scales: .npy or a comma list (one, or one per channel); default: from max |exact fold|");
   cmd_->add_flag("--per-channel", per_channel_, "One scale per output channel (default: per tensor)");
   cmd_->add_option("--bits", bits_, "Integer width (symmetric: -(2^(b-1)-1) .. 2^(b-1)-1)")->check(CLI::Range(2, 16))->capture_default_str();
-  cmd_->add_option("--rounding", rounding_, "half_even or half_away")->capture_default_str();
+  cmd_->add_option("--rounding", rounding_, "half_even or half_away")
+      ->check(known_name([](const std::string& n) { (void)quant_rounding_from_name(n); }))
+      ->capture_default_str();
   cmd_->add_flag("--free-scales", free_scales_, "Computed scales are max|x|/qmax as they are (default: rounded up to a power of two)");
   output_file_option(cmd_->add_option("--write-int", write_int_,
                                       "Write the integers of --fold to this .npy (int8 up to 8 bits, else int32) and exit"));
   output_file_option(cmd_->add_option("--write-scales", write_scales_, "With --write-int: also write the scales (.npy, float64)"));
   cmd_->add_option("--fold", fold_, "For --write-int: exact, pytorch, tvm, onnxruntime or onnxoptimizer; for --case: the "
-                                    "engine recipe of the run-time fold (default there: pytorch)")->capture_default_str();
+                                    "engine recipe of the run-time fold (default there: pytorch)")
+      ->check(known_name([](const std::string& n) { (void)recipe_from_name(n); }))
+      ->capture_default_str();
   add_output_options(cmd_, out_);
 }
 
