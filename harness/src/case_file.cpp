@@ -1,5 +1,7 @@
 #include "foldcheck/case_file.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -130,10 +132,26 @@ std::uint64_t fnv1a(const std::string& s) {
 }
 
 // Draw n values of a tensor in dtype t. Uniform doubles use the top 53 bits of the
-// 64-bit generator; normals use Box-Muller. Every value is then rounded to t.
+// 64-bit generator; normals use Box-Muller. Prefix values replace the first drawn ones.
+// Every value is checked as it is made, in the type the case computes in (a finite value
+// past T's range would become an infinity that is never scored), then rounded to t: a bad
+// value is refused having touched only the memory of the values before it.
 std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, const std::string& tensor,
                          std::int64_t n, std::uint64_t seed, DType t) {
-  std::vector<double> v(static_cast<std::size_t>(n));
+  if (static_cast<std::int64_t>(spec.prefix.size()) > n)
+    throw InputError(case_path + ": " + tensor + ".prefix is longer than the tensor");
+  std::vector<double> v;
+  v.reserve(static_cast<std::size_t>(n));
+  const auto keep = [&](double x) {
+    const std::size_t k = v.size();
+    if (k < spec.prefix.size()) x = spec.prefix[k];
+    if (!std::isfinite(x)) throw InputError(case_path + ": " + tensor + ": contains NaN or Inf");
+    const double r = round_to(t, x);
+    if (!std::isfinite(r))
+      throw InputError(fmt::format("{}: {}: {:g} at index {} is past {}'s range (largest finite {:g})", case_path, tensor,
+                                   x, k, name(t), info(t).max_finite));
+    v.push_back(r);
+  };
   const json& i = spec.init;
   const std::string kind = i.begin().key();
   const json& a = i.begin().value();
@@ -143,36 +161,54 @@ std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, c
     const double mu = a.value("mean", 0.0), sd = a.value("std", 1.0);
     for (std::int64_t k = 0; k < n; ++k) {
       const double u1 = 1.0 - unit(), u2 = unit();
-      v[k] = mu + sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      keep(mu + sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
     }
   } else if (kind == "uniform") {
     const double lo = a.at("low").get<double>(), hi = a.at("high").get<double>();
-    for (auto& x : v) x = lo + (hi - lo) * unit();
+    for (std::int64_t k = 0; k < n; ++k) keep(lo + (hi - lo) * unit());
   } else if (kind == "const") {
-    std::fill(v.begin(), v.end(), a.get<double>());
+    for (std::int64_t k = 0; k < n; ++k) keep(a.get<double>());
   } else if (kind == "values") {
     if (static_cast<std::int64_t>(a.size()) != n)
       throw InputError(case_path + ": " + tensor + ": " + std::to_string(a.size()) + " values given, shape needs " +
                        std::to_string(n));
-    for (std::int64_t k = 0; k < n; ++k) v[k] = a[k].get<double>();
+    for (std::int64_t k = 0; k < n; ++k) keep(a[k].get<double>());
   } else if (kind == "npy") {
     const Tensor f = read_npy(a.get<std::string>());
     if (f.size() != n)
       throw InputError(a.get<std::string>() + ": " + tensor + " has " + std::to_string(f.size()) +
                        " elements, the case needs " + std::to_string(n));
-    v = f.data;
+    for (const double x : f.data) keep(x);
   }
-  if (static_cast<std::int64_t>(spec.prefix.size()) > n)
-    throw InputError(case_path + ": " + tensor + ".prefix is longer than the tensor");
-  std::copy(spec.prefix.begin(), spec.prefix.end(), v.begin());
-  for (auto& x : v)
-    if (!std::isfinite(x)) throw InputError(case_path + ": " + tensor + ": contains NaN or Inf");
-  // Checked in the type the case computes in: a finite value past T's range would become
-  // an infinity that is never scored.
-  if (const std::string bad = first_overflow(v, t); !bad.empty())
-    throw InputError(case_path + ": " + tensor + ": " + bad);
-  for (auto& x : v) x = round_to(t, x);
   return v;
+}
+
+// The BatchNorm of the case in dtype t, checked as the fold computes it.
+ref::BnParams draw_bn(const CaseSpec& s, DType t) {
+  const std::int64_t O = s.geometry.O;
+  ref::BnParams bn{draw(s.path, s.gamma, "bn.gamma", O, s.seed, t), draw(s.path, s.beta, "bn.beta", O, s.seed, t),
+                   draw(s.path, s.mean, "bn.mean", O, s.seed, t), draw(s.path, s.var, "bn.var", O, s.seed, t), s.eps};
+  check_bn_params_in(bn, static_cast<std::size_t>(O), t, s.path + ": bn");
+  return bn;
+}
+
+// What load_case can check of a tensor without drawing all of it: values given in the
+// file (bounded by its size) are drawn; a constant and a uniform range are checked at
+// their ends. Normal draws are checked value by value when the case is materialized.
+void check_tensor_values(const CaseSpec& s, const TensorSpec& spec, const std::string& tensor, std::int64_t n, DType t) {
+  const std::string kind = spec.init.begin().key();
+  const json& a = spec.init.begin().value();
+  if (kind == "values" || kind == "npy") {
+    (void)draw(s.path, spec, tensor, n, s.seed, t);
+    return;
+  }
+  std::vector<double> ends = spec.prefix;
+  if (kind == "const") ends.push_back(a.get<double>());
+  if (kind == "uniform") ends.insert(ends.end(), {a.at("low").get<double>(), a.at("high").get<double>()});
+  for (const double x : ends)
+    if (std::isfinite(x) && !std::isfinite(round_to(t, x)))
+      throw InputError(fmt::format("{}: {}: {:g} is past {}'s range (largest finite {:g})", s.path, tensor, x, name(t),
+                                   info(t).max_finite));
 }
 
 }  // namespace
@@ -344,8 +380,14 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
       q.rounding = by_name(c, qz["rounding"], "quantize.rounding", [](const std::string& n) { return quant_rounding_from_name(n); });
     s.quantize = q;
   }
-  // Validate the values once in every compared dtype (draws, BN statistics as computed).
-  for (const DType t : s.dtypes) (void)materialize(s, t);
+  // Validate the values in every compared dtype before any run: the BatchNorm as the fold
+  // computes it, the input and weights as far as they can be without drawing them all.
+  for (const DType t : s.dtypes) {
+    (void)draw_bn(s, t);
+    check_tensor_values(s, s.input, "input", g.N * g.C * g.H * g.W, t);
+    check_tensor_values(s, s.weights, "weights", g.O * (g.C / g.groups) * g.KH * g.KW, t);
+    if (s.conv_bias) check_tensor_values(s, s.bias, "conv_bias", g.O, t);
+  }
   return s;
 }
 }  // namespace
@@ -367,12 +409,7 @@ CaseData materialize(const CaseSpec& s, DType t) {
   bn.kind = Node::Kind::BatchNorm;
   bn.name = "bn";
   bn.geometry = g;
-  bn.bn.gamma = draw(s.path, s.gamma, "bn.gamma", g.O, s.seed, t);
-  bn.bn.beta = draw(s.path, s.beta, "bn.beta", g.O, s.seed, t);
-  bn.bn.mean = draw(s.path, s.mean, "bn.mean", g.O, s.seed, t);
-  bn.bn.var = draw(s.path, s.var, "bn.var", g.O, s.seed, t);
-  bn.bn.eps = s.eps;
-  check_bn_params_in(bn.bn, static_cast<std::size_t>(g.O), t, s.path + ": bn");
+  bn.bn = draw_bn(s, t);
   d.graph.nodes = {conv, bn};
   return d;
 }
