@@ -315,6 +315,11 @@ std::map<std::string, Setup> setups() {
       "input": {"shape": [64, 64, 4096, 4096], "init": {"normal": {}}}, "weights": 0.5})");
     return "run " + (d / "case.json").string();
   }};
+  s["case-too-much-memory"] = {[](const fs::path& d) {
+    put(d / "case.json", R"({"seed": 1, "conv": {"in_channels": 1, "out_channels": 1, "kernel": 1, "padding": 8000},
+      "input": {"shape": [1, 1, 1, 1], "init": {"normal": {}}}, "weights": 0.5})");
+    return "run " + (d / "case.json").string();
+  }};
   s["case-empty-values"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": []}}})"); }};
   s["case-values-count"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1, 2, 3]}}})"); }};
   s["suite-bad-entry"] = {[](const fs::path& d) {
