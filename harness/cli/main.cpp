@@ -143,6 +143,7 @@ int cmd_run(const std::string& path, const OutputOptions& o, bool all_hist, cons
   ro.ref.threads = o.threads;
   ro.threads = o.threads;
   ro.progress = progress_printer(o);
+  fc::check_case_fits(spec);  // before the case line: a refusal is one line
   if (!o.quiet) std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
   json r = fc::run_case(spec, ro);
   stamp(r, o);

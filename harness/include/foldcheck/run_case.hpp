@@ -21,6 +21,9 @@ struct RunOptions {
   std::function<void(const std::string&)> progress;  // status lines for long runs (may be empty)
 };
 
+// InputError naming the case when a run of it would need more than 3/4 of this machine's
+// memory (check_fits_in_memory); run_case checks it first.
+void check_case_fits(const CaseSpec& spec);
 nlohmann::json run_case(const CaseSpec& spec, const RunOptions& opts);
 
 }  // namespace foldcheck
