@@ -227,7 +227,13 @@ json merge_reports(const std::vector<json>& reports) {
                                    r["suite"]["name"].dump(), first["suite"]["name"].dump()));
     for (const json& s : r["suite"]["shards"])
       if (!shards.insert(s.get<unsigned>()).second) throw InputError(fmt::format("merge: shard {} given twice", s.get<unsigned>()));
-    for (const json& e : r["entries"]) by_index[e["index"].get<std::int64_t>()] = e;
+    const std::int64_t total = r["suite"]["entries_in_suite"].get<std::int64_t>();
+    for (const json& e : r["entries"]) {
+      // Each entry belongs to one shard: an index twice, or past the suite, is not a shard's.
+      const std::int64_t i = e["index"].get<std::int64_t>();
+      if (i < 0 || i >= total) throw InputError(fmt::format("merge: entry index {} is outside the suite's {} entries", i, total));
+      if (!by_index.emplace(i, e).second) throw InputError(fmt::format("merge: entry index {} appears in two shards", i));
+    }
   }
   const unsigned count = first["suite"]["shard_count"];
   for (unsigned s = 1; s <= count; ++s)
