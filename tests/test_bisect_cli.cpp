@@ -238,7 +238,7 @@ TEST_CASE("bisect --cmd: SIGINT or SIGTERM ends the command's processes, removes
   }
 }
 
-TEST_CASE("bisect --cmd: 200 MB of stderr is not held in memory; the error shows its end", "[cli][bisect]") {
+TEST_CASE("bisect --cmd: 200 MB of stderr is not held in memory, the error shows its end", "[cli][bisect]") {
   const fs::path ref = fake_reference();
   const fs::path tmpdir = tmp("stderr_tmp"), err = tmp("stderr_err.txt");
   fs::remove_all(tmpdir);
