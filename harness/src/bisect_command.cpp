@@ -37,13 +37,15 @@ std::string join(const std::vector<std::string>& v, std::size_t from, std::size_
   return r;
 }
 
+// Whether c may stand in a pass name (check_pass_names), at its start or after it.
 bool pass_char(char c, bool first) {
   const bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
   return first ? alpha : alpha || (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '-';
 }
 
-// Numeric options: finite and in range (a NaN compares false with every limit, so a bare
-// `x <= 0` check would let it through and disable the option).
+// The options bisect_command refuses (bisect.hpp), before anything runs. Numbers must be
+// finite: a NaN compares false with every limit, so a bare `x <= 0` check let it through
+// and it disabled the option.
 void check_options(const ExternalBisectOptions& o) {
   if (o.passes.empty()) throw InputError("bisect: --cmd needs --passes P1,P2,...");
   check_pass_names(o.passes);
