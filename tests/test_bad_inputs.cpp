@@ -515,6 +515,21 @@ std::map<std::string, Setup> setups() {
     };
     return with_run(model(d, "m.onnx", p), d);
   }};
+  // issue 17: external bisect (classes 1, 6, 9) ----------------------------------------
+  const auto bisect = [](const std::string& passes, const std::string& extra, const foldcheck::Shape& ref_shape = {4}) {
+    return [=](const fs::path& d) {
+      put(d / "r.npy", npy(Tensor{ref_shape, std::vector<double>(ref_shape[0], 0.5), DType::Float64}));
+      return "bisect --cmd 'cp " + (d / "r.npy").string() + " {out}' --passes '" + passes + "' --reference " +
+             (d / "r.npy").string() + extra;
+    };
+  };
+  s["bisect-pass-placeholder"] = {bisect("A,{disabled}", "")};
+  s["bisect-pass-shell-text"] = {[=](const fs::path& d) { return bisect("A,$(touch " + (d / "x").string() + ")", "")(d); }, true, "",
+                                 [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "x")); }};
+  s["bisect-timeout-nan"] = {bisect("A", " --timeout nan")};
+  s["bisect-timeout-negative"] = {bisect("A", " --timeout -1")};
+  s["bisect-threshold-nan"] = {bisect("A", " --threshold-ulp nan")};
+  s["bisect-empty-reference"] = {bisect("A", "", {0})};
   // --- accepted on purpose ----------------------------------------------------------------
   s["subnormal-parameters"] = {[](const fs::path& d) {
     return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1e-40, 1]}}, "var": 1e-39}, "compare": {"dtypes": ["float32"]})");

@@ -2,14 +2,90 @@
 // compiler (tests/fake_compiler.sh) whose FastMath pass changes the outputs' value.
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli_run.hpp"
+#include "foldcheck/bisect.hpp"
+#include "foldcheck/npy.hpp"
 #include "schema_check.hpp"
 
 using json = nlohmann::json;
 using namespace foldcheck_cli_test;
+
+namespace {
+
+// Processes whose argv[0] is `program` (a zombie's command line is empty: reaped or not, it
+// is gone). Not the shells or foldcheck that only name it in their arguments.
+std::vector<pid_t> processes_of(const std::string& program) {
+  std::vector<pid_t> r;
+  if (DIR* d = opendir("/proc")) {
+    while (const dirent* e = readdir(d)) {
+      const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+      if (pid <= 0) continue;
+      std::string cmdline = slurp(fs::path("/proc") / e->d_name / "cmdline");
+      if (cmdline.rfind(program + '\0', 0) == 0) r.push_back(pid);
+    }
+    closedir(d);
+  }
+  return r;
+}
+
+// A `sleep` whose path carries a marker unique to this test process (DIR/fcmark_PID_sleep):
+// its processes can be found in /proc, and killed after the test whatever happened.
+struct MarkedSleep {
+  std::string path;
+  MarkedSleep() {
+    const fs::path p = tmp("fcmark_" + std::to_string(getpid()) + "_sleep");
+    fs::remove(p);
+    fs::create_symlink(fs::exists("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep", p);
+    path = p.string();
+  }
+  ~MarkedSleep() {
+    for (const pid_t p : processes_of(path)) kill(p, SIGKILL);
+  }
+  std::vector<pid_t> alive() const { return processes_of(path); }
+  // Background, background in a new session, and (last) in the foreground.
+  std::string stragglers() const { return path + " 1000 & setsid " + path + " 1000 & "; }
+};
+
+// foldcheck with these arguments (no shell), TMPDIR set; stdout to /dev/null, stderr to a file.
+pid_t spawn_foldcheck(const std::vector<std::string>& args, const fs::path& tmpdir, const fs::path& err) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("TMPDIR", tmpdir.c_str(), 1);
+    if (!freopen("/dev/null", "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(99);
+    std::vector<char*> argv{const_cast<char*>(FOLDCHECK_BIN)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(FOLDCHECK_BIN, argv.data());
+    _exit(98);
+  }
+  return pid;
+}
+
+bool no_bisect_folders(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("foldcheck_bisect_", 0) == 0) return false;
+  return true;
+}
+
+fs::path fake_reference() {
+  const fs::path ref = tmp("fake_reference.npy");
+  const std::string env = std::string("FAKE_COMPILER_IMPL=") + FAKE_COMPILER_BIN + " ";
+  REQUIRE(std::system((env + src("tests/fake_compiler.sh") + " --enabled '' --write-reference " + ref.string()).c_str()) == 0);
+  setenv("FAKE_COMPILER_IMPL", FAKE_COMPILER_BIN, 1);
+  return ref;
+}
+
+}  // namespace
 
 TEST_CASE("bisect: the TVM case's per-pass table names FoldScaleAxis as the weights' change, EXPECTED", "[cli][bisect]") {
   const Result r = run("bisect " + src("cases/tvm_thread.json") + " --passes SimplifyInference,FoldConstant,FoldScaleAxis,FuseOps --linear");
@@ -72,4 +148,129 @@ TEST_CASE("bisect: an ONNX model's pairs, each on its real input, the worst laye
   const Result ok = run("bisect " + m + " --opt-level 3 -q");
   CHECK(ok.code == 0);
   CHECK_THAT(ok.out, Catch::Contains("culprit: none"));
+}
+
+TEST_CASE("bisect --cmd: placeholders are expanded in one scan, a value is one shell word and is never expanded again", "[cli][bisect]") {
+  using foldcheck::expand_command;
+  // Values that hold placeholders stay that text; unknown {...} and ${VAR} are left alone.
+  CHECK(expand_command("c {enabled} {disabled} -o {out} {x} ${HOME} {a,b} {out", "{disabled}", "{out}", "/t/{enabled}.npy") ==
+        "c '{disabled}' '{out}' -o '/t/{enabled}.npy' {x} ${HOME} {a,b} {out");
+  CHECK(expand_command("{out}{out}", "", "", "a'b") == "'a'\\''b''a'\\''b'");
+  // Hostile values through /bin/sh: printed back as they are, and nothing in them runs.
+  const fs::path dir = tmp("expand");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string marker = (dir / "pwned").string();
+  const std::string enabled = "{disabled}", disabled = "';touch " + marker + ";'$(touch " + marker + ")`touch " + marker + "`";
+  const fs::path out = dir / "o{enabled}.txt";
+  const std::string cmd = expand_command("printf '%s\\n' {enabled} {disabled} > {out}", enabled, disabled, out.string());
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK_FALSE(fs::exists(marker));
+  CHECK(slurp(out) == enabled + "\n" + disabled + "\n");
+}
+
+TEST_CASE("bisect --cmd: a pass name that is not an identifier is refused before anything runs", "[cli][bisect]") {
+  const fs::path ref = fake_reference();
+  const fs::path marker = tmp("injected");
+  fs::remove(marker);
+  // Sequential replacement expanded the pass named {disabled} again: in configuration 1
+  // '{disabled}' became '';touch …;'' and the text between the quotes ran as shell.
+  const Result r = run("bisect --cmd 'cp " + ref.string() + " {out}; : {enabled} {disabled}' --linear --passes '{disabled},;touch " +
+                       marker.string() + ";' --reference " + ref.string());
+  CHECK(r.code == 2);
+  CHECK(r.err == "foldcheck: error: bisect: pass name '{disabled}' is not an identifier (a letter or '_', then letters, "
+                 "digits, '_', '.', ':' or '-')\n");
+  CHECK_FALSE(fs::exists(marker));
+  for (const std::string bad : {"A,B C", "A,$(id)", "A,`id`", "A,x;y", "A,x|y", "A,x&y", "A,x>y", "A,x<y", "A,x\\y", "A,\"x\"",
+                                "A,-rf", "A,1st"})
+    CHECK(run("bisect --cmd 'true {out}' --passes '" + bad + "' --reference " + ref.string()).code == 2);
+  // Real compilers' names: TVM, LLVM, MLIR, onnxoptimizer, ORT, with '.', ':' and '-'.
+  const Result ok = run("bisect --cmd 'cp " + ref.string() + " {out}' --passes FoldScaleAxis,loop-unroll,canonicalize,"
+                        "fuse_bn_into_conv,ConvBNFusion,affine.loop_fusion,ns::Pass --reference " + ref.string());
+  CHECK(ok.code == 0);
+}
+
+TEST_CASE("bisect --cmd: nothing the command started survives it (success, failure, timeout)", "[cli][bisect]") {
+  const fs::path ref = fake_reference();
+  const MarkedSleep sleeper;
+  const std::string fake = src("tests/fake_compiler.sh");
+  // Success: the fake compiler ran, its background and setsid children are gone.
+  const Result ok = run("bisect --cmd '" + sleeper.stragglers() + fake + " --disabled {disabled} -o {out}' --passes "
+                        "FoldConstant,Reorder,FastMath --reference " + ref.string());
+  CHECK(ok.code == 1);
+  CHECK(sleeper.alive().empty());
+  // A failing command.
+  const Result failed = run("bisect --cmd '" + sleeper.stragglers() + "exit 3; {out}' --passes A --reference " + ref.string());
+  CHECK(failed.code == 2);
+  CHECK(sleeper.alive().empty());
+  // A timeout, with the command itself still running.
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result slow = run("bisect --cmd '" + sleeper.stragglers() + sleeper.path + " 1000; : {out}' --passes A --timeout 0.5 "
+                          "--reference " + ref.string());
+  CHECK(slow.code == 2);
+  CHECK_THAT(slow.err, Catch::Contains("timed out after 0.5 s"));
+  CHECK(sleeper.alive().empty());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+}
+
+TEST_CASE("bisect --cmd: SIGINT or SIGTERM ends the command's processes, removes the temporaries, ends foldcheck by the signal",
+          "[cli][bisect]") {
+  const fs::path ref = fake_reference();
+  const MarkedSleep sleeper;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    const fs::path tmpdir = tmp("signal_tmp");
+    fs::remove_all(tmpdir);
+    fs::create_directories(tmpdir);
+    const pid_t pid = spawn_foldcheck({"bisect", "--cmd", sleeper.stragglers() + sleeper.path + " 1000; : {out}", "--passes", "A",
+                                       "--reference", ref.string()},
+                                      tmpdir, tmp("signal_err.txt"));
+    for (int i = 0; i < 500 && sleeper.alive().size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(sleeper.alive().size() == 3);
+    CHECK_FALSE(no_bisect_folders(tmpdir));  // the run's folder exists while it runs
+    kill(pid, sig);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFSIGNALED(st));
+    CHECK(WTERMSIG(st) == sig);
+    CHECK(sleeper.alive().empty());
+    CHECK(no_bisect_folders(tmpdir));
+  }
+}
+
+TEST_CASE("bisect --cmd: 200 MB of stderr is not held in memory, the error shows its end", "[cli][bisect]") {
+  const fs::path ref = fake_reference();
+  const fs::path tmpdir = tmp("stderr_tmp"), err = tmp("stderr_err.txt");
+  fs::remove_all(tmpdir);
+  fs::create_directories(tmpdir);
+  const pid_t pid = spawn_foldcheck({"bisect", "--cmd",
+                                     "head -c 200000000 /dev/zero | tr '\\0' x >&2; printf '\\nLAST-LINE-OF-STDERR\\n' >&2; exit 5; : {out}",
+                                     "--passes", "A", "--reference", ref.string()},
+                                    tmpdir, err);
+  int st = 0;
+  rusage ru{};
+  REQUIRE(wait4(pid, &st, 0, &ru) == pid);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 2);
+  const std::string e = slurp(err);
+  CHECK_THAT(e, Catch::StartsWith("foldcheck: error: bisect: the command failed (exit 5)") && Catch::Contains("LAST-LINE-OF-STDERR") &&
+                    Catch::Contains("bytes of stderr before this"));
+  CHECK(e.size() < 4000);
+  CHECK(ru.ru_maxrss < 100 * 1024);  // KiB: foldcheck and the children it reaped
+  CHECK(no_bisect_folders(tmpdir));
+}
+
+TEST_CASE("bisect --cmd: a reference of zeros compares nothing: MISTRUSTED, never EXPECTED", "[cli][bisect]") {
+  const fs::path zeros = tmp("zeros.npy");
+  foldcheck::write_npy(zeros.string(), foldcheck::Tensor{{4}, std::vector<double>(4, 0.0), foldcheck::DType::Float32});
+  const Result r = run("bisect --cmd 'cp " + zeros.string() + " {out}' --passes A,B --reference " + zeros.string() + " --format json");
+  CHECK(r.code == 1);
+  const json j = json::parse(r.out);
+  CHECK(schema_errors(j).empty());
+  CHECK(j["verdict"] == "MISTRUSTED");
+  CHECK(j["culprit"].is_null());
+  CHECK_THAT(j["mistrusted"].get<std::string>(), Catch::Contains("every reference value is 0"));
+  const Result text = run("bisect --cmd 'cp " + zeros.string() + " {out}' --passes A,B --reference " + zeros.string());
+  CHECK(text.code == 1);
+  CHECK_THAT(text.out, Catch::Contains("verdict: MISTRUSTED") && Catch::Contains("every reference value is 0"));
 }

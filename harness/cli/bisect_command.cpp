@@ -1,7 +1,10 @@
 // `foldcheck bisect` (bisect_command.hpp).
 #include "bisect_command.hpp"
 
+#include <cmath>
 #include <iostream>
+
+#include <fmt/format.h>
 
 #include "foldcheck/bisect.hpp"
 #include "foldcheck/case_file.hpp"
@@ -15,6 +18,23 @@
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {
+
+namespace {
+
+// A number option that must be finite and >= lo (> lo when `open_lo`): NaN
+// and infinities are refused by name, not passed on to disable what the option limits.
+CLI::Validator finite_from(double lo, bool open_lo, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || (open_lo && v == lo))
+          return "must be " + what + " (got " + text + ")";
+        return std::string();
+      },
+      "NUMBER");
+}
+
+}  // namespace
 
 void BisectCommand::add_to(CLI::App& app) {
   std::string names;
@@ -31,16 +51,18 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_flag("--linear", linear_, "Evaluate every prefix and print the per-pass table");
   cmd_->add_flag("--leave-one-out", leave_one_out_, "The whole pipeline with each pass disabled in turn");
   cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bound / the default margin)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_from(0, false, "a finite number >= 0"));
   cmd_->add_option("--dtype", dtype_, "Case dtype to evaluate (default: the case's first)");
   cmd_->add_option("--cmd", external_,
-                   "External compiler command; {enabled}, {disabled} (comma-separated pass names, one shell word) and "
-                   "{out} (the .npy it must write) are substituted");
+                   "External compiler command (/bin/sh); {enabled}, {disabled} (comma-separated pass names, one quoted "
+                   "shell word) and {out} (the .npy it must write) are substituted, in one pass; other {...} is left as "
+                   "it is. Pass names must be identifiers (letters, digits, _ . : -)");
   cmd_->add_option("--reference", reference_, "Reference outputs for --cmd (.npy, exact or float64)");
   cmd_->add_option("--model", model_, "With --input: compute the --cmd reference as a float64 run of this ONNX model");
   cmd_->add_option("--input", input_, "Model input (.npy): of the ONNX target, or of --model; default for a target: seeded normal");
   cmd_->add_option("--seed", seed_, "Seed of the default model input")->capture_default_str();
-  cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(finite_from(0, true, "a finite number of seconds > 0"))
+      ->capture_default_str();
   add_output_options(cmd_, out_);
 }
 
@@ -55,6 +77,7 @@ std::optional<int> BisectCommand::run() {
   const auto progress = progress_printer(out_);
   json r;
   if (!external_.empty()) {
+    check_pass_names(passes);  // before anything runs: the names are pasted into a shell command
     if (!target_.empty()) throw InputError("bisect: --cmd bisects an external command; leave out the case file");
     if (leave_one_out_) throw InputError("bisect: --leave-one-out is for the internal pipeline");
     ExternalBisectOptions eo;
@@ -67,6 +90,8 @@ std::optional<int> BisectCommand::run() {
     if (!dtype_.empty()) eo.dtype = dtype_from_name(dtype_);
     if (!reference_.empty()) {
       const Tensor t = read_npy(reference_);
+      if (t.data.empty())
+        throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", reference_, shape_string(t.shape)));
       eo.reference = t.data;
       eo.reference_shape = t.shape;
       eo.reference_source = reference_;

@@ -1,16 +1,12 @@
 // `foldcheck bisect --cmd`: an external compiler's passes, bisected through its outputs
 // (bisect.hpp).
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stdlib.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <thread>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -19,6 +15,7 @@
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/version.hpp"
+#include "command_process.hpp"
 
 namespace foldcheck {
 
@@ -40,61 +37,34 @@ std::string join(const std::vector<std::string>& v, std::size_t from, std::size_
   return r;
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
-  return s;
+// Whether c may stand in a pass name (check_pass_names), at its start or after it.
+bool pass_char(char c, bool first) {
+  const bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  return first ? alpha : alpha || (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '-';
 }
 
-std::string tail(const fs::path& p, std::size_t max = 600) {
-  std::ifstream in(p);
-  std::string s{std::istreambuf_iterator<char>(in), {}};
-  return s.size() > max ? "…" + s.substr(s.size() - max) : s;
+// The options bisect_command refuses (bisect.hpp), before anything runs. Numbers must be
+// finite: a NaN compares false with every limit, so a bare `x <= 0` check let it through
+// and it disabled the option.
+void check_options(const ExternalBisectOptions& o) {
+  if (o.passes.empty()) throw InputError("bisect: --cmd needs --passes P1,P2,...");
+  check_pass_names(o.passes);
+  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: --cmd must contain {out} (the .npy it writes)");
+  if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
+    throw InputError(fmt::format("bisect: --timeout must be a finite number of seconds > 0 (got {})", o.timeout_seconds));
+  if (o.threshold_ulp && (!std::isfinite(*o.threshold_ulp) || *o.threshold_ulp < 0))
+    throw InputError(fmt::format("bisect: --threshold-ulp must be a finite number >= 0 (got {})", *o.threshold_ulp));
+  if (o.reference.empty())
+    throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
 }
 
-struct Run {
-  int status = 0;  // exit status, or -1 timed out, -2 killed by a signal
-  double seconds = 0;
-};
-
-// /bin/sh -c cmd in its own process group, stdout and stderr to files; killed (the whole
-// group) after `timeout` seconds.
-Run run_shell(const std::string& cmd, const fs::path& out_log, const fs::path& err_log, double timeout) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("bisect: fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int o = open(out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o >= 0) dup2(o, 1);
-    if (e >= 0) dup2(e, 2);
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  Run r;
-  int st = 0;
-  for (;;) {
-    const pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) break;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r.seconds > timeout) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      r.status = -1;
-      return r;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -2;
-  return r;
-}
-
+// The runs of one bisection: a private temporary directory (under $TMPDIR) for the {out}
+// files, removed by the destructor — also while an Interrupted unwinds.
 class CommandBisector {
  public:
-  explicit CommandBisector(const ExternalBisectOptions& o) : o_(o) {
-    char tmpl[] = "/tmp/foldcheck_bisect_XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("bisect: cannot create a temporary directory");
+  CommandBisector(const ExternalBisectOptions& o, const command::SignalScope& signals) : o_(o), signals_(signals) {
+    std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
     dir_ = tmpl;
     target_ = approximate_values(o.reference, o.dtype);
   }
@@ -102,24 +72,27 @@ class CommandBisector {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
+  CommandBisector(const CommandBisector&) = delete;
+  CommandBisector& operator=(const CommandBisector&) = delete;
 
-  // Configuration k: passes[0..k) enabled.
+  // Configuration k: passes[0..k) enabled. Throws InputError when the run fails, and
+  // command::Interrupted when a signal was caught (the command already ended either way).
   json step(std::size_t k) {
+    signals_.throw_if_pending();
     const std::size_t n = o_.passes.size(), id = ++count_;
     const fs::path out = dir_ / fmt::format("out_{}.npy", id);
-    std::string cmd = replace_all(o_.command, "{enabled}", shell_quote(join(o_.passes, 0, k)));
-    cmd = replace_all(cmd, "{disabled}", shell_quote(join(o_.passes, k, n)));
-    cmd = replace_all(cmd, "{out}", shell_quote(out.string()));
+    const std::string cmd = expand_command(o_.command, join(o_.passes, 0, k), join(o_.passes, k, n), out.string());
     if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, k, n));
-    const fs::path so = dir_ / fmt::format("stdout_{}.txt", id), se = dir_ / fmt::format("stderr_{}.txt", id);
-    const Run r = run_shell(cmd, so, se, o_.timeout_seconds);
+    const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
     json j{{"prefix", k}, {"enabled", json(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + k))},
            {"command", cmd}, {"seconds", r.seconds}};
     if (r.status == -1)
-      throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}", o_.timeout_seconds, cmd));
+      throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}{}", o_.timeout_seconds, cmd,
+                                   stderr_note(r)));
     if (r.status != 0)
-      throw InputError(fmt::format("bisect: the command failed ({}): {}\n{}", r.status == -2 ? "killed by a signal" : fmt::format("exit {}", r.status),
-                                   cmd, tail(se)));
+      throw InputError(fmt::format("bisect: the command failed ({}): {}{}",
+                                   r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
+                                   cmd, stderr_note(r)));
     if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", cmd));
     Tensor y;
     try {
@@ -143,18 +116,26 @@ class CommandBisector {
   }
 
  private:
+  // The end of the command's stderr, for a message (on its own lines after the first).
+  static std::string stderr_note(const command::Outcome& r) {
+    if (!r.err.total()) return {};
+    std::string t = r.err.last(kStderrShown);
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    return "\n" + t;
+  }
+  static constexpr std::size_t kStderrShown = 2000;
+
   const ExternalBisectOptions& o_;
+  const command::SignalScope& signals_;
   fs::path dir_;
   ref::ValueArray target_;
   std::size_t count_ = 0;
 };
 
-}  // namespace
-
-json bisect_command(const ExternalBisectOptions& o) {
-  if (o.passes.empty()) throw InputError("bisect: --cmd needs --passes P1,P2,...");
-  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: --cmd must contain {out} (the .npy it writes)");
-  CommandBisector b(o);
+// The search (or the linear scan) over the configurations, the report as bisect_command
+// returns it.
+json search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
+  CommandBisector b(o, signals);
   const std::size_t n = o.passes.size();
   json steps = json::array();
   json base = b.step(0);
@@ -191,23 +172,74 @@ json bisect_command(const ExternalBisectOptions& o) {
       culprit = o.passes[hi - 1];
     }
   }
-  return {{"tool", "foldcheck"},
-          {"version", kVersion},
-          {"schema_version", kSchemaVersion},
-          {"command", "bisect"},
-          {"external_command", o.command},
-          {"passes", o.passes},
-          {"reference", o.reference_source},
-          {"dtype", name(o.dtype)},
-          {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g} (--threshold-ulp)", limit)
-                                        : fmt::format("max |ULP| > 2 x {:.4g} + 1 = {:.4g} (twice the all-disabled output's "
-                                                      "worst error, plus one ULP), or a NaN",
-                                                      m0, limit)},
-          {"mode", o.linear ? "linear" : "search"},
-          {"culprit", culprit},
-          {"steps", steps},
-          {"evaluations", steps.size()},
-          {"verdict", culprit.is_null() && !base["bad"].get<bool>() ? "EXPECTED" : "UNEXPECTED"}};
+  // Nothing compared is never a pass: against a reference of zeros every output that is
+  // zero too would look perfect, whatever the passes did to the computation.
+  const bool all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
+  const bool expected = culprit.is_null() && !base["bad"].get<bool>();
+  json r{{"tool", "foldcheck"},
+         {"version", kVersion},
+         {"schema_version", kSchemaVersion},
+         {"command", "bisect"},
+         {"external_command", o.command},
+         {"passes", o.passes},
+         {"reference", o.reference_source},
+         {"dtype", name(o.dtype)},
+         {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g} (--threshold-ulp)", limit)
+                                       : fmt::format("max |ULP| > 2 x {:.4g} + 1 = {:.4g} (twice the all-disabled output's "
+                                                     "worst error, plus one ULP), or a NaN",
+                                                     m0, limit)},
+         {"mode", o.linear ? "linear" : "search"},
+         {"culprit", culprit},
+         {"steps", steps},
+         {"evaluations", steps.size()},
+         {"verdict", !expected ? "UNEXPECTED" : all_zero ? "MISTRUSTED" : "EXPECTED"}};
+  if (expected && all_zero)
+    r["mistrusted"] = "every reference value is 0: a command writing zeros matches it whatever its passes do, so nothing was tested";
+  return r;
+}
+
+}  // namespace
+
+std::string expand_command(const std::string& tmpl, const std::string& enabled, const std::string& disabled,
+                           const std::string& out) {
+  const std::pair<const char*, const std::string*> values[] = {{"{enabled}", &enabled}, {"{disabled}", &disabled}, {"{out}", &out}};
+  std::string r;
+  for (std::size_t i = 0; i < tmpl.size();) {
+    bool replaced = false;
+    if (tmpl[i] == '{')
+      for (const auto& [name, value] : values)
+        if (tmpl.compare(i, std::strlen(name), name) == 0) {
+          r += shell_quote(*value);
+          i += std::strlen(name);
+          replaced = true;
+          break;
+        }
+    if (!replaced) r += tmpl[i++];
+  }
+  return r;
+}
+
+void check_pass_names(const std::vector<std::string>& passes) {
+  for (const std::string& p : passes) {
+    bool ok = !p.empty();
+    for (std::size_t i = 0; ok && i < p.size(); ++i) ok = pass_char(p[i], i == 0);
+    if (!ok)
+      throw InputError(fmt::format("bisect: pass name '{}' is not an identifier (a letter or '_', then letters, digits, "
+                                   "'_', '.', ':' or '-')",
+                                   p));
+  }
+}
+
+json bisect_command(const ExternalBisectOptions& o) {
+  check_options(o);
+  command::SignalScope signals;
+  try {
+    json r = search(o, signals);  // its temporary directory is gone when it returns or throws
+    signals.throw_if_pending();
+    return r;
+  } catch (const command::Interrupted& e) {
+    command::SignalScope::die_of(e.signo);
+  }
 }
 
 }  // namespace foldcheck

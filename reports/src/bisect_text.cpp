@@ -68,6 +68,7 @@ std::string bisect_text(const json& r) {
   s += fmt::format("\n{} evaluations. culprit: {}\n", r["evaluations"].get<std::size_t>(),
                    r["culprit"].is_null() ? std::string("none") : r["culprit"].get<std::string>());
   s += fmt::format("verdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
+  if (r.contains("mistrusted")) s += fmt::format("  ({})\n", r["mistrusted"].get<std::string>());
   return s;
 }
 

@@ -54,13 +54,22 @@ nlohmann::json bisect_model(const std::string& path, const std::optional<std::st
                             const BisectOptions& opts);
 
 // External: runs `command` (through /bin/sh, in the caller's working directory) once per
-// configuration, with {enabled} and {disabled} replaced by comma-separated pass names and
-// {out} by a .npy path in a fresh temporary directory that the command must write;
-// compares the output with the reference. Configuration k enables passes[0..k). Bad: max
-// |ULP| above `threshold_ulp`, or by default above 2 m0 + 1, m0 the max |ULP| of the
-// all-disabled output (an independent rounding of the same computation stays near its
-// worst error; a pass that changes the computation's value does not). Configurations 0
-// and n are evaluated, then prefixes are bisected.
+// configuration, expanded by expand_command: {enabled} and {disabled} the comma-separated
+// pass names, {out} a .npy path in a fresh temporary directory under $TMPDIR that the
+// command must write; compares the output with the reference. Configuration k enables
+// passes[0..k). Bad: max |ULP| above `threshold_ulp`, or by default above 2 m0 + 1, m0 the
+// max |ULP| of the all-disabled output (an independent rounding of the same computation
+// stays near its worst error; a pass that changes the computation's value does not).
+// Configurations 0 and n are evaluated, then prefixes are bisected. Verdict MISTRUSTED
+// (not EXPECTED) when no pass is named but every reference value is 0.
+// Each run is its own process group with stdin and stdout /dev/null; its stderr is kept
+// to the last 64 KiB (the end shown when it fails). The group and every process the
+// command left (also those that called setsid: foldcheck is their subreaper) are ended
+// after each run, on a timeout, an error, and on SIGINT/SIGTERM/SIGHUP; on such a signal
+// the temporary directory is removed and foldcheck then ends by that signal.
+// InputError for: no passes, a pass name that is not an identifier (check_pass_names), no
+// {out} in the command, a timeout that is not finite and > 0, a threshold that is not
+// finite and >= 0, an empty reference; and for a failing, timed-out or malformed run.
 struct ExternalBisectOptions {
   std::string command;
   std::vector<std::string> passes;
@@ -74,5 +83,19 @@ struct ExternalBisectOptions {
   std::function<void(const std::string&)> progress;
 };
 nlohmann::json bisect_command(const ExternalBisectOptions& opts);
+
+// The command of one run: one left-to-right scan of `tmpl`; each {enabled}, {disabled} and
+// {out} becomes its value as one single-quoted shell word; everything else, other {...}
+// included (shell brace expansion, ${VAR}), is copied as it is. Substituted text is never
+// scanned again, so a value holding "{out}" stays that text. Write the placeholders outside
+// quotes: inside '...' or "..." the value's own quotes would end the template's.
+std::string expand_command(const std::string& tmpl, const std::string& enabled, const std::string& disabled,
+                           const std::string& out);
+
+// Throws InputError naming the first pass name that is not an identifier: a letter or '_',
+// then letters, digits, '_', '.', ':' or '-' (TVM FoldScaleAxis, LLVM loop-unroll, MLIR
+// canonicalize, onnxoptimizer fuse_bn_into_conv). Refused: empty names, spaces,
+// braces, quotes and every shell metacharacter.
+void check_pass_names(const std::vector<std::string>& passes);
 
 }  // namespace foldcheck

@@ -1,0 +1,299 @@
+// Running an external command without leaving anything behind (command_process.hpp).
+#include "command_process.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace foldcheck::command {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Written by the handlers only: the first terminating signal caught, and the self-pipe.
+volatile sig_atomic_t g_signal = 0;
+int g_wake[2] = {-1, -1};
+
+constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+constexpr auto kGrace = std::chrono::milliseconds(1000);  // between SIGTERM and SIGKILL
+
+extern "C" void on_signal(int s) {
+  const int saved_errno = errno;
+  if (s != SIGCHLD && g_signal == 0) g_signal = s;
+  if (g_wake[1] >= 0) {
+    const char c = 0;
+    [[maybe_unused]] const ssize_t n = write(g_wake[1], &c, 1);
+  }
+  errno = saved_errno;
+}
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// An owned file descriptor.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+// Every process below foldcheck in the process tree (from /proc; zombies included), with
+// whether it is foldcheck's own child. Empty where /proc is not mounted.
+struct Descendant {
+  pid_t pid;
+  bool child;
+};
+std::vector<Descendant> descendants() {
+  std::multimap<pid_t, pid_t> children;  // ppid -> pid
+  if (DIR* d = opendir("/proc")) {
+    while (const dirent* e = readdir(d)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      if (pid <= 0 || *end) continue;
+      std::ifstream in(fmt::format("/proc/{}/stat", pid));
+      std::string stat((std::istreambuf_iterator<char>(in)), {});
+      const std::size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+      if (paren == std::string::npos) continue;
+      char state = 0;
+      long ppid = 0;
+      if (std::sscanf(stat.c_str() + paren + 1, " %c %ld", &state, &ppid) == 2) children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
+    }
+    closedir(d);
+  }
+  const pid_t self = getpid();
+  std::vector<Descendant> r;
+  std::vector<pid_t> todo{self};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    const auto [lo, hi] = children.equal_range(p);
+    for (auto it = lo; it != hi; ++it) {
+      r.push_back({it->second, p == self});
+      todo.push_back(it->second);
+    }
+  }
+  return r;
+}
+
+// Reaps foldcheck's children among `ds` (blocking: only after SIGKILL).
+void reap(const std::vector<Descendant>& ds, bool block) {
+  for (const Descendant& d : ds)
+    if (d.child)
+      while (waitpid(d.pid, nullptr, block ? 0 : WNOHANG) < 0 && errno == EINTR) {
+      }
+}
+
+// Sends `sig` to the group `pgid` (while its leader is unreaped, so the id cannot have been
+// reused) and to every descendant.
+void signal_all(pid_t pgid, bool leader_unreaped, int sig, const std::vector<Descendant>& ds) {
+  if (leader_unreaped) kill(-pgid, sig);
+  for (const Descendant& d : ds) kill(d.pid, sig);
+}
+
+// Ends the command's process group and every descendant of foldcheck, and reaps them:
+// SIGTERM, up to kGrace for them to exit, then SIGKILL until none is left (a process
+// forking meanwhile is caught in a later round; orphans come back to the subreaper).
+void end_everything(pid_t pgid, bool leader_unreaped) {
+  std::vector<Descendant> ds = descendants();
+  if (!leader_unreaped && ds.empty()) return;
+  signal_all(pgid, leader_unreaped, SIGTERM, ds);
+  const auto deadline = Clock::now() + kGrace;
+  while (Clock::now() < deadline) {
+    reap(ds, false);
+    ds = descendants();
+    if (ds.empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int round = 0; round < 10000 && !ds.empty(); ++round) {
+    signal_all(pgid, leader_unreaped && round == 0, SIGKILL, ds);
+    reap(ds, true);
+    ds = descendants();
+  }
+}
+
+// The child's side of the fork: its own process group, dies with foldcheck (Linux), the
+// signal mask and dispositions foldcheck had, stdin/stdout /dev/null, stderr the pipe.
+// Only async-signal-safe calls.
+[[noreturn]] void exec_child(const char* cmd, int err_w, pid_t parent, const sigset_t& mask) {
+  setpgid(0, 0);
+#ifdef __linux__
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+#endif
+  for (const int s : kSignals) {
+    struct sigaction cur{};
+    sigaction(s, nullptr, &cur);
+    if (cur.sa_handler != SIG_IGN) signal(s, SIG_DFL);
+  }
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  const int null = open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+  }
+  dup2(err_w, 2);
+  execl("/bin/sh", "sh", "-c", cmd, static_cast<char*>(nullptr));
+  _exit(127);
+}
+
+// Reads what the pipe holds now (at most 1 MiB, so a flooding writer cannot hold the loop)
+// into `tail`; `open` becomes false at end of file.
+void drain(int fd, TailBuffer& tail, bool& open) {
+  char buf[65536];
+  for (int i = 0; i < 16 && open; ++i) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) tail.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0) open = false;
+    else if (errno != EINTR) return;  // EAGAIN: nothing more for now
+  }
+}
+
+void drain_wake(int fd) {
+  char buf[256];
+  while (read(fd, buf, sizeof buf) > 0) {
+  }
+}
+
+}  // namespace
+
+SignalScope::SignalScope() {
+  g_signal = 0;
+  if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("bisect: cannot create a pipe");
+  for (int i = 0; i < 4; ++i) {
+    sigaction(kSignals[i], nullptr, &saved_[i]);
+    if (kSignals[i] != SIGCHLD && saved_[i].sa_handler == SIG_IGN) continue;  // ignored by whoever started us: stays so
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+    sigaction(kSignals[i], &sa, nullptr);
+    caught_[i] = true;
+  }
+#ifdef __linux__
+  prctl(PR_GET_CHILD_SUBREAPER, &saved_subreaper_);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+}
+
+SignalScope::~SignalScope() {
+#ifdef __linux__
+  prctl(PR_SET_CHILD_SUBREAPER, saved_subreaper_);
+#endif
+  for (int i = 0; i < 4; ++i)
+    if (caught_[i]) sigaction(kSignals[i], &saved_[i], nullptr);
+  for (int& fd : g_wake) {
+    close(fd);
+    fd = -1;
+  }
+}
+
+int SignalScope::pending() const { return g_signal; }
+
+void SignalScope::throw_if_pending() const {
+  if (const int s = g_signal) throw Interrupted{s};
+}
+
+int SignalScope::wake_fd() const { return g_wake[0]; }
+
+void SignalScope::die_of(int signo) {
+  signal(signo, SIG_DFL);
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, signo);
+  sigprocmask(SIG_UNBLOCK, &s, nullptr);
+  raise(signo);
+  _exit(128 + signo);  // not reached for a terminating signal
+}
+
+void TailBuffer::append(const char* p, std::size_t n) {
+  total_ += n;
+  if (n >= keep_) {
+    buf_.assign(p + (n - keep_), keep_);
+    return;
+  }
+  buf_.append(p, n);
+  if (buf_.size() > 2 * keep_) buf_.erase(0, buf_.size() - keep_);
+}
+
+std::string TailBuffer::last(std::size_t max) const {
+  std::size_t from = buf_.size() > max ? buf_.size() - max : 0;
+  if (from > 0) {
+    const std::size_t nl = buf_.find('\n', from);
+    if (nl != std::string::npos && nl + 1 < buf_.size() && nl - from < max / 2) from = nl + 1;
+    while (from < buf_.size() && (static_cast<unsigned char>(buf_[from]) & 0xC0) == 0x80) ++from;  // not inside a UTF-8 character
+  }
+  const std::uint64_t cut = total_ - (buf_.size() - from);
+  return (cut ? fmt::format("… ({} bytes of stderr before this)\n", cut) : std::string()) + buf_.substr(from);
+}
+
+Outcome run_command(const std::string& cmd, double timeout_seconds, const SignalScope& signals) {
+  signals.throw_if_pending();
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("bisect: cannot create a pipe");
+  const pid_t parent = getpid();
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old);  // no handler of ours runs in the child before exec
+  const pid_t pid = fork();
+  if (pid == 0) exec_child(cmd.c_str(), err_pipe[1], parent, old);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  close(err_pipe[1]);
+  Fd err(err_pipe[0]);
+  if (pid < 0) throw std::runtime_error("bisect: fork failed");
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  fcntl(err.fd, F_SETFL, fcntl(err.fd, F_GETFL) | O_NONBLOCK);
+  // Whatever way this function is left, nothing of the command outlives it.
+  struct Ender {
+    pid_t pgid;
+    bool leader_unreaped = true;
+    ~Ender() { end_everything(pgid, leader_unreaped); }
+  } ender{pid};
+  const auto t0 = Clock::now();
+  Outcome r;
+  bool open = true;
+  for (;;) {
+    drain(err.fd, r.err, open);
+    signals.throw_if_pending();
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      ender.leader_unreaped = false;
+      drain(err.fd, r.err, open);  // what it wrote before exiting (background writers are ended next)
+      r.seconds = since(t0);
+      r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+      r.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+      return r;
+    }
+    r.seconds = since(t0);
+    if (r.seconds >= timeout_seconds) {
+      r.status = -1;
+      return r;
+    }
+    const double wait_ms = std::min(100.0, (timeout_seconds - r.seconds) * 1000);
+    pollfd fds[2] = {{signals.wake_fd(), POLLIN, 0}, {open ? err.fd : -1, POLLIN, 0}};
+    poll(fds, 2, static_cast<int>(std::max(1.0, wait_ms)));
+    drain_wake(signals.wake_fd());
+  }
+}
+
+}  // namespace foldcheck::command
