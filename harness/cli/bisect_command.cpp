@@ -19,23 +19,6 @@
 
 namespace foldcheck::cli {
 
-namespace {
-
-// A number option that must be finite and >= lo (> lo when `open_lo`): NaN
-// and infinities are refused by name, not passed on to disable what the option limits.
-CLI::Validator finite_from(double lo, bool open_lo, const std::string& what) {
-  return CLI::Validator(
-      [=](std::string& text) {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || (open_lo && v == lo))
-          return "must be " + what + " (got " + text + ")";
-        return std::string();
-      },
-      "NUMBER");
-}
-
-}  // namespace
-
 void BisectCommand::add_to(CLI::App& app) {
   std::string names;
   for (const PassInfo& p : all_passes()) names += (names.empty() ? "" : ", ") + p.name;
@@ -51,8 +34,9 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_flag("--linear", linear_, "Evaluate every prefix and print the per-pass table");
   cmd_->add_flag("--leave-one-out", leave_one_out_, "The whole pipeline with each pass disabled in turn");
   cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bound / the default margin)")
-      ->check(finite_from(0, false, "a finite number >= 0"));
-  cmd_->add_option("--dtype", dtype_, "Case dtype to evaluate (default: the case's first)");
+      ->check(finite_number(0, false));
+  cmd_->add_option("--dtype", dtype_, "Case dtype to evaluate (default: the case's first)")
+      ->check(known_name([](const std::string& n) { (void)dtype_from_name(n); }));
   cmd_->add_option("--cmd", external_,
                    "External compiler command (/bin/sh); {enabled}, {disabled} (comma-separated pass names, one quoted "
                    "shell word) and {out} (the .npy it must write) are substituted, in one pass; other {...} is left as "
@@ -61,7 +45,7 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_option("--model", model_, "With --input: compute the --cmd reference as a float64 run of this ONNX model");
   cmd_->add_option("--input", input_, "Model input (.npy): of the ONNX target, or of --model; default for a target: seeded normal");
   cmd_->add_option("--seed", seed_, "Seed of the default model input")->capture_default_str();
-  cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(finite_from(0, true, "a finite number of seconds > 0"))
+  cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(finite_number(0, true))
       ->capture_default_str();
   add_output_options(cmd_, out_);
 }
@@ -130,7 +114,7 @@ std::optional<int> BisectCommand::run() {
   }
   if (progress) std::cerr << "\r\033[K";
   stamp(r, out_);
-  emit(out_, out_.format == "json" ? r.dump(2) : reports::bisect_text(r));
+  emit(out_, out_.format == "json" ? json_text(r, 2) : reports::bisect_text(r));
   return r["culprit"].is_null() && r["verdict"] == "EXPECTED" ? 0 : 1;
 }
 
