@@ -44,7 +44,7 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_option("--reference", reference_, "Reference outputs for --cmd (.npy, exact or float64)");
   cmd_->add_option("--model", model_, "With --input: compute the --cmd reference as a float64 run of this ONNX model");
   cmd_->add_option("--input", input_, "Model input (.npy): of the ONNX target, or of --model; default for a target: seeded normal");
-  cmd_->add_option("--seed", seed_, "Seed of the default model input")->capture_default_str();
+  cmd_->add_option("--seed", seed_, "Seed of the default model input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
   cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(finite_number(0, true))
       ->capture_default_str();
   add_output_options(cmd_, out_);

@@ -23,6 +23,23 @@ namespace foldcheck::cli {
 const CLI::Validator kWritablePath(
     [](std::string& path) { return reports::writable_problem(path); }, "FILE");
 
+const CLI::Validator kReportDirectory(
+    [](std::string& dir) -> std::string {
+      namespace fs = std::filesystem;
+      if (dir.empty()) return "empty directory path";
+      std::error_code ec;
+      // The path, or the nearest ancestor that exists, must be a directory.
+      for (fs::path p = fs::absolute(dir, ec); !p.empty(); p = p.parent_path()) {
+        if (fs::exists(p, ec)) {
+          if (!fs::is_directory(p, ec)) return fmt::format("{}: cannot create the report directory ({} is not a directory)", dir, p.string());
+          return "";
+        }
+        if (p == p.parent_path()) break;
+      }
+      return "";
+    },
+    "DIR");
+
 namespace {
 
 std::vector<const CLI::Option*>& output_options() {
@@ -71,6 +88,20 @@ CLI::Validator finite_number(double lo, bool strict, double hi) {
       "NUMBER");
 }
 
+CLI::Validator integer_in(std::uint64_t lo, std::uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const bool digits = !text.empty() && text.size() <= 20 && text.find_first_not_of("0123456789") == std::string::npos;
+        const unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
+        if (!digits || errno || v < lo || v > hi)
+          return fmt::format("must be an integer from {} to {}, got '{}'", lo, hi, text);
+        return "";
+      },
+      "INT");
+}
+
 CLI::Validator known_name(std::function<void(const std::string&)> lookup) {
   return CLI::Validator(
       [lookup](std::string& text) -> std::string {
@@ -114,6 +145,7 @@ void add_output_options(CLI::App* cmd, OutputOptions& o, const std::vector<std::
       ->check(CLI::Range(64L, 65536L))
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Threads (0: all cores); results are identical for any count")
+      ->check(integer_in(0, 1024))
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o.quiet, "No progress messages on stderr");
   cmd->add_flag("--no-timing", o.no_timing,
@@ -154,7 +186,23 @@ std::string render(const OutputOptions& o, const json& r, const std::function<st
   return text(r);
 }
 
-void emit(const OutputOptions& o, const std::string& content) {
+std::string terminal_safe(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && ch != '\n') || c == 0x7f)
+      out += "\xEF\xBF\xBD";
+    else
+      out += ch;
+  }
+  return out;
+}
+
+void emit(const OutputOptions& o, const std::string& raw) {
+  // Text reports quote names from files (case, node, producer names): a control byte there
+  // (ESC, CR, NUL) would drive the terminal. JSON, HTML and Markdown escape their own.
+  const std::string content = o.format == "text" ? terminal_safe(raw) : raw;
   if (o.output.empty()) {
     std::cout << content;
     if (!content.empty() && content.back() != '\n') std::cout << '\n';
@@ -164,18 +212,43 @@ void emit(const OutputOptions& o, const std::string& content) {
   }
 }
 
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i] (1 to 4), or 0 if the bytes there are not
+// one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
+std::size_t utf8_sequence(const std::string& s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  const unsigned c = b(0);
+  const auto cont = [&](std::size_t k) { return (b(k) & 0xC0u) == 0x80u; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2) || (c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F)) return 0;
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3) || (c == 0xF0 && b(1) < 0x90) || (c == 0xF4 && b(1) > 0x8F)) return 0;
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::string one_line(const std::string& message) {
   std::string out;
-  for (const char ch : message) {
-    const auto c = static_cast<unsigned char>(ch);
+  for (std::size_t i = 0; i < message.size();) {
+    const auto c = static_cast<unsigned char>(message[i]);
+    const std::size_t n = utf8_sequence(message, i);
     if (c == '\n')
       out += "\\n";
     else if (c == '\t')
       out += "\\t";
-    else if (c < 0x20 || c == 0x7f)
+    else if (c < 0x20 || c == 0x7f || n == 0)
       out += fmt::format("\\x{:02x}", c);
     else
-      out += ch;
+      out.append(message, i, n);
+    i += n == 0 ? 1 : n;
   }
   return out;
 }

@@ -33,9 +33,17 @@ extern const CLI::Validator kWritablePath;
 // Messages are short ("must be a finite number > 0, got 'nan'"), never DBL_MAX's digits.
 CLI::Validator finite_number(double lo, bool strict, double hi = 1e300);
 
+// Integer options: decimal digits only (no sign, no wrap-around of "-1" into 2^64 - 1), from
+// lo to hi. Messages name the range ("must be an integer from 1 to 4096, got 'x'").
+CLI::Validator integer_in(std::uint64_t lo, std::uint64_t hi);
+
 // An option naming one of a set (a dtype, a recipe, a rounding): `lookup` throws InputError
 // for an unknown name, and its message becomes the parse error "--FLAG: unknown ...".
 CLI::Validator known_name(std::function<void(const std::string&)> lookup);
+
+// A CLI11 validator for report directories (suite and merge -o): refuses, at parse time, a
+// path that exists and is not a directory, or whose nearest existing ancestor is not one.
+extern const CLI::Validator kReportDirectory;
 
 // Declares `o` an output file option: checked with kWritablePath, and known to
 // refuse_outputs_that_are_inputs. Returns `o`.
@@ -66,7 +74,10 @@ std::string json_text(const json& r, int indent = 2);
 // JSON; text by `text`.
 std::string render(const OutputOptions& o, const json& result, const std::function<std::string(const json&)>& text);
 
-// To -o FILE (atomically) or stdout.
+// Text for a terminal: control bytes other than line breaks (ESC, CR, NUL, DEL) as U+FFFD.
+std::string terminal_safe(const std::string& text);
+
+// To -o FILE (atomically) or stdout; text format through terminal_safe.
 void emit(const OutputOptions& o, const std::string& content);
 
 // The error line for a message from anywhere (a file's bytes may be in it): control bytes

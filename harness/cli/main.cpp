@@ -188,6 +188,8 @@ int cmd_diagnose(const DiagnoseArgs& a, const OutputOptions& o) {
                                    : static_cast<std::size_t>(in.x.shape.size() >= 2 ? in.x.shape[1] : 1);
   for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
     if (v->size() == 1 && C > 1) v->assign(C, v->front());
+  // As the fold and the observed engine compute it: σ² + ε > 0 in the observed dtype.
+  if (in.bn.gamma.size() == C) fc::check_bn_params_in(in.bn, C, in.observed.dtype, "BatchNorm (" + a.bn + ")");
   in.stride = a.stride;
   in.dilation = a.dilation;
   in.padding = a.padding;
@@ -284,18 +286,13 @@ int main(int argc, char** argv) {
   run->add_option("case", case_path, "Case file (JSON); see cases/README.md")->required();
   run->add_flag("--all-histograms", all_hist, "Print a histogram for every path (text format)");
   run->add_option("--seed", seed, "Override the case's seed (every output prints the seed used)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            return !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos
-                       ? std::string()
-                       : std::string("must be a non-negative integer");
-          },
-          "UINT"));
+      ->check(fc::cli::integer_in(0, UINT64_MAX));
   bool no_attr = false;
   std::size_t attr_elements = 1024;
   run->add_flag("--no-attribution", no_attr, "Skip the stage attribution (faster)");
   run->add_option("--attribution-elements", attr_elements,
                   "Outputs attributed per path: an even sample plus each path's worst element (0: all)")
+      ->check(fc::cli::integer_in(0, std::uint64_t(1) << 40))
       ->capture_default_str();
   add_output_options(run, ro, {"text", "json", "markdown", "html"});
 
@@ -311,10 +308,10 @@ int main(int argc, char** argv) {
   diag->add_option("--weights", da.weights, "Conv weights (.npy, OIHW); without: the layer is the BatchNorm alone");
   diag->add_option("--bias", da.bias, "Conv bias (.npy, one per output channel)");
   diag->add_option("--observed", da.observed, "Observed output (.npy); its dtype is the compared type")->required();
-  diag->add_option("--stride", da.stride, "Conv stride")->check(fc::cli::finite_number(0, true))->capture_default_str();
-  diag->add_option("--dilation", da.dilation, "Conv dilation")->check(fc::cli::finite_number(0, true))->capture_default_str();
+  diag->add_option("--stride", da.stride, "Conv stride")->check(fc::cli::integer_in(1, 1 << 20))->capture_default_str();
+  diag->add_option("--dilation", da.dilation, "Conv dilation")->check(fc::cli::integer_in(1, 1 << 20))->capture_default_str();
   diag->add_option("--padding", da.padding, "Conv padding (symmetric); default: inferred from the shapes")
-      ->check(fc::cli::finite_number(0, false));
+      ->check(fc::cli::integer_in(0, 1 << 20));
   add_output_options(diag, dopt);
 
   OutputOptions aopt;
@@ -337,12 +334,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 4096))
       ->capture_default_str();
   adiff->add_option("--input", ad.input, "Model input (.npy, float32); default: seeded standard-normal values");
-  adiff->add_option("--seed", ad.seed, "Seed of the default input")->capture_default_str();
+  adiff->add_option("--seed", ad.seed, "Seed of the default input")->check(fc::cli::integer_in(0, UINT64_MAX))->capture_default_str();
   adiff->add_option("--recipe", ad.recipe, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")
       ->check(fc::cli::known_name([](const std::string& n) { (void)fc::recipe_from_name(n); }))
       ->capture_default_str();
   adiff->add_option("--attribution-elements", ad.attribution_elements,
                     "Outputs attributed per layer and path (0: no attribution)")
+      ->check(fc::cli::integer_in(0, std::uint64_t(1) << 40))
       ->capture_default_str();
   adiff->add_flag("--weights-only", ad.weights_only, "Check the folded parameters only (no runs)");
   add_output_options(adiff, aopt, {"text", "json", "markdown", "html"});

@@ -97,7 +97,12 @@ std::optional<int> QuantCommand::run() {
   in.spec = spec;
   in.ref.precision = out_.precision;
   in.ref.threads = out_.threads;
-  if (!scales_.empty()) in.scales = load_values(scales_, "--scales");
+  if (!scales_.empty()) {
+    in.scales = load_values(scales_, "--scales");
+    for (std::size_t i = 0; i < in.scales->size(); ++i)
+      if (const double v = (*in.scales)[i]; !(v > 0) || !std::isfinite(v))
+        throw InputError(fmt::format("--scales {}: scale {} at index {} is not a finite positive number", scales_, v, i));
+  }
   if (!write_int_.empty()) {
     const QuantizedFold qf = quantized_fold(in, fold_);
     write_npy_ints(write_int_, in.weights.shape, qf.q, bits_ <= 8 ? 1 : 4);

@@ -62,14 +62,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// DIR/report.json, report.md, report.html, junit.xml (and the full results, if given).
+// DIR/report.json, report.md, report.html, junit.xml (and the full results, if given). Every
+// file is rendered and every target checked before the first is written: a target that is
+// one of the run's inputs (a case file kept in DIR) refuses the whole directory, untouched.
 void write_report_dir(const std::string& dir, const json& report, const std::map<std::string, json>& results) {
-  fs::create_directories(fs::path(dir) / "results");
-  for (const auto& [file, r] : results) reports::write_file_atomically((fs::path(dir) / file).string(), json_text(r, 1) + "\n");
-  reports::write_file_atomically((fs::path(dir) / "report.json").string(), json_text(report, 1) + "\n");
-  reports::write_file_atomically((fs::path(dir) / "report.md").string(), reports::report_markdown(report));
-  reports::write_file_atomically((fs::path(dir) / "report.html").string(), reports::report_html(report));
-  reports::write_file_atomically((fs::path(dir) / "junit.xml").string(), reports::report_junit(report));
+  std::vector<std::pair<fs::path, std::string>> files;
+  for (const auto& [file, r] : results) files.emplace_back(fs::path(dir) / file, json_text(r, 1) + "\n");
+  files.emplace_back(fs::path(dir) / "report.json", json_text(report, 1) + "\n");
+  files.emplace_back(fs::path(dir) / "report.md", reports::report_markdown(report));
+  files.emplace_back(fs::path(dir) / "report.html", reports::report_html(report));
+  files.emplace_back(fs::path(dir) / "junit.xml", reports::report_junit(report));
+  for (const auto& [path, content] : files)
+    if (const std::string clash = reports::input_clash(path.string()); !clash.empty()) throw InputError("--out: " + clash);
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "results", ec);
+  if (ec) throw InputError(fmt::format("--out: {}: cannot create the report directory ({})", dir, ec.message()));
+  for (const auto& [path, content] : files) reports::write_file_atomically(path.string(), content);
 }
 
 std::string counts_line(const json& report, const std::string& dir) {
@@ -85,19 +93,30 @@ void SuiteCommands::add_to(CLI::App& app) {
                               "Run a suite of cases and models (SUITE.json) and write report.json, report.md, report.html, "
                               "junit.xml and every full result (results/) into a directory.");
   suite_->add_option("suite", suite_file_, "Suite file (JSON); see cases/README.md")->required();
-  suite_->add_option("-o,--out", out_dir_, "Directory for the reports (created)")->required();
+  suite_->add_option("-o,--out", out_dir_, "Directory for the reports (created)")->required()->check(kReportDirectory);
   suite_->add_option("--shard", shard_, "Run shard I of N (entries i with i mod N = I - 1); join with `foldcheck merge`")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const auto slash = v.find('/');
+            std::string i = v.substr(0, slash), n = slash == std::string::npos ? "" : v.substr(slash + 1);
+            if (slash == std::string::npos || !integer_in(1, 1u << 20)(i).empty() || !integer_in(1, 1u << 20)(n).empty() ||
+                std::stoul(i) > std::stoul(n))
+              return "expected I/N with 1 <= I <= N <= 1048576, got '" + v + "'";
+            return "";
+          },
+          "I/N"))
       ->capture_default_str();
   suite_->add_option("--precision", suite_out_.precision, "Starting working precision of the reference, in bits")
       ->check(CLI::Range(64L, 65536L))
       ->capture_default_str();
-  suite_->add_option("--threads", suite_out_.threads, "Threads (0: all cores); results are identical for any count");
+  suite_->add_option("--threads", suite_out_.threads, "Threads (0: all cores); results are identical for any count")
+      ->check(integer_in(0, 1024));
   suite_->add_flag("-q,--quiet", suite_out_.quiet, "No progress messages on stderr");
   suite_->add_flag("--no-timing", suite_out_.no_timing, "No timing block in report.json (same bytes on every run)");
 
   merge_ = app.add_subcommand("merge", "Join the report.json of every shard of a suite into one report directory.");
   merge_->add_option("reports", merge_inputs_, "The shards' report.json files")->required();
-  merge_->add_option("-o,--out", merge_dir_, "Directory for the merged reports (created)")->required();
+  merge_->add_option("-o,--out", merge_dir_, "Directory for the merged reports (created)")->required()->check(kReportDirectory);
 
   compare_ = app.add_subcommand("compare",
                                 "What changed between a report and a baseline, per case and path or model and layer; exit 1 "
@@ -131,7 +150,7 @@ std::optional<int> SuiteCommands::run() {
     if (!suite_out_.no_timing) r.report["timing"] = {{"entries", r.seconds}};
     stamp(r.report, suite_out_);
     write_report_dir(out_dir_, r.report, r.results);
-    std::cout << counts_line(r.report, out_dir_);
+    std::cout << terminal_safe(counts_line(r.report, out_dir_));
     return exit_code(r.report);
   }
   if (*merge_) return as_report_error(fmt::format("merge {}", fmt::join(merge_inputs_, ", ")), [&] { return merge(); });
@@ -153,6 +172,12 @@ int SuiteCommands::merge() {
       if (!is_result_file_name(file))
         throw InputError(fmt::format("{}: result_file '{}' is not a result file name (results/NAME.json)", p, file));
       if (fs::exists(dir / file)) {
+        // Read only from inside the shard's directory: results/ or the file may be links.
+        std::error_code ec;
+        const fs::path real = fs::canonical(dir / file, ec), base = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+        const auto rel = real.lexically_relative(base);
+        if (ec || rel.empty() || *rel.begin() == "..")
+          throw InputError(fmt::format("{}: result_file '{}' leads outside the report's directory (a link)", p, file));
         json r = read_json_input((dir / file).string(), "result");
         if (!results.emplace(file, std::move(r)).second)
           throw InputError(fmt::format("{}: result_file '{}' is named by two entries", p, file));
@@ -165,7 +190,7 @@ int SuiteCommands::merge() {
     if (p.contains("timing") && p["timing"].is_object()) times.update(p["timing"].value("entries", json::object()));
   if (!times.empty()) merged["timing"] = {{"entries", times}};
   write_report_dir(merge_dir_, merged, results);
-  std::cout << counts_line(merged, merge_dir_);
+  std::cout << terminal_safe(counts_line(merged, merge_dir_));
   return exit_code(merged);
 }
 

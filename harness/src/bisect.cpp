@@ -81,7 +81,9 @@ class Bisector {
       const std::vector<double> y = evaluate(r.graph, r.input, r.policy);
       const BoundReport br = error_bounds(ieee.graph, layer.exact, ieee.policy, o_.confidence, &ieee.input);
       const Comparison c = compare(y, layer.exact.y, layer.graph.dtype, &br.bound, &br.probabilistic);
-      bad = bad || (o_.threshold_ulp ? c.ulp.max_abs > *o_.threshold_ulp : c.verdict != Verdict::Expected);
+      // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
+      bad = bad || (o_.threshold_ulp ? c.ulp.max_abs > *o_.threshold_ulp
+                                     : c.verdict != Verdict::Expected && c.verdict != Verdict::Mistrusted);
       verdict = worst(verdict, c.verdict);
       const double wr = c.worst_bound_ratio.value_or(0);
       if (wr >= ratio) {
@@ -244,7 +246,11 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
   out["evaluations"] = b.evaluations();
   out["weights"] = b.weights(o.passes);
   const bool whole_bad = o.mode == BisectMode::Linear ? !culprit.is_null() : steps[0]["bad"].get<bool>();
-  out["verdict"] = whole_bad ? "UNEXPECTED" : "EXPECTED";
+  // Nothing compared is never a pass: a pipeline whose every step compared nothing
+  // informative is MISTRUSTED, not EXPECTED.
+  bool all_mistrusted = !steps.empty();
+  for (const json& st : steps) all_mistrusted = all_mistrusted && st.value("verdict", "") == "MISTRUSTED";
+  out["verdict"] = whole_bad ? "UNEXPECTED" : all_mistrusted ? "MISTRUSTED" : "EXPECTED";
   return out;
 }
 

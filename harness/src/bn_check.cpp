@@ -43,13 +43,17 @@ std::string first_overflow(const std::vector<double>& v, DType t) {
 
 void check_bn_params_in(const ref::BnParams& bn, std::size_t channels, DType t, const std::string& what) {
   check_bn_params(bn, channels, what);
+  // eps as each recipe converts it: to the arithmetic type, and to float32 whatever the
+  // dtype (TVM, ONNX Runtime and onnxoptimizer keep it as a float32 attribute).
   const DType a = info(t).arithmetic;
-  const double eps = round_to(a, bn.eps);
-  for (std::size_t c = 0; c < channels; ++c)
-    if (!(round_to(a, round_to(t, bn.var[c]) + eps) > 0))
-      throw InputError(fmt::format("{}: var + eps is 0 in {} at channel {} (var {:g}, eps {:g} is {:g} in {}): "
-                                   "1/sqrt(var + eps) would be infinite",
-                                   what, name(a), c, bn.var[c], bn.eps, eps, name(a)));
+  for (const DType e : {a, DType::Float32}) {
+    const double eps = round_to(e, bn.eps);
+    for (std::size_t c = 0; c < channels; ++c)
+      if (!(round_to(a, round_to(t, bn.var[c]) + eps) > 0))
+        throw InputError(fmt::format("{}: var + eps is 0 in {} at channel {} (var {:g}, eps {:g} is {:g} in {}): "
+                                     "1/sqrt(var + eps) would be infinite",
+                                     what, name(a), c, bn.var[c], bn.eps, eps, name(e)));
+  }
 }
 
 }  // namespace foldcheck

@@ -241,6 +241,8 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
                             "observed_weights", "quantize"});
   CaseSpec s;
   s.path = path;
+  for (const char* k : {"name", "description"})
+    if (j.contains(k) && !j[k].is_string()) c.fail(k, "must be a string");
   s.name = j.value("name", std::filesystem::path(path).stem().string());
   s.description = j.value("description", "");
   if (!j.contains("seed") || !j["seed"].is_number_unsigned()) c.fail("seed", "required, a non-negative integer");
@@ -357,6 +359,10 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
     std::vector<double> v;
     for (const auto& x : o.value("prefix", json::array())) v.push_back(number(c, x, "observed_weights.prefix"));
     if (v.empty()) c.fail("observed_weights.prefix", "must be a non-empty list");
+    // Observed weights are values of the first compared dtype: one past its range is refused
+    // as in explain, not turned into an infinity.
+    if (const std::string bad = first_overflow(v, s.dtypes.front()); !bad.empty())
+      c.fail("observed_weights.prefix", bad);
     const std::int64_t n_weights = g.O * g.terms_per_output();
     if (static_cast<std::int64_t>(v.size()) > n_weights)
       c.fail("observed_weights.prefix", std::to_string(v.size()) + " values but the weights have " +

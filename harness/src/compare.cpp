@@ -75,7 +75,10 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
   ulps.reserve(v.size());
   ppms.reserve(v.size());
   const ref::Format& f = *info(t).format;
-  bool all_zero = true;
+  // Informative: an element whose exact value rounds to a finite non-zero value of T and
+  // was scored. Zeros, underflows to zero and overflows to infinity match whatever scale or
+  // shift produced them: a comparison with no informative element proved nothing.
+  bool informative = false;
   double worst_abs_ulp = -1;
   const double min_normal = std::ldexp(1.0, info(t).emin);
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -92,7 +95,6 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
       continue;
     }
     const double rounded = std::isinf(xh) ? xh : xi.rounded_to(f);
-    if (xh != 0.0) all_zero = false;
     if (std::isnan(v[i])) {
       ++c.kinds.nan;
       c.verdict = Verdict::Unexpected;
@@ -112,6 +114,7 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
     if (v[i] == 0.0 && xh == 0.0 && std::signbit(v[i]) != std::signbit(xh)) ++c.kinds.signed_zero;
     if (xh != 0.0 && std::fabs(xh) < min_normal) ++c.kinds.subnormal_reference;
     if (std::isinf(rounded)) ++c.kinds.overflow_finite;
+    if (rounded != 0.0 && std::isfinite(rounded)) informative = true;
     const double e = ulp_error(v[i], xi.approx, t);
     ulps.push_back(e);
     c.ulp_hist.add(e);
@@ -149,7 +152,7 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
   c.ulp = summarize(std::move(ulps));
   c.ppm = summarize(std::move(ppms));
   if (c.verdict == Verdict::Expected && c.beyond_probabilistic > 0) c.verdict = Verdict::Suspicious;
-  if (all_zero && !v.empty() && c.verdict == Verdict::Expected) c.verdict = Verdict::Mistrusted;
+  if (!informative && c.verdict == Verdict::Expected) c.verdict = Verdict::Mistrusted;
   return c;
 }
 

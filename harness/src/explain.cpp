@@ -215,15 +215,17 @@ json explain(const ExplainInput& in) {
     elements.push_back(e);
   }
   const bool expected = !explained_by.empty() && cmp.kinds.nan == 0 && cmp.kinds.inf_mismatch == 0;
-  // Nothing compared is never a pass: when every exact folded value is zero (all weights or
-  // all gammas zero), any scale would have matched (compare() marks it MISTRUSTED).
+  // Nothing compared is never a pass: when no exact folded value rounds to a finite non-zero
+  // value (all zero, underflowing or overflowing), any scale would have matched (compare()
+  // marks it MISTRUSTED).
   const bool vacuous = expected && cmp.verdict == Verdict::Mistrusted;
   const Verdict verdict = vacuous ? Verdict::Mistrusted : expected ? Verdict::Expected : Verdict::Unexpected;
 
   json reasoning = json::array();
   if (vacuous)
-    reasoning.push_back("Every exact folded value is zero (all weights or all gammas are zero): the observation "
-                        "matches, but so would any wrong scale, so it tells nothing about the fold (MISTRUSTED).");
+    reasoning.push_back("Every exact folded value is zero, or rounds to zero or to an infinity in this dtype: the "
+                        "observation matches, but so would a wrong scale, so it tells nothing about the fold "
+                        "(MISTRUSTED).");
   const double worst_bound_ulp = best_bound[worst_i] / ulp(in.dtype, exact[worst_i].approx.hi, exact[worst_i].approx.lo);
   if (expected) {
     reasoning.push_back(fmt::format(

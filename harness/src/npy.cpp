@@ -168,18 +168,22 @@ void check_length(const std::string& b, const NpyHeader& h, std::size_t width, c
                      " needs " + std::to_string(need) + "): the header does not describe the file");
 }
 
+// The bytes per value of a float .npy header's dtype (and the dtype), or InputError.
+std::size_t float_width(const NpyHeader& h, const std::string& what, DType& dtype) {
+  const std::string& descr = h.descr;
+  if (descr == "<f4" || descr == "=f4") { dtype = DType::Float32; return 4; }
+  if (descr == "<f8" || descr == "=f8") { dtype = DType::Float64; return 8; }
+  if (descr == "<f2" || descr == "=f2") { dtype = DType::Float16; return 2; }
+  throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)");
+}
+
 }  // namespace
 
 Tensor parse_npy(const std::string& b, const std::string& what) {
   const NpyHeader h = parse_header(b, what);
-  const std::string& descr = h.descr;
   Tensor t;
   t.shape = h.shape;
-  std::size_t width;
-  if (descr == "<f4" || descr == "=f4") { t.dtype = DType::Float32; width = 4; }
-  else if (descr == "<f8" || descr == "=f8") { t.dtype = DType::Float64; width = 8; }
-  else if (descr == "<f2" || descr == "=f2") { t.dtype = DType::Float16; width = 2; }
-  else throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)");
+  const std::size_t width = float_width(h, what, t.dtype);
   check_length(b, h, width, what);
   const std::int64_t n = h.count;
   t.data.resize(static_cast<std::size_t>(n));
@@ -290,6 +294,13 @@ std::string read_member(zip_t* z, zip_uint64_t i, const zip_stat_t& st, const st
           if (max_values > 0 && h.count > max_values)
             throw InputError(fmt::format("{}: shape {} has {} values, more than the {} this command can use", what,
                                          shape_string(h.shape), h.count, max_values));
+          // The member must be the header and exactly its data: more is refused before it is
+          // read (a few KB of deflated zeros can follow a two-value header as 400 MB).
+          DType dtype;
+          const std::uint64_t need = h.data_offset + static_cast<std::uint64_t>(h.count) * float_width(h, what, dtype);
+          if (st.size != need)
+            throw InputError(fmt::format("{}: {} bytes, but its header (shape {}) describes {}", what, st.size,
+                                         shape_string(h.shape), need));
           header_checked = true;
         }
       }
@@ -317,9 +328,16 @@ std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what, con
       if (zip_stat_index(z, static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
           !(st.valid & ZIP_STAT_SIZE))
         throw InputError(what + ": corrupt .npz entry " + std::to_string(i));
+      // NumPy's key of a member: its name without ".npy" (np.load reads "gamma" and
+      // "gamma.npy" alike as the array 'gamma'), so no member is silently skipped and two
+      // members for one key are refused below.
       const std::string name = st.name;
-      if (name.size() < 4 || name.substr(name.size() - 4) != ".npy") continue;
-      const std::string key = name.substr(0, name.size() - 4);
+      const bool suffixed = name.size() >= 4 && name.substr(name.size() - 4) == ".npy";
+      const std::string key = suffixed ? name.substr(0, name.size() - 4) : name;
+      for (const auto& m : members) {
+        const std::string other = m.second.name;
+        if (other == key || other == key + ".npy") throw InputError(what + ": key '" + key + "' appears twice");
+      }
       if (!expected.empty() && std::find(expected.begin(), expected.end(), key) == expected.end()) {
         std::string list;
         for (const std::string& k : expected) list += (list.empty() ? "" : ", ") + k;
@@ -331,8 +349,8 @@ std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what, con
       members.emplace_back(static_cast<zip_uint64_t>(i), st);
     }
     for (const auto& [i, st] : members) {
-      const std::string name = st.name, key = name.substr(0, name.size() - 4);
-      if (out.count(key)) throw InputError(what + ": key '" + key + "' appears twice");
+      const std::string name = st.name;
+      const std::string key = name.size() >= 4 && name.substr(name.size() - 4) == ".npy" ? name.substr(0, name.size() - 4) : name;
       out[key] = parse_npy(read_member(z, i, st, what + "[" + key + "]", max_values), what + "[" + key + "]");
     }
   } catch (...) {

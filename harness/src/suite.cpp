@@ -135,6 +135,8 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
       if (e.contains("input")) ao.input = resolve(str(e, "input", where));
       if (e.contains("observed_output")) ao.observed_output = resolve(str(e, "observed_output", where));
       ao.output_samples = count(e, "output_samples", ao.output_samples, where);
+      if (ao.output_samples < 2 || ao.output_samples > 4096)  // as --output-samples
+        throw InputError(fmt::format("{}: 'output_samples' must be from 2 to 4096 (got {})", where, ao.output_samples));
       if (e.contains("recipe")) ao.recipe = recipe_from_name(str(e, "recipe", where));
       ao.attribution_elements = count(e, "attribution_elements", ao.attribution_elements, where);
       ao.weights_only = e.value("weights_only", false);
@@ -238,6 +240,11 @@ json merge_reports(const std::vector<json>& reports) {
   const unsigned count = first["suite"]["shard_count"];
   for (unsigned s = 1; s <= count; ++s)
     if (!shards.count(s)) throw InputError(fmt::format("merge: shard {}/{} is missing", s, count));
+  // Every shard is here, so every entry of the suite must be: one missing was cut from a
+  // report, and a merged report without it would count it neither passed nor failed.
+  const std::int64_t total = first["suite"]["entries_in_suite"].get<std::int64_t>();
+  for (std::int64_t i = 0; i < total; ++i)
+    if (!by_index.count(i)) throw InputError(fmt::format("merge: entry index {} of the suite's {} is in no shard", i, total));
   json out = first;
   out.erase("timing");
   // Every shard is here: the result is the report of the whole suite, as one run writes it.

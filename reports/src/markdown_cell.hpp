@@ -1,8 +1,9 @@
 #pragma once
-// Text from a report (entry names, paths, reasons) put into a Markdown table cell or
-// heading: '|' would end the cell and a line break the row, so '|' is escaped as "\|",
-// line breaks become spaces and other control characters U+FFFD. Nothing else changes, so
-// ordinary names read as they are.
+// Text from a report (entry names, paths, reasons) put into a Markdown table cell, heading
+// or paragraph: '|' would end the cell and a line break the row, so '|' is escaped as "\|",
+// line breaks become spaces and other control characters U+FFFD; '<', '>' and '&' are
+// entities (Markdown passes HTML through) and '`' is escaped. Ordinary names read as they
+// are.
 #include <string>
 
 namespace foldcheck::reports {
@@ -13,6 +14,14 @@ inline std::string markdown_cell(const std::string& s) {
     const auto u = static_cast<unsigned char>(c);
     if (c == '|')
       r += "\\|";
+    else if (c == '<')
+      r += "&lt;";
+    else if (c == '>')
+      r += "&gt;";
+    else if (c == '&')
+      r += "&amp;";
+    else if (c == '`')
+      r += "\\`";
     else if (c == '\n' || c == '\r' || c == '\t')
       r += ' ';
     else if (u < 0x20 || u == 0x7f)

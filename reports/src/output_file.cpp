@@ -137,12 +137,23 @@ void note_input_file(std::uint64_t device, std::uint64_t inode) {
   inputs().insert({device, inode});
 }
 
+std::string input_clash(const std::string& path) {
+  const Target t = resolve(path);
+  return t.exists && is_noted_input(t.st) ? also_input(path) : "";
+}
+
 std::string writable_problem(const std::string& path) {
   if (path.empty()) return "empty output path";
   const Target t = resolve(path);
   if (t.exists && S_ISDIR(t.st.st_mode)) return path + ": cannot write (" + errno_text(EISDIR) + ")";
   if (t.exists && is_noted_input(t.st)) return also_input(path);
   if (t.through) return ::access(t.path.c_str(), W_OK) == 0 ? "" : path + ": cannot write (" + errno_text(errno) + ")";
+  // The temporary's name is short whatever the target's: the target's own length is checked
+  // here, or a name over NAME_MAX would fail only at the rename, after the run.
+  const fs::path dir = t.path.parent_path().empty() ? fs::path(".") : t.path.parent_path();
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max > 0 && t.path.filename().string().size() > static_cast<std::size_t>(name_max))
+    return path + ": cannot write (" + errno_text(ENAMETOOLONG) + ")";
   fs::path tmp;
   const int fd = create_temporary(t.path.parent_path(), tmp);
   if (fd < 0) return path + ": cannot write (" + errno_text(errno) + ")";

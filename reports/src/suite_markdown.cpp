@@ -26,10 +26,10 @@ std::string report_markdown(const json& in) {
   for (const json& x : e) passed += x.value("passed", false);
   const bool ok = passed == static_cast<std::int64_t>(e.size()) && !e.empty();
   const std::string what = r["suite"].contains("single_command") ? r["suite"]["single_command"].get<std::string>() : "suite";
-  std::string s = fmt::format("## foldcheck {} `{}`: {} {}/{} passed\n\n", what, r["suite"]["name"].get<std::string>(),
+  std::string s = fmt::format("## foldcheck {} {}: {} {}/{} passed\n\n", cell(what), cell(r["suite"]["name"].get<std::string>()),
                               ok ? "✅" : "❌", passed, e.size());
   const std::string desc = r["suite"].value("description", "");
-  if (!desc.empty()) s += desc + "\n\n";
+  if (!desc.empty()) s += cell(desc) + "\n\n";
   if (r["suite"].contains("shard_count") && r["suite"]["shard_count"].get<unsigned>() > 1)
     s += fmt::format("Shards {} of {}.\n\n", r["suite"]["shards"].dump(), r["suite"]["shard_count"].get<unsigned>());
   s += "| entry | kind | verdict | expected | worst bound ratio | max p99.9 \\|ULP\\| |\n|---|---|---|---|---:|---:|\n";
@@ -56,7 +56,7 @@ std::string report_markdown(const json& in) {
           s += fmt::format(" … ({} in all)", h["not_expected"].size());
           break;
         }
-        s += " `" + cell(w) + "`";
+        s += " " + cell(w);
       }
     }
     s += "\n";

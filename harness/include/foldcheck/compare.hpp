@@ -23,7 +23,8 @@
 //                   so relative accuracy is lower than the ULP suggests
 //   signed_zero     v and the reference are zeros of opposite signs (0 ULP)
 //   ppm_undefined   the reference is exactly 0 (ULP still scored; ppm has no meaning)
-// A comparison whose exact values are all zero is MISTRUSTED: it would pass vacuously.
+// A comparison with no informative element (every exact value zero, or rounding to zero or to
+// an infinity in T, or no element at all) is MISTRUSTED: it would pass vacuously.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -74,7 +75,7 @@ struct Comparison {
 
 // Compare values v[i] (of dtype t) with the exact x[i]. `bounds`, if given, is a per-
 // element absolute bound on |v - x|; the verdict is UNEXPECTED when any element exceeds
-// it (or is NaN / a spurious Inf), MISTRUSTED when every exact value is 0. With
+// it (or is NaN / a spurious Inf), MISTRUSTED when no element is informative. With
 // `probabilistic` bounds too, SUSPICIOUS when within `bounds` but beyond these.
 Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType t,
                    const std::vector<double>* bounds = nullptr, const std::vector<double>* probabilistic = nullptr);
