@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
+#include <zip.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include <map>
 #include <regex>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
 #include "foldcheck/npy.hpp"
@@ -281,6 +284,17 @@ std::map<std::string, Setup> setups() {
     return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
   }};
   // Sizes an archive claims are not allocated: 190 bytes that claim a 3.9 GB member.
+  s["npz-key-twice"] = {[=](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
+    // A second member "gamma" (no .npy): NumPy reads both as 'gamma'.
+    int err = 0;
+    zip_t* z = zip_open((d / "bn.npz").c_str(), 0, &err);
+    REQUIRE(z);
+    static const std::string bytes = npy_f32({2}, 5.0);
+    zip_file_add(z, "gamma", zip_source_buffer(z, bytes.data(), bytes.size(), 0), 0);
+    REQUIRE(zip_close(z) == 0);
+    return "explain --original 1,2" + obs + " --bn " + (d / "bn.npz").string();
+  }};
   s["npz-claimed-size"] = {[=](const fs::path& d) {
     foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
     std::string z = slurp(d / "bn.npz");
@@ -332,6 +346,43 @@ std::map<std::string, Setup> setups() {
     return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string();
   }};
   s["json-duplicate-key"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "seed": 2)"); }};
+  s["json-number-overflow"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"eps": 1e400})"); }};
+  s["suite-entry-out-of-range"] = {[](const fs::path& d) {
+    put(d / "m.onnx", "");
+    put(d / "suite.json", R"({"entries": [{"model": "m.onnx", "output_samples": 0}]})");
+    return "suite " + (d / "suite.json").string() + " -o " + (d / "out").string();
+  }, false};
+  s["merge-missing-entry"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}, {"case": "case.json", "name": "b"}]})");
+    REQUIRE(run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing").code == 0);
+    nlohmann::json rep = nlohmann::json::parse(slurp(d / "s" / "report.json"));
+    rep["entries"].erase(1);
+    put(d / "s" / "report.json", rep.dump(1));
+    return "merge " + (d / "s" / "report.json").string() + " -o " + (d / "m").string();
+  }, false, "", [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "m")); }};
+  s["merge-result-link-outside"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}]})");
+    REQUIRE(run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing").code == 0);
+    put(d / "secret.json", R"({"secret": 1})");
+    fs::remove(d / "s" / "results" / "a.json");
+    fs::create_symlink(d / "secret.json", d / "s" / "results" / "a.json");
+    return "merge " + (d / "s" / "report.json").string() + " -o " + (d / "m").string();
+  }, false, "", [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "m")); }};
+  s["report-dir-not-a-directory"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json"}]})");
+    return "suite " + (d / "suite.json").string() + " -o " + (d / "case.json").string();
+  }, false};
+  s["report-dir-holds-input"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "junit.xml", R"({"entries": [{"case": "case.json"}]})");  // the suite file, named as a report
+    return "suite " + (d / "junit.xml").string() + " -o " + d.string();
+  }, false, "", [](const fs::path& d) {
+    CHECK(slurp(d / "junit.xml").rfind("{\"entries\"", 0) == 0);
+    CHECK_FALSE(fs::exists(d / "report.json"));
+  }};
   s["case-unknown-name"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "compare": {"dtypes": ["float8"]})"); }};
   s["report-malformed"] = {[](const fs::path& d) {
     case_with(d, "");
@@ -417,6 +468,18 @@ std::map<std::string, Setup> setups() {
     return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string() + " --ulp-floor -1";
   }};
   s["flag-unknown-name"] = {[](const fs::path&) { return std::string("explain --dtype float8 --original 1,2 --observed 1,2"); }};
+  s["option-integer"] = {[](const fs::path& d) {
+    case_with(d, "");
+    return "run " + (d / "case.json").string() + " --attribution-elements -1";
+  }};
+  s["shard-malformed"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json"}]})");
+    return "suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " --shard 4294967297/4294967297";
+  }, false};
+  s["output-name-too-long"] = {[](const fs::path& d) {
+    return "explain --original 1,2 --observed 1,2 -o " + (d / std::string(256, 'r')).string();
+  }, false};
   s["max-elements-too-large"] = {[](const fs::path&) {
     return std::string("explain --max-elements 1152921504606846976 --original 1,2 --observed 1,2");
   }};

@@ -12,6 +12,7 @@
 #include <zip.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -62,11 +63,11 @@ long peak_rss_kib(const std::vector<std::string>& args, int& code) {
   return ru.ru_maxrss;
 }
 
-// An .npz whose one member `key` is `count` float64 zeros, deflated (a 128 MiB member is
-// ~130 KB on disk).
-void write_deflated_npz(const fs::path& path, const std::string& key, std::int64_t count) {
+// An .npz whose one member `key` is `count` float64 zeros and `trailing` zero bytes after
+// them, deflated (a 128 MiB member is ~130 KB on disk).
+void write_deflated_npz(const fs::path& path, const std::string& key, std::int64_t count, std::size_t trailing = 0) {
   foldcheck::Tensor t{{count}, std::vector<double>(static_cast<std::size_t>(count), 0.0), foldcheck::DType::Float64};
-  const std::string bytes = foldcheck::serialize_npy(t);
+  const std::string bytes = foldcheck::serialize_npy(t) + std::string(trailing, '\0');
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
   REQUIRE(z);
@@ -191,6 +192,42 @@ TEST_CASE("nothing compared is never a pass: explain and diagnose on all-zero va
                         " --observed " + (d / "y.npy").string() + " --format json");
   CHECK(dg.code == 1);
   CHECK(json::parse(dg.out)["verdict"] == "MISTRUSTED");
+  // Exact folds that overflow or underflow the dtype match any scale as well.
+  const Result over = run("explain --dtype float64 --original 1e300,-1e300 --observed inf,-inf --gamma 1e10 --format json");
+  CHECK(over.code == 1);
+  CHECK(json::parse(over.out)["verdict"] == "MISTRUSTED");
+  const Result under = run("explain --original 1,1 --observed 0,0 --gamma 1e-44 --var 1e30 --format json");
+  CHECK(under.code == 1);
+  CHECK(json::parse(under.out)["verdict"] == "MISTRUSTED");
+  // A layer with zero weights and a zero BatchNorm shift: every output is 0.
+  put(d / "z.json", R"({"seed": 1, "conv": {"in_channels": 1, "out_channels": 1, "kernel": 1},
+    "input": {"shape": [1, 1, 1, 2], "init": {"values": [1, 2]}}, "weights": {"init": {"values": [0]}},
+    "compare": {"dtypes": ["float32"], "recipes": ["pytorch"], "accumulation": ["sequential"]}})");
+  for (const std::string cmd : {"run", "quant-check --case", "bisect --passes FoldScaleAxis"}) {
+    INFO(cmd);
+    const std::string target = cmd.rfind("bisect", 0) == 0 ? "bisect " + (d / "z.json").string() + " --passes FoldScaleAxis"
+                                                             : cmd + " " + (d / "z.json").string();
+    const Result z = run(target + " --format json -q");
+    CHECK(z.code == 1);
+    CHECK(json::parse(z.out)["verdict"] == "MISTRUSTED");
+  }
+  fs::remove_all(d);
+}
+
+TEST_CASE("JSON files are checked in time linear in their size", "[cli][hostile][memory]") {
+  // 300k empty objects in an array: nlohmann's callback parser rescans the parent at every
+  // object's end (84 s for 990 KB); the check that replaced it is one pass.
+  const fs::path d = fresh_dir("json_time");
+  std::string text = "{\"seed\": 1, \"x\": [";
+  for (int i = 0; i < 300000; ++i) text += i ? ",{}" : "{}";
+  text += "]}";
+  put(d / "case.json", text);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run("run " + (d / "case.json").string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.code == 2);
+  CHECK(r.err.find("unknown key 'x'") != std::string::npos);
+  CHECK(seconds < 5);
   fs::remove_all(d);
 }
 
@@ -200,8 +237,11 @@ TEST_CASE("refusals of hostile archives stay small: under 200 MB of peak memory"
   // looked at.
   write_deflated_npz(d / "unknown.npz", "sigma", std::int64_t(1) << 24);
   write_deflated_npz(d / "long.npz", "gamma", std::int64_t(1) << 24);
+  // A header of two values followed by 128 MiB of zeros: refused from the header.
+  write_deflated_npz(d / "trailing.npz", "gamma", 2, std::size_t(1) << 27);
   REQUIRE(fs::file_size(d / "unknown.npz") < (1u << 20));
-  for (const char* f : {"unknown.npz", "long.npz"}) {
+  REQUIRE(fs::file_size(d / "trailing.npz") < (1u << 20));
+  for (const char* f : {"unknown.npz", "long.npz", "trailing.npz"}) {
     INFO(f);
     int code = 0;
     const long kib = peak_rss_kib({"explain", "--original", "1,2", "--observed", "1,2", "--bn", (d / f).string()}, code);
