@@ -108,6 +108,7 @@ TEST_CASE("onnx: regrouping is output-channel-major for ConvTranspose and MatMul
   b.init("wt", {4, 3, 1, 1}, wt);
   b.init("wm", {2, 3}, wm);  // MatMul B: K=2 x N=3
   b.input("X", {1, 4, 2, 2});
+  b.input("z", {1, 2});
   auto& ct = b.node("ConvTranspose", "ct", {"X", "wt"}, {"y"});
   OnnxBuilder::attr(ct, "group", std::int64_t{2});
   b.node("MatMul", "mm", {"z", "wm"}, {"u"});
