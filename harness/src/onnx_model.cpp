@@ -282,7 +282,9 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
       {"MatMul", {2, 1}},   {"BatchNormalization", {5, 1}}, {"Relu", {1, 1}}, {"Add", {2, 1}},
       {"Sub", {2, 1}},      {"Mul", {2, 1}},      {"Div", {2, 1}},           {"Reshape", {2, 1}},
       {"Flatten", {1, 1}},  {"Concat", {1, 1}},   {"Pad", {1, 1}},           {"MaxPool", {1, 1}},
-      {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Constant", {0, 1}}};
+      {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Constant", {0, 1}},
+      {"Clip", {1, 1}},     {"Sigmoid", {1, 1}},  {"LeakyRelu", {1, 1}},     {"HardSigmoid", {1, 1}},
+      {"HardSwish", {1, 1}}, {"Squeeze", {1, 1}}, {"Unsqueeze", {1, 1}}};
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& n = m.nodes[i];
     const auto it = arity.find(n.op);
