@@ -118,6 +118,7 @@ std::string opset_form_error(const Model& m, const ModelNode& n) {
     if (!after && n.op == "Pad" && !n.attr("pads")) return "attribute 'pads' is required before opset 11";
     if (!after && n.op == "Unsqueeze" && !n.attr("axes")) return "attribute 'axes' is required before opset 13";
     if (after && n.op == "Unsqueeze" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the axes input is required";
+    if (after && n.op == "Pad" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the pads input is required";
   }
   return "";
 }
