@@ -15,6 +15,7 @@
 #include "foldcheck/limits.hpp"
 #include "foldcheck/model.hpp"
 #include "foldcheck/model_patterns.hpp"
+#include "foldcheck/model_run.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
@@ -72,6 +73,33 @@ void onnx(const std::string& bytes) {
   }
 }
 
+namespace {
+
+// Sets the element limit for one scope and restores the previous one on the way out.
+struct ElementLimit {
+  std::int64_t before = max_elements();
+  explicit ElementLimit(std::int64_t n) { set_max_elements(n); }
+  ~ElementLimit() { set_max_elements(before); }
+  ElementLimit(const ElementLimit&) = delete;
+  ElementLimit& operator=(const ElementLimit&) = delete;
+};
+
+}  // namespace
+
+void model_run(const std::string& bytes) {
+  const ElementLimit limit(4096);
+  try {
+    const Model m = Model::parse(bytes, (scratch() / "model.onnx").string());
+    const Tensor x = model_input(m, std::nullopt, 1);
+    const BnPatterns pats = find_bn_pairs(m);
+    ModelRunOptions o;
+    (void)run_model(m, pats, {{m.inputs.at(0).name, x}}, o);
+    o.fused = true;
+    (void)run_model(m, pats, {{m.inputs.at(0).name, x}}, o);
+  } catch (const InputError&) {
+  }
+}
+
 void case_json(const std::string& bytes) {
   try {
     const CaseSpec s = load_case(parse_json_text(bytes, "fuzz"), (scratch() / "fuzz_case.json").string());
@@ -111,7 +139,8 @@ void report_json(const std::string& bytes) {
 const std::map<std::string, Body>& bodies() {
   static const std::map<std::string, Body> b{{"fuzz_npy", npy},         {"fuzz_npz", npz},
                                              {"fuzz_onnx", onnx},       {"fuzz_case_json", case_json},
-                                             {"fuzz_suite_json", suite_json}, {"fuzz_report_json", report_json}};
+                                             {"fuzz_suite_json", suite_json}, {"fuzz_report_json", report_json},
+                                             {"fuzz_model_run", model_run}};
   return b;
 }
 

@@ -23,6 +23,10 @@ void onnx(const std::string& bytes);         // ONNX: load, pattern finder, each
 void case_json(const std::string& bytes);    // case files: load and materialize
 void suite_json(const std::string& bytes);   // suite files: plan every entry
 void report_json(const std::string& bytes);  // reports: compare and the report writers
+// ONNX end to end: load, then run the model (float32 unfused, and fused with its pairs)
+// on its seeded input under an element limit of 4096 (restored after), so every op's shape
+// checks, attribute checks and graph checks are fuzzed, not only the loader.
+void model_run(const std::string& bytes);
 
 using Body = void (*)(const std::string&);
 // Target name ("fuzz_npy", ...) -> body.

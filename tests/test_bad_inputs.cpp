@@ -593,6 +593,137 @@ std::map<std::string, Setup> setups() {
   s["bisect-timeout-negative"] = {bisect("A", " --timeout -1")};
   s["bisect-threshold-nan"] = {bisect("A", " --threshold-ulp nan")};
   s["bisect-empty-reference"] = {bisect("A", "", {0})};
+  // issue 17: model runner (classes 3, 4, 5, 7)
+  // Each model is the base Conv -> BatchNormalization with one node (or a few) after bn.
+  const auto after_bn = [](std::function<void(OnnxBuilder&)> nodes) {
+    return [=](const fs::path& d) {
+      ModelParts p;
+      p.extra_nodes = nodes;
+      return "accuracy-diff " + model(d, "m.onnx", p);
+    };
+  };
+  const auto reshape_to = [=](std::vector<std::int64_t> target) {
+    return after_bn([=](OnnxBuilder& b) {
+      b.init_int64("shape", target);
+      b.node("Reshape", "reshape", {"bn_out", "shape"}, {"Y"});
+    });
+  };
+  s["onnx-reshape-wraps"] = {reshape_to({std::int64_t(1) << 32, std::int64_t(1) << 32, 2})};
+  s["onnx-reshape-negative"] = {reshape_to({1, -2, 16})};
+  s["onnx-reshape-zero-past-rank"] = {reshape_to({1, 2, 4, 4, 0})};
+  const auto pad_by = [=](std::vector<std::int64_t> pads) {
+    return after_bn([=](OnnxBuilder& b) {
+      b.init_int64("pads", pads);
+      b.node("Pad", "pad", {"bn_out", "pads"}, {"Y"});
+    });
+  };
+  s["onnx-pad-overcrop"] = {pad_by({0, 0, -5, 0, 0, 0, 0, 0})};
+  s["onnx-pad-over-limit"] = {pad_by({0, 0, 100000, 100000, 0, 0, 100000, 100000})};
+  s["onnx-convtranspose-group-zero"] = {after_bn([](OnnxBuilder& b) {
+    b.init("Wt", {2, 1, 1, 1}, {1, 1});
+    OnnxBuilder::attr(b.node("ConvTranspose", "up", {"bn_out", "Wt"}, {"Y"}), "group", std::int64_t{0});
+  })};
+  s["onnx-convtranspose-output-padding"] = {after_bn([](OnnxBuilder& b) {
+    b.init("Wt", {2, 2, 1, 1}, {1, 0, 0, 1});
+    OnnxBuilder::attr(b.node("ConvTranspose", "up", {"bn_out", "Wt"}, {"Y"}), "output_padding", std::vector<std::int64_t>{1, 1});
+  })};
+  s["onnx-kernel-larger-than-input"] = {after_bn([](OnnxBuilder& b) {
+    OnnxBuilder::attr(b.node("MaxPool", "pool", {"bn_out"}, {"Y"}), "kernel_shape", std::vector<std::int64_t>{6, 6});
+  })};
+  s["onnx-conv-kernel-larger-than-input"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak = [](onnx::NodeProto& conv, onnx::NodeProto&) {
+      conv.clear_attribute();
+      OnnxBuilder::attr(conv, "dilations", std::vector<std::int64_t>{3, 3});
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-pool-pad-not-below-kernel"] = {after_bn([](OnnxBuilder& b) {
+    auto& n = b.node("AveragePool", "pool", {"bn_out"}, {"Y"});
+    OnnxBuilder::attr(n, "kernel_shape", std::vector<std::int64_t>{2, 2});
+    OnnxBuilder::attr(n, "pads", std::vector<std::int64_t>{2, 0, 0, 0});
+  })};
+  s["onnx-squeeze-not-one"] = {after_bn([](OnnxBuilder& b) {
+    b.init_int64("axes", {1});
+    b.node("Squeeze", "sq", {"bn_out", "axes"}, {"Y"});
+  })};
+  s["onnx-concat-mismatch"] = {after_bn([](OnnxBuilder& b) {
+    b.node("Flatten", "flat", {"bn_out"}, {"f"});
+    OnnxBuilder::attr(b.node("Concat", "cat", {"bn_out", "f"}, {"Y"}), "axis", std::int64_t{1});
+  })};
+  s["onnx-matmul-mismatch"] = {after_bn([](OnnxBuilder& b) {
+    b.init("M", {3, 2}, {1, 2, 3, 4, 5, 6});
+    b.node("MatMul", "mm", {"bn_out", "M"}, {"Y"});
+  })};
+  s["onnx-graph-cycle"] = {after_bn([](OnnxBuilder& b) {
+    b.node("Add", "add", {"bn_out", "loop"}, {"sum"});
+    b.node("Relu", "relu", {"sum"}, {"loop"});
+    b.node("Identity", "out", {"loop"}, {"Y"});
+  })};
+  s["onnx-undefined-tensor"] = {after_bn([](OnnxBuilder& b) { b.node("Add", "add", {"bn_out", "ghost"}, {"Y"}); })};
+  s["onnx-output-twice"] = {after_bn([](OnnxBuilder& b) {
+    b.node("Relu", "relu", {"bn_out"}, {"Y"});
+    b.node("Sigmoid", "sig", {"bn_out"}, {"Y"});
+  })};
+  s["onnx-gemm-flag"] = {after_bn([](OnnxBuilder& b) {
+    b.node("Flatten", "flat", {"bn_out"}, {"f"});
+    b.init("F", {32, 2}, std::vector<double>(64, 0.5));
+    OnnxBuilder::attr(b.node("Gemm", "fc", {"f", "F"}, {"Y"}), "transA", std::int64_t{2});
+  })};
+  s["onnx-clip-attribute-at-opset-13"] = {after_bn([](OnnxBuilder& b) {
+    OnnxBuilder::attr(b.node("Clip", "clip", {"bn_out"}, {"Y"}), "max", 6.0f);
+  })};
+  s["onnx-claimed-size"] = {[](const fs::path& d) {
+    ModelParts p;  // W's dims claim 2^28 floats; its raw_data holds 36 (refused before allocating)
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      auto* t = m.mutable_graph()->mutable_initializer(0);
+      t->set_dims(0, 16384);
+      t->set_dims(1, 16384);
+      t->set_dims(2, 1);
+      t->set_dims(3, 1);
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }, true, "ulimit -v 1000000; exec "};
+  s["onnx-claimed-size-typed"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::Typed;
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      auto* t = m.mutable_graph()->mutable_initializer(0);
+      t->set_dims(0, 16384);
+      t->set_dims(1, 16384);
+      t->set_dims(2, 1);
+      t->set_dims(3, 1);
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }, true, "ulimit -v 1000000; exec "};
+  s["onnx-external-symlink"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::External;
+    fs::create_directories(d / "model");
+    fs::create_directories(d / "outside");
+    const std::string m = model(d / "model", "m.onnx", p);
+    fs::rename(d / "model" / "m.data", d / "outside" / "m.data");
+    fs::create_directory_symlink(d / "outside", d / "model" / "link");
+    onnx::ModelProto mp;
+    {
+      std::ifstream in(m, std::ios::binary);
+      REQUIRE(mp.ParseFromIstream(&in));
+    }
+    for (auto& kv : *mp.mutable_graph()->mutable_initializer(0)->mutable_external_data())
+      if (kv.key() == "location") kv.set_value("link/m.data");
+    std::ofstream out(m, std::ios::binary | std::ios::trunc);
+    REQUIRE(mp.SerializeToOstream(&out));
+    return "accuracy-diff " + m;
+  }};
+  s["onnx-external-symlink-file"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::External;
+    fs::create_directories(d / "model");
+    const std::string m = model(d / "model", "m.onnx", p);
+    fs::rename(d / "model" / "m.data", d / "secret.bin");
+    fs::create_symlink(d / "secret.bin", d / "model" / "m.data");
+    return "accuracy-diff " + m;
+  }};
   // --- accepted on purpose ----------------------------------------------------------------
   s["subnormal-parameters"] = {[](const fs::path& d) {
     return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1e-40, 1]}}, "var": 1e-39}, "compare": {"dtypes": ["float32"]})");

@@ -108,6 +108,7 @@ TEST_CASE("onnx: regrouping is output-channel-major for ConvTranspose and MatMul
   b.init("wt", {4, 3, 1, 1}, wt);
   b.init("wm", {2, 3}, wm);  // MatMul B: K=2 x N=3
   b.input("X", {1, 4, 2, 2});
+  b.input("z", {1, 2});
   auto& ct = b.node("ConvTranspose", "ct", {"X", "wt"}, {"y"});
   OnnxBuilder::attr(ct, "group", std::int64_t{2});
   b.node("MatMul", "mm", {"z", "wm"}, {"u"});
@@ -518,4 +519,30 @@ TEST_CASE("onnx: an Identity of an initializer is an initializer (deduplicated b
   CHECK(m.initializer("b1")->data == std::vector<double>{0.5, -0.5});
   const Tensor y = run_model(m, find_bn_pairs(m), {{"X", Tensor{{1, 2, 1, 1}, {1, 1}, DType::Float32}}}, {}).at("Y");
   CHECK(y.data == std::vector<double>{3.5, 6.5});
+}
+
+TEST_CASE("model runs: Gemm applies alpha, beta, transA and transB (hand-computed)", "[onnx][run]") {
+  // A = [[1, 2], [3, 4]] (given transposed, transA), B = [[1, 0, 2], [0, 1, 1]] (given as
+  // B' 3x2, transB), C = [1, 2, 3]: alpha A B + beta C with alpha 2, beta 0.5 is
+  // [[2*1 + 0.5, 2*2 + 1, 2*4 + 1.5], [2*3 + 0.5, 2*4 + 1, 2*10 + 1.5]].
+  const fs::path d = temp_dir("gemm_alpha");
+  OnnxBuilder b;
+  b.input("X", {2, 2});
+  b.output("Y", {2, 3});
+  b.init("B", {3, 2}, {1, 0, 0, 1, 2, 1});
+  b.init("C", {3}, {1, 2, 3});
+  auto& g = b.node("Gemm", "fc", {"X", "B", "C"}, {"Y"});
+  OnnxBuilder::attr(g, "alpha", 2.0f);
+  OnnxBuilder::attr(g, "beta", 0.5f);
+  OnnxBuilder::attr(g, "transA", std::int64_t{1});
+  OnnxBuilder::attr(g, "transB", std::int64_t{1});
+  const Model m = Model::load(save(b, d, "g.onnx"));
+  const Tensor x{{2, 2}, {1, 3, 2, 4}, DType::Float32};  // A' (transA)
+  for (const DType dt : {DType::Float32, DType::Float64}) {
+    ModelRunOptions o;
+    o.dtype = dt;
+    const Tensor y = run_model(m, find_bn_pairs(m), {{"X", x}}, o).at("Y");
+    CHECK(y.shape == Shape{2, 3});
+    CHECK(y.data == std::vector<double>{2.5, 5, 9.5, 6.5, 9, 21.5});
+  }
 }

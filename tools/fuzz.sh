@@ -4,7 +4,7 @@
 # (build-hardening/, or $BUILD_DIR; only the fuzz targets are built here).
 #
 #   tools/fuzz.sh [SECONDS] [TARGET ...]   targets: fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json
-#                                                   fuzz_suite_json fuzz_report_json
+#                                                   fuzz_suite_json fuzz_report_json fuzz_model_run
 #
 # New inputs accumulate in BUILD_DIR/corpus/<target>/ (the seeds in fuzz/corpus/ stay as
 # they are); a crash leaves its input in BUILD_DIR/fuzz-findings/ and fails the script.

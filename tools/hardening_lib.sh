@@ -2,7 +2,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer coverage serves the test run
 # under the sanitizers and the fuzz targets.
 
-FUZZ_TARGETS=(fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_report_json)
+FUZZ_TARGETS=(fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_report_json fuzz_model_run)
 
 # configure_hardening BUILD_DIR: -O1 with line tables, the sanitizers' usual setting
 # (readable stacks; a build and test run that fit in CI).

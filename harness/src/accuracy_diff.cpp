@@ -266,9 +266,26 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     } else {
       Tensor x = model_input(model, opts.input, opts.seed);  // a bad --input is the user's error (exit 2)
       try {
-        rr = run_all(model, pat, opts, std::move(x), say);
+        check_attributes(model);  // an attribute the ONNX spec forbids: bad input (exit 2)
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", model.path, e.what()));
+      }
+      try {
+        check_supported(model);
       } catch (const InputError& e) {
         not_run = e.what();
+      }
+      // A model the runner supports but that cannot run as the ONNX spec defines it (shapes
+      // that do not fit, a kernel larger than its input, an output over the element limit)
+      // is bad input: exit 2 naming the file and the node, never runs reported as not made.
+      if (!not_run) {
+        try {
+          rr = run_all(model, pat, opts, std::move(x), say);
+        } catch (const InputError& e) {
+          if (opts.observed_output)
+            throw InputError(fmt::format("--observed-output needs runs of {}, which cannot be made: {}", model.path, e.what()));
+          throw InputError(fmt::format("{}: {}", model.path, e.what()));
+        }
       }
     }
     // --observed-output asks for nothing but what the runs give: without them it is an error.

@@ -24,6 +24,39 @@ std::int64_t prod(const Shape& s, std::size_t from = 0, std::size_t to = SIZE_MA
   return p;
 }
 
+// Checked shape arithmetic: every output dimension of every op is computed through these,
+// so a model cannot make a shape wrap around 2^63. InputError naming `where` on overflow.
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const std::string& where) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) throw InputError(fmt::format("{}: a dimension overflows ({} + {})", where, a, b));
+  return r;
+}
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const std::string& where) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw InputError(fmt::format("{}: a dimension overflows ({} * {})", where, a, b));
+  return r;
+}
+
+// The one allocation point of every op's output: the shape is checked (no negative
+// dimension, no overflow, within the element limit, limits.hpp) BEFORE anything is
+// allocated, and the tensor comes back filled with `fill`.
+Tensor alloc(const Shape& shape, const std::string& where, double fill = 0.0) {
+  const std::int64_t n = checked_element_count(shape, where + ": output");
+  Tensor t;
+  t.shape = shape;
+  t.data.assign(static_cast<std::size_t>(n), fill);
+  return t;
+}
+
+// A spatial output dimension that must hold at least one element: InputError naming the
+// node when the (dilated) kernel is larger than the padded input.
+std::int64_t positive_dim(std::int64_t d, const std::string& where, const char* axis) {
+  if (d < 1)
+    throw InputError(fmt::format("{}: the output {} would be {}: the kernel (dilated) is larger than the padded input",
+                                 where, axis, d));
+  return d;
+}
+
 // Numpy broadcasting of two shapes.
 Shape broadcast_shape(const Shape& a, const Shape& b, const std::string& where) {
   const std::size_t r = std::max(a.size(), b.size());
@@ -108,6 +141,9 @@ class Exec {
       }
       for (const auto& in : n.inputs)
         if (--uses[in] == 0 && !m_.is_graph_output(in) && !o_.keep.count(in) && !inputs.count(in)) env_.erase(in);
+      // Values nothing reads (dangling outputs, e.g. 300 unused Identities) are freed at once.
+      for (const auto& out : n.outputs)
+        if (!uses.count(out) && !m_.is_graph_output(out) && !o_.keep.count(out)) env_.erase(out);
       if (o_.progress) o_.progress(i + 1, m_.nodes.size());
     }
     std::map<std::string, Tensor> out;
@@ -125,19 +161,31 @@ class Exec {
   const Tensor& get(const std::string& name, const std::string& who) {
     if (const auto it = env_.find(name); it != env_.end()) return it->second;
     if (const Tensor* t = m_.initializer(name)) return *t;
-    if (const auto it = m_.int_inits.find(name); it != m_.int_inits.end()) {
+    Shape shape;
+    if (const auto* ints = m_.int_initializer(name, &shape)) {
       Tensor t;
-      t.shape = m_.int_init_shapes.at(name);
-      for (const auto v : it->second) t.data.push_back(static_cast<double>(v));
+      t.shape = shape;
+      for (const auto v : *ints) t.data.push_back(static_cast<double>(v));
       t.dtype = DType::Float64;
       return env_[name] = t;
     }
     throw InputError(fmt::format("{}: value {} is not available (not computed, not an initializer)", who, name));
   }
+  // An integer input (shape, pads, axes): every value must be an integer within +-2^62.
   std::vector<std::int64_t> ints(const std::string& name, const std::string& who) {
     std::vector<std::int64_t> v;
-    for (const double d : get(name, who).data) v.push_back(static_cast<std::int64_t>(d));
+    for (const double d : get(name, who).data) {
+      if (!(std::fabs(d) <= 0x1p62) || d != std::trunc(d))
+        throw InputError(fmt::format("{}: input {} holds {}, not an integer", who, name, d));
+      v.push_back(static_cast<std::int64_t>(d));
+    }
     return v;
+  }
+  // A scalar input (Clip's min and max, Pad's value): exactly one element.
+  double scalar(const std::string& name, const std::string& who) {
+    const Tensor& t = get(name, who);
+    if (t.data.size() != 1) throw InputError(fmt::format("{}: input {} has {} elements, not one", who, name, t.data.size()));
+    return t.data[0];
   }
   void put(const ModelNode& n, Tensor t, std::size_t k = 0) {
     t.dtype = dt();
@@ -168,11 +216,11 @@ class Exec {
       const FoldedParams fp = fold_parameters(lp.weight, lp.per_channel, lp.bias, lp.bn, lp.dtype, o_.recipe, o_.ref);
       Tensor w = *m_.initializer(layer.inputs[1]);
       for (std::size_t k = 0; k < lp.index.size(); ++k) w.data[lp.index[k]] = fp.weight[k];
-      Tensor y = linear(layer, x, w, fp.bias);
+      Tensor y = linear(layer, where(layer, p.layer), x, w, fp.bias);
       if (!fp.post_add.empty()) channelwise(y, [&](double v, std::size_t o) { return r(v + fp.post_add[o]); });
       put(bn, std::move(y));
     } else {
-      Tensor y = linear(layer, x, *m_.initializer(layer.inputs[1]), lp.bias);
+      Tensor y = linear(layer, where(layer, p.layer), x, *m_.initializer(layer.inputs[1]), lp.bias);
       batchnorm(y, lp.bn);
       put(bn, std::move(y));
     }
@@ -193,24 +241,31 @@ class Exec {
   }
 
   // Gemm / MatMul / ConvTranspose with explicit parameters (bias per output channel or empty).
-  Tensor linear(const ModelNode& n, const Tensor& x, const Tensor& w, const std::vector<double>& bias) {
-    if (n.op == "ConvTranspose") return conv_transpose(n, x, w, bias);
+  // Gemm computes alpha * (A' B') + beta * C as the spec defines: the product accumulated
+  // sequentially over k, times alpha (rounded once, skipped when alpha = 1), plus beta * C
+  // (rounded once, skipped when beta = 1). `at` names the node in messages.
+  Tensor linear(const ModelNode& n, const std::string& at, const Tensor& x, const Tensor& w, const std::vector<double>& bias) {
+    if (n.op == "ConvTranspose") return conv_transpose(n, at, x, w, bias);
     const bool transA = n.op == "Gemm" && n.int_attr("transA", 0) != 0, transB = n.op == "Gemm" && n.int_attr("transB", 0) != 0;
-    if (w.shape.size() != 2) throw InputError(fmt::format("{} {}: only 2-D weights are supported", n.op, n.name));
+    const T alpha = static_cast<T>(n.op == "Gemm" ? n.float_attr("alpha", 1.0) : 1.0);
+    const T beta = static_cast<T>(n.op == "Gemm" ? n.float_attr("beta", 1.0) : 1.0);
+    if (w.shape.size() != 2) throw InputError(fmt::format("{}: only 2-D weights are supported, got {}", at, shape_string(w.shape)));
     const std::int64_t K = transB ? w.shape[1] : w.shape[0], N = transB ? w.shape[0] : w.shape[1];
+    if (K < 1) throw InputError(fmt::format("{}: the weight {} is empty", at, shape_string(w.shape)));
     std::int64_t M;
     if (n.op == "Gemm") {
-      if (x.shape.size() != 2) throw InputError(fmt::format("Gemm {}: input must be 2-D, got {}", n.name, shape_string(x.shape)));
+      if (x.shape.size() != 2) throw InputError(fmt::format("{}: input must be 2-D, got {}", at, shape_string(x.shape)));
       M = transA ? x.shape[1] : x.shape[0];
-      if ((transA ? x.shape[0] : x.shape[1]) != K) throw InputError(fmt::format("Gemm {}: inner dimensions differ", n.name));
+      if ((transA ? x.shape[0] : x.shape[1]) != K)
+        throw InputError(fmt::format("{}: inner dimensions differ (input {}, weight {})", at, shape_string(x.shape), shape_string(w.shape)));
     } else {
-      if (x.shape.empty() || x.shape.back() != K) throw InputError(fmt::format("MatMul {}: inner dimensions differ", n.name));
+      if (x.shape.empty() || x.shape.back() != K)
+        throw InputError(fmt::format("{}: inner dimensions differ (input {}, weight {})", at, shape_string(x.shape), shape_string(w.shape)));
       M = prod(x.shape) / K;
     }
-    Tensor y;
-    y.shape = n.op == "Gemm" ? Shape{M, N} : x.shape;
-    if (n.op != "Gemm") y.shape.back() = N;
-    y.data.resize(static_cast<std::size_t>(M * N));
+    Shape ys = n.op == "Gemm" ? Shape{M, N} : x.shape;
+    if (n.op != "Gemm") ys.back() = N;
+    Tensor y = alloc(ys, at);
     for (std::int64_t i = 0; i < M; ++i)
       for (std::int64_t j = 0; j < N; ++j) {
         T acc = 0;
@@ -219,25 +274,40 @@ class Exec {
           const T b = static_cast<T>(round_to(dt(), w.data[static_cast<std::size_t>(transB ? j * K + k : k * N + j)]));
           acc = acc + a * b;
         }
-        if (!bias.empty()) acc = acc + static_cast<T>(round_to(dt(), bias[static_cast<std::size_t>(j)]));
+        if (alpha != T(1)) acc = alpha * acc;
+        if (!bias.empty()) {
+          const T c = static_cast<T>(round_to(dt(), bias[static_cast<std::size_t>(j)]));
+          acc = acc + (beta != T(1) ? static_cast<T>(beta * c) : c);
+        }
         y.data[static_cast<std::size_t>(i * N + j)] = static_cast<double>(acc);
       }
     return y;
   }
 
-  Tensor conv_transpose(const ModelNode& n, const Tensor& x, const Tensor& w, const std::vector<double>& bias) {
-    if (x.shape.size() != 4 || w.shape.size() != 4) throw InputError(fmt::format("ConvTranspose {}: only 2-D convs", n.name));
+  // ConvTranspose over [N, C, H, W] with weight [C, O/group, KH, KW]: every shape and
+  // attribute checked (group divides C, the weight fits, output dims >= 1 with checked
+  // arithmetic, the element limit) before the output is allocated.
+  Tensor conv_transpose(const ModelNode& n, const std::string& at_, const Tensor& x, const Tensor& w, const std::vector<double>& bias) {
+    if (x.shape.size() != 4 || w.shape.size() != 4)
+      throw InputError(fmt::format("{}: only 2-D convs (4-D input and weight), got {} and {}", at_, shape_string(x.shape), shape_string(w.shape)));
     const std::int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-    const std::int64_t g = n.int_attr("group", 1), opg = w.shape[1], O = opg * g, cpg = C / g, KH = w.shape[2], KW = w.shape[3];
+    const std::int64_t g = n.int_attr("group", 1);
+    if (g < 1 || C % g || w.shape[0] != C || w.shape[1] < 1 || w.shape[2] < 1 || w.shape[3] < 1)
+      throw InputError(fmt::format("{}: weight {} does not fit input {} with group {}", at_, shape_string(w.shape), shape_string(x.shape), g));
+    const std::int64_t opg = w.shape[1], O = checked_mul(opg, g, at_), cpg = C / g, KH = w.shape[2], KW = w.shape[3];
     auto at = [&](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t d) { return v.size() > i ? v[i] : d; };
     const auto s = n.ints_attr("strides"), d = n.ints_attr("dilations"), pads = n.ints_attr("pads"), op = n.ints_attr("output_padding");
     const std::int64_t sh = at(s, 0, 1), sw = at(s, 1, 1), dh = at(d, 0, 1), dw = at(d, 1, 1);
     const std::int64_t pt = at(pads, 0, 0), pl = at(pads, 1, 0), pb = at(pads, 2, 0), pr = at(pads, 3, 0);
-    const std::int64_t OH = sh * (H - 1) + at(op, 0, 0) + (KH - 1) * dh + 1 - pt - pb;
-    const std::int64_t OW = sw * (W - 1) + at(op, 1, 0) + (KW - 1) * dw + 1 - pl - pr;
-    Tensor y;
-    y.shape = {N, O, OH, OW};
-    y.data.assign(static_cast<std::size_t>(N * O * OH * OW), 0.0);
+    // sh * (H - 1) + output_padding + (KH - 1) * dh + 1 - pads, checked.
+    auto out_dim = [&](std::int64_t s_, std::int64_t in, std::int64_t opad, std::int64_t k, std::int64_t d_, std::int64_t b, std::int64_t e) {
+      std::int64_t v = checked_mul(s_, in - 1, at_);
+      v = checked_add(v, checked_add(opad, checked_add(checked_mul(k - 1, d_, at_), 1, at_), at_), at_);
+      return checked_add(v, -checked_add(b, e, at_), at_);
+    };
+    const std::int64_t OH = positive_dim(out_dim(sh, H, at(op, 0, 0), KH, dh, pt, pb), at_, "height");
+    const std::int64_t OW = positive_dim(out_dim(sw, W, at(op, 1, 0), KW, dw, pl, pr), at_, "width");
+    Tensor y = alloc({N, O, OH, OW}, at_);
     for (std::int64_t nn = 0; nn < N; ++nn)
       for (std::int64_t o = 0; o < O; ++o) {
         const std::int64_t gi = o / opg, j = o % opg;
@@ -277,10 +347,8 @@ class Exec {
   template <class F>
   void binary(const ModelNode& n, std::size_t i, F f) {
     const Tensor a = get(n.inputs.at(0), where(n, i)), b = get(n.inputs.at(1), where(n, i));
-    Tensor y;
-    y.shape = broadcast_shape(a.shape, b.shape, where(n, i));
+    Tensor y = alloc(broadcast_shape(a.shape, b.shape, where(n, i)), where(n, i));
     const Broadcaster ba(y.shape, a.shape), bb(y.shape, b.shape);
-    y.data.resize(static_cast<std::size_t>(prod(y.shape)));
     for (std::int64_t k = 0; k < static_cast<std::int64_t>(y.data.size()); ++k)
       y.data[static_cast<std::size_t>(k)] =
           f(static_cast<T>(round_to(dt(), a.data[static_cast<std::size_t>(ba(k))])), static_cast<T>(round_to(dt(), b.data[static_cast<std::size_t>(bb(k))])));
@@ -301,14 +369,16 @@ class Exec {
       same_padding(ap, W, KW, sw, dw, pl, pr);
     }
     const bool ceil_mode = n.int_attr("ceil_mode", 0) != 0, include_pad = n.int_attr("count_include_pad", 0) != 0;
-    auto out_dim = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t b, std::int64_t e) {
-      const std::int64_t span = in + b + e - ((k - 1) * di + 1);
-      return (ceil_mode ? (span + st - 1) / st : span / st) + 1;
+    const std::string at_ = where(n, idx);
+    // (in + pads - dilated kernel) / stride + 1, rounded up with ceil_mode; checked, >= 1.
+    auto out_dim = [&](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di, std::int64_t b, std::int64_t e, const char* axis) {
+      const std::int64_t span = checked_add(checked_add(in, checked_add(b, e, at_), at_),
+                                            -checked_add(checked_mul(k - 1, di, at_), 1, at_), at_);
+      if (span < 0) return positive_dim(0, at_, axis);
+      return positive_dim((ceil_mode ? checked_add(span, st - 1, at_) / st : span / st) + 1, at_, axis);
     };
-    const std::int64_t OH = out_dim(H, KH, sh, dh, pt, pb), OW = out_dim(W, KW, sw, dw, pl, pr);
-    Tensor y;
-    y.shape = {N, C, OH, OW};
-    y.data.resize(static_cast<std::size_t>(N * C * OH * OW));
+    const std::int64_t OH = out_dim(H, KH, sh, dh, pt, pb, "height"), OW = out_dim(W, KW, sw, dw, pl, pr, "width");
+    Tensor y = alloc({N, C, OH, OW}, at_);
     for (std::int64_t nc = 0; nc < N * C; ++nc)
       for (std::int64_t oh = 0; oh < OH; ++oh)
         for (std::int64_t ow = 0; ow < OW; ++ow) {
@@ -331,6 +401,41 @@ class Exec {
           y.data[static_cast<std::size_t>((nc * OH + oh) * OW + ow)] = static_cast<double>(acc);
         }
     put(n, std::move(y));
+  }
+
+  // Reshape's output shape from the `target` input, as the ONNX spec defines it: 0 copies
+  // the input's dimension (allowzero = 0; it must exist) or is 0 (allowzero = 1, then no
+  // -1 with it); at most one -1, inferred; every other value >= 0; the element count kept.
+  // Products in checked arithmetic, so a target wrapping around 2^64 is refused by name.
+  static Shape reshape_target(const ModelNode& n, const std::string& at, const Shape& in, std::vector<std::int64_t> s) {
+    const bool allowzero = n.int_attr("allowzero", 0) != 0;
+    const std::int64_t have = prod(in);
+    std::int64_t known = 1, infer = -1;
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      if (s[k] == 0 && !allowzero) {
+        if (k >= in.size())
+          throw InputError(fmt::format("{}: target {} copies dimension {} (0), which the input {} does not have", at,
+                                       shape_string(s), k, shape_string(in)));
+        s[k] = in[k];
+      }
+      if (s[k] == -1) {
+        if (infer >= 0 || (allowzero && std::count(s.begin(), s.end(), 0)))
+          throw InputError(fmt::format("{}: target {} has more than one -1, or a -1 with a 0 under allowzero", at, shape_string(s)));
+        infer = static_cast<std::int64_t>(k);
+      } else if (s[k] < 0) {
+        throw InputError(fmt::format("{}: target {} has a negative dimension {}", at, shape_string(s), s[k]));
+      } else {
+        known = checked_mul(known, s[k], at);
+      }
+    }
+    if (infer >= 0) {
+      if (known == 0 || have % known)
+        throw InputError(fmt::format("{}: cannot reshape {} to {}", at, shape_string(in), shape_string(s)));
+      s[static_cast<std::size_t>(infer)] = have / known;
+    } else if (known != have) {
+      throw InputError(fmt::format("{}: cannot reshape {} to {}", at, shape_string(in), shape_string(s)));
+    }
+    return s;
   }
 
   void node(const ModelNode& n, std::size_t i) {
@@ -356,8 +461,8 @@ class Exec {
         lo = n.float_attr("min", lo);
         hi = n.float_attr("max", hi);
       } else {
-        if (n.inputs.size() > 1 && !n.inputs[1].empty()) lo = get(n.inputs[1], where(n, i)).data.at(0);
-        if (n.inputs.size() > 2 && !n.inputs[2].empty()) hi = get(n.inputs[2], where(n, i)).data.at(0);
+        if (n.inputs.size() > 1 && !n.inputs[1].empty()) lo = scalar(n.inputs[1], where(n, i));
+        if (n.inputs.size() > 2 && !n.inputs[2].empty()) hi = scalar(n.inputs[2], where(n, i));
       }
       unary(n, [&](double v) { return std::min(std::max(v, lo), hi); });
     } else if (op == "Add") binary(n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a + b)); });
@@ -378,12 +483,15 @@ class Exec {
       const Tensor& x = get(n.inputs.at(0), where(n, i));
       const Tensor& w = get(n.inputs.at(1), where(n, i));
       std::vector<double> bias;
+      if (w.shape.size() != (op == "ConvTranspose" ? 4u : 2u))
+        throw InputError(fmt::format("{}: weight {} has rank {}; the op needs {}", where(n, i), shape_string(w.shape),
+                                     w.shape.size(), op == "ConvTranspose" ? 4 : 2));
       if (op != "MatMul" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
         bias = get(n.inputs[2], where(n, i)).data;
         const std::int64_t N = op == "Gemm" ? (n.int_attr("transB", 0) ? w.shape[0] : w.shape[1]) : w.shape[1] * n.int_attr("group", 1);
         if (static_cast<std::int64_t>(bias.size()) != N) throw InputError(where(n, i) + ": only a per-output-channel bias is supported");
       }
-      put(n, linear(n, x, w, bias));
+      put(n, linear(n, where(n, i), x, w, bias));
     } else if (op == "BatchNormalization") {
       if (n.int_attr("training_mode", 0)) throw InputError(where(n, i) + ": training_mode = 1 is not an inference BatchNorm");
       Tensor y = get(n.inputs.at(0), where(n, i));
@@ -391,6 +499,9 @@ class Exec {
                        get(n.inputs.at(3), where(n, i)).data, get(n.inputs.at(4), where(n, i)).data,
                        static_cast<double>(static_cast<float>(n.float_attr("epsilon", 1e-5)))};
       check_bn_params(bn, bn.gamma.size(), where(n, i));
+      if (y.shape.size() < 2 || y.shape[1] != static_cast<std::int64_t>(bn.gamma.size()))
+        throw InputError(fmt::format("{}: input {} does not have {} channels (dimension 1), as the parameters do", where(n, i),
+                                     shape_string(y.shape), bn.gamma.size()));
       batchnorm(y, bn);
       put(n, std::move(y));
     } else if (op == "MaxPool") pool(n, i, true);
@@ -418,16 +529,7 @@ class Exec {
       put(n, std::move(y));
     } else if (op == "Reshape") {
       Tensor y = get(n.inputs.at(0), where(n, i));
-      std::vector<std::int64_t> s = ints(n.inputs.at(1), where(n, i));
-      std::int64_t known = 1, infer = -1;
-      for (std::size_t k = 0; k < s.size(); ++k) {
-        if (s[k] == 0 && n.int_attr("allowzero", 0) == 0) s[k] = y.shape.at(k);
-        if (s[k] == -1) infer = static_cast<std::int64_t>(k);
-        else known *= s[k];
-      }
-      if (infer >= 0) s[static_cast<std::size_t>(infer)] = known ? y.size() / known : 0;
-      if (prod(s) != y.size()) throw InputError(fmt::format("{}: cannot reshape {} to {}", where(n, i), shape_string(y.shape), shape_string(s)));
-      y.shape = s;
+      y.shape = reshape_target(n, where(n, i), y.shape, ints(n.inputs.at(1), where(n, i)));
       put(n, std::move(y));
     } else if (op == "Squeeze" || op == "Unsqueeze") {
       Tensor y = get(n.inputs.at(0), where(n, i));
@@ -445,6 +547,9 @@ class Exec {
         Shape s;
         for (std::size_t k = 0; k < y.shape.size(); ++k) {
           const bool drop = axes.empty() ? y.shape[k] == 1 : std::binary_search(axes.begin(), axes.end(), static_cast<std::int64_t>(k));
+          if (drop && y.shape[k] != 1)
+            throw InputError(fmt::format("{}: axis {} of {} has size {}, not 1: it cannot be squeezed", where(n, i), k,
+                                         shape_string(y.shape), y.shape[k]));
           if (!drop) s.push_back(y.shape[k]);
         }
         y.shape = s;
@@ -465,10 +570,13 @@ class Exec {
           if (static_cast<std::int64_t>(p->shape.size()) != rank || (d != axis && p->shape[static_cast<std::size_t>(d)] != parts[0]->shape[static_cast<std::size_t>(d)]))
             throw InputError(fmt::format("{}: input shapes {} and {} do not concatenate on axis {}", where(n, i),
                                          shape_string(parts[0]->shape), shape_string(p->shape), axis));
+      Shape ys = parts[0]->shape;
+      ys[static_cast<std::size_t>(axis)] = 0;
+      for (const Tensor* p : parts) ys[static_cast<std::size_t>(axis)] = checked_add(ys[static_cast<std::size_t>(axis)], p->shape[static_cast<std::size_t>(axis)], where(n, i));
+      (void)checked_element_count(ys, where(n, i) + ": output");
       Tensor y;
-      y.shape = parts[0]->shape;
-      y.shape[static_cast<std::size_t>(axis)] = 0;
-      for (const Tensor* p : parts) y.shape[static_cast<std::size_t>(axis)] += p->shape[static_cast<std::size_t>(axis)];
+      y.shape = ys;
+      y.data.reserve(static_cast<std::size_t>(prod(ys)));
       const std::int64_t outer = prod(y.shape, 0, static_cast<std::size_t>(axis));
       for (std::int64_t o = 0; o < outer; ++o)
         for (const Tensor* p : parts) {
@@ -483,14 +591,19 @@ class Exec {
       double value = n.float_attr("value", 0.0);
       if (m_.opset >= 11) {
         pads = ints(n.inputs.at(1), where(n, i));
-        if (n.inputs.size() > 2 && !n.inputs[2].empty()) value = get(n.inputs[2], where(n, i)).data.at(0);
+        if (n.inputs.size() > 2 && !n.inputs[2].empty()) value = scalar(n.inputs[2], where(n, i));
       }
       const std::size_t rank = x.shape.size();
-      if (pads.size() != 2 * rank) throw InputError(where(n, i) + ": pads do not match the rank");
-      Tensor y;
-      y.shape = x.shape;
-      for (std::size_t k = 0; k < rank; ++k) y.shape[k] += pads[k] + pads[k + rank];
-      y.data.assign(static_cast<std::size_t>(prod(y.shape)), r(value));
+      if (pads.size() != 2 * rank)
+        throw InputError(fmt::format("{}: {} pads for a tensor of rank {} (needs {})", where(n, i), pads.size(), rank, 2 * rank));
+      Shape ys = x.shape;
+      for (std::size_t k = 0; k < rank; ++k) {
+        ys[k] = checked_add(ys[k], checked_add(pads[k], pads[k + rank], where(n, i)), where(n, i));
+        if (ys[k] < 0)
+          throw InputError(fmt::format("{}: pads {} and {} crop axis {} of {} by more than it holds", where(n, i), pads[k],
+                                       pads[k + rank], k, shape_string(x.shape)));
+      }
+      Tensor y = alloc(ys, where(n, i), r(value));
       for (std::int64_t k = 0; k < x.size(); ++k) {
         std::int64_t rem = k, idx = 0, mul = 1;
         std::vector<std::int64_t> coord(rank);
@@ -560,9 +673,18 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape
   } else if (ap == "VALID") {
     g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = 0;
   }
-  if (g.groups <= 0 || g.C % g.groups || ws[1] * g.groups != g.C)
+  const std::string who = "Conv " + n.name;
+  if (g.groups <= 0 || g.C % g.groups || checked_mul(ws[1], g.groups, who) != g.C || g.O < 1 || g.KH < 1 || g.KW < 1)
     throw InputError(fmt::format("Conv {}: weight {} does not fit input {} with group {}", n.name, shape_string(ws),
                                  shape_string(xs), g.groups));
+  // The output: (in + pads - dilated kernel) / stride + 1 >= 1, in checked arithmetic.
+  auto out = [&](std::int64_t in, std::int64_t b, std::int64_t e, std::int64_t k, std::int64_t d, std::int64_t st, const char* axis) {
+    const std::int64_t span = checked_add(checked_add(in, checked_add(b, e, who), who), -checked_add(checked_mul(k - 1, d, who), 1, who), who);
+    return positive_dim(span < 0 ? 0 : span / st + 1, who, axis);
+  };
+  (void)checked_element_count({g.N, g.O, out(g.H, g.pad_top, g.pad_bottom, g.KH, g.dil_h, g.stride_h, "height"),
+                               out(g.W, g.pad_left, g.pad_right, g.KW, g.dil_w, g.stride_w, "width")},
+                              who + ": output");
   return g;
 }
 
@@ -670,9 +792,9 @@ Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, T
       Tensor a = *t;
       for (double& v : a.data) v = std::fabs(v);
       sub.initializers[in] = std::move(a);
-    } else if (const auto it = m.int_inits.find(in); it != m.int_inits.end()) {
-      sub.int_inits[in] = it->second;
-      sub.int_init_shapes[in] = m.int_init_shapes.at(in);
+    } else if (Shape shape; const auto* ints = m.int_initializer(in, &shape)) {
+      sub.int_inits[in] = *ints;
+      sub.int_init_shapes[in] = shape;
     } else {
       Tensor a = inputs.at(in);
       for (double& v : a.data) v = std::fabs(v);
@@ -688,7 +810,7 @@ Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, T
 
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                                         const ModelRunOptions& opts) {
-  check_supported(m);
+  check_supported(m);  // and check_graph: valid single-assignment graph in topological order
   if (opts.dtype == DType::Float64) return Exec<double>(m, pairs, opts).run(inputs);
   if (opts.dtype != DType::Float32) throw InputError("model runs are float32 or float64");
   return Exec<float>(m, pairs, opts).run(inputs);

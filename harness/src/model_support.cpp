@@ -2,8 +2,11 @@
 // check_supported). A node the runner would compute differently from the ONNX spec must be
 // refused by name, never run with an attribute silently ignored: an ignored ceil_mode or
 // spatial = 0 would be a wrong reference, and every verdict after it meaningless.
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+#include <vector>
 #include <string>
 
 #include <fmt/format.h>
@@ -56,6 +59,91 @@ std::string node_name(const ModelNode& n, std::size_t i) {
   return fmt::format("{} at node {}{}", n.op, i, n.name.empty() ? "" : " (" + n.name + ")");
 }
 
+bool is_pool(const ModelNode& n) { return n.op == "MaxPool" || n.op == "AveragePool"; }
+bool is_conv(const ModelNode& n) { return n.op == "Conv" || n.op == "ConvTranspose"; }
+
+// The spatial attributes of a 2-D conv or pooling node against the ONNX spec: two strides,
+// dilations, kernel dims and output paddings, four pads, each in its range, group >= 1,
+// a pooling kernel given and each pad smaller than it. "" if they are fine.
+std::string spatial_error(const ModelNode& n) {
+  for (const char* k : {"strides", "dilations", "kernel_shape", "output_padding"})
+    if (n.attr(k) && n.ints_attr(k).size() != 2)
+      return fmt::format("{} has {} values; a 2-D {} needs 2", k, n.ints_attr(k).size(), n.op);
+  if (n.attr("pads") && n.ints_attr("pads").size() != 4)
+    return fmt::format("pads has {} values; a 2-D {} needs 4", n.ints_attr("pads").size(), n.op);
+  for (const auto v : n.ints_attr("kernel_shape"))
+    if (v < 1) return fmt::format("kernel_shape must be >= 1 (got {})", v);
+  if (is_conv(n) && n.int_attr("group", 1) < 1) return fmt::format("group must be >= 1 (got {})", n.int_attr("group", 1));
+  if (n.op == "ConvTranspose") {
+    const auto op = n.ints_attr("output_padding"), s = n.ints_attr("strides"), d = n.ints_attr("dilations");
+    for (std::size_t k = 0; k < op.size(); ++k) {
+      const std::int64_t limit = std::max(k < s.size() ? s[k] : 1, k < d.size() ? d[k] : 1);
+      if (op[k] < 0 || op[k] >= limit)
+        return fmt::format("output_padding {} must be >= 0 and smaller than the stride or dilation ({})", op[k], limit);
+    }
+  }
+  if (is_pool(n)) {
+    const auto ks = n.ints_attr("kernel_shape"), pads = n.ints_attr("pads");
+    if (ks.empty()) return "kernel_shape is required";
+    for (std::size_t k = 0; k < pads.size(); ++k)
+      if (pads[k] >= ks[k % 2]) return fmt::format("pad {} is not smaller than the kernel ({})", pads[k], ks[k % 2]);
+  }
+  return "";
+}
+
+// An attribute that must be 0 or 1.
+std::string flag_error(const ModelNode& n, const char* key) {
+  const std::int64_t v = n.int_attr(key, 0);
+  return v == 0 || v == 1 ? "" : fmt::format("{} must be 0 or 1 (got {})", key, v);
+}
+
+// Attributes that became inputs in a later opset (Clip min/max at 11, Pad pads/value at 11,
+// Squeeze/Unsqueeze axes at 13): at the model's opset, exactly one of the two forms is read;
+// the other is refused, never silently ignored.
+std::string opset_form_error(const Model& m, const ModelNode& n) {
+  struct Moved { const char* op; std::int64_t since; std::vector<const char*> attrs; std::size_t max_inputs_before, max_inputs_after; };
+  static const std::vector<Moved> moved{{"Clip", 11, {"min", "max"}, 1, 3},
+                                        {"Pad", 11, {"pads", "value"}, 1, 3},
+                                        {"Squeeze", 13, {"axes"}, 1, 2},
+                                        {"Unsqueeze", 13, {"axes"}, 1, 2}};
+  for (const Moved& mv : moved) {
+    if (n.op != mv.op) continue;
+    const bool after = m.opset >= mv.since;
+    for (const char* a : mv.attrs)
+      if (after && n.attr(a))
+        return fmt::format("attribute '{}' is an input from opset {} (the model is opset {})", a, mv.since, m.opset);
+    const std::size_t max_in = after ? mv.max_inputs_after : mv.max_inputs_before;
+    if (n.inputs.size() > max_in)
+      return fmt::format("{} inputs; at opset {} the op takes at most {}", n.inputs.size(), m.opset, max_in);
+    if (!after && n.op == "Pad" && !n.attr("pads")) return "attribute 'pads' is required before opset 11";
+    if (!after && n.op == "Unsqueeze" && !n.attr("axes")) return "attribute 'axes' is required before opset 13";
+    if (after && n.op == "Unsqueeze" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the axes input is required";
+    if (after && n.op == "Pad" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the pads input is required";
+  }
+  return "";
+}
+
+// Per-op attribute values against the ONNX spec (those not covered above); "" if fine.
+std::string op_attribute_error(const ModelNode& n) {
+  if (n.op == "Gemm") {
+    for (const char* k : {"transA", "transB"})
+      if (const std::string e = flag_error(n, k); !e.empty()) return e;
+    for (const char* k : {"alpha", "beta"})
+      if (!std::isfinite(n.float_attr(k, 1.0))) return fmt::format("{} must be finite (got {})", k, n.float_attr(k, 1.0));
+  }
+  for (const char* k : {"ceil_mode", "count_include_pad", "storage_order", "allowzero"})
+    if (const std::string e = flag_error(n, k); !e.empty()) return e;
+  if (n.op == "BatchNormalization" && n.attr("is_test") && n.int_attr("is_test", 1) != 1)
+    return "is_test = 0 (training) is not an inference BatchNorm";
+  if (n.op == "Concat" && !n.attr("axis")) return "attribute 'axis' is required";
+  if (n.op == "Constant" && n.attributes.size() != 1)
+    return fmt::format("needs exactly one value attribute (has {})", n.attributes.size());
+  for (const char* k : {"alpha", "beta"})
+    if ((n.op == "LeakyRelu" || n.op == "HardSigmoid") && !std::isfinite(n.float_attr(k, 0.0)))
+      return fmt::format("{} must be finite", k);
+  return "";
+}
+
 // Non-default values the runner does not implement; "" if the node is fine.
 std::string unsupported_value(const Model& m, const ModelNode& n) {
   const std::string ap = n.string_attr("auto_pad", "NOTSET");
@@ -82,12 +170,33 @@ std::string unsupported_value(const Model& m, const ModelNode& n) {
       if (w->shape.size() < 2 || ks != std::vector<std::int64_t>(w->shape.begin() + 2, w->shape.end()))
         return fmt::format("kernel_shape does not match the weight's shape {}", shape_string(w->shape));
     }
+  if (n.op == "ConvTranspose" && n.inputs.size() > 1)
+    if (const Tensor* w = m.initializer(n.inputs[1]); w && n.attr("kernel_shape"))
+      if (w->shape.size() != 4 || n.ints_attr("kernel_shape") != std::vector<std::int64_t>(w->shape.begin() + 2, w->shape.end()))
+        return fmt::format("kernel_shape does not match the weight's shape {}", shape_string(w->shape));
   return "";
+}
+
+// What the ONNX spec says about the node's attributes (not what foldcheck implements).
+std::string spec_error(const Model& m, const ModelNode& n) {
+  if (is_conv(n) || is_pool(n))
+    if (std::string e = spatial_error(n); !e.empty()) return e;
+  if (std::string e = opset_form_error(m, n); !e.empty()) return e;
+  return op_attribute_error(n);
 }
 
 }  // namespace
 
+void check_attributes(const Model& m) {
+  for (std::size_t i = 0; i < m.nodes.size(); ++i)
+    if (m.nodes[i].domain.empty() || m.nodes[i].domain == "ai.onnx")
+      if (const std::string why = spec_error(m, m.nodes[i]); !why.empty())
+        throw InputError(fmt::format("{}: {}", node_name(m.nodes[i], i), why));
+}
+
 void check_supported(const Model& m) {
+  check_graph(m);
+  check_attributes(m);
   const auto& ops = supported_ops();
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& n = m.nodes[i];

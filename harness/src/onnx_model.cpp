@@ -1,4 +1,5 @@
 // Model::load: an ONNX file (protobuf, through Debian's libonnx) into the model IR.
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -53,6 +54,25 @@ std::int64_t external_field(const TensorProto& t, const std::string& key, const 
   return x;
 }
 
+// Refuses an external data file whose real path (symlinks resolved) is not inside the
+// model's real directory: a symlinked folder or file beside the model must not make
+// foldcheck read any file on the machine as weights. Checked before the file is opened,
+// so an offset error cannot disclose the size of a file outside.
+void check_contained(const TensorProto& t, const std::string& location, const fs::path& dir, const fs::path& p) {
+  std::error_code ec;
+  const fs::path real_dir = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+  const fs::path real = ec ? fs::path() : fs::canonical(p, ec);
+  bool inside = !ec;
+  if (inside) {
+    const auto [d, r] = std::mismatch(real_dir.begin(), real_dir.end(), real.begin(), real.end());
+    inside = d == real_dir.end() && r != real.end();
+  }
+  if (!inside)
+    throw InputError(fmt::format("initializer {}: external data location '{}' resolves (through a symlink) outside the "
+                                 "model's directory",
+                                 t.name(), location));
+}
+
 // The tensor's bytes in little-endian order, from raw_data or an external file (offset,
 // length) beside the model; empty when the values sit in the typed fields. `expected` is
 // the byte count the dims call for; an external range of any other length is refused
@@ -76,9 +96,11 @@ std::string raw_bytes(const TensorProto& t, const fs::path& dir, std::size_t exp
                                  t.name(), location));
   const fs::path p = dir / rel;
   std::error_code ec;
+  const bool exists = fs::exists(p, ec);
+  if (exists) check_contained(t, location, dir, p);
   if (!fs::is_regular_file(p, ec))
     throw InputError(fmt::format("initializer {}: cannot read external data file {} ({})", t.name(), p.string(),
-                                 fs::exists(p, ec) ? "not a regular file" : "No such file or directory"));
+                                 exists ? "not a regular file" : "No such file or directory"));
   std::ifstream in(p, std::ios::binary);
   if (!in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
   in.seekg(0, std::ios::end);
@@ -104,6 +126,24 @@ std::size_t count_of(const TensorProto& t) {
   return static_cast<std::size_t>(checked_element_count(dims_of(t), "initializer " + t.name()));
 }
 
+// The values a tensor holds (raw bytes, or the typed field its type uses) against the
+// element count n its dims claim, refused on any difference BEFORE anything of n elements
+// is allocated: a few hundred bytes claiming 2^28 values must not cost 2 GB.
+void check_claimed_size(const TensorProto& t, const std::string& raw, std::size_t n, std::size_t eb,
+                        std::optional<DType> dt) {
+  if (!raw.empty() || n == 0) {
+    if (raw.size() != n * eb)
+      throw InputError(fmt::format("initializer {}: {} bytes of data for {} elements of {} bytes", t.name(), raw.size(), n, eb));
+    return;
+  }
+  const bool i64 = t.data_type() == TensorProto::INT64;
+  const std::size_t have = dt == DType::Float32   ? static_cast<std::size_t>(t.float_data_size())
+                           : dt == DType::Float64 ? static_cast<std::size_t>(t.double_data_size())
+                           : i64                  ? static_cast<std::size_t>(t.int64_data_size())
+                                                  : static_cast<std::size_t>(t.int32_data_size());
+  if (have != n) throw InputError(fmt::format("initializer {}: {} values for {} elements", t.name(), have, n));
+}
+
 // A floating tensor, exactly.
 Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
   Tensor out;
@@ -112,10 +152,9 @@ Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
   const std::size_t n = count_of(t);
   const std::size_t eb = element_bytes(t.data_type());
   const std::string raw = raw_bytes(t, dir, n * eb);
+  check_claimed_size(t, raw, n, eb, dt);
   out.data.resize(n);
   if (!raw.empty() || n == 0) {
-    if (raw.size() != n * eb)
-      throw InputError(fmt::format("initializer {}: {} bytes of data for {} elements of {} bytes", t.name(), raw.size(), n, eb));
     for (std::size_t i = 0; i < n; ++i) {
       const char* p = raw.data() + i * eb;
       if (dt == DType::Float32) { float f; std::memcpy(&f, p, 4); out.data[i] = f; }
@@ -125,10 +164,6 @@ Tensor floating_tensor(const TensorProto& t, DType dt, const fs::path& dir) {
     return out;
   }
   // Typed fields: float_data, double_data, or int32_data holding 16-bit patterns.
-  const std::size_t have = dt == DType::Float32 ? static_cast<std::size_t>(t.float_data_size())
-                           : dt == DType::Float64 ? static_cast<std::size_t>(t.double_data_size())
-                                                  : static_cast<std::size_t>(t.int32_data_size());
-  if (have != n) throw InputError(fmt::format("initializer {}: {} values for {} elements", t.name(), have, n));
   for (std::size_t i = 0; i < n; ++i) {
     const int k = static_cast<int>(i);
     if (dt == DType::Float32) out.data[i] = t.float_data(k);
@@ -145,9 +180,9 @@ std::vector<std::int64_t> integer_values(const TensorProto& t, const fs::path& d
   const std::size_t n = count_of(t);
   const std::size_t eb = element_bytes(t.data_type());
   const std::string raw = raw_bytes(t, dir, n * eb);
+  check_claimed_size(t, raw, n, eb, std::nullopt);
   std::vector<std::int64_t> v(n);
   if (!raw.empty()) {
-    if (raw.size() != n * eb) throw InputError(fmt::format("initializer {}: {} bytes for {} elements", t.name(), raw.size(), n));
     for (std::size_t i = 0; i < n; ++i) {
       const char* p = raw.data() + i * eb;
       switch (t.data_type()) {
@@ -162,8 +197,6 @@ std::vector<std::int64_t> integer_values(const TensorProto& t, const fs::path& d
     return v;
   }
   const bool i64 = t.data_type() == TensorProto::INT64;
-  const std::size_t have = i64 ? static_cast<std::size_t>(t.int64_data_size()) : static_cast<std::size_t>(t.int32_data_size());
-  if (have != n) throw InputError(fmt::format("initializer {}: {} values for {} elements", t.name(), have, n));
   for (std::size_t i = 0; i < n; ++i) v[i] = i64 ? t.int64_data(static_cast<int>(i)) : t.int32_data(static_cast<int>(i));
   return v;
 }
@@ -249,7 +282,9 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
       {"MatMul", {2, 1}},   {"BatchNormalization", {5, 1}}, {"Relu", {1, 1}}, {"Add", {2, 1}},
       {"Sub", {2, 1}},      {"Mul", {2, 1}},      {"Div", {2, 1}},           {"Reshape", {2, 1}},
       {"Flatten", {1, 1}},  {"Concat", {1, 1}},   {"Pad", {1, 1}},           {"MaxPool", {1, 1}},
-      {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Constant", {0, 1}}};
+      {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Constant", {0, 1}},
+      {"Clip", {1, 1}},     {"Sigmoid", {1, 1}},  {"LeakyRelu", {1, 1}},     {"HardSigmoid", {1, 1}},
+      {"HardSwish", {1, 1}}, {"Squeeze", {1, 1}}, {"Unsqueeze", {1, 1}}};
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& n = m.nodes[i];
     const auto it = arity.find(n.op);
@@ -263,19 +298,16 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
   }
   // Exporters deduplicate equal tensors by an Identity of one initializer (PyTorch does for
   // zero-initialised biases): such values are initializers too, under their own name.
+  // They are aliases, not copies: 300 Identities of one large initializer cost nothing.
   for (const ModelNode& n : m.nodes) {
     if (n.op != "Identity" || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
     const std::string &from = n.inputs[0], &to = n.outputs[0];
-    if (m.initializers.count(to) || m.int_inits.count(to)) continue;
-    if (const auto it = m.initializers.find(from); it != m.initializers.end()) {
-      const Tensor t = it->second;
-      m.initializers[to] = t;
-    } else if (const auto jt = m.int_inits.find(from); jt != m.int_inits.end()) {
-      const std::vector<std::int64_t> v = jt->second;
-      m.int_inits[to] = v;
-      m.int_init_shapes[to] = m.int_init_shapes.at(from);
-    }
+    if (m.initializers.count(to) || m.int_inits.count(to) || m.aliases.count(to) || from == to) continue;
+    const auto root = m.aliases.find(from);
+    const std::string& target = root == m.aliases.end() ? from : root->second;
+    if (m.initializers.count(target) || m.int_inits.count(target)) m.aliases[to] = target;
   }
+  check_graph(m);
   return m;
 }
 

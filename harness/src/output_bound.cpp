@@ -146,11 +146,11 @@ Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937
     const Tensor& w0 = *m.initializer(layer.inputs[1]);
     const double uw = info(w0.dtype).unit_roundoff;
     weight_u[bn.inputs[1]] = uw;
-    Tensor& w = p.initializers.at(layer.inputs[1]);
+    Tensor& w = p.own_initializer(layer.inputs[1]);
     for (double& v : w.data) v *= 1.0 + uw * g(rng);
     const LayerParams lp = layer_params(m, pr);
     const ChannelAffine a = channel_affine(lp.bn, lp.bias);
-    Tensor& beta = p.initializers.at(bn.inputs[2]);
+    Tensor& beta = p.own_initializer(bn.inputs[2]);
     for (std::size_t c = 0; c < beta.data.size(); ++c)
       beta.data[c] += g(rng) * (3.0 * uw * a.centred[c] + uw * std::fabs(a.folded_bias[c]));
   }
@@ -158,7 +158,7 @@ Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937
     if (n.op != "BatchNormalization" || !m.initializer(n.inputs.at(1))) continue;
     const auto it = weight_u.find(n.inputs[1]);
     const double uw = it == weight_u.end() ? kU : std::max(kU, it->second);
-    for (double& v : p.initializers.at(n.inputs[1]).data) v *= 1.0 + 4.0 * uw * g(rng);
+    for (double& v : p.own_initializer(n.inputs[1]).data) v *= 1.0 + 4.0 * uw * g(rng);
   }
   return p;
 }

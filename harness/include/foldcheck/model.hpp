@@ -9,7 +9,8 @@
 // and float64 all widen exactly into double; Tensor::dtype records the stored type);
 // integer initializers (shapes, axes, pads) are held in `ints`. The output of an Identity
 // node whose input is an initializer is an initializer too (exporters deduplicate equal
-// tensors that way; the node stays in the graph). Unknown dimensions of a graph input's
+// tensors that way; the node stays in the graph; it aliases the tensor, see `aliases`).
+// Loading refuses a graph that is not valid SSA in topological order (check_graph). Unknown dimensions of a graph input's
 // shape are -1.
 #include <cstdint>
 #include <map>
@@ -60,6 +61,9 @@ struct Model {
   std::map<std::string, Tensor> initializers;                  // floating ones
   std::map<std::string, std::vector<std::int64_t>> int_inits;  // integer ones (and their shape below)
   std::map<std::string, Shape> int_init_shapes;
+  // Identity outputs of initializers -> the initializer they alias (never another alias):
+  // shared, not copied. initializer() and int_initializer() resolve them.
+  std::map<std::string, std::string> aliases;
   std::vector<ValueInfo> inputs, outputs;
 
   // Throws InputError when the file cannot be read or parsed, or an initializer's dims do
@@ -69,10 +73,26 @@ struct Model {
   static Model parse(const std::string& bytes, const std::string& path);
 
   const Tensor* initializer(const std::string& name) const;  // null if not a floating initializer
+  // An integer initializer's values (and its shape into `shape` if given); null if none.
+  const std::vector<std::int64_t>* int_initializer(const std::string& name, Shape* shape = nullptr) const;
+  // The floating initializer `name` to change in place; an alias becomes a copy of its own
+  // first, so changing it leaves the initializer it aliased as it was. std::out_of_range if none.
+  Tensor& own_initializer(const std::string& name);
+  // The initializer name an alias stands for; `name` itself otherwise.
+  const std::string& resolve(const std::string& name) const;
+  // Whether `name` is defined before any node runs: a graph input or an initializer.
+  bool defines(const std::string& name) const;
   // The node producing value `name` and the nodes consuming it (indices into nodes).
   std::optional<std::size_t> producer_of(const std::string& name) const;
   std::vector<std::size_t> consumers_of(const std::string& name) const;
   bool is_graph_output(const std::string& name) const;
 };
+
+// The graph is valid single-assignment in topological order: every node input is a graph
+// input, an initializer or the output of an EARLIER node (so no cycles); no value is
+// computed twice or is both a node output and a graph input; every graph output is
+// defined. InputError naming the file, the node (op, index, name) and the value otherwise.
+// Model::parse calls it; run_model calls it again for models built in code.
+void check_graph(const Model& m);
 
 }  // namespace foldcheck
