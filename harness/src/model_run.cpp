@@ -66,7 +66,7 @@ Shape broadcast_shape(const Shape& a, const Shape& b, const std::string& where) 
     const std::int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
     if (x != y && x != 1 && y != 1)
       throw InputError(fmt::format("{}: shapes {} and {} do not broadcast", where, shape_string(a), shape_string(b)));
-    out[i] = std::max(x, y);
+    out[i] = x == 1 ? y : x;  // NumPy's rule: 1 stretches to the other, even to 0 (max() made [0] x [1] one element)
   }
   return out;
 }
@@ -158,16 +158,30 @@ class Exec {
   DType dt() const { return o_.dtype; }
   double r(double x) const { return kF64 ? x : static_cast<double>(static_cast<float>(x)); }
 
+  // Every value an op reads holds exactly the elements its shape says (an integer
+  // initializer whose dims and values disagree, a scalar with no value): the ops index by
+  // shape, so a shorter vector would be read past its end.
+  static const Tensor& consistent(const Tensor& t, const std::string& name, const std::string& who) {
+    std::uint64_t n = 1;
+    for (const std::int64_t d : t.shape) {
+      if (d < 0 || (d > 0 && n > UINT64_MAX / static_cast<std::uint64_t>(d))) n = UINT64_MAX;
+      else n *= static_cast<std::uint64_t>(d);
+    }
+    if (n != t.data.size())
+      throw InputError(fmt::format("{}: value {} has shape {} but {} values", who, name, shape_string(t.shape), t.data.size()));
+    return t;
+  }
+
   const Tensor& get(const std::string& name, const std::string& who) {
-    if (const auto it = env_.find(name); it != env_.end()) return it->second;
-    if (const Tensor* t = m_.initializer(name)) return *t;
+    if (const auto it = env_.find(name); it != env_.end()) return consistent(it->second, name, who);
+    if (const Tensor* t = m_.initializer(name)) return consistent(*t, name, who);
     Shape shape;
     if (const auto* ints = m_.int_initializer(name, &shape)) {
       Tensor t;
       t.shape = shape;
       for (const auto v : *ints) t.data.push_back(static_cast<double>(v));
       t.dtype = DType::Float64;
-      return env_[name] = t;
+      return consistent(env_[name] = t, name, who);
     }
     throw InputError(fmt::format("{}: value {} is not available (not computed, not an initializer)", who, name));
   }
@@ -189,6 +203,12 @@ class Exec {
   }
   void put(const ModelNode& n, Tensor t, std::size_t k = 0) {
     t.dtype = dt();
+    // Every value of a run is kept until it ends, and accuracy-diff holds several runs and
+    // their copies (~67 bytes per element measured: a 100-byte model whose Pad makes 2*10^8
+    // elements peaked at 13.5 GB). Each tensor is under the element limit; their sum is
+    // checked against the machine here, so a tiny model cannot take all of its memory.
+    held_ += t.data.size();
+    check_fits_in_memory(held_, kBytesPerHeldElement, fmt::format("{}: the model's values", m_.path));
     env_[n.outputs.at(k)] = std::move(t);
   }
   static std::string where(const ModelNode& n, std::size_t i) {
@@ -640,6 +660,8 @@ class Exec {
   const BnPatterns& pairs_;
   const ModelRunOptions& o_;
   std::map<std::string, Tensor> env_;
+  static constexpr std::uint64_t kBytesPerHeldElement = 72;  // 67 measured, with headroom
+  std::uint64_t held_ = 0;  // elements of every value put so far
 };
 
 }  // namespace
