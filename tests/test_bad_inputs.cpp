@@ -512,6 +512,14 @@ std::map<std::string, Setup> setups() {
     };
     return "accuracy-diff " + model(d, "m.onnx", p);
   }};
+  s["output-is-external-data"] = {[](const fs::path& d) {
+                                    ModelParts p;
+                                    p.weight_encoding = Encoding::External;
+                                    const std::string m = model(d, "m.onnx", p);
+                                    put(d / "m.data.orig", slurp(d / "m.data"));
+                                    return "accuracy-diff " + m + " --weights-only -o " + (d / "m.data").string();
+                                  },
+                                  false, "", [](const fs::path& d) { CHECK(slurp(d / "m.data") == slurp(d / "m.data.orig")); }};
   s["onnx-external-missing"] = {[](const fs::path& d) {
     ModelParts p;
     p.weight_encoding = Encoding::External;

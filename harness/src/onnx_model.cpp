@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <sys/stat.h>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
 #include "foldcheck/errors.hpp"
+#include "foldcheck/reports/output_file.hpp"
 #include "foldcheck/input_file.hpp"
 #include "foldcheck/limits.hpp"
 #include "foldcheck/model.hpp"
@@ -103,6 +105,10 @@ std::string raw_bytes(const TensorProto& t, const fs::path& dir, std::size_t exp
                                  exists ? "not a regular file" : "No such file or directory"));
   std::ifstream in(p, std::ios::binary);
   if (!in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
+  // An input like the model itself: no output of this run may replace it (output_file.hpp).
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0)
+    reports::note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
   in.seekg(0, std::ios::end);
   const std::int64_t size = in.tellg();
   if (length < 0) length = offset <= size ? size - offset : 0;
