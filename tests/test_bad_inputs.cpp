@@ -681,29 +681,21 @@ std::map<std::string, Setup> setups() {
   s["onnx-clip-attribute-at-opset-13"] = {after_bn([](OnnxBuilder& b) {
     OnnxBuilder::attr(b.node("Clip", "clip", {"bn_out"}, {"Y"}), "max", 6.0f);
   })};
-  s["onnx-claimed-size"] = {[](const fs::path& d) {
-    ModelParts p;  // W's dims claim 2^28 floats; its raw_data holds 36 (refused before allocating)
-    p.tweak_proto = [](onnx::ModelProto& m) {
-      auto* t = m.mutable_graph()->mutable_initializer(0);
-      t->set_dims(0, 16384);
-      t->set_dims(1, 16384);
-      t->set_dims(2, 1);
-      t->set_dims(3, 1);
+  // W's dims claim 2^28 floats; its data (raw bytes, or typed values) holds 36: refused
+  // before allocating, under a 1 GB address-space limit.
+  const auto claimed_size = [](Encoding e) {
+    return [e](const fs::path& d) {
+      ModelParts p;
+      p.weight_encoding = e;
+      p.tweak_proto = [](onnx::ModelProto& m) {
+        auto* t = m.mutable_graph()->mutable_initializer(0);
+        for (const auto& [k, v] : {std::pair{0, 16384}, {1, 16384}, {2, 1}, {3, 1}}) t->set_dims(k, v);
+      };
+      return "accuracy-diff " + model(d, "m.onnx", p);
     };
-    return "accuracy-diff " + model(d, "m.onnx", p);
-  }, true, "ulimit -v 1000000; exec "};
-  s["onnx-claimed-size-typed"] = {[](const fs::path& d) {
-    ModelParts p;
-    p.weight_encoding = Encoding::Typed;
-    p.tweak_proto = [](onnx::ModelProto& m) {
-      auto* t = m.mutable_graph()->mutable_initializer(0);
-      t->set_dims(0, 16384);
-      t->set_dims(1, 16384);
-      t->set_dims(2, 1);
-      t->set_dims(3, 1);
-    };
-    return "accuracy-diff " + model(d, "m.onnx", p);
-  }, true, "ulimit -v 1000000; exec "};
+  };
+  s["onnx-claimed-size"] = {claimed_size(Encoding::Raw), true, "ulimit -v 1000000; exec "};
+  s["onnx-claimed-size-typed"] = {claimed_size(Encoding::Typed), true, "ulimit -v 1000000; exec "};
   s["onnx-external-symlink"] = {[](const fs::path& d) {
     ModelParts p;
     p.weight_encoding = Encoding::External;
