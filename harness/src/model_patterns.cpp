@@ -10,6 +10,10 @@ namespace {
 
 bool foldable_op(const std::string& op) { return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul"; }
 
+// Whether `n` is the ONNX operator `op`: the same name in another domain is another op
+// (and loading checks input counts of the default domain's ops only).
+bool is_onnx_op(const ModelNode& n, const char* op) { return n.op == op && (n.domain.empty() || n.domain == "ai.onnx"); }
+
 // Why the layer node cannot take a fold ("" if it can): its weight must be an initializer,
 // and a Gemm must be a plain Y = A B' (+ C).
 std::string layer_problem(const Model& m, const ModelNode& n) {
@@ -94,7 +98,7 @@ BnPatterns find_bn_pairs(const Model& m) {
   BnPatterns out;
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& bn = m.nodes[i];
-    if (bn.op != "BatchNormalization") continue;
+    if (!is_onnx_op(bn, "BatchNormalization")) continue;
     const std::string bn_name = bn.name.empty() ? fmt::format("BatchNormalization#{}", i) : bn.name;
     auto unpaired = [&](const std::string& why) { out.unpaired.push_back({i, bn_name, why}); };
     if (bn.int_attr("training_mode", 0) != 0) { unpaired("training_mode = 1 (batch statistics): not foldable"); continue; }
@@ -114,13 +118,13 @@ BnPatterns find_bn_pairs(const Model& m) {
       }
       prod = m.producer_of(value);
       if (!prod) { why = fmt::format("input {} is not produced by a node", value); break; }
-      if (m.nodes[*prod].op != "Identity") break;
+      if (!is_onnx_op(m.nodes[*prod], "Identity")) break;
       through.insert(through.begin(), *prod);
       value = m.nodes[*prod].inputs.at(0);
     }
     if (!why.empty()) { unpaired(why); continue; }
     const ModelNode& layer = m.nodes[*prod];
-    if (!foldable_op(layer.op)) { unpaired(fmt::format("input comes from {} ({}), not a Conv/ConvTranspose/Gemm/MatMul", layer.name, layer.op)); continue; }
+    if (!foldable_op(layer.op) || !is_onnx_op(layer, layer.op.c_str())) { unpaired(fmt::format("input comes from {} ({}), not a Conv/ConvTranspose/Gemm/MatMul", layer.name, layer.op)); continue; }
     const std::string problem = layer_problem(m, layer);
     if (!problem.empty()) { unpaired(problem); continue; }
     out.pairs.push_back({*prod, i, through, layer_name(m, *prod), layer.op});
