@@ -52,7 +52,8 @@ CLI::Option* output_file_option(CLI::Option* o);
 // After parsing: InputError when an output file option names the same file as another
 // option's value (`run case.json -o case.json`, `quant-check --write-int W.npy --weights
 // W.npy`) or as another output, so that no input is overwritten and no output lost. Inputs
-// named inside files (a suite's cases) are caught when written (output_file.hpp).
+// named inside files (a suite's cases, a model's external data) are caught when written:
+// the write-time half of this rule is note_input_file in reports/output_file.hpp.
 void refuse_outputs_that_are_inputs(const CLI::App& app);
 
 // formats: the values --format accepts (the first is the default).

@@ -251,12 +251,7 @@ int main(int argc, char** argv) {
                  "(default 2^28 = 268435456, or FOLDCHECK_MAX_ELEMENTS; at most 2^40)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            char* end = nullptr;
-            errno = 0;
-            const long long n = std::strtoll(text.c_str(), &end, 10);
-            if (text.empty() || *end || errno || n < 1 || n > fc::kMaxElementLimit)
-              return fmt::format("must be an integer from 1 to 2^40 = {}, got '{}'", fc::kMaxElementLimit, text);
-            return "";
+            return fc::parse_element_limit(text) ? "" : fmt::format("must be {}, got '{}'", fc::kElementLimitRange, text);
           },
           "N"));
 

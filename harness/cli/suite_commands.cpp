@@ -48,9 +48,7 @@ int as_report_error(const std::string& files, const std::function<int()>& job) {
   } catch (const InputError&) {
     throw;
   } catch (const nlohmann::json::exception& e) {
-    std::string why = e.what();
-    if (why.rfind("[json.exception", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
-    throw InputError(fmt::format("{}: a report is not well-formed ({})", files, why));
+    throw InputError(fmt::format("{}: a report is not well-formed ({})", files, json_error_reason(e)));
   } catch (const std::out_of_range&) {
     throw InputError(fmt::format("{}: a report is not well-formed (a value is missing, or lists of different lengths)", files));
   }

@@ -34,10 +34,14 @@ void check_bn_params(const ref::BnParams& bn, std::size_t channels, const std::s
                                  what, bn.eps));
 }
 
+std::string past_range(double x, DType t, const std::string& at) {
+  if (!std::isfinite(x) || std::isfinite(round_to(t, x))) return "";
+  return fmt::format("{:g}{} is past {}'s range (largest finite {:g})", x, at, name(t), info(t).max_finite);
+}
+
 std::string first_overflow(const std::vector<double>& v, DType t) {
   for (std::size_t i = 0; i < v.size(); ++i)
-    if (std::isfinite(v[i]) && !std::isfinite(round_to(t, v[i])))
-      return fmt::format("{:g} at index {} is past {}'s range (largest finite {:g})", v[i], i, name(t), info(t).max_finite);
+    if (std::isfinite(v[i]) && !std::isfinite(round_to(t, v[i]))) return past_range(v[i], t, fmt::format(" at index {}", i));
   return "";
 }
 

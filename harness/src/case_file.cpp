@@ -147,9 +147,7 @@ std::vector<double> draw(const std::string& case_path, const TensorSpec& spec, c
     if (k < spec.prefix.size()) x = spec.prefix[k];
     if (!std::isfinite(x)) throw InputError(case_path + ": " + tensor + ": contains NaN or Inf");
     const double r = round_to(t, x);
-    if (!std::isfinite(r))
-      throw InputError(fmt::format("{}: {}: {:g} at index {} is past {}'s range (largest finite {:g})", case_path, tensor,
-                                   x, k, name(t), info(t).max_finite));
+    if (!std::isfinite(r)) throw InputError(case_path + ": " + tensor + ": " + past_range(x, t, fmt::format(" at index {}", k)));
     v.push_back(r);
   };
   const json& i = spec.init;
@@ -206,9 +204,7 @@ void check_tensor_values(const CaseSpec& s, const TensorSpec& spec, const std::s
   if (kind == "const") ends.push_back(a.get<double>());
   if (kind == "uniform") ends.insert(ends.end(), {a.at("low").get<double>(), a.at("high").get<double>()});
   for (const double x : ends)
-    if (std::isfinite(x) && !std::isfinite(round_to(t, x)))
-      throw InputError(fmt::format("{}: {}: {:g} is past {}'s range (largest finite {:g})", s.path, tensor, x, name(t),
-                                   info(t).max_finite));
+    if (const std::string bad = past_range(x, t); !bad.empty()) throw InputError(s.path + ": " + tensor + ": " + bad);
 }
 
 }  // namespace
@@ -226,9 +222,7 @@ CaseSpec load_case(const json& j, const std::string& path) {
   try {
     return load_case_fields(j, path);
   } catch (const nlohmann::json::exception& e) {
-    std::string why = e.what();
-    if (why.rfind("[json.exception", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
-    throw InputError(path + ": case: " + why);
+    throw InputError(path + ": case: " + json_error_reason(e));
   } catch (const JsonAccessError&) {
     throw InputError(path + ": case: a value is missing");
   }

@@ -132,12 +132,16 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& where
     }
     return json::parse(text);
   } catch (const json::exception& e) {
-    // nlohmann's what() starts "[json.exception.parse_error.101] parse error at ...": keep
-    // the part after the tag. Also numbers past binary64 (out_of_range.406, "1e400").
-    std::string why = e.what();
-    if (why.rfind("[json.exception", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
-    throw InputError(fmt::format("{}: invalid JSON: {}", where, why));
+    // Syntax errors, and numbers past binary64 (out_of_range.406, "1e400").
+    throw InputError(fmt::format("{}: invalid JSON: {}", where, json_error_reason(e)));
   }
+}
+
+std::string json_error_reason(const nlohmann::json::exception& e) {
+  const std::string why = e.what();
+  const auto tag_end = why.find("] ");
+  if (why.rfind("[json.exception", 0) != 0 || tag_end == std::string::npos) return why;
+  return why.substr(tag_end + 2);
 }
 
 nlohmann::json read_json_input(const std::string& path, const std::string& kind) {

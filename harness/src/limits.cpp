@@ -2,7 +2,6 @@
 #include "foldcheck/limits.hpp"
 
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <unistd.h>
@@ -32,14 +31,18 @@ void set_max_elements(std::int64_t n) {
   g_max_elements.store(n, std::memory_order_relaxed);
 }
 
+std::int64_t parse_element_limit(const std::string& text) {
+  // 14 digits hold 2^40 = 1099511627776 (13 digits) and stay far from strtoll's overflow.
+  if (text.empty() || text.size() > 14 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const long long n = std::strtoll(text.c_str(), nullptr, 10);
+  return n >= 1 && n <= kMaxElementLimit ? n : 0;
+}
+
 std::int64_t max_elements_from_environment() {
   const char* v = std::getenv("FOLDCHECK_MAX_ELEMENTS");
   if (!v || !*v) return kDefaultMaxElements;
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(v, &end, 10);
-  if (errno || *end || n < 1 || n > kMaxElementLimit)
-    throw InputError(fmt::format("FOLDCHECK_MAX_ELEMENTS='{}': expected an integer from 1 to 2^40 = {}", v, kMaxElementLimit));
+  const std::int64_t n = parse_element_limit(v);
+  if (n == 0) throw InputError(fmt::format("FOLDCHECK_MAX_ELEMENTS='{}': expected {}", v, kElementLimitRange));
   return n;
 }
 

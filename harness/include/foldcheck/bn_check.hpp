@@ -26,8 +26,12 @@ void check_bn_params(const ref::BnParams& bn, std::size_t channels, const std::s
 // variance the fold would divide by zero.
 void check_bn_params_in(const ref::BnParams& bn, std::size_t channels, DType t, const std::string& what);
 
-// The first finite value of v that T cannot hold (it rounds to an infinity), as a message
-// fragment ("70000 at index 0 is past float16's range (largest finite 65504)"), or "".
+// A finite x that T cannot hold (it rounds to an infinity), as a message fragment
+// ("70000{at} is past float16's range (largest finite 65504)"); "" when T holds x or x is
+// not finite (NaN and infinities are refused by their own checks, first_nonfinite).
+std::string past_range(double x, DType t, const std::string& at = "");
+
+// The first value of v past T's range, as past_range with " at index I", or "".
 std::string first_overflow(const std::vector<double>& v, DType t);
 
 // The first NaN or infinity of v, as a message fragment ("NaN at index 3"), or "".

@@ -29,4 +29,8 @@ std::string read_input_file(const std::string& path, const std::string& kind);
 nlohmann::json parse_json_text(const std::string& text, const std::string& where);
 nlohmann::json read_json_input(const std::string& path, const std::string& kind);
 
+// nlohmann's what() reads "[json.exception.parse_error.101] parse error at ...": the text
+// after the tag, for messages that name the file themselves.
+std::string json_error_reason(const nlohmann::json::exception& e);
+
 }  // namespace foldcheck

@@ -24,6 +24,12 @@ inline constexpr std::int64_t kMaxElementLimit = std::int64_t(1) << 40;
 
 std::int64_t max_elements();
 void set_max_elements(std::int64_t n);  // n >= 1
+// A limit as written by the user (--max-elements, FOLDCHECK_MAX_ELEMENTS): decimal digits
+// only, from 1 to kMaxElementLimit; 0 for anything else (a sign, spaces, a fraction, out of
+// range). The flag and the variable share this one reading and the message below.
+std::int64_t parse_element_limit(const std::string& text);
+inline constexpr const char* kElementLimitRange = "an integer from 1 to 2^40 = 1099511627776";
+static_assert(kMaxElementLimit == 1099511627776, "kElementLimitRange spells the limit out");
 // The limit from FOLDCHECK_MAX_ELEMENTS if set (InputError if it is not a positive integer),
 // else kDefaultMaxElements.
 std::int64_t max_elements_from_environment();

@@ -17,7 +17,13 @@
 // removed), else the reason ("PATH: cannot write (No such file or directory)").
 //
 // note_input_file records a file (device, inode) read as an input, so that no output
-// replaces it (`run case.json -o case.json`).
+// replaces it (`run case.json -o case.json`). This is the write-time half of one rule,
+// "no output is an input". The parse-time half, refuse_outputs_that_are_inputs
+// (harness/cli/common.hpp), refuses before a long run but sees only the files named on the
+// command line; this half sees every file actually read (the reader, read_input_file, and
+// ONNX external data note them), including those named inside other files (a suite's
+// cases, a model's data). Both name the clash the same way: "... (refused: it would be
+// overwritten)".
 #include <cstdint>
 #include <string>
 
