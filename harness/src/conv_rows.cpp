@@ -20,9 +20,11 @@ inline void row(const ref::ConvGeometry& g, const A* __restrict x, const A* __re
         std::int64_t lo = 0, hi = OW;
         if (off < 0) lo = (-off + g.stride_w - 1) / g.stride_w;
         if ((OW - 1) * g.stride_w + off >= g.W) hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.stride_w + 1;
+        // Columns are indexed as xrow[ow + off] with ow in [lo, hi), never through a pointer
+        // xrow + off: with a pad wider than the row that pointer lies before the tensor, which
+        // is undefined even when no element is read through it (found by fuzz_model_run).
         if (g.stride_w == 1) {
-          const A* xr = xrow + off;
-          for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xr[ow] * wv;
+          for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xrow[ow + off] * wv;
         } else {
           for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xrow[ow * g.stride_w + off] * wv;
         }
