@@ -130,6 +130,13 @@ TEST_CASE("bisect --cmd: an external compiler's value-changing pass is named, fa
   const Result none = run("bisect --cmd 'true {out}' --reference " + ref.string() + " --passes A");
   CHECK(none.code == 2);
   CHECK_THAT(none.err, Catch::Contains("wrote no {out} file"));
+  // {out} left as a FIFO or a link to a device: refused without opening it (it would block
+  // or never end), whatever the timeout.
+  for (const std::string& make : {"mkfifo {out}", "ln -s /dev/zero {out}", "mkdir {out}"}) {
+    const Result odd = run("bisect --cmd '" + make + "' --reference " + ref.string() + " --passes A,B --timeout 5");
+    CHECK(odd.code == 2);
+    CHECK_THAT(odd.err, Catch::Contains("other than a regular file"));
+  }
   CHECK(run("bisect --cmd 'true' --reference " + ref.string() + " --passes A").code == 2);
 }
 

@@ -94,6 +94,13 @@ class CommandBisector {
                                    r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
                                    cmd, stderr_note(r)));
     if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", cmd));
+    // Only a regular file is read: opening a FIFO left at {out} blocks for ever (past
+    // --timeout, which covers the command only), and a link to /dev/zero never ends.
+    std::error_code ec;
+    if (!fs::is_regular_file(out, ec))
+      throw InputError(fmt::format("bisect: the command left {{out}} as something other than a regular file (a FIFO, "
+                                   "a device, or a link to one): {}",
+                                   cmd));
     Tensor y;
     try {
       y = read_npy(out.string());
