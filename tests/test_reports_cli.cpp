@@ -120,6 +120,20 @@ TEST_CASE("suite: four files, shards merge to the same bytes, any thread count, 
   const Result partial = run("merge " + (dir / "shard1/report.json").string() + " -o " + (dir / "partial").string());
   CHECK(partial.code == 2);
   CHECK_THAT(partial.err, Catch::Contains("shard 2/2 is missing"));
+  // Shard numbers are read as integers from 1 to the shard count: a negative one that wraps
+  // to 2 as unsigned (-4294967294), one past the count, a count of 0 are refused.
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"shards", json::array({-4294967294LL})}, {"shards", json::array({3})}, {"shard_count", 0}}) {
+    json bad = parse_file(dir / "shard2/report.json");
+    bad["suite"][field] = value;
+    fs::create_directories(dir / "badshard");
+    std::ofstream(dir / "badshard/report.json") << bad.dump();
+    const Result r = run("merge " + (dir / "shard1/report.json").string() + " " + (dir / "badshard/report.json").string() +
+                         " -o " + (dir / "badmerged").string());
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("shard"));
+    CHECK_FALSE(fs::exists(dir / "badmerged/report.json"));
+  }
 
   // compare: unchanged against itself (exit 0); a fast-rsqrt variant regresses (exit 1).
   const Result same = run("compare " + (full / "report.json").string() + " --baseline " + (dir / "merged/report.json").string());

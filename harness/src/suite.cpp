@@ -214,10 +214,22 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
   return out;
 }
 
+namespace {
+// A shard number or count as a report holds it: an integer from 1 to 2^20 (the range
+// --shard accepts). Read as a signed integer, so "-4294967294" is refused rather than
+// wrapped into an unsigned shard 2.
+std::int64_t shard_number(const json& v, const std::string& what) {
+  const std::int64_t k = v.is_number_integer() ? v.get<std::int64_t>() : 0;
+  if (k < 1 || k > (std::int64_t(1) << 20))
+    throw InputError(fmt::format("merge: {} {} is not an integer from 1 to 1048576", what, v.dump()));
+  return k;
+}
+}  // namespace
+
 json merge_reports(const std::vector<json>& reports) {
   if (reports.empty()) throw InputError("merge: no reports given");
   const json& first = reports[0];
-  std::set<unsigned> shards;
+  std::set<std::int64_t> shards;
   std::map<std::int64_t, json> by_index;
   for (const json& r : reports) {
     if (r.value("command", "") != "suite") throw InputError("merge: every input must be a suite report (report.json)");
@@ -227,8 +239,12 @@ json merge_reports(const std::vector<json>& reports) {
       throw InputError(fmt::format("merge: {} and {} are not shards of one suite (name, shard count, entry count and schema "
                                    "version must agree)",
                                    r["suite"]["name"].dump(), first["suite"]["name"].dump()));
-    for (const json& s : r["suite"]["shards"])
-      if (!shards.insert(s.get<unsigned>()).second) throw InputError(fmt::format("merge: shard {} given twice", s.get<unsigned>()));
+    const std::int64_t count = shard_number(r["suite"]["shard_count"], "shard count");
+    for (const json& s : r["suite"]["shards"]) {
+      const std::int64_t k = shard_number(s, "shard");
+      if (k > count) throw InputError(fmt::format("merge: shard {} is past the shard count {}", k, count));
+      if (!shards.insert(k).second) throw InputError(fmt::format("merge: shard {} given twice", k));
+    }
     const std::int64_t total = r["suite"]["entries_in_suite"].get<std::int64_t>();
     for (const json& e : r["entries"]) {
       // Each entry belongs to one shard: an index twice, or past the suite, is not a shard's.
@@ -237,8 +253,8 @@ json merge_reports(const std::vector<json>& reports) {
       if (!by_index.emplace(i, e).second) throw InputError(fmt::format("merge: entry index {} appears in two shards", i));
     }
   }
-  const unsigned count = first["suite"]["shard_count"];
-  for (unsigned s = 1; s <= count; ++s)
+  const std::int64_t count = shard_number(first["suite"]["shard_count"], "shard count");
+  for (std::int64_t s = 1; s <= count; ++s)
     if (!shards.count(s)) throw InputError(fmt::format("merge: shard {}/{} is missing", s, count));
   // Every shard is here, so every entry of the suite must be: one missing was cut from a
   // report, and a merged report without it would count it neither passed nor failed.
