@@ -120,6 +120,16 @@ TEST_CASE("suite: four files, shards merge to the same bytes, any thread count, 
   const Result partial = run("merge " + (dir / "shard1/report.json").string() + " -o " + (dir / "partial").string());
   CHECK(partial.code == 2);
   CHECK_THAT(partial.err, Catch::Contains("shard 2/2 is missing"));
+  // A result file a shard names but lost: refused, naming it, nothing written.
+  fs::copy(dir / "shard2", dir / "lost", fs::copy_options::recursive);
+  const json lost_report = parse_file(dir / "lost/report.json");
+  const std::string lost_file = lost_report["entries"][0]["result_file"];
+  fs::remove(dir / "lost" / lost_file);
+  const Result lost = run("merge " + (dir / "shard1/report.json").string() + " " + (dir / "lost/report.json").string() +
+                          " -o " + (dir / "lostmerged").string());
+  CHECK(lost.code == 2);
+  CHECK_THAT(lost.err, Catch::Contains(lost_file) && Catch::Contains("is missing"));
+  CHECK_FALSE(fs::exists(dir / "lostmerged/report.json"));
   // Shard numbers are read as integers from 1 to the shard count: a negative one that wraps
   // to 2 as unsigned (-4294967294), one past the count, a count of 0 are refused.
   for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{

@@ -169,7 +169,11 @@ int SuiteCommands::merge() {
       // directory when read and inside -o when written.
       if (!is_result_file_name(file))
         throw InputError(fmt::format("{}: result_file '{}' is not a result file name (results/NAME.json)", p, file));
-      if (fs::exists(dir / file)) {
+      // A named result that is not there was lost between the shard and the merge: the merged
+      // report would name a file it does not have.
+      if (!fs::exists(dir / file))
+        throw InputError(fmt::format("{}: result_file '{}' is missing from {}", p, file, (dir / file).string()));
+      {
         // Read only from inside the shard's directory: results/ or the file may be links.
         std::error_code ec;
         const fs::path real = fs::canonical(dir / file, ec), base = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
