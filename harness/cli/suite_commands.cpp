@@ -97,9 +97,9 @@ void SuiteCommands::add_to(CLI::App& app) {
           [](std::string& v) -> std::string {
             const auto slash = v.find('/');
             std::string i = v.substr(0, slash), n = slash == std::string::npos ? "" : v.substr(slash + 1);
-            if (slash == std::string::npos || !integer_in(1, 1u << 20)(i).empty() || !integer_in(1, 1u << 20)(n).empty() ||
+            if (slash == std::string::npos || !integer_in(1, kMaxShards)(i).empty() || !integer_in(1, kMaxShards)(n).empty() ||
                 std::stoul(i) > std::stoul(n))
-              return "expected I/N with 1 <= I <= N <= 1048576, got '" + v + "'";
+              return fmt::format("expected I/N with 1 <= I <= N <= {}, got '{}'", kMaxShards, v);
             return "";
           },
           "I/N"))
@@ -173,17 +173,15 @@ int SuiteCommands::merge() {
       // report would name a file it does not have.
       if (!fs::exists(dir / file))
         throw InputError(fmt::format("{}: result_file '{}' is missing from {}", p, file, (dir / file).string()));
-      {
-        // Read only from inside the shard's directory: results/ or the file may be links.
-        std::error_code ec;
-        const fs::path real = fs::canonical(dir / file, ec), base = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
-        const auto rel = real.lexically_relative(base);
-        if (ec || rel.empty() || *rel.begin() == "..")
-          throw InputError(fmt::format("{}: result_file '{}' leads outside the report's directory (a link)", p, file));
-        json r = read_json_input((dir / file).string(), "result");
-        if (!results.emplace(file, std::move(r)).second)
-          throw InputError(fmt::format("{}: result_file '{}' is named by two entries", p, file));
-      }
+      // Read only from inside the shard's directory: results/ or the file may be links.
+      std::error_code ec;
+      const fs::path real = fs::canonical(dir / file, ec), base = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+      const auto rel = real.lexically_relative(base);
+      if (ec || rel.empty() || *rel.begin() == "..")
+        throw InputError(fmt::format("{}: result_file '{}' leads outside the report's directory (a link)", p, file));
+      json r = read_json_input((dir / file).string(), "result");
+      if (!results.emplace(file, std::move(r)).second)
+        throw InputError(fmt::format("{}: result_file '{}' is named by two entries", p, file));
     }
   }
   json merged = merge_reports(parts);

@@ -215,13 +215,13 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
 }
 
 namespace {
-// A shard number or count as a report holds it: an integer from 1 to 2^20 (the range
+// A shard number or count as a report holds it: an integer from 1 to kMaxShards (the range
 // --shard accepts). Read as a signed integer, so "-4294967294" is refused rather than
 // wrapped into an unsigned shard 2.
 std::int64_t shard_number(const json& v, const std::string& what) {
   const std::int64_t k = v.is_number_integer() ? v.get<std::int64_t>() : 0;
-  if (k < 1 || k > (std::int64_t(1) << 20))
-    throw InputError(fmt::format("merge: {} {} is not an integer from 1 to 1048576", what, v.dump()));
+  if (k < 1 || k > std::int64_t{kMaxShards})
+    throw InputError(fmt::format("merge: {} {} is not an integer from 1 to {}", what, v.dump(), kMaxShards));
   return k;
 }
 }  // namespace

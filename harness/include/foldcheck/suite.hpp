@@ -35,8 +35,11 @@
 
 namespace foldcheck {
 
+// The most shards a suite is split into (--shard I/N, and what merge reads from a report).
+inline constexpr unsigned kMaxShards = 1u << 20;
+
 struct SuiteOptions {
-  unsigned shard_index = 1, shard_count = 1;  // 1-based
+  unsigned shard_index = 1, shard_count = 1;  // 1-based, shard_count <= kMaxShards
   unsigned threads = 0;
   long precision = 256;
   std::function<void(const std::string&)> progress;
