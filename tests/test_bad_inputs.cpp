@@ -4,6 +4,7 @@
 // row's message (the document's pattern: "…" matches any text), and write no output
 // file; an accepted row must exit with the code the document gives. A row without a
 // setup, or a setup without a row, fails the test: the document and the code cannot drift.
+#include <limits>
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
@@ -176,6 +177,23 @@ std::map<std::string, Setup> setups() {
     put(d / "plain.txt", "x");
     return "run " + (d / "plain.txt" / "case.json").string();
   }};
+  // Devices and pipes have no size to check before reading: their first bytes are judged
+  // by the format (under a 1 GB address-space limit: /dev/zero was read for 4 GB before).
+  const auto device = [](const std::string& name, std::function<std::string(const fs::path&)> cmd) {
+    return Setup{[=](const fs::path& d) {
+                   fs::create_symlink("/dev/zero", d / name);
+                   return cmd(d / name);
+                 },
+                 true, kAddressSpaceLimit};
+  };
+  s["input-device-npy"] = device("z.npy", [=](const fs::path& p) { return "explain --original " + p.string() + obs; });
+  s["input-device-npz"] = device("z.npz", [](const fs::path& p) {
+    put(p.parent_path() / "x.npy", npy_f32({1, 2, 1, 1}));
+    const std::string x = (p.parent_path() / "x.npy").string();
+    return "diagnose --input " + x + " --bn " + p.string() + " --observed " + x;
+  });
+  s["input-device-json"] = device("z.json", [](const fs::path& p) { return "run " + p.string(); });
+  s["input-device-onnx"] = device("z.onnx", [](const fs::path& p) { return "accuracy-diff " + p.string(); });
   s["output-directory-missing"] = {[](const fs::path& d) {
     return "run " + src("cases/tvm_thread.json") + " -o " + (d / "no" / "such" / "dir" / "r.json").string();
   }, false};
@@ -417,6 +435,19 @@ std::map<std::string, Setup> setups() {
   s["eps-zero"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "bn": {"var": 0, "eps": 0})"); }};
   s["eps-negative"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --eps -1e-5"; }};
   s["eps-zero-in-dtype"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --var 0 --eps 1e-50"; }};
+  s["var-plus-eps-overflows"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --var 3.4e38 --eps 1e38"; }};
+  s["var-plus-eps-overflows-float64"] = {
+      [=](const fs::path&) { return "explain --dtype float64 --original 1,2" + obs + " --var 1.7e308 --eps 1e308"; }};
+  s["diagnose-output-overflows"] = {[](const fs::path& d) {
+    put(d / "x.npy", npy_f32({1, 1, 2, 2}, 3e38));
+    put(d / "y.npy", npy_f32({1, 1, 2, 2}, std::numeric_limits<double>::infinity()));
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{1}, {4}, DType::Float32}},
+                                                   {"beta", Tensor{{1}, {0}, DType::Float32}},
+                                                   {"mean", Tensor{{1}, {0}, DType::Float32}},
+                                                   {"var", Tensor{{1}, {1}, DType::Float32}}});
+    return "diagnose --input " + (d / "x.npy").string() + " --bn " + (d / "bn.npz").string() + " --observed " +
+           (d / "y.npy").string();
+  }};
   s["param-past-dtype-range"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --gamma 1e40"; }};
   s["onnx-param-nan"] = {[](const fs::path& d) {
     ModelParts p;
@@ -691,6 +722,54 @@ std::map<std::string, Setup> setups() {
     b.node("Flatten", "flat", {"bn_out"}, {"f"});
     b.init("F", {32, 2}, std::vector<double>(64, 0.5));
     OnnxBuilder::attr(b.node("Gemm", "fc", {"f", "F"}, {"Y"}), "transA", std::int64_t{2});
+  })};
+  // The class "wrongly typed or repeated attributes, duplicate definitions": every one was
+  // read as if absent (its default) or the last one won, and the model judged EXPECTED.
+  const auto tweak = [](std::function<void(onnx::NodeProto&, onnx::NodeProto&)> f) {
+    return [=](const fs::path& d) {
+      ModelParts p;
+      p.tweak = f;
+      return "accuracy-diff " + model(d, "m.onnx", p);
+    };
+  };
+  s["onnx-attribute-wrong-kind"] = {tweak([](onnx::NodeProto&, onnx::NodeProto& bn) {
+    bn.mutable_attribute(0)->clear_f();
+    bn.mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+    bn.mutable_attribute(0)->set_i(1);
+  })};
+  s["onnx-attribute-wrong-kind-flag"] = {after_bn([](OnnxBuilder& b) {
+    b.node("Flatten", "flat", {"bn_out"}, {"f"});
+    b.init("F", {32, 2}, std::vector<double>(64, 0.5));
+    OnnxBuilder::attr(b.node("Gemm", "fc", {"f", "F"}, {"Y"}), "transA", 1.0f);
+  })};
+  s["onnx-attribute-twice"] = {tweak([](onnx::NodeProto& conv, onnx::NodeProto&) {
+    OnnxBuilder::attr(conv, "pads", std::vector<std::int64_t>{0, 0, 0, 0});
+  })};
+  s["onnx-initializer-twice"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      b.init("gamma", {2}, {5.0, 5.0});
+      b.node("Identity", "id", {"bn_out"}, {"Y"});
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-output-is-initializer"] = {after_bn([](OnnxBuilder& b) {
+    b.init("r", {1, 2, 4, 4}, std::vector<double>(32, 0.0));
+    b.node("Relu", "relu", {"bn_out"}, {"r"});
+    b.node("Identity", "id", {"r"}, {"Y"});
+  })};
+  s["onnx-no-default-opset"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak_proto = [](onnx::ModelProto& m) { m.clear_opset_import(); };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-integer-in-float-op"] = {after_bn([](OnnxBuilder& b) {
+    b.init_int64("k", {3});
+    b.node("Add", "add", {"bn_out", "k"}, {"Y"});
+  })};
+  s["onnx-float-as-shape"] = {after_bn([](OnnxBuilder& b) {
+    b.init("shape", {4}, {1, 2, 4, 4});
+    b.node("Reshape", "reshape", {"bn_out", "shape"}, {"Y"});
   })};
   s["onnx-clip-attribute-at-opset-13"] = {after_bn([](OnnxBuilder& b) {
     OnnxBuilder::attr(b.node("Clip", "clip", {"bn_out"}, {"Y"}), "max", 6.0f);

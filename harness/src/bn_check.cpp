@@ -52,11 +52,19 @@ void check_bn_params_in(const ref::BnParams& bn, std::size_t channels, DType t, 
   const DType a = info(t).arithmetic;
   for (const DType e : {a, DType::Float32}) {
     const double eps = round_to(e, bn.eps);
-    for (std::size_t c = 0; c < channels; ++c)
-      if (!(round_to(a, round_to(t, bn.var[c]) + eps) > 0))
+    for (std::size_t c = 0; c < channels; ++c) {
+      const double sum = round_to(a, round_to(t, bn.var[c]) + eps);
+      if (!(sum > 0))
         throw InputError(fmt::format("{}: var + eps is 0 in {} at channel {} (var {:g}, eps {:g} is {:g} in {}): "
                                      "1/sqrt(var + eps) would be infinite",
                                      what, name(a), c, bn.var[c], bn.eps, eps, name(e)));
+      // Past the range, every recipe's scale is 1/sqrt(inf) = 0 while the exact scale is
+      // not: the fold's error is then not rounding, and no bound holds for it.
+      if (!std::isfinite(sum))
+        throw InputError(fmt::format("{}: var + eps overflows {} at channel {} (var {:g}, eps {:g}): "
+                                     "1/sqrt(var + eps) would be 0",
+                                     what, name(a), c, bn.var[c], bn.eps));
+    }
   }
 }
 

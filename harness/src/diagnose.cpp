@@ -33,6 +33,25 @@ json score_json(const Score& s, const Layer& L, const std::vector<double>& obs, 
   return j;
 }
 
+// An exact output (or conv output) past the dtype's range: the observed value is then an
+// infinity, or a finite value no rounding of the exact one gives. Either way the difference
+// is overflow, not rounding, and no rounding bound describes it (the ratio to the bound
+// would be inf or 0/0): refused, as explain refuses inputs past the range.
+void refuse_overflow(const Layer& L, const Model& given) {
+  for (std::size_t i = 0; i < L.c.size(); ++i) {
+    const std::size_t ch = L.channel(i, given.nhwc);
+    const ld y = (L.c[i] - given.m[ch]) * given.a[ch] + given.beta[ch];
+    // The inputs are finite (checked when read), so an exact value that is not finite
+    // overflowed the reference's double approximation: past every dtype's range.
+    for (const auto& [v, what] : {std::pair{L.c[i], "conv output"}, std::pair{y, "output"}})
+      if (!std::isfinite(v) || !std::isfinite(round_to(L.dtype, static_cast<double>(v))))
+        throw InputError(fmt::format("the layer's exact {} at element {} is {}, past {}'s range: an overflow, not "
+                                     "rounding (no rounding bound covers it)",
+                                     what, i, std::isfinite(v) ? fmt::format("{:.4g}", static_cast<double>(v)) : "beyond 1.8e308",
+                                     name(L.dtype)));
+  }
+}
+
 }  // namespace
 
 json diagnose(const DiagnoseInput& in) {
@@ -113,6 +132,7 @@ json diagnose(const DiagnoseInput& in) {
 
   // The layer as given.
   const Model given = as_given(bn);
+  refuse_overflow(L, given);
   const Score gs = score(given, L, obs);
 
   const std::vector<Model> hyps = hypotheses(bn, L, obs);
@@ -144,10 +164,10 @@ json diagnose(const DiagnoseInput& in) {
                           gs.max_ratio, gs.max_abs_ulp);
   } else if (!scored.empty() && scored.front().first.expected()) {
     best = scored.front().second->name;
+    // The fix is its own field (and its own line in the text): not repeated here.
     summary = fmt::format("beyond the rounding bound of the layer as given (worst element {:.3g}x its bound); "
-                          "explained by {}: {} — fix: {}",
-                          gs.max_ratio, scored.front().second->name, scored.front().second->description,
-                          scored.front().second->fix);
+                          "explained by {}: {}",
+                          gs.max_ratio, scored.front().second->name, scored.front().second->description);
   } else {
     summary = fmt::format("beyond the rounding bound of the layer as given (worst element {:.3g}x its bound), and "
                           "none of the {} hypotheses explains it to within rounding; closest: {}",

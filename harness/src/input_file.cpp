@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -34,7 +35,7 @@ struct Fd {
 
 std::uint64_t max_input_bytes() { return 16 * static_cast<std::uint64_t>(max_elements()) + (std::uint64_t(1) << 20); }
 
-std::string read_input_file(const std::string& path, const std::string& kind) {
+std::string read_input_file(const std::string& path, const std::string& kind, const HeadCheck& head) {
   if (path.empty()) throw InputError(fmt::format("empty path for the {}", kind));
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) cannot_read(path, kind, errno);
@@ -54,9 +55,16 @@ std::string read_input_file(const std::string& path, const std::string& kind) {
     if (static_cast<std::uint64_t>(st.st_size) > limit) too_big(std::to_string(st.st_size));
     bytes.reserve(static_cast<std::size_t>(st.st_size));
   }
+  // Not regular: the head decides early. A declared total caps the read one byte past it,
+  // so the parser still sees (and reports) data after what the header describes.
+  bool judging = !S_ISREG(st.st_mode) && head;
+  std::uint64_t cap = limit;
   char buf[1 << 16];
   while (true) {
-    const ssize_t got = ::read(f.fd, buf, sizeof buf);
+    const std::uint64_t room = cap < limit ? cap + 1 - std::min<std::uint64_t>(bytes.size(), cap + 1) : sizeof buf;
+    if (room == 0) break;
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof buf, room));
+    const ssize_t got = ::read(f.fd, buf, want);
     if (got < 0) {
       if (errno == EINTR) continue;
       cannot_read(path, kind, errno);
@@ -64,8 +72,36 @@ std::string read_input_file(const std::string& path, const std::string& kind) {
     if (got == 0) break;
     if (bytes.size() + static_cast<std::size_t>(got) > limit) too_big("more than " + std::to_string(limit));
     bytes.append(buf, static_cast<std::size_t>(got));
+    if (judging) {
+      const HeadVerdict v = head(bytes);
+      judging = v.more;
+      if (v.total) {
+        if (*v.total > limit) too_big(std::to_string(*v.total) + " (as its header declares)");
+        cap = *v.total;
+      }
+    }
   }
   return bytes;
+}
+
+// JSON text starts (after whitespace) with a value; foldcheck's files are objects or arrays.
+HeadVerdict json_head(const std::string& head, const std::string& where) {
+  const std::size_t i = head.find_first_not_of(" \t\r\n");
+  if (i == std::string::npos) return {true, std::nullopt};
+  if (head[i] != '{' && head[i] != '[')
+    throw InputError(fmt::format("{}: invalid JSON: starts with byte 0x{:02x}, not '{{' or '['", where,
+                                 static_cast<unsigned char>(head[i])));
+  return {};
+}
+
+// A serialized ModelProto starts with a protobuf key: a varint whose field number is one of
+// ModelProto's (1 to 25) and whose wire type is one protobuf defines (0, 1, 2 or 5).
+HeadVerdict onnx_head(const std::string& head, const std::string& where) {
+  const auto key = static_cast<unsigned char>(head[0]);
+  const unsigned field = (key & 0x7f) >> 3, wire = key & 7;
+  if ((key & 0x80) == 0 && (field < 1 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)))
+    throw InputError(fmt::format("{}: not an ONNX model (starts with byte 0x{:02x}, not a protobuf field)", where, key));
+  return {};
 }
 
 namespace {
@@ -145,7 +181,7 @@ std::string json_error_reason(const nlohmann::json::exception& e) {
 }
 
 nlohmann::json read_json_input(const std::string& path, const std::string& kind) {
-  return parse_json_text(read_input_file(path, kind), path);
+  return parse_json_text(read_input_file(path, kind, [&](const std::string& h) { return json_head(h, path); }), path);
 }
 
 }  // namespace foldcheck

@@ -12,21 +12,81 @@ const Attribute* ModelNode::attr(const std::string& key) const {
   const auto it = attributes.find(key);
   return it == attributes.end() ? nullptr : &it->second;
 }
+namespace {
+// The attribute `key` if it has kind `k`; null if absent; InputError if it has another kind.
+const Attribute* typed(const ModelNode& n, const std::string& key, Attribute::Kind k) {
+  const Attribute* a = n.attr(key);
+  if (a && a->kind != k)
+    throw InputError(fmt::format("{}{}: attribute '{}' is {}; the op takes {}", n.op, n.name.empty() ? "" : " (" + n.name + ")",
+                                 key, kind_name(a->kind), kind_name(k)));
+  return a;
+}
+}  // namespace
+
+const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::Int: return "INT";
+    case Attribute::Kind::Float: return "FLOAT";
+    case Attribute::Kind::String: return "STRING";
+    case Attribute::Kind::Ints: return "INTS";
+    case Attribute::Kind::Floats: return "FLOATS";
+    case Attribute::Kind::Tensor: return "TENSOR";
+    default: return "a kind foldcheck does not read (GRAPH, SPARSE_TENSOR, TYPE_PROTO or UNDEFINED)";
+  }
+}
+
 std::int64_t ModelNode::int_attr(const std::string& key, std::int64_t fallback) const {
-  const Attribute* a = attr(key);
-  return a && a->kind == Attribute::Kind::Int ? a->i : fallback;
+  const Attribute* a = typed(*this, key, Attribute::Kind::Int);
+  return a ? a->i : fallback;
 }
 double ModelNode::float_attr(const std::string& key, double fallback) const {
-  const Attribute* a = attr(key);
-  return a && a->kind == Attribute::Kind::Float ? a->f : fallback;
+  const Attribute* a = typed(*this, key, Attribute::Kind::Float);
+  return a ? a->f : fallback;
 }
 std::vector<std::int64_t> ModelNode::ints_attr(const std::string& key) const {
-  const Attribute* a = attr(key);
-  return a && a->kind == Attribute::Kind::Ints ? a->ints : std::vector<std::int64_t>{};
+  const Attribute* a = typed(*this, key, Attribute::Kind::Ints);
+  return a ? a->ints : std::vector<std::int64_t>{};
 }
 std::string ModelNode::string_attr(const std::string& key, const std::string& fallback) const {
-  const Attribute* a = attr(key);
-  return a && a->kind == Attribute::Kind::String ? a->s : fallback;
+  const Attribute* a = typed(*this, key, Attribute::Kind::String);
+  return a ? a->s : fallback;
+}
+
+// From the ONNX operator specs (onnx/defs/*/defs.cc), for every op foldcheck reads.
+std::optional<Attribute::Kind> expected_attribute_kind(const std::string& op, const std::string& key) {
+  using K = Attribute::Kind;
+  static const std::map<std::string, K> spatial{{"auto_pad", K::String}, {"dilations", K::Ints}, {"group", K::Int},
+                                                {"kernel_shape", K::Ints}, {"pads", K::Ints},  {"strides", K::Ints},
+                                                {"output_padding", K::Ints}, {"output_shape", K::Ints},
+                                                {"ceil_mode", K::Int}, {"count_include_pad", K::Int},
+                                                {"storage_order", K::Int}};
+  static const std::map<std::string, std::map<std::string, K>> ops{
+      {"LeakyRelu", {{"alpha", K::Float}}},
+      {"HardSigmoid", {{"alpha", K::Float}, {"beta", K::Float}}},
+      {"Clip", {{"min", K::Float}, {"max", K::Float}}},
+      {"Gemm", {{"alpha", K::Float}, {"beta", K::Float}, {"transA", K::Int}, {"transB", K::Int}}},
+      {"BatchNormalization", {{"epsilon", K::Float}, {"momentum", K::Float}, {"training_mode", K::Int},
+                              {"spatial", K::Int}, {"is_test", K::Int}, {"consumed_inputs", K::Ints}}},
+      {"Flatten", {{"axis", K::Int}}},
+      {"Reshape", {{"allowzero", K::Int}, {"shape", K::Ints}}},
+      {"Squeeze", {{"axes", K::Ints}}},
+      {"Unsqueeze", {{"axes", K::Ints}}},
+      {"Concat", {{"axis", K::Int}}},
+      {"Pad", {{"mode", K::String}, {"pads", K::Ints}, {"value", K::Float}}},
+      {"Constant", {{"value", K::Tensor}, {"value_float", K::Float}, {"value_floats", K::Floats}, {"value_int", K::Int},
+                    {"value_ints", K::Ints}, {"value_string", K::String}}},
+      {"Softmax", {{"axis", K::Int}}},
+      {"Elu", {{"alpha", K::Float}}},
+      {"Selu", {{"alpha", K::Float}, {"gamma", K::Float}}},
+  };
+  if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" || op == "LpPool") {
+    const auto it = spatial.find(key);
+    return it == spatial.end() ? std::nullopt : std::optional<K>(it->second);
+  }
+  const auto o = ops.find(op);
+  if (o == ops.end()) return std::nullopt;
+  const auto it = o->second.find(key);
+  return it == o->second.end() ? std::nullopt : std::optional<K>(it->second);
 }
 
 const std::string& Model::resolve(const std::string& name) const {
@@ -86,7 +146,7 @@ std::string node_at(const ModelNode& n, std::size_t i) {
 }
 
 // The node index computing each value; InputError for a value computed twice or a node
-// output that is also a graph input (ONNX graphs are single-assignment).
+// output that is also a graph input or an initializer (ONNX graphs are single-assignment).
 std::map<std::string, std::size_t> producers(const Model& m) {
   std::map<std::string, std::size_t> at;
   for (std::size_t i = 0; i < m.nodes.size(); ++i)
@@ -97,6 +157,8 @@ std::map<std::string, std::size_t> producers(const Model& m) {
                                      node_at(m.nodes[it->second], it->second)));
       if (std::any_of(m.inputs.begin(), m.inputs.end(), [&](const ValueInfo& v) { return v.name == out; }))
         throw InputError(fmt::format("{}: {}: output '{}' is also a graph input", m.path, node_at(m.nodes[i], i), out));
+      if (m.initializers.count(out) || m.int_inits.count(out))
+        throw InputError(fmt::format("{}: {}: output '{}' is also an initializer", m.path, node_at(m.nodes[i], i), out));
     }
   return at;
 }

@@ -185,6 +185,72 @@ std::string spec_error(const Model& m, const ModelNode& n) {
   return op_attribute_error(n);
 }
 
+// The element class of every value, and the ONNX type constraints of the ops the runner
+// computes. The runner holds every tensor as doubles, so an INT64 or BOOL tensor given to
+// Add would be added as if it were floating point: ONNX requires both inputs of Add to be
+// of one floating type here, so such a model is refused, never run. Values the table
+// cannot tell (an unknown op's output, a graph input of non-floating type) are Unknown and
+// pass: the runner refuses what it cannot compute.
+enum class Elem { Floating, Integer, Bool, Unknown };
+
+const char* elem_name(Elem e) {
+  return e == Elem::Bool ? "a BOOL tensor" : e == Elem::Integer ? "an integer tensor" : "a floating-point tensor";
+}
+
+Elem constant_elem(const ModelNode& n) {
+  if (const Attribute* a = n.attr("value"); a && a->kind == Attribute::Kind::Tensor)
+    return a->elem == Attribute::Elem::Bool ? Elem::Bool : a->elem == Attribute::Elem::Integer ? Elem::Integer : Elem::Floating;
+  if (n.attr("value_int") || n.attr("value_ints")) return Elem::Integer;
+  if (n.attr("value_float") || n.attr("value_floats")) return Elem::Floating;
+  return Elem::Unknown;
+}
+
+// Which inputs of op must hold integers (shape, pads, axes) and which pass their class
+// through to the output (-1: none; the output is floating). Every other input is data and
+// must be floating.
+bool integer_input(const std::string& op, std::size_t k) {
+  return k == 1 && (op == "Reshape" || op == "Pad" || op == "Squeeze" || op == "Unsqueeze");
+}
+bool passes_class(const std::string& op) {
+  return op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Concat";
+}
+
+void check_value_types(const Model& m) {
+  std::map<std::string, Elem> elem;
+  for (const auto& [k, t] : m.initializers) elem[k] = Elem::Floating;
+  for (const auto& [k, v] : m.int_inits) elem[k] = m.int_init_is_bool.count(k) && m.int_init_is_bool.at(k) ? Elem::Bool : Elem::Integer;
+  for (const ValueInfo& v : m.inputs) elem[v.name] = v.dtype ? Elem::Floating : Elem::Unknown;
+  const auto& ops = supported_ops();
+  const auto of = [&](const std::string& name) {
+    const auto it = elem.find(m.resolve(name));
+    return it == elem.end() ? Elem::Unknown : it->second;
+  };
+  for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+    const ModelNode& n = m.nodes[i];
+    const bool known = (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op);
+    Elem out = !known ? Elem::Unknown : n.op == "Constant" ? constant_elem(n) : Elem::Floating;
+    for (std::size_t k = 0; known && k < n.inputs.size(); ++k) {
+      if (n.inputs[k].empty()) continue;
+      const Elem e = of(n.inputs[k]);
+      if (e == Elem::Unknown) { if (k == 0 && passes_class(n.op)) out = Elem::Unknown; continue; }
+      if (integer_input(n.op, k)) {
+        if (e != Elem::Integer)
+          throw InputError(fmt::format("{}: input '{}' is {}; the op takes an integer tensor there", node_name(n, i), n.inputs[k], elem_name(e)));
+      } else if (passes_class(n.op)) {
+        if (k == 0) out = e;
+        else if (n.op == "Concat" && e != out && out != Elem::Unknown)
+          throw InputError(fmt::format("{}: input '{}' is {} but input '{}' is {}; Concat takes one type", node_name(n, i),
+                                       n.inputs[k], elem_name(e), n.inputs[0], elem_name(out)));
+      } else if (e != Elem::Floating) {
+        throw InputError(fmt::format("{}: input '{}' is {}; foldcheck runs {} on floating-point tensors only",
+                                     node_name(n, i), n.inputs[k], elem_name(e), n.op));
+      }
+    }
+    for (const std::string& o : n.outputs)
+      if (!o.empty()) elem[o] = out;
+  }
+}
+
 }  // namespace
 
 void check_attributes(const Model& m) {
@@ -192,6 +258,7 @@ void check_attributes(const Model& m) {
     if (m.nodes[i].domain.empty() || m.nodes[i].domain == "ai.onnx")
       if (const std::string why = spec_error(m, m.nodes[i]); !why.empty())
         throw InputError(fmt::format("{}: {}", node_name(m.nodes[i], i), why));
+  check_value_types(m);
 }
 
 void check_supported(const Model& m) {

@@ -177,6 +177,35 @@ std::size_t float_width(const NpyHeader& h, const std::string& what, DType& dtyp
   throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)");
 }
 
+// The head of a .npy that is not a regular file: the magic at once, then the header; the
+// total size is the header's plus its shape times the width its descr names ('<f4': 4).
+HeadVerdict npy_head(const std::string& b, const std::string& what) {
+  const std::size_t n = std::min<std::size_t>(b.size(), 6);
+  if (std::memcmp(b.data(), "\x93NUMPY", n) != 0) throw InputError(what + ": not a .npy file (bad magic)");
+  if (b.size() < 12) return {true, std::nullopt};
+  const std::size_t offset = static_cast<unsigned char>(b[6]) == 1 ? 10 : 12;
+  std::size_t header_len = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
+  if (offset == 12) header_len |= static_cast<std::size_t>(static_cast<unsigned char>(b[10])) << 16 |
+                                  static_cast<std::size_t>(static_cast<unsigned char>(b[11])) << 24;
+  if (header_len <= kMaxHeaderBytes && b.size() < offset + header_len) return {true, std::nullopt};
+  const NpyHeader h = parse_header(b, what);  // refuses a bad or too long header
+  const char w = h.descr.size() == 3 ? h.descr[2] : '0';
+  if (w != '1' && w != '2' && w != '4' && w != '8') return {};  // the parse names the dtype
+  return {false, h.data_offset + static_cast<std::uint64_t>(h.count) * static_cast<std::uint64_t>(w - '0')};
+}
+
+// A zip archive starts with a local file header (or, empty, the end of central directory).
+HeadVerdict npz_head(const std::string& b, const std::string& what) {
+  const std::size_t n = std::min<std::size_t>(b.size(), 4);
+  if (std::memcmp(b.data(), "PK\x03\x04", n) != 0 && std::memcmp(b.data(), "PK\x05\x06", n) != 0)
+    throw InputError(what + ": not an .npz archive (not a zip file)");
+  return {n < 4, std::nullopt};
+}
+
+std::string read_npy_bytes(const std::string& path) {
+  return read_input_file(path, ".npy file", [&](const std::string& h) { return npy_head(h, path); });
+}
+
 }  // namespace
 
 Tensor parse_npy(const std::string& b, const std::string& what) {
@@ -197,7 +226,7 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
 }
 
 IntArray read_npy_ints(const std::string& path) {
-  const std::string b = read_input_file(path, ".npy file");
+  const std::string b = read_npy_bytes(path);
   const NpyHeader h = parse_header(b, path);
   const std::string& d = h.descr;
   if (d.size() != 3 || (d[0] != '<' && d[0] != '|' && d[0] != '=') || (d[1] != 'i' && d[1] != 'u') ||
@@ -237,7 +266,7 @@ void write_npy_ints(const std::string& path, const Shape& shape, const std::vect
   reports::write_file_atomically(path, bytes);
 }
 
-Tensor read_npy(const std::string& path) { return parse_npy(read_input_file(path, ".npy file"), path); }
+Tensor read_npy(const std::string& path) { return parse_npy(read_npy_bytes(path), path); }
 
 std::string serialize_npy(const Tensor& t) {
   std::string shape = "(";
@@ -386,7 +415,8 @@ std::map<std::string, Tensor> parse_npz(const std::string& bytes, const std::str
 
 std::map<std::string, Tensor> read_npz(const std::string& path, const std::vector<std::string>& expected,
                                        std::int64_t max_values) {
-  return parse_npz(read_input_file(path, ".npz archive"), path, expected, max_values);
+  return parse_npz(read_input_file(path, ".npz archive", [&](const std::string& h) { return npz_head(h, path); }), path,
+                   expected, max_values);
 }
 
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays) {

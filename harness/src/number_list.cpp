@@ -40,11 +40,13 @@ std::vector<double> parse_number_list(const std::string& text, const std::string
   return out;
 }
 
-std::vector<double> load_values(const std::string& arg, const std::string& what, Shape* shape) {
+std::vector<double> load_values(const std::string& arg, const std::string& what, Shape* shape, std::optional<DType>* dtype) {
+  if (dtype) *dtype = std::nullopt;
   if (arg.size() > 4 && arg.substr(arg.size() - 4) == ".npy") {
-    Tensor t = read_npy(arg);
+    Tensor t = read_npy(arg);  // read once: the path may be a pipe
     if (t.data.empty()) throw InputError(arg + ": " + what + " is empty");
     if (shape) *shape = t.shape;
+    if (dtype) *dtype = t.dtype;
     return t.data;
   }
   std::vector<double> v = parse_number_list(arg, what);

@@ -220,6 +220,7 @@ Attribute attribute_of(const onnx::AttributeProto& a, const fs::path& dir) {
       r.kind = Attribute::Kind::Tensor;
       if (const auto dt = floating_dtype(a.t().data_type())) r.t = floating_tensor(a.t(), *dt, dir);
       else if (integer_type(a.t().data_type())) {
+        r.elem = a.t().data_type() == TensorProto::BOOL ? Attribute::Elem::Bool : Attribute::Elem::Integer;
         r.t.shape = dims_of(a.t());
         for (const std::int64_t x : integer_values(a.t(), dir)) r.t.data.push_back(static_cast<double>(x));
         r.t.dtype = DType::Float64;  // integers held exactly as doubles (|x| < 2^53)
@@ -244,7 +245,9 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
 
 }  // namespace
 
-Model Model::load(const std::string& path) { return Model::parse(read_input_file(path, "ONNX model"), path); }
+Model Model::load(const std::string& path) {
+  return Model::parse(read_input_file(path, "ONNX model", [&](const std::string& h) { return onnx_head(h, path); }), path);
+}
 
 Model Model::parse(const std::string& bytes, const std::string& path) {
   onnx::ModelProto mp;
@@ -253,15 +256,28 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
   Model m;
   m.path = path;
   m.producer = mp.producer_name();
+  // The default-domain opset decides which form of an op's attributes and inputs is meant
+  // (Clip's min at 11, Squeeze's axes at 13): without exactly one, the model has no meaning.
+  int default_imports = 0;
   for (const auto& os : mp.opset_import())
-    if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      m.opset = os.version();
+      ++default_imports;
+    }
+  if (default_imports != 1 || m.opset < 1)
+    throw InputError(fmt::format("{}: the model must import the default ONNX domain exactly once, at a version >= 1 "
+                                 "(it imports it {} times{})",
+                                 path, default_imports, default_imports ? fmt::format(", version {}", m.opset) : ""));
   const onnx::GraphProto& g = mp.graph();
   try {  // initializer and attribute messages name the model file
     for (const auto& t : g.initializer()) {
+      if (m.initializers.count(t.name()) || m.int_inits.count(t.name()))
+        throw InputError(fmt::format("initializer '{}' is defined twice", t.name()));
       if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
       else if (integer_type(t.data_type())) {
         m.int_inits[t.name()] = integer_values(t, dir);
         m.int_init_shapes[t.name()] = dims_of(t);
+        m.int_init_is_bool[t.name()] = t.data_type() == TensorProto::BOOL;
       }
     }
     for (int i = 0; i < g.node_size(); ++i) {
@@ -272,7 +288,14 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
       n.name = np.name();
       n.inputs.assign(np.input().begin(), np.input().end());
       n.outputs.assign(np.output().begin(), np.output().end());
-      for (const auto& a : np.attribute()) n.attributes[a.name()] = attribute_of(a, dir);
+      for (const auto& a : np.attribute()) {
+        const std::string at = fmt::format("{} at node {}{}: attribute '{}'", n.op, i, n.name.empty() ? "" : " (" + n.name + ")", a.name());
+        if (!n.attributes.emplace(a.name(), attribute_of(a, dir)).second) throw InputError(at + " is given twice");
+        const Attribute::Kind k = n.attributes[a.name()].kind;
+        if (n.domain.empty() || n.domain == "ai.onnx")
+          if (const auto want = expected_attribute_kind(n.op, a.name()); want && *want != k)
+            throw InputError(fmt::format("{} is {}; the ONNX spec makes it {}", at, kind_name(k), kind_name(*want)));
+      }
       m.nodes.push_back(std::move(n));
     }
   } catch (const InputError& e) {

@@ -21,8 +21,8 @@ void check_bn_params(const ref::BnParams& bn, std::size_t channels, const std::s
 // check_bn_params for parameters already rounded to T (an infinity there means a value
 // past T's range: refused), and then 1/sqrt(var + eps) as the folds compute it: var + eps
 // in T's arithmetic type with eps converted to it, or to float32 as most recipes keep it
-// (recipes.cpp), must be > 0 for every
-// channel. eps > 0 in double does not give that: 1e-50 is 0 in float32, and with a zero
+// (recipes.cpp), must be > 0 and finite for every
+// channel (past the range, 1/sqrt(inf) = 0 in every recipe while the exact scale is not). eps > 0 in double does not give that: 1e-50 is 0 in float32, and with a zero
 // variance the fold would divide by zero.
 void check_bn_params_in(const ref::BnParams& bn, std::size_t channels, DType t, const std::string& what);
 

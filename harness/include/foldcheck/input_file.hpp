@@ -6,11 +6,16 @@
 // Contract: read_input_file returns the whole file or throws InputError "PATH: cannot
 // read KIND (REASON)" (missing, a directory, no permission, an I/O error) or "PATH: N
 // bytes, over the limit ..." when the file is larger than max_input_bytes(). Regular files
-// are sized before any allocation; pipes and devices are read up to the same limit.
+// are sized before any allocation. Pipes and devices have no size: their first bytes go
+// to the reader's HeadCheck, which refuses what cannot start its format (/dev/zero as a
+// .npy is refused after one read, not 4 GB later) and caps the read at the size a header
+// declares; without one, they are read up to the same limit.
 // parse_json_text parses JSON with a nesting limit (kMaxJsonDepth): foldcheck's own files
 // nest fewer than 10 levels, and a file of a million '[' must be an error, not a stack
 // overflow in a recursive consumer.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,7 +28,20 @@ inline constexpr int kMaxJsonDepth = 64;
 // rarely more than 16 characters), plus 1 MiB for headers.
 std::uint64_t max_input_bytes();
 
-std::string read_input_file(const std::string& path, const std::string& kind);
+// What a format's first bytes say, for files that are not regular: InputError if they
+// cannot start such a file; `more` while the head is too short to tell; otherwise the
+// file's total size when the head declares it (a .npy header), or nullopt (no size).
+struct HeadVerdict {
+  bool more = false;
+  std::optional<std::uint64_t> total;
+};
+using HeadCheck = std::function<HeadVerdict(const std::string& head)>;
+
+std::string read_input_file(const std::string& path, const std::string& kind, const HeadCheck& head = {});
+
+// Head checks of the formats foldcheck reads (`where` names the file in messages).
+HeadVerdict json_head(const std::string& head, const std::string& where);
+HeadVerdict onnx_head(const std::string& head, const std::string& where);
 
 // `where` names the source in messages (usually the path).
 nlohmann::json parse_json_text(const std::string& text, const std::string& where);

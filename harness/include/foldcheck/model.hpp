@@ -31,7 +31,15 @@ struct Attribute {
   std::vector<std::int64_t> ints;
   std::vector<double> floats;
   Tensor t;  // Kind::Tensor (a Constant's value)
+  // Kind::Tensor: the ONNX element type's class. Integer and bool tensors are held as
+  // exact doubles in `t`; this keeps what they were so the type check (check_value_types)
+  // can refuse them where an op computes on floating point.
+  enum class Elem { Floating, Integer, Bool };
+  Elem elem = Elem::Floating;
 };
+
+// Kind names as ONNX writes them ("INT", "FLOATS", ...), for messages.
+const char* kind_name(Attribute::Kind k);
 
 struct ModelNode {
   std::string name;  // as in the file (may be empty)
@@ -40,6 +48,10 @@ struct ModelNode {
   std::vector<std::string> inputs, outputs;  // "" for an omitted optional input
   std::map<std::string, Attribute> attributes;
 
+  // Typed getters: the fallback when the attribute is absent; InputError when it is present
+  // with another kind (an INT epsilon is never read as "absent, so 1e-5"). Model::parse
+  // already refuses the wrong kinds of every attribute of the ops it knows
+  // (expected_attribute_kind); the getters hold the same rule for nodes built in code.
   const Attribute* attr(const std::string& key) const;
   std::int64_t int_attr(const std::string& key, std::int64_t fallback) const;
   double float_attr(const std::string& key, double fallback) const;
@@ -61,6 +73,7 @@ struct Model {
   std::map<std::string, Tensor> initializers;                  // floating ones
   std::map<std::string, std::vector<std::int64_t>> int_inits;  // integer ones (and their shape below)
   std::map<std::string, Shape> int_init_shapes;
+  std::map<std::string, bool> int_init_is_bool;  // per int_inits entry: ONNX BOOL (not a number)
   // Identity outputs of initializers -> the initializer they alias (never another alias):
   // shared, not copied. initializer() and int_initializer() resolve them.
   std::map<std::string, std::string> aliases;
@@ -94,5 +107,10 @@ struct Model {
 // defined. InputError naming the file, the node (op, index, name) and the value otherwise.
 // Model::parse calls it; run_model calls it again for models built in code.
 void check_graph(const Model& m);
+
+// The attribute kind the ONNX operator spec gives `key` of default-domain op `op`; nullopt
+// for attributes and ops the table does not list (model_support refuses unlisted
+// attributes of the ops it runs).
+std::optional<Attribute::Kind> expected_attribute_kind(const std::string& op, const std::string& key);
 
 }  // namespace foldcheck

@@ -49,7 +49,9 @@ void check_supported(const Model& m);
 // InputError naming the first node whose attributes break the ONNX operator spec (group
 // < 1, a kernel dimension < 1, an output_padding not below the stride, a pooling pad not
 // below the kernel, a flag other than 0 or 1, an attribute that is an input at the model's
-// opset, ...): an invalid model, not a limitation of foldcheck. check_supported calls it.
+// opset, ...) or whose inputs break its type constraints (an INT64 or BOOL tensor added to
+// a float one, a float tensor as Reshape's shape): an invalid model, not a limitation of
+// foldcheck. check_supported calls it.
 void check_attributes(const Model& m);
 
 // inputs: every graph input by name (values of the run's dtype). Returns the graph
