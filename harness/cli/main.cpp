@@ -1,7 +1,8 @@
 // foldcheck: is a conv+BatchNorm drift the rounding IEEE arithmetic predicts, or a bug?
 //
-// Exit codes: 0 every verdict EXPECTED; 1 any verdict UNEXPECTED (or MISTRUSTED: a
-// vacuous comparison never counts as a pass); 2 bad usage or bad input (one line on
+// Exit codes: 0 the command's verdict is EXPECTED; 1 it is SUSPICIOUS, UNEXPECTED or
+// MISTRUSTED (a vacuous comparison never counts as a pass; bisect: also when a pass is
+// named); 2 bad usage or bad input (one line on
 // stderr naming the input and the problem; no output file is written).
 #include <malloc.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -95,11 +97,12 @@ fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source
 int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {
   fc::ExplainInput in;
   fc::Shape oshape;
-  in.original = fc::load_values(a.original, "--original", &oshape);
+  std::optional<fc::DType> npy_dtype;
+  in.original = fc::load_values(a.original, "--original", &oshape, &npy_dtype);
   in.observed = fc::load_values(a.observed, "--observed");
   check_finite(in.original, "--original");
-  const bool npy = a.original.size() > 4 && a.original.substr(a.original.size() - 4) == ".npy";
-  in.dtype = a.dtype.empty() ? (npy ? fc::read_npy(a.original).dtype : fc::DType::Float32) : fc::dtype_from_name(a.dtype);
+  const bool npy = npy_dtype.has_value();
+  in.dtype = a.dtype.empty() ? npy_dtype.value_or(fc::DType::Float32) : fc::dtype_from_name(a.dtype);
   // Values are checked in the dtype they are computed in: a finite value past its range
   // would become an infinity that is never scored.
   for (const auto& [v, flag] : {std::pair{&in.original, "--original"}, std::pair{&in.observed, "--observed"}}) {
@@ -239,7 +242,8 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"foldcheck — is a conv+BatchNorm drift the rounding IEEE arithmetic predicts, or a bug?\n"
-               "Exit codes: 0 all EXPECTED, 1 any UNEXPECTED, 2 bad usage or input.",
+               "Exit codes: 0 the verdict is EXPECTED; 1 it is SUSPICIOUS, UNEXPECTED or MISTRUSTED (bisect: also when a "
+               "pass is named; compare: a regression); 2 bad usage or input.",
                "foldcheck"};
   app.set_version_flag("--version", std::string("foldcheck ") + fc::kVersion);
   app.require_subcommand(1);
@@ -356,7 +360,28 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "foldcheck: error: " << fc::cli::one_line(e.what()) << "\nRun 'foldcheck --help' for usage.\n";
+    // One line, exit 2. Without a command, name what was given instead of CLI11's "A
+    // subcommand is required".
+    std::string message = fc::cli::one_line(e.what());
+    if (app.get_subcommands().empty()) {
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      const std::string commands = fmt::format("(commands: {}; see 'foldcheck --help')", fmt::join(names, ", "));
+      std::string given;  // the first word that is not a program option or its value
+      for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--max-elements") {
+          ++i;
+          continue;
+        }
+        if (!a.empty() && a[0] == '-') continue;
+        given = a;
+        break;
+      }
+      if (!given.empty()) message = fmt::format("unknown command '{}' {}", fc::cli::one_line(given), commands);
+      else if (dynamic_cast<const CLI::RequiredError*>(&e)) message = "a command is required " + commands;
+    }
+    std::cerr << "foldcheck: error: " << message << "\n";
     return 2;
   }
   try {
