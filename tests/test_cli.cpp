@@ -140,6 +140,15 @@ TEST_CASE("acceptance: diagnose names training-mode BatchNorm and passes a corre
   CHECK(eps.code == 1);
   CHECK(eps.out.find("eps recovered: 0.001") != std::string::npos);
   CHECK(eps.out.find("fix:") != std::string::npos);
+  // The fix is printed once (its own line), not repeated in the verdict line.
+  const Result train = run("diagnose --input " + x + " --bn " + (d / "bn.npz").string() + " --observed " +
+                           (d / "y_train.npy").string());
+  CHECK(train.code == 1);
+  const std::string fix = "call model.eval() before comparing";
+  const auto first_fix = train.out.find(fix);
+  REQUIRE(first_fix != std::string::npos);
+  CHECK(train.out.find(fix, first_fix + 1) == std::string::npos);
+  CHECK(train.out.find("\nfix: ") != std::string::npos);
   // Bad input: a shape mismatch is exit 2 with one line.
   const Result bad = run("diagnose --input " + x + " --bn " + (d / "bn.npz").string() + " --observed " +
                          (d / "bn.npz").string());
@@ -154,6 +163,20 @@ TEST_CASE("run text output shows the TVM drift verdict and a histogram", "[cli]"
   CHECK(r.out.find("BIT-EXACT") != std::string::npos);
   CHECK(r.out.find("histogram:") != std::string::npos);
   CHECK(r.out.find("verdict: EXPECTED") != std::string::npos);
+  // The observed weights are weight1[0,0,0,:]: each element labelled by its own OIHW index,
+  // all in output channel 0 (not "channel 0, 1, 2").
+  const std::string ow = r.out.substr(r.out.find("observed weights"));
+  for (const char* label : {"[0,0,0,0]    0", "[0,0,0,1]    0", "[0,0,0,2]    0"}) {
+    INFO(label);
+    CHECK(ow.find(label) != std::string::npos);
+  }
+  const Result j = run("run " + src("cases/tvm_thread.json") + " --format json --no-attribution -q");
+  const json e = json::parse(j.out)["observed_weights"]["elements"];
+  REQUIRE(e.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(e[i]["channel"] == 0);
+    CHECK(e[i]["weight_index"] == json({0, 0, 0, i}));
+  }
 }
 
 // Bad files and values are the catalogue's (BAD_INPUTS.md, test_bad_inputs.cpp); these are
@@ -169,7 +192,10 @@ TEST_CASE("usage errors: exit 2 - one line naming the flag and the problem - no 
       {"explain --original 1,2", "--observed is required"},
       {"run " + src("cases/tvm_thread.json") + " --seed -3", "--seed"},
       {"run " + src("cases/tvm_thread.json") + " --max-elements 0", "--max-elements"},
-      {"frobnicate", "error"},
+      {"frobnicate", "unknown command 'frobnicate' (commands: explain, run, diagnose, accuracy-diff, suite, merge, "
+                     "compare, bisect, quant-check; see 'foldcheck --help')"},
+      {"--max-elements 100 frobnicate", "unknown command 'frobnicate'"},
+      {"run " + src("cases/tvm_thread.json") + " --bogus", "--bogus"},
   };
   for (const auto& [args, msg] : cases) {
     INFO(args);
@@ -177,8 +203,15 @@ TEST_CASE("usage errors: exit 2 - one line naming the flag and the problem - no 
     CHECK(r.code == 2);
     CHECK(r.err.find("foldcheck: error:") == 0);
     CHECK(r.err.find(msg) != std::string::npos);
+    // One line.
+    CHECK(r.err.find('\n') == r.err.size() - 1);
     CHECK_FALSE(fs::exists(out));
   }
+  // No command at all: one line naming the commands.
+  const Result none = run("");
+  CHECK(none.code == 2);
+  CHECK(none.err.find("foldcheck: error: a command is required (commands: explain, ") == 0);
+  CHECK(none.err.find('\n') == none.err.size() - 1);
 }
 
 TEST_CASE("help and version: --help, each subcommand's help and --version exit 0", "[cli]") {

@@ -319,6 +319,15 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
       ei.bn.eps = bn.eps;
     }
     json ej = explain(ei);
+    // explain() sees one BatchNorm channel per observed element, so its "channel" is the
+    // element's position; label each element by its own OIHW index and output channel.
+    const std::int64_t khw = spec.geometry.KH * spec.geometry.KW;
+    for (json& e : ej["elements"]) {
+      const std::int64_t k = e["index"].get<std::int64_t>();
+      const std::int64_t o = k / per_channel, r = k % per_channel;
+      e["channel"] = o;
+      e["weight_index"] = {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW};
+    }
     ej["note"] = spec.observed_note;
     out["observed_weights"] = ej;
     overall = worst(overall, ej["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <string>
+#include <vector>
 
 #include "foldcheck/reports/text.hpp"
 
@@ -23,13 +25,28 @@ std::string explain_text(const json& j) {
   std::string s;
   s += fmt::format("foldcheck explain — {} weights, BatchNorm from {} (eps {:g})\n\n", j["dtype"].get<std::string>(),
                    j["bn"]["source"].get<std::string>(), j["bn"]["eps"].get<double>());
-  s += fmt::format("{:>5} {:>4} {:>15} {:>15} {:>11} {:>26} {:>10} {:>9}\n", "index", "ch", "original", "observed",
-                   "drift ppm", "exact fold", "resid ULP", "bound ULP");
   const auto& el = j["elements"];
   const std::size_t show = std::min<std::size_t>(el.size(), 40);
+  // Each element's label: its flat index, or its own weight index [o,c,kh,kw] when the
+  // producer knows the tensor's shape (run's observed weights).
+  std::vector<std::string> labels;
+  std::size_t width = 5;
   for (std::size_t i = 0; i < show; ++i) {
     const auto& e = el[i];
-    s += fmt::format("{:>5} {:>4} {:>15.9g} {:>15.9g} {:>11} {:>26} {:>+10.3f} {:>9.3g}\n", e["index"].get<int>(),
+    std::string label = std::to_string(e["index"].get<std::int64_t>());
+    if (e.contains("weight_index")) {
+      label = "[";
+      for (const auto& v : e["weight_index"]) label.append(label.size() > 1 ? "," : "").append(std::to_string(v.get<std::int64_t>()));
+      label.push_back(']');
+    }
+    width = std::max(width, label.size());
+    labels.push_back(std::move(label));
+  }
+  s += fmt::format("{:>{}} {:>4} {:>15} {:>15} {:>11} {:>26} {:>10} {:>9}\n", "index", width, "ch", "original",
+                   "observed", "drift ppm", "exact fold", "resid ULP", "bound ULP");
+  for (std::size_t i = 0; i < show; ++i) {
+    const auto& e = el[i];
+    s += fmt::format("{:>{}} {:>4} {:>15.9g} {:>15.9g} {:>11} {:>26} {:>+10.3f} {:>9.3g}\n", labels[i], width,
                      e["channel"].get<int>(), e["original"].get<double>(), e["observed"].get<double>(),
                      e["drift_ppm"].is_null() ? std::string("-") : fmt::format("{:+.4f}", e["drift_ppm"].get<double>()),
                      exact_text(e), e["residual_ulp"].get<double>(),
