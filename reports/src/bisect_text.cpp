@@ -13,7 +13,10 @@ std::string num(const json& v) { return v.is_number() ? fmt::format("{:.4g}", v.
 
 std::string passes_line(const json& v) {
   std::string s;
-  for (const json& p : v) s += (s.empty() ? "" : ",") + p.get<std::string>();
+  for (const json& p : v) {
+    if (!s.empty()) s += ',';
+    s += p.get_ref<const std::string&>();
+  }
   return s.empty() ? "(none)" : s;
 }
 

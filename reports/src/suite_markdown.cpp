@@ -56,7 +56,8 @@ std::string report_markdown(const json& in) {
           s += fmt::format(" … ({} in all)", h["not_expected"].size());
           break;
         }
-        s += " " + cell(w);
+        s += ' ';
+        s += cell(w);
       }
     }
     s += "\n";
