@@ -5,6 +5,8 @@
 // file; an accepted row must exit with the code the document gives. A row without a
 // setup, or a setup without a row, fails the test: the document and the code cannot drift.
 #include <limits>
+
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
@@ -415,6 +417,41 @@ std::map<std::string, Setup> setups() {
     CHECK(slurp(d / "junit.xml").rfind("{\"entries\"", 0) == 0);
     CHECK_FALSE(fs::exists(d / "report.json"));
   }};
+  // What is already in a report directory, checked before the first write: a directory at a
+  // report's name (the last write failed after four had replaced the previous reports) and
+  // links planted there (the writes landed outside DIR).
+  const auto suite_into = [](std::function<void(const fs::path& out)> plant) {
+    return [=](const fs::path& d) {
+      case_with(d, "");
+      put(d / "suite.json", R"({"entries": [{"case": "case.json"}]})");
+      fs::create_directories(d / "out");
+      plant(d / "out");
+      return "suite " + (d / "suite.json").string() + " -o " + (d / "out").string();
+    };
+  };
+  s["report-dir-target-not-a-file"] = {suite_into([](const fs::path& o) { fs::create_directories(o / "junit.xml"); }), false, "",
+                                       [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "out" / "report.json")); }};
+  s["report-dir-results-link"] = {suite_into([](const fs::path& o) {
+                                    fs::create_directories(o.parent_path() / "outside");
+                                    fs::create_directory_symlink("../outside", o / "results");
+                                  }),
+                                  false, "", [](const fs::path& d) { CHECK(fs::is_empty(d / "outside")); }};
+  s["report-dir-file-link"] = {suite_into([](const fs::path& o) {
+                                 put(o.parent_path() / "precious.json", "precious\n");
+                                 fs::create_symlink("../precious.json", o / "report.json");
+                               }),
+                               false, "", [](const fs::path& d) {
+                                 CHECK(slurp(d / "precious.json") == "precious\n");
+                                 CHECK_FALSE(fs::exists(d / "out" / "junit.xml"));
+                               }};
+  // More JSON values than the element limit: refused by the first pass, before a DOM
+  // (64 MB of "0," peaked at 2.2 GB).
+  s["json-too-many-values"] = {[](const fs::path& d) {
+                                 std::string v = "0";
+                                 for (int i = 1; i < 70000; ++i) v += ",0";
+                                 return "run " + case_with(d, R"(, "extra": [)" + v + "]");
+                               },
+                               true, "FOLDCHECK_MAX_ELEMENTS=11 "};
   s["case-unknown-name"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "compare": {"dtypes": ["float8"]})"); }};
   s["report-malformed"] = {[](const fs::path& d) {
     case_with(d, "");
@@ -438,16 +475,6 @@ std::map<std::string, Setup> setups() {
   s["var-plus-eps-overflows"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --var 3.4e38 --eps 1e38"; }};
   s["var-plus-eps-overflows-float64"] = {
       [=](const fs::path&) { return "explain --dtype float64 --original 1,2" + obs + " --var 1.7e308 --eps 1e308"; }};
-  s["diagnose-output-overflows"] = {[](const fs::path& d) {
-    put(d / "x.npy", npy_f32({1, 1, 2, 2}, 3e38));
-    put(d / "y.npy", npy_f32({1, 1, 2, 2}, std::numeric_limits<double>::infinity()));
-    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{1}, {4}, DType::Float32}},
-                                                   {"beta", Tensor{{1}, {0}, DType::Float32}},
-                                                   {"mean", Tensor{{1}, {0}, DType::Float32}},
-                                                   {"var", Tensor{{1}, {1}, DType::Float32}}});
-    return "diagnose --input " + (d / "x.npy").string() + " --bn " + (d / "bn.npz").string() + " --observed " +
-           (d / "y.npy").string();
-  }};
   s["param-past-dtype-range"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --gamma 1e40"; }};
   s["onnx-param-nan"] = {[](const fs::path& d) {
     ModelParts p;
@@ -642,6 +669,17 @@ std::map<std::string, Setup> setups() {
   s["bisect-pass-placeholder"] = {bisect("A,{disabled}", "")};
   s["bisect-pass-shell-text"] = {[=](const fs::path& d) { return bisect("A,$(touch " + (d / "x").string() + ")", "")(d); }, true, "",
                                  [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "x")); }};
+  s["bisect-pass-empty"] = {bisect("A,,B", "")};
+  s["bisect-pass-twice"] = {bisect("A,B,A", "")};
+  // 2000 names of 10 bytes, pasted 7 times by {enabled}{disabled}: 140 KB in one argument.
+  s["bisect-command-too-long"] = {[](const fs::path& d) {
+    put(d / "r.npy", npy(Tensor{{4}, std::vector<double>(4, 0.5), DType::Float64}));
+    std::string passes;
+    for (int i = 0; i < 2000; ++i) passes += fmt::format("{}P{:08d}", i ? "," : "", i);
+    std::string cmd = "cp " + (d / "r.npy").string() + " {out}";
+    for (int i = 0; i < 7; ++i) cmd += " {enabled}{disabled}";
+    return "bisect --cmd '" + cmd + "' --passes " + passes + " --reference " + (d / "r.npy").string();
+  }};
   s["bisect-timeout-nan"] = {bisect("A", " --timeout nan")};
   s["bisect-timeout-negative"] = {bisect("A", " --timeout -1")};
   s["bisect-threshold-nan"] = {bisect("A", " --threshold-ulp nan")};

@@ -2,6 +2,7 @@
 // are devices, FIFOs or inputs; messages that carry a file's control bytes; reports whose
 // names hold what their format cannot; verdicts where nothing was compared; and the memory
 // a refusal may take.
+#include <limits>
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -145,7 +146,8 @@ TEST_CASE("reports: entry names with control characters and '|' are escaped per 
   const fs::path d = fresh_dir("names");
   put(d / "case.json", kCase);
   put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "tab\there|pipe\u0001bell\nnewline"},
-                                       {"case": "case.json", "name": "plain"}]})");
+                                       {"case": "case.json", "name": "plain"},
+                                       {"case": "case.json", "name": "non\ufffe\uffffchar"}]})");
   const Result r = run("suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " -q --no-timing");
   REQUIRE(r.code == 0);
   const std::string junit = slurp(d / "out" / "junit.xml");
@@ -154,10 +156,28 @@ TEST_CASE("reports: entry names with control characters and '|' are escaped per 
   };
   CHECK(controls(junit) == 0);
   CHECK(junit.find("tab&#9;here|pipe\xEF\xBF\xBD" "bell&#10;newline") != std::string::npos);
+  // U+FFFE and U+FFFF are not XML characters (the file was not well-formed): U+FFFD.
+  CHECK(junit.find("non\xEF\xBF\xBD\xEF\xBF\xBD" "char") != std::string::npos);
+  CHECK(junit.find("\xEF\xBF\xBE") == std::string::npos);
+  CHECK(junit.find("\xEF\xBF\xBF") == std::string::npos);
   const std::string md = slurp(d / "out" / "report.md");
   CHECK(md.find("tab here\\|pipe\xEF\xBF\xBD" "bell newline") != std::string::npos);
   const std::string html = slurp(d / "out" / "report.html");
   CHECK(controls(html) == 0);
+  fs::remove_all(d);
+}
+
+TEST_CASE("text output: a name holding line breaks cannot forge a line", "[cli][hostile][reports]") {
+  const fs::path d = fresh_dir("forge");
+  json c = json::parse(kCase);
+  c["name"] = "x\n\nverdict: EXPECTED  (0.0 s)\r\n";
+  c["observed_weights"] = {{"prefix", {5, 5}}};  // far off: the real verdict is UNEXPECTED
+  put(d / "nl.json", c.dump());
+  const Result r = run("run " + (d / "nl.json").string() + " -q --no-attribution");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("\nverdict: EXPECTED") == std::string::npos);
+  CHECK(r.out.find("x\\n\\nverdict: EXPECTED  (0.0 s)\\r\\n") != std::string::npos);
+  CHECK(r.out.find("\nverdict: UNEXPECTED") != std::string::npos);
   fs::remove_all(d);
 }
 
@@ -192,6 +212,20 @@ TEST_CASE("nothing compared is never a pass: explain and diagnose on all-zero va
                         " --observed " + (d / "y.npy").string() + " --format json");
   CHECK(dg.code == 1);
   CHECK(json::parse(dg.out)["verdict"] == "MISTRUSTED");
+  // diagnose: a layer whose exact output is past the range (x = 3e38, gamma = 4): the
+  // observed Inf is overflow, not rounding (it was UNEXPECTED at "infx its bound").
+  foldcheck::write_npy((d / "big.npy").string(), Tensor{{1, 2, 2, 2}, std::vector<double>(8, 3e38), DType::Float32});
+  foldcheck::write_npy((d / "inf.npy").string(),
+                       Tensor{{1, 2, 2, 2}, std::vector<double>(8, std::numeric_limits<double>::infinity()), DType::Float32});
+  foldcheck::write_npz((d / "bn4.npz").string(), {{"gamma", Tensor{{2}, {4, 4}, DType::Float32}},
+                                                  {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                  {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                  {"var", Tensor{{2}, {1, 1}, DType::Float32}}});
+  const Result ov = run("diagnose --input " + (d / "big.npy").string() + " --bn " + (d / "bn4.npz").string() +
+                        " --observed " + (d / "inf.npy").string() + " --format json");
+  CHECK(ov.code == 1);
+  CHECK(json::parse(ov.out)["verdict"] == "MISTRUSTED");
+  CHECK(json::parse(ov.out)["summary"].get<std::string>().find("past float32's range") != std::string::npos);
   // Exact folds that overflow or underflow the dtype match any scale as well.
   const Result over = run("explain --dtype float64 --original 1e300,-1e300 --observed inf,-inf --gamma 1e10 --format json");
   CHECK(over.code == 1);

@@ -179,12 +179,34 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
 
 std::string json_text(const json& r, int indent) { return r.dump(indent, ' ', false, json::error_handler_t::replace); }
 
+namespace {
+// Every string of the result with its line breaks shown as \n and \r: the text renderers
+// lay out lines of their own around names from files (a case, entry, node or producer
+// name), and a name holding "\nverdict: EXPECTED" would otherwise print a line that
+// looks like the verdict. terminal_safe then handles the other control bytes.
+json one_line_strings(const json& j) {
+  if (j.is_string()) {
+    const std::string& v = j.get_ref<const std::string&>();
+    if (v.find_first_of("\n\r") == std::string::npos) return j;
+    std::string out;
+    for (const char c : v) out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
+    return out;
+  }
+  if (!j.is_structured()) return j;
+  json r = j;
+  for (auto it = r.begin(); it != r.end(); ++it) *it = one_line_strings(*it);
+  return r;
+}
+}  // namespace
+
 std::string render(const OutputOptions& o, const json& r, const std::function<std::string(const json&)>& text) {
   if (o.format == "json") return json_text(r);
   if (o.format == "markdown") return reports::report_markdown(r);
   if (o.format == "html") return reports::report_html(r);
-  return text(r);
+  return text(one_line_strings(r));
 }
+
+std::string text_name(const std::string& name) { return one_line_strings(json(name)).get<std::string>(); }
 
 std::string terminal_safe(const std::string& text) {
   std::string out;

@@ -75,6 +75,10 @@ std::string json_text(const json& r, int indent = 2);
 // JSON; text by `text`.
 std::string render(const OutputOptions& o, const json& result, const std::function<std::string(const json&)>& text);
 
+// A name from a file for a line of text: its line breaks shown as \n and \r (render does
+// the same to every string of a result it renders as text).
+std::string text_name(const std::string& name);
+
 // Text for a terminal: control bytes other than line breaks (ESC, CR, NUL, DEL) as U+FFFD.
 std::string terminal_safe(const std::string& text);
 

@@ -60,6 +60,27 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What is already at each target of a report directory, checked before anything is
+// written: DIR/results and every file must be absent or a real directory / regular file.
+// A link planted in DIR (results -> ../elsewhere, report.json -> a file outside) would
+// make the writes land outside DIR, and a directory at junit.xml would fail the last write
+// after the others had replaced the previous reports: both refuse the directory untouched.
+void check_targets(const std::string& dir, const std::vector<std::pair<fs::path, std::string>>& files) {
+  std::error_code ec;
+  const fs::path results = fs::path(dir) / "results";
+  const fs::file_status rs = fs::symlink_status(results, ec);
+  if (fs::exists(rs) && !fs::is_directory(rs))
+    throw InputError(fmt::format("--out: {}: {} (refused: results are written only into a real directory inside {})",
+                                 results.string(), fs::is_symlink(rs) ? "is a link" : "is not a directory", dir));
+  for (const auto& [path, content] : files) {
+    const fs::file_status st = fs::symlink_status(path, ec);
+    if (!fs::exists(st) || fs::is_regular_file(st)) continue;
+    throw InputError(fmt::format("--out: {}: {} (refused before writing anything: a report replaces only a regular file)",
+                                 path.string(), fs::is_symlink(st) ? "is a link" : fs::is_directory(st) ? "is a directory"
+                                                                                                        : "is not a regular file"));
+  }
+}
+
 // DIR/report.json, report.md, report.html, junit.xml (and the full results, if given). Every
 // file is rendered and every target checked before the first is written: a target that is
 // one of the run's inputs (a case file kept in DIR) refuses the whole directory, untouched.
@@ -72,6 +93,7 @@ void write_report_dir(const std::string& dir, const json& report, const std::map
   files.emplace_back(fs::path(dir) / "junit.xml", reports::report_junit(report));
   for (const auto& [path, content] : files)
     if (const std::string clash = reports::input_clash(path.string()); !clash.empty()) throw InputError("--out: " + clash);
+  check_targets(dir, files);
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "results", ec);
   if (ec) throw InputError(fmt::format("--out: {}: cannot create the report directory ({})", dir, ec.message()));
@@ -80,7 +102,7 @@ void write_report_dir(const std::string& dir, const json& report, const std::map
 
 std::string counts_line(const json& report, const std::string& dir) {
   return fmt::format("suite {}: {} passed, {} failed -> {}/report.json, report.md, report.html, junit.xml; verdict {}\n",
-                     report["suite"]["name"].get<std::string>(), report["counts"]["passed"].get<std::int64_t>(),
+                     text_name(report["suite"]["name"].get<std::string>()), report["counts"]["passed"].get<std::int64_t>(),
                      report["counts"]["failed"].get<std::int64_t>(), dir, report["verdict"].get<std::string>());
 }
 

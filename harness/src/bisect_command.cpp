@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -23,6 +24,8 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr std::size_t kMaxArgBytes = 131072;  // MAX_ARG_STRLEN: 32 pages of 4 KiB
 
 // 'a,b' with single quotes escaped: one shell word, also when empty.
 std::string shell_quote(const std::string& s) {
@@ -82,34 +85,43 @@ class CommandBisector {
     const std::size_t n = o_.passes.size(), id = ++count_;
     const fs::path out = dir_ / fmt::format("out_{}.npy", id);
     const std::string cmd = expand_command(o_.command, join(o_.passes, 0, k), join(o_.passes, k, n), out.string());
+    // Messages quote the command, shortened: a 254 KB error line helps nobody.
+    const std::string shown = cmd.size() <= 300 ? cmd : fmt::format("{}… ({} bytes)", cmd.substr(0, 300), cmd.size());
+    // Linux takes at most MAX_ARG_STRLEN (32 pages) in one argument, and `sh -c CMD` is
+    // one: past it, exec fails with E2BIG and the shell's exit 127 would say nothing.
+    if (cmd.size() >= kMaxArgBytes)
+      throw InputError(fmt::format("bisect: the command of run {} is {} bytes once its placeholders are filled, over "
+                                   "the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or shorter "
+                                   "passes: {}",
+                                   id, cmd.size(), kMaxArgBytes, shown));
     if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, k, n));
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
     json j{{"prefix", k}, {"enabled", json(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + k))},
            {"command", cmd}, {"seconds", r.seconds}};
     if (r.status == -1)
-      throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}{}", o_.timeout_seconds, cmd,
+      throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}{}", o_.timeout_seconds, shown,
                                    stderr_note(r)));
     if (r.status != 0)
       throw InputError(fmt::format("bisect: the command failed ({}): {}{}",
                                    r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
-                                   cmd, stderr_note(r)));
-    if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", cmd));
+                                   shown, stderr_note(r)));
+    if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", shown));
     // Only a regular file is read: opening a FIFO left at {out} blocks for ever (past
     // --timeout, which covers the command only), and a link to /dev/zero never ends.
     std::error_code ec;
     if (!fs::is_regular_file(out, ec))
       throw InputError(fmt::format("bisect: the command left {{out}} as something other than a regular file (a FIFO, "
                                    "a device, or a link to one): {}",
-                                   cmd));
+                                   shown));
     Tensor y;
     try {
       y = read_npy(out.string());
     } catch (const InputError& e) {
-      throw InputError(fmt::format("bisect: the command's output is not a valid .npy ({}): {}", e.what(), cmd));
+      throw InputError(fmt::format("bisect: the command's output is not a valid .npy ({}): {}", e.what(), shown));
     }
     if (y.data.size() != o_.reference.size())
       throw InputError(fmt::format("bisect: the command wrote {} values of shape {}, the reference has {} ({})", y.data.size(),
-                                   shape_string(y.shape), o_.reference.size(), cmd));
+                                   shape_string(y.shape), o_.reference.size(), shown));
     std::vector<double> v = y.data;
     for (double& x : v) x = round_to(o_.dtype, x);
     const Comparison c = compare(v, target_, o_.dtype);
@@ -227,7 +239,12 @@ std::string expand_command(const std::string& tmpl, const std::string& enabled, 
 }
 
 void check_pass_names(const std::vector<std::string>& passes) {
-  for (const std::string& p : passes) {
+  std::set<std::string> seen;
+  for (std::size_t k = 0; k < passes.size(); ++k) {
+    const std::string& p = passes[k];
+    if (p.empty()) throw InputError(fmt::format("bisect: pass name {} of --passes is empty (two commas, or one at an end)", k + 1));
+    // {enabled} and {disabled} name passes: a name in both would be both at once.
+    if (!seen.insert(p).second) throw InputError(fmt::format("bisect: pass '{}' is listed twice in --passes", p));
     bool ok = !p.empty();
     for (std::size_t i = 0; ok && i < p.size(); ++i) ok = pass_char(p[i], i == 0);
     if (!ok)

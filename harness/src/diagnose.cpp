@@ -35,9 +35,10 @@ json score_json(const Score& s, const Layer& L, const std::vector<double>& obs, 
 
 // An exact output (or conv output) past the dtype's range: the observed value is then an
 // infinity, or a finite value no rounding of the exact one gives. Either way the difference
-// is overflow, not rounding, and no rounding bound describes it (the ratio to the bound
-// would be inf or 0/0): refused, as explain refuses inputs past the range.
-void refuse_overflow(const Layer& L, const Model& given) {
+// is overflow, not rounding, and no rounding bound describes it (the ratio to the bound is
+// inf or 0/0): nothing was compared, so the verdict is MISTRUSTED, as explain's is for
+// folds past the range. The reason, or "".
+std::string overflow_note(const Layer& L, const Model& given) {
   for (std::size_t i = 0; i < L.c.size(); ++i) {
     const std::size_t ch = L.channel(i, given.nhwc);
     const ld y = (L.c[i] - given.m[ch]) * given.a[ch] + given.beta[ch];
@@ -45,11 +46,12 @@ void refuse_overflow(const Layer& L, const Model& given) {
     // overflowed the reference's double approximation: past every dtype's range.
     for (const auto& [v, what] : {std::pair{L.c[i], "conv output"}, std::pair{y, "output"}})
       if (!std::isfinite(v) || !std::isfinite(round_to(L.dtype, static_cast<double>(v))))
-        throw InputError(fmt::format("the layer's exact {} at element {} is {}, past {}'s range: an overflow, not "
-                                     "rounding (no rounding bound covers it)",
-                                     what, i, std::isfinite(v) ? fmt::format("{:.4g}", static_cast<double>(v)) : "beyond 1.8e308",
-                                     name(L.dtype)));
+        return fmt::format("the layer's exact {} at element {} is {}, past {}'s range: an overflow, not rounding, "
+                           "which no rounding bound covers, so nothing was compared (MISTRUSTED)",
+                           what, i, std::isfinite(v) ? fmt::format("{:.4g}", static_cast<double>(v)) : "beyond 1.8e308",
+                           name(L.dtype));
   }
+  return "";
 }
 
 }  // namespace
@@ -132,7 +134,7 @@ json diagnose(const DiagnoseInput& in) {
 
   // The layer as given.
   const Model given = as_given(bn);
-  refuse_overflow(L, given);
+  const std::string overflow = overflow_note(L, given);
   const Score gs = score(given, L, obs);
 
   const std::vector<Model> hyps = hypotheses(bn, L, obs);
@@ -155,7 +157,9 @@ json diagnose(const DiagnoseInput& in) {
   const bool ok = gs.expected();
   json best = nullptr;
   std::string summary;
-  if (gs.vacuous()) {
+  if (!overflow.empty()) {
+    summary = overflow;
+  } else if (gs.vacuous()) {
     summary = "every value of the layer as given is zero: the observation matches, but a wrong scale or shift would "
               "match too, so this compares nothing (MISTRUSTED)";
   } else if (ok) {
@@ -188,7 +192,7 @@ json diagnose(const DiagnoseInput& in) {
              {"k", L.k},
              {"u", info(info(L.dtype).arithmetic).unit_roundoff}}},
            {"as_given", score_json(gs, L, obs, given)},
-           {"verdict", gs.vacuous() ? "MISTRUSTED" : ok ? "EXPECTED" : "UNEXPECTED"},
+           {"verdict", !overflow.empty() || gs.vacuous() ? "MISTRUSTED" : ok ? "EXPECTED" : "UNEXPECTED"},
            {"best", best},
            {"hypotheses", hj},
            {"summary", summary}};

@@ -106,6 +106,8 @@ HeadVerdict onnx_head(const std::string& head, const std::string& where) {
 
 namespace {
 
+constexpr std::uint64_t kDomBytesPerValue = 48;  // 16 per json value, up to twice that while an array grows
+
 // A first pass over the text that builds nothing: nesting is bounded (the DOM and the code
 // reading it are recursive), and a key given twice in one object is refused (JSON leaves
 // duplicates undefined and nlohmann keeps the last, so `"eps": 1e-5, ..., "eps": 0.1` would
@@ -115,12 +117,13 @@ namespace {
 class JsonGuard : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit JsonGuard(const std::string& where) : where_(where) {}
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
+  std::uint64_t values() const { return values_; }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
     enter();
@@ -148,12 +151,25 @@ class JsonGuard : public nlohmann::json_sax<nlohmann::json> {
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 
  private:
+  // Every scalar counts: a DOM value costs ~16 bytes, and up to as much again while its
+  // array grows, where "0," is 2 bytes of text (64 MB of it peaked at 2.2 GB). More values
+  // than the element limit cannot all be elements of a tensor, so no file holding them is
+  // parsed; fewer must still fit in memory as a DOM.
+  bool value() {
+    if (++values_ > static_cast<std::uint64_t>(max_elements()) + kSlackValues)
+      throw InputError(fmt::format("{}: holds more than {} values, over the element limit of {} (raise it with "
+                                   "--max-elements or FOLDCHECK_MAX_ELEMENTS)",
+                                   where_, static_cast<std::uint64_t>(max_elements()) + kSlackValues, max_elements()));
+    return true;
+  }
+  static constexpr std::uint64_t kSlackValues = 1 << 16;  // the fields around a tensor's values
   void enter() {
     if (++depth_ > kMaxJsonDepth)
       throw InputError(fmt::format("{}: invalid JSON: nested deeper than {} levels", where_, kMaxJsonDepth));
   }
   const std::string& where_;
   int depth_ = 0;
+  std::uint64_t values_ = 0;
   std::vector<std::set<std::string>> objects_;
 };
 
@@ -166,6 +182,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& where
     if (!json::sax_parse(text, &guard)) {
       [[maybe_unused]] const json j = json::parse(text);  // a syntax error: this parse throws it, saying where
     }
+    check_fits_in_memory(guard.values(), kDomBytesPerValue, where);
     return json::parse(text);
   } catch (const json::exception& e) {
     // Syntax errors, and numbers past binary64 (out_of_range.406, "1e400").

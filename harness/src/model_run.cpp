@@ -208,7 +208,7 @@ class Exec {
     // elements peaked at 13.5 GB). Each tensor is under the element limit; their sum is
     // checked against the machine here, so a tiny model cannot take all of its memory.
     held_ += t.data.size();
-    check_fits_in_memory(held_, kBytesPerHeldElement, fmt::format("{}: the model's values", m_.path));
+    check_fits_in_memory(held_, kBytesPerHeldElement, "the model's values");  // callers name the file
     env_[n.outputs.at(k)] = std::move(t);
   }
   static std::string where(const ModelNode& n, std::size_t i) {
@@ -593,7 +593,9 @@ class Exec {
       Shape ys = parts[0]->shape;
       ys[static_cast<std::size_t>(axis)] = 0;
       for (const Tensor* p : parts) ys[static_cast<std::size_t>(axis)] = checked_add(ys[static_cast<std::size_t>(axis)], p->shape[static_cast<std::size_t>(axis)], where(n, i));
-      (void)checked_element_count(ys, where(n, i) + ": output");
+      // Checked before the copy: a chain of self-Concats doubles at every node.
+      check_fits_in_memory(held_ + static_cast<std::uint64_t>(checked_element_count(ys, where(n, i) + ": output")),
+                           kBytesPerHeldElement, "the model's values");
       Tensor y;
       y.shape = ys;
       y.data.reserve(static_cast<std::size_t>(prod(ys)));

@@ -12,10 +12,13 @@ namespace foldcheck {
 
 std::vector<std::string> split_names(const std::string& text) {
   std::vector<std::string> r;
-  std::stringstream in(text);
-  for (std::string p; std::getline(in, p, ',');)
-    if (!p.empty()) r.push_back(p);
-  return r;
+  if (text.empty()) return r;
+  for (std::size_t pos = 0;;) {
+    const std::size_t comma = text.find(',', pos);
+    r.push_back(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) return r;
+    pos = comma + 1;
+  }
 }
 
 std::vector<double> parse_number_list(const std::string& text, const std::string& what) {

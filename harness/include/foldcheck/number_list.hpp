@@ -9,8 +9,8 @@
 
 namespace foldcheck {
 
-// The items of a comma-separated list of names ("SimplifyInference,FoldScaleAxis"); empty
-// items are dropped.
+// The items of a comma-separated list of names ("SimplifyInference,FoldScaleAxis"), empty
+// items kept ("A,,B" has three, the second empty) for the caller to refuse; "" has none.
 std::vector<std::string> split_names(const std::string& text);
 
 std::vector<double> parse_number_list(const std::string& text, const std::string& what);
