@@ -342,6 +342,33 @@ TEST_CASE("accuracy-diff: an unsupported op stops the runs, not the weight-level
   CHECK_THAT(r["end_to_end"]["not_run"].get<std::string>(), Catch::Contains("unsupported op Softmax at node 2 (softmax)"));
 }
 
+TEST_CASE("accuracy-diff: all-zero folded weights and biases are MISTRUSTED, never a pass", "[onnx][accuracy-diff]") {
+  // Conv weights 0 and a BatchNorm with beta = mean = 0: every exact folded value and every
+  // activation is 0, so any scale would match (was EXPECTED with --weights-only, and the
+  // end-to-end verdict UNEXPECTED while no layer was beyond its bound).
+  const fs::path d = temp_dir("zeros");
+  OnnxBuilder b;
+  b.input("X", {1, 1, 2, 2});
+  b.init("w", {2, 1, 1, 1}, {0, 0});
+  b.init("g", {2}, {1, 1});
+  b.init("be", {2}, {0, 0});
+  b.init("mu", {2}, {0, 0});
+  b.init("va", {2}, {1, 1});
+  b.node("Conv", "conv", {"X", "w"}, {"c"});
+  b.node("BatchNormalization", "bn", {"c", "g", "be", "mu", "va"}, {"Y"});
+  b.output("Y", {1, 2, 2, 2});
+  const std::string m = save(b, d, "zeros.onnx");
+  AccuracyDiffOptions o;
+  o.weights_only = true;
+  const auto w = accuracy_diff(m, o);
+  CHECK(w["verdict"] == "MISTRUSTED");
+  CHECK(w["layers"][0]["fold"]["verdict"] == "MISTRUSTED");
+  const auto r = accuracy_diff(m, AccuracyDiffOptions{});
+  CHECK(r["verdict"] == "MISTRUSTED");
+  CHECK(r["end_to_end"]["verdict"] == "MISTRUSTED");
+  CHECK(r["end_to_end"]["first_layer_beyond_bound"].is_null());
+}
+
 TEST_CASE("accuracy-diff: identical results for any thread count", "[onnx][accuracy-diff]") {
   const fs::path d = temp_dir("threads");
   FixtureOptions f;

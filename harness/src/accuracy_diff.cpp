@@ -402,9 +402,12 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
     Verdict e2e = Verdict::Expected;
     for (std::size_t k = 0; k < np; ++k) {
       if (!layer_json[k].contains("activations") || !layer_json[k]["activations"].contains("verdict")) continue;
+      // A MISTRUSTED layer (every exact value zero) compared nothing: it is not beyond its
+      // bound, and it makes the whole MISTRUSTED, never UNEXPECTED or a pass.
       const std::string v = layer_json[k]["activations"]["verdict"];
-      if (v != "EXPECTED" && first.is_null()) first = layer_json[k]["name"];
-      e2e = worst(e2e, v == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
+      const Verdict lv = v == "EXPECTED" ? Verdict::Expected : v == "MISTRUSTED" ? Verdict::Mistrusted : Verdict::Unexpected;
+      if (lv == Verdict::Unexpected && first.is_null()) first = layer_json[k]["name"];
+      e2e = worst(e2e, lv);
     }
     if (observed_y) {
       json oo = observed_output_check(model, pat, rr, *observed_y, opts, say);

@@ -1,6 +1,7 @@
 // Folded parameters against the exact fold (fold_check.hpp).
 #include "foldcheck/fold_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "foldcheck/bounded.hpp"
@@ -91,6 +92,12 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
   if (obs) out.verdict = out.recipes.empty() ? Verdict::Unexpected : out.recipes[out.best].verdict;
   else
     for (const RecipeFoldCheck& rc : out.recipes) out.verdict = worst(out.verdict, rc.verdict);
+  // Every exact folded weight and bias zero: any scale and shift would match too, so
+  // agreeing with them is no evidence (nothing compared is never a pass, as in compare()).
+  bool all_zero = std::all_of(bexact.begin(), bexact.end(), [](const ref::Value& x) { return x.approx.hi == 0; });
+  for (std::size_t k = 0; all_zero && k < wexact.size(); ++k) all_zero = wexact.approx(k).hi == 0;
+  if (out.verdict == Verdict::Expected && all_zero)
+    out.verdict = Verdict::Mistrusted;
   return out;
 }
 
