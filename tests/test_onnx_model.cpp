@@ -1,6 +1,7 @@
 // ONNX loading, layer -> BatchNorm patterns, and accuracy-diff's fold checks on models
 // built through the protobuf API (tests/onnx_builder.hpp).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <filesystem>
@@ -546,6 +547,22 @@ TEST_CASE("onnx: an Identity of an initializer is an initializer (deduplicated b
   CHECK(m.initializer("b1")->data == std::vector<double>{0.5, -0.5});
   const Tensor y = run_model(m, find_bn_pairs(m), {{"X", Tensor{{1, 2, 1, 1}, {1, 1}, DType::Float32}}}, {}).at("Y");
   CHECK(y.data == std::vector<double>{3.5, 6.5});
+}
+
+TEST_CASE("model runs: aliases are not copied, and memory is counted for the values held", "[onnx][run]") {
+  // 300 Identities of one 4M-element initializer: they were 300 copies, counted as 1.2e9
+  // elements held (86 GB at the runner's 72 bytes each) and refused; they are aliases.
+  const fs::path d = temp_dir("aliases");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 1, 1});
+  b.init("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  b.init("big", {1, 4, 1024, 1024}, std::vector<double>(4 << 20, 0.25));
+  b.node("Conv", "conv", {"X", "w"}, {"Y"});
+  for (int k = 0; k < 300; ++k) b.node("Identity", fmt::format("copy{}", k), {"big"}, {fmt::format("c{}", k)});
+  b.output("Y", {1, 2, 1, 1});
+  const Model m = Model::load(save(b, d, "aliases.onnx"));
+  const Tensor y = run_model(m, find_bn_pairs(m), {{"X", Tensor{{1, 2, 1, 1}, {1, 1}, DType::Float32}}}, {}).at("Y");
+  CHECK(y.data == std::vector<double>{3, 7});
 }
 
 TEST_CASE("model runs: Gemm applies alpha, beta, transA and transB (hand-computed)", "[onnx][run]") {

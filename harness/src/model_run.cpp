@@ -109,7 +109,10 @@ class Exec {
   Exec(const Model& m, const BnPatterns& pairs, const ModelRunOptions& o) : m_(m), pairs_(pairs), o_(o) {}
 
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) {
-    for (const auto& [k, v] : inputs) env_[k] = v;
+    for (const auto& [k, v] : inputs) {
+      env_[k] = v;
+      held_ += v.data.size();
+    }
     std::map<std::size_t, const BnPair*> at_layer;
     std::set<std::size_t> skip;
     for (const BnPair& p : pairs_.pairs) {
@@ -123,7 +126,10 @@ class Exec {
       for (const auto& in : n.inputs) ++uses[in];
     for (std::size_t i = 0; i < m_.nodes.size(); ++i) {
       const ModelNode& n = m_.nodes[i];
-      if (!skip.count(i)) {
+      // An Identity of an initializer is an alias of it (Model::aliases): get() finds it
+      // there, so it is neither run nor copied (300 of them were 300 copies).
+      const bool alias = n.op == "Identity" && n.outputs.size() == 1 && m_.aliases.count(n.outputs[0]);
+      if (!skip.count(i) && !alias) {
         if (const auto it = at_layer.find(i); it != at_layer.end()) {
           pair(*it->second);
           if (o_.after_node) {
@@ -140,10 +146,10 @@ class Exec {
         }
       }
       for (const auto& in : n.inputs)
-        if (--uses[in] == 0 && !m_.is_graph_output(in) && !o_.keep.count(in) && !inputs.count(in)) env_.erase(in);
+        if (--uses[in] == 0 && !m_.is_graph_output(in) && !o_.keep.count(in) && !inputs.count(in)) drop(in);
       // Values nothing reads (dangling outputs, e.g. 300 unused Identities) are freed at once.
       for (const auto& out : n.outputs)
-        if (!uses.count(out) && !m_.is_graph_output(out) && !o_.keep.count(out)) env_.erase(out);
+        if (!uses.count(out) && !m_.is_graph_output(out) && !o_.keep.count(out)) drop(out);
       if (o_.progress) o_.progress(i + 1, m_.nodes.size());
     }
     std::map<std::string, Tensor> out;
@@ -181,6 +187,7 @@ class Exec {
       t.shape = shape;
       for (const auto v : *ints) t.data.push_back(static_cast<double>(v));
       t.dtype = DType::Float64;
+      held_ += t.data.size();
       return consistent(env_[name] = t, name, who);
     }
     throw InputError(fmt::format("{}: value {} is not available (not computed, not an initializer)", who, name));
@@ -203,13 +210,21 @@ class Exec {
   }
   void put(const ModelNode& n, Tensor t, std::size_t k = 0) {
     t.dtype = dt();
-    // Every value of a run is kept until it ends, and accuracy-diff holds several runs and
-    // their copies (~67 bytes per element measured: a 100-byte model whose Pad makes 2*10^8
-    // elements peaked at 13.5 GB). Each tensor is under the element limit; their sum is
-    // checked against the machine here, so a tiny model cannot take all of its memory.
+    // accuracy-diff holds several runs and their copies (~67 bytes per element measured: a
+    // 100-byte model whose Pad makes 2*10^8 elements peaked at 13.5 GB). Each tensor is
+    // under the element limit; the sum of those held at once is checked against the
+    // machine here, so a tiny model cannot take all of its memory. Values are counted while
+    // they are held (drop() gives them back): a long pipeline of batch-64 activations is
+    // not refused for the sum of every value it ever computed.
     held_ += t.data.size();
     check_fits_in_memory(held_, kBytesPerHeldElement, "the model's values");  // callers name the file
     env_[n.outputs.at(k)] = std::move(t);
+  }
+  void drop(const std::string& name) {
+    const auto it = env_.find(name);
+    if (it == env_.end()) return;
+    held_ -= std::min<std::uint64_t>(held_, it->second.data.size());
+    env_.erase(it);
   }
   static std::string where(const ModelNode& n, std::size_t i) {
     return fmt::format("{} at node {}{}", n.op, i, n.name.empty() ? "" : " (" + n.name + ")");
@@ -652,6 +667,7 @@ class Exec {
         y.shape = {static_cast<std::int64_t>(is->ints.size())};
         for (const auto v : is->ints) y.data.push_back(static_cast<double>(v));
       } else throw InputError(where(n, i) + ": unsupported Constant attribute");
+      held_ += y.data.size();
       env_[n.outputs.at(0)] = std::move(y);
     } else {
       throw InputError(fmt::format("unsupported op {} at node {}{}", op, i, n.name.empty() ? "" : " (" + n.name + ")"));
@@ -663,7 +679,7 @@ class Exec {
   const ModelRunOptions& o_;
   std::map<std::string, Tensor> env_;
   static constexpr std::uint64_t kBytesPerHeldElement = 72;  // 67 measured, with headroom
-  std::uint64_t held_ = 0;  // elements of every value put so far
+  std::uint64_t held_ = 0;  // elements of the values held now (env_), for check_fits_in_memory
 };
 
 }  // namespace
