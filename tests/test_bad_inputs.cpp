@@ -452,6 +452,20 @@ std::map<std::string, Setup> setups() {
                                  return "run " + case_with(d, R"(, "extra": [)" + v + "]");
                                },
                                true, "FOLDCHECK_MAX_ELEMENTS=11 "};
+  // A NUL byte in a string from a file: the system would read a path only up to it ("a\0/.."
+  // opened "a"), and what() would cut a message there.
+  s["path-with-nul"] = {[](const fs::path& d) {
+    put(d / "a", npy_f32({2, 2, 3, 3}));
+    put(d / "case.json", R"({"seed": 1, "conv": {"in_channels": 2, "out_channels": 2, "kernel": 3, "padding": 1},
+      "input": {"shape": [1, 2, 4, 4], "init": {"normal": {}}}, "weights": {"init": {"npy": "a\u0000/../../etc/passwd"}}})");
+    return "run " + (d / "case.json").string();
+  }};
+  s["key-with-nul"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "a\u0000b": 1)"); }};
+  // A message quotes what it refuses: a 900 KB number is cut to a line (one of 900 KB was written).
+  s["message-long-token"] = {[](const fs::path& d) {
+    put(d / "case.json", R"({"seed": )" + std::string(900000, '9') + "}");
+    return "run " + (d / "case.json").string();
+  }};
   s["case-unknown-name"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "compare": {"dtypes": ["float8"]})"); }};
   s["report-malformed"] = {[](const fs::path& d) {
     case_with(d, "");
@@ -770,6 +784,15 @@ std::map<std::string, Setup> setups() {
       return "accuracy-diff " + model(d, "m.onnx", p);
     };
   };
+  // Nodes added to the proto itself after bn (for tensor types the builder does not write).
+  const auto tweak_model = [](std::function<void(onnx::ModelProto&)> f) {
+    return [=](const fs::path& d) {
+      ModelParts p;
+      p.extra_nodes = [](OnnxBuilder&) {};
+      p.tweak_proto = f;
+      return "accuracy-diff " + model(d, "m.onnx", p);
+    };
+  };
   s["onnx-attribute-wrong-kind"] = {tweak([](onnx::NodeProto&, onnx::NodeProto& bn) {
     bn.mutable_attribute(0)->clear_f();
     bn.mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
@@ -805,6 +828,29 @@ std::map<std::string, Setup> setups() {
     b.init_int64("k", {3});
     b.node("Add", "add", {"bn_out", "k"}, {"Y"});
   })};
+  s["onnx-mixed-float-types"] = {after_bn([](OnnxBuilder& b) {
+    b.init("k", {1}, {3}, DType::Float64);
+    b.node("Add", "add", {"bn_out", "k"}, {"Y"});
+  })};
+  s["onnx-int32-as-shape"] = {tweak_model([](onnx::ModelProto& m) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("shape");
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_dims(4);
+    for (const int v : {1, 2, 4, 4}) t->add_int32_data(v);
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type("Reshape");
+    n->set_name("reshape");
+    n->add_input("bn_out");
+    n->add_input("shape");
+    n->add_output("Y");
+  })};
+  s["onnx-pool-stride-zero"] = {after_bn([](OnnxBuilder& b) {
+    auto& n = b.node("MaxPool", "pool", {"bn_out"}, {"Y"});
+    OnnxBuilder::attr(n, "kernel_shape", std::vector<std::int64_t>{1, 1});
+    OnnxBuilder::attr(n, "strides", std::vector<std::int64_t>{0, 1});
+  })};
+  s["onnx-too-many-inputs"] = {after_bn([](OnnxBuilder& b) { b.node("GlobalAveragePool", "gap", {"bn_out", "bn_out"}, {"Y"}); })};
   s["onnx-float-as-shape"] = {after_bn([](OnnxBuilder& b) {
     b.init("shape", {4}, {1, 2, 4, 4});
     b.node("Reshape", "reshape", {"bn_out", "shape"}, {"Y"});

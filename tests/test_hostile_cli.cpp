@@ -181,6 +181,24 @@ TEST_CASE("text output: a name holding line breaks cannot forge a line", "[cli][
   fs::remove_all(d);
 }
 
+TEST_CASE("accuracy-diff: an observed output with no finite element gets a verdict, in text too", "[cli][hostile][verdicts]") {
+  // All +Inf against the fixture's finite output: no element is finite on both sides, so
+  // the comparison has no bound check; the text renderer read one and failed with an
+  // internal "a JSON document lacks a key" (exit 2).
+  const fs::path d = fresh_dir("inf_output");
+  using foldcheck::DType;
+  using foldcheck::Tensor;
+  foldcheck::write_npy((d / "yinf.npy").string(),
+                       Tensor{{1, 5}, std::vector<double>(5, std::numeric_limits<double>::infinity()), DType::Float32});
+  const Result r = run("accuracy-diff " + src("cases/models/fixture/model.onnx") + " --input " +
+                       src("cases/models/fixture/x.npy") + " --observed-output " + (d / "yinf.npy").string() + " -q");
+  CHECK(r.code == 1);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("no element finite on both sides") != std::string::npos);
+  CHECK(r.out.find("verdict: UNEXPECTED") != std::string::npos);
+  fs::remove_all(d);
+}
+
 TEST_CASE("reports: a result whose text is not UTF-8 is written with U+FFFD, not refused", "[cli][hostile][reports]") {
   const fs::path d = fresh_dir("utf8");
   put(d / "\xff.json", kCase);

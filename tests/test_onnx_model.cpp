@@ -370,6 +370,26 @@ TEST_CASE("accuracy-diff: all-zero folded weights and biases are MISTRUSTED, nev
   CHECK(r["end_to_end"]["first_layer_beyond_bound"].is_null());
 }
 
+TEST_CASE("accuracy-diff: outputs with nothing to compare make the end to end MISTRUSTED", "[onnx][accuracy-diff]") {
+  // Conv -> BN -> Div by zero: every output is +-Inf or NaN, so the runs compared nothing
+  // (|ULP| max 0); end to end and the whole were EXPECTED.
+  const fs::path d = temp_dir("div_zero");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 2, 2});
+  b.init("w", {2, 2, 1, 1}, {0.5, -0.25, 1, 2});
+  for (const char* k : {"g", "be", "mu", "va"}) b.init(k, {2}, {1.25, 0.5});
+  b.init("zero", {1}, {0});
+  b.node("Conv", "conv", {"X", "w"}, {"c"});
+  b.node("BatchNormalization", "bn", {"c", "g", "be", "mu", "va"}, {"n"});
+  b.node("Div", "div", {"n", "zero"}, {"Y"});
+  b.output("Y", {1, 2, 2, 2});
+  const auto r = accuracy_diff(save(b, d, "div_zero.onnx"), AccuracyDiffOptions{});
+  CHECK(r["layers"][0]["verdict"] == "EXPECTED");
+  CHECK(r["end_to_end"]["outputs"][0]["fused"]["verdict"] == "MISTRUSTED");
+  CHECK(r["end_to_end"]["verdict"] == "MISTRUSTED");
+  CHECK(r["verdict"] == "MISTRUSTED");
+}
+
 TEST_CASE("accuracy-diff: identical results for any thread count", "[onnx][accuracy-diff]") {
   const fs::path d = temp_dir("threads");
   FixtureOptions f;

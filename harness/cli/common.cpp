@@ -272,6 +272,13 @@ std::string one_line(const std::string& message) {
       out.append(message, i, n);
     i += n == 0 ? 1 : n;
   }
+  // A message quotes what it refuses (a token, a name): a 900 KB number stays a line to read.
+  constexpr std::size_t kMaxLine = 2000;
+  if (out.size() > kMaxLine) {
+    std::size_t cut = kMaxLine;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    out = fmt::format("{}… ({} bytes in all)", out.substr(0, cut), out.size());
+  }
   return out;
 }
 

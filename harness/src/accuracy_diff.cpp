@@ -374,12 +374,18 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   if (runs) {
     end_to_end = json::object();
     json outs = json::array();
+    bool outputs_compared_nothing = false;
     for (const ValueInfo& vi : model.outputs) {
       const Tensor& y64 = rr.out64.at(vi.name);
       const ref::ValueArray refv = approximate_values(y64.data, DType::Float32);
       json oj{{"name", vi.name}, {"shape", y64.shape}};
-      oj["unfused"] = to_json(compare(rr.out32.at(vi.name).data, refv, DType::Float32));
-      oj["fused"] = to_json(compare(rr.out32f.at(vi.name).data, refv, DType::Float32));
+      const Comparison cu = compare(rr.out32.at(vi.name).data, refv, DType::Float32);
+      const Comparison cf = compare(rr.out32f.at(vi.name).data, refv, DType::Float32);
+      // An output whose reference is all zero or not finite (a Div by zero) compared
+      // nothing: the end-to-end verdict cannot be a pass (below).
+      if (cu.verdict == Verdict::Mistrusted || cf.verdict == Verdict::Mistrusted) outputs_compared_nothing = true;
+      oj["unfused"] = to_json(cu);
+      oj["fused"] = to_json(cf);
       const auto t64 = top1(y64), tu = top1(rr.out32.at(vi.name)), tf = top1(rr.out32f.at(vi.name));
       if (!t64.empty() && y64.shape.back() > 1) {
         std::int64_t au = 0, af = 0, uf = 0;
@@ -419,12 +425,16 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
       if (oo["foldcheck_runs"]["verdict"] != "EXPECTED") e2e = Verdict::Unexpected;
       end_to_end["observed_output"] = std::move(oo);
     }
+    if (outputs_compared_nothing) e2e = worst(e2e, Verdict::Mistrusted);
     end_to_end["first_layer_beyond_bound"] = first;
     end_to_end["verdict"] = name(e2e);
   }
   Verdict overall = Verdict::Expected;
   if (end_to_end.is_object() && end_to_end.contains("observed_output"))
-    overall = worst(overall, end_to_end["observed_output"]["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
+    overall = worst(overall, end_to_end["observed_output"]["verdict"] == "EXPECTED"     ? Verdict::Expected
+                             : end_to_end["observed_output"]["verdict"] == "MISTRUSTED" ? Verdict::Mistrusted
+                                                                                        : Verdict::Unexpected);
+  if (end_to_end.is_object() && end_to_end.value("verdict", "") == "MISTRUSTED") overall = worst(overall, Verdict::Mistrusted);
   json layers = json::array();
   for (std::size_t k = 0; k < np; ++k) {
     overall = worst(overall, layer_verdict[k]);

@@ -37,6 +37,8 @@ std::uint64_t max_input_bytes() { return 16 * static_cast<std::uint64_t>(max_ele
 
 std::string read_input_file(const std::string& path, const std::string& kind, const HeadCheck& head) {
   if (path.empty()) throw InputError(fmt::format("empty path for the {}", kind));
+  // The system reads a path up to its first NUL: "a\0/../../etc/passwd" would open "a".
+  if (path.find('\0') != std::string::npos) throw InputError(fmt::format("{}: the path of a {} holds a NUL byte", path, kind));
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) cannot_read(path, kind, errno);
   struct stat st {};

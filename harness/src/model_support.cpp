@@ -146,12 +146,6 @@ std::string op_attribute_error(const ModelNode& n) {
 
 // Non-default values the runner does not implement; "" if the node is fine.
 std::string unsupported_value(const Model& m, const ModelNode& n) {
-  const std::string ap = n.string_attr("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID")
-    return fmt::format("auto_pad '{}' is not an ONNX auto_pad value", ap);
-  for (const char* k : {"strides", "dilations"})
-    for (const auto v : n.ints_attr(k))
-      if (v < 1) return fmt::format("{} must be >= 1 (got {})", k, v);
   for (const auto v : n.ints_attr("pads"))
     if (v < 0) return fmt::format("negative pads ({}) are not supported", v);
   if (n.op == "BatchNormalization") {
@@ -164,90 +158,137 @@ std::string unsupported_value(const Model& m, const ModelNode& n) {
     return "needs exactly two inputs";
   if (n.op == "Pad" && n.string_attr("mode", "constant") != "constant")
     return fmt::format("mode '{}' is not supported (only constant padding)", n.string_attr("mode", ""));
-  if (n.op == "Conv" && n.inputs.size() > 1)
-    if (const Tensor* w = m.initializer(n.inputs[1]); w && n.attr("kernel_shape")) {
+  return "";
+}
+
+// The spec's own rules for a conv's or pool's geometry: auto_pad one of its four values,
+// strides and dilations >= 1, pads >= 0, a kernel_shape that is the weight's. A model that
+// breaks them is invalid (exit 2), not one foldcheck merely cannot run.
+std::string geometry_error(const Model& m, const ModelNode& n) {
+  const std::string ap = n.string_attr("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID")
+    return fmt::format("auto_pad '{}' is not an ONNX auto_pad value", ap);
+  for (const char* k : {"strides", "dilations"})
+    for (const auto v : n.ints_attr(k))
+      if (v < 1) return fmt::format("{} must be >= 1 (got {})", k, v);
+  for (const auto v : n.ints_attr("pads"))
+    if (v < 0) return fmt::format("pads must be >= 0 (got {})", v);
+  if (is_conv(n) && n.inputs.size() > 1 && n.attr("kernel_shape"))
+    if (const Tensor* w = m.initializer(n.inputs[1])) {
       const auto ks = n.ints_attr("kernel_shape");
       if (w->shape.size() < 2 || ks != std::vector<std::int64_t>(w->shape.begin() + 2, w->shape.end()))
-        return fmt::format("kernel_shape does not match the weight's shape {}", shape_string(w->shape));
+        return fmt::format("kernel_shape {} does not match the weight's shape {}", shape_string(ks), shape_string(w->shape));
     }
-  if (n.op == "ConvTranspose" && n.inputs.size() > 1)
-    if (const Tensor* w = m.initializer(n.inputs[1]); w && n.attr("kernel_shape"))
-      if (w->shape.size() != 4 || n.ints_attr("kernel_shape") != std::vector<std::int64_t>(w->shape.begin() + 2, w->shape.end()))
-        return fmt::format("kernel_shape does not match the weight's shape {}", shape_string(w->shape));
+  return "";
+}
+
+// At most as many inputs and outputs as the op's spec lists (a GlobalAveragePool with two
+// inputs, a Relu with two outputs): min counts are checked when the model is loaded.
+std::string arity_error(const ModelNode& n) {
+  static const std::map<std::string, std::pair<std::size_t, std::size_t>> most{
+      {"Identity", {1, 1}}, {"Relu", {1, 1}}, {"LeakyRelu", {1, 1}}, {"Sigmoid", {1, 1}}, {"HardSigmoid", {1, 1}},
+      {"HardSwish", {1, 1}}, {"Clip", {3, 1}}, {"Add", {2, 1}}, {"Sub", {2, 1}}, {"Mul", {2, 1}}, {"Div", {2, 1}},
+      {"Conv", {3, 1}}, {"ConvTranspose", {3, 1}}, {"Gemm", {3, 1}}, {"MatMul", {2, 1}}, {"BatchNormalization", {5, 5}},
+      {"MaxPool", {1, 2}}, {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Flatten", {1, 1}},
+      {"Reshape", {2, 1}}, {"Squeeze", {2, 1}}, {"Unsqueeze", {2, 1}}, {"Pad", {3, 1}}, {"Constant", {0, 1}}};
+  const auto it = most.find(n.op);
+  if (it == most.end()) return "";
+  if (n.inputs.size() > it->second.first)
+    return fmt::format("{} inputs; the op takes at most {}", n.inputs.size(), it->second.first);
+  if (n.outputs.size() > it->second.second)
+    return fmt::format("{} outputs; the op has at most {}", n.outputs.size(), it->second.second);
   return "";
 }
 
 // What the ONNX spec says about the node's attributes (not what foldcheck implements).
 std::string spec_error(const Model& m, const ModelNode& n) {
-  if (is_conv(n) || is_pool(n))
+  if (std::string e = arity_error(n); !e.empty()) return e;
+  if (is_conv(n) || is_pool(n)) {
     if (std::string e = spatial_error(n); !e.empty()) return e;
+    if (std::string e = geometry_error(m, n); !e.empty()) return e;
+  }
   if (std::string e = opset_form_error(m, n); !e.empty()) return e;
   return op_attribute_error(n);
 }
 
-// The element class of every value, and the ONNX type constraints of the ops the runner
+// The element type of every value, and the ONNX type constraints of the ops the runner
 // computes. The runner holds every tensor as doubles, so an INT64 or BOOL tensor given to
-// Add would be added as if it were floating point: ONNX requires both inputs of Add to be
-// of one floating type here, so such a model is refused, never run. Values the table
-// cannot tell (an unknown op's output, a graph input of non-floating type) are Unknown and
-// pass: the runner refuses what it cannot compute.
-enum class Elem { Floating, Integer, Bool, Unknown };
+// Add would be added as if it were floating point, and a DOUBLE one added to a FLOAT one
+// as if ONNX allowed it: ONNX requires one floating type T for an op's data inputs (Add's
+// two, Conv's X, W and B, ...) and INT64 for shapes, pads and axes, so such a model is
+// refused, never run. Types the table cannot tell (an unknown op's output, a graph input
+// of non-floating type) are "" and pass: the runner refuses what it cannot compute.
+// BatchNormalization is exempt from "one T": from opset 15 its scale, bias, mean and var
+// may have types of their own.
+bool is_floating(const std::string& t) { return t == "FLOAT" || t == "DOUBLE" || t == "FLOAT16" || t == "BFLOAT16"; }
 
-const char* elem_name(Elem e) {
-  return e == Elem::Bool ? "a BOOL tensor" : e == Elem::Integer ? "an integer tensor" : "a floating-point tensor";
+std::string dtype_type(DType d) {
+  switch (d) {
+    case DType::Float64: return "DOUBLE";
+    case DType::Float16: return "FLOAT16";
+    case DType::BFloat16: return "BFLOAT16";
+    default: return "FLOAT";
+  }
 }
 
-Elem constant_elem(const ModelNode& n) {
-  if (const Attribute* a = n.attr("value"); a && a->kind == Attribute::Kind::Tensor)
-    return a->elem == Attribute::Elem::Bool ? Elem::Bool : a->elem == Attribute::Elem::Integer ? Elem::Integer : Elem::Floating;
-  if (n.attr("value_int") || n.attr("value_ints")) return Elem::Integer;
-  if (n.attr("value_float") || n.attr("value_floats")) return Elem::Floating;
-  return Elem::Unknown;
+std::string constant_type(const ModelNode& n) {
+  if (const Attribute* a = n.attr("value"); a && a->kind == Attribute::Kind::Tensor) return a->elem_type;
+  if (n.attr("value_int") || n.attr("value_ints")) return "INT64";
+  if (n.attr("value_float") || n.attr("value_floats")) return "FLOAT";
+  return "";
 }
 
-// Which inputs of op must hold integers (shape, pads, axes) and which pass their class
-// through to the output (-1: none; the output is floating). Every other input is data and
-// must be floating.
+// Input k of op holds INT64 values (shape, pads, axes) ...
 bool integer_input(const std::string& op, std::size_t k) {
   return k == 1 && (op == "Reshape" || op == "Pad" || op == "Squeeze" || op == "Unsqueeze");
 }
-bool passes_class(const std::string& op) {
+// ... or passes its type to the output (the data of shape ops: any type, one per Concat).
+bool passes_type(const std::string& op) {
   return op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Concat";
 }
 
 void check_value_types(const Model& m) {
-  std::map<std::string, Elem> elem;
-  for (const auto& [k, t] : m.initializers) elem[k] = Elem::Floating;
-  for (const auto& [k, v] : m.int_inits) elem[k] = m.int_init_is_bool.count(k) && m.int_init_is_bool.at(k) ? Elem::Bool : Elem::Integer;
-  for (const ValueInfo& v : m.inputs) elem[v.name] = v.dtype ? Elem::Floating : Elem::Unknown;
+  std::map<std::string, std::string> type;
+  for (const auto& [k, t] : m.initializers) type[k] = dtype_type(t.dtype);
+  for (const auto& [k, v] : m.int_inits) type[k] = m.int_init_type.count(k) ? m.int_init_type.at(k) : "";
+  for (const ValueInfo& v : m.inputs) type[v.name] = v.dtype ? dtype_type(*v.dtype) : "";
   const auto& ops = supported_ops();
   const auto of = [&](const std::string& name) {
-    const auto it = elem.find(m.resolve(name));
-    return it == elem.end() ? Elem::Unknown : it->second;
+    const auto it = type.find(m.resolve(name));
+    return it == type.end() ? std::string() : it->second;
   };
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& n = m.nodes[i];
     const bool known = (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op);
-    Elem out = !known ? Elem::Unknown : n.op == "Constant" ? constant_elem(n) : Elem::Floating;
+    std::string out = known && n.op == "Constant" ? constant_type(n) : "";
+    std::string first;  // the first typed data input, which every other must match
     for (std::size_t k = 0; known && k < n.inputs.size(); ++k) {
       if (n.inputs[k].empty()) continue;
-      const Elem e = of(n.inputs[k]);
-      if (e == Elem::Unknown) { if (k == 0 && passes_class(n.op)) out = Elem::Unknown; continue; }
+      const std::string t = of(n.inputs[k]);
+      if (t.empty()) continue;
       if (integer_input(n.op, k)) {
-        if (e != Elem::Integer)
-          throw InputError(fmt::format("{}: input '{}' is {}; the op takes an integer tensor there", node_name(n, i), n.inputs[k], elem_name(e)));
-      } else if (passes_class(n.op)) {
-        if (k == 0) out = e;
-        else if (n.op == "Concat" && e != out && out != Elem::Unknown)
-          throw InputError(fmt::format("{}: input '{}' is {} but input '{}' is {}; Concat takes one type", node_name(n, i),
-                                       n.inputs[k], elem_name(e), n.inputs[0], elem_name(out)));
-      } else if (e != Elem::Floating) {
-        throw InputError(fmt::format("{}: input '{}' is {}; foldcheck runs {} on floating-point tensors only",
-                                     node_name(n, i), n.inputs[k], elem_name(e), n.op));
+        if (t != "INT64")
+          throw InputError(fmt::format("{}: input '{}' has type {}; the op takes INT64 there", node_name(n, i),
+                                       n.inputs[k], t));
+        Shape shape;  // shapes, pads and axes are lists: 1-D
+        if (m.int_initializer(n.inputs[k], &shape) && shape.size() != 1)
+          throw InputError(fmt::format("{}: input '{}' has shape {}; the op takes a 1-D tensor there", node_name(n, i),
+                                       n.inputs[k], shape_string(shape)));
+        continue;
+      }
+      if (!passes_type(n.op) && !is_floating(t))
+        throw InputError(fmt::format("{}: input '{}' has type {}; foldcheck runs {} on floating-point tensors only",
+                                     node_name(n, i), n.inputs[k], t, n.op));
+      if (first.empty()) {
+        first = t;
+      } else if (t != first && n.op != "BatchNormalization") {
+        throw InputError(fmt::format("{}: input '{}' has type {} but an earlier input has {}; {} takes one type T",
+                                     node_name(n, i), n.inputs[k], t, first, n.op));
       }
     }
+    if (known && n.op != "Constant") out = of(n.inputs.empty() ? std::string() : n.inputs[0]);
     for (const std::string& o : n.outputs)
-      if (!o.empty()) elem[o] = out;
+      if (!o.empty()) type[o] = out;
   }
 }
 

@@ -218,9 +218,10 @@ Attribute attribute_of(const onnx::AttributeProto& a, const fs::path& dir) {
     case A::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
     case A::TENSOR: {
       r.kind = Attribute::Kind::Tensor;
+      r.elem_type = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(a.t().data_type()));
       if (const auto dt = floating_dtype(a.t().data_type())) r.t = floating_tensor(a.t(), *dt, dir);
       else if (integer_type(a.t().data_type())) {
-        r.elem = a.t().data_type() == TensorProto::BOOL ? Attribute::Elem::Bool : Attribute::Elem::Integer;
+
         r.t.shape = dims_of(a.t());
         for (const std::int64_t x : integer_values(a.t(), dir)) r.t.data.push_back(static_cast<double>(x));
         r.t.dtype = DType::Float64;  // integers held exactly as doubles (|x| < 2^53)
@@ -277,7 +278,7 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
       else if (integer_type(t.data_type())) {
         m.int_inits[t.name()] = integer_values(t, dir);
         m.int_init_shapes[t.name()] = dims_of(t);
-        m.int_init_is_bool[t.name()] = t.data_type() == TensorProto::BOOL;
+        m.int_init_type[t.name()] = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()));
       }
     }
     for (int i = 0; i < g.node_size(); ++i) {

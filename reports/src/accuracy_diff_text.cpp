@@ -80,11 +80,16 @@ std::string accuracy_diff_text(const json& r) {
     if (e.contains("observed_output")) {
       const json& o = e["observed_output"];
       const json& c = o["comparison"];
-      s += fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; worst ratio to the end-to-end bound {} "
-                       "(elements beyond: {}) -> {}\n",
-                       o["path"].get<std::string>(), o["shape"].dump(), num(c["ulp"]["p50"]), num(c["ulp"]["p99_9"]),
-                       num(c["ulp"]["max_abs"]), num(c["bound_check"]["worst_ratio"]),
-                       c["bound_check"]["beyond_bound"].get<std::int64_t>(), o["verdict"].get<std::string>());
+      // No bound_check when no element was finite on both sides (an all-Inf output): the
+      // kinds say what was found instead.
+      const std::string against = c.contains("bound_check")
+                                      ? fmt::format("worst ratio to the end-to-end bound {} (elements beyond: {})",
+                                                    num(c["bound_check"]["worst_ratio"]),
+                                                    c["bound_check"]["beyond_bound"].get<std::int64_t>())
+                                      : fmt::format("no element finite on both sides (kinds: {})", c["kinds"].dump());
+      s += fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; {} -> {}\n", o["path"].get<std::string>(),
+                       o["shape"].dump(), num(c["ulp"]["p50"]), num(c["ulp"]["p99_9"]), num(c["ulp"]["max_abs"]), against,
+                       o["verdict"].get<std::string>());
       if (o.contains("worst"))
         s += fmt::format("      worst element {}: observed {:.9g}, reference {:.17g}, bound {:.3g}\n", o["worst"]["index"].dump(),
                          o["worst"]["observed"].get<double>(), o["worst"]["reference"].get<double>(),

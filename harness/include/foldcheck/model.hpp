@@ -31,11 +31,10 @@ struct Attribute {
   std::vector<std::int64_t> ints;
   std::vector<double> floats;
   Tensor t;  // Kind::Tensor (a Constant's value)
-  // Kind::Tensor: the ONNX element type's class. Integer and bool tensors are held as
-  // exact doubles in `t`; this keeps what they were so the type check (check_value_types)
-  // can refuse them where an op computes on floating point.
-  enum class Elem { Floating, Integer, Bool };
-  Elem elem = Elem::Floating;
+  // Kind::Tensor: the ONNX element type's name ("FLOAT", "INT64", "BOOL", ...). Integer
+  // and bool tensors are held as exact doubles in `t`; this keeps what they were so the type
+  // check (check_attributes) can refuse them where an op takes another type.
+  std::string elem_type;
 };
 
 // Kind names as ONNX writes them ("INT", "FLOATS", ...), for messages.
@@ -73,7 +72,7 @@ struct Model {
   std::map<std::string, Tensor> initializers;                  // floating ones
   std::map<std::string, std::vector<std::int64_t>> int_inits;  // integer ones (and their shape below)
   std::map<std::string, Shape> int_init_shapes;
-  std::map<std::string, bool> int_init_is_bool;  // per int_inits entry: ONNX BOOL (not a number)
+  std::map<std::string, std::string> int_init_type;  // per int_inits entry: its ONNX type ("INT64", "BOOL", ...)
   // Identity outputs of initializers -> the initializer they alias (never another alias):
   // shared, not copied. initializer() and int_initializer() resolve them.
   std::map<std::string, std::string> aliases;
