@@ -873,6 +873,14 @@ std::map<std::string, Setup> setups() {
   };
   s["onnx-claimed-size"] = {claimed_size(Encoding::Raw), true, kAddressSpaceLimit};
   s["onnx-claimed-size-typed"] = {claimed_size(Encoding::Typed), true, kAddressSpaceLimit};
+  // Dims of 0 elements over 36 typed values: it passed as an empty weight, and regrouping
+  // it divided by zero (found by fuzz_onnx; fuzz/regressions/fuzz_onnx keeps the input).
+  s["onnx-zero-dims-with-values"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.weight_encoding = Encoding::Typed;
+    p.tweak_proto = [](onnx::ModelProto& m) { m.mutable_graph()->mutable_initializer(0)->set_dims(0, 0); };
+    return "accuracy-diff " + model(d, "m.onnx", p) + " --weights-only";
+  }};
   s["onnx-external-symlink"] = {[](const fs::path& d) {
     ModelParts p;
     p.weight_encoding = Encoding::External;

@@ -18,6 +18,9 @@ bool is_onnx_op(const ModelNode& n, const char* op) { return n.op == op && (n.do
 // and a Gemm must be a plain Y = A B' (+ C).
 std::string layer_problem(const Model& m, const ModelNode& n) {
   if (n.inputs.size() < 2 || !m.initializer(n.inputs[1])) return n.op + " weight is not a floating initializer";
+  // No output channel to fold into (and every per-channel division below is by a dimension).
+  if (m.initializer(n.inputs[1])->data.empty())
+    return fmt::format("{} weight {} has no elements (shape {})", n.op, n.inputs[1], shape_string(m.initializer(n.inputs[1])->shape));
   if (n.op == "Gemm" && (n.float_attr("alpha", 1.0) != 1.0 || n.float_attr("beta", 1.0) != 1.0))
     return "Gemm with alpha or beta != 1";
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !m.initializer(n.inputs[2])) return n.op + " bias is not an initializer";
