@@ -845,12 +845,37 @@ std::map<std::string, Setup> setups() {
     n->add_input("shape");
     n->add_output("Y");
   })};
+  s["onnx-auto-pad-with-pads"] = {tweak([](onnx::NodeProto& conv, onnx::NodeProto&) {
+    OnnxBuilder::attr(conv, "auto_pad", std::string("SAME_UPPER"));
+  })};
   s["onnx-pool-stride-zero"] = {after_bn([](OnnxBuilder& b) {
     auto& n = b.node("MaxPool", "pool", {"bn_out"}, {"Y"});
     OnnxBuilder::attr(n, "kernel_shape", std::vector<std::int64_t>{1, 1});
     OnnxBuilder::attr(n, "strides", std::vector<std::int64_t>{0, 1});
   })};
   s["onnx-too-many-inputs"] = {after_bn([](OnnxBuilder& b) { b.node("GlobalAveragePool", "gap", {"bn_out", "bn_out"}, {"Y"}); })};
+  // BatchNormalization's types: one T before opset 15 (DOUBLE parameters on a FLOAT input);
+  // from 15, scale and B one T1, mean and var one T2.
+  s["onnx-bn-mixed-types"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      for (auto& t : *m.mutable_graph()->mutable_initializer())
+        if (t.name() == "var") {
+          std::string raw;
+          for (const double v : {1.0, 0.5}) raw.append(reinterpret_cast<const char*>(&v), 8);
+          t.set_data_type(onnx::TensorProto::DOUBLE);
+          t.set_raw_data(raw);
+        }
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p);
+  }};
+  s["onnx-integer-graph-input"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+    };
+    return "accuracy-diff " + model(d, "m.onnx", p) + " --weights-only";
+  }};
   s["onnx-float-as-shape"] = {after_bn([](OnnxBuilder& b) {
     b.init("shape", {4}, {1, 2, 4, 4});
     b.node("Reshape", "reshape", {"bn_out", "shape"}, {"Y"});

@@ -180,6 +180,8 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
 std::string json_text(const json& r, int indent) { return r.dump(indent, ' ', false, json::error_handler_t::replace); }
 
 namespace {
+std::size_t utf8_sequence(const std::string& s, std::size_t i);  // below
+
 // Every string of the result with its line breaks shown as \n and \r: the text renderers
 // lay out lines of their own around names from files (a case, entry, node or producer
 // name), and a name holding "\nverdict: EXPECTED" would otherwise print a line that
@@ -211,12 +213,16 @@ std::string text_name(const std::string& name) { return one_line_strings(json(na
 std::string terminal_safe(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c < 0x20 && ch != '\n') || c == 0x7f)
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = utf8_sequence(text, i);  // bytes that are not UTF-8 (an ONNX node name's) too
+    if ((c < 0x20 && c != '\n') || c == 0x7f || n == 0) {
       out += "\xEF\xBF\xBD";
-    else
-      out += ch;
+      ++i;
+    } else {
+      out.append(text, i, n);
+      i += n;
+    }
   }
   return out;
 }

@@ -224,6 +224,11 @@ json observed_output_check(const Model& model, const BnPatterns& pat, const Runs
   return j;
 }
 
+// A message naming the model file once: some already begin with it (the layer's own checks).
+std::string in_file(const std::string& path, const std::string& message) {
+  return message.rfind(path + ": ", 0) == 0 ? message : path + ": " + message;
+}
+
 }  // namespace
 
 json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
@@ -260,16 +265,18 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   Runs rr;
   json end_to_end = nullptr;
   std::optional<std::string> not_run;
+  // A model the ONNX spec forbids (an attribute, a type, a geometry) is bad input (exit 2)
+  // for every mode: the weight-level checks would read the same nodes.
+  try {
+    check_attributes(model);
+  } catch (const InputError& e) {
+    throw InputError(in_file(model.path, e.what()));
+  }
   if (!opts.weights_only) {
     if (model.inputs.size() != 1) {
       not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
     } else {
       Tensor x = model_input(model, opts.input, opts.seed);  // a bad --input is the user's error (exit 2)
-      try {
-        check_attributes(model);  // an attribute the ONNX spec forbids: bad input (exit 2)
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: {}", model.path, e.what()));
-      }
       try {
         check_supported(model);
       } catch (const InputError& e) {
@@ -284,7 +291,7 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
         } catch (const InputError& e) {
           if (opts.observed_output)
             throw InputError(fmt::format("--observed-output needs runs of {}, which cannot be made: {}", model.path, e.what()));
-          throw InputError(fmt::format("{}: {}", model.path, e.what()));
+          throw InputError(in_file(model.path, e.what()));
         }
       }
     }

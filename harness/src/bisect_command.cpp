@@ -59,6 +59,19 @@ void check_options(const ExternalBisectOptions& o) {
     throw InputError(fmt::format("bisect: --threshold-ulp must be a finite number >= 0 (got {})", *o.threshold_ulp));
   if (o.reference.empty())
     throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
+  // The longest command of any run, before the first runs: {enabled} and {disabled} are
+  // the two halves of one list, so the expansion's length is linear in the split point and
+  // longest at one end (all enabled, or none); {out} as long as a run's.
+  const std::size_t n = o.passes.size();
+  const std::string out = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX" / "out_999999.npy").string();
+  for (const std::size_t k : {std::size_t{0}, n}) {
+    const std::string cmd = expand_command(o.command, join(o.passes, 0, k), join(o.passes, k, n), out);
+    if (cmd.size() >= kMaxArgBytes)
+      throw InputError(fmt::format("bisect: the command is {} bytes once its placeholders are filled (with {} of {} passes "
+                                   "enabled), over the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or "
+                                   "shorter passes",
+                                   cmd.size(), k, n, kMaxArgBytes));
+  }
 }
 
 // The runs of one bisection: a private temporary directory (under $TMPDIR) for the {out}

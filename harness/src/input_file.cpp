@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <set>
 #include <vector>
 
@@ -73,7 +74,12 @@ std::string read_input_file(const std::string& path, const std::string& kind, co
     }
     if (got == 0) break;
     if (bytes.size() + static_cast<std::size_t>(got) > limit) too_big("more than " + std::to_string(limit));
-    bytes.append(buf, static_cast<std::size_t>(got));
+    try {
+      bytes.append(buf, static_cast<std::size_t>(got));
+    } catch (const std::bad_alloc&) {  // a stream (/dev/urandom as a model) under a memory limit
+      throw InputError(fmt::format("{}: cannot hold the {} in memory ({} bytes read so far, and more coming)", path, kind,
+                                   bytes.size()));
+    }
     if (judging) {
       const HeadVerdict v = head(bytes);
       judging = v.more;
@@ -125,7 +131,12 @@ class JsonGuard : public nlohmann::json_sax<nlohmann::json> {
   bool number_integer(number_integer_t) override { return value(); }
   bool number_unsigned(number_unsigned_t) override { return value(); }
   bool number_float(number_float_t, const string_t&) override { return value(); }
-  bool string(string_t&) override { return value(); }
+  // No name or path foldcheck reads may hold a NUL: the system would stop at it ("a\0/../x"
+  // names "a"), and path normalization would drop it with a component.
+  bool string(string_t& v) override {
+    if (v.find('\0') != std::string::npos) nul(v);
+    return value();
+  }
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
     enter();
@@ -133,6 +144,7 @@ class JsonGuard : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
+    if (k.find('\0') != std::string::npos) nul(k);
     if (!objects_.back().insert(k).second)
       throw InputError(fmt::format("{}: invalid JSON: key '{}' appears twice in one object", where_, k));
     return true;
@@ -165,6 +177,10 @@ class JsonGuard : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   static constexpr std::uint64_t kSlackValues = 1 << 16;  // the fields around a tensor's values
+  [[noreturn]] void nul(const std::string& s) {
+    throw InputError(fmt::format("{}: invalid JSON: the string '{}' holds a NUL byte (\\u0000), which no name or path can",
+                                 where_, s.substr(0, 200)));
+  }
   void enter() {
     if (++depth_ > kMaxJsonDepth)
       throw InputError(fmt::format("{}: invalid JSON: nested deeper than {} levels", where_, kMaxJsonDepth));

@@ -175,6 +175,9 @@ void check_graph(const Model& m) {
         throw InputError(fmt::format("{}: {}: input '{}' is computed by {}, which does not come before it (a cycle, or "
                                      "nodes not in topological order)",
                                      m.path, node_at(m.nodes[i], i), in, node_at(m.nodes[p->second], p->second)));
+      if (p == at.end() && !m.defines(in) && m.unread_inits.count(in))
+        throw InputError(fmt::format("{}: {}: input '{}' is an initializer of type {}, which foldcheck does not read",
+                                     m.path, node_at(m.nodes[i], i), in, m.unread_inits.at(in)));
       if (p == at.end() && !m.defines(in))
         throw InputError(fmt::format("{}: {}: input '{}' is not defined (no graph input, initializer or earlier node "
                                      "computes it)",

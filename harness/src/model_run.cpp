@@ -195,7 +195,10 @@ class Exec {
   // An integer input (shape, pads, axes): every value must be an integer within +-2^62.
   std::vector<std::int64_t> ints(const std::string& name, const std::string& who) {
     std::vector<std::int64_t> v;
-    for (const double d : get(name, who).data) {
+    const Tensor& t = get(name, who);
+    if (t.shape.size() != 1)  // shapes, pads and axes are lists, also when a Constant or Concat makes them
+      throw InputError(fmt::format("{}: input {} has shape {}; the op takes a 1-D tensor there", who, name, shape_string(t.shape)));
+    for (const double d : t.data) {
       if (!(std::fabs(d) <= 0x1p62) || d != std::trunc(d))
         throw InputError(fmt::format("{}: input {} holds {}, not an integer", who, name, d));
       v.push_back(static_cast<std::int64_t>(d));
@@ -793,8 +796,8 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
     // and the comparison would not be of the values the other engine saw.
     for (std::size_t k = 0; k < x.data.size(); ++k)
       if (round_to(DType::Float32, x.data[k]) != x.data[k])
-        throw InputError(fmt::format("{}: {} value {:.17g} at index {} is not a float32 value (the model computes in "
-                                     "float32: save the input as float32)",
+        throw InputError(fmt::format("{}: {} value {:.17g} at index {} is not a float32 value (foldcheck's runs "
+                                     "compute in float32, whatever the model's types: save the input as float32)",
                                      *input, name(x.dtype), x.data[k], k));
   } else {
     x.shape = vi.shape;

@@ -103,7 +103,7 @@ std::string flag_error(const ModelNode& n, const char* key) {
 std::string opset_form_error(const Model& m, const ModelNode& n) {
   struct Moved { const char* op; std::int64_t since; std::vector<const char*> attrs; std::size_t max_inputs_before, max_inputs_after; };
   static const std::vector<Moved> moved{{"Clip", 11, {"min", "max"}, 1, 3},
-                                        {"Pad", 11, {"pads", "value"}, 1, 3},
+                                        {"Pad", 11, {"pads", "value"}, 1, 4},  // axes: a 4th from opset 18
                                         {"Squeeze", 13, {"axes"}, 1, 2},
                                         {"Unsqueeze", 13, {"axes"}, 1, 2}};
   for (const Moved& mv : moved) {
@@ -112,7 +112,7 @@ std::string opset_form_error(const Model& m, const ModelNode& n) {
     for (const char* a : mv.attrs)
       if (after && n.attr(a))
         return fmt::format("attribute '{}' is an input from opset {} (the model is opset {})", a, mv.since, m.opset);
-    const std::size_t max_in = after ? mv.max_inputs_after : mv.max_inputs_before;
+    const std::size_t max_in = !after ? mv.max_inputs_before : n.op == "Pad" && m.opset < 18 ? 3 : mv.max_inputs_after;
     if (n.inputs.size() > max_in)
       return fmt::format("{} inputs; at opset {} the op takes at most {}", n.inputs.size(), m.opset, max_in);
     if (!after && n.op == "Pad" && !n.attr("pads")) return "attribute 'pads' is required before opset 11";
@@ -151,11 +151,13 @@ std::string unsupported_value(const Model& m, const ModelNode& n) {
   if (n.op == "BatchNormalization") {
     if (n.int_attr("training_mode", 0) != 0) return "training_mode = 1 (batch statistics) is not an inference BatchNorm";
     if (n.int_attr("spatial", 1) != 1) return "spatial = 0 (statistics per activation, not per channel) is not supported";
-    if (n.outputs.size() > 1) return "the running-statistics outputs of a training BatchNorm are not supported";
+    if (std::count_if(n.outputs.begin() + 1, n.outputs.end(), [](const std::string& o) { return !o.empty(); }) > 0)
+      return "the running-statistics outputs of a training BatchNorm are not supported";
   }
   if (n.op == "MaxPool" && n.outputs.size() > 1) return "the Indices output is not supported";
   if ((n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() != 2)
     return "needs exactly two inputs";
+  if (n.op == "Pad" && n.inputs.size() > 3 && !n.inputs[3].empty()) return "the axes input (opset 18) is not supported";
   if (n.op == "Pad" && n.string_attr("mode", "constant") != "constant")
     return fmt::format("mode '{}' is not supported (only constant padding)", n.string_attr("mode", ""));
   return "";
@@ -173,6 +175,7 @@ std::string geometry_error(const Model& m, const ModelNode& n) {
       if (v < 1) return fmt::format("{} must be >= 1 (got {})", k, v);
   for (const auto v : n.ints_attr("pads"))
     if (v < 0) return fmt::format("pads must be >= 0 (got {})", v);
+  if (ap != "NOTSET" && n.attr("pads")) return fmt::format("auto_pad {} and explicit pads cannot be used together", ap);
   if (is_conv(n) && n.inputs.size() > 1 && n.attr("kernel_shape"))
     if (const Tensor* w = m.initializer(n.inputs[1])) {
       const auto ks = n.ints_attr("kernel_shape");
@@ -190,7 +193,7 @@ std::string arity_error(const ModelNode& n) {
       {"HardSwish", {1, 1}}, {"Clip", {3, 1}}, {"Add", {2, 1}}, {"Sub", {2, 1}}, {"Mul", {2, 1}}, {"Div", {2, 1}},
       {"Conv", {3, 1}}, {"ConvTranspose", {3, 1}}, {"Gemm", {3, 1}}, {"MatMul", {2, 1}}, {"BatchNormalization", {5, 5}},
       {"MaxPool", {1, 2}}, {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Flatten", {1, 1}},
-      {"Reshape", {2, 1}}, {"Squeeze", {2, 1}}, {"Unsqueeze", {2, 1}}, {"Pad", {3, 1}}, {"Constant", {0, 1}}};
+      {"Reshape", {2, 1}}, {"Squeeze", {2, 1}}, {"Unsqueeze", {2, 1}}, {"Pad", {4, 1}}, {"Constant", {0, 1}}};
   const auto it = most.find(n.op);
   if (it == most.end()) return "";
   if (n.inputs.size() > it->second.first)
@@ -240,7 +243,7 @@ std::string constant_type(const ModelNode& n) {
 
 // Input k of op holds INT64 values (shape, pads, axes) ...
 bool integer_input(const std::string& op, std::size_t k) {
-  return k == 1 && (op == "Reshape" || op == "Pad" || op == "Squeeze" || op == "Unsqueeze");
+  return (k == 1 && (op == "Reshape" || op == "Pad" || op == "Squeeze" || op == "Unsqueeze")) || (k == 3 && op == "Pad");
 }
 // ... or passes its type to the output (the data of shape ops: any type, one per Concat).
 bool passes_type(const std::string& op) {
@@ -251,7 +254,7 @@ void check_value_types(const Model& m) {
   std::map<std::string, std::string> type;
   for (const auto& [k, t] : m.initializers) type[k] = dtype_type(t.dtype);
   for (const auto& [k, v] : m.int_inits) type[k] = m.int_init_type.count(k) ? m.int_init_type.at(k) : "";
-  for (const ValueInfo& v : m.inputs) type[v.name] = v.dtype ? dtype_type(*v.dtype) : "";
+  for (const ValueInfo& v : m.inputs) type[v.name] = v.elem_type;
   const auto& ops = supported_ops();
   const auto of = [&](const std::string& name) {
     const auto it = type.find(m.resolve(name));
@@ -261,7 +264,8 @@ void check_value_types(const Model& m) {
     const ModelNode& n = m.nodes[i];
     const bool known = (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op);
     std::string out = known && n.op == "Constant" ? constant_type(n) : "";
-    std::string first;  // the first typed data input, which every other must match
+    std::string first, first_scale, first_stats;  // the first typed data input, which every other must match
+    std::size_t first_at = SIZE_MAX;
     for (std::size_t k = 0; known && k < n.inputs.size(); ++k) {
       if (n.inputs[k].empty()) continue;
       const std::string t = of(n.inputs[k]);
@@ -279,11 +283,17 @@ void check_value_types(const Model& m) {
       if (!passes_type(n.op) && !is_floating(t))
         throw InputError(fmt::format("{}: input '{}' has type {}; foldcheck runs {} on floating-point tensors only",
                                      node_name(n, i), n.inputs[k], t, n.op));
-      if (first.empty()) {
-        first = t;
-      } else if (t != first && n.op != "BatchNormalization") {
-        throw InputError(fmt::format("{}: input '{}' has type {} but an earlier input has {}; {} takes one type T",
-                                     node_name(n, i), n.inputs[k], t, first, n.op));
+      // BatchNormalization from opset 15: X is T, scale and B are T1, mean and var T2.
+      const bool bn15 = n.op == "BatchNormalization" && m.opset >= 15;
+      std::string& same = !bn15 || k == 0 ? first : k <= 2 ? first_scale : first_stats;
+      if (same.empty()) {
+        same = t;
+        if (&same == &first) first_at = k;
+      } else if (t != same) {
+        throw InputError(fmt::format("{}: input '{}' has type {} but input '{}' has {}; {} takes one type {} for them{}",
+                                     node_name(n, i), n.inputs[k], t, n.inputs[!bn15 ? first_at : k <= 2 ? 1 : 3], same, n.op,
+                                     !bn15 || k == 0 ? "T" : k <= 2 ? "T1" : "T2",
+                                     n.op == "BatchNormalization" && !bn15 ? " (different types from opset 15)" : ""));
       }
     }
     if (known && n.op != "Constant") out = of(n.inputs.empty() ? std::string() : n.inputs[0]);

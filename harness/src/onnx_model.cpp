@@ -239,6 +239,7 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
   if (v.type().has_tensor_type()) {
     const auto& tt = v.type().tensor_type();
     r.dtype = floating_dtype(tt.elem_type());
+    if (tt.elem_type() != 0) r.elem_type = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(tt.elem_type()));
     for (const auto& d : tt.shape().dim()) r.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
   }
   return r;
@@ -272,13 +273,17 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
   const onnx::GraphProto& g = mp.graph();
   try {  // initializer and attribute messages name the model file
     for (const auto& t : g.initializer()) {
-      if (m.initializers.count(t.name()) || m.int_inits.count(t.name()))
+      if (m.initializers.count(t.name()) || m.int_inits.count(t.name()) || m.unread_inits.count(t.name()))
         throw InputError(fmt::format("initializer '{}' is defined twice", t.name()));
       if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
       else if (integer_type(t.data_type())) {
         m.int_inits[t.name()] = integer_values(t, dir);
         m.int_init_shapes[t.name()] = dims_of(t);
         m.int_init_type[t.name()] = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()));
+      } else {
+        m.unread_inits[t.name()] = TensorProto::DataType_IsValid(t.data_type())
+                                       ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()))
+                                       : fmt::format("{}", t.data_type());
       }
     }
     for (int i = 0; i < g.node_size(); ++i) {

@@ -62,6 +62,7 @@ struct ValueInfo {
   std::string name;
   Shape shape;  // -1: unknown dimension
   std::optional<DType> dtype;
+  std::string elem_type;  // the ONNX element type's name ("FLOAT", "INT64", ...); "" if not given
 };
 
 struct Model {
@@ -73,6 +74,7 @@ struct Model {
   std::map<std::string, std::vector<std::int64_t>> int_inits;  // integer ones (and their shape below)
   std::map<std::string, Shape> int_init_shapes;
   std::map<std::string, std::string> int_init_type;  // per int_inits entry: its ONNX type ("INT64", "BOOL", ...)
+  std::map<std::string, std::string> unread_inits;   // initializers of types foldcheck does not read -> the type
   // Identity outputs of initializers -> the initializer they alias (never another alias):
   // shared, not copied. initializer() and int_initializer() resolve them.
   std::map<std::string, std::string> aliases;
