@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <zip.h>
 
 #include <algorithm>
@@ -196,6 +197,17 @@ std::map<std::string, Setup> setups() {
   });
   s["input-device-json"] = device("z.json", [](const fs::path& p) { return "run " + p.string(); });
   s["input-device-onnx"] = device("z.onnx", [](const fs::path& p) { return "accuracy-diff " + p.string(); });
+  // A pipe of valid-looking JSON that does not end soon: held to one byte per element of
+  // the limit (here 1000), not 16 (/dev/urandom as a model was read for 4.3 GB, 8.5 GB held).
+  s["input-stream-too-long"] = {[](const fs::path& d) {
+                                  const fs::path p = d / "p.json";
+                                  REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+                                  const std::string writer =
+                                      "(printf '{\"seed\": \"'; yes | head -c 100000) > '" + p.string() + "' 2>/dev/null &";
+                                  REQUIRE(std::system(writer.c_str()) == 0);
+                                  return "run " + p.string();
+                                },
+                                true, "FOLDCHECK_MAX_ELEMENTS=1000 "};
   s["output-directory-missing"] = {[](const fs::path& d) {
     return "run " + src("cases/tvm_thread.json") + " -o " + (d / "no" / "such" / "dir" / "r.json").string();
   }, false};

@@ -62,6 +62,10 @@ std::string read_input_file(const std::string& path, const std::string& kind, co
   // so the parser still sees (and reports) data after what the header describes.
   bool judging = !S_ISREG(st.st_mode) && head;
   std::uint64_t cap = limit;
+  // A stream with no declared size (/dev/urandom as a model, a pipe of JSON) could only be
+  // refused at the file limit, 16 bytes per element: 4.3 GB read, and twice that held while
+  // the buffer grows. It is held to one byte per element instead (268 MB by default).
+  const std::uint64_t stream_limit = std::min<std::uint64_t>(limit, static_cast<std::uint64_t>(max_elements()));
   char buf[1 << 16];
   while (true) {
     const std::uint64_t room = cap < limit ? cap + 1 - std::min<std::uint64_t>(bytes.size(), cap + 1) : sizeof buf;
@@ -74,6 +78,11 @@ std::string read_input_file(const std::string& path, const std::string& kind, co
     }
     if (got == 0) break;
     if (bytes.size() + static_cast<std::size_t>(got) > limit) too_big("more than " + std::to_string(limit));
+    if (!S_ISREG(st.st_mode) && cap == limit && bytes.size() + static_cast<std::size_t>(got) > stream_limit)
+      throw InputError(fmt::format("{}: more than {} bytes from a pipe or device: a {} with no size to check first is held "
+                                   "to one byte per element of the limit (raise it with --max-elements or "
+                                   "FOLDCHECK_MAX_ELEMENTS)",
+                                   path, stream_limit, kind));
     try {
       bytes.append(buf, static_cast<std::size_t>(got));
     } catch (const std::bad_alloc&) {  // a stream (/dev/urandom as a model) under a memory limit

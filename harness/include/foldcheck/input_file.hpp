@@ -9,7 +9,8 @@
 // are sized before any allocation. Pipes and devices have no size: their first bytes go
 // to the reader's HeadCheck, which refuses what cannot start its format (/dev/zero as a
 // .npy is refused after one read, not 4 GB later) and caps the read at the size a header
-// declares; without one, they are read up to the same limit.
+// declares; without a declared size they are held to one byte per element of the limit
+// (max_elements() bytes), not 16.
 // parse_json_text parses JSON with a nesting limit (kMaxJsonDepth): foldcheck's own files
 // nest fewer than 10 levels, and a file of a million '[' must be an error, not a stack
 // overflow in a recursive consumer.
