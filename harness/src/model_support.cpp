@@ -220,9 +220,9 @@ std::string spec_error(const Model& m, const ModelNode& n) {
 // as if ONNX allowed it: ONNX requires one floating type T for an op's data inputs (Add's
 // two, Conv's X, W and B, ...) and INT64 for shapes, pads and axes, so such a model is
 // refused, never run. Types the table cannot tell (an unknown op's output, a graph input
-// of non-floating type) are "" and pass: the runner refuses what it cannot compute.
-// BatchNormalization is exempt from "one T": from opset 15 its scale, bias, mean and var
-// may have types of their own.
+// whose type the file leaves out) are "" and pass: the runner refuses what it cannot
+// compute. BatchNormalization follows its opset: one T before 15; from 15, X is T, scale
+// and B share T1, mean and var share T2.
 bool is_floating(const std::string& t) { return t == "FLOAT" || t == "DOUBLE" || t == "FLOAT16" || t == "BFLOAT16"; }
 
 std::string dtype_type(DType d) {
