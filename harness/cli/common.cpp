@@ -1,6 +1,8 @@
 // Shared CLI pieces (common.hpp).
 #include "common.hpp"
 
+#include "foldcheck/reports/utf8.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -180,8 +182,6 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
 std::string json_text(const json& r, int indent) { return r.dump(indent, ' ', false, json::error_handler_t::replace); }
 
 namespace {
-std::size_t utf8_sequence(const std::string& s, std::size_t i);  // below
-
 // Every string of the result with its line breaks shown as \n and \r: the text renderers
 // lay out lines of their own around names from files (a case, entry, node or producer
 // name), and a name holding "\nverdict: EXPECTED" would otherwise print a line that
@@ -215,7 +215,7 @@ std::string terminal_safe(const std::string& text) {
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    const std::size_t n = utf8_sequence(text, i);  // bytes that are not UTF-8 (an ONNX node name's) too
+    const std::size_t n = reports::utf8_length(text, i);  // bytes that are not UTF-8 (an ONNX node name's) too
     if ((c < 0x20 && c != '\n') || c == 0x7f || n == 0) {
       out += "\xEF\xBF\xBD";
       ++i;
@@ -240,34 +240,11 @@ void emit(const OutputOptions& o, const std::string& raw) {
   }
 }
 
-namespace {
-
-// The length of the valid UTF-8 sequence at s[i] (1 to 4), or 0 if the bytes there are not
-// one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
-std::size_t utf8_sequence(const std::string& s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
-  const unsigned c = b(0);
-  const auto cont = [&](std::size_t k) { return (b(k) & 0xC0u) == 0x80u; };
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (!cont(1) || !cont(2) || (c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F)) return 0;
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (!cont(1) || !cont(2) || !cont(3) || (c == 0xF0 && b(1) < 0x90) || (c == 0xF4 && b(1) > 0x8F)) return 0;
-    return 4;
-  }
-  return 0;
-}
-
-}  // namespace
-
 std::string one_line(const std::string& message) {
   std::string out;
   for (std::size_t i = 0; i < message.size();) {
     const auto c = static_cast<unsigned char>(message[i]);
-    const std::size_t n = utf8_sequence(message, i);
+    const std::size_t n = reports::utf8_length(message, i);
     if (c == '\n')
       out += "\\n";
     else if (c == '\t')

@@ -145,7 +145,7 @@ std::string op_attribute_error(const ModelNode& n) {
 }
 
 // Non-default values the runner does not implement; "" if the node is fine.
-std::string unsupported_value(const Model& m, const ModelNode& n) {
+std::string unsupported_value(const ModelNode& n) {
   for (const auto v : n.ints_attr("pads"))
     if (v < 0) return fmt::format("negative pads ({}) are not supported", v);
   if (n.op == "BatchNormalization") {
@@ -327,7 +327,7 @@ void check_supported(const Model& m) {
     for (const auto& [key, a] : n.attributes)
       if (!it->second.count(key))
         throw InputError(fmt::format("{}: attribute '{}' is not supported", node_name(n, i), key));
-    if (const std::string why = unsupported_value(m, n); !why.empty())
+    if (const std::string why = unsupported_value(n); !why.empty())
       throw InputError(fmt::format("{}: {}", node_name(n, i), why));
   }
 }

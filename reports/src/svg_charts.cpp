@@ -1,9 +1,10 @@
 // Inline SVG charts (svg_charts.hpp).
 #include "svg_charts.hpp"
 
+#include "foldcheck/reports/utf8.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,26 +12,6 @@
 namespace foldcheck::reports::svg {
 
 using json = nlohmann::json;
-
-// The length of the valid UTF-8 sequence at s[i] (shortest form, not a surrogate, at most
-// U+10FFFF), 0 if the bytes there are not one; `xml` whether XML 1.0 can hold it (a Char:
-// not U+FFFE or U+FFFF). Names reach reports from ONNX files too, whose strings protobuf
-// does not validate.
-static std::size_t utf8_length(const std::string& s, std::size_t i, bool& xml) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned lead = b(i);
-  const std::size_t n = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  std::uint32_t cp = n == 1 ? lead : lead & (0x7f >> n);
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (b(i + k) & 0x3f);
-  }
-  static constexpr std::uint32_t kShortest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kShortest[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  xml = cp != 0xfffe && cp != 0xffff;
-  return n;
-}
 
 std::string escape(const std::string& s) {
   std::string r;
@@ -51,9 +32,8 @@ std::string escape(const std::string& s) {
         // XML 1.0 cannot hold other C0 controls even as character references, nor U+FFFE,
         // U+FFFF or bytes that are not UTF-8 (a report with one is not well-formed); DEL is
         // not sensible: each is shown as U+FFFD.
-        bool xml = false;
-        const std::size_t n = u < 0x20 || u == 0x7f ? 0 : utf8_length(s, i, xml);
-        if (n > 0 && xml) r.append(s, i, n);
+        const std::size_t n = u < 0x20 || u == 0x7f ? 0 : utf8_length(s, i);
+        if (n > 0 && !utf8_noncharacter(s, i, n)) r.append(s, i, n);
         else r += "\xEF\xBF\xBD";  // one per character, or per byte that is not UTF-8
         i += std::max<std::size_t>(n, 1);
         continue;
