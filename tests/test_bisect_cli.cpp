@@ -29,7 +29,13 @@ std::vector<pid_t> processes_of(const std::string& program) {
     while (const dirent* e = readdir(d)) {
       const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
       if (pid <= 0) continue;
-      std::string cmdline = slurp(fs::path("/proc") / e->d_name / "cmdline");
+      // A process may exit between readdir and the read (ESRCH): it is gone, as wanted.
+      std::string cmdline;
+      try {
+        cmdline = slurp(fs::path("/proc") / e->d_name / "cmdline");
+      } catch (const std::exception&) {
+        continue;
+      }
       if (cmdline.rfind(program + '\0', 0) == 0) r.push_back(pid);
     }
     closedir(d);
