@@ -111,8 +111,9 @@ HeadVerdict json_head(const std::string& head, const std::string& where) {
   return {};
 }
 
-// A serialized ModelProto starts with a protobuf key: a varint whose field number is one of
-// ModelProto's (1 to 25) and whose wire type is one protobuf defines (0, 1, 2 or 5).
+// A serialized ModelProto starts with a protobuf key: a varint whose wire type is one
+// protobuf defines (0, 1, 2 or 5) and whose field number is not 0. Only a one-byte key
+// (fields 1 to 15) is judged; a byte with the continuation bit passes to the parser.
 HeadVerdict onnx_head(const std::string& head, const std::string& where) {
   const auto key = static_cast<unsigned char>(head[0]);
   const unsigned field = (key & 0x7f) >> 3, wire = key & 7;
