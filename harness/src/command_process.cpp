@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -58,6 +57,31 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
+// The text of /proc/PID/stat; "" when the process is gone. A process that exits between
+// the directory scan and the read fails the read with ESRCH (or the open with ENOENT):
+// that is an answer ("not there"), not an error. Plain read(2), never an iostream: the
+// scan runs in destructors (Ender), where libstdc++'s ios_failure from a failed read
+// ("basic_filebuf::underflow error reading the file: No such process") was uncaught and
+// aborted foldcheck under load.
+std::string proc_stat(long pid) {
+  const std::string path = fmt::format("/proc/{}/stat", pid);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text;
+  char buf[512];
+  ssize_t n = 0;
+  while ((n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      text.clear();
+      break;
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
 // Every process below foldcheck in the process tree (from /proc; zombies included), with
 // whether it is foldcheck's own child. Empty where /proc is not mounted.
 struct Descendant {
@@ -71,8 +95,7 @@ std::vector<Descendant> descendants() {
       char* end = nullptr;
       const long pid = std::strtol(e->d_name, &end, 10);
       if (pid <= 0 || *end) continue;
-      std::ifstream in(fmt::format("/proc/{}/stat", pid));
-      std::string stat((std::istreambuf_iterator<char>(in)), {});
+      const std::string stat = proc_stat(pid);
       const std::size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
       if (paren == std::string::npos) continue;
       char state = 0;
