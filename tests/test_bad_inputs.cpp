@@ -710,6 +710,35 @@ std::map<std::string, Setup> setups() {
   s["bisect-timeout-negative"] = {bisect("A", " --timeout -1")};
   s["bisect-threshold-nan"] = {bisect("A", " --threshold-ulp nan")};
   s["bisect-empty-reference"] = {bisect("A", "", {0})};
+  // issue 18: what the external bisect is told the command computes
+  s["bisect-reference-nan"] = {[](const fs::path& d) {
+    put(d / "r.npy", npy(Tensor{{2}, {0.5, std::nan("")}, DType::Float64}));
+    return "bisect --cmd 'cp " + (d / "r.npy").string() + " {out}' --passes A --reference " + (d / "r.npy").string();
+  }};
+  // The layer: x [1,2,4,4], w [2,2,3,3], a fresh BatchNorm; `w_values` replaces the weights.
+  const auto bisect_layer = [](const std::string& extra, std::vector<double> w_values = {}) {
+    return [=](const fs::path& d) {
+      std::vector<double> x(32), w = w_values;
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25 * static_cast<double>(i % 7) - 0.5;
+      if (w.empty())
+        for (std::size_t i = 0; i < 36; ++i) w.push_back(0.125 * static_cast<double>(i % 5) - 0.25);
+      put(d / "x.npy", npy(Tensor{{1, 2, 4, 4}, x, DType::Float32}));
+      put(d / "w.npy", npy(Tensor{{2, 2, 3, 3}, w, DType::Float32}));
+      foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
+      put(d / "r.npy", npy(Tensor{{1, 2, 4, 4}, std::vector<double>(32, 0.5), DType::Float32}));
+      return "bisect --cmd 'cp " + (d / "r.npy").string() + " {out}' --passes A --input " + (d / "x.npy").string() +
+             " --weights " + (d / "w.npy").string() + extra;
+    };
+  };
+  s["bisect-layer-incomplete"] = {bisect_layer("")};
+  s["bisect-two-forms"] = {[=](const fs::path& d) { return bisect_layer(" --bn " + (d / "bn.npz").string() + " --reference " + (d / "r.npy").string())(d); }};
+  s["bisect-layer-nonfinite"] = {[=](const fs::path& d) {
+    std::vector<double> w(36, 0.5);
+    w[3] = std::numeric_limits<double>::infinity();
+    return bisect_layer(" --bn " + (d / "bn.npz").string(), w)(d);
+  }};
+  s["bisect-layer-no-output"] = {[=](const fs::path& d) { return bisect_layer(" --bn " + (d / "bn.npz").string() + " --padding 0 --dilation 3")(d); }};
+  s["bisect-layer-padding"] = {[=](const fs::path& d) { return bisect_layer(" --bn " + (d / "bn.npz").string() + " --padding 0")(d); }};
   // issue 17: model runner (classes 3, 4, 5, 7)
   // Each model is the base Conv -> BatchNormalization with one node (or a few) after bn.
   const auto after_bn = [](std::function<void(OnnxBuilder&)> nodes) {

@@ -16,6 +16,9 @@
 #include "foldcheck/passes.hpp"
 #include "foldcheck/number_list.hpp"
 #include "foldcheck/reports/text.hpp"
+#include "foldcheck/bn_check.hpp"
+#include "foldcheck/limits.hpp"
+#include "bn_args.hpp"
 
 namespace foldcheck::cli {
 
@@ -41,9 +44,24 @@ void BisectCommand::add_to(CLI::App& app) {
                    "External compiler command (/bin/sh); {enabled}, {disabled} (comma-separated pass names, one quoted "
                    "shell word) and {out} (the .npy it must write) are substituted, in one pass; other {...} is left as "
                    "it is. Pass names must be identifiers (letters, digits, _ . : -)");
-  cmd_->add_option("--reference", reference_, "Reference outputs for --cmd (.npy, exact or float64)");
-  cmd_->add_option("--model", model_, "With --input: compute the --cmd reference as a float64 run of this ONNX model");
-  cmd_->add_option("--input", input_, "Model input (.npy): of the ONNX target, or of --model; default for a target: seeded normal");
+  cmd_->add_option("--reference", reference_,
+                   "Reference outputs for --cmd (.npy, exact or float64): runs are judged by their errors in units of "
+                   "each channel's largest value, against twice the all-disabled run's");
+  cmd_->add_option("--model", model_,
+                   "With --input: the ONNX model --cmd compiles; runs are judged against the bounds of every correct "
+                   "compilation of it (certified, for a model that is one Conv->BatchNormalization layer)");
+  cmd_->add_option("--input", input_,
+                   "Input (.npy): of the ONNX target, of --model, or of the --weights/--bn layer; default for a target: "
+                   "seeded normal");
+  cmd_->add_option("--weights", weights_,
+                   "With --input and --bn: the layer --cmd compiles, conv weights (.npy, OIHW); runs are judged against "
+                   "the certified bounds of every correct compilation of it; its dtype is --input's");
+  cmd_->add_option("--bias", bias_, "The layer's conv bias (.npy, one per output channel)");
+  cmd_->add_option("--bn", bn_, "The layer's BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps; each optional)");
+  cmd_->add_option("--stride", stride_, "The layer's conv stride")->check(integer_in(1, 1 << 20))->capture_default_str();
+  cmd_->add_option("--dilation", dilation_, "The layer's conv dilation")->check(integer_in(1, 1 << 20))->capture_default_str();
+  cmd_->add_option("--padding", padding_, "The layer's conv padding (symmetric); default dilation*(K-1)/2")
+      ->check(integer_in(0, 1 << 20));
   cmd_->add_option("--seed", seed_, "Seed of the default model input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
   cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(finite_number(0, true))
       ->capture_default_str();
@@ -61,41 +79,12 @@ std::optional<int> BisectCommand::run() {
   const auto progress = progress_printer(out_);
   json r;
   if (!external_.empty()) {
-    check_pass_names(passes);  // before anything runs: the names are pasted into a shell command
-    if (!target_.empty()) throw InputError("bisect: --cmd bisects an external command; leave out the case file");
-    if (leave_one_out_) throw InputError("bisect: --leave-one-out is for the internal pipeline");
-    ExternalBisectOptions eo;
-    eo.command = external_;
-    eo.passes = passes;
-    eo.threshold_ulp = threshold_ulp_;
-    eo.timeout_seconds = timeout_;
-    eo.linear = linear_;
-    eo.progress = progress;
-    if (!dtype_.empty()) eo.dtype = dtype_from_name(dtype_);
-    if (!reference_.empty()) {
-      const Tensor t = read_npy(reference_);
-      if (t.data.empty())
-        throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", reference_, shape_string(t.shape)));
-      eo.reference = t.data;
-      eo.reference_shape = t.shape;
-      eo.reference_source = reference_;
-    } else if (!model_.empty() && !input_.empty()) {
-      const Model m = Model::load(model_);
-      if (m.inputs.size() != 1 || m.outputs.size() != 1) throw InputError(model_ + ": --model needs one input and one output");
-      Tensor x = read_npy(input_);
-      ModelRunOptions ro;
-      ro.dtype = DType::Float64;
-      ro.policy.threads = out_.threads;
-      const Tensor y = run_model(m, find_bn_pairs(m), {{m.inputs[0].name, x}}, ro).at(m.outputs[0].name);
-      eo.reference = y.data;
-      eo.reference_shape = y.shape;
-      eo.reference_source = "float64 run of " + model_ + " on " + input_;
-    } else {
-      throw InputError("bisect: --cmd needs --reference R.npy, or --model M.onnx with --input X.npy");
-    }
-    r = bisect_command(eo);
+    r = run_external(passes, progress);
   } else {
     if (target_.empty()) throw InputError("bisect: give a case file, or --cmd for an external compiler");
+    for (const auto& [v, flag] : {std::pair{&weights_, "--weights"}, std::pair{&bias_, "--bias"}, std::pair{&bn_, "--bn"},
+                                  std::pair{&reference_, "--reference"}, std::pair{&model_, "--model"}})
+      if (!v->empty()) throw InputError(fmt::format("bisect: {} is for --cmd (the internal pipeline takes a case file or a model)", flag));
     BisectOptions bo;
     bo.passes = passes;
     bo.mode = linear_ ? BisectMode::Linear : leave_one_out_ ? BisectMode::LeaveOneOut : BisectMode::Search;
@@ -116,6 +105,121 @@ std::optional<int> BisectCommand::run() {
   stamp(r, out_);
   emit(out_, out_.format == "json" ? json_text(r, 2) : reports::bisect_text(r));
   return r["culprit"].is_null() && r["verdict"] == "EXPECTED" ? 0 : 1;
+}
+
+json BisectCommand::run_external(const std::vector<std::string>& passes, const std::function<void(const std::string&)>& progress) {
+  check_pass_names(passes);  // before anything runs: the names are pasted into a shell command
+  if (!target_.empty()) throw InputError("bisect: --cmd bisects an external command; leave out the case file");
+  ExternalBisectOptions eo;
+  eo.command = external_;
+  eo.passes = passes;
+  eo.threshold_ulp = threshold_ulp_;
+  eo.timeout_seconds = timeout_;
+  eo.mode = linear_ ? BisectMode::Linear : leave_one_out_ ? BisectMode::LeaveOneOut : BisectMode::Search;
+  eo.progress = progress;
+  if (!dtype_.empty()) eo.dtype = dtype_from_name(dtype_);
+  const int forms = !reference_.empty() + !model_.empty() + !weights_.empty();
+  if (forms != 1)
+    throw InputError("bisect: --cmd needs one of --reference R.npy, --model M.onnx with --input X.npy, or the layer "
+                     "(--input X.npy --weights W.npy --bn BN.npz)");
+  if (weights_.empty() && (!bias_.empty() || !bn_.empty()))
+    throw InputError(fmt::format("bisect: {} describes the layer: give it with --weights and --input", bias_.empty() ? "--bn" : "--bias"));
+  if (!reference_.empty()) {
+    if (!input_.empty()) throw InputError("bisect: --input is the input of --model or of the layer; --reference needs none");
+    const Tensor t = read_npy(reference_);
+    if (t.data.empty())
+      throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", reference_, shape_string(t.shape)));
+    eo.reference = t.data;
+    eo.reference_shape = t.shape;
+    eo.reference_source = reference_;
+  } else if (!model_.empty()) {
+    if (input_.empty()) throw InputError("bisect: --model needs --input X.npy (the input the command runs the model on)");
+    const Model m = Model::load(model_);
+    ModelComputationOptions mo;
+    mo.dtype = eo.dtype;
+    mo.seed = seed_;
+    mo.ref.precision = out_.precision;
+    mo.ref.threads = out_.threads;
+    mo.progress = progress;
+    eo.known = model_computation(m, model_, model_input(m, input_, seed_), mo);
+  } else {
+    eo.known = load_layer();
+  }
+  return bisect_command(eo);
+}
+
+KnownComputation BisectCommand::load_layer() const {
+  if (input_.empty() || bn_.empty()) throw InputError("bisect: the layer needs --input X.npy, --weights W.npy and --bn BN.npz");
+  Tensor x = read_npy(input_);
+  const DType t = dtype_.empty() ? x.dtype : dtype_from_name(dtype_);
+  const Tensor w = read_npy(weights_);
+  if (x.shape.size() == 2) x.shape = {x.shape[0], x.shape[1], 1, 1};
+  if (x.shape.size() != 4 || x.data.empty())
+    throw InputError(fmt::format("{}: shape {}: the layer's input must be NCHW (or N x C) and not empty", input_, shape_string(x.shape)));
+  if (w.shape.size() != 4 || w.data.empty())
+    throw InputError(fmt::format("{}: shape {}: conv weights must be OIHW and not empty", weights_, shape_string(w.shape)));
+  ref::ConvGeometry g;
+  g.N = x.shape[0];
+  g.C = x.shape[1];
+  g.H = x.shape[2];
+  g.W = x.shape[3];
+  g.O = w.shape[0];
+  g.KH = w.shape[2];
+  g.KW = w.shape[3];
+  if (w.shape[1] <= 0 || g.C % w.shape[1])
+    throw InputError(fmt::format("{}: {} input channels per group do not divide the input's {} channels", weights_, w.shape[1], g.C));
+  g.groups = g.C / w.shape[1];
+  if (g.O % g.groups) throw InputError(fmt::format("{}: {} output channels are not divisible by the {} groups", weights_, g.O, g.groups));
+  g.stride_h = g.stride_w = stride_;
+  g.dil_h = g.dil_w = dilation_;
+  g.pad_top = g.pad_bottom = padding_.value_or(dilation_ * (g.KH - 1) / 2);
+  g.pad_left = g.pad_right = padding_.value_or(dilation_ * (g.KW - 1) / 2);
+  if (g.OH() <= 0 || g.OW() <= 0)
+    throw InputError(fmt::format("bisect: the layer has no output (input {}, weights {}, stride {}, dilation {}, padding {})",
+                                 shape_string(x.shape), shape_string(w.shape), stride_, dilation_, g.pad_top));
+  // 28 lowerings' bounds and the reference: ~ 40 doubles per output held at once.
+  const std::int64_t outputs = checked_element_count({g.N, g.O, g.OH(), g.OW()}, "the layer's output");
+  check_fits_in_memory(static_cast<std::uint64_t>(outputs), 400, "bisect on this layer");
+  Graph graph;
+  graph.dtype = t;
+  Node conv;
+  conv.kind = Node::Kind::Conv;
+  conv.name = "conv";
+  conv.geometry = g;
+  conv.weight = w;
+  if (!bias_.empty()) {
+    conv.bias = read_npy(bias_).data;
+    if (static_cast<std::int64_t>(conv.bias.size()) != g.O)
+      throw InputError(fmt::format("{}: {} values, the conv has {} output channels", bias_, conv.bias.size(), g.O));
+  }
+  // Every value as the compiled program holds it: in the layer's dtype, exactly.
+  for (auto& [v, path] : {std::pair{&x.data, input_}, std::pair{&conv.weight.data, weights_}, std::pair{&conv.bias, bias_}})
+    for (const double d : *v)
+      if (!std::isfinite(d) || round_to(t, d) != d)
+        throw InputError(fmt::format("{}: value {:.17g} is not a finite {} value (the layer's dtype)", path, d, name(t)));
+  ExplainArgs ea;
+  ea.bn_file = bn_;
+  bool given = false;
+  std::string source;
+  ref::BnParams bn = load_bn(ea, given, source, g.O);
+  for (auto* v : {&bn.gamma, &bn.beta, &bn.mean, &bn.var}) {
+    if (v->size() == 1) v->assign(static_cast<std::size_t>(g.O), v->front());
+    for (double& d : *v) d = round_to(t, d);
+  }
+  check_bn_params_in(bn, static_cast<std::size_t>(g.O), t, "BatchNorm (" + bn_ + ")");
+  Node norm;
+  norm.kind = Node::Kind::BatchNorm;
+  norm.name = "bn";
+  norm.bn = bn;
+  graph.nodes = {conv, norm};
+  ref::Options ro;
+  ro.precision = out_.precision;
+  ro.threads = out_.threads;
+  KnownComputation k = layer_computation(graph, x.data, 0.999, ro);
+  k.source = fmt::format("the layer (input {}, weights {}{}, BatchNorm {}; {}, padding {}): certified exact outputs", input_,
+                         weights_, bias_.empty() ? "" : ", bias " + bias_, bn_, name(t), g.pad_top);
+  k.shape_hint = "the conv's geometry: --padding, --stride, --dilation";
+  return k;
 }
 
 }  // namespace foldcheck::cli

@@ -4,9 +4,12 @@
 // command's outputs (harness bisect.hpp).
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common.hpp"
+#include "foldcheck/known_computation.hpp"
 
 namespace foldcheck::cli {
 
@@ -16,9 +19,15 @@ class BisectCommand {
   std::optional<int> run();  // the exit code when `bisect` was given
 
  private:
+  nlohmann::json run_external(const std::vector<std::string>& passes, const std::function<void(const std::string&)>& progress);
+  KnownComputation load_layer() const;  // --input, --weights, --bias, --bn, geometry
+
+ private:
   CLI::App* cmd_ = nullptr;
   OutputOptions out_;
-  std::string target_, passes_, disabled_, external_, reference_, model_, input_, dtype_;
+  std::string target_, passes_, disabled_, external_, reference_, model_, input_, dtype_, weights_, bias_, bn_;
+  std::int64_t stride_ = 1, dilation_ = 1;
+  std::optional<std::int64_t> padding_;
   std::optional<int> opt_level_;
   std::optional<double> threshold_ulp_;
   double timeout_ = 600;

@@ -28,6 +28,7 @@
 #include "foldcheck/run_case.hpp"
 #include "foldcheck/version.hpp"
 #include "common.hpp"
+#include "bn_args.hpp"
 #include "bisect_command.hpp"
 #include "quant_command.hpp"
 #include "suite_commands.hpp"
@@ -44,54 +45,11 @@ using fc::cli::exit_code;
 using fc::cli::progress_printer;
 using fc::cli::render;
 using fc::cli::stamp;
-
-struct ExplainArgs {
-  std::string original, observed, gamma, beta, mean, var, bn_file, dtype;
-  double eps = 1e-5;
-  bool eps_given = false;
-};
+using fc::cli::ExplainArgs;
+using fc::cli::load_bn;
 
 void check_finite(const std::vector<double>& v, const std::string& what) {
   if (const std::string bad = fc::first_nonfinite(v); !bad.empty()) throw fc::InputError(what + ": has " + bad);
-}
-
-// eps_in_file (if given) tells whether the .npz held an eps.
-// max_values: no parameter array may hold more (one per channel; channels <= the weights).
-fc::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string& source, std::int64_t max_values,
-                          bool* eps_in_file = nullptr) {
-  std::vector<double> gamma{1.0}, beta{0.0}, mean{0.0}, var{1.0};
-  double eps = 1e-5;
-  given = false;
-  source = "defaults (fresh BatchNorm: gamma 1, beta 0, mean 0, var 1, eps 1e-5)";
-  if (!a.bn_file.empty()) {
-    const auto arrays = fc::read_npz(a.bn_file, {"gamma", "beta", "mean", "var", "eps"}, max_values);
-    if (arrays.count("gamma")) gamma = arrays.at("gamma").data;
-    if (arrays.count("beta")) beta = arrays.at("beta").data;
-    if (arrays.count("mean")) mean = arrays.at("mean").data;
-    if (arrays.count("var")) var = arrays.at("var").data;
-    if (eps_in_file) *eps_in_file = arrays.count("eps") > 0;
-    if (arrays.count("eps")) {
-      if (arrays.at("eps").data.size() != 1) throw fc::InputError(a.bn_file + "[eps]: must hold one value");
-      eps = arrays.at("eps").data[0];
-    }
-    given = true;
-    source = a.bn_file;
-  }
-  if (!a.gamma.empty()) gamma = fc::load_values(a.gamma, "--gamma");
-  if (!a.beta.empty()) beta = fc::load_values(a.beta, "--beta");
-  if (!a.mean.empty()) mean = fc::load_values(a.mean, "--mean");
-  if (!a.var.empty()) var = fc::load_values(a.var, "--var");
-  if (a.eps_given) eps = a.eps;
-  if (!a.gamma.empty() || !a.beta.empty() || !a.mean.empty() || !a.var.empty() || a.eps_given) {
-    given = true;
-    source = a.bn_file.empty() ? "flags" : a.bn_file + " and flags";
-  }
-  std::size_t C = 1;
-  for (auto* v : {&gamma, &beta, &mean, &var}) C = std::max(C, v->size());
-  for (auto* v : {&gamma, &beta, &mean, &var})
-    if (v->size() == 1) v->assign(C, v->front());
-  fc::check_bn_params(fc::ref::BnParams{gamma, beta, mean, var, eps}, C, "BatchNorm (" + source + ")");
-  return fc::ref::BnParams{gamma, beta, mean, var, eps};
 }
 
 int cmd_explain(const ExplainArgs& a, const OutputOptions& o) {

@@ -17,6 +17,7 @@
 #include "foldcheck/npy.hpp"
 #include "foldcheck/version.hpp"
 #include "command_process.hpp"
+#include "output_judge.hpp"
 
 namespace foldcheck {
 
@@ -57,8 +58,15 @@ void check_options(const ExternalBisectOptions& o) {
     throw InputError(fmt::format("bisect: --timeout must be a finite number of seconds > 0 (got {})", o.timeout_seconds));
   if (o.threshold_ulp && (!std::isfinite(*o.threshold_ulp) || *o.threshold_ulp < 0))
     throw InputError(fmt::format("bisect: --threshold-ulp must be a finite number >= 0 (got {})", *o.threshold_ulp));
-  if (o.reference.empty())
-    throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
+  if (!o.known) {
+    if (o.reference.empty())
+      throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
+    // A NaN or an infinity has no error to measure against: it would hide the element.
+    for (std::size_t i = 0; i < o.reference.size(); ++i)
+      if (!std::isfinite(o.reference[i]))
+        throw InputError(fmt::format("{}: the reference holds {} at index {}: bisect needs the exact outputs, finite",
+                                     o.reference_source, o.reference[i], shape_string(unravel_index(o.reference_shape, i))));
+  }
   // The longest command of any run, before the first runs: {enabled} and {disabled} are
   // the two halves of one list, so the expansion's length is linear in the split point and
   // longest at one end (all enabled, or none); {out} as long as a run's.
@@ -78,11 +86,13 @@ void check_options(const ExternalBisectOptions& o) {
 // files, removed by the destructor — also while an Interrupted unwinds.
 class CommandBisector {
  public:
-  CommandBisector(const ExternalBisectOptions& o, const command::SignalScope& signals) : o_(o), signals_(signals) {
+  CommandBisector(const ExternalBisectOptions& o, const command::SignalScope& signals)
+      : o_(o), signals_(signals),
+        judge_(o.known ? o.known->exact : approximate_values(o.reference, o.dtype), o.known ? o.known->shape : o.reference_shape,
+               o.known ? o.known->dtype : o.dtype, o.known ? &*o.known : nullptr, o.threshold_ulp) {
     std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
     dir_ = tmpl;
-    target_ = approximate_values(o.reference, o.dtype);
   }
   ~CommandBisector() {
     std::error_code ec;
@@ -91,13 +101,35 @@ class CommandBisector {
   CommandBisector(const CommandBisector&) = delete;
   CommandBisector& operator=(const CommandBisector&) = delete;
 
-  // Configuration k: passes[0..k) enabled. Throws InputError when the run fails, and
-  // command::Interrupted when a signal was caught (the command already ended either way).
-  json step(std::size_t k) {
+  std::size_t runs() const { return count_; }
+  std::string criterion() const { return judge_.criterion(); }
+
+  // Configuration k: passes[0..k) enabled; the first call must be k = 0 (the baseline).
+  json prefix(std::size_t k) {
+    json j = run(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + static_cast<std::ptrdiff_t>(k)),
+                 std::vector<std::string>(o_.passes.begin() + static_cast<std::ptrdiff_t>(k), o_.passes.end()));
+    j["prefix"] = k;
+    return j;
+  }
+  // Every pass but passes[i] enabled.
+  json without(std::size_t i) {
+    std::vector<std::string> on = o_.passes;
+    on.erase(on.begin() + static_cast<std::ptrdiff_t>(i));
+    json j = run(on, {o_.passes[i]});
+    j["prefix"] = on.size();
+    j["disabled"] = o_.passes[i];
+    return j;
+  }
+
+ private:
+  // One run with these passes enabled and disabled, judged. Throws InputError when the run
+  // fails, and command::Interrupted when a signal was caught (the command already ended
+  // either way).
+  json run(const std::vector<std::string>& on, const std::vector<std::string>& off) {
     signals_.throw_if_pending();
     const std::size_t n = o_.passes.size(), id = ++count_;
     const fs::path out = dir_ / fmt::format("out_{}.npy", id);
-    const std::string cmd = expand_command(o_.command, join(o_.passes, 0, k), join(o_.passes, k, n), out.string());
+    const std::string cmd = expand_command(o_.command, join(on, 0, on.size()), join(off, 0, off.size()), out.string());
     // Messages quote the command, shortened: a 254 KB error line helps nobody.
     const std::string shown = cmd.size() <= 300 ? cmd : fmt::format("{}… ({} bytes)", cmd.substr(0, 300), cmd.size());
     // Linux takes at most MAX_ARG_STRLEN (32 pages) in one argument, and `sh -c CMD` is
@@ -107,10 +139,9 @@ class CommandBisector {
                                    "the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or shorter "
                                    "passes: {}",
                                    id, cmd.size(), kMaxArgBytes, shown));
-    if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, k, n));
+    if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, on.size(), n));
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
-    json j{{"prefix", k}, {"enabled", json(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + k))},
-           {"command", cmd}, {"seconds", r.seconds}};
+    json j{{"enabled", on}, {"command", cmd}, {"seconds", r.seconds}};
     if (r.status == -1)
       throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}{}", o_.timeout_seconds, shown,
                                    stderr_note(r)));
@@ -132,22 +163,20 @@ class CommandBisector {
     } catch (const InputError& e) {
       throw InputError(fmt::format("bisect: the command's output is not a valid .npy ({}): {}", e.what(), shown));
     }
-    if (y.data.size() != o_.reference.size())
-      throw InputError(fmt::format("bisect: the command wrote {} values of shape {}, the reference has {} ({})", y.data.size(),
-                                   shape_string(y.shape), o_.reference.size(), shown));
+    const std::size_t expected = o_.known ? o_.known->exact.size() : o_.reference.size();
+    if (y.data.size() != expected)
+      throw InputError(fmt::format("bisect: the command wrote {} values of shape {}, {} has {} (shape {}){}: {}", y.data.size(),
+                                   shape_string(y.shape), o_.known ? "the layer" : "the reference", expected,
+                                   shape_string(o_.known ? o_.known->shape : o_.reference_shape),
+                                   o_.known && !o_.known->shape_hint.empty() ? " (" + o_.known->shape_hint + ")" : "", shown));
+    const DType t = o_.known ? o_.known->dtype : o_.dtype;
     std::vector<double> v = y.data;
-    for (double& x : v) x = round_to(o_.dtype, x);
-    const Comparison c = compare(v, target_, o_.dtype);
-    j["max_abs_ulp"] = c.ulp.max_abs;
-    j["p99_9_abs_ulp"] = c.ulp.p999;
-    j["p50_abs_ulp"] = c.ulp.p50;
-    j["rms_ulp"] = c.ulp.rms;
-    j["nan"] = c.kinds.nan;
-    j["worst_index"] = c.worst_index;
+    for (double& x : v) x = round_to(t, x);
+    if (id == 1) judge_.judge_base(v, j);
+    else judge_.judge(v, j);
     return j;
   }
 
- private:
   // The end of the command's stderr, for a message (on its own lines after the first).
   static std::string stderr_note(const command::Outcome& r) {
     if (!r.err.total()) return {};
@@ -159,74 +188,79 @@ class CommandBisector {
 
   const ExternalBisectOptions& o_;
   const command::SignalScope& signals_;
+  OutputJudge judge_;
   fs::path dir_;
-  ref::ValueArray target_;
   std::size_t count_ = 0;
 };
 
-// The search (or the linear scan) over the configurations, the report as bisect_command
-// returns it.
+// The configurations of the mode, run in order (bisect.hpp); returns the culprit.
+json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
+  const std::size_t n = o.passes.size();
+  steps.push_back(b.prefix(0));
+  if (steps.back()["bad"].get<bool>()) return nullptr;  // already beyond with every pass disabled
+  if (o.mode == BisectMode::Linear) {
+    json culprit = nullptr;
+    for (std::size_t k = 1; k <= n; ++k) {
+      steps.push_back(b.prefix(k));
+      if (steps.back()["bad"].get<bool>() && culprit.is_null()) culprit = o.passes[k - 1];
+    }
+    return culprit;
+  }
+  steps.push_back(b.prefix(n));
+  if (!steps.back()["bad"].get<bool>()) return nullptr;
+  if (o.mode == BisectMode::LeaveOneOut) {
+    json culprit = nullptr;
+    for (std::size_t i = 0; i < n; ++i) {
+      steps.push_back(b.without(i));
+      if (!steps.back()["bad"].get<bool>() && culprit.is_null()) culprit = o.passes[i];
+    }
+    return culprit;
+  }
+  std::size_t lo = 0, hi = n;  // prefix lo good, hi bad
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    steps.push_back(b.prefix(mid));
+    (steps.back()["bad"].get<bool>() ? hi : lo) = mid;
+  }
+  return o.passes[hi - 1];
+}
+
+// The search, linear or leave-one-out run, the report as bisect_command returns it.
 json search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
   CommandBisector b(o, signals);
-  const std::size_t n = o.passes.size();
   json steps = json::array();
-  json base = b.step(0);
-  const double m0 = base["max_abs_ulp"].get<double>();
-  const double limit = o.threshold_ulp ? *o.threshold_ulp : 2 * m0 + 1;
-  auto bad = [&](json& s) {
-    const bool b = s["max_abs_ulp"].get<double>() > limit || s["nan"].get<std::int64_t>() > 0;
-    s["bad"] = b;
-    return b;
-  };
-  bad(base);
-  steps.push_back(base);
-  json culprit = nullptr;
-  if (base["bad"].get<bool>()) {
-    culprit = nullptr;  // with every pass disabled the output is already beyond the criterion
-  } else if (o.linear) {
-    for (std::size_t k = 1; k <= n; ++k) {
-      json s = b.step(k);
-      if (bad(s) && culprit.is_null()) culprit = o.passes[k - 1];
-      steps.push_back(std::move(s));
-    }
-  } else {
-    json full = b.step(n);
-    const bool full_bad = bad(full);
-    steps.push_back(full);
-    if (full_bad) {
-      std::size_t lo = 0, hi = n;
-      while (hi - lo > 1) {
-        const std::size_t mid = lo + (hi - lo) / 2;
-        json s = b.step(mid);
-        (bad(s) ? hi : lo) = mid;
-        steps.push_back(std::move(s));
-      }
-      culprit = o.passes[hi - 1];
-    }
-  }
-  // Nothing compared is never a pass: against a reference of zeros every output that is
+  const json culprit = run_mode(b, o, steps);
+  const bool base_bad = steps[0]["bad"].get<bool>();
+  // Leave-one-out names no pass when no single removal makes a bad pipeline good.
+  const bool whole_bad = base_bad || !culprit.is_null() || (steps.size() > 1 && steps[1]["bad"].get<bool>() && o.mode != BisectMode::Linear);
+  // Nothing compared is never a pass: against exact values of zeros every output that is
   // zero too would look perfect, whatever the passes did to the computation.
-  const bool all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
-  const bool expected = culprit.is_null() && !base["bad"].get<bool>();
+  bool all_zero = true;
+  if (o.known)
+    for (std::size_t i = 0; i < o.known->exact.size() && all_zero; ++i) all_zero = o.known->exact.approx(i).hi == 0;
+  else
+    all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
   json r{{"tool", "foldcheck"},
          {"version", kVersion},
          {"schema_version", kSchemaVersion},
          {"command", "bisect"},
          {"external_command", o.command},
          {"passes", o.passes},
-         {"reference", o.reference_source},
-         {"dtype", name(o.dtype)},
-         {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g} (--threshold-ulp)", limit)
-                                       : fmt::format("max |ULP| > 2 x {:.4g} + 1 = {:.4g} (twice the all-disabled output's "
-                                                     "worst error, plus one ULP), or a NaN",
-                                                     m0, limit)},
-         {"mode", o.linear ? "linear" : "search"},
+         {"reference", o.known ? o.known->source : o.reference_source},
+         {"judged_by", o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units"},
+         {"dtype", name(o.known ? o.known->dtype : o.dtype)},
+         {"criterion", b.criterion()},
+         {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
          {"culprit", culprit},
          {"steps", steps},
-         {"evaluations", steps.size()},
-         {"verdict", !expected ? "UNEXPECTED" : all_zero ? "MISTRUSTED" : "EXPECTED"}};
-  if (expected && all_zero)
-    r["mistrusted"] = "every reference value is 0: a command writing zeros matches it whatever its passes do, so nothing was tested";
+         {"evaluations", b.runs()},
+         {"verdict", whole_bad ? "UNEXPECTED" : all_zero ? "MISTRUSTED" : "EXPECTED"}};
+  if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
+  else if (whole_bad && culprit.is_null())
+    r["note"] = "no single pass's removal makes the pipeline good: more than one pass is bad (--linear shows each prefix)";
+  if (!whole_bad && all_zero)
+    r["mistrusted"] = fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
+                                  o.known ? "exact output of the computation" : "reference value");
   return r;
 }
 

@@ -20,6 +20,58 @@ std::string passes_line(const json& v) {
   return s.empty() ? "(none)" : s;
 }
 
+
+// An element's facts in one line: where, its exact value against its channel's scale (and
+// sum |x w| and its bound when known), so a large |ULP| from cancellation reads as such.
+std::string element_line(const json& e) {
+  std::string idx;
+  for (const json& i : e["index"]) {
+    if (!idx.empty()) idx += ',';
+    idx += std::to_string(i.get<std::int64_t>());
+  }
+  std::string s = fmt::format("y[{}] = {} (exact {}), channel {} scale {}", idx, num(e["observed"]), num(e["exact"]),
+                              e["channel"].get<std::int64_t>(), num(e["channel_scale"]));
+  if (e.contains("abs_sum")) s += fmt::format(", sum|x*w| {}", num(e["abs_sum"]));
+  if (e.contains("ulp")) s += fmt::format(": {} ULP, {} channel units", num(e["ulp"]), num(e["channel_units"]));
+  if (e.contains("ratio")) s += fmt::format(", {} of its bound", num(e["ratio"]));
+  return s;
+}
+
+// The external bisect's runs: the drift, the criterion's numbers, and per run the element
+// of the largest |ULP| and the one that decides.
+std::string external_steps(const json& r, bool loo) {
+  const bool bounds = r.value("judged_by", "") == "bounds";
+  std::string s = bounds ? fmt::format("  {:>4} {:>11} {:>10} {:>9} {:>9} {:<11} {:<4} {}\n", "run", "max |ULP|", "p99.9", "ratio",
+                                       "p. ratio", "verdict", "bad", loo ? "disabled" : "enabled passes")
+                         : fmt::format("  {:>4} {:>11} {:>10} {:>11} {:>11} {:<4} {}\n", "run", "max |ULP|", "p99.9", "max ch.u.",
+                                       "p99.9 ch.u.", "bad", loo ? "disabled" : "enabled passes");
+  std::size_t i = 0;
+  for (const json& st : r["steps"]) {
+    const std::string label = loo ? (st.contains("disabled") ? st["disabled"].get<std::string>()
+                                                             : st["enabled"].empty() ? std::string("(all)") : std::string("(none)"))
+                                  : passes_line(st["enabled"]);
+    const char* bad = st["bad"].get<bool>() ? "yes" : "no";
+    if (bounds)
+      s += fmt::format("  {:>4} {:>11} {:>10} {:>9} {:>9} {:<11} {:<4} {}\n", ++i, num(st["max_abs_ulp"]), num(st["p99_9_abs_ulp"]),
+                       num(st["worst_ratio"]), num(st["probabilistic_worst_ratio"]), st["verdict"].get<std::string>(), bad, label);
+    else
+      s += fmt::format("  {:>4} {:>11} {:>10} {:>11} {:>11} {:<4} {}\n", ++i, num(st["max_abs_ulp"]), num(st["p99_9_abs_ulp"]),
+                       num(st["channel_units"]["max"]), num(st["channel_units"]["p99_9"]), bad, label);
+  }
+  s += "\n  largest |ULP| of each run (cancellation: exact value far below its channel's scale):\n";
+  i = 0;
+  for (const json& st : r["steps"]) {
+    ++i;
+    if (st.contains("largest_ulp")) s += fmt::format("  {:>4} {}\n", i, element_line(st["largest_ulp"]));
+    if (st.contains("decisive") && (!st.contains("largest_ulp") || st["decisive"]["flat_index"] != st["largest_ulp"]["flat_index"]))
+      s += fmt::format("  {:>4} {} {}\n", "", bounds ? "closest to its bound:" : "largest in channel units:", element_line(st["decisive"]));
+  }
+  s += "\n  commands:\n";
+  i = 0;
+  for (const json& st : r["steps"]) s += fmt::format("  {:>4} {}\n", ++i, st["command"].get<std::string>());
+  return s;
+}
+
 }  // namespace
 
 std::string bisect_text(const json& r) {
@@ -38,11 +90,7 @@ std::string bisect_text(const json& r) {
                      r["criterion"].get<std::string>());
   const bool loo = r.value("mode", "") == "leave-one-out";
   if (external) {
-    s += fmt::format("  {:>4} {:<40} {:>12} {:>12} {:>5}  command\n", "run", "enabled passes", "max |ULP|", "p99.9", "bad");
-    std::size_t i = 0;
-    for (const json& st : r["steps"])
-      s += fmt::format("  {:>4} {:<40} {:>12} {:>12} {:>5}  {}\n", ++i, passes_line(st["enabled"]), num(st["max_abs_ulp"]),
-                       num(st["p99_9_abs_ulp"]), st["bad"].get<bool>() ? "yes" : "no", st["command"].get<std::string>());
+    s += external_steps(r, loo);
   } else {
     s += fmt::format("  {:<22} {:<8} {:>12} {:>10} {:>9}  {:<11} {:<4} how\n", loo ? "disabled" : "after pass", "applied",
                      "max |ULP|", "p99.9", "ratio", "verdict", "bad");
@@ -71,6 +119,7 @@ std::string bisect_text(const json& r) {
   s += fmt::format("\n{} evaluations. culprit: {}\n", r["evaluations"].get<std::size_t>(),
                    r["culprit"].is_null() ? std::string("none") : r["culprit"].get<std::string>());
   s += fmt::format("verdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
+  if (r.contains("note")) s += fmt::format("  ({})\n", r["note"].get<std::string>());
   if (r.contains("mistrusted")) s += fmt::format("  ({})\n", r["mistrusted"].get<std::string>());
   return s;
 }

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/case_file.hpp"
+#include "foldcheck/known_computation.hpp"
 
 namespace foldcheck {
 
@@ -56,12 +57,15 @@ nlohmann::json bisect_model(const std::string& path, const std::optional<std::st
 // External: runs `command` (through /bin/sh, in the caller's working directory) once per
 // configuration, expanded by expand_command: {enabled} and {disabled} the comma-separated
 // pass names, {out} a .npy path in a fresh temporary directory under $TMPDIR that the
-// command must write; compares the output with the reference. Configuration k enables
-// passes[0..k). Bad: max |ULP| above `threshold_ulp`, or by default above 2 m0 + 1, m0 the
-// max |ULP| of the all-disabled output (an independent rounding of the same computation
-// stays near its worst error; a pass that changes the computation's value does not).
-// Configurations 0 and n are evaluated, then prefixes are bisected. Verdict MISTRUSTED
-// (not EXPECTED) when no pass is named but every reference value is 0.
+// command must write; compares the output with the exact outputs. Configurations: all
+// passes disabled first (the baseline), then, searching, all enabled and prefixes
+// bisected (configuration k enables passes[0..k)); linear, every prefix; leave-one-out,
+// all enabled and each pass disabled in turn (the culprit: the first whose removal alone
+// makes the pipeline good). How a run is judged (output_judge.hpp): with the computation
+// known, against the bounds every correct compilation of it meets; with a reference
+// only, by its errors in units of each channel's largest value, against twice the
+// baseline's; with threshold_ulp, by max |ULP|. Verdict MISTRUSTED (not EXPECTED) when no
+// pass is named but every exact value is 0.
 // Each run is its own process group with stdin and stdout /dev/null; its stderr is kept
 // to the last 64 KiB (the end shown when it fails). The group and every process the
 // command left (also those that called setsid: foldcheck is their subreaper) are ended
@@ -69,17 +73,20 @@ nlohmann::json bisect_model(const std::string& path, const std::optional<std::st
 // the temporary directory is removed and foldcheck then ends by that signal.
 // InputError for: no passes, a pass name that is not an identifier (check_pass_names), no
 // {out} in the command, a timeout that is not finite and > 0, a threshold that is not
-// finite and >= 0, an empty reference; and for a failing, timed-out or malformed run.
+// finite and >= 0, an empty reference or one with NaN or Inf; and for a failing, timed-out
+// or malformed run.
 struct ExternalBisectOptions {
   std::string command;
   std::vector<std::string> passes;
+  // The computation, when known (its exact outputs and bounds); else the reference below.
+  std::optional<KnownComputation> known;
   std::vector<double> reference;  // the exact (or float64) outputs
   std::vector<std::int64_t> reference_shape;
   std::string reference_source;   // for the report
-  DType dtype = DType::Float32;    // ULP unit of the outputs
+  DType dtype = DType::Float32;    // ULP unit of the outputs (known: its dtype)
   std::optional<double> threshold_ulp;
   double timeout_seconds = 600;
-  bool linear = false;
+  BisectMode mode = BisectMode::Search;
   std::function<void(const std::string&)> progress;
 };
 nlohmann::json bisect_command(const ExternalBisectOptions& opts);

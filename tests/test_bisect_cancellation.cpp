@@ -1,0 +1,158 @@
+// `foldcheck bisect --cmd` on a conv + BatchNorm layer whose outputs cancel
+// (tests/fake_conv_compiler.cpp): a pass that only re-rounds is never named, FastMath (a
+// 12-bit rsqrt estimate) always is — with a reference alone (channel units), with the
+// layer given (its certified bounds), and with the layer as an ONNX model; in search,
+// --linear and --leave-one-out modes.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.hpp"
+#include "foldcheck/npy.hpp"
+#include "schema_check.hpp"
+
+using json = nlohmann::json;
+using namespace foldcheck_cli_test;
+
+namespace {
+
+const std::vector<std::string> kHonest{"SimplifyInference", "FoldConstant", "FoldScaleAxis", "FuseOps", "Reorder", "Vectorize"};
+
+struct FakeLayer {
+  std::uint64_t seed;
+  int channels, size;
+  fs::path dir;
+  std::string compiler(const std::string& switch_) const {
+    return fmt::format("{} --seed {} --channels {} --size {} {} -o {{out}}", FAKE_CONV_COMPILER_BIN, seed, channels, size, switch_);
+  }
+};
+
+FakeLayer write_layer(std::uint64_t seed, int channels, int size) {
+  FakeLayer l{seed, channels, size, tmp(fmt::format("conv_layer_{}_{}_{}", seed, channels, size))};
+  fs::remove_all(l.dir);
+  REQUIRE(std::system(fmt::format("{} --seed {} --channels {} --size {} --write-layer {}", FAKE_CONV_COMPILER_BIN, seed, channels,
+                                  size, l.dir.string())
+                          .c_str()) == 0);
+  return l;
+}
+
+// The three ways to tell bisect what the command computes.
+std::vector<std::pair<std::string, std::string>> forms(const FakeLayer& l) {
+  const std::string d = l.dir.string();
+  return {{"reference", " --reference " + d + "/reference.npy"},
+          {"layer", " --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz"},
+          {"model", " --model " + d + "/model.onnx --input " + d + "/x.npy"}};
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& p : v) s += (s.empty() ? "" : ",") + p;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("bisect --cmd: on a layer with cancelled outputs only FastMath is named, in every mode and form",
+          "[cli][bisect][cancellation]") {
+  // Layers whose honest folds move a nearly cancelled output by more than twice the
+  // baseline's max |ULP| (the old default criterion accused FoldScaleAxis on each), and a
+  // small one.
+  for (const auto& [seed, channels, size] : {std::tuple{4, 16, 20}, std::tuple{28, 16, 20}, std::tuple{5, 8, 6}}) {
+    const FakeLayer l = write_layer(seed, channels, size);
+    if (size == 20) {
+      // The class this is about: in the order, the old default criterion (max |ULP|
+      // above 2 m0 + 1) accused FoldScaleAxis on these layers, an honest fold.
+      const Result lin = run("bisect --cmd '" + l.compiler("--enabled {enabled}") + "' --passes " + joined(kHonest) + " --linear" +
+                             forms(l)[0].second + " --format json");
+      const json j = json::parse(lin.out);
+      const double m0 = j["steps"][0]["max_abs_ulp"].get<double>();
+      CHECK(j["steps"][3]["enabled"].back() == "FoldScaleAxis");
+      CHECK(j["steps"][3]["max_abs_ulp"].get<double>() > 2 * m0 + 1);
+      CHECK(lin.code == 0);
+    }
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<std::string> passes = kHonest;
+    std::shuffle(passes.begin(), passes.end(), rng);
+    std::vector<std::string> with_fast = passes;
+    with_fast.insert(with_fast.begin() + static_cast<std::ptrdiff_t>(rng() % (passes.size() + 1)), "FastMath");
+    for (const auto& [form, args] : forms(l)) {
+      for (const std::string mode : {"", " --linear", " --leave-one-out"}) {
+        INFO("seed " << seed << ", " << form << mode << ", passes " << joined(with_fast));
+        const Result r = run("bisect --cmd '" + l.compiler("--enabled {enabled}") + "' --passes " + joined(with_fast) + args + mode +
+                             " --format json");
+        REQUIRE(r.code == 1);
+        const json j = json::parse(r.out);
+        CHECK(schema_errors(j).empty());
+        CHECK(j["culprit"] == "FastMath");
+        CHECK(j["judged_by"] == (form == "reference" ? "channel units" : "bounds"));
+        for (const json& s : j["steps"]) {
+          const auto& on = s["enabled"];
+          const bool fast = std::find(on.begin(), on.end(), "FastMath") != on.end();
+          CHECK(s["bad"].get<bool>() == fast);
+        }
+        // Honest passes only: nothing named, exit 0.
+        const Result ok =
+            run("bisect --cmd '" + l.compiler("--enabled {enabled}") + "' --passes " + joined(passes) + args + mode + " --format json");
+        CHECK(ok.code == 0);
+        const json jo = json::parse(ok.out);
+        CHECK(jo["culprit"].is_null());
+        CHECK(jo["verdict"] == "EXPECTED");
+      }
+    }
+  }
+}
+
+TEST_CASE("bisect --cmd: each run shows its largest-|ULP| element beside its channel's scale and, known, sum |x w|",
+          "[cli][bisect][cancellation]") {
+  const FakeLayer l = write_layer(28, 16, 20);
+  for (const auto& [form, args] : forms(l)) {
+    INFO(form);
+    const Result r = run("bisect --cmd '" + l.compiler("--disabled {disabled}") + "' --passes SimplifyInference,FoldScaleAxis,FastMath" +
+                         args + " --format json");
+    const json j = json::parse(r.out);
+    for (const json& s : j["steps"]) {
+      const json& e = s["largest_ulp"];
+      CHECK(e["index"].size() == 4);
+      CHECK(e["channel_scale"].get<double>() >= std::fabs(e["exact"].get<double>()));
+      // A nearly cancelled output: far below its channel's scale, small in channel units.
+      if (!s["bad"].get<bool>()) CHECK(e["channel_units"].get<double>() < 10);
+      CHECK(e.contains("abs_sum") == (form != "reference"));
+      CHECK(e.contains("ratio") == (form != "reference"));
+    }
+    const Result text = run("bisect --cmd '" + l.compiler("--disabled {disabled}") + "' --passes SimplifyInference,FoldScaleAxis,FastMath" + args);
+    CHECK_THAT(text.out, Catch::Contains("largest |ULP| of each run") && Catch::Contains(" scale ") &&
+                             Catch::Contains(form == "reference" ? "largest in channel units" : "sum|x*w|"));
+  }
+}
+
+TEST_CASE("bisect --cmd: the layer and model forms refuse what they cannot judge", "[cli][bisect][cancellation]") {
+  const FakeLayer l = write_layer(3, 4, 5);
+  const std::string d = l.dir.string(), cmd = " --cmd '" + l.compiler("--enabled {enabled}") + "' --passes FoldConstant";
+  auto err = [&](const std::string& args) {
+    const Result r = run("bisect" + cmd + args);
+    CHECK(r.code == 2);
+    return r.err;
+  };
+  CHECK_THAT(err(""), Catch::Contains("needs one of --reference R.npy, --model M.onnx"));
+  CHECK_THAT(err(" --reference " + d + "/reference.npy --weights " + d + "/w.npy"), Catch::Contains("needs one of"));
+  CHECK_THAT(err(" --reference " + d + "/reference.npy --bn " + d + "/bn.npz"), Catch::Contains("--bn describes the layer"));
+  CHECK_THAT(err(" --reference " + d + "/reference.npy --input " + d + "/x.npy"), Catch::Contains("--reference needs none"));
+  CHECK_THAT(err(" --weights " + d + "/w.npy --input " + d + "/x.npy"), Catch::Contains("the layer needs --input X.npy, --weights W.npy and --bn"));
+  CHECK_THAT(err(" --model " + d + "/model.onnx"), Catch::Contains("--model needs --input"));
+  // A padding that gives another output shape: the count differs, and the message says where to look.
+  CHECK_THAT(err(" --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz --padding 0"),
+             Catch::Contains("the layer has 36 (shape [1, 4, 3, 3]) (the conv's geometry: --padding, --stride, --dilation)"));
+  // The weights as input: channels that do not fit.
+  CHECK_THAT(err(" --input " + d + "/w.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz --padding 1"), Catch::Contains("shape"));
+  // The layer flags are for --cmd only.
+  CHECK(run("bisect " + src("cases/tvm_thread.json") + " --passes FoldConstant --weights " + d + "/w.npy").code == 2);
+  // A reference with a NaN: no error can be measured at that element.
+  const fs::path nan_ref = tmp("nan_reference.npy");
+  foldcheck::write_npy(nan_ref.string(), foldcheck::Tensor{{2}, {1.0, std::nan("")}, foldcheck::DType::Float64});
+  CHECK_THAT(err(" --reference " + nan_ref.string()), Catch::Contains("the reference holds nan at index [1]"));
+}
