@@ -155,4 +155,10 @@ TEST_CASE("bisect --cmd: the layer and model forms refuse what they cannot judge
   const fs::path nan_ref = tmp("nan_reference.npy");
   foldcheck::write_npy(nan_ref.string(), foldcheck::Tensor{{2}, {1.0, std::nan("")}, foldcheck::DType::Float64});
   CHECK_THAT(err(" --reference " + nan_ref.string()), Catch::Contains("the reference holds nan at index [1]"));
+  // A reference that rounds to 0 in float32 everywhere: nothing compared is never a pass.
+  const fs::path tiny = tmp("tiny_reference.npy");
+  foldcheck::write_npy(tiny.string(), foldcheck::Tensor{{3}, {1e-50, -1e-60, 1e-48}, foldcheck::DType::Float64});
+  const Result t = run("bisect --cmd 'cp " + tiny.string() + " {out}' --passes A --reference " + tiny.string());
+  CHECK(t.code == 1);
+  CHECK_THAT(t.out, Catch::Contains("verdict: MISTRUSTED") && Catch::Contains("no output is informative"));
 }

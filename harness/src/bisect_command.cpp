@@ -235,11 +235,13 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
   const bool whole_bad = base_bad || !culprit.is_null() || (steps.size() > 1 && steps[1]["bad"].get<bool>() && o.mode != BisectMode::Linear);
   // Nothing compared is never a pass: against exact values of zeros every output that is
   // zero too would look perfect, whatever the passes did to the computation.
-  bool all_zero = true;
+  bool all_zero = true, informative = false;
   if (o.known)
     for (std::size_t i = 0; i < o.known->exact.size() && all_zero; ++i) all_zero = o.known->exact.approx(i).hi == 0;
   else
     all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
+  for (const json& s : steps) informative = informative || s.value("informative", true);
+  const bool mistrusted = !whole_bad && (all_zero || !informative);
   json r{{"tool", "foldcheck"},
          {"version", kVersion},
          {"schema_version", kSchemaVersion},
@@ -254,13 +256,17 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
          {"culprit", culprit},
          {"steps", steps},
          {"evaluations", b.runs()},
-         {"verdict", whole_bad ? "UNEXPECTED" : all_zero ? "MISTRUSTED" : "EXPECTED"}};
+         {"verdict", whole_bad ? "UNEXPECTED" : mistrusted ? "MISTRUSTED" : "EXPECTED"}};
   if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
   else if (whole_bad && culprit.is_null())
     r["note"] = "no single pass's removal makes the pipeline good: more than one pass is bad (--linear shows each prefix)";
-  if (!whole_bad && all_zero)
+  if (mistrusted && all_zero)
     r["mistrusted"] = fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
                                   o.known ? "exact output of the computation" : "reference value");
+  else if (mistrusted)
+    r["mistrusted"] = fmt::format("no output is informative: every exact value rounds to 0 or to an infinity in {}, so "
+                                  "nothing was tested",
+                                  name(o.known ? o.known->dtype : o.dtype));
   return r;
 }
 

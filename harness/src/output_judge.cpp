@@ -128,6 +128,9 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
   j["nan"] = c.kinds.nan;
   j["worst_index"] = c.worst_index;
   j["channel_units"] = {{"max", s.max}, {"p99_9", s.p999}, {"rms", s.rms}};
+  // No informative element (every exact value 0, or rounding to 0 or to an infinity in T):
+  // this run compared nothing, whatever its errors.
+  j["informative"] = c.verdict != Verdict::Mistrusted;
   if (c.worst_index >= 0) j["largest_ulp"] = element(static_cast<std::size_t>(c.worst_index), v);
   bool bad = c.kinds.nan > 0;
   if (known_) {
