@@ -28,7 +28,8 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_ = app.add_subcommand(
       "bisect",
       "Find the compiler pass that takes a drift past what rounding explains: through foldcheck's pass pipeline on a "
-      "case file or an ONNX model's Conv+BN pairs (passes: " + names + "), or through an external command's outputs (--cmd). Exit 1 when a pass is named.");
+      "case file or an ONNX model's Conv+BN pairs (passes: " + names + "), or through an external command's outputs (--cmd). Exit 1 when a pass is named, or when the output with every "
+      "pass disabled is already bad.");
   cmd_->add_option("target", target_, "Case file (JSON) or ONNX model for the internal pipeline");
   cmd_->add_option("--passes", passes_, "Pass pipeline, comma-separated, in order");
   cmd_->add_option("--opt-level", opt_level_, "Pipeline of every pass up to this TVM opt_level (instead of --passes)")
@@ -38,7 +39,9 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_flag("--leave-one-out", leave_one_out_, "The whole pipeline with each pass disabled in turn");
   cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bound / the default margin)")
       ->check(finite_number(0, false));
-  cmd_->add_option("--dtype", dtype_, "Case dtype to evaluate (default: the case's first)")
+  cmd_->add_option("--dtype", dtype_,
+                   "Case dtype to evaluate (default: the case's first); with --cmd, the type the outputs are computed in "
+                   "(default float32; the layer: its --input's)")
       ->check(known_name([](const std::string& n) { (void)dtype_from_name(n); }));
   cmd_->add_option("--cmd", external_,
                    "External compiler command (/bin/sh); {enabled}, {disabled} (comma-separated pass names, one quoted "
