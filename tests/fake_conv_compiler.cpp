@@ -3,13 +3,14 @@
 // and by one that changes its value.
 //
 //   fake_conv_compiler [--enabled P,Q | --disabled P,Q] -o OUT.npy [--seed S] [--channels C]
-//                      [--size H] [--write-layer DIR]
+//                      [--size H] [--dtype float32|float64] [--write-layer DIR]
 //
 // The layer (seeded): x [1, C, H, H] standard normal; w [C, C, 3, 3] normal with Kaiming
 // scale; padding 1; BatchNorm statistics as after training: the running mean and variance
 // near the conv output's own per-channel mean and variance, gamma in [0.5, 1.5], beta
 // normal(0, 0.3), eps 1e-5 held in float32. Its outputs cross zero, so some are nearly
-// cancelled (|y| << sum |x w|). Everything is float32.
+// cancelled (|y| << sum |x w|). Values are float32 values; --dtype float64 stores them and
+// computes in float64.
 // Passes (without --enabled, every pass not in --disabled runs):
 //   SimplifyInference  BatchNorm -> c * a + (beta - mean * a), a = rsqrt(var + eps) * gamma
 //   FoldConstant       a and the shift computed once (no numerical effect)
@@ -88,52 +89,56 @@ Layer make_layer(std::uint64_t seed, int C, int H) {
 }
 
 // 1/sqrt(v) to 12 significant bits, as a hardware estimate without a Newton step.
-float rsqrt_estimate(float v) {
+template <class T>
+T rsqrt_estimate(T v) {
   int e = 0;
   const double m = std::frexp(1.0 / std::sqrt(static_cast<double>(v)), &e);
-  return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(m, 12)), e - 12));
+  return static_cast<T>(std::ldexp(std::nearbyint(std::ldexp(m, 12)), e - 12));
 }
 
+// The layer compiled in T's arithmetic (its values are float32 values, exact in T).
+template <class T>
 std::vector<double> compile_and_run(const Layer& L, const std::set<std::string>& on) {
   const bool fast = on.count("FastMath"), simplify = on.count("SimplifyInference"), fold = simplify && on.count("FoldScaleAxis");
   const bool fma = on.count("FuseOps");
-  auto rsqrt = [&](float v) { return fast ? rsqrt_estimate(v) : 1.0f / std::sqrt(v); };
+  auto rsqrt = [&](T v) { return fast ? rsqrt_estimate(v) : T(1) / std::sqrt(v); };
   const int C = L.C, H = L.H;
   std::vector<double> y(static_cast<std::size_t>(C * H * H));
-  std::vector<float> terms;
+  std::vector<T> terms;
   for (int o = 0; o < C; ++o) {
     // FoldConstant computes a and the shift once; without it they are computed at run time,
     // by the same float operations (so the same values).
-    const float a = rsqrt(L.var[o] + L.eps) * L.gamma[o];
-    const float shift = L.beta[o] - L.mean[o] * a;
+    const T var = L.var[o], eps = L.eps, gamma = L.gamma[o], beta = L.beta[o], mean = L.mean[o];
+    const T a = rsqrt(var + eps) * gamma;
+    const T shift = beta - mean * a;
     for (int h = 0; h < H; ++h)
       for (int q = 0; q < H; ++q) {
         terms.clear();
-        std::vector<std::pair<float, float>> xw;
+        std::vector<std::pair<T, T>> xw;
         for (int c = 0; c < C; ++c)
           for (int kh = 0; kh < 3; ++kh)
             for (int kw = 0; kw < 3; ++kw)
               if (const int i = x_at(L, c, h + kh - 1, q + kw - 1); i >= 0) {
-                const float wv = L.w[((o * C + c) * 3 + kh) * 3 + kw];
-                xw.emplace_back(L.x[i], fold ? wv * a : wv);
+                const T wv = L.w[((o * C + c) * 3 + kh) * 3 + kw];
+                xw.emplace_back(T(L.x[i]), fold ? wv * a : wv);
               }
-        float s = 0;
+        T s = 0;
         if (on.count("Reorder")) {
           for (const auto& [xv, wv] : xw) terms.push_back(xv * wv);
           for (std::size_t step = 1; step < terms.size(); step *= 2)
             for (std::size_t k = 0; k + step < terms.size(); k += 2 * step) terms[k] += terms[k + step];
-          s = terms.empty() ? 0.0f : terms[0];
+          s = terms.empty() ? T(0) : terms[0];
         } else {
           const std::size_t lanes = on.count("Vectorize") ? 8 : 1;
-          std::vector<float> acc(lanes, 0.0f);
+          std::vector<T> acc(lanes, T(0));
           for (std::size_t k = 0; k < xw.size(); ++k)
             acc[k % lanes] = fma ? std::fma(xw[k].first, xw[k].second, acc[k % lanes]) : acc[k % lanes] + xw[k].first * xw[k].second;
-          for (const float v : acc) s += v;
+          for (const T v : acc) s += v;
         }
-        float out;
+        T out;
         if (fold) out = s + shift;
         else if (simplify) out = fma ? std::fma(s, a, shift) : s * a + shift;
-        else out = (fast ? (s - L.mean[o]) * rsqrt(L.var[o] + L.eps) : (s - L.mean[o]) / std::sqrt(L.var[o] + L.eps)) * L.gamma[o] + L.beta[o];
+        else out = (fast ? (s - mean) * rsqrt(var + eps) : (s - mean) / std::sqrt(var + eps)) * gamma + beta;
         y[static_cast<std::size_t>((o * H + h) * H + q)] = out;
       }
   }
@@ -161,29 +166,29 @@ std::vector<double> exact(const Layer& L) {
   return y;
 }
 
-Tensor tensor(const std::vector<std::int64_t>& shape, const std::vector<float>& v) {
-  return Tensor{shape, std::vector<double>(v.begin(), v.end()), DType::Float32};
+Tensor tensor(const std::vector<std::int64_t>& shape, const std::vector<float>& v, DType dt) {
+  return Tensor{shape, std::vector<double>(v.begin(), v.end()), dt};
 }
 
-void write_layer(const Layer& L, const std::filesystem::path& dir) {
+void write_layer(const Layer& L, const std::filesystem::path& dir, DType dt) {
   std::filesystem::create_directories(dir);
   const std::int64_t C = L.C, H = L.H;
-  foldcheck::write_npy((dir / "x.npy").string(), tensor({1, C, H, H}, L.x));
-  foldcheck::write_npy((dir / "w.npy").string(), tensor({C, C, 3, 3}, L.w));
-  foldcheck::write_npz((dir / "bn.npz").string(), {{"gamma", tensor({C}, L.gamma)}, {"beta", tensor({C}, L.beta)},
-                                                   {"mean", tensor({C}, L.mean)}, {"var", tensor({C}, L.var)},
-                                                   {"eps", tensor({}, {L.eps})}});
+  foldcheck::write_npy((dir / "x.npy").string(), tensor({1, C, H, H}, L.x, dt));
+  foldcheck::write_npy((dir / "w.npy").string(), tensor({C, C, 3, 3}, L.w, dt));
+  foldcheck::write_npz((dir / "bn.npz").string(), {{"gamma", tensor({C}, L.gamma, dt)}, {"beta", tensor({C}, L.beta, dt)},
+                                                   {"mean", tensor({C}, L.mean, dt)}, {"var", tensor({C}, L.var, dt)},
+                                                   {"eps", tensor({}, {L.eps}, dt)}});
   foldcheck::write_npy((dir / "reference.npy").string(), Tensor{{1, C, H, H}, exact(L), DType::Float64});
   using foldcheck::testing::OnnxBuilder;
   OnnxBuilder b;
   b.input("X", {1, C, H, H});
   b.output("Y", {1, C, H, H});
   auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
-  b.init("W", {C, C, 3, 3}, dbl(L.w));
-  b.init("gamma", {C}, dbl(L.gamma));
-  b.init("beta", {C}, dbl(L.beta));
-  b.init("mean", {C}, dbl(L.mean));
-  b.init("var", {C}, dbl(L.var));
+  b.init("W", {C, C, 3, 3}, dbl(L.w), dt);
+  b.init("gamma", {C}, dbl(L.gamma), dt);
+  b.init("beta", {C}, dbl(L.beta), dt);
+  b.init("mean", {C}, dbl(L.mean), dt);
+  b.init("var", {C}, dbl(L.var), dt);
   auto& conv = b.node("Conv", "conv", {"X", "W"}, {"c"});
   OnnxBuilder::attr(conv, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
   OnnxBuilder::attr(conv, "kernel_shape", std::vector<std::int64_t>{3, 3});
@@ -199,6 +204,7 @@ int main(int argc, char** argv) {
   bool have_enabled = false;
   std::uint64_t seed = 1;
   int channels = 16, size = 20;
+  DType dt = DType::Float32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -213,6 +219,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::stoull(next());
     else if (a == "--channels") channels = std::stoi(next());
     else if (a == "--size") size = std::stoi(next());
+    else if (a == "--dtype") dt = foldcheck::dtype_from_name(next());
     else if (a == "--enabled") { enabled_arg = next(); have_enabled = true; }
     else if (a == "--disabled") disabled_arg = next();
     else {
@@ -233,8 +240,8 @@ int main(int argc, char** argv) {
     for (const std::string& p : known)
       if (std::find(dis.begin(), dis.end(), p) == dis.end()) on.insert(p);
   const Layer L = make_layer(seed, channels, size);
-  if (!layer_dir.empty()) write_layer(L, layer_dir);
+  if (!layer_dir.empty()) write_layer(L, layer_dir, dt);
   if (!out.empty())
-    foldcheck::write_npy(out, Tensor{{1, channels, size, size}, compile_and_run(L, on), DType::Float32});
+    foldcheck::write_npy(out, Tensor{{1, channels, size, size}, dt == DType::Float64 ? compile_and_run<double>(L, on) : compile_and_run<float>(L, on), dt});
   return 0;
 }

@@ -739,6 +739,26 @@ std::map<std::string, Setup> setups() {
   }};
   s["bisect-layer-no-output"] = {[=](const fs::path& d) { return bisect_layer(" --bn " + (d / "bn.npz").string() + " --padding 0 --dilation 3")(d); }};
   s["bisect-layer-padding"] = {[=](const fs::path& d) { return bisect_layer(" --bn " + (d / "bn.npz").string() + " --padding 0")(d); }};
+  s["bisect-layer-bn-inexact"] = {[=](const fs::path& d) {
+    const std::string args = bisect_layer(" --bn " + (d / "bn.npz").string())(d);
+    foldcheck::write_npz((d / "bn.npz").string(), {{"var", Tensor{{2}, {0.1, 0.1}, DType::Float64}}});
+    return args;
+  }};
+  s["bn-params-2d"] = {[=](const fs::path& d) {
+    const std::string args = bisect_layer(" --bn " + (d / "bn.npz").string())(d);
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2, 1}, {1, 1}, DType::Float32}}});
+    return args;
+  }};
+  s["bisect-geometry-without-layer"] = {bisect("A", " --stride 2")};
+  s["bisect-coarse-reference"] = {[](const fs::path& d) {
+    put(d / "r16.npy", npy(Tensor{{4}, {0.5, 1, 2, 3}, DType::Float16}));
+    return "bisect --cmd 'cp " + (d / "r16.npy").string() + " {out}' --passes A --reference " + (d / "r16.npy").string();
+  }};
+  s["bisect-output-layout"] = {[](const fs::path& d) {
+    put(d / "r.npy", npy(Tensor{{1, 2, 4, 4}, std::vector<double>(32, 0.5), DType::Float64}));
+    put(d / "nhwc.npy", npy(Tensor{{1, 4, 4, 2}, std::vector<double>(32, 0.5), DType::Float32}));
+    return "bisect --cmd 'cp " + (d / "nhwc.npy").string() + " {out}' --passes A --reference " + (d / "r.npy").string();
+  }};
   // issue 17: model runner (classes 3, 4, 5, 7)
   // Each model is the base Conv -> BatchNormalization with one node (or a few) after bn.
   const auto after_bn = [](std::function<void(OnnxBuilder&)> nodes) {

@@ -138,8 +138,8 @@ TEST_CASE("bisect --cmd: the layer and model forms refuse what they cannot judge
     CHECK(r.code == 2);
     return r.err;
   };
-  CHECK_THAT(err(""), Catch::Contains("needs one of --reference R.npy, --model M.onnx"));
-  CHECK_THAT(err(" --reference " + d + "/reference.npy --weights " + d + "/w.npy"), Catch::Contains("needs one of"));
+  CHECK_THAT(err(""), Catch::Contains("needs exactly one of --reference R.npy, --model M.onnx"));
+  CHECK_THAT(err(" --reference " + d + "/reference.npy --weights " + d + "/w.npy"), Catch::Contains("needs exactly one of"));
   CHECK_THAT(err(" --reference " + d + "/reference.npy --bn " + d + "/bn.npz"), Catch::Contains("--bn describes the layer"));
   CHECK_THAT(err(" --reference " + d + "/reference.npy --input " + d + "/x.npy"), Catch::Contains("--reference needs none"));
   CHECK_THAT(err(" --weights " + d + "/w.npy --input " + d + "/x.npy"), Catch::Contains("the layer needs --input X.npy, --weights W.npy and --bn"));
@@ -161,4 +161,98 @@ TEST_CASE("bisect --cmd: the layer and model forms refuse what they cannot judge
   const Result t = run("bisect --cmd 'cp " + tiny.string() + " {out}' --passes A --reference " + tiny.string());
   CHECK(t.code == 1);
   CHECK_THAT(t.out, Catch::Contains("verdict: MISTRUSTED") && Catch::Contains("no output is informative"));
+}
+
+TEST_CASE("bisect --cmd: a float64 layer is judged in float64 in every form (the model's type from its weights)",
+          "[cli][bisect][cancellation]") {
+  const fs::path dir = tmp("conv_layer_f64");
+  fs::remove_all(dir);
+  const std::string fake = fmt::format("{} --seed 7 --channels 8 --size 8 --dtype float64", FAKE_CONV_COMPILER_BIN);
+  REQUIRE(std::system((fake + " --write-layer " + dir.string()).c_str()) == 0);
+  const std::string d = dir.string();
+  for (const std::string& form : {" --model " + d + "/model.onnx --input " + d + "/x.npy",
+                                 " --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz",
+                                 " --reference " + d + "/reference.npy --dtype float64"}) {
+    INFO(form);
+    const std::string cmd = " --cmd '" + fake + " --enabled {enabled} -o {out}'";
+    const Result bad = run("bisect" + cmd + " --passes SimplifyInference,FoldScaleAxis,FastMath,Reorder" + form + " --format json");
+    CHECK(bad.code == 1);
+    const json j = json::parse(bad.out);
+    CHECK(j["culprit"] == "FastMath");
+    CHECK(j["dtype"] == "float64");
+    CHECK(run("bisect" + cmd + " --passes SimplifyInference,FoldScaleAxis,Reorder,FuseOps" + form).code == 0);
+  }
+}
+
+TEST_CASE("bisect --cmd: an all-disabled output that is no approximation of the reference is already bad",
+          "[cli][bisect][cancellation]") {
+  const FakeLayer l = write_layer(4, 4, 6);
+  const std::string ref = " --reference " + l.dir.string() + "/reference.npy --passes A";
+  // Zeros, an infinity, and the output in another channel order (the same shape).
+  const fs::path zeros = tmp("zeros_out.npy"), inf = tmp("inf_out.npy"), swapped = tmp("swapped_out.npy");
+  foldcheck::Tensor r = foldcheck::read_npy(l.dir.string() + "/reference.npy");
+  foldcheck::write_npy(zeros.string(), foldcheck::Tensor{r.shape, std::vector<double>(r.data.size(), 0.0), foldcheck::DType::Float32});
+  foldcheck::Tensor t = r;
+  t.dtype = foldcheck::DType::Float32;
+  for (double& v : t.data) v = static_cast<float>(v);
+  t.data[5] = HUGE_VAL;
+  foldcheck::write_npy(inf.string(), t);
+  t.data[5] = static_cast<float>(r.data[5]);
+  std::rotate(t.data.begin(), t.data.begin() + 36, t.data.end());  // channel c holds channel c + 1
+  foldcheck::write_npy(swapped.string(), t);
+  for (const fs::path& out : {zeros, inf, swapped}) {
+    INFO(out);
+    const Result b = run("bisect --cmd 'cp " + out.string() + " {out}; : {enabled}'" + ref + " --format json");
+    CHECK(b.code == 1);
+    const json j = json::parse(b.out);
+    CHECK(j["verdict"] == "UNEXPECTED");
+    CHECK(j["culprit"].is_null());
+    CHECK(j["steps"].size() == 1);
+    CHECK_THAT(j["note"].get<std::string>(), Catch::Contains("already bad"));
+  }
+}
+
+TEST_CASE("bisect --cmd: a run beyond only the probabilistic bound is SUSPICIOUS, not UNEXPECTED",
+          "[cli][bisect][cancellation]") {
+  // 512 channels of ones times one weight: every term equal, so the sequential sum's
+  // roundings all go one way — within the deterministic bound, beyond the probabilistic
+  // one, whose model (independent roundings) this data breaks. Pairwise summation is the
+  // baseline, sequential the pass.
+  const fs::path dir = tmp("equal_terms");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int C = 512, H = 3;
+  const float w = 0.81848085f;
+  foldcheck::write_npy((dir / "x.npy").string(), foldcheck::Tensor{{1, C, H, H}, std::vector<double>(C * H * H, 1.0), foldcheck::DType::Float32});
+  foldcheck::write_npy((dir / "w.npy").string(), foldcheck::Tensor{{1, C, 3, 3}, std::vector<double>(C * 9, w), foldcheck::DType::Float32});
+  foldcheck::write_npz((dir / "bn.npz").string(), {{"gamma", foldcheck::Tensor{{1}, {1.0}, foldcheck::DType::Float32}}});
+  const float s = 1.0f / std::sqrt(1.0f + 1e-5f);
+  foldcheck::Tensor seq{{1, 1, H, H}, {}, foldcheck::DType::Float32}, pair = seq;
+  for (int h = 0; h < H; ++h)
+    for (int q = 0; q < H; ++q) {
+      std::vector<float> terms;
+      for (int c = 0; c < C; ++c)
+        for (int kh = 0; kh < 3; ++kh)
+          for (int kw = 0; kw < 3; ++kw)
+            if (h + kh - 1 >= 0 && h + kh - 1 < H && q + kw - 1 >= 0 && q + kw - 1 < H) terms.push_back(1.0f * w);
+      float acc = 0;
+      for (const float t : terms) acc += t;
+      seq.data.push_back(acc * s);
+      for (std::size_t step = 1; step < terms.size(); step *= 2)
+        for (std::size_t k = 0; k + step < terms.size(); k += 2 * step) terms[k] += terms[k + step];
+      pair.data.push_back(terms[0] * s);
+    }
+  foldcheck::write_npy((dir / "seq.npy").string(), seq);
+  foldcheck::write_npy((dir / "pair.npy").string(), pair);
+  const std::string d = dir.string();
+  const Result r = run("bisect --cmd 'if [ -z {enabled} ]; then cp " + d + "/pair.npy {out}; else cp " + d +
+                       "/seq.npy {out}; fi' --passes Sequential --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d +
+                       "/bn.npz --format json");
+  CHECK(r.code == 1);
+  const json j = json::parse(r.out);
+  CHECK(j["culprit"] == "Sequential");
+  CHECK(j["verdict"] == "SUSPICIOUS");
+  CHECK(j["steps"][1]["worst_ratio"].get<double>() <= 1);
+  CHECK(j["steps"][1]["probabilistic_worst_ratio"].get<double>() > 1);
+  CHECK(j.contains("probabilistic_only"));
 }

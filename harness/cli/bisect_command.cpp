@@ -36,8 +36,10 @@ void BisectCommand::add_to(CLI::App& app) {
       ->check(CLI::Range(0, 4));
   cmd_->add_option("--disabled-pass", disabled_, "Passes left out of the --opt-level pipeline, comma-separated");
   cmd_->add_flag("--linear", linear_, "Evaluate every prefix and print the per-pass table");
-  cmd_->add_flag("--leave-one-out", leave_one_out_, "The whole pipeline with each pass disabled in turn");
-  cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bound / the default margin)")
+  cmd_->add_flag("--leave-one-out", leave_one_out_,
+                 "The whole pipeline with each pass disabled in turn; the culprit is the first pass whose removal alone "
+                 "makes it good");
+  cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bounds, or with --cmd the channel units)")
       ->check(finite_number(0, false));
   cmd_->add_option("--dtype", dtype_,
                    "Case dtype to evaluate (default: the case's first); with --cmd, the type the outputs are computed in "
@@ -123,13 +125,23 @@ json BisectCommand::run_external(const std::vector<std::string>& passes, const s
   if (!dtype_.empty()) eo.dtype = dtype_from_name(dtype_);
   const int forms = !reference_.empty() + !model_.empty() + !weights_.empty();
   if (forms != 1)
-    throw InputError("bisect: --cmd needs one of --reference R.npy, --model M.onnx with --input X.npy, or the layer "
-                     "(--input X.npy --weights W.npy --bn BN.npz)");
-  if (weights_.empty() && (!bias_.empty() || !bn_.empty()))
-    throw InputError(fmt::format("bisect: {} describes the layer: give it with --weights and --input", bias_.empty() ? "--bn" : "--bias"));
+    throw InputError("bisect: --cmd needs exactly one of --reference R.npy, --model M.onnx with --input X.npy, or the "
+                     "layer (--input X.npy --weights W.npy --bn BN.npz)");
+  if (cmd_->get_option("--seed")->count() > 0)
+    throw InputError("bisect: --seed draws the input of an internal model bisect; --cmd runs on the --input given");
+  if (weights_.empty())
+    for (const char* flag : {"--bn", "--bias", "--stride", "--dilation", "--padding"})
+      if (cmd_->get_option(flag)->count() > 0)
+        throw InputError(fmt::format("bisect: {} describes the layer: give it with --weights and --input", flag));
   if (!reference_.empty()) {
     if (!input_.empty()) throw InputError("bisect: --input is the input of --model or of the layer; --reference needs none");
     const Tensor t = read_npy(reference_);
+    // The reference is taken as exact: one coarser than the outputs would count its own
+    // rounding as the command's error (a float16 copy hides a 12-bit rsqrt estimate).
+    if (info(t.dtype).unit_roundoff > info(eo.dtype).unit_roundoff)
+      throw InputError(fmt::format("{}: a {} reference for {} outputs: it must be exact, or float64 (at least as precise "
+                                   "as the outputs; --dtype names their type)",
+                                   reference_, name(t.dtype), name(eo.dtype)));
     if (t.data.empty())
       throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", reference_, shape_string(t.shape)));
     eo.reference = t.data;
@@ -139,19 +151,19 @@ json BisectCommand::run_external(const std::vector<std::string>& passes, const s
     if (input_.empty()) throw InputError("bisect: --model needs --input X.npy (the input the command runs the model on)");
     const Model m = Model::load(model_);
     ModelComputationOptions mo;
-    mo.dtype = eo.dtype;
+    if (!dtype_.empty()) mo.dtype = dtype_from_name(dtype_);
     mo.seed = seed_;
     mo.ref.precision = out_.precision;
     mo.ref.threads = out_.threads;
     mo.progress = progress;
-    eo.known = model_computation(m, model_, model_input(m, input_, seed_), mo);
+    eo.known = model_computation(m, model_, input_, mo);
   } else {
-    eo.known = load_layer();
+    eo.known = load_layer(progress);
   }
   return bisect_command(eo);
 }
 
-KnownComputation BisectCommand::load_layer() const {
+KnownComputation BisectCommand::load_layer(const std::function<void(const std::string&)>& progress) const {
   if (input_.empty() || bn_.empty()) throw InputError("bisect: the layer needs --input X.npy, --weights W.npy and --bn BN.npz");
   Tensor x = read_npy(input_);
   const DType t = dtype_.empty() ? x.dtype : dtype_from_name(dtype_);
@@ -199,15 +211,22 @@ KnownComputation BisectCommand::load_layer() const {
   for (auto& [v, path] : {std::pair{&x.data, input_}, std::pair{&conv.weight.data, weights_}, std::pair{&conv.bias, bias_}})
     for (const double d : *v)
       if (!std::isfinite(d) || round_to(t, d) != d)
-        throw InputError(fmt::format("{}: value {:.17g} is not a finite {} value (the layer's dtype)", path, d, name(t)));
+        throw InputError(fmt::format("{}: value {:.17g} is {} (the layer's dtype, from --input{})", path, d,
+                                     std::isfinite(d) ? fmt::format("not exactly a {} value", name(t)) : std::string("not finite"),
+                                     dtype_.empty() ? "" : " or --dtype"));
   ExplainArgs ea;
   ea.bn_file = bn_;
   bool given = false;
   std::string source;
   ref::BnParams bn = load_bn(ea, given, source, g.O);
-  for (auto* v : {&bn.gamma, &bn.beta, &bn.mean, &bn.var}) {
+  // As the weights: values of the layer's dtype, not rounded behind the user's back (eps
+  // is a scalar attribute engines hold in their own way: the recipes model that).
+  for (const auto& [v, key] : {std::pair{&bn.gamma, "gamma"}, std::pair{&bn.beta, "beta"}, std::pair{&bn.mean, "mean"},
+                               std::pair{&bn.var, "var"}}) {
     if (v->size() == 1) v->assign(static_cast<std::size_t>(g.O), v->front());
-    for (double& d : *v) d = round_to(t, d);
+    for (const double d : *v)
+      if (round_to(t, d) != d)
+        throw InputError(fmt::format("{}[{}]: value {:.17g} is not exactly a {} value (the layer's dtype)", bn_, key, d, name(t)));
   }
   check_bn_params_in(bn, static_cast<std::size_t>(g.O), t, "BatchNorm (" + bn_ + ")");
   Node norm;
@@ -218,9 +237,17 @@ KnownComputation BisectCommand::load_layer() const {
   ref::Options ro;
   ro.precision = out_.precision;
   ro.threads = out_.threads;
+  if (progress) progress(fmt::format("bisect: certified reference and bounds of the layer ({})", layer_size(graph)));
   KnownComputation k = layer_computation(graph, x.data, 0.999, ro);
-  k.source = fmt::format("the layer (input {}, weights {}{}, BatchNorm {}; {}, padding {}): certified exact outputs", input_,
-                         weights_, bias_.empty() ? "" : ", bias " + bias_, bn_, name(t), g.pad_top);
+  // Keys the file left out take a fresh BatchNorm's values: say which, where it is read.
+  std::string defaults;
+  const auto present = read_npz(bn_, {"gamma", "beta", "mean", "var", "eps"}, g.O);
+  for (const auto& [key, value] : {std::pair{"gamma", "1"}, std::pair{"beta", "0"}, std::pair{"mean", "0"}, std::pair{"var", "1"},
+                                   std::pair{"eps", "1e-5"}})
+    if (!present.count(key)) defaults += fmt::format("{}{} {}", defaults.empty() ? "" : ", ", key, value);
+  k.source = fmt::format("the layer (input {}, weights {}{}, BatchNorm {}{}; {}, padding {}): certified exact outputs", input_,
+                         weights_, bias_.empty() ? "" : ", bias " + bias_, bn_,
+                         defaults.empty() ? "" : " with the defaults " + defaults, name(t), g.pad_top);
   k.shape_hint = "the conv's geometry: --padding, --stride, --dilation";
   return k;
 }

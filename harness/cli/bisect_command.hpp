@@ -20,7 +20,8 @@ class BisectCommand {
 
  private:
   nlohmann::json run_external(const std::vector<std::string>& passes, const std::function<void(const std::string&)>& progress);
-  KnownComputation load_layer() const;  // --input, --weights, --bias, --bn, geometry
+  // --input, --weights, --bias, --bn, geometry
+  KnownComputation load_layer(const std::function<void(const std::string&)>& progress) const;
 
  private:
   CLI::App* cmd_ = nullptr;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "foldcheck/bn_check.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
@@ -20,6 +22,11 @@ foldcheck::ref::BnParams load_bn(const ExplainArgs& a, bool& given, std::string&
   source = "defaults (fresh BatchNorm: gamma 1, beta 0, mean 0, var 1, eps 1e-5)";
   if (!a.bn_file.empty()) {
     const auto arrays = foldcheck::read_npz(a.bn_file, {"gamma", "beta", "mean", "var", "eps"}, max_values);
+    // One value per channel: a [C, 1, 1] or [4, 4] array would be read flat, as 16 channels.
+    for (const auto& [key, t] : arrays)
+      if (t.shape.size() > 1)
+        throw foldcheck::InputError(fmt::format("{}[{}]: shape {}: BatchNorm parameters are one value or one per channel (1-D)",
+                                                a.bn_file, key, foldcheck::shape_string(t.shape)));
     if (arrays.count("gamma")) gamma = arrays.at("gamma").data;
     if (arrays.count("beta")) beta = arrays.at("beta").data;
     if (arrays.count("mean")) mean = arrays.at("mean").data;

@@ -47,6 +47,19 @@ bool pass_char(char c, bool first) {
   return first ? alpha : alpha || (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '-';
 }
 
+// Whether an output of shape `a` holds its values in the order of shape `b` (same count
+// checked before): equal once the axes of size 1 are dropped, or either is flat (1-D).
+bool same_layout(const Shape& a, const Shape& b) {
+  if (a.size() <= 1 || b.size() <= 1) return true;
+  auto squeeze = [](const Shape& s) {
+    Shape r;
+    for (const std::int64_t d : s)
+      if (d != 1) r.push_back(d);
+    return r;
+  };
+  return squeeze(a) == squeeze(b);
+}
+
 // The options bisect_command refuses (bisect.hpp), before anything runs. Numbers must be
 // finite: a NaN compares false with every limit, so a bare `x <= 0` check let it through
 // and it disabled the option.
@@ -169,6 +182,12 @@ class CommandBisector {
                                    shape_string(y.shape), o_.known ? "the layer" : "the reference", expected,
                                    shape_string(o_.known ? o_.known->shape : o_.reference_shape),
                                    o_.known && !o_.known->shape_hint.empty() ? " (" + o_.known->shape_hint + ")" : "", shown));
+    const Shape& want = o_.known ? o_.known->shape : o_.reference_shape;
+    if (!same_layout(y.shape, want))
+      throw InputError(fmt::format("bisect: the command wrote shape {}, {} has shape {}: the same {} values in another "
+                                   "layout (NHWC for NCHW?) would be compared element by element with the wrong ones: {}",
+                                   shape_string(y.shape), o_.known ? "the computation" : "the reference", shape_string(want),
+                                   expected, shown));
     const DType t = o_.known ? o_.known->dtype : o_.dtype;
     std::vector<double> v = y.data;
     for (double& x : v) x = round_to(t, x);
@@ -225,6 +244,15 @@ json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
   return o.passes[hi - 1];
 }
 
+// The verdict of a run that found bad steps: SUSPICIOUS when every bad step is beyond the
+// probabilistic bound only (known computation), else UNEXPECTED.
+Verdict bad_verdict(const json& steps) {
+  Verdict v = Verdict::Suspicious;
+  for (const json& s : steps)
+    if (s["bad"].get<bool>() && s.value("verdict", std::string("UNEXPECTED")) != "SUSPICIOUS") v = Verdict::Unexpected;
+  return v;
+}
+
 // The search, linear or leave-one-out run, the report as bisect_command returns it.
 json search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
   CommandBisector b(o, signals);
@@ -256,7 +284,11 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
          {"culprit", culprit},
          {"steps", steps},
          {"evaluations", b.runs()},
-         {"verdict", whole_bad ? "UNEXPECTED" : mistrusted ? "MISTRUSTED" : "EXPECTED"}};
+         {"verdict", whole_bad ? name(bad_verdict(steps)) : mistrusted ? "MISTRUSTED" : "EXPECTED"}};
+  if (whole_bad && bad_verdict(steps) == Verdict::Suspicious)
+    r["probabilistic_only"] =
+        "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
+        "independent roundings, possible when they are correlated (many equal terms of one sign)";
   if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
   else if (whole_bad && culprit.is_null())
     r["note"] = "no single pass's removal makes the pipeline good: more than one pass is bad (--linear shows each prefix)";

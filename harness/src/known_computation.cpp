@@ -60,6 +60,13 @@ std::vector<std::pair<Graph, Policy>> lowerings(const Graph& layer, const Arithm
 
 }  // namespace
 
+std::string layer_size(const Graph& layer) {
+  const ref::ConvGeometry& g = layer.nodes.at(0).geometry;
+  const double outputs = static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(g.OH()) * static_cast<double>(g.OW());
+  return fmt::format("{:.0f} outputs x {} terms: {:.3g} multiply-adds", outputs, g.terms_per_output(),
+                     outputs * static_cast<double>(g.terms_per_output()));
+}
+
 KnownComputation layer_computation(const Graph& layer, const std::vector<double>& x, double confidence,
                                    const ref::Options& ref) {
   if (layer.nodes.size() != 2 || layer.nodes[0].kind != Node::Kind::Conv || layer.nodes[1].kind != Node::Kind::BatchNorm)
@@ -92,8 +99,12 @@ KnownComputation layer_computation(const Graph& layer, const std::vector<double>
       "per element, the largest bound of {} correct lowerings in {} with IEEE operations (the BatchNorm kept in either "
       "form, or folded by the PyTorch, TVM, ONNX Runtime, onnxoptimizer or exact recipe; with or without FMA and "
       "1/sqrt-multiply; any summation order): deterministic gamma_k sum|x w|, and probabilistic (Higham & Mary) at "
-      "confidence {:g}",
-      count, name(layer.dtype), confidence);
+      "confidence {:g}{}",
+      count, name(layer.dtype), confidence,
+      info(layer.dtype).arithmetic != layer.dtype
+          ? fmt::format("; {} values with every operation in {} (an engine that accumulates in {} is outside these bounds)",
+                        name(layer.dtype), name(info(layer.dtype).arithmetic), name(layer.dtype))
+          : std::string());
   return k;
 }
 
@@ -114,23 +125,27 @@ const BnPair* whole_model_pair(const Model& m, const BnPatterns& pat) {
 
 }  // namespace
 
-KnownComputation model_computation(const Model& m, const std::string& path, Tensor x, const ModelComputationOptions& o) {
+KnownComputation model_computation(const Model& m, const std::string& path, const std::string& input,
+                                   const ModelComputationOptions& o) {
   if (m.inputs.size() != 1 || m.outputs.size() != 1)
     throw InputError(fmt::format("{}: --model needs one graph input and one graph output (it has {} and {})", path,
                                  m.inputs.size(), m.outputs.size()));
   const BnPatterns pat = find_bn_pairs(m);
   if (const BnPair* p = whole_model_pair(m, pat)) {
     const LayerParams lp = layer_params(m, *p);
+    const DType dt = o.dtype.value_or(lp.dtype);
+    Tensor x = model_input(m, input, 0, dt);
     const Shape in_shape = x.shape;
-    Graph g = pair_graph(m, *p, lp, x, o.dtype);
-    if (o.progress) o.progress("bisect: certified reference and bounds of the layer");
+    Graph g = pair_graph(m, *p, lp, x, dt);
+    if (o.progress) o.progress(fmt::format("bisect: certified reference and bounds of the layer ({})", layer_size(g)));
     KnownComputation k = layer_computation(g, x.data, o.confidence, o.ref);
     k.shape = layer_output_shape(m.nodes[p->layer], g.nodes[0].geometry, in_shape);
-    k.source = fmt::format("{} (one {} -> BatchNormalization layer, {}): certified exact outputs", path, p->op, name(o.dtype));
+    k.source = fmt::format("{} (one {} -> BatchNormalization layer, {}): certified exact outputs", path, p->op, name(dt));
     return k;
   }
-  if (o.dtype != DType::Float32)
-    throw InputError(fmt::format("{}: the end-to-end bound of a model models a float32 engine (--dtype {} given)", path, name(o.dtype)));
+  if (o.dtype && *o.dtype != DType::Float32)
+    throw InputError(fmt::format("{}: the end-to-end bound of a model models a float32 engine (--dtype {} given)", path, name(*o.dtype)));
+  const Tensor x = model_input(m, input, 0);
   OutputBoundOptions bo;
   bo.samples = o.samples;
   bo.seed = o.seed;
@@ -147,6 +162,7 @@ KnownComputation model_computation(const Model& m, const std::string& path, Tens
   k.shape = ob.reference.at(out).shape;
   k.bound = ob.bound.at(out);
   k.probabilistic = k.bound;
+  k.deterministic = false;
   k.source = fmt::format("{}: float64 run", path);
   k.formula = fmt::format("per element, the end-to-end probabilistic bound of a float32 engine folding or not ({} "
                           "perturbed float64 runs, seed {}, confidence {:g}): {}",

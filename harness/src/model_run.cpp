@@ -19,9 +19,10 @@ namespace foldcheck {
 namespace {
 
 std::int64_t prod(const Shape& s, std::size_t from = 0, std::size_t to = SIZE_MAX) {
-  std::int64_t p = 1;
-  for (std::size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
-  return p;
+  const std::size_t end = std::min(to, s.size());
+  return from >= end ? 1
+                     : std::accumulate(s.begin() + static_cast<std::ptrdiff_t>(from), s.begin() + static_cast<std::ptrdiff_t>(end),
+                                       std::int64_t{1}, std::multiplies<>());
 }
 
 // Checked shape arithmetic: every output dimension of every op is computed through these,
@@ -783,7 +784,7 @@ Shape layer_output_shape(const ModelNode& layer, const ref::ConvGeometry& g, con
   return s;
 }
 
-Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed) {
+Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed, DType dt) {
   if (m.inputs.size() != 1)
     throw InputError(fmt::format("{}: {} graph inputs; model runs take models with one input", m.path, m.inputs.size()));
   const ValueInfo& vi = m.inputs[0];
@@ -792,13 +793,14 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
     x = read_npy(*input);
     if (x.data.empty()) throw InputError(fmt::format("{}: empty tensor (shape {})", *input, shape_string(x.shape)));
     if (const std::string bad = first_nonfinite(x.data); !bad.empty()) throw InputError(*input + ": input has " + bad);
-    // The runs compute in float32: an input that is not float32 would be rounded first,
+    // The runs compute in dt: an input that is not a dt value would be rounded first,
     // and the comparison would not be of the values the other engine saw.
     for (std::size_t k = 0; k < x.data.size(); ++k)
-      if (round_to(DType::Float32, x.data[k]) != x.data[k])
-        throw InputError(fmt::format("{}: {} value {:.17g} at index {} is not a float32 value (foldcheck's runs "
-                                     "compute in float32, whatever the model's types: save the input as float32)",
-                                     *input, name(x.dtype), x.data[k], k));
+      if (round_to(dt, x.data[k]) != x.data[k])
+        throw InputError(fmt::format("{}: {} value {:.17g} at index {} is not a {} value (foldcheck's runs "
+                                     "compute in {}{}: save the input as {})",
+                                     *input, name(x.dtype), x.data[k], k, name(dt), name(dt),
+                                     dt == DType::Float32 ? ", whatever the model's types" : "", name(dt)));
   } else {
     x.shape = vi.shape;
     for (std::size_t k = 0; k < x.shape.size(); ++k)
@@ -809,9 +811,9 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> nd;
     x.data.resize(static_cast<std::size_t>(checked_element_count(x.shape, "input " + vi.name)));
-    for (double& v : x.data) v = static_cast<float>(nd(rng));
+    for (double& v : x.data) v = round_to(dt, nd(rng));
   }
-  x.dtype = DType::Float32;
+  x.dtype = dt;
   if (x.shape.size() != vi.shape.size())
     throw InputError(fmt::format("{}: shape {}, the model's input {} is {}", input ? *input : std::string("input"), shape_string(x.shape), vi.name, shape_string(vi.shape)));
   for (std::size_t k = 0; k < x.shape.size(); ++k)
@@ -842,10 +844,10 @@ Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, T
       Tensor a = inputs.at(in);
       for (double& v : a.data) v = std::fabs(v);
       abs_inputs[in] = std::move(a);
-      sub.inputs.push_back(ValueInfo{in, abs_inputs[in].shape, std::nullopt});
+      sub.inputs.push_back(ValueInfo{in, abs_inputs[in].shape, std::nullopt, ""});
     }
   }
-  sub.outputs.push_back(ValueInfo{n.outputs.at(0), {}, std::nullopt});
+  sub.outputs.push_back(ValueInfo{n.outputs.at(0), {}, std::nullopt, ""});
   ModelRunOptions o;
   o.dtype = DType::Float64;
   return run_model(sub, BnPatterns{}, abs_inputs, o).at(n.outputs.at(0));

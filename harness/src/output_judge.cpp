@@ -23,6 +23,7 @@ ChannelUnits::ChannelUnits(const ref::ValueArray& exact, const Shape& shape, DTy
     const double x = std::fabs(exact.approx(i).hi);
     if (std::isfinite(x)) scale_[channel(i)] = std::max(scale_[channel(i)], x);
   }
+  for (const double c : scale_) largest_ = std::max(largest_, c);
   unit_.resize(channels);
   // ulp_T of the scale (of T's smallest subnormal spacing for a channel of zeros: every
   // error then counts in the finest unit T has).
@@ -65,7 +66,9 @@ bool OutputJudge::judge(const std::vector<double>& v, json& step) { return judge
 
 std::string OutputJudge::criterion() const {
   if (threshold_) return fmt::format("max |ULP| > {:g} (--threshold-ulp), or a NaN", *threshold_);
-  if (known_) return "an element beyond its bound (deterministic or probabilistic), or a NaN; bounds: " + known_->formula;
+  if (known_)
+    return fmt::format("an element beyond its bound{}, or a NaN or an infinity; bounds: {}",
+                       known_->deterministic ? " (deterministic or probabilistic)" : "", known_->formula);
   return "errors in channel units (ULP of the channel's largest |reference|, which cancellation does not shrink), "
          "against twice what the all-disabled run shows, plus one unit: " + limits_ + "; or a NaN";
 }
@@ -144,8 +147,19 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
     bad = bad || c.verdict == Verdict::Unexpected || c.verdict == Verdict::Suspicious;
   } else {
     if (s.worst >= 0) j["decisive"] = element(static_cast<std::size_t>(s.worst), v);
+    // Not an approximation of the reference at all, in any run (the all-disabled one too,
+    // which the limits cannot judge): an infinity, or an error as large as the largest
+    // |reference| of the whole tensor (zeros, another layout, another input). Rounding
+    // moves an output by far less than the largest value it is computed beside.
+    // (More than T's spacing there, too: a value below T's range rounds away whole.)
+    const double floor = std::max(units_.largest(), ulp(t_, units_.largest()) * (1 + 0x1p-10));
+    std::int64_t gross = 0;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      gross += std::isfinite(v[i]) && units_.largest() > 0 && static_cast<double>(distance(v[i], exact_.approx(i))) >= floor;
+    j["gross"] = gross;
+    j["inf"] = c.kinds.inf_mismatch;
     if (base) set_limits(s);
-    bad = bad || s.max > max_limit_ || s.p999 > p999_limit_;
+    bad = bad || gross > 0 || c.kinds.inf_mismatch > 0 || s.max > max_limit_ || s.p999 > p999_limit_;
   }
   if (threshold_) bad = c.kinds.nan > 0 || c.ulp.max_abs > *threshold_;
   j["bad"] = bad;

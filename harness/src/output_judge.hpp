@@ -25,7 +25,9 @@
 //    (lambda = sqrt(2 ln(4 N / (1 - confidence)))): max above 2 lambda sqrt(c) s0 + 1.
 //    Small outputs need this: 25 errors have a max far from their scale (a lucky baseline
 //    of 0.9 units, an honest reordering at 3.4).
-// With N >= 1000 also the p99.9 (below that it is the max): above 2 q0 + 1. Or a NaN. A
+// With N >= 1000 also the p99.9 (below that it is the max): above 2 q0 + 1. Or a NaN or an
+// infinity, or an error as large as the tensor's largest |reference| (not an
+// approximation at all: zeros, another layout; this judges the all-disabled run too). A
 // pass that changes the computation's value (an approximation, a wrong constant) moves
 // the errors by the change's relative size times S_c / ulp(S_c), thousands of units for a
 // 12-bit estimate. --threshold-ulp N replaces this by max |ULP| > N.
@@ -49,11 +51,13 @@ class ChannelUnits {
   std::size_t channel(std::size_t i) const { return shape_.size() < 2 ? 0 : (i / inner_) % static_cast<std::size_t>(shape_[1]); }
   double scale(std::size_t i) const { return scale_[channel(i)]; }
   double unit(std::size_t i) const { return unit_[channel(i)]; }
+  double largest() const { return largest_; }  // the largest |reference| of the whole tensor
 
  private:
   Shape shape_;
   std::size_t inner_ = 1;
   std::vector<double> scale_, unit_;
+  double largest_ = 0;
 };
 
 // The channel-unit errors of one output: max, p99.9, the element of the max.

@@ -64,7 +64,11 @@ std::string external_steps(const json& r, bool loo) {
     ++i;
     if (st.contains("largest_ulp")) s += fmt::format("  {:>4} {}\n", i, element_line(st["largest_ulp"]));
     if (st.contains("decisive") && (!st.contains("largest_ulp") || st["decisive"]["flat_index"] != st["largest_ulp"]["flat_index"]))
-      s += fmt::format("  {:>4} {} {}\n", "", bounds ? "closest to its bound:" : "largest in channel units:", element_line(st["decisive"]));
+      s += fmt::format("  {:>4} {} {}\n", "", bounds ? "decides (closest to its bound):" : "decides (largest in channel units):",
+                       element_line(st["decisive"]));
+    if (st.value("gross", 0) > 0 || st.value("inf", 0) > 0)
+      s += fmt::format("  {:>4} not an approximation of the reference: {} infinities, {} errors as large as its largest value\n", "",
+                       st.value("inf", 0), st.value("gross", 0));
   }
   s += "\n  commands:\n";
   i = 0;
@@ -120,6 +124,7 @@ std::string bisect_text(const json& r) {
                    r["culprit"].is_null() ? std::string("none") : r["culprit"].get<std::string>());
   s += fmt::format("verdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
   if (r.contains("note")) s += fmt::format("  ({})\n", r["note"].get<std::string>());
+  if (r.contains("probabilistic_only")) s += fmt::format("  ({})\n", r["probabilistic_only"].get<std::string>());
   if (r.contains("mistrusted")) s += fmt::format("  ({})\n", r["mistrusted"].get<std::string>());
   return s;
 }

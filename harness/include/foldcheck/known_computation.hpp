@@ -19,11 +19,12 @@
 // rounding of the same products), fast-math approximations, reduced precision.
 //
 // Model (the `--model` form): a model that is one layer -> BatchNormalization pair from its
-// input to its output is that layer, as above (in the dtype given). Any other model has
+// input to its output is that layer, as above (in its weights' dtype). Any other model has
 // the end-to-end probabilistic bound of output_bound.hpp, per output element: a
 // deterministic one composes every layer's worst case and is vacuous (ibid.).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,8 @@ struct KnownComputation {
   ref::ValueArray exact;                     // the outputs (certified; a float64 run for a model)
   Shape shape;                               // of the outputs
   DType dtype = DType::Float32;              // the type the compiled program computes in
-  std::vector<double> bound;                 // deterministic, per element (empty: none exists)
+  std::vector<double> bound;                 // per element: deterministic (a model of several ops: probabilistic)
+  bool deterministic = true;                 // whether `bound` is a deterministic bound
   std::vector<double> probabilistic;         // per element
   std::vector<double> abs_sum;               // sum |x w| + |b| of each output's conv (layers only)
   std::string source;                        // what it is, for the report
@@ -50,8 +52,12 @@ struct KnownComputation {
 KnownComputation layer_computation(const Graph& layer, const std::vector<double>& x, double confidence,
                                    const ref::Options& ref);
 
+// "N outputs x n terms: M multiply-adds" of a layer, for progress messages: the certified
+// reference's time grows with M.
+std::string layer_size(const Graph& layer);
+
 struct ModelComputationOptions {
-  DType dtype = DType::Float32;
+  std::optional<DType> dtype;  // default: the layer's weight type (one layer), float32 (a model)
   double confidence = 0.999;
   std::size_t samples = 32;  // end-to-end bound (output_bound.hpp)
   std::uint64_t seed = 0;
@@ -59,8 +65,10 @@ struct ModelComputationOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// A model with one graph input and one graph output, on input x. Throws InputError for
-// a model the runs cannot take.
-KnownComputation model_computation(const Model& m, const std::string& path, Tensor x, const ModelComputationOptions& o);
+// A model with one graph input and one graph output, on the input in the .npy `input`
+// (its values must be values of the dtype). Throws InputError for a model the runs cannot
+// take.
+KnownComputation model_computation(const Model& m, const std::string& path, const std::string& input,
+                                   const ModelComputationOptions& o);
 
 }  // namespace foldcheck

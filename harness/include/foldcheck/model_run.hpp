@@ -59,10 +59,11 @@ void check_attributes(const Model& m);
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                                         const ModelRunOptions& opts);
 
-// The model's single input: the given .npy (rounded to float32; InputError for NaN/Inf or a
-// shape that does not fit the graph input), or seeded standard-normal float32 values of the
-// graph input's shape (an unknown leading dimension is 1, others are refused).
-Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed);
+// The model's single input: the given .npy (InputError for NaN/Inf, a value that is not a
+// dt value, or a shape that does not fit the graph input), or seeded standard-normal
+// values rounded to dt, of the graph input's shape (an unknown leading dimension is 1,
+// others are refused).
+Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed, DType dt = DType::Float32);
 
 // The node's op evaluated in float64 on the absolute values of its inputs and floating
 // parameters: for a linear op (Conv, ConvTranspose, Gemm, MatMul, AveragePool,
