@@ -774,6 +774,19 @@ std::map<std::string, Setup> setups() {
       b.node("Reshape", "reshape", {"bn_out", "shape"}, {"Y"});
     });
   };
+  // A MatMul -> BatchNormalization on a 3-D input: the BatchNorm scales axis 1 (rows), not
+  // the MatMul's features; it was folded per feature and an honest engine called UNEXPECTED.
+  s["onnx-matmul-rank3-bn"] = {[](const fs::path& d) {
+    OnnxBuilder b;
+    b.input("X", {2, 6, 8});
+    b.output("Y", {2, 6, 6});
+    b.init("W", {8, 6}, std::vector<double>(48, 0.25));
+    for (const char* k : {"g", "bb", "mu", "v"}) b.init(k, {6}, std::vector<double>(6, 1.0));
+    b.node("MatMul", "mm", {"X", "W"}, {"h"});
+    b.node("BatchNormalization", "bn", {"h", "g", "bb", "mu", "v"}, {"Y"});
+    b.save((d / "mm.onnx").string());
+    return "accuracy-diff " + (d / "mm.onnx").string();
+  }};
   s["onnx-reshape-wraps"] = {reshape_to({std::int64_t(1) << 32, std::int64_t(1) << 32, 2})};
   s["onnx-reshape-negative"] = {reshape_to({1, -2, 16})};
   s["onnx-reshape-zero-past-rank"] = {reshape_to({1, 2, 4, 4, 0})};

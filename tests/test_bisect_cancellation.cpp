@@ -256,3 +256,41 @@ TEST_CASE("bisect --cmd: a run beyond only the probabilistic bound is SUSPICIOUS
   CHECK(j["steps"][1]["probabilistic_worst_ratio"].get<double>() > 1);
   CHECK(j.contains("probabilistic_only"));
 }
+
+TEST_CASE("bisect --cmd: --threshold-ulp replaces the criterion, not the special values, and leave-one-out names no pass "
+          "when several removals fix it", "[cli][bisect][cancellation]") {
+  const FakeLayer l = write_layer(4, 4, 6);
+  const std::string d = l.dir.string();
+  foldcheck::Tensor r = foldcheck::read_npy(d + "/reference.npy");
+  foldcheck::Tensor good = r, inf = r;
+  good.dtype = inf.dtype = foldcheck::DType::Float32;
+  for (double& v : good.data) v = static_cast<float>(v);
+  inf.data = good.data;
+  inf.data[7] = -HUGE_VAL;
+  const fs::path gp = tmp("good_out.npy"), ip = tmp("inf_out.npy");
+  foldcheck::write_npy(gp.string(), good);
+  foldcheck::write_npy(ip.string(), inf);
+  // Pass B writes an infinity: bad at any threshold, in both forms.
+  const std::string cmd = " --cmd 'case {enabled} in *B*) cp " + ip.string() + " {out};; *) cp " + gp.string() + " {out};; esac'";
+  for (const std::string& form : {" --reference " + d + "/reference.npy", " --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz"})
+    for (const std::string threshold : {"", " --threshold-ulp 100", " --threshold-ulp 1e30"}) {
+      INFO(form << threshold);
+      const Result res = run("bisect" + cmd + " --passes A,B" + form + threshold + " --format json");
+      CHECK(res.code == 1);
+      const json j = json::parse(res.out);
+      CHECK(j["culprit"] == "B");
+      CHECK(j["verdict"] == "UNEXPECTED");
+      for (const json& st : j["steps"])
+        if (st["bad"].get<bool>()) CHECK(st["decisive"]["flat_index"] == 7);  // the infinity decides
+    }
+  // Bad only with both A and B enabled: removing either fixes it, so neither is named.
+  const std::string both = " --cmd 'case {enabled} in A,B) cp " + ip.string() + " {out};; *) cp " + gp.string() + " {out};; esac'";
+  const Result loo = run("bisect" + both + " --passes A,B --reference " + d + "/reference.npy --leave-one-out --format json");
+  CHECK(loo.code == 1);
+  const json jl = json::parse(loo.out);
+  CHECK(jl["culprit"].is_null());
+  CHECK(jl["verdict"] == "UNEXPECTED");
+  CHECK(jl["candidates"] == json({"A", "B"}));
+  CHECK_THAT(jl["note"].get<std::string>(), Catch::Contains("removing any one of A, B"));
+  CHECK(json::parse(run("bisect" + both + " --passes A,B --reference " + d + "/reference.npy --format json").out)["culprit"] == "B");
+}

@@ -203,9 +203,11 @@ KnownComputation BisectCommand::load_layer(const std::function<void(const std::s
   conv.geometry = g;
   conv.weight = w;
   if (!bias_.empty()) {
-    conv.bias = read_npy(bias_).data;
-    if (static_cast<std::int64_t>(conv.bias.size()) != g.O)
-      throw InputError(fmt::format("{}: {} values, the conv has {} output channels", bias_, conv.bias.size(), g.O));
+    const Tensor b = read_npy(bias_);
+    if (b.shape.size() != 1 || b.shape[0] != g.O)
+      throw InputError(fmt::format("{}: shape {}: a conv bias is one value per output channel (1-D, {} values)", bias_,
+                                   shape_string(b.shape), g.O));
+    conv.bias = b.data;
   }
   // Every value as the compiled program holds it: in the layer's dtype, exactly.
   for (auto& [v, path] : {std::pair{&x.data, input_}, std::pair{&conv.weight.data, weights_}, std::pair{&conv.bias, bias_}})

@@ -226,10 +226,11 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
       s["disabled"] = o.passes[i];
       steps.push_back(std::move(s));
     }
-    // The culprit: the first pass whose removal alone makes a bad pipeline good.
-    if (steps[0]["bad"].get<bool>())
-      for (std::size_t i = 1; i < steps.size() && culprit.is_null(); ++i)
-        if (!steps[i]["bad"].get<bool>()) culprit = steps[i]["disabled"];
+    // The culprit: the one pass whose removal alone makes a bad pipeline good.
+    if (steps[0]["bad"].get<bool>()) {
+      const std::vector<std::string> fixes = leave_one_out_fixes(steps);
+      if (fixes.size() == 1) culprit = fixes[0];
+    }
   }
   json out{{"tool", "foldcheck"},
            {"version", kVersion},
@@ -242,6 +243,11 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
                                                        "program with IEEE operations (fast-math approximations and int8 "
                                                        "values are not rounding)")}};
   out["culprit"] = culprit;
+  if (o.mode == BisectMode::LeaveOneOut && steps[0]["bad"].get<bool>())
+    if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {
+      out["note"] = leave_one_out_note(fixes);
+      out["candidates"] = fixes;
+    }
   out["steps"] = steps;
   out["evaluations"] = b.evaluations();
   out["weights"] = b.weights(o.passes);

@@ -212,6 +212,25 @@ class CommandBisector {
   std::size_t count_ = 0;
 };
 
+}  // namespace
+
+std::vector<std::string> leave_one_out_fixes(const json& steps) {
+  std::vector<std::string> r;
+  for (const json& s : steps)
+    if (s.contains("disabled") && s["disabled"].is_string() && !s["bad"].get<bool>()) r.push_back(s["disabled"].get<std::string>());
+  return r;
+}
+
+std::string leave_one_out_note(const std::vector<std::string>& fixes) {
+  std::string names;
+  for (const std::string& f : fixes) names += (names.empty() ? "" : ", ") + f;
+  return fmt::format("removing any one of {} makes the pipeline good: the passes interact (a bug may show only with an "
+                     "earlier pass enabled), so none is named; the search or --linear names the first bad prefix",
+                     names);
+}
+
+namespace {
+
 // The configurations of the mode, run in order (bisect.hpp); returns the culprit.
 json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
   const std::size_t n = o.passes.size();
@@ -228,12 +247,9 @@ json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
   steps.push_back(b.prefix(n));
   if (!steps.back()["bad"].get<bool>()) return nullptr;
   if (o.mode == BisectMode::LeaveOneOut) {
-    json culprit = nullptr;
-    for (std::size_t i = 0; i < n; ++i) {
-      steps.push_back(b.without(i));
-      if (!steps.back()["bad"].get<bool>() && culprit.is_null()) culprit = o.passes[i];
-    }
-    return culprit;
+    for (std::size_t i = 0; i < n; ++i) steps.push_back(b.without(i));
+    const std::vector<std::string> fixes = leave_one_out_fixes(steps);
+    return fixes.size() == 1 ? json(fixes[0]) : json(nullptr);
   }
   std::size_t lo = 0, hi = n;  // prefix lo good, hi bad
   while (hi - lo > 1) {
@@ -247,7 +263,7 @@ json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
 // The verdict of a run that found bad steps: SUSPICIOUS when every bad step is beyond the
 // probabilistic bound only (known computation), else UNEXPECTED.
 Verdict bad_verdict(const json& steps) {
-  Verdict v = Verdict::Suspicious;
+  Verdict v = Verdict::Suspicious;  // (with a threshold, every bad step's verdict is UNEXPECTED)
   for (const json& s : steps)
     if (s["bad"].get<bool>() && s.value("verdict", std::string("UNEXPECTED")) != "SUSPICIOUS") v = Verdict::Unexpected;
   return v;
@@ -289,8 +305,12 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
     r["probabilistic_only"] =
         "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
         "independent roundings, possible when they are correlated (many equal terms of one sign)";
+  const std::vector<std::string> fixes = leave_one_out_fixes(steps);
   if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
-  else if (whole_bad && culprit.is_null())
+  else if (fixes.size() > 1) {
+    r["note"] = leave_one_out_note(fixes);
+    r["candidates"] = fixes;
+  } else if (whole_bad && culprit.is_null())
     r["note"] = "no single pass's removal makes the pipeline good: more than one pass is bad (--linear shows each prefix)";
   if (mistrusted && all_zero)
     r["mistrusted"] = fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",

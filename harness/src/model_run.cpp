@@ -766,6 +766,14 @@ Node layer_as_conv(const Model& m, std::size_t layer, const LayerParams& lp, Ten
 }
 
 Graph pair_graph(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x, DType dt) {
+  // BatchNormalization normalizes axis 1. A MatMul's output features are its last axis:
+  // the same axis only for a 2-D input (then [rows, features]); from rank 3 the BatchNorm
+  // scales MatMul rows, which no fold into the weights can do.
+  if (m.nodes[p.layer].op == "MatMul" && x.shape.size() != 2)
+    throw InputError(fmt::format("MatMul {} -> BatchNormalization: input of shape {} gives an output of rank {}, whose axis 1 "
+                                 "(which BatchNormalization normalizes) is not the MatMul's output features (its last "
+                                 "axis): not a foldable pair",
+                                 p.name, shape_string(x.shape), x.shape.size()));
   Graph g;
   g.dtype = dt;
   Node b;

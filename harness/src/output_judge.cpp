@@ -129,39 +129,53 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
   j["p50_abs_ulp"] = c.ulp.p50;
   j["rms_ulp"] = c.ulp.rms;
   j["nan"] = c.kinds.nan;
+  j["inf"] = c.kinds.inf_mismatch;
   j["worst_index"] = c.worst_index;
   j["channel_units"] = {{"max", s.max}, {"p99_9", s.p999}, {"rms", s.rms}};
   // No informative element (every exact value 0, or rounding to 0 or to an infinity in T):
   // this run compared nothing, whatever its errors.
   j["informative"] = c.verdict != Verdict::Mistrusted;
   if (c.worst_index >= 0) j["largest_ulp"] = element(static_cast<std::size_t>(c.worst_index), v);
-  bool bad = c.kinds.nan > 0;
-  if (known_) {
+  // A NaN or an infinity (the reference is finite) is bad under every criterion.
+  bool bad = c.kinds.nan > 0 || c.kinds.inf_mismatch > 0;
+  std::int64_t decisive = -1;
+  if (threshold_) {
+    bad = bad || c.ulp.max_abs > *threshold_;
+    decisive = c.worst_index;
+    if (known_) j["bounds_verdict"] = name(c.verdict);  // for the reader; the threshold decides
+    j["verdict"] = bad ? "UNEXPECTED" : "EXPECTED";
+  } else if (known_) {
     j["verdict"] = name(c.verdict);
     j["worst_ratio"] = c.worst_bound_ratio.value_or(0);
     j["probabilistic_worst_ratio"] = c.worst_probabilistic_ratio.value_or(0);
     j["beyond_bound"] = c.beyond_bound;
     j["beyond_probabilistic"] = c.beyond_probabilistic;
-    if (c.worst_bound_index >= 0) j["decisive"] = element(static_cast<std::size_t>(c.worst_bound_index), v);
+    decisive = c.worst_bound_index;
     // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
     bad = bad || c.verdict == Verdict::Unexpected || c.verdict == Verdict::Suspicious;
   } else {
-    if (s.worst >= 0) j["decisive"] = element(static_cast<std::size_t>(s.worst), v);
     // Not an approximation of the reference at all, in any run (the all-disabled one too,
-    // which the limits cannot judge): an infinity, or an error as large as the largest
-    // |reference| of the whole tensor (zeros, another layout, another input). Rounding
-    // moves an output by far less than the largest value it is computed beside.
-    // (More than T's spacing there, too: a value below T's range rounds away whole.)
+    // which the limits cannot judge): an error as large as the largest |reference| of the
+    // whole tensor (zeros, another layout, another input), and more than T's spacing there
+    // (a value below T's range rounds away whole). Rounding moves an output by far less
+    // than the largest value it is computed beside.
     const double floor = std::max(units_.largest(), ulp(t_, units_.largest()) * (1 + 0x1p-10));
     std::int64_t gross = 0;
     for (std::size_t i = 0; i < v.size(); ++i)
       gross += std::isfinite(v[i]) && units_.largest() > 0 && static_cast<double>(distance(v[i], exact_.approx(i))) >= floor;
     j["gross"] = gross;
-    j["inf"] = c.kinds.inf_mismatch;
     if (base) set_limits(s);
-    bad = bad || gross > 0 || c.kinds.inf_mismatch > 0 || s.max > max_limit_ || s.p999 > p999_limit_;
+    decisive = s.worst;
+    bad = bad || gross > 0 || s.max > max_limit_ || s.p999 > p999_limit_;
   }
-  if (threshold_) bad = c.kinds.nan > 0 || c.ulp.max_abs > *threshold_;
+  // The element that decides: the first NaN or infinity (it has no finite error), else the
+  // criterion's worst (closest to its bound; largest in channel units; largest |ULP|).
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) {
+      decisive = static_cast<std::int64_t>(i);
+      break;
+    }
+  if (decisive >= 0) j["decisive"] = element(static_cast<std::size_t>(decisive), v);
   j["bad"] = bad;
   return bad;
 }

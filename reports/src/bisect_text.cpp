@@ -37,6 +37,13 @@ std::string element_line(const json& e) {
   return s;
 }
 
+// Why the decisive element of a run is the one shown (output_judge.hpp).
+std::string decisive_label(const json& r, const json& e) {
+  if (!e.contains("ulp")) return "not finite";  // element(): no ULP error without a finite value
+  const std::string by = r.value("judged_by", "");
+  return by == "bounds" ? "closest to its bound" : by == "threshold" ? "largest |ULP|" : "largest in channel units";
+}
+
 // The external bisect's runs: the drift, the criterion's numbers, and per run the element
 // of the largest |ULP| and the one that decides.
 std::string external_steps(const json& r, bool loo) {
@@ -64,11 +71,11 @@ std::string external_steps(const json& r, bool loo) {
     ++i;
     if (st.contains("largest_ulp")) s += fmt::format("  {:>4} {}\n", i, element_line(st["largest_ulp"]));
     if (st.contains("decisive") && (!st.contains("largest_ulp") || st["decisive"]["flat_index"] != st["largest_ulp"]["flat_index"]))
-      s += fmt::format("  {:>4} {} {}\n", "", bounds ? "decides (closest to its bound):" : "decides (largest in channel units):",
-                       element_line(st["decisive"]));
-    if (st.value("gross", 0) > 0 || st.value("inf", 0) > 0)
-      s += fmt::format("  {:>4} not an approximation of the reference: {} infinities, {} errors as large as its largest value\n", "",
-                       st.value("inf", 0), st.value("gross", 0));
+      s += fmt::format("  {:>4} decides ({}): {}\n", "", decisive_label(r, st["decisive"]), element_line(st["decisive"]));
+    if (st.value("inf", 0) > 0) s += fmt::format("  {:>4} {} infinities where the exact value is finite\n", "", st.value("inf", 0));
+    if (st.value("gross", 0) > 0)
+      s += fmt::format("  {:>4} not an approximation of the reference: {} errors as large as its largest value\n", "",
+                       st.value("gross", 0));
   }
   s += "\n  commands:\n";
   i = 0;

@@ -60,8 +60,8 @@ nlohmann::json bisect_model(const std::string& path, const std::optional<std::st
 // command must write; compares the output with the exact outputs. Configurations: all
 // passes disabled first (the baseline), then, searching, all enabled and prefixes
 // bisected (configuration k enables passes[0..k)); linear, every prefix; leave-one-out,
-// all enabled and each pass disabled in turn (the culprit: the first whose removal alone
-// makes the pipeline good). How a run is judged (output_judge.hpp): with the computation
+// all enabled and each pass disabled in turn (the culprit: the one pass whose removal
+// alone makes the pipeline good; see leave_one_out_fixes). How a run is judged (output_judge.hpp): with the computation
 // known, against the bounds every correct compilation of it meets; with a reference
 // only, by its errors in units of each channel's largest value, against twice the
 // baseline's; with threshold_ulp, by max |ULP|. Verdict MISTRUSTED (not EXPECTED) when no
@@ -90,6 +90,13 @@ struct ExternalBisectOptions {
   std::function<void(const std::string&)> progress;
 };
 nlohmann::json bisect_command(const ExternalBisectOptions& opts);
+
+// Leave-one-out (internal and external): the passes whose removal alone made a bad pipeline
+// good, from the steps' "disabled" and "bad". The culprit is that pass when there is
+// exactly one; several mean the passes interact (a bug that shows only with an earlier
+// pass enabled is fixed by removing either), and none is named, with this note.
+std::vector<std::string> leave_one_out_fixes(const nlohmann::json& steps);
+std::string leave_one_out_note(const std::vector<std::string>& fixes);
 
 // The command of one run: one left-to-right scan of `tmpl`; each {enabled}, {disabled} and
 // {out} becomes its value as one single-quoted shell word; everything else, other {...}
