@@ -65,12 +65,13 @@ bool OutputJudge::judge_base(const std::vector<double>& v, json& step) { return 
 bool OutputJudge::judge(const std::vector<double>& v, json& step) { return judge_impl(v, step, false); }
 
 std::string OutputJudge::criterion() const {
-  if (threshold_) return fmt::format("max |ULP| > {:g} (--threshold-ulp), or a NaN", *threshold_);
+  if (threshold_) return fmt::format("max |ULP| > {:g} (--threshold-ulp), or a NaN or an infinity", *threshold_);
   if (known_)
     return fmt::format("an element beyond its bound{}, or a NaN or an infinity; bounds: {}",
                        known_->deterministic ? " (deterministic or probabilistic)" : "", known_->formula);
   return "errors in channel units (ULP of the channel's largest |reference|, which cancellation does not shrink), "
-         "against twice what the all-disabled run shows, plus one unit: " + limits_ + "; or a NaN";
+         "against twice what the all-disabled run shows, plus one unit: " + limits_ +
+         "; or a NaN or an infinity, or an error as large as the largest |reference| (in any run)";
 }
 
 // What a reader needs to see whether an element's error is alarming: its exact value

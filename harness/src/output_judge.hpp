@@ -30,7 +30,8 @@
 // approximation at all: zeros, another layout; this judges the all-disabled run too). A
 // pass that changes the computation's value (an approximation, a wrong constant) moves
 // the errors by the change's relative size times S_c / ulp(S_c), thousands of units for a
-// 12-bit estimate. --threshold-ulp N replaces this by max |ULP| > N.
+// 12-bit estimate. --threshold-ulp N replaces this (and the bounds) by max |ULP| > N; a NaN
+// or an infinity stays bad.
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -13,7 +13,8 @@
 // Mary's sqrt(k) bound at `confidence`. Both are taken for the sequential order, whose k
 // (n + 1 roundings per term) is the largest of every order a compiler can choose: pairwise
 // and blocked sums round each term fewer times. The envelope is the per-element maximum
-// over the 28 lowerings (7 forms x 4 arithmetics): a correct compiler following any one of
+// over the lowerings (7 forms x 4 arithmetics; with a conv bias also TVM with its shift
+// fused into the bias, FuseOps: 32): a correct compiler following any one of
 // them stays within its deterministic envelope always, and within the probabilistic one
 // with probability >= confidence. Not covered: Winograd or FFT convolutions (not a
 // rounding of the same products), fast-math approximations, reduced precision.
