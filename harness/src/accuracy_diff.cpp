@@ -17,7 +17,7 @@
 #include "foldcheck/model_run.hpp"
 #include "foldcheck/npy.hpp"
 #include "foldcheck/output_bound.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 #include "task_pool.hpp"
 
 namespace foldcheck {
@@ -453,15 +453,12 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   for (const UnpairedBn& u : pat.unpaired) unpaired.push_back({{"batchnorm", u.name}, {"reason", u.reason}});
   json inputs = json::array();
   for (const ValueInfo& v : model.inputs) inputs.push_back({{"name", v.name}, {"shape", v.shape}});
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "accuracy-diff"},
-           {"model", {{"path", model.path}, {"producer", model.producer}, {"opset", model.opset},
+  json out = result_envelope("accuracy-diff");
+  out.update(json{{"model", {{"path", model.path}, {"producer", model.producer}, {"opset", model.opset},
                       {"nodes", model.nodes.size()}, {"inputs", inputs}}},
            {"pairs_found", pat.pairs.size()},
            {"layers", layers},
-           {"unpaired", unpaired}};
+           {"unpaired", unpaired}});
   if (!opts.weights_only) out["end_to_end"] = end_to_end;
   if (observed)
     out["observed"] = {{"path", observed->path},

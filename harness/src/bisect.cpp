@@ -14,7 +14,7 @@
 #include "foldcheck/model_patterns.hpp"
 #include "foldcheck/model_run.hpp"
 #include "foldcheck/passes.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 
 namespace foldcheck {
 
@@ -232,16 +232,13 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
       if (fixes.size() == 1) culprit = fixes[0];
     }
   }
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "bisect"},
-           {"passes", o.passes},
+  json out = result_envelope("bisect");
+  out.update(json{{"passes", o.passes},
            {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
            {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g}", *o.threshold_ulp)
                                          : std::string("outside the deterministic or probabilistic bound of the lowered "
                                                        "program with IEEE operations (fast-math approximations and int8 "
-                                                       "values are not rounding)")}};
+                                                       "values are not rounding)")}});
   out["culprit"] = culprit;
   if (o.mode == BisectMode::LeaveOneOut && steps[0]["bad"].get<bool>())
     if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {

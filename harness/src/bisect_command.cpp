@@ -15,7 +15,7 @@
 #include "foldcheck/compare.hpp"
 #include "foldcheck/errors.hpp"
 #include "foldcheck/npy.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 #include "command_process.hpp"
 #include "output_judge.hpp"
 
@@ -286,11 +286,8 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
     all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
   for (const json& s : steps) informative = informative || s.value("informative", true);
   const bool mistrusted = !whole_bad && (all_zero || !informative);
-  json r{{"tool", "foldcheck"},
-         {"version", kVersion},
-         {"schema_version", kSchemaVersion},
-         {"command", "bisect"},
-         {"external_command", o.command},
+  json r = result_envelope("bisect");
+  r.update(json{{"external_command", o.command},
          {"passes", o.passes},
          {"reference", o.known ? o.known->source : o.reference_source},
          {"judged_by", o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units"},
@@ -300,7 +297,7 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
          {"culprit", culprit},
          {"steps", steps},
          {"evaluations", b.runs()},
-         {"verdict", whole_bad ? name(bad_verdict(steps)) : mistrusted ? "MISTRUSTED" : "EXPECTED"}};
+         {"verdict", whole_bad ? name(bad_verdict(steps)) : mistrusted ? "MISTRUSTED" : "EXPECTED"}});
   if (whole_bad && bad_verdict(steps) == Verdict::Suspicious)
     r["probabilistic_only"] =
         "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "

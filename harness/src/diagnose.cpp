@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "foldcheck/errors.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 #include "diagnose_models.hpp"
 
 namespace foldcheck {
@@ -177,11 +177,8 @@ json diagnose(const DiagnoseInput& in) {
                           "none of the {} hypotheses explains it to within rounding; closest: {}",
                           gs.max_ratio, scored.size(), scored.empty() ? "-" : scored.front().second->name);
   }
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "diagnose"},
-           {"dtype", name(L.dtype)},
+  json out = result_envelope("diagnose");
+  out.update(json{{"dtype", name(L.dtype)},
            {"layer", layer},
            {"bn", {{"channels", L.C}, {"eps", bn.eps}, {"eps_given", in.eps_given}}},
            {"bound",
@@ -195,7 +192,7 @@ json diagnose(const DiagnoseInput& in) {
            {"verdict", !overflow.empty() || gs.vacuous() ? "MISTRUSTED" : ok ? "EXPECTED" : "UNEXPECTED"},
            {"best", best},
            {"hypotheses", hj},
-           {"summary", summary}};
+           {"summary", summary}});
   if (!best.is_null()) out["fix"] = scored.front().second->fix;
   return out;
 }

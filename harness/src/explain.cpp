@@ -7,7 +7,7 @@
 #include "foldcheck/errors.hpp"
 #include "foldcheck/fold_pass.hpp"
 #include "foldcheck/limits.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 
 namespace foldcheck {
 namespace {
@@ -253,11 +253,8 @@ json explain(const ExplainInput& in) {
   json bn{{"source", in.bn_source}, {"eps", in.bn.eps}, {"channels", C}};
   if (C <= 16) bn.update({{"gamma", in.bn.gamma}, {"beta", in.bn.beta}, {"mean", in.bn.mean}, {"var", in.bn.var}});
 
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "explain"},
-           {"dtype", ti.name},
+  json out = result_envelope("explain");
+  out.update(json{{"dtype", ti.name},
            {"bn", bn},
            {"verdict", name(verdict)},
            {"reasoning", reasoning},
@@ -272,7 +269,7 @@ json explain(const ExplainInput& in) {
            {"elements", elements},
            {"elements_total", n},
            {"summary", to_json(cmp)},
-           {"reference", {{"precision_bits", in.ref_options.precision}, {"certified", true}}}};
+           {"reference", {{"precision_bits", in.ref_options.precision}, {"certified", true}}}});
   if (!in.bn_given) {
     const ScaleInference si = infer_scale(in.original, in.observed, in.dtype);
     if (!expected && si.consistent)

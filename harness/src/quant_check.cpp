@@ -9,7 +9,7 @@
 #include "foldcheck/errors.hpp"
 #include "foldcheck/fold_pass.hpp"
 #include "foldcheck/recipes.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 
 namespace foldcheck {
 
@@ -120,11 +120,8 @@ json quant_check(const QuantCheckInput& in) {
   }
   for (std::size_t i = 0; i < n; ++i) near += ex[i].tie_distance * p.scale_of(i, q.per_channel) <= bound[i];
 
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "quant-check"},
-           {"spec",
+  json out = result_envelope("quant-check");
+  out.update(json{{"spec",
             {{"bits", q.bits}, {"per_channel", q.per_channel}, {"pow2", q.pow2}, {"rounding", name(q.rounding)}, {"qmax", q.qmax()}}},
            {"weights", {{"shape", in.weights.shape}, {"dtype", name(in.weights.dtype)}, {"elements", n}}},
            {"scales", p.scales},
@@ -136,7 +133,7 @@ json quant_check(const QuantCheckInput& in) {
            {"bound", "B = max over the recipes pytorch, tvm, onnxruntime, onnxoptimizer and exact storage of the a-priori "
                      "bound |w' - w gamma/sqrt(var+eps)| <= alpha |w| + eta; a one-step flip is EXPECTED when the tie on "
                      "its side lies within B of the exact fold"},
-           {"recipes", recipes}};
+           {"recipes", recipes}});
   Verdict v = Verdict::Expected;
   if (in.found) {
     if (in.found->size() != n)

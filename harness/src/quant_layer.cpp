@@ -11,7 +11,7 @@
 #include "foldcheck/evaluate.hpp"
 #include "foldcheck/fold_pass.hpp"
 #include "foldcheck/histogram.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 
 namespace foldcheck {
 
@@ -157,11 +157,8 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
     score(integer, quantize_exact(yi, 1.0, q).q, bound_i);
   }
   json pre_json = to_json(pre);
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "quant-check"},
-           {"mode", "layer"},
+  json out = result_envelope("quant-check");
+  out.update(json{{"mode", "layer"},
            {"case", {{"name", spec.name}, {"path", spec.path}, {"seed", spec.seed}}},
            {"fold", name(fold)},
            {"spec",
@@ -170,7 +167,7 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
            {"outputs", n_out},
            {"fake_quant", path_json(fake, "gamma_{n+1}(sum|x^ w^| + |b^|) + the bias's float32 rounding (Higham 3.1)")},
            {"integer", path_json(integer, "|acc| |M - s_x s_w / s_y| (the float32 multiplier's rounding)")},
-           {"fake_quant_error_lsb", {{"max_abs", pre_max}, {"histogram", pre_json}}}};
+           {"fake_quant_error_lsb", {{"max_abs", pre_max}, {"histogram", pre_json}}}});
   const bool bad = fake.unexpected || integer.unexpected;
   // Nothing compared is never a pass: when every exact quantized output is 0, any scale or
   // fold would have matched.

@@ -12,7 +12,7 @@
 #include "foldcheck/compare.hpp"
 #include "foldcheck/explain.hpp"
 #include "foldcheck/fold_pass.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 
 namespace foldcheck {
 namespace {
@@ -267,11 +267,8 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     internal_errors += run.internal_errors;
   }
 
-  json out{{"tool", "foldcheck"},
-           {"version", kVersion},
-           {"schema_version", kSchemaVersion},
-           {"command", "run"},
-           {"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
+  json out = result_envelope("run");
+  out.update(json{{"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
            {"seed", spec.seed},
            {"layer",
             {{"input", {spec.geometry.N, spec.geometry.C, spec.geometry.H, spec.geometry.W}},
@@ -295,7 +292,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
              {"fast_path_compensated", compensated},
              {"fast_path_fallbacks", fallbacks},
              {"max_precision_used", max_prec}}},
-           {"dtypes", per_dtype}};
+           {"dtypes", per_dtype}});
 
   if (spec.observed_weights_prefix) {
     // Observed engine output for the first weights: explain them against this case's BN.

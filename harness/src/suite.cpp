@@ -18,7 +18,7 @@
 #include "foldcheck/recipes.hpp"
 #include "foldcheck/reports/summary.hpp"
 #include "foldcheck/run_case.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/envelope.hpp"
 
 namespace foldcheck {
 
@@ -197,11 +197,8 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
                        {"summary", reports::summarize(result)}});
     out.results[file] = std::move(result);
   }
-  out.report = {{"tool", "foldcheck"},
-                {"version", kVersion},
-                {"schema_version", kSchemaVersion},
-                {"command", "suite"},
-                {"suite",
+  out.report = result_envelope("suite");
+  out.report.update(json{{"suite",
                  {{"name", plan.name},
                   {"description", plan.description},
                   {"path", suite_path},
@@ -210,7 +207,7 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
                   {"shard_count", opts.shard_count}}},
                 {"entries", entries},
                 {"counts", {{"passed", passed}, {"failed", failed}}},
-                {"verdict", failed ? "UNEXPECTED" : entries.empty() ? "MISTRUSTED" : "EXPECTED"}};
+                {"verdict", failed ? "UNEXPECTED" : entries.empty() ? "MISTRUSTED" : "EXPECTED"}});
   return out;
 }
 
