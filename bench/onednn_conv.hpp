@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck::bench {
 

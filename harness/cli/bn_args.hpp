@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck::cli {
 

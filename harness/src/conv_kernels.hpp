@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "foldcheck/evaluate.hpp"
 #include "foldcheck/num_ops.hpp"
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/order.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck::detail {
 
@@ -32,38 +32,30 @@ N pairwise_sum(const N* p, std::size_t n) {
 
 // One output (n, o, oh, ow) of a direct-order conv. x: NCHW input; wo: output channel
 // o's weights ((C/groups) x KH x KW); bias: nullptr or channel o's bias; prods: scratch of
-// terms_per_output() elements.
+// terms_per_output() elements. The window is walked by ref::for_each_window_term.
 template <class N>
 N conv_output(const ref::ConvGeometry& g, const N* x, const N* wo, const N* bias, const Order& order, bool fma,
               std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow, N* prods) {
-  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, c0 = (o / og) * cg;
   N acc(0.0), block_acc(0.0);
   std::size_t k = 0;
   std::int64_t in_block = 0;
   const bool seq = order.kind == Accumulation::Sequential, blocked = order.kind == Accumulation::Blocked;
-  for (std::int64_t ci = 0; ci < cg; ++ci)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-      if (ih < 0 || ih >= g.H) continue;
-      const N* xrow = &x[((n * g.C + c0 + ci) * g.H + ih) * g.W];
-      const N* wrow = &wo[(ci * g.KH + kh) * g.KW];
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-        const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-        if (iw < 0 || iw >= g.W) continue;
-        if (seq) {
-          acc = madd(xrow[iw], wrow[kw], acc, fma);
-        } else if (blocked) {
-          block_acc = madd(xrow[iw], wrow[kw], block_acc, fma);
-          if (++in_block == order.block) {
-            acc = acc + block_acc;
-            block_acc = N(0.0);
-            in_block = 0;
-          }
-        } else {
-          prods[k++] = xrow[iw] * wrow[kw];
-        }
+  const std::size_t w_first = static_cast<std::size_t>(o * g.terms_per_output());  // channel o's first weight
+  ref::for_each_window_term(g, n, o, oh, ow, [&](std::size_t xi, std::size_t w_index) {
+    const std::size_t wi = w_index - w_first;
+    if (seq) {
+      acc = madd(x[xi], wo[wi], acc, fma);
+    } else if (blocked) {
+      block_acc = madd(x[xi], wo[wi], block_acc, fma);
+      if (++in_block == order.block) {
+        acc = acc + block_acc;
+        block_acc = N(0.0);
+        in_block = 0;
       }
+    } else {
+      prods[k++] = x[xi] * wo[wi];
     }
+  });
   if (blocked && in_block > 0) acc = acc + block_acc;
   if (order.kind == Accumulation::Pairwise && k > 0) acc = pairwise_sum(prods, k);
   if (bias) acc = acc + *bias;
@@ -138,11 +130,6 @@ void winograd_tile(const ref::ConvGeometry& g, const N* x, const N* U, const N* 
       out[i * 2 + 1] = out[i * 2 + 1] + *bias;
     }
   }
-}
-
-// Whether F(2x2,3x3) applies to this conv (3x3, stride 1, dilation 1).
-inline bool winograd_applies(const ref::ConvGeometry& g) {
-  return g.KH == 3 && g.KW == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1;
 }
 
 }  // namespace foldcheck::detail

@@ -6,30 +6,28 @@ namespace {
 template <class A>
 inline void row(const ref::ConvGeometry& g, const A* __restrict x, const A* __restrict wo, const A* bias,
                 std::int64_t n, std::int64_t o, std::int64_t oh, A* __restrict acc) {
-  const std::int64_t OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups, c0 = (o / og) * cg;
+  const std::int64_t OW = g.OW();
   for (std::int64_t ow = 0; ow < OW; ++ow) acc[ow] = A(0);
-  for (std::int64_t ci = 0; ci < cg; ++ci)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
-      if (ih < 0 || ih >= g.H) continue;
-      const A* xrow = &x[((n * g.C + c0 + ci) * g.H + ih) * g.W];
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-        const A wv = wo[(ci * g.KH + kh) * g.KW + kw];
-        const std::int64_t off = kw * g.dil_w - g.pad_left;
-        // Pixels whose input column ow*stride + off lies in [0, W).
-        std::int64_t lo = 0, hi = OW;
-        if (off < 0) lo = (-off + g.stride_w - 1) / g.stride_w;
-        if ((OW - 1) * g.stride_w + off >= g.W) hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.stride_w + 1;
-        // Columns are indexed as xrow[ow + off] with ow in [lo, hi), never through a pointer
-        // xrow + off: with a pad wider than the row that pointer lies before the tensor, which
-        // is undefined even when no element is read through it (found by fuzz_model_run).
-        if (g.stride_w == 1) {
-          for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xrow[ow + off] * wv;
-        } else {
-          for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xrow[ow * g.stride_w + off] * wv;
-        }
+  ref::for_each_window_row(g, n, o, oh, [&](std::int64_t x_row, std::int64_t w_row) {
+    const A* xrow = &x[x_row];
+    const A* wrow = &wo[w_row - o * g.terms_per_output()];
+    for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+      const A wv = wrow[kw];
+      const std::int64_t off = kw * g.dil_w - g.pad_left;
+      // Pixels whose input column ow*stride + off lies in [0, W).
+      std::int64_t lo = 0, hi = OW;
+      if (off < 0) lo = (-off + g.stride_w - 1) / g.stride_w;
+      if ((OW - 1) * g.stride_w + off >= g.W) hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.stride_w + 1;
+      // Columns are indexed as xrow[ow + off] with ow in [lo, hi), never through a pointer
+      // xrow + off: with a pad wider than the row that pointer lies before the tensor, which
+      // is undefined even when no element is read through it (found by fuzz_model_run).
+      if (g.stride_w == 1) {
+        for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xrow[ow + off] * wv;
+      } else {
+        for (std::int64_t ow = lo; ow < hi; ++ow) acc[ow] = acc[ow] + xrow[ow * g.stride_w + off] * wv;
       }
     }
+  });
   if (bias)
     for (std::int64_t ow = 0; ow < OW; ++ow) acc[ow] = acc[ow] + *bias;
 }

@@ -6,7 +6,7 @@
 // skipped (not added as zeros, which could turn an accumulated -0 into +0). Internal.
 #include <cstdint>
 
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck::detail {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/dtype.hpp"
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck::detail {
 

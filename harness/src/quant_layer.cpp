@@ -73,7 +73,7 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
   for (std::int64_t o = 0; o < O; ++o) qb[static_cast<std::size_t>(o)] = quantize_value(bias[static_cast<std::size_t>(o)], sx * s_w(o), bias_spec);
 
   // Exact integer accumulation, and the magnitudes the float path's bound needs.
-  const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups, og = g.O / g.groups;
+  const std::int64_t OH = g.OH(), OW = g.OW();
   const std::size_t n_out = static_cast<std::size_t>(g.output_size());
   std::vector<double> acc(n_out), mag(n_out);
   for (std::int64_t nn = 0; nn < g.N; ++nn)
@@ -81,17 +81,11 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
       for (std::int64_t oh = 0; oh < OH; ++oh)
         for (std::int64_t ow = 0; ow < OW; ++ow) {
           std::int64_t a = qb[static_cast<std::size_t>(o)], m = 0;
-          for (std::int64_t c = 0; c < cg; ++c)
-            for (std::int64_t kh = 0; kh < g.KH; ++kh)
-              for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-                const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h, iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
-                if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                const std::int64_t ci = (o / og) * cg + c;
-                const std::int64_t t = qw[static_cast<std::size_t>(((o * cg + c) * g.KH + kh) * g.KW + kw)] *
-                                       qx[static_cast<std::size_t>(((nn * g.C + ci) * g.H + ih) * g.W + iw)];
-                a += t;
-                m += t < 0 ? -t : t;
-              }
+          ref::for_each_window_term(g, nn, o, oh, ow, [&](std::size_t xi, std::size_t wi) {
+            const std::int64_t t = qw[wi] * qx[xi];
+            a += t;
+            m += t < 0 ? -t : t;
+          });
           const std::size_t k = static_cast<std::size_t>(((nn * O + o) * OH + oh) * OW + ow);
           acc[k] = static_cast<double>(a);  // |a| < 2^53 for any int8/int16 layer of sane size
           mag[k] = static_cast<double>(m);

@@ -13,7 +13,6 @@
 #include "foldcheck/reference/dd_arith.hpp"
 #include "fast_conv.hpp"
 #include "parallel.hpp"
-#include "window.hpp"
 
 namespace foldcheck::ref {
 namespace {
@@ -162,7 +161,7 @@ class ConvBnEvaluator {
   void gather(Window& win, std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow) const {
     win.n = 0;
     double abs_sum = 0.0, abs_x = 0.0;
-    detail::for_each_window_term(g, n, o, oh, ow, [&](std::size_t xi, std::size_t wi) {
+    for_each_window_term(g, n, o, oh, ow, [&](std::size_t xi, std::size_t wi) {
       const double xv = (*L.x)[xi], wv = (*L.w)[wi];
       mpfr_ptr t = win.terms[win.n].get();
       if (fast_products) {
@@ -230,7 +229,7 @@ class ConvBnEvaluator {
   // every requested format certifies.
   void exact_output(std::int64_t idx, LayerResult& r, Window& win, Interval& y, std::int64_t& escalations,
                     long& maxp) const {
-    const auto [n, o, oh, ow] = detail::output_index(g, idx);
+    const auto [n, o, oh, ow] = output_index(g, idx);
     gather(win, n, o, oh, ow);
     double conv = 0;
     enclose(y, win, o, opts.precision, &conv);

@@ -10,7 +10,6 @@
 
 #include "foldcheck/reference/dd_arith.hpp"
 #include "parallel.hpp"
-#include "window.hpp"
 
 namespace foldcheck::ref::detail {
 
@@ -64,7 +63,8 @@ const std::size_t kF32 = format_index(kFloat32);
 // rows and columns and past the padded width, where blocks of 16 pixels beyond the row's
 // end read lanes that are never used). The kernel then walks one compact block instead of
 // C planes a page or more apart (1x1 layers with 256 channels were TLB- and prefetch-bound
-// on the planes), and no padded copy of the whole input is made.
+// on the planes), and no padded copy of the whole input is made. Unlike a window walk
+// (layer.hpp), the panel visits out-of-range rows too, to zero them.
 void fill_panel(const ConvGeometry& g, const std::vector<double>& x, std::int64_t n, std::int64_t oh,
                 std::int64_t panel_w, double* panel) {
   // The panel starts all zeros and only [0, padded width) of a row is ever written, so the

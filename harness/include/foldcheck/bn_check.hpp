@@ -12,7 +12,7 @@
 #include <string>
 
 #include "foldcheck/dtype.hpp"
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck {
 

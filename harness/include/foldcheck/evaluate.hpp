@@ -26,27 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "foldcheck/reference/conv_bn_reference.hpp"
 #include "foldcheck/arithmetic.hpp"
 #include "foldcheck/graph.hpp"
+#include "foldcheck/order.hpp"
 
 namespace foldcheck {
-
-enum class Accumulation { Sequential, Pairwise, Blocked, Winograd };
-const char* name(Accumulation a);
-
-struct Order {
-  Accumulation kind = Accumulation::Sequential;
-  std::int64_t block = 64;  // K-block of Blocked
-  Order() = default;
-  Order(Accumulation k, std::int64_t b = 64) : kind(k), block(b) {}  // NOLINT: implicit
-  std::string label() const;  // "sequential", "blocked:64", ...
-  bool operator==(const Order&) const = default;
-};
-// "sequential", "pairwise", "blocked" (K-block 64), "blocked:K", "winograd"; throws InputError.
-Order order_from_name(const std::string& n);
-// Throws InputError naming the reason if the order cannot run this conv (Winograd: 3x3,
-// stride 1, dilation 1 only).
-void check_order(const Order& o, const ref::ConvGeometry& g);
 
 struct Policy {
   Order order;

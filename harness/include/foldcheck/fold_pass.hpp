@@ -4,6 +4,7 @@
 // float32/float16/bfloat16 storage, float64 for float64) and storing them in the graph's
 // dtype; or, for Recipe::Exact, the correctly rounded exact fold from the reference.
 // The rewritten Conv carries FoldInfo with the exact fold and its a-priori error bound.
+#include "foldcheck/reference/conv_bn_reference.hpp"
 #include "foldcheck/graph.hpp"
 
 namespace foldcheck {

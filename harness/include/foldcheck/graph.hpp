@@ -12,7 +12,7 @@
 
 #include "foldcheck/bounded.hpp"
 #include "foldcheck/recipes.hpp"
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 #include "foldcheck/tensor.hpp"
 
 namespace foldcheck {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "foldcheck/model.hpp"
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck {
 

@@ -27,36 +27,9 @@
 #include <vector>
 
 #include "foldcheck/reference/certify.hpp"
+#include "foldcheck/reference/layer.hpp"
 
 namespace foldcheck::ref {
-
-struct ConvGeometry {
-  std::int64_t N = 1, C = 1, H = 1, W = 1;  // input NCHW
-  std::int64_t O = 1, KH = 1, KW = 1;       // weights O x (C/groups) x KH x KW
-  std::int64_t stride_h = 1, stride_w = 1;
-  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  std::int64_t dil_h = 1, dil_w = 1;
-  std::int64_t groups = 1;
-
-  std::int64_t OH() const { return (H + pad_top + pad_bottom - dil_h * (KH - 1) - 1) / stride_h + 1; }
-  std::int64_t OW() const { return (W + pad_left + pad_right - dil_w * (KW - 1) - 1) / stride_w + 1; }
-  std::int64_t terms_per_output() const { return (C / groups) * KH * KW; }
-  std::int64_t output_size() const { return N * O * OH() * OW(); }
-};
-
-// Inference BatchNorm over the O output channels: y = (c - mean)·gamma/sqrt(var+eps) + beta.
-struct BnParams {
-  std::vector<double> gamma, beta, mean, var;
-  double eps = 1e-5;
-};
-
-struct LayerData {
-  ConvGeometry geometry;
-  const std::vector<double>* x = nullptr;     // N*C*H*W
-  const std::vector<double>* w = nullptr;     // O*(C/groups)*KH*KW
-  const std::vector<double>* bias = nullptr;  // O, or nullptr for no conv bias
-  const BnParams* bn = nullptr;               // nullptr: the conv alone
-};
 
 struct LayerResult {
   ValueArray y;                    // certified layer outputs, NCHW

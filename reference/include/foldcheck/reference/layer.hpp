@@ -1,0 +1,82 @@
+#pragma once
+// The layer's vocabulary, on the ground floor: a conv's geometry, inference BatchNorm's
+// parameters, a layer's data, and the index arithmetic of a conv window. Every layer of
+// foldcheck (the certified reference, the float paths, the ONNX runner, the benchmarks)
+// names a layer with these types and walks a window with these functions.
+//
+// Contract (windows): the terms of output (n, o, oh, ow) are the (input, weight) index
+// pairs of its in-bounds positions in (c, kh, kw) order — im2col's K order, the order the
+// engines' direct loops and the certified reference both use. Padded positions are skipped,
+// not visited as zeros: their products are exact zeros for the reference, and a float path
+// that added them could turn an accumulated -0 into +0.
+#include <cstdint>
+#include <vector>
+
+namespace foldcheck::ref {
+
+struct ConvGeometry {
+  std::int64_t N = 1, C = 1, H = 1, W = 1;  // input NCHW
+  std::int64_t O = 1, KH = 1, KW = 1;       // weights O x (C/groups) x KH x KW
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t dil_h = 1, dil_w = 1;
+  std::int64_t groups = 1;
+
+  std::int64_t OH() const { return (H + pad_top + pad_bottom - dil_h * (KH - 1) - 1) / stride_h + 1; }
+  std::int64_t OW() const { return (W + pad_left + pad_right - dil_w * (KW - 1) - 1) / stride_w + 1; }
+  std::int64_t terms_per_output() const { return (C / groups) * KH * KW; }
+  std::int64_t output_size() const { return N * O * OH() * OW(); }
+};
+
+// Inference BatchNorm over the O output channels: y = (c - mean)·gamma/sqrt(var+eps) + beta.
+struct BnParams {
+  std::vector<double> gamma, beta, mean, var;
+  double eps = 1e-5;
+};
+
+struct LayerData {
+  ConvGeometry geometry;
+  const std::vector<double>* x = nullptr;     // N*C*H*W
+  const std::vector<double>* w = nullptr;     // O*(C/groups)*KH*KW
+  const std::vector<double>* bias = nullptr;  // O, or nullptr for no conv bias
+  const BnParams* bn = nullptr;               // nullptr: the conv alone
+};
+
+// Output (n, o, oh, ow) of the flat NCHW index idx.
+struct OutputIndex {
+  std::int64_t n, o, oh, ow;
+};
+inline OutputIndex output_index(const ConvGeometry& g, std::int64_t idx) {
+  const std::int64_t OH = g.OH(), OW = g.OW();
+  return {idx / (OW * OH * g.O), (idx / (OW * OH)) % g.O, (idx / OW) % OH, idx % OW};
+}
+
+// Calls f(x_row, w_row) for each (c, kh) of output row (n, o, oh) whose input row is in
+// bounds, in (c, kh) order: x_row is the flat NCHW index of input row (n, c, ih, 0), w_row
+// the flat index of weight row (o, c, kh, 0). The caller walks kw along the rows.
+template <class F>
+void for_each_window_row(const ConvGeometry& g, std::int64_t n, std::int64_t o, std::int64_t oh, F&& f) {
+  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, c0 = (o / og) * cg;
+  for (std::int64_t ci = 0; ci < cg; ++ci)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
+      if (ih < 0 || ih >= g.H) continue;
+      f(((n * g.C + c0 + ci) * g.H + ih) * g.W, ((o * cg + ci) * g.KH + kh) * g.KW);
+    }
+}
+
+// Calls f(x_index, w_index) for each in-bounds term of output (n, o, oh, ow), in (c, kh, kw)
+// order.
+template <class F>
+void for_each_window_term(const ConvGeometry& g, std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow,
+                          F&& f) {
+  for_each_window_row(g, n, o, oh, [&](std::int64_t x_row, std::int64_t w_row) {
+    for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+      const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
+      if (iw < 0 || iw >= g.W) continue;
+      f(static_cast<std::size_t>(x_row + iw), static_cast<std::size_t>(w_row + kw));
+    }
+  });
+}
+
+}  // namespace foldcheck::ref
