@@ -25,12 +25,12 @@
 #include <random>
 #include <thread>
 
-#include "foldcheck/accuracy_diff.hpp"
-#include "foldcheck/attribution.hpp"
-#include "foldcheck/model_run.hpp"
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/model/model_run.hpp"
 #include "resnet_model.hpp"
-#include "foldcheck/evaluate.hpp"
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 #include "naive_mp.hpp"
 #include "onednn_conv.hpp"
 

@@ -6,7 +6,7 @@
 // benchmarks. Built in memory: no ONNX file, no PyTorch.
 #include <cstdint>
 
-#include "foldcheck/model.hpp"
+#include "foldcheck/model/model.hpp"
 
 namespace foldcheck::bench {
 

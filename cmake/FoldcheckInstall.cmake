@@ -14,10 +14,11 @@
 #                                          without a CMake config (FindMPFR, FindLibZip)
 #
 # Targets: foldcheck::reference (certified arithmetic; MPFR), foldcheck::reports (renderers of
-# the versioned JSON; nlohmann_json, fmt), foldcheck::harness (tensors, recipes, bounds,
-# comparison, commands; links the other two). The libraries are static, so their private
-# dependencies (foldcheck::reports, onnx_proto and its protobuf) are link dependencies of a
-# consumer: foldcheckConfig.cmake finds them as well.
+# the versioned JSON; nlohmann_json, fmt), foldcheck::harness (all of the library: one target
+# per concern, foldcheck::base .. foldcheck::commands, harness/CMakeLists.txt; links the other
+# two). The libraries are static, so their private dependencies (foldcheck::reports,
+# onnx_proto and its protobuf) are link dependencies of a consumer: foldcheckConfig.cmake
+# finds them as well.
 #
 # Contract with a consumer: every translation unit of foldcheck is compiled with
 # -include json_assert.hpp (a missing JSON key throws instead of being undefined behaviour).
@@ -26,16 +27,22 @@
 include(CMakePackageConfigHelpers)
 
 set(_fc_json_assert "SHELL:-include \"$<INSTALL_PREFIX>/${CMAKE_INSTALL_INCLUDEDIR}/foldcheck/json_assert.hpp\"")
-foreach(part reference reports harness)
+set(_fc_parts reference reports harness)
+foreach(concern ${FOLDCHECK_HARNESS_CONCERNS})
+  list(APPEND _fc_parts ${concern})
+  list(APPEND _fc_harness_includes harness/${concern}/include/)
+endforeach()
+foreach(part ${_fc_parts})
   set_target_properties(foldcheck_${part} PROPERTIES EXPORT_NAME ${part})
   target_compile_features(foldcheck_${part} INTERFACE cxx_std_20)  # the public headers are C++20
   target_compile_options(foldcheck_${part} INTERFACE "$<INSTALL_INTERFACE:${_fc_json_assert}>")
 endforeach()
 
-install(TARGETS foldcheck_reference foldcheck_reports foldcheck_harness EXPORT foldcheckTargets
+list(TRANSFORM _fc_parts PREPEND foldcheck_ OUTPUT_VARIABLE _fc_targets)
+install(TARGETS ${_fc_targets} EXPORT foldcheckTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS foldcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY reference/include/ harness/include/ reports/include/
+install(DIRECTORY reference/include/ ${_fc_harness_includes} reports/include/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES cmake/json_assert.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/foldcheck)
 install(FILES reports/schema/foldcheck.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/foldcheck)

@@ -9,17 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "foldcheck/case_file.hpp"
-#include "foldcheck/errors.hpp"
-#include "foldcheck/input_file.hpp"
-#include "foldcheck/limits.hpp"
-#include "foldcheck/model.hpp"
-#include "foldcheck/model_patterns.hpp"
-#include "foldcheck/model_run.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/input_file.hpp"
+#include "foldcheck/io/limits.hpp"
+#include "foldcheck/model/model.hpp"
+#include "foldcheck/model/model_patterns.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
-#include "foldcheck/suite.hpp"
+#include "foldcheck/commands/suite.hpp"
 
 namespace foldcheck::fuzz {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace scenarios {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "foldcheck/npy.hpp"
-#include "foldcheck/number_list.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/io/number_list.hpp"
 
 namespace {
 

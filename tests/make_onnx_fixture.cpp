@@ -8,8 +8,8 @@
 
 #include <random>
 
-#include "foldcheck/model_run.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "onnx_builder.hpp"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 
 namespace foldcheck::testing {
 namespace {

@@ -7,8 +7,8 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "foldcheck/dtype.hpp"
-#include "foldcheck/recipes.hpp"
+#include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/numerics/recipes.hpp"
 
 namespace foldcheck::testing {
 

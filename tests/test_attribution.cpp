@@ -8,10 +8,10 @@
 #include <cmath>
 #include <random>
 
-#include "foldcheck/attribution.hpp"
-#include "foldcheck/case_file.hpp"
-#include "foldcheck/compare.hpp"
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 
 using namespace foldcheck;
 

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "npy_bytes.hpp"
 #include "onnx_builder.hpp"
 

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <set>
 
-#include "foldcheck/bisect.hpp"
-#include "foldcheck/compare.hpp"
-#include "foldcheck/errors.hpp"
-#include "foldcheck/passes.hpp"
+#include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/layer/passes.hpp"
 
 using namespace foldcheck;
 using json = nlohmann::json;

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "schema_check.hpp"
 
 using json = nlohmann::json;

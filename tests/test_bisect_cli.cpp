@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "cli_run.hpp"
-#include "foldcheck/bisect.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "schema_check.hpp"
 
 using json = nlohmann::json;

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <random>
 
-#include "foldcheck/compare.hpp"
-#include "foldcheck/evaluate.hpp"
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 
 using namespace foldcheck;
 

@@ -13,7 +13,7 @@
 
 #include "cli_run.hpp"
 #include "foldcheck/reports/text.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "tvm_thread_expectations.hpp"
 
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "foldcheck/compare.hpp"
+#include "foldcheck/numerics/compare.hpp"
 
 using namespace foldcheck;
 

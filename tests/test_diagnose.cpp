@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include "diagnose_scenarios.hpp"
-#include "foldcheck/diagnose.hpp"
-#include "foldcheck/evaluate.hpp"
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/commands/diagnose.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 
 using namespace foldcheck;
 using nlohmann::json;

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "foldcheck/compare.hpp"
-#include "foldcheck/dtype.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reference/mp_number.hpp"
 
 using namespace foldcheck;

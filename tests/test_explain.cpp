@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "foldcheck/explain.hpp"
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/commands/explain.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 #include "tvm_thread_expectations.hpp"
 
 using namespace foldcheck;

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <random>
 
-#include "foldcheck/case_file.hpp"
+#include "foldcheck/io/case_file.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 using namespace foldcheck;

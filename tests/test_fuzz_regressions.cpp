@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "foldcheck/limits.hpp"
+#include "foldcheck/io/limits.hpp"
 #include "targets.hpp"
 
 namespace {

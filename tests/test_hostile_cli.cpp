@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli_run.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/npy.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

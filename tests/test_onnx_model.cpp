@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <random>
 
-#include "foldcheck/accuracy_diff.hpp"
-#include "foldcheck/errors.hpp"
-#include "foldcheck/model.hpp"
-#include "foldcheck/model_patterns.hpp"
-#include "foldcheck/model_run.hpp"
-#include "foldcheck/npy.hpp"
-#include "foldcheck/output_bound.hpp"
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/model/model.hpp"
+#include "foldcheck/model/model_patterns.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 #include "onnx_builder.hpp"
 

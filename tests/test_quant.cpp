@@ -7,9 +7,9 @@
 #include <random>
 #include <set>
 
-#include "foldcheck/npy.hpp"
-#include "foldcheck/quant_check.hpp"
-#include "foldcheck/quant_layer.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/quant/quant_check.hpp"
+#include "foldcheck/quant/quant_layer.hpp"
 
 using namespace foldcheck;
 using json = nlohmann::json;

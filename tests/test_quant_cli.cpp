@@ -6,7 +6,7 @@
 #include <random>
 
 #include "cli_run.hpp"
-#include "foldcheck/npy.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "schema_check.hpp"
 
 using json = nlohmann::json;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "foldcheck/fold_pass.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 
 using namespace foldcheck;
 

@@ -19,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
 
 "$cmake_bin" --install "$build" --prefix "$prefix" >/dev/null
-for f in bin/foldcheck share/foldcheck/foldcheck.schema.json include/foldcheck/compare.hpp \
+for f in bin/foldcheck share/foldcheck/foldcheck.schema.json include/foldcheck/numerics/compare.hpp \
          include/foldcheck/json_assert.hpp include/foldcheck/reference/certify.hpp \
          include/foldcheck/reports/summary.hpp lib/cmake/foldcheck/foldcheckConfig.cmake \
          lib/cmake/foldcheck/foldcheckConfigVersion.cmake lib/cmake/foldcheck/foldcheckTargets.cmake; do

@@ -6,18 +6,18 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/bisect.hpp"
-#include "foldcheck/case_file.hpp"
-#include "foldcheck/errors.hpp"
-#include "foldcheck/model.hpp"
-#include "foldcheck/model_patterns.hpp"
-#include "foldcheck/model_run.hpp"
-#include "foldcheck/npy.hpp"
-#include "foldcheck/passes.hpp"
-#include "foldcheck/number_list.hpp"
+#include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/model/model.hpp"
+#include "foldcheck/model/model_patterns.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/layer/passes.hpp"
+#include "foldcheck/io/number_list.hpp"
 #include "foldcheck/reports/text.hpp"
-#include "foldcheck/bn_check.hpp"
-#include "foldcheck/limits.hpp"
+#include "foldcheck/layer/bn_check.hpp"
+#include "foldcheck/io/limits.hpp"
 #include "bn_args.hpp"
 
 namespace foldcheck::cli {
@@ -160,7 +160,7 @@ json BisectCommand::run_external(const std::vector<std::string>& passes, const s
   } else {
     eo.known = load_layer(progress);
   }
-  return bisect_command(eo);
+  return external_bisect(eo);
 }
 
 KnownComputation BisectCommand::load_layer(const std::function<void(const std::string&)>& progress) const {

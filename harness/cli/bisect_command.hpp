@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "foldcheck/known_computation.hpp"
+#include "foldcheck/model/known_computation.hpp"
 
 namespace foldcheck::cli {
 

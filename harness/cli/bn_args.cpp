@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/bn_check.hpp"
-#include "foldcheck/errors.hpp"
-#include "foldcheck/npy.hpp"
-#include "foldcheck/number_list.hpp"
+#include "foldcheck/layer/bn_check.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/io/number_list.hpp"
 
 namespace foldcheck::cli {
 

@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/errors.hpp"
-#include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/output_file.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 
 namespace foldcheck::cli {

@@ -53,7 +53,7 @@ CLI::Option* output_file_option(CLI::Option* o);
 // option's value (`run case.json -o case.json`, `quant-check --write-int W.npy --weights
 // W.npy`) or as another output, so that no input is overwritten and no output lost. Inputs
 // named inside files (a suite's cases, a model's external data) are caught when written:
-// the write-time half of this rule is note_input_file in reports/output_file.hpp.
+// the write-time half of this rule is note_input_file in io/output_file.hpp.
 void refuse_outputs_that_are_inputs(const CLI::App& app);
 
 // formats: the values --format accepts (the first is the default).

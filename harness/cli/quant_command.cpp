@@ -3,14 +3,14 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/bn_check.hpp"
-#include "foldcheck/errors.hpp"
-#include "foldcheck/npy.hpp"
-#include "foldcheck/number_list.hpp"
-#include "foldcheck/case_file.hpp"
-#include "foldcheck/quant_check.hpp"
-#include "foldcheck/quant_layer.hpp"
-#include "foldcheck/recipes.hpp"
+#include "foldcheck/layer/bn_check.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/io/number_list.hpp"
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/quant/quant_check.hpp"
+#include "foldcheck/quant/quant_layer.hpp"
+#include "foldcheck/numerics/recipes.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {

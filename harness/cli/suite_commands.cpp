@@ -9,13 +9,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "foldcheck/errors.hpp"
-#include "foldcheck/input_file.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/input_file.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
-#include "foldcheck/reports/output_file.hpp"
+#include "foldcheck/io/output_file.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
-#include "foldcheck/suite.hpp"
-#include "foldcheck/version.hpp"
+#include "foldcheck/commands/suite.hpp"
+#include "foldcheck/base/version.hpp"
 
 namespace foldcheck::cli {
 

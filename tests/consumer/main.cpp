@@ -4,8 +4,8 @@
 // then an ONNX model and its fold (argv[1], argv[2]: the library's ONNX reader links too).
 #include <cstdio>
 
-#include "foldcheck/accuracy_diff.hpp"
-#include "foldcheck/explain.hpp"
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/commands/explain.hpp"
 #include "foldcheck/reports/text.hpp"
 // foldcheck's nlohmann::json configuration (json_assert.hpp) comes from the installed targets'
 // interface, never from an include of the consumer's: without it this does not compile.

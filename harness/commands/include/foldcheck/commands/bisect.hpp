@@ -1,0 +1,115 @@
+#pragma once
+// `foldcheck bisect`: which compiler pass makes a drift leave what rounding explains.
+//
+// Internal (a case file or an ONNX model's pairs, and foldcheck's pass pipeline, passes.hpp): step k evaluates the
+// layer after the first k passes in float32 and compares it with the certified reference.
+// A step is bad when its outputs leave the bound a correct compiler must meet — the
+// deterministic and probabilistic bounds of the lowered program with every operation an
+// IEEE one (so a reordering, a fold, an rsqrt-multiply are covered, a fast-math
+// approximation or int8 values are not) — or, with --threshold-ulp N, when its max |ULP|
+// exceeds N. Step 0 (no pass) is the plain float32 evaluation, within its bound by the
+// theorem the bound states, so it is not evaluated: the search evaluates the whole
+// pipeline, then bisects prefixes, at most ceil(log2 n) + 1 evaluations for n passes,
+// and names the first pass whose prefix is bad (if badness is monotone in the prefix; the
+// --linear table shows every step). For the weights, every prefix is lowered (no
+// evaluation needed) to name the pass that changed them and whether the change is itself
+// a correct fold (fold_check.hpp: within some engine recipe's bound).
+//
+// External (a command): see ExternalBisectOptions.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/model/known_computation.hpp"
+
+namespace foldcheck {
+
+enum class BisectMode { Search, Linear, LeaveOneOut };
+
+struct BisectOptions {
+  std::vector<std::string> passes;
+  BisectMode mode = BisectMode::Search;
+  std::optional<double> threshold_ulp;
+  std::optional<DType> dtype;  // default: the case's first dtype
+  double confidence = 0.999;
+  ref::Options ref;
+  std::function<void(const std::string&)> progress;
+};
+
+// JSON: "culprit" (a pass name or null), "steps" (each evaluation: "prefix", "enabled"
+// passes, "pass", "applied" or "skipped", "how", drift statistics, "verdict", "bad"),
+// "evaluations", "weights" (per pass: did it change the conv weights, drift vs the
+// original in ppm, and the fold check's verdict), "leave_one_out" (that mode), "verdict"
+// (UNEXPECTED when a culprit was found).
+nlohmann::json bisect_case(const CaseSpec& spec, const BisectOptions& opts);
+
+// The same over every Conv/Gemm/MatMul -> BatchNormalization pair of an ONNX model, each on
+// its real input from a float32 run on `input` (or a seeded standard-normal input): a step
+// is bad when any layer is (the step names the worst layer); the pipeline lowers every
+// pair the same way. The model's other ops are not lowered.
+nlohmann::json bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed,
+                            const BisectOptions& opts);
+
+// External: runs `command` (through /bin/sh, in the caller's working directory) once per
+// configuration, expanded by expand_command: {enabled} and {disabled} the comma-separated
+// pass names, {out} a .npy path in a fresh temporary directory under $TMPDIR that the
+// command must write; compares the output with the exact outputs. Configurations: all
+// passes disabled first (the baseline), then, searching, all enabled and prefixes
+// bisected (configuration k enables passes[0..k)); linear, every prefix; leave-one-out,
+// all enabled and each pass disabled in turn (the culprit: the one pass whose removal
+// alone makes the pipeline good; see leave_one_out_fixes). How a run is judged (output_judge.hpp): with the computation
+// known, against the bounds every correct compilation of it meets; with a reference
+// only, by its errors in units of each channel's largest value, against twice the
+// baseline's; with threshold_ulp, by max |ULP|. Verdict MISTRUSTED (not EXPECTED) when no
+// pass is named but every exact value is 0.
+// Each run is its own process group with stdin and stdout /dev/null; its stderr is kept
+// to the last 64 KiB (the end shown when it fails). The group and every process the
+// command left (also those that called setsid: foldcheck is their subreaper) are ended
+// after each run, on a timeout, an error, and on SIGINT/SIGTERM/SIGHUP; on such a signal
+// the temporary directory is removed and foldcheck then ends by that signal.
+// InputError for: no passes, a pass name that is not an identifier (check_pass_names), no
+// {out} in the command, a timeout that is not finite and > 0, a threshold that is not
+// finite and >= 0, an empty reference or one with NaN or Inf; and for a failing, timed-out
+// or malformed run.
+struct ExternalBisectOptions {
+  std::string command;
+  std::vector<std::string> passes;
+  // The computation, when known (its exact outputs and bounds); else the reference below.
+  std::optional<KnownComputation> known;
+  std::vector<double> reference;  // the exact (or float64) outputs
+  std::vector<std::int64_t> reference_shape;
+  std::string reference_source;   // for the report
+  DType dtype = DType::Float32;    // ULP unit of the outputs (known: its dtype)
+  std::optional<double> threshold_ulp;
+  double timeout_seconds = 600;
+  BisectMode mode = BisectMode::Search;
+  std::function<void(const std::string&)> progress;
+};
+nlohmann::json external_bisect(const ExternalBisectOptions& opts);
+
+// Leave-one-out (internal and external): the passes whose removal alone made a bad pipeline
+// good, from the steps' "disabled" and "bad". The culprit is that pass when there is
+// exactly one; several mean the passes interact (a bug that shows only with an earlier
+// pass enabled is fixed by removing either), and none is named, with this note.
+std::vector<std::string> leave_one_out_fixes(const nlohmann::json& steps);
+std::string leave_one_out_note(const std::vector<std::string>& fixes);
+
+// The command of one run: one left-to-right scan of `tmpl`; each {enabled}, {disabled} and
+// {out} becomes its value as one single-quoted shell word; everything else, other {...}
+// included (shell brace expansion, ${VAR}), is copied as it is. Substituted text is never
+// scanned again, so a value holding "{out}" stays that text. Write the placeholders outside
+// quotes: inside '...' or "..." the value's own quotes would end the template's.
+std::string expand_command(const std::string& tmpl, const std::string& enabled, const std::string& disabled,
+                           const std::string& out);
+
+// Throws InputError naming the first pass name that is not an identifier: a letter or '_',
+// then letters, digits, '_', '.', ':' or '-' (TVM FoldScaleAxis, LLVM loop-unroll, MLIR
+// canonicalize, onnxoptimizer fuse_bn_into_conv). Refused: empty names, spaces,
+// braces, quotes and every shell metacharacter.
+void check_pass_names(const std::vector<std::string>& passes);
+
+}  // namespace foldcheck

@@ -1,0 +1,51 @@
+#pragma once
+// `foldcheck diagnose`: is an observed conv+BN (or BN-alone) output what the given layer
+// computes, up to rounding? If not, which common bug explains it?
+//
+// Contract: every model here — the layer as given and each hypothesis — is an affine map
+// per channel of the exact conv output c (certified reference; c = x for a BN alone):
+//   y = (c - m[ch]) * a[ch] + beta[ch],   ch = the element's channel (NCHW, or i mod C
+//   for the NHWC hypothesis). Its float evaluation by any modelled path (unfused
+// textbook or scale-shift BatchNorm, any fold recipe, with or without FMA) differs from
+// the exact model by at most
+//   E = gamma_{k+8} |a| (sum|x w| + |b|)            conv accumulation (k roundings) and
+//                                                    the folded weights' <= 8 roundings
+//     + gamma_8 (|a| (|c| + |m|) + |beta|)          the affine map: subtraction, a's own
+//                                                    <= 5 roundings, multiply, add
+//     + u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|)   storing c and y in the dtype
+//     + batch statistics' error (hypotheses that compute them: a pairwise-class or
+//       double-accumulated mean and two-pass variance over M values per channel:
+//       |d mean| <= gamma_L mean|c|, |d var|/var <= gamma_{L+3}, L = ceil(log2 M) + 1,
+//       entering as |a| |d mean| + (1/2) gamma_{L+3} |a (c - m)|)
+// with u the arithmetic's unit roundoff (float32 for float32/16/bf16 data) and u_s the
+// storage dtype's. A model explains the observation when every element is within E
+// (EXPECTED); the verdict of the layer as given is the top-level verdict.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/reference/certify.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/numerics/tensor.hpp"
+
+namespace foldcheck {
+
+struct DiagnoseInput {
+  Tensor x;                        // NCHW (or N x C)
+  ref::BnParams bn;                // one value per channel of the BN's input
+  bool eps_given = true;           // false: eps defaulted to 1e-5
+  std::optional<Tensor> weights;   // OIHW; none: the layer is the BatchNorm alone
+  std::vector<double> conv_bias;   // empty: none
+  Tensor observed;                 // the output to diagnose, same layout as the layer's output
+  std::int64_t stride = 1, dilation = 1;
+  std::optional<std::int64_t> padding;  // none: inferred from the shapes
+  ref::Options ref;
+};
+
+// Throws InputError on inconsistent shapes or parameters.
+nlohmann::json diagnose(const DiagnoseInput& in);
+
+}  // namespace foldcheck

@@ -1,0 +1,306 @@
+// `foldcheck bisect` on a case file through foldcheck's pass pipeline (bisect.hpp).
+#include "foldcheck/commands/bisect.hpp"
+
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/model/model.hpp"
+#include "foldcheck/model/model_patterns.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/layer/passes.hpp"
+#include "foldcheck/base/envelope.hpp"
+
+namespace foldcheck {
+
+using json = nlohmann::json;
+
+namespace {
+
+// The case's layer (Conv -> BatchNorm) as LayerParams for the fold check.
+LayerParams layer_params_of(const Graph& g) {
+  const Node& c = g.nodes.at(0);
+  LayerParams lp;
+  lp.dtype = g.dtype;
+  lp.weight_shape = c.weight.shape;
+  lp.channels = c.geometry.O;
+  lp.per_channel = c.geometry.terms_per_output();
+  lp.weight = c.weight.data;
+  for (std::size_t i = 0; i < lp.weight.size(); ++i) lp.index.push_back(i);
+  lp.bias = c.bias;
+  lp.bn = g.nodes.at(1).bn;
+  return lp;
+}
+
+// One conv+BN layer to lower: its graph, input and certified reference.
+struct Layer {
+  std::string name;
+  Graph graph;
+  std::vector<double> x;
+  ref::LayerResult exact;
+};
+
+Layer make_layer(std::string name, Graph g, std::vector<double> x, const ref::Options& opts) {
+  if (g.nodes.size() != 2 || g.nodes[1].kind != Node::Kind::BatchNorm)
+    throw InputError(name + ": bisect needs a Conv -> BatchNorm layer");
+  Layer l{std::move(name), std::move(g), std::move(x), {}};
+  const Node& c = l.graph.nodes[0];
+  ref::Options ro = opts;
+  ro.formats = ref::format_bit(*info(l.graph.dtype).format);
+  const ref::LayerData L{c.geometry, &l.x, &c.weight.data, c.bias.empty() ? nullptr : &c.bias, &l.graph.nodes[1].bn};
+  l.exact = ref::conv_bn(L, ro);
+  return l;
+}
+
+// Lowers and evaluates every layer under a pass prefix; a step is bad when any layer is.
+class Bisector {
+ public:
+  Bisector(std::vector<Layer> layers, const BisectOptions& o) : o_(o), layers_(std::move(layers)) {}
+
+  std::size_t evaluations() const { return evaluations_; }
+
+  // Step k: the first k passes of `passes`.
+  json step(const std::vector<std::string>& passes, std::size_t k) {
+    ++evaluations_;
+    if (o_.progress) o_.progress(fmt::format("bisect: evaluation {} (first {} of {} passes)", evaluations_, k, passes.size()));
+    json j{{"prefix", k}};
+    double max_ulp = -1, p999 = 0, p50 = 0, ratio = 0, pratio = 0;
+    std::int64_t beyond = 0;
+    Verdict verdict = Verdict::Expected;
+    bool bad = false;
+    std::string worst_layer;
+    for (const Layer& layer : layers_) {
+      const Lowering l = lower(layer.graph, passes, k);
+      const Realized r = realize(l, layer.graph, layer.x, o_.ref);
+      const Realized ieee = realize(l, layer.graph, layer.x, o_.ref, true);
+      const std::vector<double> y = evaluate(r.graph, r.input, r.policy);
+      const BoundReport br = error_bounds(ieee.graph, layer.exact, ieee.policy, o_.confidence, &ieee.input);
+      const Comparison c = compare(y, layer.exact.y, layer.graph.dtype, &br.bound, &br.probabilistic);
+      // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
+      bad = bad || (o_.threshold_ulp ? c.ulp.max_abs > *o_.threshold_ulp
+                                     : c.verdict != Verdict::Expected && c.verdict != Verdict::Mistrusted);
+      verdict = worst(verdict, c.verdict);
+      const double wr = c.worst_bound_ratio.value_or(0);
+      if (wr >= ratio) {
+        ratio = wr;
+        worst_layer = layer.name;
+      }
+      pratio = std::max(pratio, c.worst_probabilistic_ratio.value_or(0));
+      max_ulp = std::max(max_ulp, c.ulp.max_abs);
+      p999 = std::max(p999, c.ulp.p999);
+      p50 = std::max(p50, c.ulp.p50);
+      beyond += c.beyond_bound;
+      if (!j.contains("enabled")) {
+        j["enabled"] = l.applied;
+        j["how"] = r.note;
+        if (k > 0) {
+          j["pass"] = passes[k - 1];
+          const Lowering before = lower(layer.graph, passes, k - 1);
+          j["applied"] = l.applied.size() > before.applied.size();
+          if (!j["applied"].get<bool>()) j["skipped"] = l.skipped.back();
+        }
+      }
+    }
+    j["max_abs_ulp"] = max_ulp;
+    j["p99_9_abs_ulp"] = p999;
+    j["p50_abs_ulp"] = p50;
+    j["worst_ratio"] = ratio;
+    j["probabilistic_worst_ratio"] = pratio;
+    j["beyond_bound"] = beyond;
+    if (layers_.size() > 1) j["worst_layer"] = worst_layer;
+    j["verdict"] = name(verdict);
+    j["bad"] = bad;
+    return j;
+  }
+
+  // Which pass changed the conv weights (every prefix lowered; no evaluation), and whether
+  // the weights it left are a correct fold of the layer.
+  json weights(const std::vector<std::string>& passes) {
+    json out = json::array();
+    std::vector<std::vector<double>> prev;
+    for (const Layer& layer : layers_) prev.push_back(layer.graph.nodes[0].weight.data);
+    for (std::size_t k = 1; k <= passes.size(); ++k) {
+      std::int64_t changed = 0, layers_changed = 0;
+      double change = 0, drift = 0;  // ppm against the previous prefix's weights and the original ones (signed, largest)
+      Verdict fold = Verdict::Expected;
+      bool checked = false;
+      std::string closest, worst_layer;
+      double fold_ratio = -1, fold_ulp = 0;
+      for (std::size_t li = 0; li < layers_.size(); ++li) {
+        const Layer& layer = layers_[li];
+        const Lowering l = lower(layer.graph, passes, k);
+        const Realized r = realize(l, layer.graph, layer.x, o_.ref);
+        const std::vector<double>& w = r.graph.nodes[0].weight.data;
+        const std::vector<double>& w0 = layer.graph.nodes[0].weight.data;
+        std::int64_t c = 0;
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          c += w[i] != prev[li][i];
+          if (prev[li][i] != 0 && std::fabs(1e6 * (w[i] - prev[li][i]) / prev[li][i]) > std::fabs(change))
+            change = 1e6 * (w[i] - prev[li][i]) / prev[li][i];
+          if (w0[i] != 0 && std::fabs(1e6 * (w[i] - w0[i]) / w0[i]) > std::fabs(drift)) drift = 1e6 * (w[i] - w0[i]) / w0[i];
+        }
+        prev[li] = w;
+        if (c == 0) continue;
+        changed += c;
+        ++layers_changed;
+        if (!r.graph.nodes[0].fold && !l.quantized) continue;
+        // A separate per-channel add (TVM with a conv bias) belongs to the folded bias.
+        ObservedFold of{w, r.graph.nodes[0].bias};
+        if (r.graph.nodes.size() > 1 && r.graph.nodes[1].kind == Node::Kind::ChannelAdd)
+          for (std::size_t o = 0; o < of.bias.size(); ++o) of.bias[o] += r.graph.nodes[1].bias[o];
+        ref::Options ro = o_.ref;
+        ro.threads = 1;
+        const FoldCheck fc = check_fold(layer_params_of(layer.graph), of, ro);
+        const RecipeFoldCheck& b = fc.recipes[fc.best];
+        checked = true;
+        fold = worst(fold, fc.verdict);
+        if (b.worst_ratio > fold_ratio) {
+          fold_ratio = b.worst_ratio;
+          closest = name(b.recipe);
+          worst_layer = layer.name;
+          fold_ulp = b.weights.elements ? b.weights.ulp.max_abs : 0;
+        }
+      }
+      if (changed == 0) continue;
+      json e{{"pass", passes[k - 1]}, {"changed", changed}, {"max_change_ppm", change}, {"max_drift_ppm_vs_original", drift}};
+      if (layers_.size() > 1) e["layers_changed"] = layers_changed;
+      if (checked) {
+        e["fold_verdict"] = name(fold);
+        e["closest_recipe"] = closest;
+        e["fold_worst_ratio"] = fold_ratio;
+        e["max_abs_ulp_vs_exact_fold"] = fold_ulp;
+        if (layers_.size() > 1) e["worst_layer"] = worst_layer;
+      } else {
+        e["fold_verdict"] = nullptr;
+      }
+      out.push_back(e);
+    }
+    return out;
+  }
+
+ private:
+  const BisectOptions& o_;
+  std::vector<Layer> layers_;
+  std::size_t evaluations_ = 0;
+};
+
+// The search, linear or leave-one-out run over a bisector (see bisect.hpp).
+json run_bisect(Bisector& b, const BisectOptions& o) {
+  if (o.passes.empty()) throw InputError("bisect: no passes (give --passes A,B,... or --opt-level)");
+  for (const std::string& p : o.passes) pass_named(p);
+  const std::size_t n = o.passes.size();
+  json steps = json::array();
+  json culprit = nullptr;
+  if (o.mode == BisectMode::Linear) {
+    for (std::size_t k = 0; k <= n; ++k) {
+      steps.push_back(b.step(o.passes, k));
+      if (culprit.is_null() && steps.back()["bad"].get<bool>()) culprit = k == 0 ? json("(none: the layer itself)") : json(o.passes[k - 1]);
+    }
+  } else if (o.mode == BisectMode::Search) {
+    json full = b.step(o.passes, n);
+    steps.push_back(full);
+    if (full["bad"].get<bool>()) {
+      std::size_t lo = 0, hi = n;  // prefix lo good (no pass: the plain evaluation), hi bad
+      while (hi - lo > 1) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        json s = b.step(o.passes, mid);
+        (s["bad"].get<bool>() ? hi : lo) = mid;
+        steps.push_back(std::move(s));
+      }
+      culprit = o.passes[hi - 1];
+    }
+  } else {
+    json all = b.step(o.passes, n);
+    all["disabled"] = nullptr;
+    steps.push_back(all);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::string> without;
+      for (std::size_t k = 0; k < n; ++k)
+        if (k != i) without.push_back(o.passes[k]);
+      json s = b.step(without, without.size());
+      s["disabled"] = o.passes[i];
+      steps.push_back(std::move(s));
+    }
+    // The culprit: the one pass whose removal alone makes a bad pipeline good.
+    if (steps[0]["bad"].get<bool>()) {
+      const std::vector<std::string> fixes = leave_one_out_fixes(steps);
+      if (fixes.size() == 1) culprit = fixes[0];
+    }
+  }
+  json out = result_envelope("bisect");
+  out.update(json{{"passes", o.passes},
+           {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
+           {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g}", *o.threshold_ulp)
+                                         : std::string("outside the deterministic or probabilistic bound of the lowered "
+                                                       "program with IEEE operations (fast-math approximations and int8 "
+                                                       "values are not rounding)")}});
+  out["culprit"] = culprit;
+  if (o.mode == BisectMode::LeaveOneOut && steps[0]["bad"].get<bool>())
+    if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {
+      out["note"] = leave_one_out_note(fixes);
+      out["candidates"] = fixes;
+    }
+  out["steps"] = steps;
+  out["evaluations"] = b.evaluations();
+  out["weights"] = b.weights(o.passes);
+  const bool whole_bad = o.mode == BisectMode::Linear ? !culprit.is_null() : steps[0]["bad"].get<bool>();
+  // Nothing compared is never a pass: a pipeline whose every step compared nothing
+  // informative is MISTRUSTED, not EXPECTED.
+  bool all_mistrusted = !steps.empty();
+  for (const json& st : steps) all_mistrusted = all_mistrusted && st.value("verdict", "") == "MISTRUSTED";
+  out["verdict"] = whole_bad ? "UNEXPECTED" : all_mistrusted ? "MISTRUSTED" : "EXPECTED";
+  return out;
+}
+
+}  // namespace
+
+json bisect_case(const CaseSpec& spec, const BisectOptions& o) {
+  const DType dt = o.dtype.value_or(spec.dtypes.front());
+  CaseData d = materialize(spec, dt);
+  std::vector<Layer> layers;
+  layers.push_back(make_layer(spec.name, std::move(d.graph), std::move(d.input), o.ref));
+  Bisector b(std::move(layers), o);
+  json out = run_bisect(b, o);
+  out["case"] = {{"name", spec.name}, {"path", spec.path}, {"seed", spec.seed}};
+  out["dtype"] = name(dt);
+  return out;
+}
+
+json bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed, const BisectOptions& o) {
+  const Model m = Model::load(path);
+  const BnPatterns pat = find_bn_pairs(m);
+  const Tensor x = model_input(m, input, seed);
+  // Each pair's input from one float32 run of the model as it is (BatchNorms unfused).
+  ModelRunOptions ro;
+  ro.ref = o.ref;
+  ro.policy.threads = o.ref.threads;
+  for (const BnPair& p : pat.pairs)
+    if (p.op != "ConvTranspose") ro.keep.insert(m.nodes[p.layer].inputs[0]);
+  if (o.progress) o.progress("bisect: float32 run for the layers' inputs");
+  const auto acts = run_model(m, pat, {{m.inputs[0].name, x}}, ro);
+  std::vector<Layer> layers;
+  std::vector<std::string> skipped;
+  for (const BnPair& p : pat.pairs) {
+    if (p.op == "ConvTranspose") {
+      skipped.push_back(p.name + " (ConvTranspose)");
+      continue;
+    }
+    Tensor xi = acts.at(m.nodes[p.layer].inputs[0]);
+    Graph g = pair_graph(m, p, layer_params(m, p), xi, DType::Float32);
+    layers.push_back(make_layer(p.name, std::move(g), std::move(xi.data), o.ref));
+  }
+  if (layers.empty()) throw InputError(path + ": no Conv/Gemm/MatMul -> BatchNormalization pair to lower");
+  Bisector b(std::move(layers), o);
+  json out = run_bisect(b, o);
+  out["model"] = {{"path", path}, {"pairs", pat.pairs.size()}, {"not_lowered", skipped}};
+  out["input"] = input ? json(*input) : json(fmt::format("seeded standard normal, seed {}", seed));
+  out["dtype"] = "float32";
+  return out;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,82 @@
+#pragma once
+// Running an external command for `foldcheck bisect --cmd` without leaving anything behind
+// (internal to the harness; external_bisect.cpp is its user).
+//
+// Contract of the seams:
+//   SignalScope      while alive: SIGINT, SIGTERM and SIGHUP are caught (unless they were
+//                    ignored on entry) and only recorded; SIGCHLD wakes the wait; the process
+//                    is a child subreaper (Linux), so descendants of a command that leave its
+//                    process group (setsid, double fork) are reparented to foldcheck and can
+//                    be found and ended. The destructor restores all of it.
+//   run_command      /bin/sh -c CMD in its own process group, stdin and stdout /dev/null, stderr
+//                    through a pipe of which only the last kStderrKept bytes are kept. On
+//                    every way out — exit, timeout, a caught signal, an exception — the group
+//                    and every remaining descendant are ended (SIGTERM, then SIGKILL after a
+//                    grace period) and reaped before it returns or throws. A caught signal
+//                    throws Interrupted, after that cleanup.
+//   Interrupted      not a std::exception (no generic handler may swallow it): the caller
+//                    removes its temporaries while unwinding, then calls
+//                    SignalScope::die_of(signo), which ends foldcheck by that signal.
+#include <signal.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace foldcheck::command {
+
+struct Interrupted {
+  int signo;
+};
+
+class SignalScope {
+ public:
+  SignalScope();
+  ~SignalScope();
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+  // The first caught signal (0: none).
+  int pending() const;
+  // Throws Interrupted when a signal was caught.
+  void throw_if_pending() const;
+  // The read end of the self-pipe a caught signal (or SIGCHLD) writes to; drained by wait().
+  int wake_fd() const;
+  // Default disposition, unblocked, raised: foldcheck ends by that signal (its exit status
+  // is the signal's). Never returns.
+  [[noreturn]] static void die_of(int signo);
+
+ private:
+  struct sigaction saved_[4]{};
+  bool caught_[4]{};
+  int saved_subreaper_ = 0;
+};
+
+// The end of a stream kept in a bounded buffer: at most 2 x `keep` bytes in memory, the last
+// `keep` (at least) available.
+class TailBuffer {
+ public:
+  explicit TailBuffer(std::size_t keep) : keep_(keep) {}
+  void append(const char* p, std::size_t n);
+  // The last at most `max` bytes, started after a newline when one is in reach; with a note
+  // of how much came before when anything was cut.
+  std::string last(std::size_t max) const;
+  std::uint64_t total() const { return total_; }
+
+ private:
+  std::size_t keep_;
+  std::string buf_;
+  std::uint64_t total_ = 0;
+};
+
+constexpr std::size_t kStderrKept = 64 * 1024;
+
+struct Outcome {
+  int status = 0;  // exit status, or -1 timed out, -2 killed by a signal (then `signal`)
+  int signal = 0;
+  double seconds = 0;
+  TailBuffer err{kStderrKept};
+};
+
+Outcome run_command(const std::string& cmd, double timeout_seconds, const SignalScope& signals);
+
+}  // namespace foldcheck::command

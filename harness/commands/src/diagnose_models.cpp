@@ -1,0 +1,279 @@
+#include "diagnose_models.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "foldcheck/numerics/bounded.hpp"
+
+namespace foldcheck::detail {
+namespace {
+
+using json = nlohmann::json;
+
+double quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+std::vector<ld> scale_of(const ref::BnParams& bn, const std::vector<ld>& var, double eps) {
+  std::vector<ld> a(var.size());
+  for (std::size_t o = 0; o < var.size(); ++o) a[o] = bn.gamma[o] / std::sqrt(var[o] + static_cast<ld>(eps));
+  return a;
+}
+
+std::vector<ld> widen(const std::vector<double>& v) { return std::vector<ld>(v.begin(), v.end()); }
+
+}  // namespace
+
+Model as_given(const ref::BnParams& bn) {
+  Model h;
+  h.name = "as_given";
+  h.description = "the layer as given: eval-mode BatchNorm with the running statistics";
+  h.m = widen(bn.mean);
+  h.a = scale_of(bn, widen(bn.var), bn.eps);
+  h.beta = widen(bn.beta);
+  return h;
+}
+
+namespace {
+
+Model batch_stats(const ref::BnParams& bn, const Layer& L, bool unbiased) {
+  Model h = as_given(bn);
+  h.name = unbiased ? "training_mode_unbiased_variance" : "training_mode_batch_statistics";
+  h.description = unbiased ? "BatchNorm normalised with the batch mean and the unbiased (N-1) batch variance"
+                           : "BatchNorm in training mode: normalised with the batch mean and biased batch variance";
+  h.fix = unbiased ? "the output used batch statistics with the unbiased variance: call model.eval() so the running "
+                     "statistics are used (training-mode BatchNorm normalises with the biased variance)"
+                   : "BatchNorm ran in training mode (batch statistics): call model.eval() before comparing";
+  h.batch_stats = true;
+  const std::size_t C = static_cast<std::size_t>(L.C);
+  std::vector<ld> sum(C, 0), sumabs(C, 0);
+  for (std::size_t i = 0; i < L.c.size(); ++i) {
+    sum[L.channel(i, false)] += L.c[i];
+    sumabs[L.channel(i, false)] += std::fabs(L.c[i]);
+  }
+  const ld M = static_cast<ld>(L.N * L.plane);
+  std::vector<ld> mean(C), var(C, 0);
+  for (std::size_t o = 0; o < C; ++o) mean[o] = sum[o] / M;
+  for (std::size_t i = 0; i < L.c.size(); ++i) {
+    const ld d = L.c[i] - mean[L.channel(i, false)];
+    var[L.channel(i, false)] += d * d;
+  }
+  h.mean_abs.resize(C);
+  json mj = json::array(), vj = json::array();
+  for (std::size_t o = 0; o < C; ++o) {
+    var[o] /= unbiased ? M - 1 : M;
+    h.mean_abs[o] = static_cast<double>(sumabs[o] / M);
+    if (o < 8) {
+      mj.push_back(static_cast<double>(mean[o]));
+      vj.push_back(static_cast<double>(var[o]));
+    }
+  }
+  h.m = mean;
+  h.a = scale_of(bn, var, bn.eps);
+  h.params = {{"values_per_channel", static_cast<std::int64_t>(M)}, {"batch_mean_first_channels", mj},
+              {"batch_var_first_channels", vj}};
+  return h;
+}
+
+// The layer as given, renamed: each hypothesis then changes what it assumes.
+Model named(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix) {
+  Model h = as_given(bn);
+  h.name = name;
+  h.description = desc;
+  h.fix = fix;
+  return h;
+}
+
+Model with_var(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix,
+               const std::vector<ld>& var) {
+  Model h = named(bn, name, desc, fix);
+  h.a = scale_of(bn, var, bn.eps);
+  return h;
+}
+
+// The eps that explains the observation: from elements far from the mean (best
+// conditioned), eps_i = (gamma / s_i)^2 - var with s_i = (y_i - beta) / (c_i - mean);
+// the median over them.
+std::optional<double> recover_eps(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
+  std::vector<std::pair<double, double>> cand;  // (|c - mean| * |a|, eps_i)
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    const std::size_t o = L.channel(i, false);
+    const ld d = L.c[i] - bn.mean[o];
+    if (d == 0 || !std::isfinite(obs[i]) || bn.gamma[o] == 0) continue;
+    const ld s = (static_cast<ld>(obs[i]) - bn.beta[o]) / d;
+    if (!(s != 0)) continue;
+    const ld g = bn.gamma[o] / s;
+    cand.emplace_back(static_cast<double>(std::fabs(d * s)), static_cast<double>(g * g - bn.var[o]));
+  }
+  if (cand.size() < 1) return std::nullopt;
+  std::sort(cand.begin(), cand.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  cand.resize(std::max<std::size_t>(1, cand.size() / 4));
+  std::vector<double> e;
+  for (auto& c : cand) e.push_back(c.second);
+  const double est = quantile(e, 0.5);
+  if (!std::isfinite(est) || est < 0) return std::nullopt;
+  return est;
+}
+
+Model eps_model(const ref::BnParams& bn, double eps) {
+  ref::BnParams b = bn;
+  b.eps = eps;
+  Model h = as_given(b);
+  h.name = "eps_mismatch";
+  h.description = fmt::format("BatchNorm computed with eps = {:g} instead of {:g}", eps, bn.eps);
+  h.fix = fmt::format("the engine used eps = {:g}; the model's eps is {:g} (Keras/TF default 1e-3, PyTorch/ONNX/TVM "
+                      "1e-5): pass epsilon={:g} when converting",
+                      eps, bn.eps, bn.eps);
+  h.params = {{"eps_recovered", eps}, {"eps_given", bn.eps}};
+  return h;
+}
+
+}  // namespace
+
+Score score(const Model& h, const Layer& L, const std::vector<double>& obs) {
+  const DTypeInfo& si = info(L.dtype);
+  const double u = info(si.arithmetic).unit_roundoff, us = si.unit_roundoff;
+  const double g8 = gamma_k(8, u), gk8 = gamma_k(L.k + 8, u);
+  // Batch statistics over M values per channel.
+  const double M = static_cast<double>(L.N * L.plane);
+  const double Lb = std::ceil(std::log2(std::max(M, 2.0))) + 1;
+  const double gL = gamma_k(Lb, u), gL3 = gamma_k(Lb + 3, u);
+  Score s;
+  std::vector<double> absu;
+  absu.reserve(obs.size());
+  long double sq = 0;
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    const std::size_t ch = L.channel(i, h.nhwc);
+    const ld a = h.a[ch], m = h.m[ch], b = h.beta[ch];
+    const ld y = (L.c[i] - m) * a + b;
+    const double aa = static_cast<double>(std::fabs(a)), ac = aa * static_cast<double>(std::fabs(L.c[i]));
+    double E = g8 * (ac + aa * static_cast<double>(std::fabs(m)) + static_cast<double>(std::fabs(b))) +
+               us * (1 + g8) * (ac + aa * static_cast<double>(std::fabs(m)) + static_cast<double>(std::fabs(b)) +
+                                static_cast<double>(std::fabs(y)));
+    if (L.has_conv) E += gk8 * aa * (L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])));
+    if (h.batch_stats)
+      E += aa * gL * h.mean_abs[ch] + 0.5 * gL3 * aa * static_cast<double>(std::fabs(L.c[i] - m));
+    E = round_up(E + si.underflow_eta);
+    if (!std::isfinite(obs[i]) || !std::isfinite(static_cast<double>(y))) {
+      ++s.nonfinite;
+      continue;
+    }
+    if (y != 0) ++s.nonzero;
+    const ld d = static_cast<ld>(obs[i]) - y;
+    const double yd = static_cast<double>(y);
+    const double q = ulp(L.dtype, yd, static_cast<double>(y - static_cast<ld>(yd)));
+    const double r = static_cast<double>(d / q);
+    const double ratio = static_cast<double>(std::fabs(d)) / E;
+    if (ratio > 1) ++s.beyond;
+    if (ratio > s.max_ratio) {
+      s.max_ratio = ratio;
+      s.worst = static_cast<std::int64_t>(i);
+    }
+    s.max_abs_ulp = std::max(s.max_abs_ulp, std::fabs(r));
+    s.max_abs_diff = std::max(s.max_abs_diff, static_cast<double>(std::fabs(d)));
+    sq += static_cast<long double>(r) * r;
+    absu.push_back(std::fabs(r));
+  }
+  if (!absu.empty()) s.rms_ulp = static_cast<double>(std::sqrt(sq / absu.size()));
+  s.p50 = quantile(absu, 0.5);
+  s.p99 = quantile(absu, 0.99);
+  if (s.nonfinite) s.max_ratio = std::numeric_limits<double>::infinity();
+  return s;
+}
+
+
+std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
+  const Model given = as_given(bn);
+  std::vector<Model> hyps;
+  const std::int64_t M = L.N * L.plane;
+  hyps.push_back(batch_stats(bn, L, false));
+  if (M >= 2) hyps.push_back(batch_stats(bn, L, true));
+  if (auto e = recover_eps(bn, L, obs)) {
+    // Snap to a framework default when it explains as well.
+    double best = *e;
+    for (double c : {1e-5, 1e-3, 1e-4, 1e-6, 1e-2, 1e-1, 1e-12, 0.0})
+      if (std::fabs(*e - c) <= 0.02 * std::max(c, 1e-9)) {
+        if (score(eps_model(bn, c), L, obs).expected()) best = c;
+        break;
+      }
+    if (best != bn.eps) {
+      Model h = eps_model(bn, best);
+      h.params["eps_estimate"] = *e;
+      hyps.push_back(h);
+    }
+  }
+  {
+    std::vector<ld> v1(bn.var.size()), v2(bn.var.size()), ve(bn.var.size());
+    for (std::size_t o = 0; o < bn.var.size(); ++o) {
+      v1[o] = std::sqrt(static_cast<ld>(bn.var[o]));
+      v2[o] = static_cast<ld>(bn.var[o]) * bn.var[o];
+    }
+    hyps.push_back(with_var(bn, "std_passed_as_var", "the variance slot held the standard deviation",
+                            "running_var must hold the variance sigma^2, not sigma", v1));
+    hyps.push_back(with_var(bn, "var_passed_as_std", "the variance was used as a standard deviation (squared)",
+                            "pass the variance unchanged; the engine squared it as if it were sigma", v2));
+    Model ms = named(bn, "missing_sqrt", "divided by var + eps instead of sqrt(var + eps)",
+                      "divide by sqrt(var + eps)");
+    for (std::size_t o = 0; o < bn.var.size(); ++o) ms.a[o] = bn.gamma[o] / (static_cast<ld>(bn.var[o]) + bn.eps);
+    hyps.push_back(ms);
+  }
+  {
+    Model h = named(bn, "gamma_beta_swapped", "gamma and beta swapped",
+                      "gamma is BatchNorm's weight (scale), beta its bias (shift): swap them back");
+    for (std::size_t o = 0; o < bn.gamma.size(); ++o) {
+      h.a[o] = bn.beta[o] / std::sqrt(static_cast<ld>(bn.var[o]) + bn.eps);
+      h.beta[o] = bn.gamma[o];
+    }
+    hyps.push_back(h);
+  }
+  {
+    Model h = named(bn, "mean_not_subtracted", "the running mean was not subtracted",
+                      "subtract the running mean: b' = (b - mean) * s + beta");
+    std::fill(h.m.begin(), h.m.end(), 0.0L);
+    hyps.push_back(h);
+  }
+  if (L.C > 1 && L.plane > 1) {
+    Model h = named(bn, "channel_axis_nhwc", "an NHWC tensor read as NCHW (BatchNorm applied along the wrong axis)",
+                      "the data is NHWC: permute it to NCHW (x.permute(0, 3, 1, 2)) or set the channel axis to -1");
+    h.nhwc = true;
+    hyps.push_back(h);
+  }
+  {
+    Model h = as_given(bn);
+    h.name = "bias_dropped";
+    h.fix = "add the folded bias b' = (b - mean) * gamma / sqrt(var + eps) + beta";
+    if (L.has_conv) {
+      h.description = "the folded bias was dropped: y = conv_without_bias * s";
+      for (std::size_t o = 0; o < h.m.size(); ++o) h.m[o] = L.bias.empty() ? 0.0L : static_cast<ld>(L.bias[o]);
+    } else {
+      h.description = "the shift was dropped: y = (x - mean) * s, without beta";
+    }
+    std::fill(h.beta.begin(), h.beta.end(), 0.0L);
+    hyps.push_back(h);
+  }
+  if (!L.bias.empty()) {
+    Model h = named(bn, "conv_bias_dropped", "the fold ignored the conv's own bias: b' = -mean * s + beta",
+                      "fold the conv bias too: b' = (b - mean) * s + beta");
+    for (std::size_t o = 0; o < h.m.size(); ++o) h.m[o] = static_cast<ld>(bn.mean[o]) + L.bias[o];
+    hyps.push_back(h);
+  }
+  {
+    Model h = named(bn, "bn_applied_twice", "BatchNorm applied twice (a folded conv still followed by its BatchNorm)",
+                      "remove the BatchNorm node after folding it into the conv");
+    for (std::size_t o = 0; o < h.a.size(); ++o) {
+      const ld t = given.a[o];
+      h.a[o] = t * t;
+      h.beta[o] = (static_cast<ld>(bn.beta[o]) - bn.mean[o]) * t + bn.beta[o];
+    }
+    hyps.push_back(h);
+  }
+
+  return hyps;
+}
+
+}  // namespace foldcheck::detail

@@ -1,0 +1,57 @@
+#pragma once
+// diagnose's models: the layer (exact conv output), per-channel affine models of the
+// BatchNorm (the layer as given and each common bug), and their scores against an
+// observation with the bound stated in diagnose.hpp. Internal to the harness.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/reference/layer.hpp"
+
+namespace foldcheck::detail {
+
+using ld = long double;
+
+// The exact conv output and what the bound needs, per element.
+struct Layer {
+  DType dtype = DType::Float32;
+  std::int64_t C = 1, plane = 1, N = 1;  // output channels, H*W, batch
+  std::vector<ld> c;                     // exact conv output (x for a BN alone)
+  std::vector<double> A;                 // sum |x w| (empty for a BN alone)
+  std::vector<double> bias;              // conv bias (empty: none)
+  double k = 0;                          // accumulation roundings
+  bool has_conv = false;
+  std::size_t channel(std::size_t i, bool nhwc) const {
+    return nhwc ? i % static_cast<std::size_t>(C) : (i / static_cast<std::size_t>(plane)) % static_cast<std::size_t>(C);
+  }
+};
+
+struct Model {
+  std::string name, description, fix;
+  std::vector<ld> m, a, beta;  // per channel
+  bool nhwc = false;
+  bool batch_stats = false;
+  std::vector<double> mean_abs;  // batch-stat models: mean |c| per channel
+  nlohmann::json params = nlohmann::json::object();
+};
+
+struct Score {
+  double max_ratio = 0, max_abs_ulp = 0, rms_ulp = 0, p50 = 0, p99 = 0, max_abs_diff = 0;
+  std::int64_t beyond = 0, nonfinite = 0, worst = -1;
+  std::int64_t nonzero = 0;  // elements whose model value is not zero
+  bool expected() const { return nonfinite == 0 && beyond == 0; }
+  // Within the bound, but every model value is zero (or there were none): nothing that a
+  // wrong scale or shift would move was compared, so this is no evidence (MISTRUSTED).
+  bool vacuous() const { return expected() && nonzero == 0; }
+};
+
+Score score(const Model& h, const Layer& L, const std::vector<double>& obs);
+// The layer as given: eval-mode BatchNorm with the running statistics.
+Model as_given(const ref::BnParams& bn);
+// Every hypothesis that applies to this layer (best first is decided by the caller).
+std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs);
+
+}  // namespace foldcheck::detail

@@ -1,0 +1,371 @@
+// `foldcheck bisect --cmd`: an external compiler's passes, bisected through its outputs
+// (bisect.hpp).
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/base/envelope.hpp"
+#include "command_process.hpp"
+#include "output_judge.hpp"
+
+namespace foldcheck {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t kMaxArgBytes = 131072;  // MAX_ARG_STRLEN: 32 pages of 4 KiB
+
+// 'a,b' with single quotes escaped: one shell word, also when empty.
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (const char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+std::string join(const std::vector<std::string>& v, std::size_t from, std::size_t to) {
+  std::string r;
+  for (std::size_t i = from; i < to; ++i) r += (r.empty() ? "" : ",") + v[i];
+  return r;
+}
+
+// Whether c may stand in a pass name (check_pass_names), at its start or after it.
+bool pass_char(char c, bool first) {
+  const bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  return first ? alpha : alpha || (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '-';
+}
+
+// Whether an output of shape `a` holds its values in the order of shape `b` (same count
+// checked before): equal once the axes of size 1 are dropped, or either is flat (1-D).
+bool same_layout(const Shape& a, const Shape& b) {
+  if (a.size() <= 1 || b.size() <= 1) return true;
+  auto squeeze = [](const Shape& s) {
+    Shape r;
+    for (const std::int64_t d : s)
+      if (d != 1) r.push_back(d);
+    return r;
+  };
+  return squeeze(a) == squeeze(b);
+}
+
+// The options external_bisect refuses (bisect.hpp), before anything runs. Numbers must be
+// finite: a NaN compares false with every limit, so a bare `x <= 0` check let it through
+// and it disabled the option.
+void check_options(const ExternalBisectOptions& o) {
+  if (o.passes.empty()) throw InputError("bisect: --cmd needs --passes P1,P2,...");
+  check_pass_names(o.passes);
+  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: --cmd must contain {out} (the .npy it writes)");
+  if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
+    throw InputError(fmt::format("bisect: --timeout must be a finite number of seconds > 0 (got {})", o.timeout_seconds));
+  if (o.threshold_ulp && (!std::isfinite(*o.threshold_ulp) || *o.threshold_ulp < 0))
+    throw InputError(fmt::format("bisect: --threshold-ulp must be a finite number >= 0 (got {})", *o.threshold_ulp));
+  if (!o.known) {
+    if (o.reference.empty())
+      throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
+    // A NaN or an infinity has no error to measure against: it would hide the element.
+    for (std::size_t i = 0; i < o.reference.size(); ++i)
+      if (!std::isfinite(o.reference[i]))
+        throw InputError(fmt::format("{}: the reference holds {} at index {}: bisect needs the exact outputs, finite",
+                                     o.reference_source, o.reference[i], shape_string(unravel_index(o.reference_shape, i))));
+  }
+  // The longest command of any run, before the first runs: {enabled} and {disabled} are
+  // the two halves of one list, so the expansion's length is linear in the split point and
+  // longest at one end (all enabled, or none); {out} as long as a run's.
+  const std::size_t n = o.passes.size();
+  const std::string out = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX" / "out_999999.npy").string();
+  for (const std::size_t k : {std::size_t{0}, n}) {
+    const std::string cmd = expand_command(o.command, join(o.passes, 0, k), join(o.passes, k, n), out);
+    if (cmd.size() >= kMaxArgBytes)
+      throw InputError(fmt::format("bisect: the command is {} bytes once its placeholders are filled (with {} of {} passes "
+                                   "enabled), over the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or "
+                                   "shorter passes",
+                                   cmd.size(), k, n, kMaxArgBytes));
+  }
+}
+
+// The runs of one bisection: a private temporary directory (under $TMPDIR) for the {out}
+// files, removed by the destructor — also while an Interrupted unwinds.
+class CommandBisector {
+ public:
+  CommandBisector(const ExternalBisectOptions& o, const command::SignalScope& signals)
+      : o_(o), signals_(signals),
+        judge_(o.known ? o.known->exact : approximate_values(o.reference, o.dtype), o.known ? o.known->shape : o.reference_shape,
+               o.known ? o.known->dtype : o.dtype, o.known ? &*o.known : nullptr, o.threshold_ulp) {
+    std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
+    dir_ = tmpl;
+  }
+  ~CommandBisector() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  CommandBisector(const CommandBisector&) = delete;
+  CommandBisector& operator=(const CommandBisector&) = delete;
+
+  std::size_t runs() const { return count_; }
+  std::string criterion() const { return judge_.criterion(); }
+
+  // Configuration k: passes[0..k) enabled; the first call must be k = 0 (the baseline).
+  json prefix(std::size_t k) {
+    json j = run(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + static_cast<std::ptrdiff_t>(k)),
+                 std::vector<std::string>(o_.passes.begin() + static_cast<std::ptrdiff_t>(k), o_.passes.end()));
+    j["prefix"] = k;
+    return j;
+  }
+  // Every pass but passes[i] enabled.
+  json without(std::size_t i) {
+    std::vector<std::string> on = o_.passes;
+    on.erase(on.begin() + static_cast<std::ptrdiff_t>(i));
+    json j = run(on, {o_.passes[i]});
+    j["prefix"] = on.size();
+    j["disabled"] = o_.passes[i];
+    return j;
+  }
+
+ private:
+  // One run with these passes enabled and disabled, judged. Throws InputError when the run
+  // fails, and command::Interrupted when a signal was caught (the command already ended
+  // either way).
+  json run(const std::vector<std::string>& on, const std::vector<std::string>& off) {
+    signals_.throw_if_pending();
+    const std::size_t n = o_.passes.size(), id = ++count_;
+    const fs::path out = dir_ / fmt::format("out_{}.npy", id);
+    const std::string cmd = expand_command(o_.command, join(on, 0, on.size()), join(off, 0, off.size()), out.string());
+    // Messages quote the command, shortened: a 254 KB error line helps nobody.
+    const std::string shown = cmd.size() <= 300 ? cmd : fmt::format("{}… ({} bytes)", cmd.substr(0, 300), cmd.size());
+    // Linux takes at most MAX_ARG_STRLEN (32 pages) in one argument, and `sh -c CMD` is
+    // one: past it, exec fails with E2BIG and the shell's exit 127 would say nothing.
+    if (cmd.size() >= kMaxArgBytes)
+      throw InputError(fmt::format("bisect: the command of run {} is {} bytes once its placeholders are filled, over "
+                                   "the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or shorter "
+                                   "passes: {}",
+                                   id, cmd.size(), kMaxArgBytes, shown));
+    if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, on.size(), n));
+    const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
+    json j{{"enabled", on}, {"command", cmd}, {"seconds", r.seconds}};
+    if (r.status == -1)
+      throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}{}", o_.timeout_seconds, shown,
+                                   stderr_note(r)));
+    if (r.status != 0)
+      throw InputError(fmt::format("bisect: the command failed ({}): {}{}",
+                                   r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
+                                   shown, stderr_note(r)));
+    if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", shown));
+    // Only a regular file is read: opening a FIFO left at {out} blocks for ever (past
+    // --timeout, which covers the command only), and a link to /dev/zero never ends.
+    std::error_code ec;
+    if (!fs::is_regular_file(out, ec))
+      throw InputError(fmt::format("bisect: the command left {{out}} as something other than a regular file (a FIFO, "
+                                   "a device, or a link to one): {}",
+                                   shown));
+    Tensor y;
+    try {
+      y = read_npy(out.string());
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("bisect: the command's output is not a valid .npy ({}): {}", e.what(), shown));
+    }
+    const std::size_t expected = o_.known ? o_.known->exact.size() : o_.reference.size();
+    if (y.data.size() != expected)
+      throw InputError(fmt::format("bisect: the command wrote {} values of shape {}, {} has {} (shape {}){}: {}", y.data.size(),
+                                   shape_string(y.shape), o_.known ? "the layer" : "the reference", expected,
+                                   shape_string(o_.known ? o_.known->shape : o_.reference_shape),
+                                   o_.known && !o_.known->shape_hint.empty() ? " (" + o_.known->shape_hint + ")" : "", shown));
+    const Shape& want = o_.known ? o_.known->shape : o_.reference_shape;
+    if (!same_layout(y.shape, want))
+      throw InputError(fmt::format("bisect: the command wrote shape {}, {} has shape {}: the same {} values in another "
+                                   "layout (NHWC for NCHW?) would be compared element by element with the wrong ones: {}",
+                                   shape_string(y.shape), o_.known ? "the computation" : "the reference", shape_string(want),
+                                   expected, shown));
+    const DType t = o_.known ? o_.known->dtype : o_.dtype;
+    std::vector<double> v = y.data;
+    for (double& x : v) x = round_to(t, x);
+    if (id == 1) judge_.judge_base(v, j);
+    else judge_.judge(v, j);
+    return j;
+  }
+
+  // The end of the command's stderr, for a message (on its own lines after the first).
+  static std::string stderr_note(const command::Outcome& r) {
+    if (!r.err.total()) return {};
+    std::string t = r.err.last(kStderrShown);
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    return "\n" + t;
+  }
+  static constexpr std::size_t kStderrShown = 2000;
+
+  const ExternalBisectOptions& o_;
+  const command::SignalScope& signals_;
+  OutputJudge judge_;
+  fs::path dir_;
+  std::size_t count_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::string> leave_one_out_fixes(const json& steps) {
+  std::vector<std::string> r;
+  for (const json& s : steps)
+    if (s.contains("disabled") && s["disabled"].is_string() && !s["bad"].get<bool>()) r.push_back(s["disabled"].get<std::string>());
+  return r;
+}
+
+std::string leave_one_out_note(const std::vector<std::string>& fixes) {
+  std::string names;
+  for (const std::string& f : fixes) names += (names.empty() ? "" : ", ") + f;
+  return fmt::format("removing any one of {} makes the pipeline good: the passes interact (a bug may show only with an "
+                     "earlier pass enabled), so none is named; the search or --linear names the first bad prefix",
+                     names);
+}
+
+namespace {
+
+// The configurations of the mode, run in order (bisect.hpp); returns the culprit.
+json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
+  const std::size_t n = o.passes.size();
+  steps.push_back(b.prefix(0));
+  if (steps.back()["bad"].get<bool>()) return nullptr;  // already beyond with every pass disabled
+  if (o.mode == BisectMode::Linear) {
+    json culprit = nullptr;
+    for (std::size_t k = 1; k <= n; ++k) {
+      steps.push_back(b.prefix(k));
+      if (steps.back()["bad"].get<bool>() && culprit.is_null()) culprit = o.passes[k - 1];
+    }
+    return culprit;
+  }
+  steps.push_back(b.prefix(n));
+  if (!steps.back()["bad"].get<bool>()) return nullptr;
+  if (o.mode == BisectMode::LeaveOneOut) {
+    for (std::size_t i = 0; i < n; ++i) steps.push_back(b.without(i));
+    const std::vector<std::string> fixes = leave_one_out_fixes(steps);
+    return fixes.size() == 1 ? json(fixes[0]) : json(nullptr);
+  }
+  std::size_t lo = 0, hi = n;  // prefix lo good, hi bad
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    steps.push_back(b.prefix(mid));
+    (steps.back()["bad"].get<bool>() ? hi : lo) = mid;
+  }
+  return o.passes[hi - 1];
+}
+
+// The verdict of a run that found bad steps: SUSPICIOUS when every bad step is beyond the
+// probabilistic bound only (known computation), else UNEXPECTED.
+Verdict bad_verdict(const json& steps) {
+  Verdict v = Verdict::Suspicious;  // (with a threshold, every bad step's verdict is UNEXPECTED)
+  for (const json& s : steps)
+    if (s["bad"].get<bool>() && s.value("verdict", std::string("UNEXPECTED")) != "SUSPICIOUS") v = Verdict::Unexpected;
+  return v;
+}
+
+// The search, linear or leave-one-out run, the report as external_bisect returns it.
+json search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
+  CommandBisector b(o, signals);
+  json steps = json::array();
+  const json culprit = run_mode(b, o, steps);
+  const bool base_bad = steps[0]["bad"].get<bool>();
+  // Leave-one-out names no pass when no single removal makes a bad pipeline good.
+  const bool whole_bad = base_bad || !culprit.is_null() || (steps.size() > 1 && steps[1]["bad"].get<bool>() && o.mode != BisectMode::Linear);
+  // Nothing compared is never a pass: against exact values of zeros every output that is
+  // zero too would look perfect, whatever the passes did to the computation.
+  bool all_zero = true, informative = false;
+  if (o.known)
+    for (std::size_t i = 0; i < o.known->exact.size() && all_zero; ++i) all_zero = o.known->exact.approx(i).hi == 0;
+  else
+    all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
+  for (const json& s : steps) informative = informative || s.value("informative", true);
+  const bool mistrusted = !whole_bad && (all_zero || !informative);
+  json r = result_envelope("bisect");
+  r.update(json{{"external_command", o.command},
+         {"passes", o.passes},
+         {"reference", o.known ? o.known->source : o.reference_source},
+         {"judged_by", o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units"},
+         {"dtype", name(o.known ? o.known->dtype : o.dtype)},
+         {"criterion", b.criterion()},
+         {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
+         {"culprit", culprit},
+         {"steps", steps},
+         {"evaluations", b.runs()},
+         {"verdict", whole_bad ? name(bad_verdict(steps)) : mistrusted ? "MISTRUSTED" : "EXPECTED"}});
+  if (whole_bad && bad_verdict(steps) == Verdict::Suspicious)
+    r["probabilistic_only"] =
+        "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
+        "independent roundings, possible when they are correlated (many equal terms of one sign)";
+  const std::vector<std::string> fixes = leave_one_out_fixes(steps);
+  if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
+  else if (fixes.size() > 1) {
+    r["note"] = leave_one_out_note(fixes);
+    r["candidates"] = fixes;
+  } else if (whole_bad && culprit.is_null())
+    r["note"] = "no single pass's removal makes the pipeline good: more than one pass is bad (--linear shows each prefix)";
+  if (mistrusted && all_zero)
+    r["mistrusted"] = fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
+                                  o.known ? "exact output of the computation" : "reference value");
+  else if (mistrusted)
+    r["mistrusted"] = fmt::format("no output is informative: every exact value rounds to 0 or to an infinity in {}, so "
+                                  "nothing was tested",
+                                  name(o.known ? o.known->dtype : o.dtype));
+  return r;
+}
+
+}  // namespace
+
+std::string expand_command(const std::string& tmpl, const std::string& enabled, const std::string& disabled,
+                           const std::string& out) {
+  const std::pair<const char*, const std::string*> values[] = {{"{enabled}", &enabled}, {"{disabled}", &disabled}, {"{out}", &out}};
+  std::string r;
+  for (std::size_t i = 0; i < tmpl.size();) {
+    bool replaced = false;
+    if (tmpl[i] == '{')
+      for (const auto& [name, value] : values)
+        if (tmpl.compare(i, std::strlen(name), name) == 0) {
+          r += shell_quote(*value);
+          i += std::strlen(name);
+          replaced = true;
+          break;
+        }
+    if (!replaced) r += tmpl[i++];
+  }
+  return r;
+}
+
+void check_pass_names(const std::vector<std::string>& passes) {
+  std::set<std::string> seen;
+  for (std::size_t k = 0; k < passes.size(); ++k) {
+    const std::string& p = passes[k];
+    if (p.empty()) throw InputError(fmt::format("bisect: pass name {} of --passes is empty (two commas, or one at an end)", k + 1));
+    // {enabled} and {disabled} name passes: a name in both would be both at once.
+    if (!seen.insert(p).second) throw InputError(fmt::format("bisect: pass '{}' is listed twice in --passes", p));
+    bool ok = !p.empty();
+    for (std::size_t i = 0; ok && i < p.size(); ++i) ok = pass_char(p[i], i == 0);
+    if (!ok)
+      throw InputError(fmt::format("bisect: pass name '{}' is not an identifier (a letter or '_', then letters, digits, "
+                                   "'_', '.', ':' or '-')",
+                                   p));
+  }
+}
+
+json external_bisect(const ExternalBisectOptions& o) {
+  check_options(o);
+  command::SignalScope signals;
+  try {
+    json r = search(o, signals);  // its temporary directory is gone when it returns or throws
+    signals.throw_if_pending();
+    return r;
+  } catch (const command::Interrupted& e) {
+    command::SignalScope::die_of(e.signo);
+  }
+}
+
+}  // namespace foldcheck

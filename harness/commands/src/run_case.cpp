@@ -1,0 +1,339 @@
+#include "foldcheck/commands/run_case.hpp"
+
+#include "foldcheck/io/limits.hpp"
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/commands/explain.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/base/envelope.hpp"
+
+namespace foldcheck {
+namespace {
+
+using json = nlohmann::json;
+
+ref::LayerData layer_of(const Graph& g, const std::vector<double>& x) {
+  const Node& conv = g.nodes.at(0);
+  ref::LayerData L;
+  L.geometry = conv.geometry;
+  L.x = &x;
+  L.w = &conv.weight.data;
+  L.bias = conv.bias.empty() ? nullptr : &conv.bias;
+  L.bn = g.nodes.size() > 1 ? &g.nodes[1].bn : nullptr;
+  return L;
+}
+
+json scored(const std::string& label, const Comparison& c, const std::string& formula) {
+  json j = to_json(c);
+  j["name"] = label;
+  j["bound"] = {{"kind", "deterministic"}, {"formula", formula}};
+  if (c.worst_bound_ratio) {
+    j["bound"]["worst_ratio"] = *c.worst_bound_ratio;
+    j["bound"]["bound_ulp_at_worst"] = c.worst_bound_ulp;
+  }
+  return j;
+}
+
+// An output path scored with both bounds, and the tolerances its bound implies.
+json scored_output(const std::string& label, const Comparison& c, const BoundReport& b, const ref::ValueArray& x) {
+  json j = scored(label, c, b.formula);
+  j["probabilistic_bound"] = {
+      {"model", "Higham & Mary 2019 Thm 3.1 on the accumulation: gt_k(lambda) = exp(lambda sqrt(k) u + k u^2/(1-u)) - 1"},
+      {"lambda", b.lambda},
+      {"confidence", b.confidence},
+      {"worst_ratio", c.worst_probabilistic_ratio ? json(*c.worst_probabilistic_ratio) : json(nullptr)},
+      {"beyond", c.beyond_probabilistic}};
+  j["tolerance"] = to_json(tolerance_from_bounds(b.bound, x));
+  return j;
+}
+
+// What one dtype's run shares: the case, its data, the reference, the exact fold, and
+// the running verdict. Each method scores one part and folds its verdicts in.
+struct DtypeRun {
+  const CaseSpec& spec;
+  const RunOptions& opts;
+  const std::function<void(const std::string&)>& say;
+  DType dt;
+  const CaseData& data;
+  const ref::LayerResult& exact;
+  std::vector<ref::Value> wexact, bexact;  // exact fold of every weight and bias
+  Verdict overall = Verdict::Expected;
+  std::size_t internal_errors = 0;  // attribution replays that did not reproduce evaluate()
+
+  const Node& conv() const { return data.graph.nodes[0]; }
+  std::int64_t per_channel() const { return conv().geometry.terms_per_output(); }
+
+  void fold_exactly() {
+    const Node& c = conv();
+    const ref::BnParams& bn = data.graph.nodes[1].bn;
+    wexact.resize(c.weight.data.size());
+    bexact.resize(static_cast<std::size_t>(c.geometry.O));
+    for (std::size_t k = 0; k < wexact.size(); ++k) {
+      const std::size_t o = k / static_cast<std::size_t>(per_channel());
+      wexact[k] = ref::fold_weight(c.weight.data[k], bn.gamma[o], bn.var[o], bn.eps, opts.ref);
+    }
+    for (std::size_t o = 0; o < bexact.size(); ++o)
+      bexact[o] = ref::fold_bias(c.bias.empty() ? 0.0 : c.bias[o], bn.gamma[o], bn.beta[o], bn.mean[o], bn.var[o], bn.eps,
+                                 opts.ref);
+  }
+
+  // One recipe's folded weights and biases against the exact fold.
+  json folded_parameters(const Graph& fused, Recipe r, const Arithmetic& ar) {
+    const Node& fc = fused.nodes[0];
+    const FoldInfo& fi = *fc.fold;
+    const std::vector<double>& w = conv().weight.data;
+    const DType wdt = ar.weight_dtype.value_or(dt);
+    std::vector<double> wb(wexact.size()), bb(bexact.size());
+    for (std::size_t k = 0; k < wb.size(); ++k) wb[k] = fi.weight_bound(k / static_cast<std::size_t>(per_channel()), w[k]);
+    const Comparison wc = compare(fc.weight.data, wexact, wdt, &wb);
+    json wj{{"recipe", name(r)}, {"arithmetic", ar.label()}, {"weight_dtype", name(wdt)}, {"chain", describe(r)}};
+    wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
+    // Drift of folded weights relative to the originals (what users print).
+    double max_drift = 0;
+    for (std::size_t k = 0; k < wb.size(); ++k)
+      if (w[k] != 0) max_drift = std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - w[k]) / w[k]));
+    wj["max_drift_ppm_vs_original"] = max_drift;
+    if (!fi.has_post_add) {
+      for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
+      const Comparison bc = compare(fc.bias, bexact, dt, &bb);
+      wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
+      overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
+    } else {
+      wj["bias"] = nullptr;
+      wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
+    }
+    overall = worst(overall, wc.verdict);
+    return wj;
+  }
+
+  // One evaluated path: its output, bounds and comparison with the reference.
+  struct Path {
+    std::vector<double> y;
+    BoundReport bounds;
+    Comparison cmp;
+  };
+  Path evaluate_path(const Graph& g, const Policy& pol) const {
+    Path p;
+    p.y = evaluate(g, data.input, pol);
+    p.bounds = error_bounds(g, exact, pol, opts.confidence, &data.input);
+    p.cmp = compare(p.y, exact.y, dt, &p.bounds.bound, &p.bounds.probabilistic);
+    return p;
+  }
+
+  std::optional<Attribution> attribution(const std::optional<Recipe>& r, const Policy& pol, const Path& p,
+                                         const std::vector<std::size_t>& sample) {
+    if (!opts.attribution) return std::nullopt;
+    Attribution a = attribute(data.graph, data.input, exact, PathSpec{r, pol}, p.y, sample, opts.ref, opts.threads);
+    internal_errors += a.replay_mismatches;
+    return a;
+  }
+
+  // Fused vs unfused, per element, in ULP of the exact value; both sit within their
+  // bounds of the same exact value, so |yf - yu| <= bf + bu.
+  json fused_vs_unfused(Recipe r, const Path& f, const Path& u) const {
+    Histogram h = Histogram::for_ulp();
+    std::int64_t differ = 0, beyond = 0;
+    double maxd = 0;
+    for (std::size_t i = 0; i < f.y.size(); ++i) {
+      const double d = (f.y[i] - u.y[i]) / ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
+      h.add(d);
+      if (f.y[i] != u.y[i]) ++differ;
+      maxd = std::max(maxd, std::fabs(d));
+      if (bound_ratio(std::fabs(static_cast<long double>(f.y[i]) - u.y[i]), f.bounds.bound[i] + u.bounds.bound[i]) > 1)
+        ++beyond;
+    }
+    return {{"a", std::string("fused/") + name(r)}, {"b", "unfused"},          {"elements_differing", differ},
+            {"max_abs_ulp", maxd},                   {"beyond_combined_bound", beyond}, {"histogram", to_json(h)}};
+  }
+
+  // Every path of one accumulation order and arithmetic variant, with attribution.
+  json order(const Order& acc, const Arithmetic& ar, const std::vector<Graph>& fused) {
+    Policy pol;
+    pol.order = acc;
+    pol.bn_form = spec.bn_form;
+    pol.threads = opts.threads;
+    pol.arith = ar;
+    const std::string al = ar.label();
+    say(fmt::format("{}: {} {} unfused", name(dt), acc.label(), al));
+    const Path u = evaluate_path(data.graph, pol);
+    overall = worst(overall, u.cmp.verdict);
+    std::vector<Path> fs;
+    std::vector<std::size_t> worst_idx;
+    if (u.cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(u.cmp.worst_index));
+    for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+      say(fmt::format("{}: {} {} fused/{}", name(dt), acc.label(), al, name(spec.recipes[k])));
+      fs.push_back(evaluate_path(fused[k], pol));
+      overall = worst(overall, fs.back().cmp.verdict);
+      if (fs.back().cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(fs.back().cmp.worst_index));
+    }
+    // Attribution over the same elements for every path of this order and variant.
+    const std::vector<std::size_t> sample = attribution_sample(exact.y.size(), opts.attribution_elements, worst_idx);
+    say(fmt::format("{}: {} {} attribution ({} elements per path)", name(dt), acc.label(), al, sample.size()));
+    const std::optional<Attribution> au = attribution(std::nullopt, pol, u, sample);
+    json paths = json::array(), pairs = json::array();
+    json pu = scored_output("unfused", u.cmp, u.bounds, exact.y);
+    pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
+    if (au) pu["attribution"] = to_json(*au);
+    paths.push_back(pu);
+    for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
+      const Recipe r = spec.recipes[k];
+      json pf = scored_output(std::string("fused/") + name(r), fs[k].cmp, fs[k].bounds, exact.y);
+      pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
+      const std::optional<Attribution> af = attribution(r, pol, fs[k], sample);
+      if (af) pf["attribution"] = to_json(*af);
+      paths.push_back(pf);
+      json pair = fused_vs_unfused(r, fs[k], u);
+      if (af && au) pair["attribution"] = fold_order_json(*af, *au);
+      pairs.push_back(pair);
+    }
+    return {{"accumulation", acc.label()}, {"arithmetic", al}, {"paths", paths}, {"fused_vs_unfused", pairs}};
+  }
+
+  json run() {
+    fold_exactly();
+    json weights = json::array(), orders = json::array();
+    for (const Arithmetic& ar : spec.variants) {
+      std::vector<Graph> fused;
+      for (Recipe r : spec.recipes) {
+        say(fmt::format("{}: fold with {} ({})", name(dt), name(r), ar.label()));
+        fused.push_back(fold_batchnorm(data.graph, r, opts.ref, ar));
+        weights.push_back(folded_parameters(fused.back(), r, ar));
+      }
+      for (const Order& acc : spec.accumulations) orders.push_back(order(acc, ar, fused));
+    }
+    return {{"dtype", name(dt)},
+            {"outputs", conv().geometry.output_size()},
+            {"terms_per_output", per_channel()},
+            {"reference_escalations", exact.escalations},
+            {"reference_fast_certified", exact.fast_certified},
+            {"reference_compensated", exact.compensated},
+            {"reference_fallbacks", exact.fallbacks},
+            {"folded_parameters", weights},
+            {"orders", orders}};
+  }
+};
+
+}  // namespace
+
+void check_case_fits(const CaseSpec& spec) {
+  // ~240 bytes per output element measured (1x16x512x512, 1x1 conv: 999 MB peak with
+  // attribution): the certified reference, every path's values and sorted errors.
+  check_fits_in_memory(static_cast<std::uint64_t>(spec.geometry.output_size()), 256, spec.path + ": case " + spec.name);
+}
+
+json run_case(const CaseSpec& spec, const RunOptions& opts) {
+  check_case_fits(spec);
+  const std::function<void(const std::string&)> say = [&](const std::string& s) {
+    if (opts.progress) opts.progress(s);
+  };
+  Verdict overall = Verdict::Expected;
+  std::size_t internal_errors = 0;
+  json per_dtype = json::array();
+  std::int64_t escalations = 0, fast_certified = 0, compensated = 0, fallbacks = 0;
+  long max_prec = 0;
+  // The first dtype's weights and BatchNorm, for explaining observed weights afterwards.
+  std::vector<double> first_weights;
+  ref::BnParams first_bn;
+
+  for (DType dt : spec.dtypes) {
+    const CaseData data = materialize(spec, dt);
+    const Node& conv = data.graph.nodes[0];
+    if (dt == spec.dtypes.front()) {
+      first_weights = conv.weight.data;
+      first_bn = data.graph.nodes[1].bn;
+    }
+    say(fmt::format("{}: reference conv+BN ({} outputs x {} terms)", name(dt), conv.geometry.output_size(),
+                    conv.geometry.terms_per_output()));
+    // Certify the rounding into this dtype only: float32 and narrower data then takes the
+    // reference's fast path (conv_bn_reference.hpp); float64 stays multiprecision.
+    ref::Options ro = opts.ref;
+    ro.formats = ref::format_bit(*info(dt).format);
+    const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), ro);
+    escalations += exact.escalations;
+    fast_certified += exact.fast_certified;
+    compensated += exact.compensated;
+    fallbacks += exact.fallbacks;
+    max_prec = std::max(max_prec, exact.max_precision_used);
+    DtypeRun run{spec, opts, say, dt, data, exact, {}, {}};
+    per_dtype.push_back(run.run());
+    overall = worst(overall, run.overall);
+    internal_errors += run.internal_errors;
+  }
+
+  json out = result_envelope("run");
+  out.update(json{{"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
+           {"seed", spec.seed},
+           {"layer",
+            {{"input", {spec.geometry.N, spec.geometry.C, spec.geometry.H, spec.geometry.W}},
+             {"out_channels", spec.geometry.O},
+             {"kernel", {spec.geometry.KH, spec.geometry.KW}},
+             {"stride", {spec.geometry.stride_h, spec.geometry.stride_w}},
+             {"padding", {spec.geometry.pad_top, spec.geometry.pad_left, spec.geometry.pad_bottom, spec.geometry.pad_right}},
+             {"dilation", {spec.geometry.dil_h, spec.geometry.dil_w}},
+             {"groups", spec.geometry.groups},
+             {"conv_bias", spec.conv_bias},
+             {"eps", spec.eps},
+             {"bn_form", name(spec.bn_form)}}},
+           {"reference",
+            {{"arithmetic", "certified correct rounding: exact products summed in double with a gamma_K radius, "
+                            "BatchNorm in binary64 with a running error bound, a compensated (TwoSum) re-sum with "
+                            "double-double BatchNorm for outputs near a rounding boundary (fast path), else MPFR "
+                            "interval arithmetic with directed rounding"},
+             {"precision_bits", opts.ref.precision},
+             {"escalations", escalations},
+             {"fast_path_certified", fast_certified},
+             {"fast_path_compensated", compensated},
+             {"fast_path_fallbacks", fallbacks},
+             {"max_precision_used", max_prec}}},
+           {"dtypes", per_dtype}});
+
+  if (spec.observed_weights_prefix) {
+    // Observed engine output for the first weights: explain them against this case's BN.
+    const auto& obs = *spec.observed_weights_prefix;
+    const std::int64_t per_channel = spec.geometry.terms_per_output();
+    ExplainInput ei;
+    ei.dtype = spec.dtypes.front();
+    ei.ref_options = opts.ref;
+    ei.bn_given = true;
+    ei.bn_source = "the case's BatchNorm";
+    for (std::size_t i = 0; i < obs.size(); ++i) ei.observed.push_back(round_to(ei.dtype, obs[i]));
+    ei.original.assign(first_weights.begin(), first_weights.begin() + static_cast<std::ptrdiff_t>(obs.size()));
+    // One BN channel per observed element (its output channel).
+    for (std::size_t i = 0; i < obs.size(); ++i) {
+      const std::size_t o = i / per_channel;
+      const auto& bn = first_bn;
+      ei.bn.gamma.push_back(bn.gamma[o]);
+      ei.bn.beta.push_back(bn.beta[o]);
+      ei.bn.mean.push_back(bn.mean[o]);
+      ei.bn.var.push_back(bn.var[o]);
+      ei.bn.eps = bn.eps;
+    }
+    json ej = explain(ei);
+    // explain() sees one BatchNorm channel per observed element, so its "channel" is the
+    // element's position; label each element by its own OIHW index and output channel.
+    const std::int64_t khw = spec.geometry.KH * spec.geometry.KW;
+    for (json& e : ej["elements"]) {
+      const std::int64_t k = e["index"].get<std::int64_t>();
+      const std::int64_t o = k / per_channel, r = k % per_channel;
+      e["channel"] = o;
+      e["weight_index"] = {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW};
+    }
+    ej["note"] = spec.observed_note;
+    out["observed_weights"] = ej;
+    overall = worst(overall, ej["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
+  }
+  if (internal_errors)
+    throw std::logic_error("internal error: " + std::to_string(internal_errors) +
+                           " attribution replays differ from the float path (please report)");
+  out["verdict"] = name(overall);
+  return out;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,28 @@
+#pragma once
+// The fold pass: rewrite Conv -> BatchNorm into Conv(w', b') [-> ChannelAdd(shift)] with a
+// named engine recipe, computing w' and b' in the engine's arithmetic (float32 for
+// float32/float16/bfloat16 storage, float64 for float64) and storing them in the graph's
+// dtype; or, for Recipe::Exact, the correctly rounded exact fold from the reference.
+// The rewritten Conv carries FoldInfo with the exact fold and its a-priori error bound.
+#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/layer/graph.hpp"
+
+namespace foldcheck {
+
+// Throws InputError if the graph has no Conv -> BatchNorm pair.
+// The Arithmetic's fma and fast rsqrt apply to the recipe's operations; its weight_dtype
+// (if set) stores the folded weights (must not be wider than the graph's dtype).
+Graph fold_batchnorm(const Graph& g, Recipe recipe, const ref::Options& opts, const Arithmetic& ar = {});
+
+// Folded weights and biases of one recipe on raw parameters, without a graph:
+// the weights of output channel o are w[o*per_channel .. (o+1)*per_channel).
+struct FoldedParams {
+  std::vector<double> weight, bias;  // weight in ar.weight_dtype (default dtype), bias in dtype
+  std::vector<double> post_add;      // in dtype; TVM with a conv bias only (else empty)
+  FoldInfo info;
+};
+FoldedParams fold_parameters(const std::vector<double>& w, std::int64_t per_channel,
+                             const std::vector<double>& conv_bias, const ref::BnParams& bn, DType dtype,
+                             Recipe recipe, const ref::Options& opts, const Arithmetic& ar = {});
+
+}  // namespace foldcheck

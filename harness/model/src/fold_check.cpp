@@ -1,0 +1,131 @@
+// Folded parameters against the exact fold (fold_check.hpp).
+#include "foldcheck/model/fold_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "foldcheck/numerics/bounded.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
+
+namespace foldcheck {
+namespace {
+
+// distance / bound, with the convention of compare(): 0/0 = 0, x/0 = inf.
+double ratio(double v, const ref::Value& x, double bound) { return bound_ratio(distance(v, x.approx), bound); }
+
+}  // namespace
+
+FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& obs, const ref::Options& opts) {
+  ref::Options ro = opts;
+  ro.formats = ref::format_bit(*info(L.dtype).format);
+  const ref::ValueArray wexact = ref::fold_weights(L.weight, L.per_channel, L.bn, ro);
+  std::vector<ref::Value> bexact(static_cast<std::size_t>(L.channels));
+  for (std::size_t o = 0; o < bexact.size(); ++o)
+    bexact[o] = ref::fold_bias(L.bias.empty() ? 0.0 : L.bias[o], L.bn.gamma[o], L.bn.beta[o], L.bn.mean[o], L.bn.var[o],
+                               L.bn.eps, ro);
+  FoldCheck out;
+  out.observed = obs.has_value();
+  double best_ratio = HUGE_VAL;
+  // Per recipe: its bounds, the worst ratio of the checked values, and (below) the
+  // comparison with the exact fold of the recipe shown.
+  struct Pending {
+    std::vector<double> w, b, wb, bb;
+    bool single_bias = true;
+  };
+  std::vector<Pending> pending;
+  for (const Recipe r : all_recipes()) {
+    if (r == Recipe::Exact) continue;
+    FoldedParams fp = fold_parameters(L.weight, L.per_channel, L.bias, L.bn, L.dtype, r, ro);
+    const FoldInfo& fi = fp.info;
+    Pending pd;
+    pd.single_bias = !fi.has_post_add;
+    if (obs && !pd.single_bias) continue;  // a single observed bias cannot be this recipe's output
+    pd.w = obs ? obs->weight : std::move(fp.weight);
+    pd.b = obs ? obs->bias : std::move(fp.bias);
+    if (pd.b.empty()) pd.b.assign(static_cast<std::size_t>(L.channels), 0.0);
+    RecipeFoldCheck rc;
+    rc.recipe = r;
+    pd.wb.resize(pd.w.size());
+    for (std::size_t k = 0; k < pd.w.size(); ++k) {
+      const std::size_t o = k / static_cast<std::size_t>(L.per_channel);
+      pd.wb[k] = fi.weight_bound(o, L.weight[k]);
+      const double q = ratio(pd.w[k], wexact[k], pd.wb[k]);
+      if (q > rc.worst_ratio) {
+        rc.worst_ratio = q;
+        rc.worst_channel = static_cast<std::int64_t>(o);
+        rc.worst_in_bias = false;
+      }
+    }
+    if (pd.single_bias) {
+      pd.bb.resize(pd.b.size());
+      for (std::size_t o = 0; o < pd.b.size(); ++o) {
+        pd.bb[o] = fi.bias[o].e;
+        const double q = ratio(pd.b[o], bexact[o], pd.bb[o]);
+        if (q > rc.worst_ratio) {
+          rc.worst_ratio = q;
+          rc.worst_channel = static_cast<std::int64_t>(o);
+          rc.worst_in_bias = true;
+        }
+      }
+    }
+    rc.verdict = rc.worst_ratio <= 1 ? Verdict::Expected : Verdict::Unexpected;
+    if (rc.worst_ratio < best_ratio) {
+      best_ratio = rc.worst_ratio;
+      out.best = out.recipes.size();
+    }
+    out.recipes.push_back(std::move(rc));
+    pending.push_back(std::move(pd));
+  }
+  // The recipe shown: observed -> the closest; otherwise the one with the largest ratio
+  // (every recipe's ratio and worst channel are kept; the full comparison is for it).
+  std::size_t shown = out.best;
+  if (!obs)
+    for (std::size_t i = 0; i < out.recipes.size(); ++i)
+      if (out.recipes[i].worst_ratio > out.recipes[shown].worst_ratio) shown = i;
+  out.shown = shown;
+  for (std::size_t i = 0; i < out.recipes.size(); ++i) {
+    if (i != shown) continue;
+    const Pending& pd = pending[i];
+    out.recipes[i].weights = compare(pd.w, wexact, L.dtype, &pd.wb);
+    if (pd.single_bias) out.recipes[i].bias = compare(pd.b, bexact, L.dtype, &pd.bb);
+  }
+  if (obs) out.verdict = out.recipes.empty() ? Verdict::Unexpected : out.recipes[out.best].verdict;
+  else
+    for (const RecipeFoldCheck& rc : out.recipes) out.verdict = worst(out.verdict, rc.verdict);
+  // Every exact folded weight and bias zero: any scale and shift would match too, so
+  // agreeing with them is no evidence (nothing compared is never a pass, as in compare()).
+  bool all_zero = std::all_of(bexact.begin(), bexact.end(), [](const ref::Value& x) { return x.approx.hi == 0; });
+  for (std::size_t k = 0; all_zero && k < wexact.size(); ++k) all_zero = wexact.approx(k).hi == 0;
+  if (out.verdict == Verdict::Expected && all_zero)
+    out.verdict = Verdict::Mistrusted;
+  return out;
+}
+
+nlohmann::json to_json(const FoldCheck& f) {
+  nlohmann::json recipes = nlohmann::json::array();
+  for (const RecipeFoldCheck& rc : f.recipes) {
+    nlohmann::json j{{"recipe", name(rc.recipe)},
+                     {"verdict", name(rc.verdict)},
+                     {"worst_ratio", std::isinf(rc.worst_ratio) ? nlohmann::json(nullptr) : nlohmann::json(rc.worst_ratio)},
+                     {"worst_channel", rc.worst_channel},
+                     {"worst_in", rc.worst_in_bias ? "bias" : "weights"},
+                     {"weights", rc.weights.elements ? to_json(rc.weights) : nlohmann::json(nullptr)},
+                     {"bias", rc.bias ? to_json(*rc.bias) : nlohmann::json(nullptr)}};
+    recipes.push_back(std::move(j));
+  }
+  nlohmann::json j{{"verdict", name(f.verdict)},
+                   {"source", f.observed ? "observed folded model" : "each recipe's own fold"},
+                   {"bound", "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta and the bias chain's running-error bound "
+                             "of the recipe (fold_pass.hpp)"},
+                   {"recipes", recipes}};
+  if (!f.recipes.empty()) j["shown_recipe"] = name(f.recipes[f.shown].recipe);
+  if (f.observed && !f.recipes.empty()) {
+    const RecipeFoldCheck& b = f.recipes[f.best];
+    j["closest_recipe"] = name(b.recipe);
+    j["worst_channel"] = b.verdict == Verdict::Expected ? nlohmann::json(nullptr) : nlohmann::json(b.worst_channel);
+    j["worst_ratio"] = std::isinf(b.worst_ratio) ? nlohmann::json(nullptr) : nlohmann::json(b.worst_ratio);
+  }
+  return j;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,252 @@
+// The Monte Carlo end-to-end output bound (output_bound.hpp).
+#include "foldcheck/model/output_bound.hpp"
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/base/task_pool.hpp"
+
+namespace foldcheck {
+namespace {
+
+constexpr double kU = 0x1p-24;  // float32 unit roundoff: the engine's activations
+
+// Channel of flat element i of a tensor as a BatchNorm sees it (axis 1).
+struct ChannelOf {
+  std::int64_t C = 1, inner = 1;
+  explicit ChannelOf(const Shape& s) {
+    C = s.size() > 1 ? s[1] : 1;
+    for (std::size_t k = 2; k < s.size(); ++k) inner *= s[k];
+  }
+  std::size_t operator()(std::size_t i) const {
+    return static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
+  }
+};
+
+// Per channel: the BatchNorm scale s = gamma / sqrt(var + eps) and the folded bias
+// b' = beta + (b - mu) s (b: the layer's bias, 0 if none), in double (they only size bounds).
+struct ChannelAffine {
+  std::vector<double> s, folded_bias, centred;  // centred: |(b - mu) s|
+};
+ChannelAffine channel_affine(const ref::BnParams& bn, const std::vector<double>& bias) {
+  ChannelAffine a;
+  for (std::size_t c = 0; c < bn.gamma.size(); ++c) {
+    const double s = bn.gamma[c] / std::sqrt(bn.var[c] + bn.eps);
+    const double t = ((bias.empty() ? 0.0 : bias[c]) - bn.mean[c]) * s;
+    a.s.push_back(s);
+    a.centred.push_back(std::fabs(t));
+    a.folded_bias.push_back(bn.beta[c] + t);
+  }
+  return a;
+}
+
+// The local error amplitudes b_i of every node output (see the header), from the
+// unperturbed run's values.
+class Amplitudes {
+ public:
+  Amplitudes(const Model& m, const BnPatterns& pairs) : m_(m) {
+    for (const BnPair& p : pairs.pairs) pair_of_bn_[p.bn] = &p;
+  }
+
+  // The run hook: records b for node `i`'s output.
+  void record(std::size_t i, const std::vector<const Tensor*>& in, const Tensor& y) {
+    const ModelNode& n = m_.nodes[i];
+    std::vector<double> b(y.data.size(), 0.0);
+    if (const auto it = pair_of_bn_.find(i); it != pair_of_bn_.end()) {
+      const BnPair& p = *it->second;
+      const LayerParams lp = layer_params(m_, p);
+      const ChannelAffine a = channel_affine(lp.bn, lp.bias);
+      const Tensor M = magnitude(m_, p.layer, {{m_.nodes[p.layer].inputs[0], *in.at(0)}});
+      check_size(M, y, n);
+      const double n1 = static_cast<double>(lp.per_channel + 1);
+      const ChannelOf ch(y.shape);
+      for (std::size_t k = 0; k < b.size(); ++k) {
+        const std::size_t c = ch(k);
+        const double acc = std::fabs(a.s[c]) * M.data[k] + std::fabs(a.folded_bias[c]);
+        const double bn = std::fabs(y.data[k]) + std::fabs(lp.bn.beta[c]);
+        b[k] = kU * std::sqrt(n1 * acc * acc + 3.0 * bn * bn);
+      }
+    } else if (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul") {
+      const Tensor M = magnitude(m_, i, named_inputs(n, in));
+      check_size(M, y, n);
+      const Tensor* w = in.size() > 1 ? in[1] : nullptr;
+      const std::int64_t out_ch = y.shape.size() > 1 ? (n.op == "Conv" || n.op == "ConvTranspose" ? y.shape[1] : y.shape.back()) : 1;
+      const double terms = w ? static_cast<double>(w->size() / std::max<std::int64_t>(out_ch, 1)) : 1.0;
+      // MatMul of two activations: K is the shared dimension.
+      const double k = n.op == "MatMul" && in.at(0)->shape.size() ? static_cast<double>(in.at(0)->shape.back()) : terms;
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = std::sqrt(k + 1.0) * kU * M.data[j];
+    } else if (n.op == "AveragePool" || n.op == "GlobalAveragePool") {
+      const Tensor A = magnitude(m_, i, named_inputs(n, in));
+      check_size(A, y, n);
+      double k = 1;
+      if (n.op == "GlobalAveragePool") {
+        for (std::size_t d = 2; d < in.at(0)->shape.size(); ++d) k *= static_cast<double>(in.at(0)->shape[d]);
+        k += 1;  // the multiply by 1/k an engine may use instead of the division
+      } else {
+        for (const auto v : n.ints_attr("kernel_shape")) k *= static_cast<double>(v);
+      }
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = std::sqrt(k + 1.0) * kU * A.data[j];
+    } else if (n.op == "BatchNormalization") {
+      const std::vector<double>& beta = in.at(2)->data;
+      const ChannelOf ch(y.shape);
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = std::sqrt(3.0) * kU * (std::fabs(y.data[j]) + std::fabs(beta[ch(j)]));
+    } else if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" || n.op == "LeakyRelu") {
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = kU * std::fabs(y.data[j]);
+    } else if (n.op == "Sigmoid") {
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = 4.0 * kU * std::fabs(y.data[j]);
+    } else if (n.op == "HardSigmoid" || n.op == "HardSwish") {
+      const bool swish = n.op == "HardSwish";
+      const double alpha = swish ? 1.0 / 6 : n.float_attr("alpha", 0.2), beta = swish ? 0.5 : n.float_attr("beta", 0.5);
+      const Tensor& x = *in.at(0);
+      for (std::size_t j = 0; j < b.size(); ++j) {
+        const double h = kU * (2.0 * std::fabs(alpha * x.data[j]) + std::fabs(beta));
+        b[j] = swish ? std::fabs(x.data[j]) * h + kU * std::fabs(y.data[j]) : h;
+      }
+    }  // every other supported op is exact: b = 0
+    amp_[i] = std::move(b);
+  }
+
+  const std::vector<double>* of(std::size_t i) const {
+    const auto it = amp_.find(i);
+    return it == amp_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, Tensor> named_inputs(const ModelNode& n, const std::vector<const Tensor*>& in) const {
+    std::map<std::string, Tensor> r;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      if (!n.inputs[k].empty() && !m_.initializer(n.inputs[k]) && in.at(k)) r[n.inputs[k]] = *in[k];
+    return r;
+  }
+  static void check_size(const Tensor& a, const Tensor& y, const ModelNode& n) {
+    if (a.data.size() != y.data.size())
+      throw std::logic_error(fmt::format("output bound: magnitude of {} {} has {} values, its output {}", n.op, n.name,
+                                         a.data.size(), y.data.size()));
+  }
+
+  const Model& m_;
+  std::map<std::size_t, const BnPair*> pair_of_bn_;
+  std::map<std::size_t, std::vector<double>> amp_;
+};
+
+// The model with every fold rounding drawn (see the header): a copy whose pair weights,
+// BatchNorm scales and pair BatchNorm shifts carry one perturbation each.
+Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937_64& rng) {
+  std::normal_distribution<double> g;
+  Model p = m;
+  std::map<std::string, double> weight_u;  // BatchNorm gamma initializer -> u_w of its pair's weights
+  for (const BnPair& pr : pairs.pairs) {
+    const ModelNode& layer = m.nodes[pr.layer];
+    const ModelNode& bn = m.nodes[pr.bn];
+    const Tensor& w0 = *m.initializer(layer.inputs[1]);
+    const double uw = info(w0.dtype).unit_roundoff;
+    weight_u[bn.inputs[1]] = uw;
+    Tensor& w = p.own_initializer(layer.inputs[1]);
+    for (double& v : w.data) v *= 1.0 + uw * g(rng);
+    const LayerParams lp = layer_params(m, pr);
+    const ChannelAffine a = channel_affine(lp.bn, lp.bias);
+    Tensor& beta = p.own_initializer(bn.inputs[2]);
+    for (std::size_t c = 0; c < beta.data.size(); ++c)
+      beta.data[c] += g(rng) * (3.0 * uw * a.centred[c] + uw * std::fabs(a.folded_bias[c]));
+  }
+  for (const ModelNode& n : m.nodes) {
+    if (n.op != "BatchNormalization" || !m.initializer(n.inputs.at(1))) continue;
+    const auto it = weight_u.find(n.inputs[1]);
+    const double uw = it == weight_u.end() ? kU : std::max(kU, it->second);
+    for (double& v : p.own_initializer(n.inputs[1]).data) v *= 1.0 + 4.0 * uw * g(rng);
+  }
+  return p;
+}
+
+}  // namespace
+
+void output_bound_factors(double m, std::size_t samples, double confidence, double& lambda, double& inflation) {
+  if (!(confidence > 0 && confidence < 1) || samples < 2 || !(m >= 1))
+    throw InputError("output bound: needs a confidence in (0, 1), at least 2 samples and one output");
+  const double alpha = (1.0 - confidence) / 2.0;  // per part, over all m outputs
+  lambda = std::sqrt(2.0 * std::log(2.0 * m / alpha));
+  // Largest x in (0, 1) with (K/2)(ln x + 1 - x) <= ln(alpha / m): f(x) = ln x + 1 - x
+  // increases from -inf to 0 on (0, 1]; bisect on t = ln x, keeping f(e^lo) <= target.
+  const double target = 2.0 / static_cast<double>(samples) * std::log(alpha / m);
+  double lo = target - 1.0, hi = 0.0;  // f(e^t) < t + 1 <= target at t = target - 1
+  for (int it = 0; it < 100; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (mid + 1.0 - std::exp(mid) <= target ? lo : hi) = mid;
+  }
+  inflation = std::exp(-0.5 * lo);  // sqrt(c) = sqrt(1 / x)
+}
+
+OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
+                         const OutputBoundOptions& opts) {
+  OutputBound r;
+  r.samples = opts.samples;
+  r.seed = opts.seed;
+  r.confidence = opts.confidence;
+  ModelRunOptions ro;
+  ro.dtype = DType::Float64;
+  ro.policy.threads = opts.threads;
+
+  // The unperturbed run records every local amplitude.
+  Amplitudes amp(m, pairs);
+  ro.after_node = [&](std::size_t i, const std::vector<const Tensor*>& in, Tensor& y) { amp.record(i, in, y); };
+  r.reference = run_model(m, pairs, inputs, ro);
+  for (const ValueInfo& v : m.outputs) {
+    r.sigma[v.name].assign(r.reference.at(v.name).data.size(), 0.0);
+    r.outputs += r.reference.at(v.name).data.size();
+  }
+  output_bound_factors(static_cast<double>(r.outputs), opts.samples, opts.confidence, r.lambda, r.inflation);
+
+  // K perturbed runs, each drawing in node order from its own seeded stream; samples run
+  // in parallel (one core each) and their squared deviations are summed in sample order,
+  // so the result does not depend on the thread count.
+  std::vector<std::vector<double>> sq(opts.samples);
+  auto sample = [&](std::size_t k) {
+    std::seed_seq seq{static_cast<std::uint32_t>(opts.seed), static_cast<std::uint32_t>(opts.seed >> 32),
+                      static_cast<std::uint32_t>(k), 0x6f62u};
+    std::mt19937_64 rng(seq);
+    const Model pm = perturbed_parameters(m, pairs, rng);
+    std::normal_distribution<double> g;
+    ModelRunOptions so = ro;
+    so.policy.threads = 1;
+    so.after_node = [&](std::size_t i, const std::vector<const Tensor*>&, Tensor& y) {
+      if (const std::vector<double>* b = amp.of(i))
+        for (std::size_t j = 0; j < y.data.size(); ++j)
+          if ((*b)[j] != 0.0) y.data[j] += (*b)[j] * g(rng);
+    };
+    const auto out = run_model(pm, pairs, inputs, so);
+    for (const ValueInfo& v : m.outputs) {
+      const std::vector<double>& y = out.at(v.name).data;
+      const std::vector<double>& y0 = r.reference.at(v.name).data;
+      for (std::size_t j = 0; j < y.size(); ++j) sq[k].push_back((y[j] - y0[j]) * (y[j] - y0[j]));
+    }
+  };
+  detail::run_tasks(opts.samples, opts.threads, sample, [&](std::size_t, std::size_t done) {
+    if (opts.progress) opts.progress(done, opts.samples);
+  });
+  for (std::size_t k = 0; k < opts.samples; ++k) {
+    std::size_t j = 0;
+    for (const ValueInfo& v : m.outputs)
+      for (double& s : r.sigma[v.name]) s += sq[k][j++];
+  }
+  const double factor = r.lambda * r.inflation * (1.0 + 0x1p-29);
+  for (auto& [name, s] : r.sigma) {
+    std::vector<double>& bd = r.bound[name];
+    for (double& v : s) {
+      v = std::sqrt(v / static_cast<double>(opts.samples));
+      bd.push_back(factor * v);
+    }
+  }
+  r.formula = fmt::format(
+      "probabilistic, first order: |y - y_ref| <= lambda sqrt(c S_j) with S_j the variance proxy sum J^2 b^2 of every "
+      "local rounding (Higham-Mary model: independent mean-zero roundings, any summation order, engine in float32), "
+      "estimated by {} perturbed float64 runs (seed {}); lambda = {:.3f}, sqrt(c) = {:.3f} for {} outputs at confidence {}",
+      opts.samples, opts.seed, r.lambda, r.inflation, r.outputs, opts.confidence);
+  return r;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,74 @@
+#pragma once
+// Arithmetic variants engines use, and the stages of a conv+BN computation.
+//
+// Contract: an Arithmetic describes *how* the float operations of a path are performed,
+// independently of the recipe (which operations) and the accumulation order:
+//   fma            multiply-adds contract into one rounding (bias folds, BatchNorm's
+//                  x*a + shift, the conv's accumulation)
+//   newton_steps   < 0: 1/sqrt is a correctly rounded sqrt and a division;
+//                  0, 1, 2: a 12-bit reciprocal-square-root estimate (hardware style, as
+//                  x86 rsqrtps; modelled as 1/sqrt(a) rounded to 12 significant bits, and
+//                  bounded by Intel's documented |rel err| <= 1.5*2^-12) refined by that many
+//                  Newton steps y <- y*(1.5 - (y*(0.5*a))*y); a division by sqrt(a)
+//                  becomes a multiplication by the estimate, as fast-math compilers do.
+//   rsqrt_multiply a division by sqrt(a) becomes a multiplication by 1/sqrt(a) computed as
+//                  a correctly rounded sqrt and reciprocal (one more rounding; what algebraic
+//                  simplifiers do, e.g. TVM SimplifyExpr); implied by the fast rsqrt.
+//   weight_dtype   folded weights stored in this type (bf16/fp16 weights of a float32
+//                  model); unset: the model's dtype.
+// Stages name where each rounding happens, for attribution (attribution.hpp).
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "foldcheck/numerics/dtype.hpp"
+
+namespace foldcheck {
+
+// The hardware-style 12-bit estimate of 1/sqrt(a): 1/sqrt(a) (computed in double,
+// relative error <= 2^-52) rounded to 12 significant bits.
+inline double rsqrt_estimate12(double a) {
+  const double r = 1.0 / std::sqrt(a);
+  int e = 0;
+  const double m = std::frexp(r, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(m, 12)), e - 12);
+}
+
+
+struct Arithmetic {
+  bool fma = false;
+  int newton_steps = -1;
+  bool rsqrt_multiply = false;
+  std::optional<DType> weight_dtype;
+
+  bool fast_rsqrt() const { return newton_steps >= 0; }
+  bool multiplies_by_rsqrt() const { return fast_rsqrt() || rsqrt_multiply; }
+  std::string label() const;  // "default", "fma", "fast-rsqrt-1nr", "bfloat16-weights", joined by '+'
+  bool operator==(const Arithmetic&) const = default;
+};
+
+// Parses a case file's variant object {"fma": bool, "rsqrt": "exact"|"fast",
+// "newton_steps": 0..2, "weight_dtype": "bfloat16"|...}; throws InputError.
+Arithmetic arithmetic_from_json_fields(bool fma, const std::string& rsqrt, int newton_steps,
+                                       const std::string& weight_dtype);
+
+// Where a rounding happens. Fused path: var_eps (var + eps, with eps's conversion),
+// rsqrt (sqrt and the reciprocal or division by it), scale (gamma times the reciprocal),
+// weight (w * scale and storing the folded weight), bias (every operation of the bias
+// fold and the TVM post-add's addend), accumulation (products, sums, conv bias add,
+// Winograd transforms), output (every rounding of an activation to the storage dtype).
+// Unfused path: the BatchNorm's x - mean and + beta are `bias`, its division by sqrt is
+// `rsqrt`, its multiplications by gamma (or by the scale) are `scale`.
+enum class Stage : unsigned { VarEps, Rsqrt, Scale, Weight, Bias, Accumulation, Output };
+inline constexpr unsigned kNumStages = 7;
+const char* name(Stage s);
+inline constexpr unsigned bit(Stage s) { return 1u << static_cast<unsigned>(s); }
+
+// Marks the operations in its lifetime as belonging to stage s. A no-op for the plain
+// float types and Bounded; the attribution number type (xnum.hpp) specialises it.
+template <class N>
+struct StageScope {
+  explicit StageScope(Stage) {}
+};
+
+}  // namespace foldcheck

@@ -1,0 +1,44 @@
+#include "foldcheck/numerics/arithmetic.hpp"
+
+#include "foldcheck/base/errors.hpp"
+
+namespace foldcheck {
+
+std::string Arithmetic::label() const {
+  std::string s;
+  auto add = [&](const std::string& p) { s += (s.empty() ? "" : "+") + p; };
+  if (fma) add("fma");
+  if (fast_rsqrt()) add("fast-rsqrt-" + std::to_string(newton_steps) + "nr");
+  if (rsqrt_multiply && !fast_rsqrt()) add("rsqrt-multiply");
+  if (weight_dtype) add(std::string(name(*weight_dtype)) + "-weights");
+  return s.empty() ? "default" : s;
+}
+
+Arithmetic arithmetic_from_json_fields(bool fma, const std::string& rsqrt, int newton_steps,
+                                       const std::string& weight_dtype) {
+  Arithmetic a;
+  a.fma = fma;
+  if (rsqrt == "fast") {
+    if (newton_steps < 0 || newton_steps > 2) throw InputError("newton_steps must be 0, 1 or 2 with rsqrt \"fast\"");
+    a.newton_steps = newton_steps;
+  } else if (rsqrt != "exact") {
+    throw InputError("unknown rsqrt '" + rsqrt + "' (expected exact or fast)");
+  }
+  if (!weight_dtype.empty()) a.weight_dtype = dtype_from_name(weight_dtype);
+  return a;
+}
+
+const char* name(Stage s) {
+  switch (s) {
+    case Stage::VarEps: return "var_eps";
+    case Stage::Rsqrt: return "rsqrt";
+    case Stage::Scale: return "scale";
+    case Stage::Weight: return "weight";
+    case Stage::Bias: return "bias";
+    case Stage::Accumulation: return "accumulation";
+    case Stage::Output: return "output";
+  }
+  return "?";
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,253 @@
+#include "foldcheck/numerics/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace foldcheck {
+
+const char* name(Verdict v) {
+  switch (v) {
+    case Verdict::Expected: return "EXPECTED";
+    case Verdict::Suspicious: return "SUSPICIOUS";
+    case Verdict::Unexpected: return "UNEXPECTED";
+    case Verdict::Mistrusted: return "MISTRUSTED";
+  }
+  return "?";
+}
+
+Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
+
+double ulp_error(double v, const ref::DoubleDouble& x, DType t) {
+  const long double d = (static_cast<long double>(v) - x.hi) - x.lo;
+  return static_cast<double>(d / ulp(t, x.hi, x.lo));
+}
+
+long double distance(double v, const ref::DoubleDouble& x) {
+  return std::fabs((static_cast<long double>(v) - x.hi) - x.lo);
+}
+
+double bound_ratio(long double d, double bound) {
+  const double b = bound * (1 + 0x1p-40);
+  return b > 0 ? static_cast<double>(d / b) : (d == 0 ? 0.0 : HUGE_VAL);
+}
+
+namespace {
+
+// Nearest-rank percentile: the value a full sort would put at that rank, found by
+// selection (linear time; models have millions of elements). Reorders v.
+double percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0.0;
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  const std::size_t i = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+Distribution summarize(std::vector<double> signed_vals) {
+  Distribution d;
+  d.count = static_cast<std::int64_t>(signed_vals.size());
+  if (signed_vals.empty()) return d;
+  double sa = 0, s = 0, s2 = 0;
+  for (double e : signed_vals) {
+    sa += std::fabs(e);
+    s += e;
+    s2 += e * e;
+  }
+  const double n = static_cast<double>(signed_vals.size());
+  d.mean_abs = sa / n;
+  d.mean = s / n;
+  d.rms = std::sqrt(s2 / n);
+  for (double& e : signed_vals) e = std::fabs(e);
+  d.max_abs = *std::max_element(signed_vals.begin(), signed_vals.end());
+  d.p50 = percentile(signed_vals, 0.50);
+  d.p99 = percentile(signed_vals, 0.99);
+  d.p999 = percentile(signed_vals, 0.999);
+  return d;
+}
+
+}  // namespace
+
+Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType t,
+                   const std::vector<double>* bounds, const std::vector<double>* probabilistic) {
+  Comparison c;
+  c.elements = static_cast<std::int64_t>(v.size());
+  std::vector<double> ulps, ppms;
+  ulps.reserve(v.size());
+  ppms.reserve(v.size());
+  const ref::Format& f = *info(t).format;
+  // Informative: an element whose exact value rounds to a finite non-zero value of T and
+  // was scored. Zeros, underflows to zero and overflows to infinity match whatever scale or
+  // shift produced them: a comparison with no informative element proved nothing.
+  bool informative = false;
+  double worst_abs_ulp = -1;
+  const double min_normal = std::ldexp(1.0, info(t).emin);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const ref::Value xi = x[i];
+    const double xh = xi.approx.hi;
+    // A reference taken from a file (approximate_values) can itself be NaN or infinite; an
+    // exact reference never is. Neither has an error in ULP: counted, not scored.
+    if (std::isnan(xh)) {
+      if (std::isnan(v[i])) ++c.kinds.nan_match;
+      else {
+        ++c.kinds.reference_nan;
+        c.verdict = Verdict::Unexpected;
+      }
+      continue;
+    }
+    const double rounded = std::isinf(xh) ? xh : xi.rounded_to(f);
+    if (std::isnan(v[i])) {
+      ++c.kinds.nan;
+      c.verdict = Verdict::Unexpected;
+      continue;
+    }
+    if (std::isinf(v[i]) || std::isinf(xh)) {
+      if (v[i] == rounded) ++c.kinds.overflow_match;
+      else if (std::isinf(v[i])) {
+        ++c.kinds.inf_mismatch;
+        c.verdict = Verdict::Unexpected;
+      } else {
+        ++c.kinds.inf_missed;
+        c.verdict = Verdict::Unexpected;
+      }
+      continue;
+    }
+    if (v[i] == 0.0 && xh == 0.0 && std::signbit(v[i]) != std::signbit(xh)) ++c.kinds.signed_zero;
+    if (xh != 0.0 && std::fabs(xh) < min_normal) ++c.kinds.subnormal_reference;
+    if (std::isinf(rounded)) ++c.kinds.overflow_finite;
+    if (rounded != 0.0 && std::isfinite(rounded)) informative = true;
+    const double e = ulp_error(v[i], xi.approx, t);
+    ulps.push_back(e);
+    c.ulp_hist.add(e);
+    if (v[i] == rounded) ++c.exact_matches;
+    if (std::fabs(e) > worst_abs_ulp) {
+      worst_abs_ulp = std::fabs(e);
+      c.worst_index = static_cast<std::int64_t>(i);
+    }
+    const long double d = distance(v[i], xi.approx);
+    if (xh == 0.0) ++c.kinds.ppm_undefined;
+    else {
+      const long double signed_d = (static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo;
+      const double ppm = static_cast<double>(1e6L * signed_d / std::fabs(static_cast<long double>(xi.approx.hi) + xi.approx.lo));
+      ppms.push_back(ppm);
+      c.ppm_hist.add(ppm);
+    }
+    if (bounds) {
+      const double ratio = bound_ratio(d, (*bounds)[i]);
+      if (!c.worst_bound_ratio || ratio > *c.worst_bound_ratio) {
+        c.worst_bound_ratio = ratio;
+        c.worst_bound_index = static_cast<std::int64_t>(i);
+        c.worst_bound_ulp = (*bounds)[i] / ulp(t, xi.approx.hi, xi.approx.lo);
+      }
+      if (ratio > 1) {
+        ++c.beyond_bound;
+        c.verdict = Verdict::Unexpected;
+      }
+    }
+    if (probabilistic) {
+      const double ratio = bound_ratio(d, (*probabilistic)[i]);
+      if (!c.worst_probabilistic_ratio || ratio > *c.worst_probabilistic_ratio) c.worst_probabilistic_ratio = ratio;
+      if (ratio > 1) ++c.beyond_probabilistic;
+    }
+  }
+  c.ulp = summarize(std::move(ulps));
+  c.ppm = summarize(std::move(ppms));
+  if (c.verdict == Verdict::Expected && c.beyond_probabilistic > 0) c.verdict = Verdict::Suspicious;
+  if (!informative && c.verdict == Verdict::Expected) c.verdict = Verdict::Mistrusted;
+  return c;
+}
+
+Tolerance tolerance_from_bounds(const std::vector<double>& bounds, const ref::ValueArray& x) {
+  Tolerance t;
+  std::vector<double> rel;
+  rel.reserve(bounds.size());
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    const double ax = std::fabs(x[i].approx.hi);
+    t.atol_alone = std::max(t.atol_alone, bounds[i]);
+    const double r = ax > 0 ? bounds[i] / ax : HUGE_VAL;
+    t.rtol_alone = std::max(t.rtol_alone, r);
+    if (ax > 0) rel.push_back(r);
+  }
+  if (!rel.empty()) {
+    std::nth_element(rel.begin(), rel.begin() + rel.size() / 2, rel.end());
+    t.rtol = rel[rel.size() / 2];
+  }
+  for (std::size_t i = 0; i < bounds.size(); ++i)
+    t.atol = std::max(t.atol, bounds[i] - t.rtol * std::fabs(x[i].approx.hi));
+  return t;
+}
+
+nlohmann::json to_json(const Tolerance& t) {
+  return {{"atol_alone", t.atol_alone},
+          {"rtol_alone", std::isinf(t.rtol_alone) ? nlohmann::json(nullptr) : nlohmann::json(t.rtol_alone)},
+          {"rtol", t.rtol},
+          {"atol", t.atol},
+          {"derivation", "from the deterministic bound: rtol = median of bound/|exact|, atol = max(bound - rtol |exact|)"}};
+}
+
+std::int64_t KindCounts::unscored() const {
+  return nan + nan_match + reference_nan + inf_mismatch + inf_missed + overflow_match;
+}
+
+nlohmann::json to_json(const KindCounts& k) {
+  return {{"nan", k.nan},
+          {"nan_match", k.nan_match},
+          {"reference_nan", k.reference_nan},
+          {"inf_mismatch", k.inf_mismatch},
+          {"inf_missed", k.inf_missed},
+          {"overflow_match", k.overflow_match},
+          {"overflow_finite", k.overflow_finite},
+          {"signed_zero", k.signed_zero},
+          {"subnormal_reference", k.subnormal_reference},
+          {"ppm_undefined", k.ppm_undefined}};
+}
+
+nlohmann::json to_json(const Distribution& d) {
+  return {{"count", d.count}, {"max_abs", d.max_abs}, {"mean_abs", d.mean_abs}, {"mean", d.mean},
+          {"rms", d.rms},     {"p50", d.p50},         {"p99", d.p99},           {"p99_9", d.p999}};
+}
+
+nlohmann::json to_json(const Comparison& c) {
+  nlohmann::json j{{"verdict", name(c.verdict)},
+                   {"elements", c.elements},
+                   {"exact_matches", c.exact_matches},
+                   {"ulp", to_json(c.ulp)},
+                   {"ppm", to_json(c.ppm)},
+                   {"kinds", to_json(c.kinds)},
+                   {"worst_index", c.worst_index},
+                   {"histograms", {{"ulp", to_json(c.ulp_hist)}, {"ppm", to_json(c.ppm_hist)}}}};
+  // Elements outside a histogram are listed beside it, by kind: nothing is dropped silently.
+  const nlohmann::json unscored{{"nan", c.kinds.nan},
+                                {"nan_match", c.kinds.nan_match},
+                                {"reference_nan", c.kinds.reference_nan},
+                                {"inf_mismatch", c.kinds.inf_mismatch},
+                                {"inf_missed", c.kinds.inf_missed},
+                                {"overflow_match", c.kinds.overflow_match}};
+  j["histograms"]["ulp"]["unscored"] = unscored;
+  j["histograms"]["ppm"]["unscored"] = unscored;
+  j["histograms"]["ppm"]["unscored"]["ppm_undefined"] = c.kinds.ppm_undefined;
+  if (c.worst_bound_ratio) {
+    j["bound_check"] = {{"worst_ratio", *c.worst_bound_ratio},
+                        {"worst_index", c.worst_bound_index},
+                        {"bound_ulp_at_worst", c.worst_bound_ulp},
+                        {"beyond_bound", c.beyond_bound}};
+  }
+  if (c.worst_probabilistic_ratio) {
+    j["probabilistic_check"] = {{"worst_ratio", *c.worst_probabilistic_ratio}, {"beyond", c.beyond_probabilistic}};
+  }
+  return j;
+}
+
+ref::ValueArray approximate_values(const std::vector<double>& x, DType t) {
+  const ref::Format& f = *info(t).format;
+  ref::ValueArray v(x.size(), ref::format_bit(f));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ref::Value e;
+    e.approx = {x[i], 0.0};
+    e.rounded[ref::format_index(f)] = round_to(t, x[i]);
+    e.certified = ref::format_bit(f);
+    v.set(i, e);
+  }
+  return v;
+}
+
+}  // namespace foldcheck

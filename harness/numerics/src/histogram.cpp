@@ -1,0 +1,66 @@
+#include "foldcheck/numerics/histogram.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+namespace foldcheck {
+namespace {
+Histogram make(const char* unit, int lo, int hi) {
+  Histogram h;
+  h.unit = unit;
+  h.lo = lo;
+  h.hi = hi;
+  h.neg.assign(static_cast<std::size_t>(hi - lo + 2), 0);
+  h.pos = h.neg;
+  return h;
+}
+std::string edge(double x) { return fmt::format("{:g}", x); }
+}  // namespace
+
+Histogram Histogram::for_ulp() { return make("ulp", -4, 24); }
+Histogram Histogram::for_ppm() { return make("ppm", -10, 20); }
+
+void Histogram::add(double e) {
+  if (std::isnan(e)) return;
+  if (e == 0.0) {
+    ++zero;
+    return;
+  }
+  const double a = std::fabs(e);
+  std::size_t i;
+  if (a <= std::ldexp(1.0, lo)) i = 0;
+  else if (a > std::ldexp(1.0, hi)) i = buckets() - 1;
+  else {
+    // smallest k with a <= 2^k, exactly: a = m 2^x with 1/2 <= m < 1
+    int x;
+    const double m = std::frexp(a, &x);
+    const int k = (m == 0.5) ? x - 1 : x;
+    i = static_cast<std::size_t>(k - lo);
+  }
+  (e < 0 ? neg : pos)[i]++;
+}
+
+double Histogram::upper_edge(std::size_t i) const {
+  return i + 1 == buckets() ? std::numeric_limits<double>::infinity() : std::ldexp(1.0, lo + static_cast<int>(i));
+}
+
+std::string Histogram::label(std::size_t i) const {
+  if (i == 0) return fmt::format("(0, {}]", edge(std::ldexp(1.0, lo)));
+  if (i + 1 == buckets()) return fmt::format("> {}", edge(std::ldexp(1.0, hi)));
+  return fmt::format("({}, {}]", edge(std::ldexp(1.0, lo + static_cast<int>(i) - 1)),
+                     edge(std::ldexp(1.0, lo + static_cast<int>(i))));
+}
+
+nlohmann::json to_json(const Histogram& h) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (std::size_t i = 0; i < h.buckets(); ++i) {
+    if (h.neg[i] == 0 && h.pos[i] == 0) continue;
+    nlohmann::json b{{"range", h.label(i)}, {"negative", h.neg[i]}, {"positive", h.pos[i]}};
+    b["upper"] = std::isinf(h.upper_edge(i)) ? nlohmann::json(nullptr) : nlohmann::json(h.upper_edge(i));
+    buckets.push_back(b);
+  }
+  return {{"unit", h.unit}, {"scale", "log2 of |error|"}, {"zero", h.zero}, {"buckets", buckets}};
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,44 @@
+#include "foldcheck/numerics/recipes.hpp"
+
+#include "foldcheck/base/errors.hpp"
+
+namespace foldcheck {
+
+const std::vector<Recipe>& all_recipes() {
+  static const std::vector<Recipe> v{Recipe::PyTorch, Recipe::Tvm, Recipe::OnnxRuntime, Recipe::OnnxOptimizer,
+                                     Recipe::Exact};
+  return v;
+}
+
+const char* name(Recipe r) {
+  switch (r) {
+    case Recipe::PyTorch: return "pytorch";
+    case Recipe::Tvm: return "tvm";
+    case Recipe::OnnxRuntime: return "onnxruntime";
+    case Recipe::OnnxOptimizer: return "onnxoptimizer";
+    case Recipe::Exact: return "exact";
+  }
+  return "?";
+}
+
+Recipe recipe_from_name(std::string_view n) {
+  for (Recipe r : all_recipes())
+    if (n == name(r)) return r;
+  throw InputError("unknown recipe '" + std::string(n) +
+                   "' (expected pytorch, tvm, onnxruntime, onnxoptimizer or exact)");
+}
+
+std::string describe(Recipe r) {
+  switch (r) {
+    case Recipe::PyTorch: return "r = 1/sqrt(var + eps); w' = w*(gamma*r); b' = ((b - mean)*r)*gamma + beta";
+    case Recipe::Tvm: return "s = (1/sqrt(var + float(eps)))*gamma; w' = w*s; shift = (-mean)*s + beta";
+    case Recipe::OnnxRuntime: return "s = gamma/sqrt(var + float(eps)); w' = w*s; b' = ((b - mean)*s) + beta or beta - mean*s";
+    case Recipe::OnnxOptimizer: return "s = gamma/sqrt(var + float(eps)); w' = w*s; b' = ((b - mean)*s) + beta";
+    case Recipe::Exact: return "w' = RN(w*gamma/sqrt(var + eps)), b' = RN((b - mean)*gamma/sqrt(var + eps) + beta)";
+  }
+  return "";
+}
+
+bool eps_through_float32(Recipe r) { return r != Recipe::PyTorch; }
+
+}  // namespace foldcheck

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The layering rule of foldcheck's code (ARCHITECTURE.md), checked on the sources.
+
+Every folder below is one floor; a floor may include the public headers of the floors it
+stands on (directly or through them) and its own internal headers, nothing else:
+
+    reference   certified arithmetic            <- nothing
+    reports     renderers of the versioned JSON <- nothing
+    base        errors, envelope, task pool     <- nothing
+    numerics                                    <- base, reference
+    layer                                       <- numerics
+    io                                          <- layer
+    model                                       <- io
+    quant                                       <- io
+    commands                                    <- model, quant, reports
+    cli                                         <- commands, reports
+
+A public header of floor F is foldcheck/F/NAME.hpp (F/include/foldcheck/F/ in its folder);
+an internal header is included by its bare name from a source beside it. The check fails on
+an include of a floor not below, a flat "foldcheck/NAME.hpp", a relative path that leaves the
+folder, and a CMake link (foldcheck::X in the floor's CMakeLists.txt) to a floor not below.
+
+    tools/check_layering.py [ROOT]     exit 0 when the rule holds, 1 listing each violation
+    tools/check_layering.py --self-test   the checker finds planted violations (ctest runs both)
+"""
+import os
+import re
+import sys
+import tempfile
+
+STANDS_ON = {
+    "reference": [], "reports": [], "base": [],
+    "numerics": ["base", "reference"],
+    "layer": ["numerics"],
+    "io": ["layer"],
+    "model": ["io"],
+    "quant": ["io"],
+    "commands": ["model", "quant", "reports"],
+    "cli": ["commands", "reports"],
+}
+FOLDERS = {"reference": "reference", "reports": "reports", "cli": "harness/cli"}
+FOLDERS.update({f: "harness/" + f for f in ["base", "numerics", "layer", "io", "model", "quant", "commands"]})
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+LINK = re.compile(r"foldcheck::(\w+)")
+
+
+def below(floor):
+    """The floors `floor` may include: what it stands on, transitively."""
+    seen, todo = set(), list(STANDS_ON[floor])
+    while todo:
+        f = todo.pop()
+        if f not in seen:
+            seen.add(f)
+            todo.extend(STANDS_ON[f])
+    return seen
+
+
+def include_problem(floor, path, inc):
+    allowed = below(floor) | {floor}
+    parts = inc.split("/")
+    if parts[0] == "foldcheck":
+        if len(parts) == 2:
+            return "includes the flat header %s (headers live under foldcheck/FLOOR/)" % inc
+        if parts[1] not in STANDS_ON:
+            return "includes %s of no known floor" % inc
+        if parts[1] not in allowed:
+            return "includes %s, but %s stands on %s only" % (inc, floor, ", ".join(sorted(below(floor))) or "nothing")
+        return None
+    if "/" in inc or ".." in inc:
+        return "includes %s by a relative path (use foldcheck/FLOOR/NAME.hpp)" % inc
+    if not os.path.exists(os.path.join(os.path.dirname(path), inc)):
+        return "includes %s, which is not an internal header beside it" % inc
+    return None
+
+
+def check(root):
+    problems = []
+    for floor, folder in FOLDERS.items():
+        top = os.path.join(root, folder)
+        if not os.path.isdir(top):
+            problems.append("%s: the folder of floor %s is missing" % (folder, floor))
+            continue
+        for dirpath, dirnames, files in os.walk(top):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                if name.endswith((".cpp", ".hpp")):
+                    for inc in INCLUDE.findall(open(path, encoding="utf-8").read()):
+                        p = include_problem(floor, path, inc)
+                        if p:
+                            problems.append("%s: %s" % (rel, p))
+                elif name == "CMakeLists.txt" and floor != "cli":
+                    for dep in LINK.findall(open(path, encoding="utf-8").read()):
+                        if dep in STANDS_ON and dep != floor and dep not in below(floor):
+                            problems.append("%s: links foldcheck::%s, not below %s" % (rel, dep, floor))
+    return problems
+
+
+def self_test():
+    """Plant one violation of each kind in a copy of the rule's folders; each must be found."""
+    planted = {
+        "harness/layer/src/a.cpp": '#include "foldcheck/model/model.hpp"\n',
+        "harness/numerics/src/b.cpp": '#include "foldcheck/dtype.hpp"\n',
+        "harness/io/src/c.cpp": '#include "../../layer/src/conv_kernels.hpp"\n',
+        "harness/quant/src/d.cpp": '#include "missing.hpp"\n',
+        "harness/base/CMakeLists.txt": "target_link_libraries(x foldcheck::layer)\n",
+        "reports/src/e.cpp": '#include "foldcheck/commands/explain.hpp"\n',
+    }
+    fine = {
+        "harness/commands/src/f.cpp": '#include "foldcheck/layer/graph.hpp"\n#include "g.hpp"\n',
+        "harness/commands/src/g.hpp": '#include "foldcheck/reports/text.hpp"\n',
+        "harness/cli/h.cpp": '#include "foldcheck/commands/explain.hpp"\n',
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for folder in FOLDERS.values():
+            os.makedirs(os.path.join(root, folder), exist_ok=True)
+        for rel, text in {**planted, **fine}.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            open(os.path.join(root, rel), "w").write(text)
+        found = check(root)
+    missed = [rel for rel in planted if not any(p.startswith(rel + ":") for p in found)]
+    wrong = [p for p in found if not any(p.startswith(rel + ":") for rel in planted)]
+    for m in missed:
+        print("check_layering self-test: the violation planted in %s was not found" % m)
+    for w in wrong:
+        print("check_layering self-test: a false report: %s" % w)
+    return 1 if missed or wrong else 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    problems = check(root)
+    for p in problems:
+        print(p)
+    if problems:
+        print("check_layering: %d include(s) or link(s) climb the floors (ARCHITECTURE.md)" % len(problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
