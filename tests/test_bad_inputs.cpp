@@ -749,6 +749,22 @@ std::map<std::string, Setup> setups() {
     foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2, 1}, {1, 1}, DType::Float32}}});
     return args;
   }};
+  s["quant-bn-params-2d"] = {[](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}},
+                                                   {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                   {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                   {"var", Tensor{{2, 1}, {1, 1}, DType::Float32}}});
+    put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+    return "quant-check --weights " + (d / "w.npy").string() + " --bn " + (d / "bn.npz").string();
+  }};
+  s["bn-count-vs-channels"] = {[](const fs::path& d) {
+    put(d / "x.npy", npy_f32({1, 1, 3, 3}));
+    put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+    put(d / "y.npy", npy_f32({1, 2, 3, 3}));
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{3}, {1, 1, 1}, DType::Float32}}});
+    return "diagnose --input " + (d / "x.npy").string() + " --weights " + (d / "w.npy").string() + " --bn " +
+           (d / "bn.npz").string() + " --observed " + (d / "y.npy").string();
+  }};
   s["bisect-geometry-without-layer"] = {bisect("A", " --stride 2")};
   s["bisect-coarse-reference"] = {[](const fs::path& d) {
     put(d / "r16.npy", npy(Tensor{{4}, {0.5, 1, 2, 3}, DType::Float16}));

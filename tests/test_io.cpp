@@ -190,7 +190,7 @@ TEST_CASE("writing outputs: a link planted at a temporary's name is never follow
   // The name the temporary once had (".NAME.tmpPID"), and any fixed guess of it: O_EXCL
   // creation skips every existing name, links included.
   fs::create_symlink(d / "victim", d / (".r.json.tmp" + std::to_string(::getpid())));
-  for (int i = 0; i < 20; ++i) reports::write_file_atomically((d / "r.json").string(), "{\"n\": " + std::to_string(i) + "}\n");
+  for (int i = 0; i < 20; ++i) foldcheck::write_file_atomically((d / "r.json").string(), "{\"n\": " + std::to_string(i) + "}\n");
   std::ifstream v(d / "victim");
   CHECK(std::string(std::istreambuf_iterator<char>(v), {}) == "secret\n");
   std::ifstream r(d / "r.json");
@@ -199,7 +199,7 @@ TEST_CASE("writing outputs: a link planted at a temporary's name is never follow
   CHECK(files == 3);  // victim, the planted link, r.json: no temporary left behind
   // A 255-byte name (NAME_MAX) still has a temporary beside it.
   const std::string longest(255, 'n');
-  reports::write_file_atomically((d / longest).string(), "x\n");
+  foldcheck::write_file_atomically((d / longest).string(), "x\n");
   CHECK(fs::file_size(d / longest) == 2);
   fs::remove_all(d);
 }
@@ -213,8 +213,8 @@ TEST_CASE("writing outputs: a file read as an input is never replaced", "[io][ou
   fs::create_symlink(d / "w.npy", d / "link.npy");
   for (const char* name : {"w.npy", "link.npy", "./w.npy"}) {
     INFO(name);
-    CHECK_THROWS_WITH(reports::write_file_atomically((d / name).string(), "x"), Catch::Contains("is also an input"));
-    CHECK(reports::writable_problem((d / name).string()).find("is also an input") != std::string::npos);
+    CHECK_THROWS_WITH(foldcheck::write_file_atomically((d / name).string(), "x"), Catch::Contains("is also an input"));
+    CHECK(foldcheck::writable_problem((d / name).string()).find("is also an input") != std::string::npos);
   }
   CHECK(fs::file_size(d / "w.npy") == serialize_npy(Tensor{{2}, {0.5, 0.5}, DType::Float32}).size());
   fs::remove_all(d);

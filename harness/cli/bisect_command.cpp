@@ -1,8 +1,10 @@
-// `foldcheck bisect` (bisect_command.hpp).
-#include "bisect_command.hpp"
-
+// `foldcheck bisect`: the first compiler pass that takes a drift past what rounding
+// explains — through foldcheck's pass pipeline on a case file or model, or through an
+// external command's outputs (harness bisect.hpp).
 #include <cmath>
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -18,9 +20,36 @@
 #include "foldcheck/reports/text.hpp"
 #include "foldcheck/layer/bn_check.hpp"
 #include "foldcheck/io/limits.hpp"
-#include "bn_args.hpp"
+#include "foldcheck/io/bn_params.hpp"
+#include "foldcheck/model/known_computation.hpp"
+#include "command.hpp"
+#include "common.hpp"
 
 namespace foldcheck::cli {
+namespace {
+
+using Progress = std::function<void(const std::string&)>;
+
+class BisectCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override;
+  int run() override;
+
+ private:
+  json run_external(const std::vector<std::string>& passes, const Progress& progress);
+  // --input, --weights, --bias, --bn, geometry
+  KnownComputation load_layer(const Progress& progress) const;
+
+  OutputOptions out_;
+  std::string target_, passes_, disabled_, external_, reference_, model_, input_, dtype_, weights_, bias_, bn_;
+  std::int64_t stride_ = 1, dilation_ = 1;
+  std::optional<std::int64_t> padding_;
+  std::optional<int> opt_level_;
+  std::optional<double> threshold_ulp_;
+  double timeout_ = 600;
+  std::uint64_t seed_ = 0;
+  bool linear_ = false, leave_one_out_ = false;
+};
 
 void BisectCommand::add_to(CLI::App& app) {
   std::string names;
@@ -73,8 +102,7 @@ void BisectCommand::add_to(CLI::App& app) {
   add_output_options(cmd_, out_);
 }
 
-std::optional<int> BisectCommand::run() {
-  if (!*cmd_) return std::nullopt;
+int BisectCommand::run() {
   if (linear_ && leave_one_out_) throw InputError("bisect: --linear and --leave-one-out exclude each other");
   std::vector<std::string> passes = split_names(passes_);
   if (opt_level_) {
@@ -112,7 +140,7 @@ std::optional<int> BisectCommand::run() {
   return r["culprit"].is_null() && r["verdict"] == "EXPECTED" ? 0 : 1;
 }
 
-json BisectCommand::run_external(const std::vector<std::string>& passes, const std::function<void(const std::string&)>& progress) {
+json BisectCommand::run_external(const std::vector<std::string>& passes, const Progress& progress) {
   check_pass_names(passes);  // before anything runs: the names are pasted into a shell command
   if (!target_.empty()) throw InputError("bisect: --cmd bisects an external command; leave out the case file");
   ExternalBisectOptions eo;
@@ -163,7 +191,7 @@ json BisectCommand::run_external(const std::vector<std::string>& passes, const s
   return external_bisect(eo);
 }
 
-KnownComputation BisectCommand::load_layer(const std::function<void(const std::string&)>& progress) const {
+KnownComputation BisectCommand::load_layer(const Progress& progress) const {
   if (input_.empty() || bn_.empty()) throw InputError("bisect: the layer needs --input X.npy, --weights W.npy and --bn BN.npz");
   Tensor x = read_npy(input_);
   const DType t = dtype_.empty() ? x.dtype : dtype_from_name(dtype_);
@@ -216,25 +244,18 @@ KnownComputation BisectCommand::load_layer(const std::function<void(const std::s
         throw InputError(fmt::format("{}: value {:.17g} is {} (the layer's dtype, from --input{})", path, d,
                                      std::isfinite(d) ? fmt::format("not exactly a {} value", name(t)) : std::string("not finite"),
                                      dtype_.empty() ? "" : " or --dtype"));
-  ExplainArgs ea;
-  ea.bn_file = bn_;
-  bool given = false;
-  std::string source;
-  ref::BnParams bn = load_bn(ea, given, source, g.O);
   // As the weights: values of the layer's dtype, not rounded behind the user's back (eps
   // is a scalar attribute engines hold in their own way: the recipes model that).
-  for (const auto& [v, key] : {std::pair{&bn.gamma, "gamma"}, std::pair{&bn.beta, "beta"}, std::pair{&bn.mean, "mean"},
-                               std::pair{&bn.var, "var"}}) {
-    if (v->size() == 1) v->assign(static_cast<std::size_t>(g.O), v->front());
-    for (const double d : *v)
-      if (round_to(t, d) != d)
-        throw InputError(fmt::format("{}[{}]: value {:.17g} is not exactly a {} value (the layer's dtype)", bn_, key, d, name(t)));
-  }
-  check_bn_params_in(bn, static_cast<std::size_t>(g.O), t, "BatchNorm (" + bn_ + ")");
+  BnRule rule;
+  rule.max_values = g.O;
+  rule.channels = static_cast<std::size_t>(g.O);
+  rule.dtype = t;
+  rule.values = BnValues::Exact;
+  const LoadedBn bn = load_bn_params(BnSources::archive(bn_), rule);
   Node norm;
   norm.kind = Node::Kind::BatchNorm;
   norm.name = "bn";
-  norm.bn = bn;
+  norm.bn = bn.bn;
   graph.nodes = {conv, norm};
   ref::Options ro;
   ro.precision = out_.precision;
@@ -243,15 +264,16 @@ KnownComputation BisectCommand::load_layer(const std::function<void(const std::s
   KnownComputation k = layer_computation(graph, x.data, 0.999, ro);
   // Keys the file left out take a fresh BatchNorm's values: say which, where it is read.
   std::string defaults;
-  const auto present = read_npz(bn_, {"gamma", "beta", "mean", "var", "eps"}, g.O);
-  for (const auto& [key, value] : {std::pair{"gamma", "1"}, std::pair{"beta", "0"}, std::pair{"mean", "0"}, std::pair{"var", "1"},
-                                   std::pair{"eps", "1e-5"}})
-    if (!present.count(key)) defaults += fmt::format("{}{} {}", defaults.empty() ? "" : ", ", key, value);
+  for (const std::string& d : bn.defaulted) defaults += (defaults.empty() ? "" : ", ") + d;
   k.source = fmt::format("the layer (input {}, weights {}{}, BatchNorm {}{}; {}, padding {}): certified exact outputs", input_,
                          weights_, bias_.empty() ? "" : ", bias " + bias_, bn_,
                          defaults.empty() ? "" : " with the defaults " + defaults, name(t), g.pad_top);
   k.shape_hint = "the conv's geometry: --padding, --stride, --dilation";
   return k;
 }
+
+}  // namespace
+
+std::unique_ptr<Command> bisect_command() { return std::make_unique<BisectCommand>(); }
 
 }  // namespace foldcheck::cli

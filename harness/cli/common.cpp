@@ -23,7 +23,7 @@
 namespace foldcheck::cli {
 
 const CLI::Validator kWritablePath(
-    [](std::string& path) { return reports::writable_problem(path); }, "FILE");
+    [](std::string& path) { return writable_problem(path); }, "FILE");
 
 const CLI::Validator kReportDirectory(
     [](std::string& dir) -> std::string {
@@ -236,7 +236,7 @@ void emit(const OutputOptions& o, const std::string& raw) {
     if (!content.empty() && content.back() != '\n') std::cout << '\n';
     std::cout.flush();
   } else {
-    reports::write_file_atomically(o.output, content);
+    write_file_atomically(o.output, content);
   }
 }
 

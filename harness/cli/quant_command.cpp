@@ -1,7 +1,13 @@
-// `foldcheck quant-check` (quant_command.hpp).
-#include "quant_command.hpp"
-
+// `foldcheck quant-check`: dumped integer weights against the exact fold, quantized
+// (harness quant_check.hpp); or, with --write-int, the integers a fold gives; or, with
+// --case, a quantized layer's outputs (quant_layer.hpp).
 #include <fmt/format.h>
+#include <iostream>
+#include <optional>
+
+#include "command.hpp"
+#include "common.hpp"
+#include "foldcheck/io/bn_params.hpp"
 
 #include "foldcheck/layer/bn_check.hpp"
 #include "foldcheck/base/errors.hpp"
@@ -14,6 +20,19 @@
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {
+namespace {
+
+class QuantCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override;
+  int run() override;
+
+ private:
+  OutputOptions out_;
+  std::string case_, weights_, bn_, ints_, scales_, rounding_ = "half_even", write_int_, write_scales_, fold_ = "exact";
+  int bits_ = 8;
+  bool per_channel_ = false, free_scales_ = false;
+};
 
 void QuantCommand::add_to(CLI::App& app) {
   cmd_ = app.add_subcommand(
@@ -44,8 +63,7 @@ void QuantCommand::add_to(CLI::App& app) {
   add_output_options(cmd_, out_);
 }
 
-std::optional<int> QuantCommand::run() {
-  if (!*cmd_) return std::nullopt;
+int QuantCommand::run() {
   QuantSpec spec;
   spec.bits = bits_;
   spec.per_channel = per_channel_;
@@ -81,19 +99,17 @@ std::optional<int> QuantCommand::run() {
   QuantCheckInput in;
   in.weights = read_npy(weights_);
   if (const std::string bad = first_nonfinite(in.weights.data); !bad.empty()) throw InputError(weights_ + ": weights have " + bad);
-  const auto bn = read_npz(bn_, {"gamma", "beta", "mean", "var", "eps"}, static_cast<std::int64_t>(in.weights.data.size()));
-  for (const char* k : {"gamma", "beta", "mean", "var"})
-    if (!bn.count(k)) throw InputError(fmt::format("{}: no '{}' array", bn_, k));
-  if (bn.count("eps") && bn.at("eps").data.size() != 1) throw InputError(bn_ + "[eps]: must hold one value");
-  in.bn = ref::BnParams{bn.at("gamma").data, bn.at("beta").data, bn.at("mean").data, bn.at("var").data,
-                        bn.count("eps") ? bn.at("eps").data.at(0) : 1e-5};
   if (in.weights.shape.size() < 2 || in.weights.data.empty())
     throw InputError(fmt::format("{}: shape {}: weights need an output-channel axis and at least one value", weights_,
                                  shape_string(in.weights.shape)));
-  const std::size_t C = static_cast<std::size_t>(in.weights.shape.at(0));
-  for (auto* v : {&in.bn.gamma, &in.bn.beta, &in.bn.mean, &in.bn.var})
-    if (v->size() == 1 && C > 1) v->assign(C, v->front());
-  check_bn_params_in(in.bn, C, in.weights.dtype, bn_);
+  // Dumped integers are checked against a real fold: its four parameters are given, none
+  // taken from a fresh BatchNorm's defaults (eps may be left out: 1e-5).
+  BnRule rule;
+  rule.fresh_defaults = false;
+  rule.max_values = static_cast<std::int64_t>(in.weights.data.size());
+  rule.channels = static_cast<std::size_t>(in.weights.shape.at(0));
+  rule.dtype = in.weights.dtype;
+  in.bn = load_bn_params(BnSources::archive(bn_), rule).bn;
   in.spec = spec;
   in.ref.precision = out_.precision;
   in.ref.threads = out_.threads;
@@ -121,5 +137,9 @@ std::optional<int> QuantCommand::run() {
   emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
   return exit_code(r);
 }
+
+}  // namespace
+
+std::unique_ptr<Command> quant_command() { return std::make_unique<QuantCommand>(); }
 
 }  // namespace foldcheck::cli

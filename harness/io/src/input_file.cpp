@@ -46,7 +46,7 @@ std::string read_input_file(const std::string& path, const std::string& kind, co
   if (::fstat(f.fd, &st) != 0) cannot_read(path, kind, errno);
   if (S_ISDIR(st.st_mode)) cannot_read(path, kind, EISDIR);
   // No output of this run may replace a file it reads (output_file.hpp).
-  if (S_ISREG(st.st_mode)) reports::note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
+  if (S_ISREG(st.st_mode)) note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
   const std::uint64_t limit = max_input_bytes();
   auto too_big = [&](const std::string& size) {
     throw InputError(fmt::format("{}: {} bytes, over the limit of {} bytes for a {} (raise it with --max-elements or "

@@ -263,7 +263,7 @@ void write_npy_ints(const std::string& path, const Shape& shape, const std::vect
       bytes.append(reinterpret_cast<const char*>(&x), 4);
     }
   }
-  reports::write_file_atomically(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
 Tensor read_npy(const std::string& path) { return parse_npy(read_npy_bytes(path), path); }
@@ -294,7 +294,7 @@ std::string serialize_npy(const Tensor& t) {
   return out;
 }
 
-void write_npy(const std::string& path, const Tensor& t) { reports::write_file_atomically(path, serialize_npy(t)); }
+void write_npy(const std::string& path, const Tensor& t) { write_file_atomically(path, serialize_npy(t)); }
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace foldcheck::reports {
+namespace foldcheck {
 
 namespace fs = std::filesystem;
 
@@ -172,4 +172,4 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     write_replacing(path, t, content);
 }
 
-}  // namespace foldcheck::reports
+}  // namespace foldcheck

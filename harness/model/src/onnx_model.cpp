@@ -108,7 +108,7 @@ std::string raw_bytes(const TensorProto& t, const fs::path& dir, std::size_t exp
   // An input like the model itself: no output of this run may replace it (output_file.hpp).
   struct stat st {};
   if (::stat(p.c_str(), &st) == 0)
-    reports::note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
+    note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
   in.seekg(0, std::ios::end);
   const std::int64_t size = in.tellg();
   if (length < 0) length = offset <= size ? size - offset : 0;

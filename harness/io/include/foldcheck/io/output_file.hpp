@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <string>
 
-namespace foldcheck::reports {
+namespace foldcheck {
 
 void write_file_atomically(const std::string& path, const std::string& content);
 std::string writable_problem(const std::string& path);
@@ -35,4 +35,4 @@ void note_input_file(std::uint64_t device, std::uint64_t inode);
 // "" unless `path` (followed through links) is a file noted as an input; then the reason.
 std::string input_clash(const std::string& path);
 
-}  // namespace foldcheck::reports
+}  // namespace foldcheck

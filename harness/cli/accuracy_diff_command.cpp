@@ -1,0 +1,73 @@
+// `foldcheck accuracy-diff MODEL.onnx`: every layer -> BatchNormalization pair of a model
+// (harness accuracy_diff.hpp; reports accuracy_diff_text and the suite renderers).
+#include <iostream>
+
+#include "command.hpp"
+#include "common.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::cli {
+namespace {
+
+class AccuracyDiffCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+        "accuracy-diff",
+        "Every layer -> BatchNormalization pair of an ONNX model (Conv, ConvTranspose, Gemm, MatMul; also through "
+        "Identity): each engine recipe's folded weights and biases against the exact fold, with bounds; with --observed, "
+        "another engine's folded model checked layer by layer, naming the layer and output channel beyond rounding; "
+        "with --observed-output, another engine's outputs against a probabilistic end-to-end bound.");
+    cmd_->add_option("model", model_, "The model with its BatchNormalization nodes (.onnx)")->required();
+    cmd_->add_option("--observed", observed_,
+                     "The same model with its BatchNorms folded by another tool (.onnx); layers are matched in graph "
+                     "order (see README)");
+    cmd_->add_option("--observed-output", observed_output_,
+                     "Another engine's output of the model on --input (.npy, float32): checked against the float64 run "
+                     "with a probabilistic end-to-end bound (see README)");
+    cmd_->add_option("--output-samples", opts_.output_samples,
+                     "Perturbed float64 runs that estimate the end-to-end bound (more: a tighter bound, slower)")
+        ->check(CLI::Range(2, 4096))
+        ->capture_default_str();
+    cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
+    cmd_->add_option("--seed", opts_.seed, "Seed of the default input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
+    cmd_->add_option("--recipe", recipe_, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")
+        ->check(known_name([](const std::string& n) { (void)recipe_from_name(n); }))
+        ->capture_default_str();
+    cmd_->add_option("--attribution-elements", opts_.attribution_elements,
+                     "Outputs attributed per layer and path (0: no attribution)")
+        ->check(integer_in(0, std::uint64_t(1) << 40))
+        ->capture_default_str();
+    cmd_->add_flag("--weights-only", opts_.weights_only, "Check the folded parameters only (no runs)");
+    add_output_options(cmd_, out_, {"text", "json", "markdown", "html"});
+  }
+
+  int run() override {
+    AccuracyDiffOptions ao = opts_;
+    if (!observed_.empty()) ao.observed_model = observed_;
+    if (!input_.empty()) ao.input = input_;
+    if (!observed_output_.empty()) ao.observed_output = observed_output_;
+    ao.recipe = recipe_from_name(recipe_);
+    ao.ref.precision = out_.precision;
+    ao.ref.threads = out_.threads;
+    ao.progress = progress_printer(out_);
+    json r = accuracy_diff(model_, ao);
+    stamp(r, out_);
+    if (ao.progress) std::cerr << "\r\033[K";
+    emit(out_, render(out_, r, reports::accuracy_diff_text));
+    return exit_code(r);
+  }
+
+ private:
+  OutputOptions out_;
+  std::string model_, observed_, observed_output_, input_, recipe_ = "pytorch";
+  AccuracyDiffOptions opts_;  // the library's defaults are the flags' defaults
+};
+
+}  // namespace
+
+std::unique_ptr<Command> accuracy_diff_command() { return std::make_unique<AccuracyDiffCommand>(); }
+
+}  // namespace foldcheck::cli

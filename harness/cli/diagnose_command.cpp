@@ -1,0 +1,97 @@
+// `foldcheck diagnose`: is an observed conv+BN (or BatchNorm) output the layer's, up to
+// rounding, and if not, which common bug explains it (harness diagnose.hpp; reports
+// diagnose_text).
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "common.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/diagnose.hpp"
+#include "foldcheck/io/bn_params.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/layer/bn_check.hpp"
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::cli {
+namespace {
+
+class DiagnoseCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+        "diagnose",
+        "Is an observed conv+BN (or BatchNorm-alone) output the layer's, up to rounding? If not, test the common bugs "
+        "(training-mode batch statistics, eps mismatch, variance/std confusion, missing sqrt, gamma/beta swapped, mean "
+        "not subtracted, NHWC read as NCHW, bias dropped, BN applied twice) and name the one that explains it.");
+    cmd_->add_option("--input", input_, "Layer input x (.npy, NCHW or N x C)")->required();
+    cmd_->add_option("--bn", bn_, "BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps)")->required();
+    cmd_->add_option("--weights", weights_, "Conv weights (.npy, OIHW); without: the layer is the BatchNorm alone");
+    cmd_->add_option("--bias", bias_, "Conv bias (.npy, one per output channel)");
+    cmd_->add_option("--observed", observed_, "Observed output (.npy); its dtype is the compared type")->required();
+    cmd_->add_option("--stride", stride_, "Conv stride")->check(integer_in(1, 1 << 20))->capture_default_str();
+    cmd_->add_option("--dilation", dilation_, "Conv dilation")->check(integer_in(1, 1 << 20))->capture_default_str();
+    cmd_->add_option("--padding", padding_, "Conv padding (symmetric); default: inferred from the shapes")
+        ->check(integer_in(0, 1 << 20));
+    add_output_options(cmd_, out_);
+  }
+
+  int run() override {
+    DiagnoseInput in;
+    in.x = read_tensor(input_);
+    in.observed = read_tensor(observed_);
+    check_finite(in.x.data, input_);
+    if (!weights_.empty()) {
+      in.weights = read_npy(weights_);
+      if (in.weights->shape.empty() || in.weights->data.empty())
+        throw InputError(fmt::format("{}: shape {}: conv weights need an output-channel axis and at least one value (OIHW)",
+                                     weights_, shape_string(in.weights->shape)));
+      check_finite(in.weights->data, weights_);
+    }
+    if (!bias_.empty()) {
+      if (weights_.empty()) throw InputError("--bias needs --weights (a conv bias without a conv)");
+      in.conv_bias = read_npy(bias_).data;
+      check_finite(in.conv_bias, bias_);
+    }
+    // One value per channel of the layer's output, checked as the fold and the observed
+    // engine compute it: sigma^2 + eps > 0 in the observed dtype.
+    BnRule rule;
+    rule.max_values = static_cast<std::int64_t>(in.x.data.size());
+    rule.channels = in.weights ? static_cast<std::size_t>(in.weights->shape.at(0))
+                               : static_cast<std::size_t>(in.x.shape.size() >= 2 ? in.x.shape[1] : 1);
+    rule.dtype = in.observed.dtype;
+    const LoadedBn bn = load_bn_params(BnSources::archive(bn_), rule);
+    in.bn = bn.bn;
+    in.eps_given = bn.eps_in_file;
+    in.stride = stride_;
+    in.dilation = dilation_;
+    in.padding = padding_;
+    in.ref.precision = out_.precision;
+    in.ref.threads = out_.threads;
+    json r = diagnose(in);
+    stamp(r, out_);
+    emit(out_, out_.format == "json" ? json_text(r, 2) : reports::diagnose_text(r));
+    return exit_code(r);
+  }
+
+ private:
+  // An empty layer has nothing to compare (and no channel to divide by).
+  static Tensor read_tensor(const std::string& path) {
+    Tensor t = read_npy(path);
+    if (t.data.empty()) throw InputError(fmt::format("{}: empty tensor (shape {})", path, shape_string(t.shape)));
+    return t;
+  }
+  static void check_finite(const std::vector<double>& v, const std::string& what) {
+    if (const std::string bad = first_nonfinite(v); !bad.empty()) throw InputError(what + ": has " + bad);
+  }
+
+  OutputOptions out_;
+  std::string input_, bn_, weights_, bias_, observed_;
+  std::int64_t stride_ = 1, dilation_ = 1;
+  std::optional<std::int64_t> padding_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> diagnose_command() { return std::make_unique<DiagnoseCommand>(); }
+
+}  // namespace foldcheck::cli

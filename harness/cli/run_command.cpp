@@ -1,0 +1,65 @@
+// `foldcheck run CASE.json`: a conv+BN case along every path, dtype, recipe and order
+// (harness run_case.hpp; reports run_text and the suite renderers).
+#include <fmt/format.h>
+#include <iostream>
+#include <optional>
+
+#include "command.hpp"
+#include "common.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/run_case.hpp"
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::cli {
+namespace {
+
+class RunCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("run", "Evaluate a conv+BN case file along every path, dtype, recipe and accumulation "
+                                     "order against the certified reference, with bounds, histograms and verdicts.");
+    cmd_->add_option("case", case_path_, "Case file (JSON); see cases/README.md")->required();
+    cmd_->add_flag("--all-histograms", all_hist_, "Print a histogram for every path (text format)");
+    cmd_->add_option("--seed", seed_, "Override the case's seed (every output prints the seed used)")
+        ->check(integer_in(0, UINT64_MAX));
+    cmd_->add_flag("--no-attribution", no_attr_, "Skip the stage attribution (faster)");
+    cmd_->add_option("--attribution-elements", attr_elements_,
+                     "Outputs attributed per path: an even sample plus each path's worst element (0: all)")
+        ->check(integer_in(0, std::uint64_t(1) << 40))
+        ->capture_default_str();
+    add_output_options(cmd_, out_, {"text", "json", "markdown", "html"});
+  }
+
+  int run() override {
+    CaseSpec spec = load_case(case_path_);
+    if (seed_) spec.seed = *seed_;
+    RunOptions ro;
+    ro.attribution = !no_attr_;
+    ro.attribution_elements = attr_elements_;
+    ro.ref.precision = out_.precision;
+    ro.ref.threads = out_.threads;
+    ro.threads = out_.threads;
+    ro.progress = progress_printer(out_);
+    check_case_fits(spec);  // before the case line: a refusal is one line
+    if (!out_.quiet) std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
+    json r = run_case(spec, ro);
+    stamp(r, out_);
+    if (ro.progress) std::cerr << "\r\033[K";
+    emit(out_, render(out_, r, [&](const json& j) { return reports::run_text(j, {all_hist_}); }));
+    return exit_code(r);
+  }
+
+ private:
+  OutputOptions out_;
+  std::string case_path_;
+  bool all_hist_ = false, no_attr_ = false;
+  std::optional<std::uint64_t> seed_;
+  std::size_t attr_elements_ = 1024;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> run_command() { return std::make_unique<RunCommand>(); }
+
+}  // namespace foldcheck::cli
