@@ -547,7 +547,7 @@ TEST_CASE("accuracy-diff --observed-output: an engine's float32 output passes, a
   // Usage errors: no --input, a wrong shape.
   AccuracyDiffOptions no_input = o;
   no_input.input.reset();
-  CHECK_THROWS_WITH(accuracy_diff(model, no_input), Catch::Contains("--observed-output needs --input"));
+  CHECK_THROWS_WITH(accuracy_diff(model, no_input), Catch::Contains("`observed_output` needs `input`"));
   write_npy((d / "wrong.npy").string(), Tensor{{1, 4}, {1, 2, 3, 4}, DType::Float32});
   o.observed_output = (d / "wrong.npy").string();
   CHECK_THROWS_WITH(accuracy_diff(model, o), Catch::Contains("shape [1, 4], the model's output Y is [1, 5]"));

@@ -15,6 +15,10 @@ stands on (directly or through them) and its own internal headers, nothing else:
     commands                                    <- model, quant, reports
     cli                                         <- commands, reports
 
+The library's floors (base .. commands) name fields, not the CLI's flags: a string literal
+holding "--flag" there is refused (errors.hpp: messages name a field in backquotes; the
+CLI shows its flag).
+
 A public header of floor F is foldcheck/F/NAME.hpp (F/include/foldcheck/F/ in its folder);
 an internal header is included by its bare name from a source beside it. The check fails on
 an include of a floor not below, a flat "foldcheck/NAME.hpp", a relative path that leaves the
@@ -40,6 +44,9 @@ STANDS_ON = {
 }
 FOLDERS = {"reference": "reference", "reports": "reports", "cli": "harness/cli"}
 FOLDERS.update({f: "harness/" + f for f in ["base", "numerics", "layer", "io", "model", "quant", "commands"]})
+LIBRARY = {"base", "numerics", "layer", "io", "model", "quant", "commands"}
+# A string literal (on one line) holding --word, outside comments.
+FLAG_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*?(?<![\w-])--[a-z][a-z0-9-]*(?:[^"\\\n]|\\.)*"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 LINK = re.compile(r"foldcheck::(\w+)")
 
@@ -73,6 +80,30 @@ def include_problem(floor, path, inc):
     return None
 
 
+def without_line_comment(line):
+    """The line up to a // that is not inside a string literal."""
+    in_string, i = False, 0
+    while i < len(line):
+        c = line[i]
+        if in_string and c == "\\":
+            i += 2
+            continue
+        if c == '"':
+            in_string = not in_string
+        elif not in_string and line.startswith("//", i):
+            return line[:i]
+        i += 1
+    return line
+
+
+def flag_literals(text):
+    """String literals naming a --flag, in code (not in comments)."""
+    found = []
+    for line in text.splitlines():
+        found.extend(FLAG_LITERAL.findall(without_line_comment(line)))
+    return found
+
+
 def check(root):
     problems = []
     for floor, folder in FOLDERS.items():
@@ -85,7 +116,11 @@ def check(root):
                 path = os.path.join(dirpath, name)
                 rel = os.path.relpath(path, root)
                 if name.endswith((".cpp", ".hpp")):
-                    for inc in INCLUDE.findall(open(path, encoding="utf-8").read()):
+                    text = open(path, encoding="utf-8").read()
+                    if floor in LIBRARY:
+                        problems.extend("%s: names the flag in %s (name the field: errors.hpp)" % (rel, lit)
+                                        for lit in flag_literals(text))
+                    for inc in INCLUDE.findall(text):
                         p = include_problem(floor, path, inc)
                         if p:
                             problems.append("%s: %s" % (rel, p))
@@ -105,11 +140,13 @@ def self_test():
         "harness/quant/src/d.cpp": '#include "missing.hpp"\n',
         "harness/base/CMakeLists.txt": "target_link_libraries(x foldcheck::layer)\n",
         "reports/src/e.cpp": '#include "foldcheck/commands/explain.hpp"\n',
+        "harness/commands/src/i.cpp": 'throw InputError("give --input");\n',
     }
     fine = {
         "harness/commands/src/f.cpp": '#include "foldcheck/layer/graph.hpp"\n#include "g.hpp"\n',
         "harness/commands/src/g.hpp": '#include "foldcheck/reports/text.hpp"\n',
-        "harness/cli/h.cpp": '#include "foldcheck/commands/explain.hpp"\n',
+        "harness/cli/h.cpp": '#include "foldcheck/commands/explain.hpp"\nthrow E("--input");\n',
+        "harness/model/src/j.cpp": 'f("`input`");  // not "--input"\nx = a--b;\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for folder in FOLDERS.values():

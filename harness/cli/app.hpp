@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "command.hpp"
 
@@ -22,7 +23,11 @@ void add_program_options(CLI::App& app, ProgramOptions& p);
 // line naming the unknown command or the flag, 2), nullopt when a command is to run.
 std::optional<int> parse(CLI::App& app, int argc, char** argv);
 
-// Runs the chosen command: errors become one line on stderr and exit 2.
+// A library message with each field it names ("`observed`", errors.hpp) shown as its flag
+// ("--observed"); a field without a flag keeps its backquotes.
+std::string flags_for_fields(const std::string& message);
+
+// Runs the chosen command: errors become one line on stderr (fields as flags) and exit 2.
 int run_chosen(const CLI::App& app, const ProgramOptions& p, const std::vector<std::unique_ptr<Command>>& commands);
 
 }  // namespace foldcheck::cli

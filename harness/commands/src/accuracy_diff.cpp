@@ -245,10 +245,10 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   std::optional<Tensor> observed_y;
   if (opts.observed_output) {
     if (!opts.input)
-      throw InputError("--observed-output needs --input: the input the other engine ran on");
-    if (opts.weights_only) throw InputError("--observed-output needs the runs (not --weights-only)");
+      throw InputError("`observed_output` needs `input`: the input the other engine ran on");
+    if (opts.weights_only) throw InputError("`observed_output` needs the runs (not `weights_only`)");
     if (model.outputs.size() != 1)
-      throw InputError(fmt::format("{}: {} graph outputs; --observed-output checks models with one", model.path,
+      throw InputError(fmt::format("{}: {} graph outputs; `observed_output` checks models with one", model.path,
                                    model.outputs.size()));
     observed_y = read_npy(*opts.observed_output);
     if (observed_y->dtype != DType::Float32 && observed_y->dtype != DType::Float64)
@@ -290,14 +290,14 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
           rr = run_all(model, pat, opts, std::move(x), say);
         } catch (const InputError& e) {
           if (opts.observed_output)
-            throw InputError(fmt::format("--observed-output needs runs of {}, which cannot be made: {}", model.path, e.what()));
+            throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, e.what()));
           throw InputError(in_file(model.path, e.what()));
         }
       }
     }
     // --observed-output asks for nothing but what the runs give: without them it is an error.
     if (not_run && opts.observed_output)
-      throw InputError(fmt::format("--observed-output needs runs of {}, which cannot be made: {}", model.path, *not_run));
+      throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, *not_run));
   }
   const bool runs = !opts.weights_only && !not_run;
 

@@ -15,6 +15,7 @@
 #include "foldcheck/model/model_run.hpp"
 #include "foldcheck/layer/passes.hpp"
 #include "foldcheck/base/envelope.hpp"
+#include "foldcheck/reports/bisect_notes.hpp"
 
 namespace foldcheck {
 
@@ -191,7 +192,7 @@ class Bisector {
 
 // The search, linear or leave-one-out run over a bisector (see bisect.hpp).
 json run_bisect(Bisector& b, const BisectOptions& o) {
-  if (o.passes.empty()) throw InputError("bisect: no passes (give --passes A,B,... or --opt-level)");
+  if (o.passes.empty()) throw InputError("bisect: no passes (give `passes` A,B,... or `opt_level`)");
   for (const std::string& p : o.passes) pass_named(p);
   const std::size_t n = o.passes.size();
   json steps = json::array();
@@ -242,7 +243,7 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
   out["culprit"] = culprit;
   if (o.mode == BisectMode::LeaveOneOut && steps[0]["bad"].get<bool>())
     if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {
-      out["note"] = leave_one_out_note(fixes);
+      out["note"] = reports::leave_one_out_note(fixes);
       out["candidates"] = fixes;
     }
   out["steps"] = steps;

@@ -60,7 +60,7 @@ json diagnose(const DiagnoseInput& in) {
   // Shapes.
   std::vector<std::int64_t> xs = in.x.shape;
   if (xs.size() == 2) xs = {xs[0], xs[1], 1, 1};
-  if (xs.size() != 4) throw InputError("--input must be NCHW (4-D) or N x C (2-D)");
+  if (xs.size() != 4) throw InputError("`x` must be NCHW (4-D) or N x C (2-D)");
   const std::int64_t N = xs[0], Cin = xs[1], H = xs[2], W = xs[3];
   Layer L;
   L.dtype = in.observed.dtype;
@@ -72,17 +72,17 @@ json diagnose(const DiagnoseInput& in) {
   g.W = W;
   std::vector<std::int64_t> ys = in.observed.shape;
   if (ys.size() == 2) ys = {ys[0], ys[1], 1, 1};
-  if (ys.size() != 4 || ys[0] != N) throw InputError("--observed must have the input's batch size and 2 or 4 dimensions");
+  if (ys.size() != 4 || ys[0] != N) throw InputError("`observed` must have the input's batch size and 2 or 4 dimensions");
   json layer = json::object();
   if (in.weights) {
     const auto& ws = in.weights->shape;
-    if (ws.size() != 4) throw InputError("--weights must be OIHW (4-D)");
+    if (ws.size() != 4) throw InputError("`weights` must be OIHW (4-D)");
     g.O = ws[0];
     g.KH = ws[2];
     g.KW = ws[3];
-    if (ws[1] <= 0 || Cin % ws[1]) throw InputError("--weights: in_channels/groups does not divide the input's channels");
+    if (ws[1] <= 0 || Cin % ws[1]) throw InputError("`weights`: in_channels/groups does not divide the input's channels");
     g.groups = Cin / ws[1];
-    if (g.O % g.groups) throw InputError("--weights: output channels not divisible by the groups");
+    if (g.O % g.groups) throw InputError("`weights`: output channels not divisible by the groups");
     g.stride_h = g.stride_w = in.stride;
     g.dil_h = g.dil_w = in.dilation;
     bool found = false;
@@ -94,11 +94,11 @@ json diagnose(const DiagnoseInput& in) {
       }
     }
     if (!found || ys[1] != g.O)
-      throw InputError(fmt::format("--observed has shape [{}, {}, {}, {}], which no padding gives for this conv "
-                                   "(stride {}, dilation {}); pass --padding/--stride",
+      throw InputError(fmt::format("`observed` has shape [{}, {}, {}, {}], which no padding gives for this conv "
+                                   "(stride {}, dilation {}); pass `padding`/`stride`",
                                    ys[0], ys[1], ys[2], ys[3], in.stride, in.dilation));
     if (!in.conv_bias.empty() && static_cast<std::int64_t>(in.conv_bias.size()) != g.O)
-      throw InputError("--bias must have one value per output channel");
+      throw InputError("`conv_bias` must have one value per output channel");
     ref::LayerData d;
     d.geometry = g;
     d.x = &in.x.data;
@@ -118,7 +118,7 @@ json diagnose(const DiagnoseInput& in) {
     layer = {{"conv", {{"weights", ws}, {"groups", g.groups}, {"stride", in.stride}, {"padding", g.pad_top},
                        {"dilation", in.dilation}, {"bias", !in.conv_bias.empty()}}}};
   } else {
-    if (ys != xs) throw InputError("--observed must have the input's shape when the layer is a BatchNorm alone");
+    if (ys != xs) throw InputError("`observed` must have the input's shape when the layer is a BatchNorm alone");
     L.c.assign(in.x.data.begin(), in.x.data.end());
     L.C = Cin;
     L.plane = H * W;
@@ -126,7 +126,7 @@ json diagnose(const DiagnoseInput& in) {
   }
   layer["input"] = xs;
   layer["output"] = ys;
-  if (in.observed.data.size() != L.c.size()) throw InputError("--observed has the wrong number of elements");
+  if (in.observed.data.size() != L.c.size()) throw InputError("`observed` has the wrong number of elements");
   const ref::BnParams& bn = in.bn;
   if (static_cast<std::int64_t>(bn.gamma.size()) != L.C)
     throw InputError(fmt::format("BatchNorm has {} channels, the layer's output has {}", bn.gamma.size(), L.C));

@@ -124,9 +124,9 @@ ScaleInference infer_scale(const std::vector<double>& original, const std::vecto
 
 json explain(const ExplainInput& in) {
   const std::size_t n = in.original.size();
-  if (n == 0) throw InputError("--original: no values");
+  if (n == 0) throw InputError("`original`: no values");
   if (in.observed.size() != n)
-    throw InputError("--observed has " + std::to_string(in.observed.size()) + " values but --original has " +
+    throw InputError("`observed` has " + std::to_string(in.observed.size()) + " values but `original` has " +
                      std::to_string(n));
   const std::size_t C = in.bn.gamma.size();
   if (C == 0 || n % C) throw InputError("BatchNorm has " + std::to_string(C) + " channels, which does not divide " +

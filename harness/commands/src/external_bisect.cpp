@@ -17,6 +17,7 @@
 #include "foldcheck/io/npy.hpp"
 #include "foldcheck/base/envelope.hpp"
 #include "command_process.hpp"
+#include "foldcheck/reports/bisect_notes.hpp"
 #include "output_judge.hpp"
 
 namespace foldcheck {
@@ -64,13 +65,13 @@ bool same_layout(const Shape& a, const Shape& b) {
 // finite: a NaN compares false with every limit, so a bare `x <= 0` check let it through
 // and it disabled the option.
 void check_options(const ExternalBisectOptions& o) {
-  if (o.passes.empty()) throw InputError("bisect: --cmd needs --passes P1,P2,...");
+  if (o.passes.empty()) throw InputError("bisect: `command` needs `passes` P1,P2,...");
   check_pass_names(o.passes);
-  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: --cmd must contain {out} (the .npy it writes)");
+  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: `command` must contain {out} (the .npy it writes)");
   if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
-    throw InputError(fmt::format("bisect: --timeout must be a finite number of seconds > 0 (got {})", o.timeout_seconds));
+    throw InputError(fmt::format("bisect: `timeout_seconds` must be a finite number of seconds > 0 (got {})", o.timeout_seconds));
   if (o.threshold_ulp && (!std::isfinite(*o.threshold_ulp) || *o.threshold_ulp < 0))
-    throw InputError(fmt::format("bisect: --threshold-ulp must be a finite number >= 0 (got {})", *o.threshold_ulp));
+    throw InputError(fmt::format("bisect: `threshold_ulp` must be a finite number >= 0 (got {})", *o.threshold_ulp));
   if (!o.known) {
     if (o.reference.empty())
       throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
@@ -156,7 +157,7 @@ class CommandBisector {
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
     json j{{"enabled", on}, {"command", cmd}, {"seconds", r.seconds}};
     if (r.status == -1)
-      throw InputError(fmt::format("bisect: the command timed out after {:g} s (--timeout): {}{}", o_.timeout_seconds, shown,
+      throw InputError(fmt::format("bisect: the command timed out after {:g} s (`timeout_seconds`): {}{}", o_.timeout_seconds, shown,
                                    stderr_note(r)));
     if (r.status != 0)
       throw InputError(fmt::format("bisect: the command failed ({}): {}{}",
@@ -219,14 +220,6 @@ std::vector<std::string> leave_one_out_fixes(const json& steps) {
   for (const json& s : steps)
     if (s.contains("disabled") && s["disabled"].is_string() && !s["bad"].get<bool>()) r.push_back(s["disabled"].get<std::string>());
   return r;
-}
-
-std::string leave_one_out_note(const std::vector<std::string>& fixes) {
-  std::string names;
-  for (const std::string& f : fixes) names += (names.empty() ? "" : ", ") + f;
-  return fmt::format("removing any one of {} makes the pipeline good: the passes interact (a bug may show only with an "
-                     "earlier pass enabled), so none is named; the search or --linear names the first bad prefix",
-                     names);
 }
 
 namespace {
@@ -305,10 +298,10 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
   const std::vector<std::string> fixes = leave_one_out_fixes(steps);
   if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
   else if (fixes.size() > 1) {
-    r["note"] = leave_one_out_note(fixes);
+    r["note"] = reports::leave_one_out_note(fixes);
     r["candidates"] = fixes;
   } else if (whole_bad && culprit.is_null())
-    r["note"] = "no single pass's removal makes the pipeline good: more than one pass is bad (--linear shows each prefix)";
+    r["note"] = reports::several_bad_passes_note();
   if (mistrusted && all_zero)
     r["mistrusted"] = fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
                                   o.known ? "exact output of the computation" : "reference value");
@@ -344,9 +337,9 @@ void check_pass_names(const std::vector<std::string>& passes) {
   std::set<std::string> seen;
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const std::string& p = passes[k];
-    if (p.empty()) throw InputError(fmt::format("bisect: pass name {} of --passes is empty (two commas, or one at an end)", k + 1));
+    if (p.empty()) throw InputError(fmt::format("bisect: pass name {} of `passes` is empty (two commas, or one at an end)", k + 1));
     // {enabled} and {disabled} name passes: a name in both would be both at once.
-    if (!seen.insert(p).second) throw InputError(fmt::format("bisect: pass '{}' is listed twice in --passes", p));
+    if (!seen.insert(p).second) throw InputError(fmt::format("bisect: pass '{}' is listed twice in `passes`", p));
     bool ok = !p.empty();
     for (std::size_t i = 0; ok && i < p.size(); ++i) ok = pass_char(p[i], i == 0);
     if (!ok)

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "foldcheck/model/output_bound.hpp"
+#include "foldcheck/reports/bisect_notes.hpp"
 
 namespace foldcheck {
 
@@ -65,7 +66,7 @@ bool OutputJudge::judge_base(const std::vector<double>& v, json& step) { return 
 bool OutputJudge::judge(const std::vector<double>& v, json& step) { return judge_impl(v, step, false); }
 
 std::string OutputJudge::criterion() const {
-  if (threshold_) return fmt::format("max |ULP| > {:g} (--threshold-ulp), or a NaN or an infinity", *threshold_);
+  if (threshold_) return reports::threshold_criterion(*threshold_);
   if (known_)
     return fmt::format("an element beyond its bound{}, or a NaN or an infinity; bounds: {}",
                        known_->deterministic ? " (deterministic or probabilistic)" : "", known_->formula);

@@ -94,9 +94,9 @@ nlohmann::json external_bisect(const ExternalBisectOptions& opts);
 // Leave-one-out (internal and external): the passes whose removal alone made a bad pipeline
 // good, from the steps' "disabled" and "bad". The culprit is that pass when there is
 // exactly one; several mean the passes interact (a bug that shows only with an earlier
-// pass enabled is fixed by removing either), and none is named, with this note.
+// pass enabled is fixed by removing either), and none is named, with a note
+// (reports/bisect_notes.hpp).
 std::vector<std::string> leave_one_out_fixes(const nlohmann::json& steps);
-std::string leave_one_out_note(const std::vector<std::string>& fixes);
 
 // The command of one run: one left-to-right scan of `tmpl`; each {enabled}, {disabled} and
 // {out} becomes its value as one single-quoted shell word; everything else, other {...}
