@@ -23,7 +23,7 @@ ExplainInput tvm_input(std::vector<double> observed) {
 }  // namespace
 
 TEST_CASE("the TVM thread's drift is the fold of a fresh BatchNorm", "[explain][seed]") {
-  const auto j = explain(tvm_input({2.1122828, 5.5735493, 2.0869968}));
+  const auto j = explain(tvm_input({2.1122828, 5.5735493, 2.0869968})).to_json();
   CHECK(j["verdict"] == "EXPECTED");
   REQUIRE(j["elements"].size() == 3);
   check_tvm_thread_elements(j, 0.6);
@@ -37,7 +37,7 @@ TEST_CASE("observed values folded with eps 1e-3 instead of 1e-5 are UNEXPECTED -
   ExplainInput in = tvm_input({0, 0, 0});
   ref::BnParams keras{{1.0}, {0.0}, {0.0}, {1.0}, 1e-3};
   in.observed = fold_parameters(in.original, 3, {}, keras, DType::Float32, Recipe::Tvm, {}).weight;
-  const auto j = explain(in);
+  const auto j = explain(in).to_json();
   CHECK(j["verdict"] == "UNEXPECTED");
   CHECK(j["bit_exact_recipes"].empty());
   CHECK(j["scale_inference"]["summary"].get<std::string>().find("1/sqrt(1+0.001)") != std::string::npos);
@@ -50,12 +50,12 @@ TEST_CASE("per-channel BatchNorm: channel = index / (n / C), one wrong channel i
   in.bn_source = "test";
   in.original = {0.5, -1.25, 3.0, 0.75, 2.5, -0.125};
   in.observed = fold_parameters(in.original, 3, {}, in.bn, DType::Float32, Recipe::OnnxRuntime, {}).weight;
-  auto j = explain(in);
+  auto j = explain(in).to_json();
   CHECK(j["verdict"] == "EXPECTED");
   CHECK(j["elements"][4]["channel"] == 1);
   CHECK_FALSE(j.contains("scale_inference"));
   in.observed[4] = round_to(DType::Float32, in.observed[4] * (1 + 60e-6));
-  j = explain(in);
+  j = explain(in).to_json();
   CHECK(j["verdict"] == "UNEXPECTED");
   CHECK(j["reasoning"][0].get<std::string>().find("Element 4") != std::string::npos);
 }

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   in.bn_given = true;
   const auto exact = foldcheck::ref::fold_weights(in.original, 3, in.bn, in.ref_options);
   const foldcheck::Comparison c = foldcheck::compare(in.observed, exact, foldcheck::DType::Float32);
-  const nlohmann::json weights = foldcheck::explain(in);
+  const nlohmann::json weights = foldcheck::explain(in).to_json();
   std::printf("%s", foldcheck::reports::explain_text(weights).c_str());
   std::printf("max |ULP| %.3f, verdict %s\n", c.ulp.max_abs, weights["verdict"].get<std::string>().c_str());
   if (argc < 3) return 2;

@@ -8,6 +8,7 @@
 #include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/io/limits.hpp"
 #include "foldcheck/base/envelope.hpp"
+#include "foldcheck/reports/explain_reasoning.hpp"
 
 namespace foldcheck {
 namespace {
@@ -122,7 +123,9 @@ ScaleInference infer_scale(const std::vector<double>& original, const std::vecto
   return s;
 }
 
-json explain(const ExplainInput& in) {
+namespace {
+
+std::int64_t checked_per_channel(const ExplainInput& in) {
   const std::size_t n = in.original.size();
   if (n == 0) throw InputError("`original`: no values");
   if (in.observed.size() != n)
@@ -131,154 +134,182 @@ json explain(const ExplainInput& in) {
   const std::size_t C = in.bn.gamma.size();
   if (C == 0 || n % C) throw InputError("BatchNorm has " + std::to_string(C) + " channels, which does not divide " +
                                         std::to_string(n) + " weights");
-  const std::int64_t per_channel = static_cast<std::int64_t>(n / C);
+  return static_cast<std::int64_t>(n / C);
+}
+
+// Every recipe replayed bit for bit, with its per-element bound.
+std::vector<RecipeScore> score_recipes(const ExplainInput& in, const std::vector<ref::Value>& exact,
+                                       std::int64_t per_channel) {
+  const std::size_t n = in.original.size();
+  std::vector<RecipeScore> scores;
+  for (Recipe r : all_recipes()) {
+    const FoldedParams fp = fold_parameters(in.original, per_channel, {}, in.bn, in.dtype, r, in.ref_options);
+    RecipeScore sc;
+    sc.recipe = r;
+    sc.bound.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!(fp.weight[i] == in.observed[i] && std::signbit(fp.weight[i]) == std::signbit(in.observed[i]))) ++sc.mismatches;
+      sc.bound[i] = fp.info.weight_bound(i / per_channel, in.original[i]);
+      sc.bound_ulp_max = std::max(sc.bound_ulp_max, sc.bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo));
+      sc.worst_ratio = std::max(sc.worst_ratio, bound_ratio(distance(in.observed[i], exact[i].approx), sc.bound[i]));
+    }
+    scores.push_back(std::move(sc));
+  }
+  return scores;
+}
+
+// The cited recipe: the first that reproduces the observation bit for bit, else the one
+// whose bound fits best (smallest worst ratio).
+std::size_t cited_recipe(const std::vector<RecipeScore>& s) {
+  auto c = std::find_if(s.begin(), s.end(), [](const RecipeScore& r) { return r.bit_exact(); });
+  if (c == s.end())
+    c = std::min_element(s.begin(), s.end(), [](const RecipeScore& a, const RecipeScore& b) { return a.worst_ratio < b.worst_ratio; });
+  return static_cast<std::size_t>(c - s.begin());
+}
+
+ExplainElement element(const ExplainInput& in, const ExplainResult& r, const std::vector<ref::Value>& exact,
+                       const std::vector<double>& residual, std::size_t i, std::int64_t per_channel) {
+  ExplainElement e;
+  e.index = i;
+  e.channel = i / static_cast<std::size_t>(per_channel);
+  e.original = in.original[i];
+  e.observed = in.observed[i];
+  if (e.original != 0) e.drift_ppm = 1e6 * ((static_cast<long double>(e.observed) - e.original) / std::fabs(e.original));
+  e.exact = exact[i];
+  e.correctly_rounded = exact[i].rounded_to(*info(in.dtype).format);
+  e.residual_ulp = residual[i];
+  e.bound_ulp = r.recipes[r.cited].bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo);
+  return e;
+}
+
+}  // namespace
+
+ExplainResult explain(const ExplainInput& in) {
+  const std::int64_t per_channel = checked_per_channel(in);
+  const std::size_t n = in.original.size();
   // ~205 bytes per element measured (2^22 float32 weights: 862 MB peak): the exact folds,
   // five recipes' folds and bounds, the comparison's sorted errors.
   check_fits_in_memory(n, 256, "explain");
-  const DTypeInfo& ti = info(in.dtype);
-
-  // Exact fold per element.
+  ExplainResult r;
+  r.dtype = in.dtype;
+  r.bn = in.bn;
+  r.bn_source = in.bn_source;
+  r.bn_given = in.bn_given;
+  r.precision_bits = in.ref_options.precision;
+  r.elements_total = n;
   std::vector<ref::Value> exact(n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t o = i / per_channel;
     exact[i] = ref::fold_weight(in.original[i], in.bn.gamma[o], in.bn.var[o], in.bn.eps, in.ref_options);
   }
-
-  // Every recipe: bit-exact replay and per-element bound.
-  json recipes = json::array(), bit_exact = json::array(), explained_by = json::array();
-  struct Scored {
-    std::string name;
-    std::vector<double> bound;
-    double worst_ratio;
-    bool bit_exact;
-  };
-  std::vector<Scored> scored;
-  for (Recipe r : all_recipes()) {
-    const FoldedParams fp = fold_parameters(in.original, per_channel, {}, in.bn, in.dtype, r, in.ref_options);
-    std::int64_t mismatches = 0;
-    std::vector<double> bound(n);
-    double max_bound_ulp = 0, worst_ratio = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!(fp.weight[i] == in.observed[i] && std::signbit(fp.weight[i]) == std::signbit(in.observed[i]))) ++mismatches;
-      bound[i] = fp.info.weight_bound(i / per_channel, in.original[i]);
-      max_bound_ulp = std::max(max_bound_ulp, bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo));
-      worst_ratio = std::max(worst_ratio, bound_ratio(distance(in.observed[i], exact[i].approx), bound[i]));
-    }
-    const bool explains = worst_ratio <= 1.0;
-    if (mismatches == 0) bit_exact.push_back(name(r));
-    if (explains) explained_by.push_back(name(r));
-    recipes.push_back({{"name", name(r)},
-                       {"chain", describe(r)},
-                       {"bit_exact", mismatches == 0},
-                       {"mismatches", mismatches},
-                       {"bound_ulp_max", max_bound_ulp},
-                       {"worst_ratio_to_bound", worst_ratio},
-                       {"explains", explains}});
-    scored.push_back({name(r), std::move(bound), worst_ratio, mismatches == 0});
-  }
-  // The cited recipe: the first that reproduces the observation bit for bit, else the one
-  // whose bound fits best (smallest worst ratio).
-  auto cited = std::find_if(scored.begin(), scored.end(), [](const Scored& s) { return s.bit_exact; });
-  if (cited == scored.end())
-    cited = std::min_element(scored.begin(), scored.end(),
-                             [](const Scored& a, const Scored& b) { return a.worst_ratio < b.worst_ratio; });
-  const std::string best_recipe = cited->name;
-  const double best_recipe_worst = cited->worst_ratio;
-  const std::vector<double>& best_bound = cited->bound;
-
-  const Comparison cmp = compare(in.observed, exact, in.dtype, &best_bound);
-  json elements = json::array();
-  double worst_res = 0;
-  std::size_t worst_i = 0;
+  r.recipes = score_recipes(in, exact, per_channel);
+  r.cited = cited_recipe(r.recipes);
+  const std::vector<double>& bound = r.recipes[r.cited].bound;
+  r.summary = compare(in.observed, exact, in.dtype, &bound);
   std::vector<double> residual(n);
   for (std::size_t i = 0; i < n; ++i) {
     residual[i] = ulp_error(in.observed[i], exact[i].approx, in.dtype);
-    if (std::fabs(residual[i]) >= std::fabs(worst_res)) {
-      worst_res = residual[i];
-      worst_i = i;
+    if (std::fabs(residual[i]) >= std::fabs(r.worst_residual_ulp)) {
+      r.worst_residual_ulp = residual[i];
+      r.worst_index = i;
     }
   }
-  for (const std::size_t i : listed_elements(residual, best_bound, exact, in.dtype)) {
-    const double res = residual[i];
-    const double xo = in.original[i];
-    json e{{"index", i},
-           {"channel", i / per_channel},
-           {"original", xo},
-           {"observed", in.observed[i]},
-           {"drift_ppm", xo != 0 ? json(1e6 * ((static_cast<long double>(in.observed[i]) - xo) / std::fabs(xo)))
-                                 : json(nullptr)},
-           {"exact_folded", exact[i].approx.hi + exact[i].approx.lo},
-           {"exact_folded_digits", fmt::format("{:.20e}", static_cast<long double>(exact[i].approx.hi) + exact[i].approx.lo)},
-           {"correctly_rounded", exact[i].rounded_to(*ti.format)},
-           {"residual_ulp", res},
-           {"bound_ulp", best_bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo)}};
-    elements.push_back(e);
+  r.worst_bound_ulp = bound[r.worst_index] / ulp(in.dtype, exact[r.worst_index].approx.hi, exact[r.worst_index].approx.lo);
+  for (const std::size_t i : listed_elements(residual, bound, exact, in.dtype))
+    r.elements.push_back(element(in, r, exact, residual, i, per_channel));
+  if (!in.bn_given) r.scale = infer_scale(in.original, in.observed, in.dtype);
+  return r;
+}
+
+bool ExplainResult::explained() const {
+  const bool some = std::any_of(recipes.begin(), recipes.end(), [](const RecipeScore& s) { return s.explains(); });
+  return some && summary.kinds.nan == 0 && summary.kinds.inf_mismatch == 0;
+}
+
+// Nothing compared is never a pass: when no exact folded value rounds to a finite non-zero
+// value (all zero, underflowing or overflowing), any scale would have matched (compare()
+// marks it MISTRUSTED).
+bool ExplainResult::vacuous() const { return explained() && summary.verdict == Verdict::Mistrusted; }
+
+Verdict ExplainResult::verdict() const {
+  return vacuous() ? Verdict::Mistrusted : explained() ? Verdict::Expected : Verdict::Unexpected;
+}
+
+namespace {
+
+json element_json(const ExplainElement& e) {
+  return {{"index", e.index},
+          {"channel", e.channel},
+          {"original", e.original},
+          {"observed", e.observed},
+          {"drift_ppm", e.drift_ppm ? json(*e.drift_ppm) : json(nullptr)},
+          {"exact_folded", e.exact.approx.hi + e.exact.approx.lo},
+          {"exact_folded_digits", fmt::format("{:.20e}", static_cast<long double>(e.exact.approx.hi) + e.exact.approx.lo)},
+          {"correctly_rounded", e.correctly_rounded},
+          {"residual_ulp", e.residual_ulp},
+          {"bound_ulp", e.bound_ulp}};
+}
+
+json recipe_json(const RecipeScore& s) {
+  return {{"name", name(s.recipe)},         {"chain", describe(s.recipe)},     {"bit_exact", s.bit_exact()},
+          {"mismatches", s.mismatches},     {"bound_ulp_max", s.bound_ulp_max}, {"worst_ratio_to_bound", s.worst_ratio},
+          {"explains", s.explains()}};
+}
+
+json scale_json(const ScaleInference& si) {
+  return {{"consistent", si.consistent}, {"estimate", si.estimate}, {"range", {si.lo, si.hi}},
+          {"eps_range_if_fresh", {si.eps_lo, si.eps_hi}}, {"matches", si.matches}, {"summary", si.summary}};
+}
+
+reports::ExplainFacts facts(const ExplainResult& r) {
+  reports::ExplainFacts f;
+  f.explained = r.explained();
+  f.vacuous = r.vacuous();
+  f.worst_index = r.worst_index;
+  f.worst_residual_ulp = r.worst_residual_ulp;
+  f.worst_bound_ulp = r.worst_bound_ulp;
+  f.recipe = name(r.recipes[r.cited].recipe);
+  f.chain = describe(r.recipes[r.cited].recipe);
+  f.arithmetic_precision = info(info(r.dtype).arithmetic).precision;
+  for (const RecipeScore& s : r.recipes)
+    if (s.bit_exact()) f.bit_exact.push_back(name(s.recipe));
+  f.bn_source = r.bn_source;
+  if (r.scale && r.scale->consistent)
+    f.scale_fit = r.scale->summary + (r.scale->matches.empty() ? std::string(".") : " — " + r.scale->matches.front() + ".");
+  return f;
+}
+
+}  // namespace
+
+json ExplainResult::to_json() const {
+  json bit_exact = json::array(), explained_by = json::array(), recipe_list = json::array(), listed = json::array();
+  for (const RecipeScore& s : recipes) {
+    if (s.bit_exact()) bit_exact.push_back(name(s.recipe));
+    if (s.explains()) explained_by.push_back(name(s.recipe));
+    recipe_list.push_back(recipe_json(s));
   }
-  const bool expected = !explained_by.empty() && cmp.kinds.nan == 0 && cmp.kinds.inf_mismatch == 0;
-  // Nothing compared is never a pass: when no exact folded value rounds to a finite non-zero
-  // value (all zero, underflowing or overflowing), any scale would have matched (compare()
-  // marks it MISTRUSTED).
-  const bool vacuous = expected && cmp.verdict == Verdict::Mistrusted;
-  const Verdict verdict = vacuous ? Verdict::Mistrusted : expected ? Verdict::Expected : Verdict::Unexpected;
-
-  json reasoning = json::array();
-  if (vacuous)
-    reasoning.push_back("Every exact folded value is zero, or rounds to zero or to an infinity in this dtype: the "
-                        "observation matches, but so would a wrong scale, so it tells nothing about the fold "
-                        "(MISTRUSTED).");
-  const double worst_bound_ulp = best_bound[worst_i] / ulp(in.dtype, exact[worst_i].approx.hi, exact[worst_i].approx.lo);
-  if (expected) {
-    reasoning.push_back(fmt::format(
-        "Every observed value is within {:.3g} ULP of the exact fold w*gamma/sqrt(var+eps); the {} chain ({}) bounds "
-        "the error at element {} by {:.3g} ULP (|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta, a-priori, u = 2^-{}).",
-        std::fabs(worst_res), best_recipe, describe(recipe_from_name(best_recipe)), worst_i, worst_bound_ulp,
-        info(ti.arithmetic).precision));
-    if (!bit_exact.empty())
-      reasoning.push_back("Replaying the recipes reproduces the observed values bit for bit with: " +
-                          [&] {
-                            std::string s;
-                            for (const auto& r : bit_exact) s += (s.empty() ? "" : ", ") + r.get<std::string>();
-                            return s;
-                          }() + ".");
-  } else {
-    reasoning.push_back(fmt::format(
-        "Element {} is {:.4g} ULP from the exact fold, beyond every recipe's rounding bound (the closest, {}, allows "
-        "{:.3g} ULP there: |w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta).",
-        worst_i, worst_res, best_recipe, worst_bound_ulp));
-    reasoning.push_back(fmt::format("The observed drift is not the rounding of folding this BatchNorm ({}); check "
-                                    "its parameters (eps, var, gamma) or look for a second transformation.",
-                                    in.bn_source));
-  }
-
-  json bn{{"source", in.bn_source}, {"eps", in.bn.eps}, {"channels", C}};
-  if (C <= 16) bn.update({{"gamma", in.bn.gamma}, {"beta", in.bn.beta}, {"mean", in.bn.mean}, {"var", in.bn.var}});
-
+  for (const ExplainElement& e : elements) listed.push_back(element_json(e));
+  const std::size_t C = bn.gamma.size();
+  json bnj{{"source", bn_source}, {"eps", bn.eps}, {"channels", C}};
+  if (C <= 16) bnj.update({{"gamma", bn.gamma}, {"beta", bn.beta}, {"mean", bn.mean}, {"var", bn.var}});
   json out = result_envelope("explain");
-  out.update(json{{"dtype", ti.name},
-           {"bn", bn},
-           {"verdict", name(verdict)},
-           {"reasoning", reasoning},
-           {"bound",
-            {{"kind", "deterministic"},
-             {"recipe", best_recipe},
-             {"formula", "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta, running-error analysis of the recipe's chain"},
-             {"worst_ratio", best_recipe_worst}}},
-           {"bit_exact_recipes", bit_exact},
-           {"explained_by", explained_by},
-           {"recipes", recipes},
-           {"elements", elements},
-           {"elements_total", n},
-           {"summary", to_json(cmp)},
-           {"reference", {{"precision_bits", in.ref_options.precision}, {"certified", true}}}});
-  if (!in.bn_given) {
-    const ScaleInference si = infer_scale(in.original, in.observed, in.dtype);
-    if (!expected && si.consistent)
-      out["reasoning"].push_back("The observations fit one common fold scale: " + si.summary +
-                                 (si.matches.empty() ? std::string(".") : " — " + si.matches.front() + "."));
-    out["scale_inference"] = {{"consistent", si.consistent}, {"estimate", si.estimate}, {"range", {si.lo, si.hi}},
-                              {"eps_range_if_fresh", {si.eps_lo, si.eps_hi}}, {"matches", si.matches},
-                              {"summary", si.summary}};
-  }
+  out.update(json{{"dtype", info(dtype).name},
+                  {"bn", bnj},
+                  {"verdict", name(verdict())},
+                  {"reasoning", reports::explain_reasoning(facts(*this))},
+                  {"bound",
+                   {{"kind", "deterministic"},
+                    {"recipe", name(recipes[cited].recipe)},
+                    {"formula", "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta, running-error analysis of the recipe's chain"},
+                    {"worst_ratio", recipes[cited].worst_ratio}}},
+                  {"bit_exact_recipes", bit_exact},
+                  {"explained_by", explained_by},
+                  {"recipes", recipe_list},
+                  {"elements", listed},
+                  {"elements_total", elements_total},
+                  {"summary", foldcheck::to_json(summary)},
+                  {"reference", {{"precision_bits", precision_bits}, {"certified", true}}}});
+  if (scale) out["scale_inference"] = scale_json(*scale);
   return out;
 }
 

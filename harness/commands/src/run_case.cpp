@@ -315,7 +315,8 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
       ei.bn.var.push_back(bn.var[o]);
       ei.bn.eps = bn.eps;
     }
-    json ej = explain(ei);
+    const ExplainResult er = explain(ei);
+    json ej = er.to_json();
     // explain() sees one BatchNorm channel per observed element, so its "channel" is the
     // element's position; label each element by its own OIHW index and output channel.
     const std::int64_t khw = spec.geometry.KH * spec.geometry.KW;
@@ -327,7 +328,7 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     }
     ej["note"] = spec.observed_note;
     out["observed_weights"] = ej;
-    overall = worst(overall, ej["verdict"] == "EXPECTED" ? Verdict::Expected : Verdict::Unexpected);
+    overall = worst(overall, er.verdict() == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected);
   }
   if (internal_errors)
     throw std::logic_error("internal error: " + std::to_string(internal_errors) +

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/recipes.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck {
@@ -38,7 +39,50 @@ struct ScaleInference {
   std::string summary;
 };
 
-nlohmann::json explain(const ExplainInput& in);
+// One recipe replayed on the original weights.
+struct RecipeScore {
+  Recipe recipe = Recipe::Exact;
+  std::int64_t mismatches = 0;   // elements whose replay differs from the observation
+  double bound_ulp_max = 0;      // its largest per-element bound, in ULP of the exact fold
+  double worst_ratio = 0;        // max |observed - exact| / bound
+  std::vector<double> bound;     // per element, absolute
+  bool bit_exact() const { return mismatches == 0; }
+  bool explains() const { return worst_ratio <= 1.0; }
+};
+
+// One element as the result lists it.
+struct ExplainElement {
+  std::size_t index = 0, channel = 0;
+  double original = 0, observed = 0;
+  std::optional<long double> drift_ppm;  // none for a zero original
+  ref::Value exact;                      // the certified exact fold
+  double correctly_rounded = 0;          // the exact fold rounded to the dtype
+  double residual_ulp = 0, bound_ulp = 0;
+};
+
+// What explain finds; the verdict and the reasoning follow from these fields.
+struct ExplainResult {
+  DType dtype = DType::Float32;
+  ref::BnParams bn;
+  std::string bn_source;
+  bool bn_given = false;
+  long precision_bits = 0;                // of the certified reference
+  std::vector<RecipeScore> recipes;       // all_recipes() order
+  std::size_t cited = 0;                  // the recipe cited: first bit-exact, else the best-fitting bound
+  Comparison summary;                     // every element against the exact fold, with the cited bound
+  std::vector<ExplainElement> elements;   // all, or the worst relative to their bound (listed_elements)
+  std::size_t elements_total = 0;
+  std::size_t worst_index = 0;            // the largest |residual|
+  double worst_residual_ulp = 0, worst_bound_ulp = 0;
+  std::optional<ScaleInference> scale;    // when the BatchNorm was not given
+
+  bool explained() const;                 // some recipe's bound holds everywhere, no NaN, no Inf mismatch
+  bool vacuous() const;                   // explained, but nothing compared (every exact value 0 or not finite)
+  Verdict verdict() const;
+  nlohmann::json to_json() const;         // the `explain` result (schema "explain")
+};
+
+ExplainResult explain(const ExplainInput& in);
 ScaleInference infer_scale(const std::vector<double>& original, const std::vector<double>& observed, DType t);
 
 }  // namespace foldcheck

@@ -1,0 +1,27 @@
+#pragma once
+// The English of an `explain` result ("reasoning"): written here with the rest of foldcheck's
+// wording for people, from the facts the harness found (harness/commands/explain.hpp), and
+// put into the result by its to_json.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace foldcheck::reports {
+
+struct ExplainFacts {
+  bool explained = false;           // some recipe's bound holds for every element
+  bool vacuous = false;             // ... but every exact value is 0 or not finite: nothing compared
+  std::size_t worst_index = 0;      // the element farthest from the exact fold
+  double worst_residual_ulp = 0;    // its residual, ULP
+  double worst_bound_ulp = 0;       // the cited recipe's bound there, ULP
+  std::string recipe, chain;        // the cited recipe and its chain of operations
+  int arithmetic_precision = 24;    // bits of the arithmetic type (u = 2^-p)
+  std::vector<std::string> bit_exact;  // recipes that reproduce the observation bit for bit
+  std::string bn_source;
+  std::optional<std::string> scale_fit;  // the common fold scale the observations fit (BatchNorm not given)
+};
+
+std::vector<std::string> explain_reasoning(const ExplainFacts& f);
+
+}  // namespace foldcheck::reports
