@@ -153,7 +153,7 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named"
   const std::string model = save(bn_fixture({}), d, "model.onnx");
   AccuracyDiffOptions o;
   SECTION("each recipe's own fold") {
-    const auto r = accuracy_diff(model, o);
+    const auto r = accuracy_diff(model, o).to_json();
     CHECK(r["verdict"] == "EXPECTED");
     REQUIRE(r["layers"].size() == 3);
     CHECK(r["unpaired"].size() == 1);
@@ -164,7 +164,7 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named"
       f.folded = true;
       f.recipe = rc;
       o.observed_model = save(bn_fixture(f), d, std::string("folded_") + name(rc) + ".onnx");
-      const auto r = accuracy_diff(model, o);
+      const auto r = accuracy_diff(model, o).to_json();
       INFO(name(rc));
       CHECK(r["verdict"] == "EXPECTED");
       for (const auto& l : r["layers"]) {
@@ -181,7 +181,7 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named"
       f.corrupt_channel = 3;
       f.corrupt_rel = 60e-6;
       o.observed_model = save(bn_fixture(f), d, "corrupt_" + layer + ".onnx");
-      const auto r = accuracy_diff(model, o);
+      const auto r = accuracy_diff(model, o).to_json();
       INFO(layer);
       CHECK(r["verdict"] == "UNEXPECTED");
       int flagged = 0;
@@ -209,7 +209,7 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named"
     OnnxBuilder b;
     b.input("X", {1, 2});
     b.node("Relu", "r", {"X"}, {"Y"});
-    CHECK(accuracy_diff(save(b, d, "plain.onnx"), o)["verdict"] == "MISTRUSTED");
+    CHECK(accuracy_diff(save(b, d, "plain.onnx"), o).to_json()["verdict"] == "MISTRUSTED");
   }
 }
 
@@ -307,7 +307,7 @@ TEST_CASE("accuracy-diff: activations and end to end on the fixture", "[onnx][ac
   AccuracyDiffOptions o;
   o.seed = 11;
   o.attribution_elements = 16;
-  const auto r = accuracy_diff(save(bn_fixture({}), d, "model.onnx"), o);
+  const auto r = accuracy_diff(save(bn_fixture({}), d, "model.onnx"), o).to_json();
   CHECK(r["verdict"] == "EXPECTED");
   REQUIRE(r["layers"].size() == 3);
   for (int k = 0; k < 3; ++k) {  // two convs and the Gemm (as a 1x1 conv over its rows)
@@ -335,7 +335,7 @@ TEST_CASE("accuracy-diff: an unsupported op stops the runs, not the weight-level
   b.node("BatchNormalization", "bn", {"c", "g", "be", "mu", "va"}, {"n"});
   b.node("Softmax", "softmax", {"n"}, {"Y"});
   b.output("Y", {1, 3, 4, 4});
-  const auto r = accuracy_diff(save(b, d, "softmax.onnx"), AccuracyDiffOptions{});
+  const auto r = accuracy_diff(save(b, d, "softmax.onnx"), AccuracyDiffOptions{}).to_json();
   CHECK(r["verdict"] == "EXPECTED");
   REQUIRE(r["layers"].size() == 1);
   CHECK(r["layers"][0]["fold"]["verdict"] == "EXPECTED");
@@ -361,10 +361,10 @@ TEST_CASE("accuracy-diff: all-zero folded weights and biases are MISTRUSTED, nev
   const std::string m = save(b, d, "zeros.onnx");
   AccuracyDiffOptions o;
   o.weights_only = true;
-  const auto w = accuracy_diff(m, o);
+  const auto w = accuracy_diff(m, o).to_json();
   CHECK(w["verdict"] == "MISTRUSTED");
   CHECK(w["layers"][0]["fold"]["verdict"] == "MISTRUSTED");
-  const auto r = accuracy_diff(m, AccuracyDiffOptions{});
+  const auto r = accuracy_diff(m, AccuracyDiffOptions{}).to_json();
   CHECK(r["verdict"] == "MISTRUSTED");
   CHECK(r["end_to_end"]["verdict"] == "MISTRUSTED");
   CHECK(r["end_to_end"]["first_layer_beyond_bound"].is_null());
@@ -383,7 +383,7 @@ TEST_CASE("accuracy-diff: outputs with nothing to compare make the end to end MI
   b.node("BatchNormalization", "bn", {"c", "g", "be", "mu", "va"}, {"n"});
   b.node("Div", "div", {"n", "zero"}, {"Y"});
   b.output("Y", {1, 2, 2, 2});
-  const auto r = accuracy_diff(save(b, d, "div_zero.onnx"), AccuracyDiffOptions{});
+  const auto r = accuracy_diff(save(b, d, "div_zero.onnx"), AccuracyDiffOptions{}).to_json();
   CHECK(r["layers"][0]["verdict"] == "EXPECTED");
   CHECK(r["end_to_end"]["outputs"][0]["fused"]["verdict"] == "MISTRUSTED");
   CHECK(r["end_to_end"]["verdict"] == "MISTRUSTED");
@@ -402,9 +402,9 @@ TEST_CASE("accuracy-diff: identical results for any thread count", "[onnx][accur
   o.attribution_elements = 16;
   const std::string model = save(bn_fixture({}), d, "model.onnx");
   o.ref.threads = 1;
-  auto a = accuracy_diff(model, o);
+  auto a = accuracy_diff(model, o).to_json();
   o.ref.threads = 2;
-  auto b = accuracy_diff(model, o);
+  auto b = accuracy_diff(model, o).to_json();
   CHECK(a == b);
 }
 
@@ -527,7 +527,7 @@ TEST_CASE("accuracy-diff --observed-output: an engine's float32 output passes, a
   o.attribution_elements = 0;
   o.output_samples = 16;
   o.observed_output = engine_output(f, "folded");
-  const auto ok = accuracy_diff(model, o);
+  const auto ok = accuracy_diff(model, o).to_json();
   const auto& oo = ok["end_to_end"]["observed_output"];
   CHECK(ok["verdict"] == "EXPECTED");
   CHECK(oo["verdict"] == "EXPECTED");
@@ -540,7 +540,7 @@ TEST_CASE("accuracy-diff --observed-output: an engine's float32 output passes, a
   f.corrupt_channel = 2;
   f.corrupt_rel = 1e-2;
   o.observed_output = engine_output(f, "corrupt");
-  const auto bad = accuracy_diff(model, o);
+  const auto bad = accuracy_diff(model, o).to_json();
   CHECK(bad["verdict"] == "UNEXPECTED");
   CHECK(bad["end_to_end"]["observed_output"]["verdict"] == "UNEXPECTED");
   CHECK(bad["end_to_end"]["observed_output"]["worst"]["ratio"].get<double>() > 1);

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   foldcheck::AccuracyDiffOptions opts;
   opts.observed_model = argv[2];
   opts.weights_only = true;
-  const nlohmann::json model = foldcheck::accuracy_diff(argv[1], opts);
+  const nlohmann::json model = foldcheck::accuracy_diff(argv[1], opts).to_json();
   std::printf("model: %zu layers, verdict %s\n", model["layers"].size(), model["verdict"].get<std::string>().c_str());
   return weights["verdict"] == "EXPECTED" && model["verdict"] == "EXPECTED" ? 0 : 1;
 }

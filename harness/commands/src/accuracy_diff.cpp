@@ -168,8 +168,8 @@ Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOption
 // --observed-output: the other engine's output y (on the same input) against the float64
 // run, with the end-to-end bound of output_bound.hpp; foldcheck's float32 runs are held to
 // the same bound (a self-check of the bound: they are engines of the modelled kind).
-json observed_output_check(const Model& model, const BnPatterns& pat, const Runs& rr, const Tensor& y,
-                           const AccuracyDiffOptions& opts, const std::function<void(const std::string&)>& say) {
+ObservedOutputCheck observed_output_check(const Model& model, const BnPatterns& pat, const Runs& rr, const Tensor& y,
+                                          const AccuracyDiffOptions& opts, const std::function<void(const std::string&)>& say) {
   const std::string& out = model.outputs[0].name;
   const Tensor& y64 = rr.out64.at(out);
   if (y.shape != y64.shape)
@@ -188,39 +188,41 @@ json observed_output_check(const Model& model, const BnPatterns& pat, const Runs
   const ref::ValueArray refv = approximate_values(ob.reference.at(out).data, DType::Float32);
   std::vector<double> yv = y.data;
   for (double& v : yv) v = round_to(DType::Float32, v);  // float64 files: the float32 value an engine would hold
-  const Comparison c = compare(yv, refv, DType::Float32, &bound);
-  json j{{"path", *opts.observed_output},
-         {"shape", y.shape},
-         {"bound", ob.formula},
-         {"lambda", ob.lambda},
-         {"sqrt_c", ob.inflation},
-         {"samples", ob.samples},
-         {"seed", ob.seed},
-         {"confidence", ob.confidence},
-         {"comparison", to_json(c)}};
+  ObservedOutputCheck r;
+  r.observed = compare(yv, refv, DType::Float32, &bound);
+  r.unfused = compare(rr.out32.at(out).data, refv, DType::Float32, &bound);
+  r.fused = compare(rr.out32f.at(out).data, refv, DType::Float32, &bound);
+  const Comparison& c = r.observed;
+  r.detail = {{"path", *opts.observed_output}, {"shape", y.shape},       {"bound", ob.formula},
+              {"lambda", ob.lambda},           {"sqrt_c", ob.inflation}, {"samples", ob.samples},
+              {"seed", ob.seed},               {"confidence", ob.confidence}, {"comparison", to_json(c)}};
   // The bound's size, in float32 ULP of the reference (how tight the check is).
   std::vector<double> bulp;
   for (std::size_t i = 0; i < bound.size(); ++i) bulp.push_back(bound[i] / ulp(DType::Float32, refv.approx(i).hi, refv.approx(i).lo));
   std::sort(bulp.begin(), bulp.end());
-  if (!bulp.empty())
-    j["bound_ulp"] = {{"median", bulp[bulp.size() / 2]}, {"max", bulp.back()}, {"min", bulp.front()}};
+  if (!bulp.empty()) r.detail["bound_ulp"] = {{"median", bulp[bulp.size() / 2]}, {"max", bulp.back()}, {"min", bulp.front()}};
   if (c.worst_bound_index >= 0) {
     const auto i = static_cast<std::size_t>(c.worst_bound_index);
-    j["worst"] = {{"index", unravel_index(y.shape, i)}, {"flat_index", i}, {"observed", yv[i]},
-                  {"reference", refv.approx(i).hi}, {"bound", bound[i]}, {"ratio", *c.worst_bound_ratio}};
+    r.detail["worst"] = {{"index", unravel_index(y.shape, i)}, {"flat_index", i}, {"observed", yv[i]},
+                         {"reference", refv.approx(i).hi}, {"bound", bound[i]}, {"ratio", *c.worst_bound_ratio}};
   }
   const auto t64 = top1(ob.reference.at(out)), to = top1(Tensor{y.shape, yv, DType::Float32});
   if (!t64.empty() && y.shape.back() > 1) {
     std::int64_t agree = 0;
     for (std::size_t i = 0; i < t64.size(); ++i) agree += to[i] == t64[i];
-    j["top1_agreement"] = {{"rows", t64.size()}, {"observed_vs_reference", agree}};
+    r.detail["top1_agreement"] = {{"rows", t64.size()}, {"observed_vs_reference", agree}};
   }
-  j["verdict"] = name(c.verdict);
-  const Comparison cu = compare(rr.out32.at(out).data, refv, DType::Float32, &bound);
-  const Comparison cf = compare(rr.out32f.at(out).data, refv, DType::Float32, &bound);
-  j["foldcheck_runs"] = {{"unfused_worst_ratio", cu.worst_bound_ratio ? json(*cu.worst_bound_ratio) : json(nullptr)},
-                         {"fused_worst_ratio", cf.worst_bound_ratio ? json(*cf.worst_bound_ratio) : json(nullptr)},
-                         {"verdict", name(worst(cu.verdict, cf.verdict))}};
+  return r;
+}
+
+json ratio_json(const Comparison& c) { return c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr); }
+
+json observed_output_json(const ObservedOutputCheck& o) {
+  json j = o.detail;
+  j["verdict"] = name(o.observed.verdict);
+  j["foldcheck_runs"] = {{"unfused_worst_ratio", ratio_json(o.unfused)},
+                         {"fused_worst_ratio", ratio_json(o.fused)},
+                         {"verdict", name(worst(o.unfused.verdict, o.fused.verdict))}};
   return j;
 }
 
@@ -229,42 +231,212 @@ std::string in_file(const std::string& path, const std::string& message) {
   return message.rfind(path + ": ", 0) == 0 ? message : path + ": " + message;
 }
 
+using Say = std::function<void(const std::string&)>;
+
+// The other engine's outputs, read and checked before anything runs.
+std::optional<Tensor> read_observed_output(const Model& model, const AccuracyDiffOptions& opts) {
+  if (!opts.observed_output) return std::nullopt;
+  if (!opts.input) throw InputError("`observed_output` needs `input`: the input the other engine ran on");
+  if (opts.weights_only) throw InputError("`observed_output` needs the runs (not `weights_only`)");
+  if (model.outputs.size() != 1)
+    throw InputError(fmt::format("{}: {} graph outputs; `observed_output` checks models with one", model.path,
+                                 model.outputs.size()));
+  Tensor y = read_npy(*opts.observed_output);
+  if (y.dtype != DType::Float32 && y.dtype != DType::Float64)
+    throw InputError(fmt::format("{}: {} values; the end-to-end bound models an engine computing in float32",
+                                 *opts.observed_output, name(y.dtype)));
+  return y;
+}
+
+// The runs (see Runs). A model foldcheck cannot run (an unsupported op, several inputs)
+// still gets its weight-level checks; the runs and what depends on them are reported as not
+// run, with the reason (`not_run`).
+Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOptions& opts, const Say& say,
+               std::optional<std::string>& not_run) {
+  Runs rr;
+  if (model.inputs.size() != 1) {
+    not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
+  } else {
+    Tensor x = model_input(model, opts.input, opts.seed);  // a bad input file is the user's error (exit 2)
+    try {
+      check_supported(model);
+    } catch (const InputError& e) {
+      not_run = e.what();
+    }
+    // A model the runner supports but that cannot run as the ONNX spec defines it (shapes
+    // that do not fit, a kernel larger than its input, an output over the element limit)
+    // is bad input: exit 2 naming the file and the node, never runs reported as not made.
+    if (!not_run) {
+      try {
+        rr = run_all(model, pat, opts, std::move(x), say);
+      } catch (const InputError& e) {
+        if (opts.observed_output)
+          throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, e.what()));
+        throw InputError(in_file(model.path, e.what()));
+      }
+    }
+  }
+  // The other engine's outputs ask for nothing but what the runs give: without them, an error.
+  if (not_run && opts.observed_output)
+    throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, *not_run));
+  return rr;
+}
+
+// The observed model's layer for pair p, if any: its folded parameters, or none when it
+// still applies a BatchNormalization after the layer (not folded).
+struct Observed {
+  const Model* model = nullptr;
+  std::map<std::size_t, std::size_t> match;
+};
+
+// One pair's weight-level check (and, with an observed model, its match).
+LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, const ref::Options& ref_opts) {
+  const LayerParams lp = layer_params(model, p);
+  LayerDiff d;
+  d.identity = {{"name", p.name},        {"op", p.op},
+                {"batchnorm", model.nodes[p.bn].name}, {"dtype", name(lp.dtype)},
+                {"weight_shape", lp.weight_shape},     {"output_channels", lp.channels},
+                {"conv_bias", !lp.bias.empty()},       {"eps", lp.bn.eps}};
+  if (!p.through.empty()) {
+    json ids = json::array();
+    for (const std::size_t i : p.through) ids.push_back(model.nodes[i].name);
+    d.identity["through_identity"] = ids;
+  }
+  std::optional<ObservedFold> of;
+  if (obs.model) {
+    const std::size_t on = obs.match.at(p.layer);
+    const ModelNode& node = obs.model->nodes[on];
+    d.identity["observed_node"] = node.name.empty() ? node.inputs[1] : node.name;
+    // The observed layer must itself carry the fold: no BatchNormalization left after it.
+    for (const std::size_t c : obs.model->consumers_of(node.outputs.at(0)))
+      d.observed_not_folded = d.observed_not_folded || obs.model->nodes[c].op == "BatchNormalization";
+    if (d.observed_not_folded) return d;
+    const LayerParams ol = layer_params_of_node(*obs.model, on);
+    if (ol.dtype != lp.dtype)
+      throw InputError(fmt::format("layer {}: observed weights are {}, original {}", p.name, name(ol.dtype), name(lp.dtype)));
+    of = ObservedFold{ol.weight, ol.bias};
+  }
+  ref::Options ro = ref_opts;
+  ro.threads = 1;
+  d.fold = check_fold(lp, of, ro);
+  return d;
+}
+
+// Every pair: its weight-level check (in parallel, one layer per thread at a time; the
+// reference inside runs single-threaded), then its analysis on its activations (each uses
+// every core itself), reported in graph order: the result does not depend on the thread count.
+std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, const Observed& obs, const Runs& rr,
+                                    bool runs, const AccuracyDiffOptions& opts, const Say& say) {
+  const std::size_t np = pat.pairs.size();
+  std::vector<LayerDiff> layers(np);
+  detail::run_tasks(
+      np, opts.ref.threads, [&](std::size_t k) { layers[k] = check_pair(model, pat.pairs[k], obs, opts.ref); },
+      [&](std::size_t k, std::size_t done) {
+        say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
+      });
+  for (std::size_t k = 0; k < np && runs; ++k) {
+    const BnPair& p = pat.pairs[k];
+    if (p.op == "ConvTranspose") {
+      layers[k].activations = json{{"note", "ConvTranspose pairs: weight-level check only"}};
+      continue;
+    }
+    say(fmt::format("layers on their activations {} ({})", bar(k + 1, np), p.name));
+    const LayerParams lp = layer_params(model, p);
+    Verdict v = Verdict::Expected;
+    layers[k].activations = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), opts, v);
+    layers[k].activations_verdict = v;
+  }
+  return layers;
+}
+
+// Per output: foldcheck's float32 runs against the float64 run, and top-1 agreement.
+json output_json(const ValueInfo& vi, const Runs& rr, bool& compared_nothing) {
+  const Tensor& y64 = rr.out64.at(vi.name);
+  const ref::ValueArray refv = approximate_values(y64.data, DType::Float32);
+  json oj{{"name", vi.name}, {"shape", y64.shape}};
+  const Comparison cu = compare(rr.out32.at(vi.name).data, refv, DType::Float32);
+  const Comparison cf = compare(rr.out32f.at(vi.name).data, refv, DType::Float32);
+  // An output whose reference is all zero or not finite (a Div by zero) compared nothing:
+  // the end-to-end verdict cannot be a pass.
+  if (cu.verdict == Verdict::Mistrusted || cf.verdict == Verdict::Mistrusted) compared_nothing = true;
+  oj["unfused"] = to_json(cu);
+  oj["fused"] = to_json(cf);
+  const auto t64 = top1(y64), tu = top1(rr.out32.at(vi.name)), tf = top1(rr.out32f.at(vi.name));
+  if (!t64.empty() && y64.shape.back() > 1) {
+    std::int64_t au = 0, af = 0, uf = 0;
+    for (std::size_t i = 0; i < t64.size(); ++i) {
+      au += tu[i] == t64[i];
+      af += tf[i] == t64[i];
+      uf += tu[i] == tf[i];
+    }
+    oj["top1_agreement"] = {{"rows", t64.size()}, {"unfused_vs_reference", au}, {"fused_vs_reference", af},
+                            {"fused_vs_unfused", uf}};
+  }
+  return oj;
+}
+
+// The end-to-end verdict: every analysed layer within its bounds on its activations (a
+// MISTRUSTED layer compared nothing: it makes the whole MISTRUSTED, never a pass), the
+// float32 runs within the end-to-end bound when it is computed, and every output compared.
+void judge_end_to_end(EndToEnd& e, const std::vector<LayerDiff>& layers) {
+  e.verdict = Verdict::Expected;
+  for (const LayerDiff& d : layers) {
+    if (!d.activations_verdict) continue;
+    const Verdict lv = *d.activations_verdict == Verdict::Suspicious ? Verdict::Unexpected : *d.activations_verdict;
+    if (lv == Verdict::Unexpected && !e.first_layer_beyond_bound) e.first_layer_beyond_bound = d.identity["name"];
+    e.verdict = worst(e.verdict, lv);
+  }
+  if (e.observed_output && worst(e.observed_output->unfused.verdict, e.observed_output->fused.verdict) != Verdict::Expected)
+    e.verdict = Verdict::Unexpected;
+  if (e.outputs_compared_nothing) e.verdict = worst(e.verdict, Verdict::Mistrusted);
+}
+
+EndToEnd end_to_end(const Model& model, const BnPatterns& pat, const Runs& rr, const std::vector<LayerDiff>& layers,
+                    const std::optional<Tensor>& observed_y, const AccuracyDiffOptions& opts, const Say& say) {
+  EndToEnd e;
+  json outs = json::array();
+  for (const ValueInfo& vi : model.outputs) outs.push_back(output_json(vi, rr, e.outputs_compared_nothing));
+  e.runs = {{"reference", "float64 run of the unfused model (each operation within 2^-53 relative)"},
+            {"fused_recipe", name(opts.recipe)},
+            {"input", opts.input ? json(*opts.input) : json(fmt::format("seeded standard normal, seed {}", opts.seed))},
+            {"input_shape", rr.x.shape}};
+  if (observed_y) {
+    e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
+    for (json& oj : outs) {  // foldcheck's own float32 runs against the same bound
+      oj["unfused"]["worst_bound_ratio"] = ratio_json(e.observed_output->unfused);
+      oj["fused"]["worst_bound_ratio"] = ratio_json(e.observed_output->fused);
+    }
+  }
+  e.runs["outputs"] = outs;
+  judge_end_to_end(e, layers);
+  return e;
+}
+
 }  // namespace
 
-json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
+Verdict LayerDiff::fold_verdict() const { return observed_not_folded || !fold ? Verdict::Unexpected : fold->verdict; }
+
+Verdict LayerDiff::verdict() const {
+  return activations_verdict ? worst(fold_verdict(), *activations_verdict) : fold_verdict();
+}
+
+AccuracyDiffResult accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
   return accuracy_diff(Model::load(model_path), opts);
 }
 
-json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
+AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   auto say = [&](const std::string& s) {
     if (opts.progress) opts.progress(s);
   };
   const BnPatterns pat = find_bn_pairs(model);
-  std::optional<Model> observed;
-  std::map<std::size_t, std::size_t> match;
-  std::optional<Tensor> observed_y;
-  if (opts.observed_output) {
-    if (!opts.input)
-      throw InputError("`observed_output` needs `input`: the input the other engine ran on");
-    if (opts.weights_only) throw InputError("`observed_output` needs the runs (not `weights_only`)");
-    if (model.outputs.size() != 1)
-      throw InputError(fmt::format("{}: {} graph outputs; `observed_output` checks models with one", model.path,
-                                   model.outputs.size()));
-    observed_y = read_npy(*opts.observed_output);
-    if (observed_y->dtype != DType::Float32 && observed_y->dtype != DType::Float64)
-      throw InputError(fmt::format("{}: {} values; the end-to-end bound models an engine computing in float32",
-                                   *opts.observed_output, name(observed_y->dtype)));
-  }
+  const std::optional<Tensor> observed_y = read_observed_output(model, opts);
+  std::optional<Model> observed_model;
+  Observed obs;
   if (opts.observed_model) {
-    observed = Model::load(*opts.observed_model);
-    match = match_layers(model, *observed);
+    observed_model = Model::load(*opts.observed_model);
+    obs.model = &*observed_model;
+    obs.match = match_layers(model, *observed_model);
   }
-  // The runs (see Runs). A model foldcheck cannot run (an unsupported op, several inputs)
-  // still gets its weight-level checks; the runs and what depends on them are reported as
-  // not run, with the reason.
-  Runs rr;
-  json end_to_end = nullptr;
-  std::optional<std::string> not_run;
   // A model the ONNX spec forbids (an attribute, a type, a geometry) is bad input (exit 2)
   // for every mode: the weight-level checks would read the same nodes.
   try {
@@ -272,200 +444,86 @@ json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts) {
   } catch (const InputError& e) {
     throw InputError(in_file(model.path, e.what()));
   }
-  if (!opts.weights_only) {
-    if (model.inputs.size() != 1) {
-      not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
-    } else {
-      Tensor x = model_input(model, opts.input, opts.seed);  // a bad --input is the user's error (exit 2)
-      try {
-        check_supported(model);
-      } catch (const InputError& e) {
-        not_run = e.what();
-      }
-      // A model the runner supports but that cannot run as the ONNX spec defines it (shapes
-      // that do not fit, a kernel larger than its input, an output over the element limit)
-      // is bad input: exit 2 naming the file and the node, never runs reported as not made.
-      if (!not_run) {
-        try {
-          rr = run_all(model, pat, opts, std::move(x), say);
-        } catch (const InputError& e) {
-          if (opts.observed_output)
-            throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, e.what()));
-          throw InputError(in_file(model.path, e.what()));
-        }
-      }
-    }
-    // --observed-output asks for nothing but what the runs give: without them it is an error.
-    if (not_run && opts.observed_output)
-      throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, *not_run));
-  }
+  std::optional<std::string> not_run;
+  const Runs rr = opts.weights_only ? Runs{} : make_runs(model, pat, opts, say, not_run);
   const bool runs = !opts.weights_only && !not_run;
-
-  // Each pair is checked on its own (in parallel, one layer per thread at a time; the
-  // reference inside runs single-threaded), then reported in graph order: the result does
-  // not depend on the thread count.
-  const std::size_t np = pat.pairs.size();
-  std::vector<json> layer_json(np);
-  std::vector<Verdict> layer_verdict(np, Verdict::Expected);
-  auto check_pair = [&](std::size_t k) {
-    const BnPair& p = pat.pairs[k];
-    const LayerParams lp = layer_params(model, p);
-    json lj{{"name", p.name},
-            {"op", p.op},
-            {"batchnorm", model.nodes[p.bn].name},
-            {"dtype", name(lp.dtype)},
-            {"weight_shape", lp.weight_shape},
-            {"output_channels", lp.channels},
-            {"conv_bias", !lp.bias.empty()},
-            {"eps", lp.bn.eps}};
-    if (!p.through.empty()) {
-      json ids = json::array();
-      for (const std::size_t i : p.through) ids.push_back(model.nodes[i].name);
-      lj["through_identity"] = ids;
+  AccuracyDiffResult r;
+  r.layers = check_layers(model, pat, obs, rr, runs, opts, say);
+  if (!opts.weights_only) {
+    if (runs) r.end_to_end = end_to_end(model, pat, rr, r.layers, observed_y, opts, say);
+    else {
+      r.end_to_end.emplace();
+      r.end_to_end->not_run = not_run;
     }
-    std::optional<ObservedFold> of;
-    if (observed) {
-      const std::size_t on = match.at(p.layer);
-      const ModelNode& node = observed->nodes[on];
-      // The observed layer must itself carry the fold: no BatchNormalization left after it.
-      bool still_bn = false;
-      for (const std::size_t c : observed->consumers_of(node.outputs.at(0)))
-        still_bn = still_bn || observed->nodes[c].op == "BatchNormalization";
-      lj["observed_node"] = node.name.empty() ? node.inputs[1] : node.name;
-      if (still_bn) {
-        lj["verdict"] = name(Verdict::Unexpected);
-        lj["observed_note"] = "the observed model still applies a BatchNormalization after this layer: not folded";
-        layer_json[k] = std::move(lj);
-        layer_verdict[k] = Verdict::Unexpected;
-        return;
-      }
-      const LayerParams ol = layer_params_of_node(*observed, on);
-      if (ol.dtype != lp.dtype)
-        throw InputError(fmt::format("layer {}: observed weights are {}, original {}", p.name, name(ol.dtype), name(lp.dtype)));
-      of = ObservedFold{ol.weight, ol.bias};
-    }
-    ref::Options ro = opts.ref;
-    ro.threads = 1;
-    const FoldCheck fc = check_fold(lp, of, ro);
-    lj["verdict"] = name(fc.verdict);
-    lj["fold"] = to_json(fc);
-    if (observed) {
-      const RecipeFoldCheck& b = fc.recipes[fc.best];
-      lj["worst_channel"] = fc.verdict == Verdict::Expected ? json(nullptr) : json(b.worst_channel);
-      lj["closest_recipe"] = name(b.recipe);
-    }
-    layer_json[k] = std::move(lj);
-    layer_verdict[k] = fc.verdict;
-  };
-  // The per-layer activation analyses (each uses every core itself), in graph order.
-  auto activations = [&](std::size_t k) {
-    const BnPair& p = pat.pairs[k];
-    if (!runs) return;
-    if (p.op == "ConvTranspose") {
-      layer_json[k]["activations"] = {{"note", "ConvTranspose pairs: weight-level check only"}};
-      return;
-    }
-    say(fmt::format("layers on their activations {} ({})", bar(k + 1, np), p.name));
-    const LayerParams lp = layer_params(model, p);
-    Verdict v = Verdict::Expected;
-    layer_json[k]["activations"] = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), opts, v);
-    layer_json[k]["activations"]["verdict"] = name(v);
-    layer_verdict[k] = worst(layer_verdict[k], v);
-    if (layer_json[k]["verdict"] != "UNEXPECTED") layer_json[k]["verdict"] = name(layer_verdict[k]);
-  };
-  detail::run_tasks(np, opts.ref.threads, check_pair, [&](std::size_t k, std::size_t done) {
-    say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
-  });
-  for (std::size_t k = 0; k < np; ++k) activations(k);
-  if (not_run) end_to_end = {{"not_run", *not_run}};
-  if (runs) {
-    end_to_end = json::object();
-    json outs = json::array();
-    bool outputs_compared_nothing = false;
-    for (const ValueInfo& vi : model.outputs) {
-      const Tensor& y64 = rr.out64.at(vi.name);
-      const ref::ValueArray refv = approximate_values(y64.data, DType::Float32);
-      json oj{{"name", vi.name}, {"shape", y64.shape}};
-      const Comparison cu = compare(rr.out32.at(vi.name).data, refv, DType::Float32);
-      const Comparison cf = compare(rr.out32f.at(vi.name).data, refv, DType::Float32);
-      // An output whose reference is all zero or not finite (a Div by zero) compared
-      // nothing: the end-to-end verdict cannot be a pass (below).
-      if (cu.verdict == Verdict::Mistrusted || cf.verdict == Verdict::Mistrusted) outputs_compared_nothing = true;
-      oj["unfused"] = to_json(cu);
-      oj["fused"] = to_json(cf);
-      const auto t64 = top1(y64), tu = top1(rr.out32.at(vi.name)), tf = top1(rr.out32f.at(vi.name));
-      if (!t64.empty() && y64.shape.back() > 1) {
-        std::int64_t au = 0, af = 0, uf = 0;
-        for (std::size_t i = 0; i < t64.size(); ++i) {
-          au += tu[i] == t64[i];
-          af += tf[i] == t64[i];
-          uf += tu[i] == tf[i];
-        }
-        oj["top1_agreement"] = {{"rows", t64.size()}, {"unfused_vs_reference", au}, {"fused_vs_reference", af},
-                                {"fused_vs_unfused", uf}};
-      }
-      outs.push_back(std::move(oj));
-    }
-    end_to_end["reference"] = "float64 run of the unfused model (each operation within 2^-53 relative)";
-    end_to_end["fused_recipe"] = name(opts.recipe);
-    end_to_end["input"] = opts.input ? json(*opts.input) : json(fmt::format("seeded standard normal, seed {}", opts.seed));
-    end_to_end["input_shape"] = rr.x.shape;
-    end_to_end["outputs"] = outs;
-    json first = nullptr;
-    Verdict e2e = Verdict::Expected;
-    for (std::size_t k = 0; k < np; ++k) {
-      if (!layer_json[k].contains("activations") || !layer_json[k]["activations"].contains("verdict")) continue;
-      // A MISTRUSTED layer (every exact value zero) compared nothing: it is not beyond its
-      // bound, and it makes the whole MISTRUSTED, never UNEXPECTED or a pass.
-      const std::string v = layer_json[k]["activations"]["verdict"];
-      const Verdict lv = v == "EXPECTED" ? Verdict::Expected : v == "MISTRUSTED" ? Verdict::Mistrusted : Verdict::Unexpected;
-      if (lv == Verdict::Unexpected && first.is_null()) first = layer_json[k]["name"];
-      e2e = worst(e2e, lv);
-    }
-    if (observed_y) {
-      json oo = observed_output_check(model, pat, rr, *observed_y, opts, say);
-      for (json& oj : outs) {  // foldcheck's own float32 runs against the same bound
-        oj["unfused"]["worst_bound_ratio"] = oo["foldcheck_runs"]["unfused_worst_ratio"];
-        oj["fused"]["worst_bound_ratio"] = oo["foldcheck_runs"]["fused_worst_ratio"];
-      }
-      end_to_end["outputs"] = outs;
-      if (oo["foldcheck_runs"]["verdict"] != "EXPECTED") e2e = Verdict::Unexpected;
-      end_to_end["observed_output"] = std::move(oo);
-    }
-    if (outputs_compared_nothing) e2e = worst(e2e, Verdict::Mistrusted);
-    end_to_end["first_layer_beyond_bound"] = first;
-    end_to_end["verdict"] = name(e2e);
   }
-  Verdict overall = Verdict::Expected;
-  if (end_to_end.is_object() && end_to_end.contains("observed_output"))
-    overall = worst(overall, end_to_end["observed_output"]["verdict"] == "EXPECTED"     ? Verdict::Expected
-                             : end_to_end["observed_output"]["verdict"] == "MISTRUSTED" ? Verdict::Mistrusted
-                                                                                        : Verdict::Unexpected);
-  if (end_to_end.is_object() && end_to_end.value("verdict", "") == "MISTRUSTED") overall = worst(overall, Verdict::Mistrusted);
-  json layers = json::array();
-  for (std::size_t k = 0; k < np; ++k) {
-    overall = worst(overall, layer_verdict[k]);
-    layers.push_back(std::move(layer_json[k]));
-  }
-  // Nothing checked is not a pass (a model without foldable pairs, checked against nothing).
-  if (np == 0) overall = Verdict::Mistrusted;
-  json unpaired = json::array();
-  for (const UnpairedBn& u : pat.unpaired) unpaired.push_back({{"batchnorm", u.name}, {"reason", u.reason}});
+  r.unpaired = json::array();
+  for (const UnpairedBn& u : pat.unpaired) r.unpaired.push_back({{"batchnorm", u.name}, {"reason", u.reason}});
   json inputs = json::array();
   for (const ValueInfo& v : model.inputs) inputs.push_back({{"name", v.name}, {"shape", v.shape}});
+  r.model = {{"path", model.path}, {"producer", model.producer}, {"opset", model.opset},
+             {"nodes", model.nodes.size()}, {"inputs", inputs}};
+  if (observed_model)
+    r.observed = json{{"path", observed_model->path},
+                      {"producer", observed_model->producer},
+                      {"matching", "foldable layers (Conv, ConvTranspose, Gemm, MatMul with initializer weights) in "
+                                   "graph order, one to one; same op, weight shape and group"}};
+  return r;
+}
+
+Verdict AccuracyDiffResult::verdict() const {
+  Verdict v = Verdict::Expected;
+  if (end_to_end && end_to_end->observed_output) v = worst(v, end_to_end->observed_output->observed.verdict == Verdict::Suspicious
+                                                                   ? Verdict::Unexpected
+                                                                   : end_to_end->observed_output->observed.verdict);
+  if (end_to_end && !end_to_end->not_run && end_to_end->verdict == Verdict::Mistrusted) v = worst(v, Verdict::Mistrusted);
+  for (const LayerDiff& d : layers) v = worst(v, d.verdict());
+  // Nothing checked is not a pass (a model without foldable pairs, checked against nothing).
+  return layers.empty() ? Verdict::Mistrusted : v;
+}
+
+namespace {
+
+json layer_json(const LayerDiff& d) {
+  json j = d.identity;
+  if (d.observed_not_folded) {
+    j["verdict"] = name(Verdict::Unexpected);
+    j["observed_note"] = "the observed model still applies a BatchNormalization after this layer: not folded";
+  } else {
+    j["fold"] = to_json(*d.fold);
+    if (d.identity.contains("observed_node")) {
+      const RecipeFoldCheck& b = d.fold->recipes[d.fold->best];
+      j["worst_channel"] = d.fold->verdict == Verdict::Expected ? json(nullptr) : json(b.worst_channel);
+      j["closest_recipe"] = name(b.recipe);
+    }
+    // A fold beyond its bound stays the layer's verdict whatever its activations say.
+    j["verdict"] = name(d.fold_verdict() == Verdict::Unexpected ? Verdict::Unexpected : d.verdict());
+  }
+  if (d.activations) {
+    j["activations"] = *d.activations;
+    if (d.activations_verdict) j["activations"]["verdict"] = name(*d.activations_verdict);
+  }
+  return j;
+}
+
+json end_to_end_json(const EndToEnd& e) {
+  if (e.not_run) return {{"not_run", *e.not_run}};
+  json j = e.runs;
+  if (e.observed_output) j["observed_output"] = observed_output_json(*e.observed_output);
+  j["first_layer_beyond_bound"] = e.first_layer_beyond_bound ? json(*e.first_layer_beyond_bound) : json(nullptr);
+  j["verdict"] = name(e.verdict);
+  return j;
+}
+
+}  // namespace
+
+json AccuracyDiffResult::to_json() const {
+  json list = json::array();
+  for (const LayerDiff& d : layers) list.push_back(layer_json(d));
   json out = result_envelope("accuracy-diff");
-  out.update(json{{"model", {{"path", model.path}, {"producer", model.producer}, {"opset", model.opset},
-                      {"nodes", model.nodes.size()}, {"inputs", inputs}}},
-           {"pairs_found", pat.pairs.size()},
-           {"layers", layers},
-           {"unpaired", unpaired}});
-  if (!opts.weights_only) out["end_to_end"] = end_to_end;
-  if (observed)
-    out["observed"] = {{"path", observed->path},
-                       {"producer", observed->producer},
-                       {"matching", "foldable layers (Conv, ConvTranspose, Gemm, MatMul with initializer weights) in "
-                                    "graph order, one to one; same op, weight shape and group"}};
-  out["verdict"] = name(overall);
+  out.update(json{{"model", model}, {"pairs_found", layers.size()}, {"layers", list}, {"unpaired", unpaired}});
+  if (end_to_end) out["end_to_end"] = end_to_end_json(*end_to_end);
+  if (observed) out["observed"] = *observed;
+  out["verdict"] = name(verdict());
   return out;
 }
 

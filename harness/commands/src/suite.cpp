@@ -180,7 +180,7 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
       AccuracyDiffOptions ao = se.model;
       ao.ref.precision = opts.precision;
       ao.ref.threads = opts.threads;
-      result = accuracy_diff(se.source, ao);
+      result = accuracy_diff(se.source, ao).to_json();
     }
     out.seconds[se.name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string file = "results/" + file_stem_for(se.name) + ".json";

@@ -13,10 +13,13 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/model/fold_check.hpp"
 #include "foldcheck/model/model.hpp"
+#include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/recipes.hpp"
 #include "foldcheck/reference/certify.hpp"
 
@@ -41,7 +44,48 @@ struct AccuracyDiffOptions {
   std::function<void(const std::string&)> progress;  // optional status lines
 };
 
-// JSON: "verdict", "model", "layers" (each: "name", "op", "batchnorm", "verdict",
+// One layer -> BatchNormalization pair.
+struct LayerDiff {
+  nlohmann::json identity;          // name, op, batchnorm, dtype, weight shape, channels, conv bias, eps, ...
+  bool observed_not_folded = false; // the observed model still applies a BatchNormalization after it
+  std::optional<FoldCheck> fold;    // the folded parameters against the exact fold (absent when not folded)
+  // On its real input (the runs): each path against the certified reference, and the verdict.
+  std::optional<nlohmann::json> activations;
+  std::optional<Verdict> activations_verdict;  // absent: not analysed (no runs, or a ConvTranspose pair)
+
+  Verdict fold_verdict() const;     // UNEXPECTED when not folded
+  Verdict verdict() const;          // the fold's, worst the activations'
+};
+
+// The other engine's outputs against the float64 run and the end-to-end bound.
+struct ObservedOutputCheck {
+  nlohmann::json detail;            // path, shape, bound, its size in ULP, worst element, top-1, comparison
+  Comparison observed;              // the other engine's outputs
+  Comparison unfused, fused;        // foldcheck's own float32 runs, held to the same bound
+};
+
+// The model end to end: float32 runs (unfused, fused) against a float64 run.
+struct EndToEnd {
+  std::optional<std::string> not_run;    // why the runs could not be made
+  nlohmann::json runs;                   // reference, fused recipe, input, and per output the comparisons and top-1
+  bool outputs_compared_nothing = false; // an output whose reference is all zero or not finite
+  std::optional<ObservedOutputCheck> observed_output;
+  std::optional<std::string> first_layer_beyond_bound;
+  Verdict verdict = Verdict::Expected;   // from the layers' activation verdicts and the checks above
+};
+
+struct AccuracyDiffResult {
+  nlohmann::json model;                  // path, producer, opset, nodes, inputs
+  std::vector<LayerDiff> layers;         // graph order
+  nlohmann::json unpaired;               // BatchNorms without a foldable layer, with the reason
+  std::optional<EndToEnd> end_to_end;    // absent with weights_only
+  std::optional<nlohmann::json> observed;  // the observed model and the matching rule
+
+  Verdict verdict() const;
+  nlohmann::json to_json() const;        // the `accuracy-diff` result (schema "accuracy-diff")
+};
+
+// JSON (to_json): "verdict", "model", "layers" (each: "name", "op", "batchnorm", "verdict",
 // "fold", "activations" (the layer on its real input: unfused and fused paths against the
 // certified reference, with bounds and the dominant error stage), and with --observed
 // "worst_channel"), "unpaired", "observed", "end_to_end" (the model's outputs in float32,
@@ -56,8 +100,8 @@ struct AccuracyDiffOptions {
 // parameters within theirs). The float64 run is the reference precision: each of its
 // operations errs by at most 2^-53 relative, 2^-29 of float32's. When the end-to-end bound
 // is computed (--observed-output), the float32 runs' outputs must also lie within it.
-nlohmann::json accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts);
+AccuracyDiffResult accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts);
 // The same for a model already in memory (benchmarks, tests).
-nlohmann::json accuracy_diff(const Model& model, const AccuracyDiffOptions& opts);
+AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& opts);
 
 }  // namespace foldcheck
