@@ -13,62 +13,92 @@ namespace {
 // distance / bound, with the convention of compare(): 0/0 = 0, x/0 = inf.
 double ratio(double v, const ref::Value& x, double bound) { return bound_ratio(distance(v, x.approx), bound); }
 
+// The exact fold: every folded weight and bias as a certified value.
+struct ExactFold {
+  ref::ValueArray weight;
+  std::vector<ref::Value> bias;
+};
+
+// Per recipe: the values checked (observed, or the recipe's own fold), their bounds, and
+// whether the recipe makes a single bias (no post-add); the comparison with the exact fold
+// is made for the recipe shown only.
+struct Pending {
+  std::vector<double> w, b, wb, bb;
+  bool single_bias = true;
+};
+
+// The worst ratio of the checked values of one recipe (rc) and what they were (pd); false
+// when an observed fold cannot be this recipe's (one bias, but the recipe adds after).
+bool check_recipe(const LayerParams& L, const std::optional<ObservedFold>& obs, Recipe r, const ref::Options& ro,
+                  const ExactFold& exact, RecipeFoldCheck& rc, Pending& pd) {
+  FoldedParams fp = fold_parameters(L.weight, L.per_channel, L.bias, L.bn, L.dtype, r, ro);
+  const FoldInfo& fi = fp.info;
+  pd.single_bias = !fi.has_post_add;
+  if (obs && !pd.single_bias) return false;  // a single observed bias cannot be this recipe's output
+  pd.w = obs ? obs->weight : std::move(fp.weight);
+  pd.b = obs ? obs->bias : std::move(fp.bias);
+  if (pd.b.empty()) pd.b.assign(static_cast<std::size_t>(L.channels), 0.0);
+  rc.recipe = r;
+  pd.wb.resize(pd.w.size());
+  for (std::size_t k = 0; k < pd.w.size(); ++k) {
+    const std::size_t o = k / static_cast<std::size_t>(L.per_channel);
+    pd.wb[k] = fi.weight_bound(o, L.weight[k]);
+    const double q = ratio(pd.w[k], exact.weight[k], pd.wb[k]);
+    if (q > rc.worst_ratio) {
+      rc.worst_ratio = q;
+      rc.worst_channel = static_cast<std::int64_t>(o);
+      rc.worst_in_bias = false;
+    }
+  }
+  if (pd.single_bias) {
+    pd.bb.resize(pd.b.size());
+    for (std::size_t o = 0; o < pd.b.size(); ++o) {
+      pd.bb[o] = fi.bias[o].e;
+      const double q = ratio(pd.b[o], exact.bias[o], pd.bb[o]);
+      if (q > rc.worst_ratio) {
+        rc.worst_ratio = q;
+        rc.worst_channel = static_cast<std::int64_t>(o);
+        rc.worst_in_bias = true;
+      }
+    }
+  }
+  rc.verdict = rc.worst_ratio <= 1 ? Verdict::Expected : Verdict::Unexpected;
+  return true;
+}
+
+// The overall verdict: observed -> the closest recipe's; otherwise the worst of them.
+// Every exact folded weight and bias zero: any scale and shift would match too, so
+// agreeing with them is no evidence (nothing compared is never a pass, as in compare()).
+Verdict overall_verdict(const FoldCheck& out, bool observed, const ExactFold& exact) {
+  Verdict v = out.verdict;
+  if (observed) v = out.recipes.empty() ? Verdict::Unexpected : out.recipes[out.best].verdict;
+  else
+    for (const RecipeFoldCheck& rc : out.recipes) v = worst(v, rc.verdict);
+  bool all_zero = std::all_of(exact.bias.begin(), exact.bias.end(), [](const ref::Value& x) { return x.approx.hi == 0; });
+  for (std::size_t k = 0; all_zero && k < exact.weight.size(); ++k) all_zero = exact.weight.approx(k).hi == 0;
+  if (v == Verdict::Expected && all_zero)
+    v = Verdict::Mistrusted;
+  return v;
+}
+
 }  // namespace
 
 FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& obs, const ref::Options& opts) {
   ref::Options ro = opts;
   ro.formats = ref::format_bit(*info(L.dtype).format);
-  const ref::ValueArray wexact = ref::fold_weights(L.weight, L.per_channel, L.bn, ro);
-  std::vector<ref::Value> bexact(static_cast<std::size_t>(L.channels));
-  for (std::size_t o = 0; o < bexact.size(); ++o)
-    bexact[o] = ref::fold_bias(L.bias.empty() ? 0.0 : L.bias[o], L.bn.gamma[o], L.bn.beta[o], L.bn.mean[o], L.bn.var[o],
-                               L.bn.eps, ro);
+  ExactFold exact{ref::fold_weights(L.weight, L.per_channel, L.bn, ro), std::vector<ref::Value>(static_cast<std::size_t>(L.channels))};
+  for (std::size_t o = 0; o < exact.bias.size(); ++o)
+    exact.bias[o] = ref::fold_bias(L.bias.empty() ? 0.0 : L.bias[o], L.bn.gamma[o], L.bn.beta[o], L.bn.mean[o], L.bn.var[o],
+                                   L.bn.eps, ro);
   FoldCheck out;
   out.observed = obs.has_value();
   double best_ratio = HUGE_VAL;
-  // Per recipe: its bounds, the worst ratio of the checked values, and (below) the
-  // comparison with the exact fold of the recipe shown.
-  struct Pending {
-    std::vector<double> w, b, wb, bb;
-    bool single_bias = true;
-  };
   std::vector<Pending> pending;
   for (const Recipe r : all_recipes()) {
     if (r == Recipe::Exact) continue;
-    FoldedParams fp = fold_parameters(L.weight, L.per_channel, L.bias, L.bn, L.dtype, r, ro);
-    const FoldInfo& fi = fp.info;
-    Pending pd;
-    pd.single_bias = !fi.has_post_add;
-    if (obs && !pd.single_bias) continue;  // a single observed bias cannot be this recipe's output
-    pd.w = obs ? obs->weight : std::move(fp.weight);
-    pd.b = obs ? obs->bias : std::move(fp.bias);
-    if (pd.b.empty()) pd.b.assign(static_cast<std::size_t>(L.channels), 0.0);
     RecipeFoldCheck rc;
-    rc.recipe = r;
-    pd.wb.resize(pd.w.size());
-    for (std::size_t k = 0; k < pd.w.size(); ++k) {
-      const std::size_t o = k / static_cast<std::size_t>(L.per_channel);
-      pd.wb[k] = fi.weight_bound(o, L.weight[k]);
-      const double q = ratio(pd.w[k], wexact[k], pd.wb[k]);
-      if (q > rc.worst_ratio) {
-        rc.worst_ratio = q;
-        rc.worst_channel = static_cast<std::int64_t>(o);
-        rc.worst_in_bias = false;
-      }
-    }
-    if (pd.single_bias) {
-      pd.bb.resize(pd.b.size());
-      for (std::size_t o = 0; o < pd.b.size(); ++o) {
-        pd.bb[o] = fi.bias[o].e;
-        const double q = ratio(pd.b[o], bexact[o], pd.bb[o]);
-        if (q > rc.worst_ratio) {
-          rc.worst_ratio = q;
-          rc.worst_channel = static_cast<std::int64_t>(o);
-          rc.worst_in_bias = true;
-        }
-      }
-    }
-    rc.verdict = rc.worst_ratio <= 1 ? Verdict::Expected : Verdict::Unexpected;
+    Pending pd;
+    if (!check_recipe(L, obs, r, ro, exact, rc, pd)) continue;
     if (rc.worst_ratio < best_ratio) {
       best_ratio = rc.worst_ratio;
       out.best = out.recipes.size();
@@ -86,18 +116,10 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
   for (std::size_t i = 0; i < out.recipes.size(); ++i) {
     if (i != shown) continue;
     const Pending& pd = pending[i];
-    out.recipes[i].weights = compare(pd.w, wexact, L.dtype, &pd.wb);
-    if (pd.single_bias) out.recipes[i].bias = compare(pd.b, bexact, L.dtype, &pd.bb);
+    out.recipes[i].weights = compare(pd.w, exact.weight, L.dtype, &pd.wb);
+    if (pd.single_bias) out.recipes[i].bias = compare(pd.b, exact.bias, L.dtype, &pd.bb);
   }
-  if (obs) out.verdict = out.recipes.empty() ? Verdict::Unexpected : out.recipes[out.best].verdict;
-  else
-    for (const RecipeFoldCheck& rc : out.recipes) out.verdict = worst(out.verdict, rc.verdict);
-  // Every exact folded weight and bias zero: any scale and shift would match too, so
-  // agreeing with them is no evidence (nothing compared is never a pass, as in compare()).
-  bool all_zero = std::all_of(bexact.begin(), bexact.end(), [](const ref::Value& x) { return x.approx.hi == 0; });
-  for (std::size_t k = 0; all_zero && k < wexact.size(); ++k) all_zero = wexact.approx(k).hi == 0;
-  if (out.verdict == Verdict::Expected && all_zero)
-    out.verdict = Verdict::Mistrusted;
+  out.verdict = overall_verdict(out, obs.has_value(), exact);
   return out;
 }
 

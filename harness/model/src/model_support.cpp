@@ -1,7 +1,9 @@
 // Which ONNX ops and attributes the model runner implements (model_run.hpp:
-// check_supported). A node the runner would compute differently from the ONNX spec must be
-// refused by name, never run with an attribute silently ignored: an ignored ceil_mode or
-// spatial = 0 would be a wrong reference, and every verdict after it meaningless.
+// check_supported), read from the op registry (op_registry.hpp: every op the runner
+// computes, the attributes it reads, its arity and type rules). A node the runner would
+// compute differently from the ONNX spec must be refused by name, never run with an
+// attribute silently ignored: an ignored ceil_mode or spatial = 0 would be a wrong
+// reference, and every verdict after it meaningless.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -13,45 +15,15 @@
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/model/model_run.hpp"
+#include "op_registry.hpp"
 
 namespace foldcheck {
 namespace {
 
-using Names = std::set<std::string>;
-
-// Every op the runner computes, with the attributes it reads. An attribute not listed is
-// refused even when it is set to its default: it means an opset or extension foldcheck
-// does not model.
-const std::map<std::string, Names>& supported_ops() {
-  static const std::map<std::string, Names> ops{
-      {"Identity", {}},
-      {"Relu", {}},
-      {"LeakyRelu", {"alpha"}},
-      {"Sigmoid", {}},
-      {"HardSigmoid", {"alpha", "beta"}},
-      {"HardSwish", {}},
-      {"Clip", {"min", "max"}},
-      {"Add", {}},
-      {"Sub", {}},
-      {"Mul", {}},
-      {"Div", {}},
-      {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
-      {"ConvTranspose", {"dilations", "group", "kernel_shape", "output_padding", "pads", "strides"}},
-      {"Gemm", {"alpha", "beta", "transA", "transB"}},
-      {"MatMul", {}},
-      {"BatchNormalization", {"epsilon", "momentum", "training_mode", "spatial", "is_test"}},
-      {"MaxPool", {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}},
-      {"AveragePool", {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}},
-      {"GlobalAveragePool", {}},
-      {"Flatten", {"axis"}},
-      {"Reshape", {"allowzero"}},
-      {"Squeeze", {"axes"}},
-      {"Unsqueeze", {"axes"}},
-      {"Concat", {"axis"}},
-      {"Pad", {"mode", "pads", "value"}},
-      {"Constant", {"value", "value_float", "value_floats", "value_int", "value_ints"}},
-  };
-  return ops;
+// The registry's entry of a default-domain op the runner computes; null otherwise (another
+// domain, or an op it does not implement).
+const ops::OpEntry* entry(const ModelNode& n) {
+  return n.domain.empty() || n.domain == "ai.onnx" ? ops::find_op(n.op) : nullptr;
 }
 
 // "Conv at node 3 (conv1)": the op, the node's index in the file and its name if it has one.
@@ -59,8 +31,12 @@ std::string node_name(const ModelNode& n, std::size_t i) {
   return fmt::format("{} at node {}{}", n.op, i, n.name.empty() ? "" : " (" + n.name + ")");
 }
 
-bool is_pool(const ModelNode& n) { return n.op == "MaxPool" || n.op == "AveragePool"; }
-bool is_conv(const ModelNode& n) { return n.op == "Conv" || n.op == "ConvTranspose"; }
+ops::Spatial spatial(const ModelNode& n) {
+  const ops::OpEntry* e = ops::find_op(n.op);
+  return e ? e->spatial : ops::Spatial::None;
+}
+bool is_pool(const ModelNode& n) { return spatial(n) == ops::Spatial::Pool; }
+bool is_conv(const ModelNode& n) { return spatial(n) == ops::Spatial::Conv; }
 
 // The spatial attributes of a 2-D conv or pooling node against the ONNX spec: two strides,
 // dilations, kernel dims and output paddings, four pads, each in its range, group >= 1,
@@ -97,29 +73,25 @@ std::string flag_error(const ModelNode& n, const char* key) {
   return v == 0 || v == 1 ? "" : fmt::format("{} must be 0 or 1 (got {})", key, v);
 }
 
-// Attributes that became inputs in a later opset (Clip min/max at 11, Pad pads/value at 11,
-// Squeeze/Unsqueeze axes at 13): at the model's opset, exactly one of the two forms is read;
-// the other is refused, never silently ignored.
+// Attributes that became inputs in a later opset (the entry's `moved`: Clip min/max at 11,
+// Pad pads/value at 11, Squeeze/Unsqueeze axes at 13): at the model's opset, exactly one of
+// the two forms is read; the other is refused, never silently ignored.
 std::string opset_form_error(const Model& m, const ModelNode& n) {
-  struct Moved { const char* op; std::int64_t since; std::vector<const char*> attrs; std::size_t max_inputs_before, max_inputs_after; };
-  static const std::vector<Moved> moved{{"Clip", 11, {"min", "max"}, 1, 3},
-                                        {"Pad", 11, {"pads", "value"}, 1, 4},  // axes: a 4th from opset 18
-                                        {"Squeeze", 13, {"axes"}, 1, 2},
-                                        {"Unsqueeze", 13, {"axes"}, 1, 2}};
-  for (const Moved& mv : moved) {
-    if (n.op != mv.op) continue;
-    const bool after = m.opset >= mv.since;
-    for (const char* a : mv.attrs)
-      if (after && n.attr(a))
-        return fmt::format("attribute '{}' is an input from opset {} (the model is opset {})", a, mv.since, m.opset);
-    const std::size_t max_in = !after ? mv.max_inputs_before : n.op == "Pad" && m.opset < 18 ? 3 : mv.max_inputs_after;
-    if (n.inputs.size() > max_in)
-      return fmt::format("{} inputs; at opset {} the op takes at most {}", n.inputs.size(), m.opset, max_in);
-    if (!after && n.op == "Pad" && !n.attr("pads")) return "attribute 'pads' is required before opset 11";
-    if (!after && n.op == "Unsqueeze" && !n.attr("axes")) return "attribute 'axes' is required before opset 13";
-    if (after && n.op == "Unsqueeze" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the axes input is required";
-    if (after && n.op == "Pad" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the pads input is required";
-  }
+  const ops::OpEntry* e = ops::find_op(n.op);
+  if (!e || !e->moved) return "";
+  const ops::MovedToInputs& mv = *e->moved;
+  const bool after = m.opset >= mv.since;
+  for (const char* a : mv.attrs)
+    if (after && n.attr(a))
+      return fmt::format("attribute '{}' is an input from opset {} (the model is opset {})", a, mv.since, m.opset);
+  // Pad's axes, a 4th input, came at opset 18.
+  const std::size_t max_in = !after ? mv.max_inputs_before : n.op == "Pad" && m.opset < 18 ? 3 : mv.max_inputs_after;
+  if (n.inputs.size() > max_in)
+    return fmt::format("{} inputs; at opset {} the op takes at most {}", n.inputs.size(), m.opset, max_in);
+  if (!after && n.op == "Pad" && !n.attr("pads")) return "attribute 'pads' is required before opset 11";
+  if (!after && n.op == "Unsqueeze" && !n.attr("axes")) return "attribute 'axes' is required before opset 13";
+  if (after && n.op == "Unsqueeze" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the axes input is required";
+  if (after && n.op == "Pad" && (n.inputs.size() < 2 || n.inputs[1].empty())) return "the pads input is required";
   return "";
 }
 
@@ -185,21 +157,16 @@ std::string geometry_error(const Model& m, const ModelNode& n) {
   return "";
 }
 
-// At most as many inputs and outputs as the op's spec lists (a GlobalAveragePool with two
-// inputs, a Relu with two outputs): min counts are checked when the model is loaded.
+// At most as many inputs and outputs as the op's spec lists (the entry's arity: a
+// GlobalAveragePool with two inputs, a Relu with two outputs): min counts are checked when
+// the model is loaded.
 std::string arity_error(const ModelNode& n) {
-  static const std::map<std::string, std::pair<std::size_t, std::size_t>> most{
-      {"Identity", {1, 1}}, {"Relu", {1, 1}}, {"LeakyRelu", {1, 1}}, {"Sigmoid", {1, 1}}, {"HardSigmoid", {1, 1}},
-      {"HardSwish", {1, 1}}, {"Clip", {3, 1}}, {"Add", {2, 1}}, {"Sub", {2, 1}}, {"Mul", {2, 1}}, {"Div", {2, 1}},
-      {"Conv", {3, 1}}, {"ConvTranspose", {3, 1}}, {"Gemm", {3, 1}}, {"MatMul", {2, 1}}, {"BatchNormalization", {5, 5}},
-      {"MaxPool", {1, 2}}, {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Flatten", {1, 1}},
-      {"Reshape", {2, 1}}, {"Squeeze", {2, 1}}, {"Unsqueeze", {2, 1}}, {"Pad", {4, 1}}, {"Constant", {0, 1}}};
-  const auto it = most.find(n.op);
-  if (it == most.end()) return "";
-  if (n.inputs.size() > it->second.first)
-    return fmt::format("{} inputs; the op takes at most {}", n.inputs.size(), it->second.first);
-  if (n.outputs.size() > it->second.second)
-    return fmt::format("{} outputs; the op has at most {}", n.outputs.size(), it->second.second);
+  const ops::OpEntry* e = ops::find_op(n.op);
+  if (!e) return "";
+  if (n.inputs.size() > e->arity.max_inputs)
+    return fmt::format("{} inputs; the op takes at most {}", n.inputs.size(), e->arity.max_inputs);
+  if (n.outputs.size() > e->arity.max_outputs)
+    return fmt::format("{} outputs; the op has at most {}", n.outputs.size(), e->arity.max_outputs);
   return "";
 }
 
@@ -241,13 +208,9 @@ std::string constant_type(const ModelNode& n) {
   return "";
 }
 
-// Input k of op holds INT64 values (shape, pads, axes) ...
-bool integer_input(const std::string& op, std::size_t k) {
-  return (k == 1 && (op == "Reshape" || op == "Pad" || op == "Squeeze" || op == "Unsqueeze")) || (k == 3 && op == "Pad");
-}
-// ... or passes its type to the output (the data of shape ops: any type, one per Concat).
-bool passes_type(const std::string& op) {
-  return op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Concat";
+// Input k of the op holds INT64 values (shape, pads, axes; the entry's integer_inputs).
+bool integer_input(const ops::OpEntry& e, std::size_t k) {
+  return std::find(e.integer_inputs.begin(), e.integer_inputs.end(), k) != e.integer_inputs.end();
 }
 
 void check_value_types(const Model& m) {
@@ -255,14 +218,14 @@ void check_value_types(const Model& m) {
   for (const auto& [k, t] : m.initializers) type[k] = dtype_type(t.dtype);
   for (const auto& [k, v] : m.int_inits) type[k] = m.int_init_type.count(k) ? m.int_init_type.at(k) : "";
   for (const ValueInfo& v : m.inputs) type[v.name] = v.elem_type;
-  const auto& ops = supported_ops();
   const auto of = [&](const std::string& name) {
     const auto it = type.find(m.resolve(name));
     return it == type.end() ? std::string() : it->second;
   };
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& n = m.nodes[i];
-    const bool known = (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op);
+    const ops::OpEntry* e = entry(n);
+    const bool known = e != nullptr;
     std::string out = known && n.op == "Constant" ? constant_type(n) : "";
     std::string first, first_scale, first_stats;  // the first typed data input, which every other must match
     std::size_t first_at = SIZE_MAX;
@@ -270,7 +233,7 @@ void check_value_types(const Model& m) {
       if (n.inputs[k].empty()) continue;
       const std::string t = of(n.inputs[k]);
       if (t.empty()) continue;
-      if (integer_input(n.op, k)) {
+      if (integer_input(*e, k)) {
         if (t != "INT64")
           throw InputError(fmt::format("{}: input '{}' has type {}; the op takes INT64 there", node_name(n, i),
                                        n.inputs[k], t));
@@ -280,7 +243,7 @@ void check_value_types(const Model& m) {
                                        n.inputs[k], shape_string(shape)));
         continue;
       }
-      if (!passes_type(n.op) && !is_floating(t))
+      if (!e->passes_type && !is_floating(t))
         throw InputError(fmt::format("{}: input '{}' has type {}; foldcheck runs {} on floating-point tensors only",
                                      node_name(n, i), n.inputs[k], t, n.op));
       // BatchNormalization from opset 15: X is T, scale and B are T1, mean and var T2.
@@ -315,17 +278,15 @@ void check_attributes(const Model& m) {
 void check_supported(const Model& m) {
   check_graph(m);
   check_attributes(m);
-  const auto& ops = supported_ops();
   for (std::size_t i = 0; i < m.nodes.size(); ++i) {
     const ModelNode& n = m.nodes[i];
     if (!n.domain.empty() && n.domain != "ai.onnx")
       throw InputError(fmt::format("unsupported op {}::{}: foldcheck runs only default-domain ONNX ops",
                                    n.domain, node_name(n, i)));
-    const auto it = ops.find(n.op);
-    if (it == ops.end())
-      throw InputError(fmt::format("unsupported op {}: the model runner does not implement it", node_name(n, i)));
+    const ops::OpEntry* e = ops::find_op(n.op);
+    if (!e) throw InputError(fmt::format("unsupported op {}: the model runner does not implement it", node_name(n, i)));
     for (const auto& [key, a] : n.attributes)
-      if (!it->second.count(key))
+      if (!e->attributes.count(key))
         throw InputError(fmt::format("{}: attribute '{}' is not supported", node_name(n, i), key));
     if (const std::string why = unsupported_value(n); !why.empty())
       throw InputError(fmt::format("{}: {}", node_name(n, i), why));

@@ -17,6 +17,7 @@
 #include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/limits.hpp"
 #include "foldcheck/model/model.hpp"
+#include "op_registry.hpp"
 
 namespace foldcheck {
 namespace {
@@ -245,6 +246,94 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
   return r;
 }
 
+// The default-domain opset decides which form of an op's attributes and inputs is meant
+// (Clip's min at 11, Squeeze's axes at 13): without exactly one, the model has no meaning.
+void read_opset(const onnx::ModelProto& mp, const std::string& path, Model& m) {
+  int default_imports = 0;
+  for (const auto& os : mp.opset_import())
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      m.opset = os.version();
+      ++default_imports;
+    }
+  if (default_imports != 1 || m.opset < 1)
+    throw InputError(fmt::format("{}: the model must import the default ONNX domain exactly once, at a version >= 1 "
+                                 "(it imports it {} times{})",
+                                 path, default_imports, default_imports ? fmt::format(", version {}", m.opset) : ""));
+}
+
+// Floating initializers as exact tensors, integer ones as ints, others kept by type only.
+void read_initializers(const onnx::GraphProto& g, const fs::path& dir, Model& m) {
+  for (const auto& t : g.initializer()) {
+    if (m.initializers.count(t.name()) || m.int_inits.count(t.name()) || m.unread_inits.count(t.name()))
+      throw InputError(fmt::format("initializer '{}' is defined twice", t.name()));
+    if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
+    else if (integer_type(t.data_type())) {
+      m.int_inits[t.name()] = integer_values(t, dir);
+      m.int_init_shapes[t.name()] = dims_of(t);
+      m.int_init_type[t.name()] = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()));
+    } else {
+      m.unread_inits[t.name()] = TensorProto::DataType_IsValid(t.data_type())
+                                     ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()))
+                                     : fmt::format("{}", t.data_type());
+    }
+  }
+}
+
+// The nodes in file order; an attribute given twice, or of another kind than the ONNX spec
+// makes it (expected_attribute_kind), is refused.
+void read_nodes(const onnx::GraphProto& g, const fs::path& dir, Model& m) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& np = g.node(i);
+    ModelNode n;
+    n.op = np.op_type();
+    n.domain = np.domain();
+    n.name = np.name();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& a : np.attribute()) {
+      const std::string at = fmt::format("{} at node {}{}: attribute '{}'", n.op, i, n.name.empty() ? "" : " (" + n.name + ")", a.name());
+      if (!n.attributes.emplace(a.name(), attribute_of(a, dir)).second) throw InputError(at + " is given twice");
+      const Attribute::Kind k = n.attributes[a.name()].kind;
+      if (n.domain.empty() || n.domain == "ai.onnx")
+        if (const auto want = expected_attribute_kind(n.op, a.name()); want && *want != k)
+          throw InputError(fmt::format("{} is {}; the ONNX spec makes it {}", at, kind_name(k), kind_name(*want)));
+    }
+    m.nodes.push_back(std::move(n));
+  }
+}
+
+// The inputs and outputs every node foldcheck looks into must have (the ONNX operator
+// specs' minimum counts, the op registry's arity), so that the pattern finder and the
+// runner can index them.
+void check_min_arity(const Model& m, const std::string& path) {
+  for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+    const ModelNode& n = m.nodes[i];
+    const ops::OpEntry* e = ops::find_op(n.op);
+    if (!e || !(n.domain.empty() || n.domain == "ai.onnx")) continue;
+    const std::size_t min_in = e->arity.min_inputs, min_out = e->arity.min_outputs;
+    std::size_t present = 0;  // required inputs may not be omitted ("")
+    for (std::size_t k = 0; k < n.inputs.size() && k < min_in; ++k) present += !n.inputs[k].empty();
+    if (present < min_in || n.outputs.size() < min_out || (!n.outputs.empty() && n.outputs[0].empty()))
+      throw InputError(fmt::format("{}: {} at node {}{} has {} inputs and {} outputs; the op needs at least {} and {}", path,
+                                   n.op, i, n.name.empty() ? "" : " (" + n.name + ")", n.inputs.size(), n.outputs.size(),
+                                   min_in, min_out));
+  }
+}
+
+// Exporters deduplicate equal tensors by an Identity of one initializer (PyTorch does for
+// zero-initialised biases): such values are initializers too, under their own name.
+// They are aliases, not copies: 300 Identities of one large initializer cost nothing.
+void find_aliases(Model& m) {
+  for (const ModelNode& n : m.nodes) {
+    if (n.op != "Identity" || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const std::string &from = n.inputs[0], &to = n.outputs[0];
+    if (m.initializers.count(to) || m.int_inits.count(to) || m.aliases.count(to) || from == to) continue;
+    const auto root = m.aliases.find(from);
+    const std::string& target = root == m.aliases.end() ? from : root->second;
+    if (m.initializers.count(target) || m.int_inits.count(target)) m.aliases[to] = target;
+  }
+}
+
 }  // namespace
 
 Model Model::load(const std::string& path) {
@@ -258,90 +347,19 @@ Model Model::parse(const std::string& bytes, const std::string& path) {
   Model m;
   m.path = path;
   m.producer = mp.producer_name();
-  // The default-domain opset decides which form of an op's attributes and inputs is meant
-  // (Clip's min at 11, Squeeze's axes at 13): without exactly one, the model has no meaning.
-  int default_imports = 0;
-  for (const auto& os : mp.opset_import())
-    if (os.domain().empty() || os.domain() == "ai.onnx") {
-      m.opset = os.version();
-      ++default_imports;
-    }
-  if (default_imports != 1 || m.opset < 1)
-    throw InputError(fmt::format("{}: the model must import the default ONNX domain exactly once, at a version >= 1 "
-                                 "(it imports it {} times{})",
-                                 path, default_imports, default_imports ? fmt::format(", version {}", m.opset) : ""));
+  read_opset(mp, path, m);
   const onnx::GraphProto& g = mp.graph();
   try {  // initializer and attribute messages name the model file
-    for (const auto& t : g.initializer()) {
-      if (m.initializers.count(t.name()) || m.int_inits.count(t.name()) || m.unread_inits.count(t.name()))
-        throw InputError(fmt::format("initializer '{}' is defined twice", t.name()));
-      if (const auto dt = floating_dtype(t.data_type())) m.initializers[t.name()] = floating_tensor(t, *dt, dir);
-      else if (integer_type(t.data_type())) {
-        m.int_inits[t.name()] = integer_values(t, dir);
-        m.int_init_shapes[t.name()] = dims_of(t);
-        m.int_init_type[t.name()] = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()));
-      } else {
-        m.unread_inits[t.name()] = TensorProto::DataType_IsValid(t.data_type())
-                                       ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t.data_type()))
-                                       : fmt::format("{}", t.data_type());
-      }
-    }
-    for (int i = 0; i < g.node_size(); ++i) {
-      const onnx::NodeProto& np = g.node(i);
-      ModelNode n;
-      n.op = np.op_type();
-      n.domain = np.domain();
-      n.name = np.name();
-      n.inputs.assign(np.input().begin(), np.input().end());
-      n.outputs.assign(np.output().begin(), np.output().end());
-      for (const auto& a : np.attribute()) {
-        const std::string at = fmt::format("{} at node {}{}: attribute '{}'", n.op, i, n.name.empty() ? "" : " (" + n.name + ")", a.name());
-        if (!n.attributes.emplace(a.name(), attribute_of(a, dir)).second) throw InputError(at + " is given twice");
-        const Attribute::Kind k = n.attributes[a.name()].kind;
-        if (n.domain.empty() || n.domain == "ai.onnx")
-          if (const auto want = expected_attribute_kind(n.op, a.name()); want && *want != k)
-            throw InputError(fmt::format("{} is {}; the ONNX spec makes it {}", at, kind_name(k), kind_name(*want)));
-      }
-      m.nodes.push_back(std::move(n));
-    }
+    read_initializers(g, dir, m);
+    read_nodes(g, dir, m);
   } catch (const InputError& e) {
     throw InputError(path + ": " + e.what());
   }
   for (const auto& v : g.input())
     if (!m.initializers.count(v.name()) && !m.int_inits.count(v.name())) m.inputs.push_back(value_info(v));
   for (const auto& v : g.output()) m.outputs.push_back(value_info(v));
-  // The inputs and outputs every node foldcheck looks into must have (the ONNX operator
-  // specs' minimum counts), so that the pattern finder and the runner can index them.
-  static const std::map<std::string, std::pair<std::size_t, std::size_t>> arity{
-      {"Identity", {1, 1}}, {"Conv", {2, 1}},     {"ConvTranspose", {2, 1}}, {"Gemm", {2, 1}},
-      {"MatMul", {2, 1}},   {"BatchNormalization", {5, 1}}, {"Relu", {1, 1}}, {"Add", {2, 1}},
-      {"Sub", {2, 1}},      {"Mul", {2, 1}},      {"Div", {2, 1}},           {"Reshape", {2, 1}},
-      {"Flatten", {1, 1}},  {"Concat", {1, 1}},   {"Pad", {1, 1}},           {"MaxPool", {1, 1}},
-      {"AveragePool", {1, 1}}, {"GlobalAveragePool", {1, 1}}, {"Constant", {0, 1}},
-      {"Clip", {1, 1}},     {"Sigmoid", {1, 1}},  {"LeakyRelu", {1, 1}},     {"HardSigmoid", {1, 1}},
-      {"HardSwish", {1, 1}}, {"Squeeze", {1, 1}}, {"Unsqueeze", {1, 1}}};
-  for (std::size_t i = 0; i < m.nodes.size(); ++i) {
-    const ModelNode& n = m.nodes[i];
-    const auto it = arity.find(n.op);
-    if (it == arity.end() || !(n.domain.empty() || n.domain == "ai.onnx")) continue;
-    std::size_t present = 0;  // required inputs may not be omitted ("")
-    for (std::size_t k = 0; k < n.inputs.size() && k < it->second.first; ++k) present += !n.inputs[k].empty();
-    if (present < it->second.first || n.outputs.size() < it->second.second || (!n.outputs.empty() && n.outputs[0].empty()))
-      throw InputError(fmt::format("{}: {} at node {}{} has {} inputs and {} outputs; the op needs at least {} and {}", path,
-                                   n.op, i, n.name.empty() ? "" : " (" + n.name + ")", n.inputs.size(), n.outputs.size(),
-                                   it->second.first, it->second.second));
-  }
-  // Exporters deduplicate equal tensors by an Identity of one initializer (PyTorch does for
-  // zero-initialised biases): such values are initializers too, under their own name.
-  // They are aliases, not copies: 300 Identities of one large initializer cost nothing.
-  for (const ModelNode& n : m.nodes) {
-    if (n.op != "Identity" || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
-    const std::string &from = n.inputs[0], &to = n.outputs[0];
-    if (m.initializers.count(to) || m.int_inits.count(to) || m.aliases.count(to) || from == to) continue;
-    const auto root = m.aliases.find(from);
-    const std::string& target = root == m.aliases.end() ? from : root->second;
-    if (m.initializers.count(target) || m.int_inits.count(target)) m.aliases[to] = target;
-  }
+  check_min_arity(m, path);
+  find_aliases(m);
   check_graph(m);
   return m;
 }
