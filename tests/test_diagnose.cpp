@@ -17,7 +17,7 @@ json run_diagnose(const scenarios::BnScenario& s, const Tensor& y) {
   in.x = s.x;
   in.bn = s.bn;
   in.observed = y;
-  return diagnose(in);
+  return diagnose(in).to_json();
 }
 }  // namespace
 
@@ -77,12 +77,12 @@ TEST_CASE("diagnose: conv + BN folded by a recipe is EXPECTED, the same fold wit
   in.conv_bias = conv.bias;
   in.observed.shape = {1, 3, 16, 16};
   in.observed.data = evaluate(fold_batchnorm(g, Recipe::PyTorch, {}), s.x.data, Policy{});
-  CHECK(diagnose(in)["verdict"] == "EXPECTED");
+  CHECK(diagnose(in).to_json()["verdict"] == "EXPECTED");
   // The fold forgot the conv bias: b' = -mean * s + beta.
   Graph nb = g;
   nb.nodes[0].bias.clear();
   in.observed.data = evaluate(fold_batchnorm(nb, Recipe::PyTorch, {}), s.x.data, Policy{});
-  const json r = diagnose(in);
+  const json r = diagnose(in).to_json();
   CHECK(r["verdict"] == "UNEXPECTED");
   CHECK(r["best"] == "conv_bias_dropped");
 }

@@ -8,6 +8,7 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/envelope.hpp"
 #include "diagnose_models.hpp"
+#include "foldcheck/reports/diagnose_summary.hpp"
 
 namespace foldcheck {
 namespace {
@@ -16,184 +17,245 @@ using namespace detail;
 
 using json = nlohmann::json;
 
-json score_json(const Score& s, const Layer& L, const std::vector<double>& obs, const Model& h) {
-  json j{{"verdict", s.vacuous() ? "MISTRUSTED" : s.expected() ? "EXPECTED" : "UNEXPECTED"},
-         {"max_ratio_to_bound", std::isfinite(s.max_ratio) ? json(s.max_ratio) : json("inf")},
-         {"elements_beyond_bound", s.beyond},
-         {"max_abs_difference", s.max_abs_diff},
-         {"nonfinite", s.nonfinite},
-         {"residual_ulp", {{"max_abs", s.max_abs_ulp}, {"rms", s.rms_ulp}, {"p50_abs", s.p50}, {"p99_abs", s.p99}}}};
+ModelFit fit(const Score& s, const Layer& L, const std::vector<double>& obs, const Model& h) {
+  ModelFit f;
+  f.expected = s.expected();
+  f.vacuous = s.vacuous();
+  f.max_ratio = s.max_ratio;
+  f.beyond = s.beyond;
+  f.nonfinite = s.nonfinite;
+  f.max_abs_diff = s.max_abs_diff;
+  f.max_abs_ulp = s.max_abs_ulp;
+  f.rms_ulp = s.rms_ulp;
+  f.p50_ulp = s.p50;
+  f.p99_ulp = s.p99;
   if (s.worst >= 0) {
     const std::size_t i = static_cast<std::size_t>(s.worst);
     const std::size_t ch = L.channel(i, h.nhwc);
-    j["worst_element"] = {{"index", i},
-                          {"observed", obs[i]},
-                          {"model", static_cast<double>((L.c[i] - h.m[ch]) * h.a[ch] + h.beta[ch])}};
+    f.worst = ModelFit::Worst{i, obs[i], static_cast<double>((L.c[i] - h.m[ch]) * h.a[ch] + h.beta[ch])};
   }
-  return j;
+  return f;
 }
 
 // An exact output (or conv output) past the dtype's range: the observed value is then an
 // infinity, or a finite value no rounding of the exact one gives. Either way the difference
 // is overflow, not rounding, and no rounding bound describes it (the ratio to the bound is
 // inf or 0/0): nothing was compared, so the verdict is MISTRUSTED, as explain's is for
-// folds past the range. The reason, or "".
-std::string overflow_note(const Layer& L, const Model& given) {
+// folds past the range. Records the first such value in r.
+void find_overflow(const Layer& L, const Model& given, DiagnoseResult& r) {
   for (std::size_t i = 0; i < L.c.size(); ++i) {
     const std::size_t ch = L.channel(i, given.nhwc);
     const ld y = (L.c[i] - given.m[ch]) * given.a[ch] + given.beta[ch];
     // The inputs are finite (checked when read), so an exact value that is not finite
     // overflowed the reference's double approximation: past every dtype's range.
     for (const auto& [v, what] : {std::pair{L.c[i], "conv output"}, std::pair{y, "output"}})
-      if (!std::isfinite(v) || !std::isfinite(round_to(L.dtype, static_cast<double>(v))))
-        return fmt::format("the layer's exact {} at element {} is {}, past {}'s range: an overflow, not rounding, "
-                           "which no rounding bound covers, so nothing was compared (MISTRUSTED)",
-                           what, i, std::isfinite(v) ? fmt::format("{:.4g}", static_cast<double>(v)) : "beyond 1.8e308",
-                           name(L.dtype));
+      if (!std::isfinite(v) || !std::isfinite(round_to(L.dtype, static_cast<double>(v)))) {
+        r.overflow_element = i;
+        r.overflow_what = what;
+        if (std::isfinite(v)) r.overflow_value = static_cast<double>(v);
+        return;
+      }
   }
-  return "";
 }
 
-}  // namespace
+// Both shapes as 4-D (N x C becomes N x C x 1 x 1).
+std::vector<std::int64_t> as_4d(std::vector<std::int64_t> s) {
+  if (s.size() == 2) s = {s[0], s[1], 1, 1};
+  return s;
+}
 
-json diagnose(const DiagnoseInput& in) {
-  // Shapes.
-  std::vector<std::int64_t> xs = in.x.shape;
-  if (xs.size() == 2) xs = {xs[0], xs[1], 1, 1};
-  if (xs.size() != 4) throw InputError("`x` must be NCHW (4-D) or N x C (2-D)");
-  const std::int64_t N = xs[0], Cin = xs[1], H = xs[2], W = xs[3];
+// The conv's geometry from the input, weight and observed shapes (the padding, when not
+// given, the smallest that gives the observed output).
+ref::ConvGeometry conv_geometry(const DiagnoseInput& in, const std::vector<std::int64_t>& xs,
+                                const std::vector<std::int64_t>& ys) {
+  const auto& ws = in.weights->shape;
+  if (ws.size() != 4) throw InputError("`weights` must be OIHW (4-D)");
+  ref::ConvGeometry g;
+  g.N = xs[0];
+  g.C = xs[1];
+  g.H = xs[2];
+  g.W = xs[3];
+  g.O = ws[0];
+  g.KH = ws[2];
+  g.KW = ws[3];
+  if (ws[1] <= 0 || g.C % ws[1]) throw InputError("`weights`: in_channels/groups does not divide the input's channels");
+  g.groups = g.C / ws[1];
+  if (g.O % g.groups) throw InputError("`weights`: output channels not divisible by the groups");
+  g.stride_h = g.stride_w = in.stride;
+  g.dil_h = g.dil_w = in.dilation;
+  for (std::int64_t p = in.padding ? *in.padding : 0; p <= (in.padding ? *in.padding : std::max(g.KH, g.KW)); ++p) {
+    g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = p;
+    if (g.OH() == ys[2] && g.OW() == ys[3] && ys[1] == g.O) return g;
+  }
+  throw InputError(fmt::format("`observed` has shape [{}, {}, {}, {}], which no padding gives for this conv "
+                               "(stride {}, dilation {}); pass `padding`/`stride`",
+                               ys[0], ys[1], ys[2], ys[3], in.stride, in.dilation));
+}
+
+// The layer's exact conv output (certified reference) and what its bound needs.
+Layer conv_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, json& layer) {
+  if (!in.conv_bias.empty() && static_cast<std::int64_t>(in.conv_bias.size()) != g.O)
+    throw InputError("`conv_bias` must have one value per output channel");
   Layer L;
   L.dtype = in.observed.dtype;
-  L.N = N;
-  ref::ConvGeometry g;
-  g.N = N;
-  g.C = Cin;
-  g.H = H;
-  g.W = W;
-  std::vector<std::int64_t> ys = in.observed.shape;
-  if (ys.size() == 2) ys = {ys[0], ys[1], 1, 1};
-  if (ys.size() != 4 || ys[0] != N) throw InputError("`observed` must have the input's batch size and 2 or 4 dimensions");
-  json layer = json::object();
+  L.N = g.N;
+  ref::LayerData d;
+  d.geometry = g;
+  d.x = &in.x.data;
+  d.w = &in.weights->data;
+  d.bias = in.conv_bias.empty() ? nullptr : &in.conv_bias;
+  ref::Options ro = in.ref;
+  ro.formats = ref::format_bit(*info(L.dtype).format);  // float32 data: the fast path
+  const ref::LayerResult r = ref::conv_bn(d, ro);
+  L.c.resize(r.y.size());
+  for (std::size_t i = 0; i < r.y.size(); ++i) L.c[i] = static_cast<ld>(r.y[i].approx.hi) + r.y[i].approx.lo;
+  L.A = r.abs_sum;
+  L.bias = in.conv_bias;
+  L.has_conv = true;
+  L.k = static_cast<double>(g.terms_per_output()) + (in.conv_bias.empty() ? 0 : 1);
+  L.C = g.O;
+  L.plane = g.OH() * g.OW();
+  layer = {{"conv", {{"weights", in.weights->shape}, {"groups", g.groups}, {"stride", in.stride}, {"padding", g.pad_top},
+                     {"dilation", in.dilation}, {"bias", !in.conv_bias.empty()}}}};
+  return L;
+}
+
+// The layer (conv + BatchNorm, or the BatchNorm alone) checked against the observation's shape.
+Layer make_layer(const DiagnoseInput& in, json& layer) {
+  const std::vector<std::int64_t> xs = as_4d(in.x.shape), ys = as_4d(in.observed.shape);
+  if (xs.size() != 4) throw InputError("`x` must be NCHW (4-D) or N x C (2-D)");
+  if (ys.size() != 4 || ys[0] != xs[0]) throw InputError("`observed` must have the input's batch size and 2 or 4 dimensions");
+  Layer L;
   if (in.weights) {
-    const auto& ws = in.weights->shape;
-    if (ws.size() != 4) throw InputError("`weights` must be OIHW (4-D)");
-    g.O = ws[0];
-    g.KH = ws[2];
-    g.KW = ws[3];
-    if (ws[1] <= 0 || Cin % ws[1]) throw InputError("`weights`: in_channels/groups does not divide the input's channels");
-    g.groups = Cin / ws[1];
-    if (g.O % g.groups) throw InputError("`weights`: output channels not divisible by the groups");
-    g.stride_h = g.stride_w = in.stride;
-    g.dil_h = g.dil_w = in.dilation;
-    bool found = false;
-    for (std::int64_t p = in.padding ? *in.padding : 0; p <= (in.padding ? *in.padding : std::max(g.KH, g.KW)); ++p) {
-      g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = p;
-      if (g.OH() == ys[2] && g.OW() == ys[3]) {
-        found = true;
-        break;
-      }
-    }
-    if (!found || ys[1] != g.O)
-      throw InputError(fmt::format("`observed` has shape [{}, {}, {}, {}], which no padding gives for this conv "
-                                   "(stride {}, dilation {}); pass `padding`/`stride`",
-                                   ys[0], ys[1], ys[2], ys[3], in.stride, in.dilation));
-    if (!in.conv_bias.empty() && static_cast<std::int64_t>(in.conv_bias.size()) != g.O)
-      throw InputError("`conv_bias` must have one value per output channel");
-    ref::LayerData d;
-    d.geometry = g;
-    d.x = &in.x.data;
-    d.w = &in.weights->data;
-    d.bias = in.conv_bias.empty() ? nullptr : &in.conv_bias;
-    ref::Options ro = in.ref;
-    ro.formats = ref::format_bit(*info(L.dtype).format);  // float32 data: the fast path
-    const ref::LayerResult r = ref::conv_bn(d, ro);
-    L.c.resize(r.y.size());
-    for (std::size_t i = 0; i < r.y.size(); ++i) L.c[i] = static_cast<ld>(r.y[i].approx.hi) + r.y[i].approx.lo;
-    L.A = r.abs_sum;
-    L.bias = in.conv_bias;
-    L.has_conv = true;
-    L.k = static_cast<double>(g.terms_per_output()) + (in.conv_bias.empty() ? 0 : 1);
-    L.C = g.O;
-    L.plane = g.OH() * g.OW();
-    layer = {{"conv", {{"weights", ws}, {"groups", g.groups}, {"stride", in.stride}, {"padding", g.pad_top},
-                       {"dilation", in.dilation}, {"bias", !in.conv_bias.empty()}}}};
+    L = conv_layer(in, conv_geometry(in, xs, ys), layer);
   } else {
     if (ys != xs) throw InputError("`observed` must have the input's shape when the layer is a BatchNorm alone");
+    L.dtype = in.observed.dtype;
+    L.N = xs[0];
     L.c.assign(in.x.data.begin(), in.x.data.end());
-    L.C = Cin;
-    L.plane = H * W;
+    L.C = xs[1];
+    L.plane = xs[2] * xs[3];
     layer = {{"conv", nullptr}};
   }
   layer["input"] = xs;
   layer["output"] = ys;
   if (in.observed.data.size() != L.c.size()) throw InputError("`observed` has the wrong number of elements");
-  const ref::BnParams& bn = in.bn;
-  if (static_cast<std::int64_t>(bn.gamma.size()) != L.C)
-    throw InputError(fmt::format("BatchNorm has {} channels, the layer's output has {}", bn.gamma.size(), L.C));
+  if (static_cast<std::int64_t>(in.bn.gamma.size()) != L.C)
+    throw InputError(fmt::format("BatchNorm has {} channels, the layer's output has {}", in.bn.gamma.size(), L.C));
+  return L;
+}
+
+}  // namespace
+
+DiagnoseResult diagnose(const DiagnoseInput& in) {
+  DiagnoseResult r;
+  const Layer L = make_layer(in, r.layer);
   const std::vector<double>& obs = in.observed.data;
-
-  // The layer as given.
-  const Model given = as_given(bn);
-  const std::string overflow = overflow_note(L, given);
-  const Score gs = score(given, L, obs);
-
-  const std::vector<Model> hyps = hypotheses(bn, L, obs);
+  r.dtype = L.dtype;
+  r.channels = L.C;
+  r.eps = in.bn.eps;
+  r.eps_given = in.eps_given;
+  r.k = L.k;
+  r.u = info(info(L.dtype).arithmetic).unit_roundoff;
+  const Model given = as_given(in.bn);
+  find_overflow(L, given, r);
+  r.as_given = fit(score(given, L, obs), L, obs, given);
+  const std::vector<Model> hyps = hypotheses(in.bn, L, obs);
   std::vector<std::pair<Score, const Model*>> scored;
   for (const Model& h : hyps) scored.emplace_back(score(h, L, obs), &h);
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     if (a.first.max_ratio != b.first.max_ratio) return a.first.max_ratio < b.first.max_ratio;
     return a.first.rms_ulp < b.first.rms_ulp;
   });
-  json hj = json::array();
   for (const auto& [s, h] : scored) {
-    json j = score_json(s, L, obs, *h);
-    j["name"] = h->name;
-    j["description"] = h->description;
-    j["fix"] = h->fix;
-    if (!h->params.empty()) j["parameters"] = h->params;
-    hj.push_back(j);
+    ModelFit f = fit(s, L, obs, *h);
+    f.name = h->name;
+    f.description = h->description;
+    f.fix = h->fix;
+    if (!h->params.empty()) f.parameters = h->params;
+    r.hypotheses.push_back(std::move(f));
   }
+  return r;
+}
 
-  const bool ok = gs.expected();
-  json best = nullptr;
-  std::string summary;
-  if (!overflow.empty()) {
-    summary = overflow;
-  } else if (gs.vacuous()) {
-    summary = "every value of the layer as given is zero: the observation matches, but a wrong scale or shift would "
-              "match too, so this compares nothing (MISTRUSTED)";
-  } else if (ok) {
-    summary = fmt::format("the observed output is the layer as given, up to rounding (worst element at {:.3g} of "
-                          "its bound, max {:.3g} ULP)",
-                          gs.max_ratio, gs.max_abs_ulp);
-  } else if (!scored.empty() && scored.front().first.expected()) {
-    best = scored.front().second->name;
-    // The fix is its own field (and its own line in the text): not repeated here.
-    summary = fmt::format("beyond the rounding bound of the layer as given (worst element {:.3g}x its bound); "
-                          "explained by {}: {}",
-                          gs.max_ratio, scored.front().second->name, scored.front().second->description);
-  } else {
-    summary = fmt::format("beyond the rounding bound of the layer as given (worst element {:.3g}x its bound), and "
-                          "none of the {} hypotheses explains it to within rounding; closest: {}",
-                          gs.max_ratio, scored.size(), scored.empty() ? "-" : scored.front().second->name);
+Verdict ModelFit::verdict() const {
+  return vacuous ? Verdict::Mistrusted : expected ? Verdict::Expected : Verdict::Unexpected;
+}
+
+std::optional<std::size_t> DiagnoseResult::best() const {
+  if (overflow_element || as_given.vacuous || as_given.expected || hypotheses.empty() || !hypotheses.front().expected)
+    return std::nullopt;
+  return 0;
+}
+
+Verdict DiagnoseResult::verdict() const {
+  return overflow_element || as_given.vacuous ? Verdict::Mistrusted
+         : as_given.expected                  ? Verdict::Expected
+                                              : Verdict::Unexpected;
+}
+
+namespace {
+
+json fit_json(const ModelFit& f) {
+  json j{{"verdict", name(f.verdict())},
+         {"max_ratio_to_bound", std::isfinite(f.max_ratio) ? json(f.max_ratio) : json("inf")},
+         {"elements_beyond_bound", f.beyond},
+         {"max_abs_difference", f.max_abs_diff},
+         {"nonfinite", f.nonfinite},
+         {"residual_ulp", {{"max_abs", f.max_abs_ulp}, {"rms", f.rms_ulp}, {"p50_abs", f.p50_ulp}, {"p99_abs", f.p99_ulp}}}};
+  if (f.worst) j["worst_element"] = {{"index", f.worst->index}, {"observed", f.worst->observed}, {"model", f.worst->model}};
+  return j;
+}
+
+json hypothesis_json(const ModelFit& f) {
+  json j = fit_json(f);
+  j["name"] = f.name;
+  j["description"] = f.description;
+  j["fix"] = f.fix;
+  if (!f.parameters.is_null()) j["parameters"] = f.parameters;
+  return j;
+}
+
+reports::DiagnoseFacts facts(const DiagnoseResult& r) {
+  reports::DiagnoseFacts f;
+  if (r.overflow_element)
+    f.overflow = reports::DiagnoseOverflow{*r.overflow_element, r.overflow_what, r.overflow_value, name(r.dtype)};
+  f.vacuous = r.as_given.vacuous;
+  f.expected = r.as_given.expected;
+  f.max_ratio = r.as_given.max_ratio;
+  f.max_abs_ulp = r.as_given.max_abs_ulp;
+  f.hypotheses = r.hypotheses.size();
+  if (!r.hypotheses.empty()) {
+    f.closest = r.hypotheses.front().name;
+    f.closest_description = r.hypotheses.front().description;
+    f.closest_explains = r.hypotheses.front().expected;
   }
+  return f;
+}
+
+}  // namespace
+
+json DiagnoseResult::to_json() const {
+  json hj = json::array();
+  for (const ModelFit& h : hypotheses) hj.push_back(hypothesis_json(h));
+  const std::optional<std::size_t> b = best();
   json out = result_envelope("diagnose");
-  out.update(json{{"dtype", name(L.dtype)},
-           {"layer", layer},
-           {"bn", {{"channels", L.C}, {"eps", bn.eps}, {"eps_given", in.eps_given}}},
-           {"bound",
-            {{"kind", "deterministic"},
-             {"formula", "|y - model| <= gamma_{k+8} |a| (sum|x w| + |b|) + gamma_8 (|a|(|c| + |m|) + |beta|) + "
-                         "u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|) [+ batch-statistics error]; "
-                         "model y = (c - m) a + beta per channel"},
-             {"k", L.k},
-             {"u", info(info(L.dtype).arithmetic).unit_roundoff}}},
-           {"as_given", score_json(gs, L, obs, given)},
-           {"verdict", !overflow.empty() || gs.vacuous() ? "MISTRUSTED" : ok ? "EXPECTED" : "UNEXPECTED"},
-           {"best", best},
-           {"hypotheses", hj},
-           {"summary", summary}});
-  if (!best.is_null()) out["fix"] = scored.front().second->fix;
+  out.update(json{{"dtype", name(dtype)},
+                  {"layer", layer},
+                  {"bn", {{"channels", channels}, {"eps", eps}, {"eps_given", eps_given}}},
+                  {"bound",
+                   {{"kind", "deterministic"},
+                    {"formula", "|y - model| <= gamma_{k+8} |a| (sum|x w| + |b|) + gamma_8 (|a|(|c| + |m|) + |beta|) + "
+                                "u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|) [+ batch-statistics error]; "
+                                "model y = (c - m) a + beta per channel"},
+                    {"k", k},
+                    {"u", u}}},
+                  {"as_given", fit_json(as_given)},
+                  {"verdict", name(verdict())},
+                  {"best", b ? json(hypotheses[*b].name) : json(nullptr)},
+                  {"hypotheses", hj},
+                  {"summary", reports::diagnose_summary(facts(*this))}});
+  if (b) out["fix"] = hypotheses[*b].fix;
   return out;
 }
 

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reference/certify.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
@@ -45,7 +46,42 @@ struct DiagnoseInput {
   ref::Options ref;
 };
 
+// One model's fit to the observation (the layer as given, or a hypothesis).
+struct ModelFit {
+  std::string name, description, fix;   // a hypothesis' (empty for the layer as given)
+  nlohmann::json parameters;            // a hypothesis' own parameters (e.g. the eps it assumes), or null
+  bool expected = false, vacuous = false;  // every element within its bound; ... but every model value is 0
+  double max_ratio = 0;                 // max |observed - model| / bound (inf: a non-finite element)
+  std::int64_t beyond = 0, nonfinite = 0;
+  double max_abs_diff = 0, max_abs_ulp = 0, rms_ulp = 0, p50_ulp = 0, p99_ulp = 0;
+  struct Worst {
+    std::size_t index = 0;
+    double observed = 0, model = 0;
+  };
+  std::optional<Worst> worst;
+  Verdict verdict() const;
+};
+
+struct DiagnoseResult {
+  DType dtype = DType::Float32;
+  nlohmann::json layer;                 // conv geometry (or null: a BatchNorm alone), input and output shapes
+  std::int64_t channels = 0;
+  double eps = 0;
+  bool eps_given = true;
+  double k = 0, u = 0;                  // the bound's accumulation roundings and unit roundoff
+  ModelFit as_given;
+  std::vector<ModelFit> hypotheses;     // best first (smallest worst ratio, then rms)
+  std::optional<std::size_t> overflow_element;  // an exact value past the dtype's range (MISTRUSTED) ...
+  std::string overflow_what;            // ... "conv output" or "output"
+  std::optional<double> overflow_value; // ... its value (none: beyond the double range)
+
+  // The hypothesis that explains a layer the as-given model does not (index 0), if any.
+  std::optional<std::size_t> best() const;
+  Verdict verdict() const;
+  nlohmann::json to_json() const;       // the `diagnose` result (schema "diagnose")
+};
+
 // Throws InputError on inconsistent shapes or parameters.
-nlohmann::json diagnose(const DiagnoseInput& in);
+DiagnoseResult diagnose(const DiagnoseInput& in);
 
 }  // namespace foldcheck

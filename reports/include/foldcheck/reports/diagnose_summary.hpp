@@ -1,0 +1,32 @@
+#pragma once
+// The English of a `diagnose` result ("summary"): written here with the rest of foldcheck's
+// wording for people, from the facts the harness found (harness/commands/diagnose.hpp), and
+// put into the result by its to_json.
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace foldcheck::reports {
+
+// An exact value past the dtype's range: overflow, which no rounding bound covers.
+struct DiagnoseOverflow {
+  std::size_t element = 0;
+  std::string what;              // "conv output" or "output"
+  std::optional<double> value;   // none: beyond the double range
+  std::string dtype;
+};
+
+struct DiagnoseFacts {
+  std::optional<DiagnoseOverflow> overflow;
+  bool vacuous = false;          // the layer as given is zero everywhere: nothing compared
+  bool expected = false;         // the layer as given explains the observation
+  double max_ratio = 0, max_abs_ulp = 0;  // the layer as given: worst ratio to its bound, max |ULP|
+  std::size_t hypotheses = 0;
+  std::string closest, closest_description;  // the best-fitting hypothesis ("" for none)
+  bool closest_explains = false;
+};
+
+std::string overflow_reason(const DiagnoseOverflow& o);
+std::string diagnose_summary(const DiagnoseFacts& f);
+
+}  // namespace foldcheck::reports
