@@ -187,9 +187,11 @@ Score score(const Model& h, const Layer& L, const std::vector<double>& obs) {
 }
 
 
-std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
-  const Model given = as_given(bn);
-  std::vector<Model> hyps;
+namespace {
+
+// Batch statistics instead of running ones (training mode), and another eps.
+void statistics_hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs,
+                           std::vector<Model>& hyps) {
   const std::int64_t M = L.N * L.plane;
   hyps.push_back(batch_stats(bn, L, false));
   if (M >= 2) hyps.push_back(batch_stats(bn, L, true));
@@ -207,6 +209,11 @@ std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std
       hyps.push_back(h);
     }
   }
+}
+
+// The BatchNorm's parameters misused: variance vs standard deviation, no sqrt, gamma and
+// beta swapped, the mean not subtracted.
+void parameter_hypotheses(const ref::BnParams& bn, std::vector<Model>& hyps) {
   {
     std::vector<ld> v1(bn.var.size()), v2(bn.var.size()), ve(bn.var.size());
     for (std::size_t o = 0; o < bn.var.size(); ++o) {
@@ -237,6 +244,12 @@ std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std
     std::fill(h.m.begin(), h.m.end(), 0.0L);
     hyps.push_back(h);
   }
+}
+
+// The wrong axis, a dropped bias or shift, a conv bias left out of the fold, the BatchNorm
+// applied twice.
+void layout_and_bias_hypotheses(const ref::BnParams& bn, const Layer& L, std::vector<Model>& hyps) {
+  const Model given = as_given(bn);
   if (L.C > 1 && L.plane > 1) {
     Model h = named(bn, "channel_axis_nhwc", "an NHWC tensor read as NCHW (BatchNorm applied along the wrong axis)",
                       "the data is NHWC: permute it to NCHW (x.permute(0, 3, 1, 2)) or set the channel axis to -1");
@@ -272,7 +285,15 @@ std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std
     }
     hyps.push_back(h);
   }
+}
 
+}  // namespace
+
+std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
+  std::vector<Model> hyps;
+  statistics_hypotheses(bn, L, obs, hyps);
+  parameter_hypotheses(bn, hyps);
+  layout_and_bias_hypotheses(bn, L, hyps);
   return hyps;
 }
 

@@ -228,6 +228,87 @@ void check_case_fits(const CaseSpec& spec) {
   check_fits_in_memory(static_cast<std::uint64_t>(spec.geometry.output_size()), 256, spec.path + ": case " + spec.name);
 }
 
+namespace {
+
+// Counts of the reference's paths over every dtype (conv_bn_reference.hpp LayerResult).
+struct ReferenceCounts {
+  std::int64_t escalations = 0, fast_certified = 0, compensated = 0, fallbacks = 0;
+  long max_precision = 0;
+  void add(const ref::LayerResult& r) {
+    escalations += r.escalations;
+    fast_certified += r.fast_certified;
+    compensated += r.compensated;
+    fallbacks += r.fallbacks;
+    max_precision = std::max(max_precision, r.max_precision_used);
+  }
+};
+
+json layer_json(const CaseSpec& spec) {
+  const ref::ConvGeometry& g = spec.geometry;
+  return {{"input", {g.N, g.C, g.H, g.W}},
+          {"out_channels", g.O},
+          {"kernel", {g.KH, g.KW}},
+          {"stride", {g.stride_h, g.stride_w}},
+          {"padding", {g.pad_top, g.pad_left, g.pad_bottom, g.pad_right}},
+          {"dilation", {g.dil_h, g.dil_w}},
+          {"groups", g.groups},
+          {"conv_bias", spec.conv_bias},
+          {"eps", spec.eps},
+          {"bn_form", name(spec.bn_form)}};
+}
+
+json reference_json(const ReferenceCounts& c, long precision) {
+  return {{"arithmetic", "certified correct rounding: exact products summed in double with a gamma_K radius, "
+                         "BatchNorm in binary64 with a running error bound, a compensated (TwoSum) re-sum with "
+                         "double-double BatchNorm for outputs near a rounding boundary (fast path), else MPFR "
+                         "interval arithmetic with directed rounding"},
+          {"precision_bits", precision},
+          {"escalations", c.escalations},
+          {"fast_path_certified", c.fast_certified},
+          {"fast_path_compensated", c.compensated},
+          {"fast_path_fallbacks", c.fallbacks},
+          {"max_precision_used", c.max_precision}};
+}
+
+// The case's observed engine weights (a prefix of the first dtype's weights) explained
+// against its BatchNorm; each element labelled by its OIHW index and output channel.
+std::pair<json, Verdict> observed_weights(const CaseSpec& spec, const std::vector<double>& weights,
+                                          const ref::BnParams& bn, const RunOptions& opts) {
+  const auto& obs = *spec.observed_weights_prefix;
+  const std::int64_t per_channel = spec.geometry.terms_per_output();
+  ExplainInput ei;
+  ei.dtype = spec.dtypes.front();
+  ei.ref_options = opts.ref;
+  ei.bn_given = true;
+  ei.bn_source = "the case's BatchNorm";
+  for (std::size_t i = 0; i < obs.size(); ++i) ei.observed.push_back(round_to(ei.dtype, obs[i]));
+  ei.original.assign(weights.begin(), weights.begin() + static_cast<std::ptrdiff_t>(obs.size()));
+  // One BN channel per observed element (its output channel).
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    const std::size_t o = i / per_channel;
+    ei.bn.gamma.push_back(bn.gamma[o]);
+    ei.bn.beta.push_back(bn.beta[o]);
+    ei.bn.mean.push_back(bn.mean[o]);
+    ei.bn.var.push_back(bn.var[o]);
+    ei.bn.eps = bn.eps;
+  }
+  const ExplainResult er = explain(ei);
+  json ej = er.to_json();
+  // explain() sees one BatchNorm channel per observed element, so its "channel" is the
+  // element's position; label each element by its own OIHW index and output channel.
+  const std::int64_t khw = spec.geometry.KH * spec.geometry.KW;
+  for (json& e : ej["elements"]) {
+    const std::int64_t k = e["index"].get<std::int64_t>();
+    const std::int64_t o = k / per_channel, r = k % per_channel;
+    e["channel"] = o;
+    e["weight_index"] = {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW};
+  }
+  ej["note"] = spec.observed_note;
+  return {ej, er.verdict() == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected};
+}
+
+}  // namespace
+
 json run_case(const CaseSpec& spec, const RunOptions& opts) {
   check_case_fits(spec);
   const std::function<void(const std::string&)> say = [&](const std::string& s) {
@@ -236,12 +317,10 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
   Verdict overall = Verdict::Expected;
   std::size_t internal_errors = 0;
   json per_dtype = json::array();
-  std::int64_t escalations = 0, fast_certified = 0, compensated = 0, fallbacks = 0;
-  long max_prec = 0;
+  ReferenceCounts counts;
   // The first dtype's weights and BatchNorm, for explaining observed weights afterwards.
   std::vector<double> first_weights;
   ref::BnParams first_bn;
-
   for (DType dt : spec.dtypes) {
     const CaseData data = materialize(spec, dt);
     const Node& conv = data.graph.nodes[0];
@@ -256,79 +335,22 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     ref::Options ro = opts.ref;
     ro.formats = ref::format_bit(*info(dt).format);
     const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), ro);
-    escalations += exact.escalations;
-    fast_certified += exact.fast_certified;
-    compensated += exact.compensated;
-    fallbacks += exact.fallbacks;
-    max_prec = std::max(max_prec, exact.max_precision_used);
+    counts.add(exact);
     DtypeRun run{spec, opts, say, dt, data, exact, {}, {}};
     per_dtype.push_back(run.run());
     overall = worst(overall, run.overall);
     internal_errors += run.internal_errors;
   }
-
   json out = result_envelope("run");
   out.update(json{{"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
-           {"seed", spec.seed},
-           {"layer",
-            {{"input", {spec.geometry.N, spec.geometry.C, spec.geometry.H, spec.geometry.W}},
-             {"out_channels", spec.geometry.O},
-             {"kernel", {spec.geometry.KH, spec.geometry.KW}},
-             {"stride", {spec.geometry.stride_h, spec.geometry.stride_w}},
-             {"padding", {spec.geometry.pad_top, spec.geometry.pad_left, spec.geometry.pad_bottom, spec.geometry.pad_right}},
-             {"dilation", {spec.geometry.dil_h, spec.geometry.dil_w}},
-             {"groups", spec.geometry.groups},
-             {"conv_bias", spec.conv_bias},
-             {"eps", spec.eps},
-             {"bn_form", name(spec.bn_form)}}},
-           {"reference",
-            {{"arithmetic", "certified correct rounding: exact products summed in double with a gamma_K radius, "
-                            "BatchNorm in binary64 with a running error bound, a compensated (TwoSum) re-sum with "
-                            "double-double BatchNorm for outputs near a rounding boundary (fast path), else MPFR "
-                            "interval arithmetic with directed rounding"},
-             {"precision_bits", opts.ref.precision},
-             {"escalations", escalations},
-             {"fast_path_certified", fast_certified},
-             {"fast_path_compensated", compensated},
-             {"fast_path_fallbacks", fallbacks},
-             {"max_precision_used", max_prec}}},
-           {"dtypes", per_dtype}});
-
+                  {"seed", spec.seed},
+                  {"layer", layer_json(spec)},
+                  {"reference", reference_json(counts, opts.ref.precision)},
+                  {"dtypes", per_dtype}});
   if (spec.observed_weights_prefix) {
-    // Observed engine output for the first weights: explain them against this case's BN.
-    const auto& obs = *spec.observed_weights_prefix;
-    const std::int64_t per_channel = spec.geometry.terms_per_output();
-    ExplainInput ei;
-    ei.dtype = spec.dtypes.front();
-    ei.ref_options = opts.ref;
-    ei.bn_given = true;
-    ei.bn_source = "the case's BatchNorm";
-    for (std::size_t i = 0; i < obs.size(); ++i) ei.observed.push_back(round_to(ei.dtype, obs[i]));
-    ei.original.assign(first_weights.begin(), first_weights.begin() + static_cast<std::ptrdiff_t>(obs.size()));
-    // One BN channel per observed element (its output channel).
-    for (std::size_t i = 0; i < obs.size(); ++i) {
-      const std::size_t o = i / per_channel;
-      const auto& bn = first_bn;
-      ei.bn.gamma.push_back(bn.gamma[o]);
-      ei.bn.beta.push_back(bn.beta[o]);
-      ei.bn.mean.push_back(bn.mean[o]);
-      ei.bn.var.push_back(bn.var[o]);
-      ei.bn.eps = bn.eps;
-    }
-    const ExplainResult er = explain(ei);
-    json ej = er.to_json();
-    // explain() sees one BatchNorm channel per observed element, so its "channel" is the
-    // element's position; label each element by its own OIHW index and output channel.
-    const std::int64_t khw = spec.geometry.KH * spec.geometry.KW;
-    for (json& e : ej["elements"]) {
-      const std::int64_t k = e["index"].get<std::int64_t>();
-      const std::int64_t o = k / per_channel, r = k % per_channel;
-      e["channel"] = o;
-      e["weight_index"] = {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW};
-    }
-    ej["note"] = spec.observed_note;
-    out["observed_weights"] = ej;
-    overall = worst(overall, er.verdict() == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected);
+    auto [ej, v] = observed_weights(spec, first_weights, first_bn, opts);
+    out["observed_weights"] = std::move(ej);
+    overall = worst(overall, v);
   }
   if (internal_errors)
     throw std::logic_error("internal error: " + std::to_string(internal_errors) +
