@@ -56,6 +56,7 @@ test_packages=(
   chromium             # the HTML report is rendered headless in a test
   debootstrap          # tools/fresh_machine.sh: the bare Debian 12 root
   git                  # tools/fresh_machine.sh: clones the project into that root
+  universal-ctags      # tools/check_function_length.py: each function's first and last line
   python3              # the Python tests run in .venv, made by ...
   python3-venv         # ... Debian's venv module when the machine's python3 has none
 )
