@@ -53,11 +53,12 @@ class AccuracyDiffCommand : public Command {
     ao.ref.precision = out_.precision;
     ao.ref.threads = out_.threads;
     ao.progress = progress_printer(out_);
-    json r = accuracy_diff(model_, ao).to_json();
+    const auto result = accuracy_diff(model_, ao);
+    json r = result.to_json();
     stamp(r, out_);
     if (ao.progress) std::cerr << "\r\033[K";
     emit(out_, render(out_, r, reports::accuracy_diff_text));
-    return exit_code(r);
+    return exit_code(result.verdict());
   }
 
  private:

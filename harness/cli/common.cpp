@@ -267,4 +267,6 @@ std::string one_line(const std::string& message) {
 
 int exit_code(const json& result) { return result["verdict"] == "EXPECTED" ? 0 : 1; }
 
+int exit_code(Verdict v) { return v == Verdict::Expected ? 0 : 1; }
+
 }  // namespace foldcheck::cli

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/numerics/compare.hpp"
+
 namespace foldcheck::cli {
 
 using json = nlohmann::json;
@@ -90,7 +92,9 @@ void emit(const OutputOptions& o, const std::string& content);
 // in a log, whatever a file held.
 std::string one_line(const std::string& message);
 
-// 0 when the result's verdict is EXPECTED, else 1.
+// 0 when the result's verdict is EXPECTED, else 1: from a typed result's verdict(), or from
+// the JSON of a command whose result is not typed yet (run, suite, bisect, quant-check).
+int exit_code(Verdict v);
 int exit_code(const json& result);
 
 }  // namespace foldcheck::cli

@@ -67,10 +67,11 @@ class DiagnoseCommand : public Command {
     in.padding = padding_;
     in.ref.precision = out_.precision;
     in.ref.threads = out_.threads;
-    json r = diagnose(in).to_json();
+    const auto result = diagnose(in);
+    json r = result.to_json();
     stamp(r, out_);
     emit(out_, out_.format == "json" ? json_text(r, 2) : reports::diagnose_text(r));
-    return exit_code(r);
+    return exit_code(result.verdict());
   }
 
  private:

@@ -55,10 +55,11 @@ class ExplainCommand : public Command {
                                    shape_string(oshape_), oshape_[0], in.bn.gamma.size()));
     in.ref_options.precision = out_.precision;
     in.ref_options.threads = out_.threads;
-    json r = explain(in).to_json();
+    const auto result = explain(in);
+    json r = result.to_json();
     stamp(r, out_);
     emit(out_, out_.format == "json" ? json_text(r, 2) : reports::explain_text(r));
-    return exit_code(r);
+    return exit_code(result.verdict());
   }
 
  private:

@@ -66,7 +66,7 @@ class Bisector {
   std::size_t evaluations() const { return evaluations_; }
 
   // Step k: the first k passes of `passes`.
-  json step(const std::vector<std::string>& passes, std::size_t k) {
+  BisectStep step(const std::vector<std::string>& passes, std::size_t k) {
     ++evaluations_;
     if (o_.progress) o_.progress(fmt::format("bisect: evaluation {} (first {} of {} passes)", evaluations_, k, passes.size()));
     json j{{"prefix", k}};
@@ -114,9 +114,11 @@ class Bisector {
     j["probabilistic_worst_ratio"] = pratio;
     j["beyond_bound"] = beyond;
     if (layers_.size() > 1) j["worst_layer"] = worst_layer;
-    j["verdict"] = name(verdict);
-    j["bad"] = bad;
-    return j;
+    BisectStep st;
+    st.detail = std::move(j);
+    st.bad = bad;
+    st.verdict = verdict;
+    return st;
   }
 
   // Which pass changed the conv weights (every prefix lowered; no evaluation), and whether
@@ -195,40 +197,36 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
   if (o.passes.empty()) throw InputError("bisect: no passes (give `passes` A,B,... or `opt_level`)");
   for (const std::string& p : o.passes) pass_named(p);
   const std::size_t n = o.passes.size();
-  json steps = json::array();
+  std::vector<BisectStep> steps;
   json culprit = nullptr;
   if (o.mode == BisectMode::Linear) {
     for (std::size_t k = 0; k <= n; ++k) {
       steps.push_back(b.step(o.passes, k));
-      if (culprit.is_null() && steps.back()["bad"].get<bool>()) culprit = k == 0 ? json("(none: the layer itself)") : json(o.passes[k - 1]);
+      if (culprit.is_null() && steps.back().bad) culprit = k == 0 ? json("(none: the layer itself)") : json(o.passes[k - 1]);
     }
   } else if (o.mode == BisectMode::Search) {
-    json full = b.step(o.passes, n);
-    steps.push_back(full);
-    if (full["bad"].get<bool>()) {
+    steps.push_back(b.step(o.passes, n));
+    if (steps.back().bad) {
       std::size_t lo = 0, hi = n;  // prefix lo good (no pass: the plain evaluation), hi bad
       while (hi - lo > 1) {
         const std::size_t mid = lo + (hi - lo) / 2;
-        json s = b.step(o.passes, mid);
-        (s["bad"].get<bool>() ? hi : lo) = mid;
-        steps.push_back(std::move(s));
+        steps.push_back(b.step(o.passes, mid));
+        (steps.back().bad ? hi : lo) = mid;
       }
       culprit = o.passes[hi - 1];
     }
   } else {
-    json all = b.step(o.passes, n);
-    all["disabled"] = nullptr;
-    steps.push_back(all);
+    steps.push_back(b.step(o.passes, n));
+    steps.back().detail["disabled"] = nullptr;  // listed: the step with none left out
     for (std::size_t i = 0; i < n; ++i) {
       std::vector<std::string> without;
       for (std::size_t k = 0; k < n; ++k)
         if (k != i) without.push_back(o.passes[k]);
-      json s = b.step(without, without.size());
-      s["disabled"] = o.passes[i];
-      steps.push_back(std::move(s));
+      steps.push_back(b.step(without, without.size()));
+      steps.back().disabled = o.passes[i];
     }
     // The culprit: the one pass whose removal alone makes a bad pipeline good.
-    if (steps[0]["bad"].get<bool>()) {
+    if (steps[0].bad) {
       const std::vector<std::string> fixes = leave_one_out_fixes(steps);
       if (fixes.size() == 1) culprit = fixes[0];
     }
@@ -241,19 +239,19 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
                                                        "program with IEEE operations (fast-math approximations and int8 "
                                                        "values are not rounding)")}});
   out["culprit"] = culprit;
-  if (o.mode == BisectMode::LeaveOneOut && steps[0]["bad"].get<bool>())
+  if (o.mode == BisectMode::LeaveOneOut && steps[0].bad)
     if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {
       out["note"] = reports::leave_one_out_note(fixes);
       out["candidates"] = fixes;
     }
-  out["steps"] = steps;
+  out["steps"] = steps_json(steps);
   out["evaluations"] = b.evaluations();
   out["weights"] = b.weights(o.passes);
-  const bool whole_bad = o.mode == BisectMode::Linear ? !culprit.is_null() : steps[0]["bad"].get<bool>();
+  const bool whole_bad = o.mode == BisectMode::Linear ? !culprit.is_null() : steps[0].bad;
   // Nothing compared is never a pass: a pipeline whose every step compared nothing
   // informative is MISTRUSTED, not EXPECTED.
   bool all_mistrusted = !steps.empty();
-  for (const json& st : steps) all_mistrusted = all_mistrusted && st.value("verdict", "") == "MISTRUSTED";
+  for (const BisectStep& st : steps) all_mistrusted = all_mistrusted && st.verdict == Verdict::Mistrusted;
   out["verdict"] = whole_bad ? "UNEXPECTED" : all_mistrusted ? "MISTRUSTED" : "EXPECTED";
   return out;
 }

@@ -119,27 +119,27 @@ class CommandBisector {
   std::string criterion() const { return judge_.criterion(); }
 
   // Configuration k: passes[0..k) enabled; the first call must be k = 0 (the baseline).
-  json prefix(std::size_t k) {
-    json j = run(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + static_cast<std::ptrdiff_t>(k)),
-                 std::vector<std::string>(o_.passes.begin() + static_cast<std::ptrdiff_t>(k), o_.passes.end()));
-    j["prefix"] = k;
-    return j;
+  BisectStep prefix(std::size_t k) {
+    BisectStep st = run(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + static_cast<std::ptrdiff_t>(k)),
+                        std::vector<std::string>(o_.passes.begin() + static_cast<std::ptrdiff_t>(k), o_.passes.end()));
+    st.detail["prefix"] = k;
+    return st;
   }
   // Every pass but passes[i] enabled.
-  json without(std::size_t i) {
+  BisectStep without(std::size_t i) {
     std::vector<std::string> on = o_.passes;
     on.erase(on.begin() + static_cast<std::ptrdiff_t>(i));
-    json j = run(on, {o_.passes[i]});
-    j["prefix"] = on.size();
-    j["disabled"] = o_.passes[i];
-    return j;
+    BisectStep st = run(on, {o_.passes[i]});
+    st.detail["prefix"] = on.size();
+    st.disabled = o_.passes[i];
+    return st;
   }
 
  private:
   // One run with these passes enabled and disabled, judged. Throws InputError when the run
   // fails, and command::Interrupted when a signal was caught (the command already ended
   // either way).
-  json run(const std::vector<std::string>& on, const std::vector<std::string>& off) {
+  BisectStep run(const std::vector<std::string>& on, const std::vector<std::string>& off) {
     signals_.throw_if_pending();
     const std::size_t n = o_.passes.size(), id = ++count_;
     const fs::path out = dir_ / fmt::format("out_{}.npy", id);
@@ -192,9 +192,11 @@ class CommandBisector {
     const DType t = o_.known ? o_.known->dtype : o_.dtype;
     std::vector<double> v = y.data;
     for (double& x : v) x = round_to(t, x);
-    if (id == 1) judge_.judge_base(v, j);
-    else judge_.judge(v, j);
-    return j;
+    BisectStep st;
+    st.detail = std::move(j);
+    if (id == 1) judge_.judge_base(v, st);
+    else judge_.judge(v, st);
+    return st;
   }
 
   // The end of the command's stderr, for a message (on its own lines after the first).
@@ -215,30 +217,45 @@ class CommandBisector {
 
 }  // namespace
 
-std::vector<std::string> leave_one_out_fixes(const json& steps) {
+std::vector<std::string> leave_one_out_fixes(const std::vector<BisectStep>& steps) {
   std::vector<std::string> r;
-  for (const json& s : steps)
-    if (s.contains("disabled") && s["disabled"].is_string() && !s["bad"].get<bool>()) r.push_back(s["disabled"].get<std::string>());
+  for (const BisectStep& s : steps)
+    if (s.disabled && !s.bad) r.push_back(*s.disabled);
   return r;
+}
+
+json BisectStep::to_json() const {
+  json j = detail;
+  j["bad"] = bad;
+  if (verdict) j["verdict"] = name(*verdict);
+  if (lists_informative) j["informative"] = informative;
+  if (disabled) j["disabled"] = *disabled;
+  return j;
+}
+
+json steps_json(const std::vector<BisectStep>& steps) {
+  json a = json::array();
+  for (const BisectStep& s : steps) a.push_back(s.to_json());
+  return a;
 }
 
 namespace {
 
 // The configurations of the mode, run in order (bisect.hpp); returns the culprit.
-json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
+json run_mode(CommandBisector& b, const ExternalBisectOptions& o, std::vector<BisectStep>& steps) {
   const std::size_t n = o.passes.size();
   steps.push_back(b.prefix(0));
-  if (steps.back()["bad"].get<bool>()) return nullptr;  // already beyond with every pass disabled
+  if (steps.back().bad) return nullptr;  // already beyond with every pass disabled
   if (o.mode == BisectMode::Linear) {
     json culprit = nullptr;
     for (std::size_t k = 1; k <= n; ++k) {
       steps.push_back(b.prefix(k));
-      if (steps.back()["bad"].get<bool>() && culprit.is_null()) culprit = o.passes[k - 1];
+      if (steps.back().bad && culprit.is_null()) culprit = o.passes[k - 1];
     }
     return culprit;
   }
   steps.push_back(b.prefix(n));
-  if (!steps.back()["bad"].get<bool>()) return nullptr;
+  if (!steps.back().bad) return nullptr;
   if (o.mode == BisectMode::LeaveOneOut) {
     for (std::size_t i = 0; i < n; ++i) steps.push_back(b.without(i));
     const std::vector<std::string> fixes = leave_one_out_fixes(steps);
@@ -248,28 +265,28 @@ json run_mode(CommandBisector& b, const ExternalBisectOptions& o, json& steps) {
   while (hi - lo > 1) {
     const std::size_t mid = lo + (hi - lo) / 2;
     steps.push_back(b.prefix(mid));
-    (steps.back()["bad"].get<bool>() ? hi : lo) = mid;
+    (steps.back().bad ? hi : lo) = mid;
   }
   return o.passes[hi - 1];
 }
 
 // The verdict of a run that found bad steps: SUSPICIOUS when every bad step is beyond the
 // probabilistic bound only (known computation), else UNEXPECTED.
-Verdict bad_verdict(const json& steps) {
+Verdict bad_verdict(const std::vector<BisectStep>& steps) {
   Verdict v = Verdict::Suspicious;  // (with a threshold, every bad step's verdict is UNEXPECTED)
-  for (const json& s : steps)
-    if (s["bad"].get<bool>() && s.value("verdict", std::string("UNEXPECTED")) != "SUSPICIOUS") v = Verdict::Unexpected;
+  for (const BisectStep& s : steps)
+    if (s.bad && s.verdict.value_or(Verdict::Unexpected) != Verdict::Suspicious) v = Verdict::Unexpected;
   return v;
 }
 
 // The search, linear or leave-one-out run, the report as external_bisect returns it.
 json search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
   CommandBisector b(o, signals);
-  json steps = json::array();
+  std::vector<BisectStep> steps;
   const json culprit = run_mode(b, o, steps);
-  const bool base_bad = steps[0]["bad"].get<bool>();
+  const bool base_bad = steps[0].bad;
   // Leave-one-out names no pass when no single removal makes a bad pipeline good.
-  const bool whole_bad = base_bad || !culprit.is_null() || (steps.size() > 1 && steps[1]["bad"].get<bool>() && o.mode != BisectMode::Linear);
+  const bool whole_bad = base_bad || !culprit.is_null() || (steps.size() > 1 && steps[1].bad && o.mode != BisectMode::Linear);
   // Nothing compared is never a pass: against exact values of zeros every output that is
   // zero too would look perfect, whatever the passes did to the computation.
   bool all_zero = true, informative = false;
@@ -277,7 +294,7 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
     for (std::size_t i = 0; i < o.known->exact.size() && all_zero; ++i) all_zero = o.known->exact.approx(i).hi == 0;
   else
     all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
-  for (const json& s : steps) informative = informative || s.value("informative", true);
+  for (const BisectStep& s : steps) informative = informative || s.informative;
   const bool mistrusted = !whole_bad && (all_zero || !informative);
   json r = result_envelope("bisect");
   r.update(json{{"external_command", o.command},
@@ -288,7 +305,7 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
          {"criterion", b.criterion()},
          {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
          {"culprit", culprit},
-         {"steps", steps},
+         {"steps", steps_json(steps)},
          {"evaluations", b.runs()},
          {"verdict", whole_bad ? name(bad_verdict(steps)) : mistrusted ? "MISTRUSTED" : "EXPECTED"}});
   if (whole_bad && bad_verdict(steps) == Verdict::Suspicious)

@@ -62,8 +62,8 @@ OutputJudge::OutputJudge(ref::ValueArray exact, Shape shape, DType t, const Know
     : exact_(std::move(exact)), shape_(std::move(shape)), t_(t), known_(known), threshold_(threshold_ulp),
       units_(exact_, shape_, t) {}
 
-bool OutputJudge::judge_base(const std::vector<double>& v, json& step) { return judge_impl(v, step, true); }
-bool OutputJudge::judge(const std::vector<double>& v, json& step) { return judge_impl(v, step, false); }
+bool OutputJudge::judge_base(const std::vector<double>& v, BisectStep& step) { return judge_impl(v, step, true); }
+bool OutputJudge::judge(const std::vector<double>& v, BisectStep& step) { return judge_impl(v, step, false); }
 
 std::string OutputJudge::criterion() const {
   if (threshold_) return reports::threshold_criterion(*threshold_);
@@ -121,7 +121,8 @@ void OutputJudge::set_limits(const ScaledErrors& s) {
   }
 }
 
-bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
+bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, bool base) {
+  json& j = step.detail;
   const std::vector<double>* det = known_ && !known_->bound.empty() ? &known_->bound : nullptr;
   const std::vector<double>* prob = known_ ? &known_->probabilistic : nullptr;
   const Comparison c = compare(v, exact_, t_, det, det ? prob : nullptr);
@@ -136,7 +137,8 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
   j["channel_units"] = {{"max", s.max}, {"p99_9", s.p999}, {"rms", s.rms}};
   // No informative element (every exact value 0, or rounding to 0 or to an infinity in T):
   // this run compared nothing, whatever its errors.
-  j["informative"] = c.verdict != Verdict::Mistrusted;
+  step.informative = c.verdict != Verdict::Mistrusted;
+  step.lists_informative = true;
   if (c.worst_index >= 0) j["largest_ulp"] = element(static_cast<std::size_t>(c.worst_index), v);
   // A NaN or an infinity (the reference is finite) is bad under every criterion.
   bool bad = c.kinds.nan > 0 || c.kinds.inf_mismatch > 0;
@@ -145,9 +147,9 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
     bad = bad || c.ulp.max_abs > *threshold_;
     decisive = c.worst_index;
     if (known_) j["bounds_verdict"] = name(c.verdict);  // for the reader; the threshold decides
-    j["verdict"] = bad ? "UNEXPECTED" : "EXPECTED";
+    step.verdict = bad ? Verdict::Unexpected : Verdict::Expected;
   } else if (known_) {
-    j["verdict"] = name(c.verdict);
+    step.verdict = c.verdict;
     j["worst_ratio"] = c.worst_bound_ratio.value_or(0);
     j["probabilistic_worst_ratio"] = c.worst_probabilistic_ratio.value_or(0);
     j["beyond_bound"] = c.beyond_bound;
@@ -178,7 +180,7 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, json& j, bool base) {
       break;
     }
   if (decisive >= 0) j["decisive"] = element(static_cast<std::size_t>(decisive), v);
-  j["bad"] = bad;
+  step.bad = bad;
   return bad;
 }
 

@@ -41,6 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/commands/bisect.hpp"
 #include "foldcheck/model/known_computation.hpp"
 
 namespace foldcheck {
@@ -68,19 +69,20 @@ struct ScaledErrors {
 };
 ScaledErrors scaled_errors(const std::vector<double>& v, const ref::ValueArray& exact, const ChannelUnits& u);
 
-// One run's output judged. Statistics go into `step`; returns whether it is bad.
+// One run's output judged: its statistics into step.detail, bad / verdict / informative
+// into its typed fields; returns whether it is bad.
 class OutputJudge {
  public:
   // known: the bounds (then `exact` is known->exact); else `exact` is the reference.
   OutputJudge(ref::ValueArray exact, Shape shape, DType t, const KnownComputation* known, std::optional<double> threshold_ulp);
 
   // The all-disabled run: sets the reference criterion's m0 and q0. Call it first.
-  bool judge_base(const std::vector<double>& v, nlohmann::json& step);
-  bool judge(const std::vector<double>& v, nlohmann::json& step);
+  bool judge_base(const std::vector<double>& v, BisectStep& step);
+  bool judge(const std::vector<double>& v, BisectStep& step);
   std::string criterion() const;
 
  private:
-  bool judge_impl(const std::vector<double>& v, nlohmann::json& step, bool base);
+  bool judge_impl(const std::vector<double>& v, BisectStep& step, bool base);
   void set_limits(const ScaledErrors& baseline);
   static constexpr double kConfidence = 0.999;
   nlohmann::json element(std::size_t i, const std::vector<double>& v) const;

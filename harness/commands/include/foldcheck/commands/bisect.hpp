@@ -25,8 +25,23 @@
 
 #include "foldcheck/io/case_file.hpp"
 #include "foldcheck/model/known_computation.hpp"
+#include "foldcheck/numerics/compare.hpp"
 
 namespace foldcheck {
+
+// One configuration of a bisect (internal or external): what the search decides from, as
+// typed fields, and the measures the result lists (`detail`).
+struct BisectStep {
+  nlohmann::json detail;                // the step's measures, as the result lists them
+  bool bad = false;                     // beyond the criterion: the configuration is to blame
+  std::optional<Verdict> verdict;       // against the bounds (absent: judged by channel units only)
+  bool informative = true;              // some output compared (not every exact value 0 or not finite)
+  bool lists_informative = false;       // listed by the external judge (the internal one always compares)
+  std::optional<std::string> disabled;  // leave-one-out: the pass left out
+  nlohmann::json to_json() const;       // detail with the fields above
+};
+// The steps as the result lists them.
+nlohmann::json steps_json(const std::vector<BisectStep>& steps);
 
 enum class BisectMode { Search, Linear, LeaveOneOut };
 
@@ -96,7 +111,7 @@ nlohmann::json external_bisect(const ExternalBisectOptions& opts);
 // exactly one; several mean the passes interact (a bug that shows only with an earlier
 // pass enabled is fixed by removing either), and none is named, with a note
 // (reports/bisect_notes.hpp).
-std::vector<std::string> leave_one_out_fixes(const nlohmann::json& steps);
+std::vector<std::string> leave_one_out_fixes(const std::vector<BisectStep>& steps);
 
 // The command of one run: one left-to-right scan of `tmpl`; each {enabled}, {disabled} and
 // {out} becomes its value as one single-quoted shell word; everything else, other {...}
