@@ -20,7 +20,7 @@
 #include "foldcheck/reports/text.hpp"
 #include "foldcheck/layer/bn_check.hpp"
 #include "foldcheck/io/limits.hpp"
-#include "foldcheck/io/bn_params.hpp"
+#include "foldcheck/io/layer_files.hpp"
 #include "foldcheck/model/known_computation.hpp"
 #include "command.hpp"
 #include "common.hpp"
@@ -193,81 +193,29 @@ json BisectCommand::run_external(const std::vector<std::string>& passes, const P
 
 KnownComputation BisectCommand::load_layer(const Progress& progress) const {
   if (input_.empty() || bn_.empty()) throw InputError("bisect: the layer needs --input X.npy, --weights W.npy and --bn BN.npz");
-  Tensor x = read_npy(input_);
-  const DType t = dtype_.empty() ? x.dtype : dtype_from_name(dtype_);
-  const Tensor w = read_npy(weights_);
-  if (x.shape.size() == 2) x.shape = {x.shape[0], x.shape[1], 1, 1};
-  if (x.shape.size() != 4 || x.data.empty())
-    throw InputError(fmt::format("{}: shape {}: the layer's input must be NCHW (or N x C) and not empty", input_, shape_string(x.shape)));
-  if (w.shape.size() != 4 || w.data.empty())
-    throw InputError(fmt::format("{}: shape {}: conv weights must be OIHW and not empty", weights_, shape_string(w.shape)));
-  ref::ConvGeometry g;
-  g.N = x.shape[0];
-  g.C = x.shape[1];
-  g.H = x.shape[2];
-  g.W = x.shape[3];
-  g.O = w.shape[0];
-  g.KH = w.shape[2];
-  g.KW = w.shape[3];
-  if (w.shape[1] <= 0 || g.C % w.shape[1])
-    throw InputError(fmt::format("{}: {} input channels per group do not divide the input's {} channels", weights_, w.shape[1], g.C));
-  g.groups = g.C / w.shape[1];
-  if (g.O % g.groups) throw InputError(fmt::format("{}: {} output channels are not divisible by the {} groups", weights_, g.O, g.groups));
-  g.stride_h = g.stride_w = stride_;
-  g.dil_h = g.dil_w = dilation_;
-  g.pad_top = g.pad_bottom = padding_.value_or(dilation_ * (g.KH - 1) / 2);
-  g.pad_left = g.pad_right = padding_.value_or(dilation_ * (g.KW - 1) / 2);
-  if (g.OH() <= 0 || g.OW() <= 0)
-    throw InputError(fmt::format("bisect: the layer has no output (input {}, weights {}, stride {}, dilation {}, padding {})",
-                                 shape_string(x.shape), shape_string(w.shape), stride_, dilation_, g.pad_top));
-  // 28 lowerings' bounds and the reference: ~ 40 doubles per output held at once.
-  const std::int64_t outputs = checked_element_count({g.N, g.O, g.OH(), g.OW()}, "the layer's output");
-  check_fits_in_memory(static_cast<std::uint64_t>(outputs), 400, "bisect on this layer");
-  Graph graph;
-  graph.dtype = t;
-  Node conv;
-  conv.kind = Node::Kind::Conv;
-  conv.name = "conv";
-  conv.geometry = g;
-  conv.weight = w;
-  if (!bias_.empty()) {
-    const Tensor b = read_npy(bias_);
-    if (b.shape.size() != 1 || b.shape[0] != g.O)
-      throw InputError(fmt::format("{}: shape {}: a conv bias is one value per output channel (1-D, {} values)", bias_,
-                                   shape_string(b.shape), g.O));
-    conv.bias = b.data;
-  }
-  // Every value as the compiled program holds it: in the layer's dtype, exactly.
-  for (auto& [v, path] : {std::pair{&x.data, input_}, std::pair{&conv.weight.data, weights_}, std::pair{&conv.bias, bias_}})
-    for (const double d : *v)
-      if (!std::isfinite(d) || round_to(t, d) != d)
-        throw InputError(fmt::format("{}: value {:.17g} is {} (the layer's dtype, from --input{})", path, d,
-                                     std::isfinite(d) ? fmt::format("not exactly a {} value", name(t)) : std::string("not finite"),
-                                     dtype_.empty() ? "" : " or --dtype"));
-  // As the weights: values of the layer's dtype, not rounded behind the user's back (eps
-  // is a scalar attribute engines hold in their own way: the recipes model that).
-  BnRule rule;
-  rule.max_values = g.O;
-  rule.channels = static_cast<std::size_t>(g.O);
-  rule.dtype = t;
-  rule.values = BnValues::Exact;
-  const LoadedBn bn = load_bn_params(BnSources::archive(bn_), rule);
-  Node norm;
-  norm.kind = Node::Kind::BatchNorm;
-  norm.name = "bn";
-  norm.bn = bn.bn;
-  graph.nodes = {conv, norm};
+  LayerFiles files;
+  files.input = input_;
+  files.weights = weights_;
+  files.bias = bias_;
+  files.bn = bn_;
+  if (!dtype_.empty()) files.dtype = dtype_from_name(dtype_);
+  files.stride = stride_;
+  files.dilation = dilation_;
+  files.padding = padding_;
+  const LayerFromFiles layer = layer_from_files(files);
+  const Graph& graph = layer.graph;
+  const DType t = graph.dtype;
   ref::Options ro;
   ro.precision = out_.precision;
   ro.threads = out_.threads;
   if (progress) progress(fmt::format("bisect: certified reference and bounds of the layer ({})", layer_size(graph)));
-  KnownComputation k = layer_computation(graph, x.data, 0.999, ro);
+  KnownComputation k = layer_computation(graph, layer.input.data, 0.999, ro);
   // Keys the file left out take a fresh BatchNorm's values: say which, where it is read.
   std::string defaults;
-  for (const std::string& d : bn.defaulted) defaults += (defaults.empty() ? "" : ", ") + d;
+  for (const std::string& d : layer.bn_defaulted) defaults += (defaults.empty() ? "" : ", ") + d;
   k.source = fmt::format("the layer (input {}, weights {}{}, BatchNorm {}{}; {}, padding {}): certified exact outputs", input_,
                          weights_, bias_.empty() ? "" : ", bias " + bias_, bn_,
-                         defaults.empty() ? "" : " with the defaults " + defaults, name(t), g.pad_top);
+                         defaults.empty() ? "" : " with the defaults " + defaults, name(t), graph.nodes[0].geometry.pad_top);
   k.shape_hint = "the conv's geometry: --padding, --stride, --dilation";
   return k;
 }

@@ -7,6 +7,7 @@
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/envelope.hpp"
+#include "foldcheck/io/layer_files.hpp"
 #include "diagnose_models.hpp"
 #include "foldcheck/reports/diagnose_summary.hpp"
 
@@ -64,25 +65,13 @@ std::vector<std::int64_t> as_4d(std::vector<std::int64_t> s) {
   return s;
 }
 
-// The conv's geometry from the input, weight and observed shapes (the padding, when not
-// given, the smallest that gives the observed output).
+// The conv's geometry from the input, weight and observed shapes (io/layer_files.hpp's rule;
+// the padding, when not given, the smallest that gives the observed output).
 ref::ConvGeometry conv_geometry(const DiagnoseInput& in, const std::vector<std::int64_t>& xs,
                                 const std::vector<std::int64_t>& ys) {
   const auto& ws = in.weights->shape;
   if (ws.size() != 4) throw InputError("`weights` must be OIHW (4-D)");
-  ref::ConvGeometry g;
-  g.N = xs[0];
-  g.C = xs[1];
-  g.H = xs[2];
-  g.W = xs[3];
-  g.O = ws[0];
-  g.KH = ws[2];
-  g.KW = ws[3];
-  if (ws[1] <= 0 || g.C % ws[1]) throw InputError("`weights`: in_channels/groups does not divide the input's channels");
-  g.groups = g.C / ws[1];
-  if (g.O % g.groups) throw InputError("`weights`: output channels not divisible by the groups");
-  g.stride_h = g.stride_w = in.stride;
-  g.dil_h = g.dil_w = in.dilation;
+  ref::ConvGeometry g = foldcheck::conv_geometry(xs, ws, in.stride, in.dilation, 0, 0, "`weights`");
   for (std::int64_t p = in.padding ? *in.padding : 0; p <= (in.padding ? *in.padding : std::max(g.KH, g.KW)); ++p) {
     g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = p;
     if (g.OH() == ys[2] && g.OW() == ys[3] && ys[1] == g.O) return g;
