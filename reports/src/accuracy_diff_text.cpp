@@ -9,15 +9,16 @@ using json = nlohmann::json;
 
 namespace {
 
-}  // namespace
+// A number to 3 significant digits; null (an infinite value in JSON) as "inf".
+std::string num(const json& v) { return v.is_null() ? std::string("inf") : fmt::format("{:.3g}", v.get<double>()); }
 
-std::string accuracy_diff_text(const json& r) {
+// The model line, the observed model if any, the legend and the table's column headings.
+std::string heading(const json& r, bool observed) {
   std::string s;
   const json& m = r["model"];
   s += fmt::format("foldcheck accuracy-diff {} — {} nodes, opset {}{}\n", m["path"].get<std::string>(),
                    m["nodes"].get<std::size_t>(), m["opset"].get<std::int64_t>(),
                    m["producer"].get<std::string>().empty() ? "" : ", from " + m["producer"].get<std::string>());
-  const bool observed = r.contains("observed");
   if (observed)
     s += fmt::format("  observed folded model: {}\n  matching: {}\n", r["observed"]["path"].get<std::string>(),
                      r["observed"]["matching"].get<std::string>());
@@ -31,84 +32,111 @@ std::string accuracy_diff_text(const json& r) {
   s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
                    "w |ULP|", "b |ULP|", "ratio", "recipe", "fused p99.9", "ratio", "unfused", "ratio", "dominant",
                    observed ? "worst channel" : "");
-  auto num = [](const json& v) { return v.is_null() ? std::string("inf") : fmt::format("{:.3g}", v.get<double>()); };
-  for (const json& l : r["layers"]) {
-    std::string name = l["name"].get<std::string>();
-    if (name.size() > 30) name = "…" + name.substr(name.size() - 29);
-    if (!l.contains("fold")) {
-      s += fmt::format("  {:<30} {:<11} {}\n", name, l["verdict"].get<std::string>(), l.value("observed_note", ""));
-      continue;
-    }
-    const json& f = l["fold"];
-    // The recipe reported in full (observed: the closest; otherwise the largest ratio).
-    const json* shown = &f["recipes"][0];
-    for (const json& rc : f["recipes"])
-      if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
-    auto max_ulp = [&](const json& cmp) { return cmp.is_null() ? std::string("-") : num(cmp["ulp"]["max_abs"]); };
-    std::string act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", "-", "-", "-", "-", "-");
-    if (l.contains("activations") && l["activations"].contains("fused")) {
-      const json& a = l["activations"];
-      act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", num(a["fused"]["p99_9_abs_ulp"]), num(a["fused"]["worst_ratio"]),
-                        num(a["unfused"]["p99_9_abs_ulp"]), num(a["unfused"]["worst_ratio"]),
-                        a["fused"].value("dominant_stage", "-"));
-    }
-    std::string worst;
-    if (observed && !l["worst_channel"].is_null())
-      worst = fmt::format("{} ({})", l["worst_channel"].get<std::int64_t>(), (*shown)["worst_in"].get<std::string>());
-    s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {} {}\n", name, l["verdict"].get<std::string>(),
+  return s;
+}
+
+// A layer's activation columns: fused and unfused p99.9 and ratio, the dominant stage ("-" without them).
+std::string activation_cells(const json& l) {
+  std::string act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", "-", "-", "-", "-", "-");
+  if (l.contains("activations") && l["activations"].contains("fused")) {
+    const json& a = l["activations"];
+    act = fmt::format("{:>10} {:>7} {:>10} {:>7} {:<13}", num(a["fused"]["p99_9_abs_ulp"]), num(a["fused"]["worst_ratio"]),
+                      num(a["unfused"]["p99_9_abs_ulp"]), num(a["unfused"]["worst_ratio"]),
+                      a["fused"].value("dominant_stage", "-"));
+  }
+  return act;
+}
+
+// One layer's row of the table.
+std::string layer_row(const json& l, bool observed) {
+  std::string name = l["name"].get<std::string>();
+  if (name.size() > 30) name = "…" + name.substr(name.size() - 29);
+  if (!l.contains("fold")) return fmt::format("  {:<30} {:<11} {}\n", name, l["verdict"].get<std::string>(), l.value("observed_note", ""));
+  const json& f = l["fold"];
+  // The recipe reported in full (observed: the closest; otherwise the largest ratio).
+  const json* shown = &f["recipes"][0];
+  for (const json& rc : f["recipes"])
+    if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
+  auto max_ulp = [&](const json& cmp) { return cmp.is_null() ? std::string("-") : num(cmp["ulp"]["max_abs"]); };
+  const std::string act = activation_cells(l);
+  std::string worst;
+  if (observed && !l["worst_channel"].is_null())
+    worst = fmt::format("{} ({})", l["worst_channel"].get<std::int64_t>(), (*shown)["worst_in"].get<std::string>());
+  return fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {} {}\n", name, l["verdict"].get<std::string>(),
                      max_ulp((*shown)["weights"]), max_ulp((*shown)["bias"]), num((*shown)["worst_ratio"]),
                      (*shown)["recipe"].get<std::string>(), act, worst);
-  }
-  if (r.contains("end_to_end") && r["end_to_end"].contains("not_run")) {
-    s += fmt::format("\n  end to end: not run ({}); the weight-level checks above still apply\n",
-                     r["end_to_end"]["not_run"].get<std::string>());
-  } else if (r.contains("end_to_end")) {
-    const json& e = r["end_to_end"];
-    s += fmt::format("\n  end to end (input {}, shape {}; reference: {}):\n", e["input"].get<std::string>(),
-                     e["input_shape"].dump(), e["reference"].get<std::string>());
-    for (const json& o : e["outputs"]) {
-      s += fmt::format("    {} {}: unfused |ULP| p99.9 {}, max {}; fused ({}) p99.9 {}, max {}\n", o["name"].get<std::string>(),
-                       o["shape"].dump(), num(o["unfused"]["ulp"]["p99_9"]), num(o["unfused"]["ulp"]["max_abs"]),
-                       e["fused_recipe"].get<std::string>(), num(o["fused"]["ulp"]["p99_9"]), num(o["fused"]["ulp"]["max_abs"]));
-      if (o.contains("top1_agreement")) {
-        const json& t = o["top1_agreement"];
-        s += fmt::format("      top-1 agreement over {} rows: unfused/reference {}, fused/reference {}, fused/unfused {}\n",
-                         t["rows"].get<std::int64_t>(), t["unfused_vs_reference"].get<std::int64_t>(),
-                         t["fused_vs_reference"].get<std::int64_t>(), t["fused_vs_unfused"].get<std::int64_t>());
-      }
+}
+
+// The end-to-end outputs of the model: unfused and fused |ULP|, and top-1 agreement.
+std::string outputs_text(const json& e) {
+  std::string s;
+  for (const json& o : e["outputs"]) {
+    s += fmt::format("    {} {}: unfused |ULP| p99.9 {}, max {}; fused ({}) p99.9 {}, max {}\n", o["name"].get<std::string>(),
+                     o["shape"].dump(), num(o["unfused"]["ulp"]["p99_9"]), num(o["unfused"]["ulp"]["max_abs"]),
+                     e["fused_recipe"].get<std::string>(), num(o["fused"]["ulp"]["p99_9"]), num(o["fused"]["ulp"]["max_abs"]));
+    if (o.contains("top1_agreement")) {
+      const json& t = o["top1_agreement"];
+      s += fmt::format("      top-1 agreement over {} rows: unfused/reference {}, fused/reference {}, fused/unfused {}\n",
+                       t["rows"].get<std::int64_t>(), t["unfused_vs_reference"].get<std::int64_t>(),
+                       t["fused_vs_reference"].get<std::int64_t>(), t["fused_vs_unfused"].get<std::int64_t>());
     }
-    if (e.contains("observed_output")) {
-      const json& o = e["observed_output"];
-      const json& c = o["comparison"];
-      // No bound_check when no element was finite on both sides (an all-Inf output): the
-      // kinds say what was found instead.
-      const std::string against = c.contains("bound_check")
-                                      ? fmt::format("worst ratio to the end-to-end bound {} (elements beyond: {})",
-                                                    num(c["bound_check"]["worst_ratio"]),
-                                                    c["bound_check"]["beyond_bound"].get<std::int64_t>())
-                                      : fmt::format("no element finite on both sides (kinds: {})", c["kinds"].dump());
-      s += fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; {} -> {}\n", o["path"].get<std::string>(),
-                       o["shape"].dump(), num(c["ulp"]["p50"]), num(c["ulp"]["p99_9"]), num(c["ulp"]["max_abs"]), against,
-                       o["verdict"].get<std::string>());
-      if (o.contains("worst"))
-        s += fmt::format("      worst element {}: observed {:.9g}, reference {:.17g}, bound {:.3g}\n", o["worst"]["index"].dump(),
-                         o["worst"]["observed"].get<double>(), o["worst"]["reference"].get<double>(),
-                         o["worst"]["bound"].get<double>());
-      if (o.contains("top1_agreement"))
-        s += fmt::format("      top-1 agreement with the reference: {}/{}\n",
-                         o["top1_agreement"]["observed_vs_reference"].get<std::int64_t>(),
-                         o["top1_agreement"]["rows"].get<std::int64_t>());
-      if (o.contains("bound_ulp"))
-        s += fmt::format("      bound: median {} ULP of float32 (min {}, max {}); foldcheck's own float32 runs use {} "
-                         "(unfused) and {} (fused) of it\n",
-                         num(o["bound_ulp"]["median"]), num(o["bound_ulp"]["min"]), num(o["bound_ulp"]["max"]),
-                         num(o["foldcheck_runs"]["unfused_worst_ratio"]), num(o["foldcheck_runs"]["fused_worst_ratio"]));
-      s += fmt::format("      {}\n", o["bound"].get<std::string>());
-    }
-    s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict: {}\n",
-                     e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
-                     e["verdict"].get<std::string>());
   }
+  return s;
+}
+
+// The observed folded model's output against the reference and the end-to-end bound.
+std::string observed_output_text(const json& o) {
+  std::string s;
+  const json& c = o["comparison"];
+  // No bound_check when no element was finite on both sides (an all-Inf output): the
+  // kinds say what was found instead.
+  const std::string against = c.contains("bound_check")
+                                  ? fmt::format("worst ratio to the end-to-end bound {} (elements beyond: {})",
+                                                num(c["bound_check"]["worst_ratio"]),
+                                                c["bound_check"]["beyond_bound"].get<std::int64_t>())
+                                  : fmt::format("no element finite on both sides (kinds: {})", c["kinds"].dump());
+  s += fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; {} -> {}\n", o["path"].get<std::string>(),
+                   o["shape"].dump(), num(c["ulp"]["p50"]), num(c["ulp"]["p99_9"]), num(c["ulp"]["max_abs"]), against,
+                   o["verdict"].get<std::string>());
+  if (o.contains("worst"))
+    s += fmt::format("      worst element {}: observed {:.9g}, reference {:.17g}, bound {:.3g}\n", o["worst"]["index"].dump(),
+                     o["worst"]["observed"].get<double>(), o["worst"]["reference"].get<double>(),
+                     o["worst"]["bound"].get<double>());
+  if (o.contains("top1_agreement"))
+    s += fmt::format("      top-1 agreement with the reference: {}/{}\n",
+                     o["top1_agreement"]["observed_vs_reference"].get<std::int64_t>(),
+                     o["top1_agreement"]["rows"].get<std::int64_t>());
+  if (o.contains("bound_ulp"))
+    s += fmt::format("      bound: median {} ULP of float32 (min {}, max {}); foldcheck's own float32 runs use {} "
+                     "(unfused) and {} (fused) of it\n",
+                     num(o["bound_ulp"]["median"]), num(o["bound_ulp"]["min"]), num(o["bound_ulp"]["max"]),
+                     num(o["foldcheck_runs"]["unfused_worst_ratio"]), num(o["foldcheck_runs"]["fused_worst_ratio"]));
+  s += fmt::format("      {}\n", o["bound"].get<std::string>());
+  return s;
+}
+
+// The end-to-end section (or why it was not run).
+std::string end_to_end_text(const json& e) {
+  if (e.contains("not_run"))
+    return fmt::format("\n  end to end: not run ({}); the weight-level checks above still apply\n",
+                       e["not_run"].get<std::string>());
+  std::string s = fmt::format("\n  end to end (input {}, shape {}; reference: {}):\n", e["input"].get<std::string>(),
+                              e["input_shape"].dump(), e["reference"].get<std::string>());
+  s += outputs_text(e);
+  if (e.contains("observed_output")) s += observed_output_text(e["observed_output"]);
+  s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict: {}\n",
+                   e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
+                   e["verdict"].get<std::string>());
+  return s;
+}
+
+}  // namespace
+
+std::string accuracy_diff_text(const json& r) {
+  const bool observed = r.contains("observed");
+  std::string s = heading(r, observed);
+  for (const json& l : r["layers"]) s += layer_row(l, observed);
+  if (r.contains("end_to_end")) s += end_to_end_text(r["end_to_end"]);
   if (!r["unpaired"].empty()) {
     s += "\n  BatchNormalization nodes not paired with a layer:\n";
     for (const json& u : r["unpaired"])

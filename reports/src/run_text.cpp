@@ -94,9 +94,8 @@ std::string attribution_table(const json& paths, bool histograms, bool headline_
   return s;
 }
 
-}  // namespace
-
-std::string run_text(const json& r, const RunTextOptions& opts) {
+// The case, its layer, the seed and reference, and the legend of the ratio columns.
+std::string case_heading(const json& r) {
   std::string s;
   const auto& L = r["layer"];
   s += fmt::format("foldcheck run {} — {}\n", r["case"]["path"].get<std::string>(), r["case"]["name"].get<std::string>());
@@ -115,55 +114,98 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
                    r["reference"]["escalations"].get<long>());
   s += "  ratio = worst |error| / deterministic bound (> 1: UNEXPECTED); bound ULP = that bound at the worst element;\n"
        "  p-ratio = worst |error| / probabilistic bound (> 1 within the deterministic bound: SUSPICIOUS)\n";
+  return s;
+}
 
+// A dtype's folded weights and biases per recipe (and arithmetic) against the exact fold.
+std::string folded_parameters_text(const json& d) {
+  std::string s = "  folded parameters vs the exact fold\n" + header("recipe");
+  for (const auto& w : d["folded_parameters"]) {
+    const std::string ar = w.value("arithmetic", std::string("default"));
+    const std::string label = w["recipe"].get<std::string>() + (ar == "default" ? "" : " " + ar);
+    s += scored_row(label + " weights", w["weights"]);
+    if (!w["bias"].is_null()) s += scored_row(label + " bias", w["bias"]);
+  }
+  return s;
+}
+
+// The assert_close tolerances the bound implies, for the first `headline` paths that have one.
+std::string tolerance_lines(const json& paths, std::size_t headline) {
+  std::string s;
+  for (std::size_t i = 0; i < headline; ++i) {
+    const auto& p = paths[i];
+    if (!p.contains("tolerance")) continue;
+    const auto& t = p["tolerance"];
+    s += fmt::format("    assert_close tolerance implied by the bound ({}): rtol={:.3g}, atol={:.3g}  "
+                     "(or atol={:.3g} alone)\n",
+                     p["name"].get<std::string>(), t["rtol"].get<double>(), t["atol"].get<double>(),
+                     t["atol_alone"].get<double>());
+  }
+  return s;
+}
+
+// Each fused path against the unfused one, with the attribution of their difference if any.
+std::string fused_vs_unfused_text(const json& o) {
+  std::string s;
+  for (const auto& pr : o["fused_vs_unfused"]) {
+    s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
+                     pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
+                     pr["beyond_combined_bound"].get<long>());
+    if (pr.contains("attribution")) {
+      const auto& fa = pr["attribution"];
+      s += fmt::format("      of that difference: fold order {:.0f}%, parameter stages {:.0f}%, residual {:.2g}% "
+                       "(share of squared ULP; fold order rms {:.3g} ULP)\n",
+                       100 * fa["fold_order"]["share_rms"].get<double>(), 100 * fa["parameters"]["share_rms"].get<double>(),
+                       100 * fa["residual"]["share_rms"].get<double>(), fa["fold_order"]["rms_ulp"].get<double>());
+    }
+  }
+  return s;
+}
+
+// One accumulation order's outputs of dtype dt: every path's row, tolerances, fused vs
+// unfused, attribution and histograms (the headline ones only for the first order, unless all).
+std::string order_text(const std::string& dt, const json& o, const RunTextOptions& opts, bool first_hist) {
+  std::string s = fmt::format("  outputs vs the exact layer ({} accumulation, {} arithmetic)\n", o["accumulation"].get<std::string>(),
+                              o.value("arithmetic", std::string("default")));
+  s += header("path");
+  const auto& paths = o["paths"];
+  // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
+  const std::size_t headline = std::min<std::size_t>(2, paths.size());
+  for (const auto& p : paths) s += scored_row(p["name"].get<std::string>(), p);
+  s += tolerance_lines(paths, headline);
+  s += fused_vs_unfused_text(o);
+  if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms, first_hist);
+  const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
+  for (std::size_t i = 0; i < histograms; ++i) {
+    const auto& p = paths[i];
+    s += fmt::format("\n  histogram: {} {} {}, error vs the exact value\n", dt, o["accumulation"].get<std::string>(),
+                     p["name"].get<std::string>());
+    s += histogram_text(p["histograms"]["ulp"]);
+  }
+  return s;
+}
+
+// The final verdict line, with what it means.
+std::string verdict_line(const json& r) {
+  std::string s = fmt::format("\nverdict: {}", r["verdict"].get<std::string>());
+  if (r["verdict"] == "EXPECTED") s += " — every path, folded parameter and observation is within its rounding-error bound";
+  else if (r["verdict"] == "SUSPICIOUS") s += " — within the deterministic bounds, but beyond a probabilistic bound: improbable under random rounding";
+  else s += " — see the rows above whose verdict is not EXPECTED";
+  s += seconds_suffix(r) + "\n";
+  return s;
+}
+
+}  // namespace
+
+std::string run_text(const json& r, const RunTextOptions& opts) {
+  std::string s = case_heading(r);
   bool first_hist = true;
   for (const auto& d : r["dtypes"]) {
     const std::string dt = d["dtype"];
     s += fmt::format("\n{} — {} outputs, {} terms per output\n", dt, d["outputs"].get<long>(), d["terms_per_output"].get<long>());
-    s += "  folded parameters vs the exact fold\n" + header("recipe");
-    for (const auto& w : d["folded_parameters"]) {
-      const std::string ar = w.value("arithmetic", std::string("default"));
-      const std::string label = w["recipe"].get<std::string>() + (ar == "default" ? "" : " " + ar);
-      s += scored_row(label + " weights", w["weights"]);
-      if (!w["bias"].is_null()) s += scored_row(label + " bias", w["bias"]);
-    }
+    s += folded_parameters_text(d);
     for (const auto& o : d["orders"]) {
-      s += fmt::format("  outputs vs the exact layer ({} accumulation, {} arithmetic)\n", o["accumulation"].get<std::string>(),
-                       o.value("arithmetic", std::string("default")));
-      s += header("path");
-      const auto& paths = o["paths"];
-      // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
-      const std::size_t headline = std::min<std::size_t>(2, paths.size());
-      for (const auto& p : paths) s += scored_row(p["name"].get<std::string>(), p);
-      for (std::size_t i = 0; i < headline; ++i) {
-        const auto& p = paths[i];
-        if (!p.contains("tolerance")) continue;
-        const auto& t = p["tolerance"];
-        s += fmt::format("    assert_close tolerance implied by the bound ({}): rtol={:.3g}, atol={:.3g}  "
-                         "(or atol={:.3g} alone)\n",
-                         p["name"].get<std::string>(), t["rtol"].get<double>(), t["atol"].get<double>(),
-                         t["atol_alone"].get<double>());
-      }
-      for (const auto& pr : o["fused_vs_unfused"]) {
-        s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
-                         pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
-                         pr["beyond_combined_bound"].get<long>());
-        if (pr.contains("attribution")) {
-          const auto& fa = pr["attribution"];
-          s += fmt::format("      of that difference: fold order {:.0f}%, parameter stages {:.0f}%, residual {:.2g}% "
-                           "(share of squared ULP; fold order rms {:.3g} ULP)\n",
-                           100 * fa["fold_order"]["share_rms"].get<double>(), 100 * fa["parameters"]["share_rms"].get<double>(),
-                           100 * fa["residual"]["share_rms"].get<double>(), fa["fold_order"]["rms_ulp"].get<double>());
-        }
-      }
-      if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms, first_hist);
-      const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
-      for (std::size_t i = 0; i < histograms; ++i) {
-        const auto& p = paths[i];
-        s += fmt::format("\n  histogram: {} {} {}, error vs the exact value\n", dt, o["accumulation"].get<std::string>(),
-                         p["name"].get<std::string>());
-        s += histogram_text(p["histograms"]["ulp"]);
-      }
+      s += order_text(dt, o, opts, first_hist);
       first_hist = false;
     }
   }
@@ -173,12 +215,7 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
     if (!ow.value("note", std::string()).empty()) s += " (" + ow["note"].get<std::string>() + ")";
     s += ":\n" + explain_text(ow);
   }
-  s += fmt::format("\nverdict: {}", r["verdict"].get<std::string>());
-  if (r["verdict"] == "EXPECTED") s += " — every path, folded parameter and observation is within its rounding-error bound";
-  else if (r["verdict"] == "SUSPICIOUS") s += " — within the deterministic bounds, but beyond a probabilistic bound: improbable under random rounding";
-  else s += " — see the rows above whose verdict is not EXPECTED";
-  s += seconds_suffix(r) + "\n";
-  return s;
+  return s + verdict_line(r);
 }
 
 }  // namespace foldcheck::reports

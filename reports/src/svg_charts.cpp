@@ -58,15 +58,15 @@ std::string power_label(double upper) {
   return e == 0 ? "1" : fmt::format("2^{}", e);
 }
 
-}  // namespace
+struct Bin {
+  double upper;  // <= 0: the overflow bin
+  std::int64_t neg, pos;
+};
 
-std::string signed_histogram(const json& hist, double bound, const std::string& bound_label, const std::string& title) {
-  struct Bin {
-    double upper;  // <= 0: the overflow bin
-    std::int64_t neg, pos;
-  };
+// The histogram's doubling bins (none without a numeric first_upper).
+std::vector<Bin> doubling_bins(const json& hist) {
   std::vector<Bin> bins;
-  if (hist.is_object() && hist.value("first_upper", json()).is_number()) {
+  if (hist.value("first_upper", json()).is_number()) {
     double upper = hist["first_upper"].get<double>();
     const json& neg = hist["negative"];
     const json& pos = hist["positive"];
@@ -76,22 +76,34 @@ std::string signed_histogram(const json& hist, double bound, const std::string& 
     for (std::size_t i = 0; i < neg.size(); ++i, upper *= 2)
       bins.push_back({upper, neg.at(i).get<std::int64_t>(), pos.at(i).get<std::int64_t>()});
   }
-  if (!hist.is_object()) return "";
-  const std::int64_t zero = hist.value("zero", std::int64_t{0});
-  // Extend with empty bins (each twice the last) until the bound falls inside the axis.
+  return bins;
+}
+
+// Extend with empty bins (each twice the last) until the bound falls inside the axis, then
+// add the overflow bin if it has counts.
+void extend_bins(std::vector<Bin>& bins, const json& hist, double bound) {
   if (bound > 0 && !bins.empty())
     while (bins.back().upper < bound && bins.size() < 48) bins.push_back({bins.back().upper * 2, 0, 0});
   const json over = hist.value("overflow", json::object());
   if (over.value("negative", 0) + over.value("positive", 0) > 0)
     bins.push_back({-1.0, over.value("negative", std::int64_t{0}), over.value("positive", std::int64_t{0})});
-  const std::size_t n = bins.size(), slots = 2 * n + 1;
-  std::int64_t maxc = zero;
-  for (const Bin& b : bins) maxc = std::max({maxc, b.neg, b.pos});
-  const double W = 560, H = 190, left = 36, right = 12, top = 26, bottom = 40;
-  const double pw = W - left - right, ph = H - top - bottom, sw = pw / static_cast<double>(slots);
-  const double lmax = std::log10(1.0 + static_cast<double>(std::max<std::int64_t>(maxc, 1)));
-  auto height = [&](std::int64_t c) { return c > 0 ? ph * std::log10(1.0 + static_cast<double>(c)) / lmax : 0.0; };
-  auto slot_x = [&](std::size_t slot) { return left + sw * static_cast<double>(slot); };
+}
+
+// The chart's layout: 2n + 1 slots (negative bins mirrored, zero, positive bins), counts on a log scale.
+struct Layout {
+  static constexpr double W = 560, H = 190, left = 36, right = 12, top = 26, bottom = 40;
+  std::size_t n;  // bins per side
+  double pw, ph, sw, lmax;  // plot width and height, slot width, log10(1 + max count)
+  Layout(std::size_t bins, std::int64_t maxc)
+      : n(bins), pw(W - left - right), ph(H - top - bottom), sw(pw / static_cast<double>(2 * n + 1)),
+        lmax(std::log10(1.0 + static_cast<double>(std::max<std::int64_t>(maxc, 1)))) {}
+  double height(std::int64_t c) const { return c > 0 ? ph * std::log10(1.0 + static_cast<double>(c)) / lmax : 0.0; }
+  double slot_x(std::size_t slot) const { return left + sw * static_cast<double>(slot); }
+};
+
+// The svg element's opening, the title, the x axis and the y axis' log-scale count lines.
+std::string frame(const Layout& l, std::int64_t maxc, const std::string& title) {
+  const double W = Layout::W, H = Layout::H, left = Layout::left, right = Layout::right, top = Layout::top, ph = l.ph;
   std::string s = fmt::format(
       "<svg class=\"hist\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
       "role=\"img\"><title>{}</title>",
@@ -101,15 +113,22 @@ std::string signed_histogram(const json& hist, double bound, const std::string& 
                    top + ph);
   // y axis: counts 1, 10, 100, ... on the log scale
   for (double c = 1; c <= static_cast<double>(maxc); c *= 10) {
-    const double y = top + ph - height(static_cast<std::int64_t>(c));
+    const double y = top + ph - l.height(static_cast<std::int64_t>(c));
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>", left, y, W - right, y);
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\">{:g}</text>", left - 3, y + 3, c);
   }
+  return s;
+}
+
+// The bars: negative bins mirrored left of the zero bar, positive ones to its right.
+std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zero, const json& hist) {
+  std::string s;
+  const std::size_t n = l.n;
   auto bar = [&](std::size_t slot, std::int64_t c, const char* fill, const std::string& tip) {
     if (c <= 0) return;
-    const double h = height(c);
+    const double h = l.height(c);
     s += fmt::format("<rect class=\"bar\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: {}</title></rect>",
-                     slot_x(slot) + 0.5, top + ph - h, std::max(sw - 1.0, 0.5), h, fill, escape(tip), c);
+                     l.slot_x(slot) + 0.5, Layout::top + l.ph - h, std::max(l.sw - 1.0, 0.5), h, fill, escape(tip), c);
   };
   auto range = [&](std::size_t i) {
     if (bins[i].upper <= 0) return std::string("overflow");
@@ -121,33 +140,63 @@ std::string signed_histogram(const json& hist, double bound, const std::string& 
     bar(n + 1 + i, bins[i].pos, "#26a69a", "positive " + range(i));
   }
   bar(n, zero, "#9e9e9e", "exactly 0");
-  // x labels: every few bins, both sides
+  return s;
+}
+
+// x labels: every few bins, both sides; 0; the axis title with the unit.
+std::string x_labels(const Layout& l, const std::vector<Bin>& bins, const json& hist) {
+  std::string s;
+  const std::size_t n = l.n;
+  const double top = Layout::top, ph = l.ph, sw = l.sw;
   const std::size_t step = std::max<std::size_t>(1, n / 5);
   for (std::size_t i = step - 1; i < n; i += step) {
     if (bins[i].upper <= 0) continue;
     for (const std::size_t slot : {n - 1 - i, n + 1 + i})
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">{}{}</text>", slot_x(slot) + sw / 2,
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">{}{}</text>", l.slot_x(slot) + sw / 2,
                        top + ph + 12, slot < n ? "-" : "", power_label(bins[i].upper));
   }
-  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">0</text>", slot_x(n) + sw / 2, top + ph + 12);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">0</text>", l.slot_x(n) + sw / 2, top + ph + 12);
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">error ({}, log2 bins; counts log scale)</text>",
-                   left + pw / 2, H - 6, escape(hist.value("unit", std::string())));
-  // The bound: its position inside its bin, log2-interpolated.
-  if (bound > 0 && n > 0) {
-    double pos = -1;
-    for (std::size_t i = 0; i < n && pos < 0; ++i) {
-      if (bins[i].upper <= 0 || bound > bins[i].upper) continue;
-      const double lower = i == 0 ? bins[i].upper / 2 : bins[i - 1].upper;
-      pos = static_cast<double>(i) + std::clamp(std::log2(bound / lower), 0.0, 1.0);
-    }
-    if (pos < 0) pos = static_cast<double>(n);
-    for (const double x : {slot_x(n + 1) + sw * pos, slot_x(n) - sw * pos})
-      s += fmt::format("<line class=\"bound\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#c62828\" "
-                       "stroke-dasharray=\"4 3\"/>",
-                       x, top - 4, x, top + ph);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\" fill=\"#c62828\">{}</text>", W - right,
-                     top - 6, escape(bound_label));
+                   Layout::left + l.pw / 2, Layout::H - 6, escape(hist.value("unit", std::string())));
+  return s;
+}
+
+// The bound: dashed lines at -bound and +bound, each at its position inside its bin
+// (log2-interpolated), and its label.
+std::string bound_lines(const Layout& l, const std::vector<Bin>& bins, double bound, const std::string& bound_label) {
+  std::string s;
+  const std::size_t n = l.n;
+  const double top = Layout::top, sw = l.sw;
+  double pos = -1;
+  for (std::size_t i = 0; i < n && pos < 0; ++i) {
+    if (bins[i].upper <= 0 || bound > bins[i].upper) continue;
+    const double lower = i == 0 ? bins[i].upper / 2 : bins[i - 1].upper;
+    pos = static_cast<double>(i) + std::clamp(std::log2(bound / lower), 0.0, 1.0);
   }
+  if (pos < 0) pos = static_cast<double>(n);
+  for (const double x : {l.slot_x(n + 1) + sw * pos, l.slot_x(n) - sw * pos})
+    s += fmt::format("<line class=\"bound\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#c62828\" "
+                     "stroke-dasharray=\"4 3\"/>",
+                     x, top - 4, x, top + l.ph);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\" fill=\"#c62828\">{}</text>",
+                   Layout::W - Layout::right, top - 6, escape(bound_label));
+  return s;
+}
+
+}  // namespace
+
+std::string signed_histogram(const json& hist, double bound, const std::string& bound_label, const std::string& title) {
+  if (!hist.is_object()) return "";
+  std::vector<Bin> bins = doubling_bins(hist);
+  const std::int64_t zero = hist.value("zero", std::int64_t{0});
+  extend_bins(bins, hist, bound);
+  std::int64_t maxc = zero;
+  for (const Bin& b : bins) maxc = std::max({maxc, b.neg, b.pos});
+  const Layout l(bins.size(), maxc);
+  std::string s = frame(l, maxc, title);
+  s += bars(l, bins, zero, hist);
+  s += x_labels(l, bins, hist);
+  if (bound > 0 && l.n > 0) s += bound_lines(l, bins, bound, bound_label);
   return s + "</svg>";
 }
 

@@ -229,29 +229,19 @@ CaseSpec load_case(const json& j, const std::string& path) {
 }
 
 namespace {
-CaseSpec load_case_fields(const json& j, const std::string& path) {
-  Ctx c{path};
-  check_keys(c, j, "case", {"name", "description", "seed", "conv", "input", "weights", "conv_bias", "bn", "compare",
-                            "observed_weights", "quantize"});
-  CaseSpec s;
-  s.path = path;
+
+// name, description and seed.
+void read_header(const Ctx& c, const json& j, CaseSpec& s) {
   for (const char* k : {"name", "description"})
     if (j.contains(k) && !j[k].is_string()) c.fail(k, "must be a string");
-  s.name = j.value("name", std::filesystem::path(path).stem().string());
+  s.name = j.value("name", std::filesystem::path(s.path).stem().string());
   s.description = j.value("description", "");
   if (!j.contains("seed") || !j["seed"].is_number_unsigned()) c.fail("seed", "required, a non-negative integer");
   s.seed = j["seed"].get<std::uint64_t>();
+}
 
-  if (!j.contains("conv")) c.fail("conv", "required");
-  const json& cv = j["conv"];
-  check_keys(c, cv, "conv", {"in_channels", "out_channels", "kernel", "stride", "padding", "dilation", "groups", "bias"});
-  auto& g = s.geometry;
-  g.C = positive_int(c, cv.value("in_channels", json()), "conv.in_channels");
-  g.O = positive_int(c, cv.value("out_channels", json()), "conv.out_channels");
-  std::tie(g.KH, g.KW) = pair_of(c, cv.value("kernel", json()), "conv.kernel", 1, 1);
-  std::tie(g.stride_h, g.stride_w) = pair_of(c, cv.value("stride", json()), "conv.stride", 1, 1);
-  std::tie(g.dil_h, g.dil_w) = pair_of(c, cv.value("dilation", json()), "conv.dilation", 1, 1);
-  g.groups = cv.contains("groups") ? positive_int(c, cv["groups"], "conv.groups") : 1;
+// conv.padding: one value, a (top/bottom, left/right) pair, or [top, left, bottom, right].
+void read_padding(const Ctx& c, const json& cv, ref::ConvGeometry& g) {
   const json pad = cv.value("padding", json(0));
   if (pad.is_array() && pad.size() == 4) {
     g.pad_top = positive_int(c, pad[0], "conv.padding", 0);
@@ -263,9 +253,28 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
     g.pad_bottom = g.pad_top;
     g.pad_right = g.pad_left;
   }
+}
+
+// The "conv" object: the geometry's channels, kernel, stride, dilation, groups, padding and bias flag.
+void read_conv(const Ctx& c, const json& j, CaseSpec& s) {
+  if (!j.contains("conv")) c.fail("conv", "required");
+  const json& cv = j["conv"];
+  check_keys(c, cv, "conv", {"in_channels", "out_channels", "kernel", "stride", "padding", "dilation", "groups", "bias"});
+  auto& g = s.geometry;
+  g.C = positive_int(c, cv.value("in_channels", json()), "conv.in_channels");
+  g.O = positive_int(c, cv.value("out_channels", json()), "conv.out_channels");
+  std::tie(g.KH, g.KW) = pair_of(c, cv.value("kernel", json()), "conv.kernel", 1, 1);
+  std::tie(g.stride_h, g.stride_w) = pair_of(c, cv.value("stride", json()), "conv.stride", 1, 1);
+  std::tie(g.dil_h, g.dil_w) = pair_of(c, cv.value("dilation", json()), "conv.dilation", 1, 1);
+  g.groups = cv.contains("groups") ? positive_int(c, cv["groups"], "conv.groups") : 1;
+  read_padding(c, cv, g);
   if (g.C % g.groups || g.O % g.groups) c.fail("conv.groups", "must divide in_channels and out_channels");
   s.conv_bias = cv.value("bias", false);
+}
 
+// The "input" object: its shape (against the conv, and the tensor sizes it implies) and its values.
+void read_input(const Ctx& c, const json& j, CaseSpec& s) {
+  auto& g = s.geometry;
   if (!j.contains("input")) c.fail("input", "required");
   check_keys(c, j["input"], "input", {"shape", "init", "prefix"});
   const json& shp = j["input"].value("shape", json());
@@ -275,13 +284,16 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
   g.H = positive_int(c, shp[2], "input.shape");
   g.W = positive_int(c, shp[3], "input.shape");
   if (g.OH() <= 0 || g.OW() <= 0) c.fail("conv", "kernel larger than the padded input");
-  checked_element_count({g.N, g.C, g.H, g.W}, path + ": input");
-  checked_element_count({g.O, g.C / g.groups, g.KH, g.KW}, path + ": weights");
-  checked_element_count({g.N, g.O, g.OH(), g.OW()}, path + ": output");
+  checked_element_count({g.N, g.C, g.H, g.W}, s.path + ": input");
+  checked_element_count({g.O, g.C / g.groups, g.KH, g.KW}, s.path + ": weights");
+  checked_element_count({g.N, g.O, g.OH(), g.OW()}, s.path + ": output");
   json in_spec = j["input"];
   in_spec.erase("shape");
   s.input = tensor_spec(c, in_spec, "input");
+}
 
+// "weights", and "conv_bias" exactly when conv.bias is true.
+void read_weights(const Ctx& c, const json& j, CaseSpec& s) {
   if (!j.contains("weights")) c.fail("weights", "required");
   s.weights = tensor_spec(c, j["weights"], "weights");
   if (s.conv_bias) {
@@ -290,7 +302,10 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
   } else if (j.contains("conv_bias")) {
     c.fail("conv_bias", "given but conv.bias is false");
   }
+}
 
+// The "bn" object (each field defaulted: the identity BatchNorm, eps 1e-5).
+void read_bn(const Ctx& c, const json& j, CaseSpec& s) {
   const json bn = j.value("bn", json::object());
   check_keys(c, bn, "bn", {"gamma", "beta", "mean", "var", "eps"});
   s.gamma = tensor_spec(c, bn.value("gamma", json(1.0)), "bn.gamma");
@@ -298,7 +313,45 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
   s.mean = tensor_spec(c, bn.value("mean", json(0.0)), "bn.mean");
   s.var = tensor_spec(c, bn.value("var", json(1.0)), "bn.var");
   s.eps = number(c, bn.value("eps", json(1e-5)), "bn.eps");  // > 0: check_bn_params in materialize
+}
 
+// compare.accumulation: each order by name, checked against the geometry.
+void read_accumulations(const Ctx& c, const json& cmp, CaseSpec& s) {
+  s.accumulations.clear();
+  for (const auto& a : list_field(c, cmp["accumulation"], "compare.accumulation")) {
+    if (!a.is_string()) c.fail("compare.accumulation", "entries must be strings");
+    try {
+      s.accumulations.push_back(order_from_name(a.get<std::string>()));
+      check_order(s.accumulations.back(), s.geometry);
+    } catch (const InputError& e) {
+      c.fail("compare.accumulation", e.what());
+    }
+  }
+}
+
+// compare.variants: a non-empty list of arithmetic objects.
+void read_variants(const Ctx& c, const json& cmp, CaseSpec& s) {
+  s.variants.clear();
+  if (!cmp["variants"].is_array()) c.fail("compare.variants", "must be a list of objects");
+  for (const auto& v : cmp["variants"]) {
+    check_keys(c, v, "compare.variants[]", {"fma", "rsqrt", "newton_steps", "weight_dtype"});
+    const json steps = v.value("newton_steps", json(-1));
+    if (!steps.is_number_integer()) c.fail("compare.variants[].newton_steps", "must be an integer");
+    if (v.contains("fma") && !v["fma"].is_boolean()) c.fail("compare.variants[].fma", "must be true or false");
+    for (const char* k : {"rsqrt", "weight_dtype"})
+      if (v.contains(k) && !v[k].is_string()) c.fail(std::string("compare.variants[].") + k, "must be a string");
+    try {
+      s.variants.push_back(arithmetic_from_json_fields(v.value("fma", false), v.value("rsqrt", std::string("exact")),
+                                                       steps.get<int>(), v.value("weight_dtype", std::string())));
+    } catch (const InputError& e) {
+      c.fail("compare.variants[]", e.what());
+    }
+  }
+  if (s.variants.empty()) c.fail("compare.variants", "needs at least one variant ({} is the default arithmetic)");
+}
+
+// The "compare" object: dtypes, recipes, accumulation orders, variants and the BatchNorm form.
+void read_compare(const Ctx& c, const json& j, CaseSpec& s) {
   const json cmp = j.value("compare", json::object());
   check_keys(c, cmp, "compare", {"dtypes", "recipes", "accumulation", "bn_form", "variants"});
   if (cmp.contains("dtypes")) {
@@ -312,82 +365,76 @@ CaseSpec load_case_fields(const json& j, const std::string& path) {
     for (const auto& r : list_field(c, cmp["recipes"], "compare.recipes"))
       s.recipes.push_back(by_name(c, r, "compare.recipes", [](const std::string& n) { return recipe_from_name(n); }));
   }
-  if (cmp.contains("accumulation")) {
-    s.accumulations.clear();
-    for (const auto& a : list_field(c, cmp["accumulation"], "compare.accumulation")) {
-      if (!a.is_string()) c.fail("compare.accumulation", "entries must be strings");
-      try {
-        s.accumulations.push_back(order_from_name(a.get<std::string>()));
-        check_order(s.accumulations.back(), g);
-      } catch (const InputError& e) {
-        c.fail("compare.accumulation", e.what());
-      }
-    }
-  }
-  if (cmp.contains("variants")) {
-    s.variants.clear();
-    if (!cmp["variants"].is_array()) c.fail("compare.variants", "must be a list of objects");
-    for (const auto& v : cmp["variants"]) {
-      check_keys(c, v, "compare.variants[]", {"fma", "rsqrt", "newton_steps", "weight_dtype"});
-      const json steps = v.value("newton_steps", json(-1));
-      if (!steps.is_number_integer()) c.fail("compare.variants[].newton_steps", "must be an integer");
-      if (v.contains("fma") && !v["fma"].is_boolean()) c.fail("compare.variants[].fma", "must be true or false");
-      for (const char* k : {"rsqrt", "weight_dtype"})
-        if (v.contains(k) && !v[k].is_string()) c.fail(std::string("compare.variants[].") + k, "must be a string");
-      try {
-        s.variants.push_back(arithmetic_from_json_fields(v.value("fma", false), v.value("rsqrt", std::string("exact")),
-                                                         steps.get<int>(), v.value("weight_dtype", std::string())));
-      } catch (const InputError& e) {
-        c.fail("compare.variants[]", e.what());
-      }
-    }
-    if (s.variants.empty()) c.fail("compare.variants", "needs at least one variant ({} is the default arithmetic)");
-  }
+  if (cmp.contains("accumulation")) read_accumulations(c, cmp, s);
+  if (cmp.contains("variants")) read_variants(c, cmp, s);
   if (cmp.contains("bn_form"))
     s.bn_form = by_name(c, cmp["bn_form"], "compare.bn_form", [](const std::string& n) { return bn_form_from_name(n); });
   if (s.dtypes.empty() || s.accumulations.empty()) c.fail("compare", "needs at least one dtype and accumulation order");
+}
 
-  if (j.contains("observed_weights")) {
-    const json& o = j["observed_weights"];
-    check_keys(c, o, "observed_weights", {"prefix", "note"});
-    std::vector<double> v;
-    for (const auto& x : o.value("prefix", json::array())) v.push_back(number(c, x, "observed_weights.prefix"));
-    if (v.empty()) c.fail("observed_weights.prefix", "must be a non-empty list");
-    // Observed weights are values of the first compared dtype: one past its range is refused
-    // as in explain, not turned into an infinity.
-    if (const std::string bad = first_overflow(v, s.dtypes.front()); !bad.empty())
-      c.fail("observed_weights.prefix", bad);
-    const std::int64_t n_weights = g.O * g.terms_per_output();
-    if (static_cast<std::int64_t>(v.size()) > n_weights)
-      c.fail("observed_weights.prefix", std::to_string(v.size()) + " values but the weights have " +
-                                            std::to_string(n_weights));
-    s.observed_weights_prefix = v;
-    if (o.contains("note") && !o["note"].is_string()) c.fail("observed_weights.note", "must be a string");
-    s.observed_note = o.value("note", "");
+// The "observed_weights" object: a prefix of the weights as an engine stored them, and a note.
+void read_observed_weights(const Ctx& c, const json& o, CaseSpec& s) {
+  check_keys(c, o, "observed_weights", {"prefix", "note"});
+  std::vector<double> v;
+  for (const auto& x : o.value("prefix", json::array())) v.push_back(number(c, x, "observed_weights.prefix"));
+  if (v.empty()) c.fail("observed_weights.prefix", "must be a non-empty list");
+  // Observed weights are values of the first compared dtype: one past its range is refused
+  // as in explain, not turned into an infinity.
+  if (const std::string bad = first_overflow(v, s.dtypes.front()); !bad.empty())
+    c.fail("observed_weights.prefix", bad);
+  const std::int64_t n_weights = s.geometry.O * s.geometry.terms_per_output();
+  if (static_cast<std::int64_t>(v.size()) > n_weights)
+    c.fail("observed_weights.prefix", std::to_string(v.size()) + " values but the weights have " +
+                                          std::to_string(n_weights));
+  s.observed_weights_prefix = v;
+  if (o.contains("note") && !o["note"].is_string()) c.fail("observed_weights.note", "must be a string");
+  s.observed_note = o.value("note", "");
+}
+
+// The "quantize" object: bits, per_channel, pow2 and rounding.
+QuantSpec read_quantize(const Ctx& c, const json& qz) {
+  check_keys(c, qz, "quantize", {"bits", "per_channel", "pow2", "rounding"});
+  QuantSpec q;
+  if (qz.contains("bits")) {
+    if (!qz["bits"].is_number_integer() || qz["bits"].get<int>() < 2 || qz["bits"].get<int>() > 16)
+      c.fail("quantize.bits", "must be an integer 2..16");
+    q.bits = qz["bits"].get<int>();
   }
-  if (j.contains("quantize")) {
-    const json& qz = j["quantize"];
-    check_keys(c, qz, "quantize", {"bits", "per_channel", "pow2", "rounding"});
-    QuantSpec q;
-    if (qz.contains("bits")) {
-      if (!qz["bits"].is_number_integer() || qz["bits"].get<int>() < 2 || qz["bits"].get<int>() > 16)
-        c.fail("quantize.bits", "must be an integer 2..16");
-      q.bits = qz["bits"].get<int>();
-    }
-    if (qz.contains("per_channel")) q.per_channel = qz["per_channel"].get<bool>();
-    if (qz.contains("pow2")) q.pow2 = qz["pow2"].get<bool>();
-    if (qz.contains("rounding"))
-      q.rounding = by_name(c, qz["rounding"], "quantize.rounding", [](const std::string& n) { return quant_rounding_from_name(n); });
-    s.quantize = q;
-  }
-  // Validate the values in every compared dtype before any run: the BatchNorm as the fold
-  // computes it, the input and weights as far as they can be without drawing them all.
+  if (qz.contains("per_channel")) q.per_channel = qz["per_channel"].get<bool>();
+  if (qz.contains("pow2")) q.pow2 = qz["pow2"].get<bool>();
+  if (qz.contains("rounding"))
+    q.rounding = by_name(c, qz["rounding"], "quantize.rounding", [](const std::string& n) { return quant_rounding_from_name(n); });
+  return q;
+}
+
+// Validate the values in every compared dtype before any run: the BatchNorm as the fold
+// computes it, the input and weights as far as they can be without drawing them all.
+void check_values_in_dtypes(const CaseSpec& s) {
+  const auto& g = s.geometry;
   for (const DType t : s.dtypes) {
     (void)draw_bn(s, t);
     check_tensor_values(s, s.input, "input", g.N * g.C * g.H * g.W, t);
     check_tensor_values(s, s.weights, "weights", g.O * (g.C / g.groups) * g.KH * g.KW, t);
     if (s.conv_bias) check_tensor_values(s, s.bias, "conv_bias", g.O, t);
   }
+}
+
+// The case's fields in file order, each checked as it is read.
+CaseSpec load_case_fields(const json& j, const std::string& path) {
+  Ctx c{path};
+  check_keys(c, j, "case", {"name", "description", "seed", "conv", "input", "weights", "conv_bias", "bn", "compare",
+                            "observed_weights", "quantize"});
+  CaseSpec s;
+  s.path = path;
+  read_header(c, j, s);
+  read_conv(c, j, s);
+  read_input(c, j, s);
+  read_weights(c, j, s);
+  read_bn(c, j, s);
+  read_compare(c, j, s);
+  if (j.contains("observed_weights")) read_observed_weights(c, j["observed_weights"], s);
+  if (j.contains("quantize")) s.quantize = read_quantize(c, j["quantize"]);
+  check_values_in_dtypes(s);
   return s;
 }
 }  // namespace

@@ -237,13 +237,10 @@ nlohmann::json stats_json(const Stats& s, double energy) {
           {"share_rms", energy > 0 ? s.sum_sq / energy : 0.0}};
 }
 
-}  // namespace
-
-nlohmann::json to_json(const Attribution& a) {
-  using json = nlohmann::json;
-  // Per-element shares: each element's squared contributions (and residual) as fractions
-  // of their sum, averaged over elements, so near-zero outputs with huge ULP errors do not
-  // dominate as they do in the energy-weighted share_rms.
+// Per-element shares: each element's squared contributions (and residual) as fractions
+// of their sum, averaged over elements, so near-zero outputs with huge ULP errors do not
+// dominate as they do in the energy-weighted share_rms. Index kNumStages: the residual.
+std::array<double, kNumStages + 1> share_means(const Attribution& a) {
   std::array<long double, kNumStages + 1> share_sum{};
   std::size_t counted = 0;
   for (std::size_t e = 0; e < a.total.size(); ++e) {
@@ -256,49 +253,71 @@ nlohmann::json to_json(const Attribution& a) {
       if (!a.contribution[k].empty()) share_sum[k] += static_cast<long double>(a.contribution[k][e]) * a.contribution[k][e] / tot;
     share_sum[kNumStages] += static_cast<long double>(a.residual[e]) * a.residual[e] / tot;
   }
-  auto share_mean = [&](unsigned k) { return counted ? static_cast<double>(share_sum[k] / counted) : 0.0; };
-  // Each stage's statistics once; the totals the shares divide by.
+  std::array<double, kNumStages + 1> mean{};
+  for (unsigned k = 0; k <= kNumStages; ++k) mean[k] = counted ? static_cast<double>(share_sum[k] / counted) : 0.0;
+  return mean;
+}
+
+// Each stage's statistics once; the totals the shares divide by.
+struct StageTotals {
   std::array<Stats, kNumStages> st{};
-  const Stats rs = stats_of(a.residual), ts = stats_of(a.total);
-  double energy = rs.sum_sq, max_sum = 0;
+  Stats rs, ts;      // the residual's and the total's
+  double energy = 0;  // sum of squares over the stages and the residual
+  double max_sum = 0;  // sum of the stages' and the residual's max |contribution|
+};
+
+StageTotals stage_totals(const Attribution& a) {
+  StageTotals t;
+  t.rs = stats_of(a.residual);
+  t.ts = stats_of(a.total);
+  t.energy = t.rs.sum_sq;
   for (unsigned k = 0; k < kNumStages; ++k)
     if (!a.contribution[k].empty()) {
-      st[k] = stats_of(a.contribution[k]);
-      energy += st[k].sum_sq;
-      max_sum += st[k].max_abs;
+      t.st[k] = stats_of(a.contribution[k]);
+      t.energy += t.st[k].sum_sq;
+      t.max_sum += t.st[k].max_abs;
     }
-  max_sum += rs.max_abs;
-  json stages = json::array();
+  t.max_sum += t.rs.max_abs;
+  return t;
+}
+
+// One entry per attributed stage: its statistics, shares and histogram.
+nlohmann::json stages_json(const Attribution& a, const StageTotals& t, const std::array<double, kNumStages + 1>& share_mean) {
+  nlohmann::json stages = nlohmann::json::array();
   for (unsigned k = 0; k < kNumStages; ++k) {
     const auto& c = a.contribution[k];
     if (c.empty()) continue;
-    const Stats& s = st[k];
-    json j = stats_json(s, energy);
+    const Stats& s = t.st[k];
+    nlohmann::json j = stats_json(s, t.energy);
     j["stage"] = name(static_cast<Stage>(k));
-    j["share_max"] = max_sum > 0 ? s.max_abs / max_sum : 0.0;
-    j["share_mean"] = share_mean(k);
+    j["share_max"] = t.max_sum > 0 ? s.max_abs / t.max_sum : 0.0;
+    j["share_mean"] = share_mean[k];
     Histogram h = Histogram::for_ulp();
     for (double d : c) h.add(d);
     j["histogram"] = to_json(h);
     stages.push_back(j);
   }
-  json res = stats_json(rs, energy);
-  res["share_max"] = max_sum > 0 ? rs.max_abs / max_sum : 0.0;
-  res["share_mean"] = share_mean(kNumStages);
-  // The element with the largest total error, with its decomposition.
-  json worst = nullptr;
-  if (!a.total.empty()) {
-    std::size_t e = 0;
-    for (std::size_t k = 1; k < a.total.size(); ++k)
-      if (std::fabs(a.total[k]) > std::fabs(a.total[e])) e = k;
-    worst = {{"index", a.elements[e]}, {"total_ulp", a.total[e]}, {"residual_ulp", a.residual[e]}};
-    json parts = json::object();
-    for (unsigned k = 0; k < kNumStages; ++k)
-      if (!a.contribution[k].empty()) parts[name(static_cast<Stage>(k))] = a.contribution[k][e];
-    worst["contributions_ulp"] = parts;
-  }
-  // Element-wise sums over the attributed elements: sum of stages + residual = total.
-  json sums = json::object();
+  return stages;
+}
+
+// The element with the largest total error, with its decomposition (null without elements).
+nlohmann::json worst_element_json(const Attribution& a) {
+  nlohmann::json worst = nullptr;
+  if (a.total.empty()) return worst;
+  std::size_t e = 0;
+  for (std::size_t k = 1; k < a.total.size(); ++k)
+    if (std::fabs(a.total[k]) > std::fabs(a.total[e])) e = k;
+  worst = {{"index", a.elements[e]}, {"total_ulp", a.total[e]}, {"residual_ulp", a.residual[e]}};
+  nlohmann::json parts = nlohmann::json::object();
+  for (unsigned k = 0; k < kNumStages; ++k)
+    if (!a.contribution[k].empty()) parts[name(static_cast<Stage>(k))] = a.contribution[k][e];
+  worst["contributions_ulp"] = parts;
+  return worst;
+}
+
+// Element-wise sums over the attributed elements: sum of stages + residual = total.
+nlohmann::json sums_json(const Attribution& a) {
+  nlohmann::json sums = nlohmann::json::object();
   long double total_sum = 0;
   for (double t : a.total) total_sum += t;
   for (unsigned k = 0; k < kNumStages; ++k)
@@ -311,6 +330,19 @@ nlohmann::json to_json(const Attribution& a) {
   for (double d : a.residual) rsum += d;
   sums["residual"] = static_cast<double>(rsum);
   sums["total"] = static_cast<double>(total_sum);
+  return sums;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Attribution& a) {
+  using json = nlohmann::json;
+  const std::array<double, kNumStages + 1> share_mean = share_means(a);
+  const StageTotals t = stage_totals(a);
+  const json stages = stages_json(a, t, share_mean);
+  json res = stats_json(t.rs, t.energy);
+  res["share_max"] = t.max_sum > 0 ? t.rs.max_abs / t.max_sum : 0.0;
+  res["share_mean"] = share_mean[kNumStages];
   return {{"shares",
            "share_mean: each element's squared contributions as fractions of their sum, averaged over elements; "
            "share_rms: sum over elements of squared contributions / total (dominated by the largest ULP errors); "
@@ -318,11 +350,11 @@ nlohmann::json to_json(const Attribution& a) {
           {"method", "one stage exact at a time, the other stages' rounding errors held at their recorded values; "
                      "ULP of the storage dtype at the exact value"},
           {"elements", a.elements.size()},
-          {"total", {{"rms_ulp", ts.rms}, {"max_abs_ulp", ts.max_abs}, {"mean_ulp", ts.mean}}},
+          {"total", {{"rms_ulp", t.ts.rms}, {"max_abs_ulp", t.ts.max_abs}, {"mean_ulp", t.ts.mean}}},
           {"stages", stages},
           {"residual", res},
-          {"sums_ulp", sums},
-          {"worst_element", worst},
+          {"sums_ulp", sums_json(a)},
+          {"worst_element", worst_element_json(a)},
           {"checks",
            {{"replay_mismatches", a.replay_mismatches},
             {"all_exact_replay_error_ulp", a.replay_error_ulp},

@@ -65,6 +65,92 @@ Distribution summarize(std::vector<double> signed_vals) {
   return d;
 }
 
+// A NaN reference (possible only from a file: approximate_values) has no error in ULP:
+// counted, a NaN value matching it, anything else UNEXPECTED. True when the reference is NaN.
+inline bool count_nan_reference(Comparison& c, double v, double xh) {
+  if (!std::isnan(xh)) return false;
+  if (std::isnan(v)) ++c.kinds.nan_match;
+  else {
+    ++c.kinds.reference_nan;
+    c.verdict = Verdict::Unexpected;
+  }
+  return true;
+}
+
+// A NaN value, or an infinity on either side: counted, not scored (true when so); UNEXPECTED
+// unless an infinite value is what the reference rounds to.
+inline bool count_unscored(Comparison& c, double v, double xh, double rounded) {
+  if (std::isnan(v)) {
+    ++c.kinds.nan;
+    c.verdict = Verdict::Unexpected;
+    return true;
+  }
+  if (!std::isinf(v) && !std::isinf(xh)) return false;
+  if (v == rounded) ++c.kinds.overflow_match;
+  else if (std::isinf(v)) {
+    ++c.kinds.inf_mismatch;
+    c.verdict = Verdict::Unexpected;
+  } else {
+    ++c.kinds.inf_missed;
+    c.verdict = Verdict::Unexpected;
+  }
+  return true;
+}
+
+// The kinds a scored element is also counted as: a zero of the other sign, a subnormal
+// reference, a finite reference that overflows T.
+inline void count_scored_kinds(Comparison& c, double v, double xh, double rounded, double min_normal) {
+  if (v == 0.0 && xh == 0.0 && std::signbit(v) != std::signbit(xh)) ++c.kinds.signed_zero;
+  if (xh != 0.0 && std::fabs(xh) < min_normal) ++c.kinds.subnormal_reference;
+  if (std::isinf(rounded)) ++c.kinds.overflow_finite;
+}
+
+// Element i's error in ULP: its histogram, exact matches and the worst element so far.
+inline void score_ulp(Comparison& c, std::vector<double>& ulps, double& worst_abs_ulp, std::size_t i, double v,
+                      const ref::DoubleDouble& x, double rounded, DType t) {
+  const double e = ulp_error(v, x, t);
+  ulps.push_back(e);
+  c.ulp_hist.add(e);
+  if (v == rounded) ++c.exact_matches;
+  if (std::fabs(e) > worst_abs_ulp) {
+    worst_abs_ulp = std::fabs(e);
+    c.worst_index = static_cast<std::int64_t>(i);
+  }
+}
+
+// The element's relative error in ppm (undefined, and counted so, when the reference is 0).
+inline void score_ppm(Comparison& c, std::vector<double>& ppms, double v, const ref::DoubleDouble& x) {
+  if (x.hi == 0.0) {
+    ++c.kinds.ppm_undefined;
+    return;
+  }
+  const long double signed_d = (static_cast<long double>(v) - x.hi) - x.lo;
+  const double ppm = static_cast<double>(1e6L * signed_d / std::fabs(static_cast<long double>(x.hi) + x.lo));
+  ppms.push_back(ppm);
+  c.ppm_hist.add(ppm);
+}
+
+// Distance d of element i against its deterministic bound: the worst ratio, UNEXPECTED beyond it.
+inline void check_bound(Comparison& c, long double d, double bound, std::size_t i, const ref::DoubleDouble& x, DType t) {
+  const double ratio = bound_ratio(d, bound);
+  if (!c.worst_bound_ratio || ratio > *c.worst_bound_ratio) {
+    c.worst_bound_ratio = ratio;
+    c.worst_bound_index = static_cast<std::int64_t>(i);
+    c.worst_bound_ulp = bound / ulp(t, x.hi, x.lo);
+  }
+  if (ratio > 1) {
+    ++c.beyond_bound;
+    c.verdict = Verdict::Unexpected;
+  }
+}
+
+// Distance d against the element's probabilistic bound: the worst ratio, and a count beyond it.
+inline void check_probabilistic(Comparison& c, long double d, double bound) {
+  const double ratio = bound_ratio(d, bound);
+  if (!c.worst_probabilistic_ratio || ratio > *c.worst_probabilistic_ratio) c.worst_probabilistic_ratio = ratio;
+  if (ratio > 1) ++c.beyond_probabilistic;
+}
+
 }  // namespace
 
 Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType t,
@@ -84,70 +170,16 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
   for (std::size_t i = 0; i < v.size(); ++i) {
     const ref::Value xi = x[i];
     const double xh = xi.approx.hi;
-    // A reference taken from a file (approximate_values) can itself be NaN or infinite; an
-    // exact reference never is. Neither has an error in ULP: counted, not scored.
-    if (std::isnan(xh)) {
-      if (std::isnan(v[i])) ++c.kinds.nan_match;
-      else {
-        ++c.kinds.reference_nan;
-        c.verdict = Verdict::Unexpected;
-      }
-      continue;
-    }
+    if (count_nan_reference(c, v[i], xh)) continue;
     const double rounded = std::isinf(xh) ? xh : xi.rounded_to(f);
-    if (std::isnan(v[i])) {
-      ++c.kinds.nan;
-      c.verdict = Verdict::Unexpected;
-      continue;
-    }
-    if (std::isinf(v[i]) || std::isinf(xh)) {
-      if (v[i] == rounded) ++c.kinds.overflow_match;
-      else if (std::isinf(v[i])) {
-        ++c.kinds.inf_mismatch;
-        c.verdict = Verdict::Unexpected;
-      } else {
-        ++c.kinds.inf_missed;
-        c.verdict = Verdict::Unexpected;
-      }
-      continue;
-    }
-    if (v[i] == 0.0 && xh == 0.0 && std::signbit(v[i]) != std::signbit(xh)) ++c.kinds.signed_zero;
-    if (xh != 0.0 && std::fabs(xh) < min_normal) ++c.kinds.subnormal_reference;
-    if (std::isinf(rounded)) ++c.kinds.overflow_finite;
+    if (count_unscored(c, v[i], xh, rounded)) continue;
+    count_scored_kinds(c, v[i], xh, rounded, min_normal);
     if (rounded != 0.0 && std::isfinite(rounded)) informative = true;
-    const double e = ulp_error(v[i], xi.approx, t);
-    ulps.push_back(e);
-    c.ulp_hist.add(e);
-    if (v[i] == rounded) ++c.exact_matches;
-    if (std::fabs(e) > worst_abs_ulp) {
-      worst_abs_ulp = std::fabs(e);
-      c.worst_index = static_cast<std::int64_t>(i);
-    }
+    score_ulp(c, ulps, worst_abs_ulp, i, v[i], xi.approx, rounded, t);
     const long double d = distance(v[i], xi.approx);
-    if (xh == 0.0) ++c.kinds.ppm_undefined;
-    else {
-      const long double signed_d = (static_cast<long double>(v[i]) - xi.approx.hi) - xi.approx.lo;
-      const double ppm = static_cast<double>(1e6L * signed_d / std::fabs(static_cast<long double>(xi.approx.hi) + xi.approx.lo));
-      ppms.push_back(ppm);
-      c.ppm_hist.add(ppm);
-    }
-    if (bounds) {
-      const double ratio = bound_ratio(d, (*bounds)[i]);
-      if (!c.worst_bound_ratio || ratio > *c.worst_bound_ratio) {
-        c.worst_bound_ratio = ratio;
-        c.worst_bound_index = static_cast<std::int64_t>(i);
-        c.worst_bound_ulp = (*bounds)[i] / ulp(t, xi.approx.hi, xi.approx.lo);
-      }
-      if (ratio > 1) {
-        ++c.beyond_bound;
-        c.verdict = Verdict::Unexpected;
-      }
-    }
-    if (probabilistic) {
-      const double ratio = bound_ratio(d, (*probabilistic)[i]);
-      if (!c.worst_probabilistic_ratio || ratio > *c.worst_probabilistic_ratio) c.worst_probabilistic_ratio = ratio;
-      if (ratio > 1) ++c.beyond_probabilistic;
-    }
+    score_ppm(c, ppms, v[i], xi.approx);
+    if (bounds) check_bound(c, d, (*bounds)[i], i, xi.approx, t);
+    if (probabilistic) check_probabilistic(c, d, (*probabilistic)[i]);
   }
   c.ulp = summarize(std::move(ulps));
   c.ppm = summarize(std::move(ppms));

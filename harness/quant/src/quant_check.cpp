@@ -59,6 +59,109 @@ Prepared prepare(const QuantCheckInput& in) {
 
 std::vector<Recipe> checked_recipes() { return {Recipe::PyTorch, Recipe::Tvm, Recipe::OnnxRuntime, Recipe::OnnxOptimizer, Recipe::Exact}; }
 
+// The expected integers: the exact fold quantized with the scales.
+std::vector<ExactQuant> expected_integers(const Prepared& p, const QuantSpec& q) {
+  const std::size_t n = p.exact.size();
+  std::vector<ExactQuant> ex(n);
+  for (std::size_t i = 0; i < n; ++i) ex[i] = quantize_exact(p.exact.approx(i), p.scale_of(i, q.per_channel), q);
+  return ex;
+}
+
+// Which rounding of recipe rc crossed the tie of weight i (channel o, scale s): the square
+// root alone (w gamma / sqrt_f32(var + eps), the rest exact), then the recipe's whole scale t
+// (its reciprocal or division and gamma product, in its order), else the final w * t.
+const char* flip_stage(const QuantCheckInput& in, Recipe rc, const FoldedParams& unit, std::size_t i, std::size_t o,
+                       double s, std::int64_t expected) {
+  const QuantSpec& q = in.spec;
+  const double w = in.weights.data[i];
+  const double sq = static_cast<float>(std::sqrt(static_cast<double>(static_cast<float>(in.bn.var[o] + static_cast<float>(in.bn.eps)))));
+  const ref::DoubleDouble wg = exact_product(w, in.bn.gamma[o]);
+  const double qh = wg.hi / sq;
+  const ref::DoubleDouble by_sqrt{qh, (std::fma(-qh, sq, wg.hi) + wg.lo) / sq};
+  const bool sqrt_alone = quantize_exact(by_sqrt, s, q).q != expected;
+  const bool scale_alone = quantize_exact(exact_product(w, unit.weight[o]), s, q).q != expected;
+  return rc == Recipe::Exact ? "storage" : sqrt_alone ? "rsqrt" : scale_alone ? "fold_order" : "multiply";
+}
+
+// Recipe rc's fold: its integers against the expected ones (its flips), raising each
+// weight's bound to the recipe's.
+json recipe_flips(const QuantCheckInput& in, const Prepared& p, const std::vector<ExactQuant>& ex, Recipe rc,
+                  std::vector<double>& bound) {
+  const QuantSpec& q = in.spec;
+  const FoldedParams fp = fold_parameters(in.weights.data, p.per_channel, {}, in.bn, in.weights.dtype, rc, in.ref);
+  // The recipe's float scale t per channel: its fold of w = 1 (every recipe computes w * t
+  // with one rounding, and 1 * t is exact).
+  const FoldedParams unit = fold_parameters(std::vector<double>(static_cast<std::size_t>(p.channels), 1.0), 1, {}, in.bn,
+                                            in.weights.dtype, rc, in.ref);
+  json flips = json::array();
+  for (std::size_t i = 0; i < ex.size(); ++i) {
+    const std::size_t o = i / static_cast<std::size_t>(p.per_channel);
+    bound[i] = std::max(bound[i], fp.info.weight_bound(o, in.weights.data[i]));
+    const double s = p.scale_of(i, q.per_channel);
+    const std::int64_t got = quantize_value(fp.weight[i], s, q);
+    if (got == ex[i].q) continue;
+    flips.push_back({{"index", unravel_index(in.weights.shape, i)},
+                     {"flat_index", i},
+                     {"recipe", got},
+                     {"expected", ex[i].q},
+                     {"tie_distance", ex[i].tie_distance},
+                     {"stage", flip_stage(in, rc, unit, i, o, s, ex[i].q)}});
+  }
+  return {{"recipe", name(rc)}, {"flip_count", flips.size()}, {"flips", flips}};
+}
+
+// The result without the found integers: spec, weights, scales, near-tie count, bound and recipes.
+json check_json(const QuantCheckInput& in, const Prepared& p, std::int64_t near, const json& recipes) {
+  const QuantSpec& q = in.spec;
+  json out = result_envelope("quant-check");
+  out.update(json{{"spec",
+            {{"bits", q.bits}, {"per_channel", q.per_channel}, {"pow2", q.pow2}, {"rounding", name(q.rounding)}, {"qmax", q.qmax()}}},
+           {"weights", {{"shape", in.weights.shape}, {"dtype", name(in.weights.dtype)}, {"elements", p.exact.size()}}},
+           {"scales", p.scales},
+           {"scale_source", p.scale_source},
+           {"expected_summary",
+            {{"near_tie", near},
+             {"note", "weights whose exact fold lies within a correct float fold's error bound of a rounding tie: "
+                      "their integer may flip by one step under a correct engine"}}},
+           {"bound", "B = max over the recipes pytorch, tvm, onnxruntime, onnxoptimizer and exact storage of the a-priori "
+                     "bound |w' - w gamma/sqrt(var+eps)| <= alpha |w| + eta; a one-step flip is EXPECTED when the tie on "
+                     "its side lies within B of the exact fold"},
+           {"recipes", recipes}});
+  return out;
+}
+
+// The found integers against the expected ones: their mismatches and counts into `out`, and their verdict.
+Verdict check_found(const QuantCheckInput& in, const Prepared& p, const std::vector<ExactQuant>& ex,
+                    const std::vector<double>& bound, json& out) {
+  const QuantSpec& q = in.spec;
+  const std::size_t n = ex.size();
+  if (in.found->size() != n)
+    throw InputError(fmt::format("quant-check: {} integers given for {} weights", in.found->size(), n));
+  json mism = json::array();
+  std::int64_t expected_flips = 0, unexpected = 0, nonzero = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t f = (*in.found)[i];
+    nonzero += f != 0;
+    if (f == ex[i].q) continue;
+    const double s = p.scale_of(i, q.per_channel);
+    const std::int64_t diff = f - ex[i].q;
+    // Steps from x / s to the tie between the expected integer and the found one.
+    const double toward = diff > 0 ? 0.5 - ex[i].offset : 0.5 + ex[i].offset;
+    const bool ok = (diff == 1 || diff == -1) && std::llabs(f) <= q.qmax() && toward * s <= bound[i];
+    (ok ? expected_flips : unexpected) += 1;
+    mism.push_back({{"index", unravel_index(in.weights.shape, i)},
+                    {"flat_index", i},
+                    {"found", f},
+                    {"expected", ex[i].q},
+                    {"tie_distance", toward},
+                    {"bound_steps", bound[i] / s},
+                    {"verdict", ok ? "EXPECTED" : "UNEXPECTED"}});
+  }
+  out["mismatches"] = mism;
+  out["mismatch_counts"] = {{"expected_flips", expected_flips}, {"unexpected", unexpected}, {"matching", n - mism.size()}};
+  return unexpected ? Verdict::Unexpected : nonzero == 0 ? Verdict::Mistrusted : Verdict::Expected;
+}
+
 }  // namespace
 
 QuantizedFold quantized_fold(const QuantCheckInput& in, const std::string& fold) {
@@ -79,89 +182,16 @@ json quant_check(const QuantCheckInput& in) {
   const Prepared p = prepare(in);
   const QuantSpec& q = in.spec;
   const std::size_t n = p.exact.size();
-  std::vector<ExactQuant> ex(n);
-  std::int64_t near = 0;
-  for (std::size_t i = 0; i < n; ++i) ex[i] = quantize_exact(p.exact.approx(i), p.scale_of(i, q.per_channel), q);
-
+  const std::vector<ExactQuant> ex = expected_integers(p, q);
   // Every recipe's fold: its integers against the expected ones, and the largest bound B.
   std::vector<double> bound(n, 0.0);
   json recipes = json::array();
-  for (const Recipe rc : checked_recipes()) {
-    const FoldedParams fp = fold_parameters(in.weights.data, p.per_channel, {}, in.bn, in.weights.dtype, rc, in.ref);
-    // The recipe's float scale t per channel: its fold of w = 1 (every recipe computes w * t
-    // with one rounding, and 1 * t is exact).
-    const FoldedParams unit = fold_parameters(std::vector<double>(static_cast<std::size_t>(p.channels), 1.0), 1, {}, in.bn,
-                                              in.weights.dtype, rc, in.ref);
-    json flips = json::array();
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t o = i / static_cast<std::size_t>(p.per_channel);
-      bound[i] = std::max(bound[i], fp.info.weight_bound(o, in.weights.data[i]));
-      const double s = p.scale_of(i, q.per_channel);
-      const std::int64_t got = quantize_value(fp.weight[i], s, q);
-      if (got == ex[i].q) continue;
-      const double w = in.weights.data[i];
-      // Which rounding crossed the tie: the square root alone (w gamma / sqrt_f32(var + eps),
-      // the rest exact), then the recipe's whole scale t (its reciprocal or division and
-      // gamma product, in its order), else the final w * t.
-      const double sq = static_cast<float>(std::sqrt(static_cast<double>(static_cast<float>(in.bn.var[o] + static_cast<float>(in.bn.eps)))));
-      const ref::DoubleDouble wg = exact_product(w, in.bn.gamma[o]);
-      const double qh = wg.hi / sq;
-      const ref::DoubleDouble by_sqrt{qh, (std::fma(-qh, sq, wg.hi) + wg.lo) / sq};
-      const bool sqrt_alone = quantize_exact(by_sqrt, s, q).q != ex[i].q;
-      const bool scale_alone = quantize_exact(exact_product(w, unit.weight[o]), s, q).q != ex[i].q;
-      flips.push_back({{"index", unravel_index(in.weights.shape, i)},
-                       {"flat_index", i},
-                       {"recipe", got},
-                       {"expected", ex[i].q},
-                       {"tie_distance", ex[i].tie_distance},
-                       {"stage", rc == Recipe::Exact ? "storage" : sqrt_alone ? "rsqrt" : scale_alone ? "fold_order" : "multiply"}});
-    }
-    recipes.push_back({{"recipe", name(rc)}, {"flip_count", flips.size()}, {"flips", flips}});
-  }
+  for (const Recipe rc : checked_recipes()) recipes.push_back(recipe_flips(in, p, ex, rc, bound));
+  std::int64_t near = 0;
   for (std::size_t i = 0; i < n; ++i) near += ex[i].tie_distance * p.scale_of(i, q.per_channel) <= bound[i];
-
-  json out = result_envelope("quant-check");
-  out.update(json{{"spec",
-            {{"bits", q.bits}, {"per_channel", q.per_channel}, {"pow2", q.pow2}, {"rounding", name(q.rounding)}, {"qmax", q.qmax()}}},
-           {"weights", {{"shape", in.weights.shape}, {"dtype", name(in.weights.dtype)}, {"elements", n}}},
-           {"scales", p.scales},
-           {"scale_source", p.scale_source},
-           {"expected_summary",
-            {{"near_tie", near},
-             {"note", "weights whose exact fold lies within a correct float fold's error bound of a rounding tie: "
-                      "their integer may flip by one step under a correct engine"}}},
-           {"bound", "B = max over the recipes pytorch, tvm, onnxruntime, onnxoptimizer and exact storage of the a-priori "
-                     "bound |w' - w gamma/sqrt(var+eps)| <= alpha |w| + eta; a one-step flip is EXPECTED when the tie on "
-                     "its side lies within B of the exact fold"},
-           {"recipes", recipes}});
+  json out = check_json(in, p, near, recipes);
   Verdict v = Verdict::Expected;
-  if (in.found) {
-    if (in.found->size() != n)
-      throw InputError(fmt::format("quant-check: {} integers given for {} weights", in.found->size(), n));
-    json mism = json::array();
-    std::int64_t expected_flips = 0, unexpected = 0, nonzero = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t f = (*in.found)[i];
-      nonzero += f != 0;
-      if (f == ex[i].q) continue;
-      const double s = p.scale_of(i, q.per_channel);
-      const std::int64_t diff = f - ex[i].q;
-      // Steps from x / s to the tie between the expected integer and the found one.
-      const double toward = diff > 0 ? 0.5 - ex[i].offset : 0.5 + ex[i].offset;
-      const bool ok = (diff == 1 || diff == -1) && std::llabs(f) <= q.qmax() && toward * s <= bound[i];
-      (ok ? expected_flips : unexpected) += 1;
-      mism.push_back({{"index", unravel_index(in.weights.shape, i)},
-                      {"flat_index", i},
-                      {"found", f},
-                      {"expected", ex[i].q},
-                      {"tie_distance", toward},
-                      {"bound_steps", bound[i] / s},
-                      {"verdict", ok ? "EXPECTED" : "UNEXPECTED"}});
-    }
-    out["mismatches"] = mism;
-    out["mismatch_counts"] = {{"expected_flips", expected_flips}, {"unexpected", unexpected}, {"matching", n - mism.size()}};
-    v = unexpected ? Verdict::Unexpected : nonzero == 0 ? Verdict::Mistrusted : Verdict::Expected;
-  }
+  if (in.found) v = check_found(in, p, ex, bound, out);
   out["verdict"] = name(v);
   return out;
 }
