@@ -765,6 +765,31 @@ std::map<std::string, Setup> setups() {
     return "diagnose --input " + (d / "x.npy").string() + " --weights " + (d / "w.npy").string() + " --bn " +
            (d / "bn.npz").string() + " --observed " + (d / "y.npy").string();
   }};
+  s["eps-empty"] = {[=](const fs::path&) { return "explain --original 1,2" + obs + " --eps ''"; }};
+  s["field-name-in-path"] = {[=](const fs::path& d) { return "explain --original '" + (d / "a`input`b.npy").string() + "'" + obs; }};
+  s["quant-bn-negative-var"] = {[](const fs::path& d) {
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}},
+                                                   {"beta", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                   {"mean", Tensor{{2}, {0, 0}, DType::Float32}},
+                                                   {"var", Tensor{{2}, {1, -1}, DType::Float32}}});
+    put(d / "w.npy", npy_f32({2, 1, 1, 1}));
+    return "quant-check --weights " + (d / "w.npy").string() + " --bn " + (d / "bn.npz").string();
+  }};
+  s["diagnose-groups"] = {[](const fs::path& d) {
+    put(d / "x.npy", npy_f32({1, 4, 3, 3}));
+    put(d / "w.npy", npy_f32({2, 3, 1, 1}));
+    put(d / "y.npy", npy_f32({1, 2, 3, 3}));
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});
+    return "diagnose --input " + (d / "x.npy").string() + " --weights " + (d / "w.npy").string() + " --bn " +
+           (d / "bn.npz").string() + " --observed " + (d / "y.npy").string();
+  }};
+  s["diagnose-input-rank"] = {[](const fs::path& d) {
+    put(d / "x.npy", npy_f32({3}));
+    put(d / "y.npy", npy_f32({3}));
+    foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{3}, {1, 1, 1}, DType::Float32}}});
+    return "diagnose --input " + (d / "x.npy").string() + " --bn " + (d / "bn.npz").string() + " --observed " +
+           (d / "y.npy").string();
+  }};
   s["bisect-geometry-without-layer"] = {bisect("A", " --stride 2")};
   s["bisect-coarse-reference"] = {[](const fs::path& d) {
     put(d / "r16.npy", npy(Tensor{{4}, {0.5, 1, 2, 3}, DType::Float16}));

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "common.hpp"
+#include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/version.hpp"
 #include "foldcheck/io/limits.hpp"
 
@@ -37,8 +38,8 @@ std::string no_command_message(const CLI::App& app, const CLI::ParseError& e, in
   return one_line(e.what());
 }
 
-// The flag of each field the library names in its messages (errors.hpp: "`observed`").
-// One table: a field means the same flag in every command that has it.
+// The flag of each field the library names in its messages (errors.hpp field()). One
+// table: a field means the same flag in every command that has it.
 const std::map<std::string, std::string>& flag_of_field() {
   static const std::map<std::string, std::string> flags{
       {"original", "--original"},       {"observed", "--observed"},     {"observed_output", "--observed-output"},
@@ -53,20 +54,13 @@ const std::map<std::string, std::string>& flag_of_field() {
 
 }  // namespace
 
-std::string flags_for_fields(const std::string& message) {
-  std::string out;
-  std::size_t i = 0;
-  while (i < message.size()) {
-    const std::size_t open = message.find('`', i), close = open == std::string::npos ? open : message.find('`', open + 1);
-    if (close == std::string::npos) break;
-    const auto f = flag_of_field().find(message.substr(open + 1, close - open - 1));
-    out += message.substr(i, open - i) + (f == flag_of_field().end() ? message.substr(open, close - open + 1) : f->second);
-    i = close + 1;
-  }
-  return out + message.substr(std::min(i, message.size()));
+std::string flag_for_field(const std::string& name) {
+  const auto f = flag_of_field().find(name);
+  return f == flag_of_field().end() ? std::string() : f->second;
 }
 
 void add_program_options(CLI::App& app, ProgramOptions& p) {
+  set_field_namer(flag_for_field);  // library messages name the flags (errors.hpp)
   app.description("foldcheck — is a conv+BatchNorm drift the rounding IEEE arithmetic predicts, or a bug?\n"
                   "Exit codes: 0 the verdict is EXPECTED; 1 it is SUSPICIOUS, UNEXPECTED or MISTRUSTED (bisect: also "
                   "when a pass is named; compare: a regression); 2 bad usage or input.");
@@ -116,7 +110,7 @@ int run_chosen(const CLI::App& app, const ProgramOptions& p, const std::vector<s
   } catch (const std::exception& e) {
     // InputError (bad input), domain_error (an impossible request) or a library's error: all
     // one line naming the input, exit 2.
-    std::cerr << "foldcheck: error: " << one_line(flags_for_fields(e.what())) << "\n";
+    std::cerr << "foldcheck: error: " << one_line(e.what()) << "\n";
     return 2;
   }
   return 2;

@@ -16,18 +16,19 @@ struct ProgramOptions {
   std::int64_t max_elements = 0;  // 0: FOLDCHECK_MAX_ELEMENTS or the default
 };
 
-// The app's description, --version and the options accepted before or after a subcommand.
+// The app's description, --version and the options accepted before or after a subcommand;
+// installs flag_for_field as the library's field namer.
 void add_program_options(CLI::App& app, ProgramOptions& p);
 
 // Parses; the exit code when the program ends here (help, version: 0; a parse error: one
 // line naming the unknown command or the flag, 2), nullopt when a command is to run.
 std::optional<int> parse(CLI::App& app, int argc, char** argv);
 
-// A library message with each field it names ("`observed`", errors.hpp) shown as its flag
-// ("--observed"); a field without a flag keeps its backquotes.
-std::string flags_for_fields(const std::string& message);
+// The flag that sets a library field ("observed" -> "--observed"), or "" (errors.hpp
+// field(): the library's messages then name the flag; installed by add_program_options).
+std::string flag_for_field(const std::string& name);
 
-// Runs the chosen command: errors become one line on stderr (fields as flags) and exit 2.
+// Runs the chosen command: errors become one line on stderr and exit 2.
 int run_chosen(const CLI::App& app, const ProgramOptions& p, const std::vector<std::unique_ptr<Command>>& commands);
 
 }  // namespace foldcheck::cli

@@ -54,10 +54,13 @@ class DiagnoseCommand : public Command {
     }
     // One value per channel of the layer's output, checked as the fold and the observed
     // engine compute it: sigma^2 + eps > 0 in the observed dtype.
+    // The channels only of a layer of the right shape: a wrong shape is the layer's error
+    // (diagnose names it), not a count the BatchNorm misses.
     BnRule rule;
     rule.max_values = static_cast<std::int64_t>(in.x.data.size());
-    rule.channels = in.weights ? static_cast<std::size_t>(in.weights->shape.at(0))
-                               : static_cast<std::size_t>(in.x.shape.size() >= 2 ? in.x.shape[1] : 1);
+    const bool nc = in.x.shape.size() == 2 || in.x.shape.size() == 4;
+    if (in.weights && in.weights->shape.size() == 4) rule.channels = static_cast<std::size_t>(in.weights->shape[0]);
+    else if (!in.weights && nc) rule.channels = static_cast<std::size_t>(in.x.shape[1]);
     rule.dtype = in.observed.dtype;
     const LoadedBn bn = load_bn_params(BnSources::archive(bn_), rule);
     in.bn = bn.bn;

@@ -29,7 +29,8 @@ class ExplainCommand : public Command {
     cmd_->add_option("--beta", bn_.beta.text, "BatchNorm shift; default 0");
     cmd_->add_option("--mean", bn_.mean.text, "Running mean; default 0");
     cmd_->add_option("--var", bn_.var.text, "Running variance; default 1");
-    cmd_->add_option("--eps", bn_.eps, "BatchNorm epsilon; default 1e-5");
+    // A plain number, given or not: "" is 0 (refused as eps <= 0), never "not given".
+    cmd_->add_option("--eps", eps_, "BatchNorm epsilon; default 1e-5")->each([this](const std::string&) { eps_given_ = true; });
     cmd_->add_option("--bn", bn_.file, "BatchNorm parameters: .npz with keys gamma, beta, mean, var, eps (each optional)");
     cmd_->add_option("--dtype", dtype_, "float32 (default for lists), float64, float16 or bfloat16; .npy input: its dtype")
         ->check(known_name([](const std::string& n) { (void)dtype_from_name(n); }));
@@ -42,6 +43,7 @@ class ExplainCommand : public Command {
 
   int run() override {
     ExplainInput in = read_weights();
+    if (eps_given_) bn_.eps = eps_;
     BnRule rule;
     rule.max_values = static_cast<std::int64_t>(in.original.size());
     rule.dtype = in.dtype;
@@ -89,6 +91,8 @@ class ExplainCommand : public Command {
   OutputOptions out_;
   std::string original_, observed_, dtype_;
   BnSources bn_;
+  double eps_ = 1e-5;
+  bool eps_given_ = false;
   Shape oshape_;
   bool npy_ = false;
 };

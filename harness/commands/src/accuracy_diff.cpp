@@ -236,10 +236,10 @@ using Say = std::function<void(const std::string&)>;
 // The other engine's outputs, read and checked before anything runs.
 std::optional<Tensor> read_observed_output(const Model& model, const AccuracyDiffOptions& opts) {
   if (!opts.observed_output) return std::nullopt;
-  if (!opts.input) throw InputError("`observed_output` needs `input`: the input the other engine ran on");
-  if (opts.weights_only) throw InputError("`observed_output` needs the runs (not `weights_only`)");
+  if (!opts.input) throw InputError(field("observed_output") + " needs " + field("input") + ": the input the other engine ran on");
+  if (opts.weights_only) throw InputError(field("observed_output") + " needs the runs (not " + field("weights_only") + ")");
   if (model.outputs.size() != 1)
-    throw InputError(fmt::format("{}: {} graph outputs; `observed_output` checks models with one", model.path,
+    throw InputError(fmt::format(fmt::runtime("{}: {} graph outputs; " + field("observed_output") + " checks models with one"), model.path,
                                  model.outputs.size()));
   Tensor y = read_npy(*opts.observed_output);
   if (y.dtype != DType::Float32 && y.dtype != DType::Float64)
@@ -271,14 +271,14 @@ Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOpti
         rr = run_all(model, pat, opts, std::move(x), say);
       } catch (const InputError& e) {
         if (opts.observed_output)
-          throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, e.what()));
+          throw InputError(fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"), model.path, e.what()));
         throw InputError(in_file(model.path, e.what()));
       }
     }
   }
   // The other engine's outputs ask for nothing but what the runs give: without them, an error.
   if (not_run && opts.observed_output)
-    throw InputError(fmt::format("`observed_output` needs runs of {}, which cannot be made: {}", model.path, *not_run));
+    throw InputError(fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"), model.path, *not_run));
   return rr;
 }
 

@@ -194,7 +194,7 @@ class Bisector {
 
 // The search, linear or leave-one-out run over a bisector (see bisect.hpp).
 json run_bisect(Bisector& b, const BisectOptions& o) {
-  if (o.passes.empty()) throw InputError("bisect: no passes (give `passes` A,B,... or `opt_level`)");
+  if (o.passes.empty()) throw InputError("bisect: no passes (give " + field("passes") + " A,B,... or " + field("opt_level") + ")");
   for (const std::string& p : o.passes) pass_named(p);
   const std::size_t n = o.passes.size();
   std::vector<BisectStep> steps;

@@ -70,21 +70,21 @@ std::vector<std::int64_t> as_4d(std::vector<std::int64_t> s) {
 ref::ConvGeometry conv_geometry(const DiagnoseInput& in, const std::vector<std::int64_t>& xs,
                                 const std::vector<std::int64_t>& ys) {
   const auto& ws = in.weights->shape;
-  if (ws.size() != 4) throw InputError("`weights` must be OIHW (4-D)");
-  ref::ConvGeometry g = foldcheck::conv_geometry(xs, ws, in.stride, in.dilation, 0, 0, "`weights`");
+  if (ws.size() != 4) throw InputError(field("weights") + " must be OIHW (4-D)");
+  ref::ConvGeometry g = foldcheck::conv_geometry(xs, ws, in.stride, in.dilation, 0, 0, field("weights"));
   for (std::int64_t p = in.padding ? *in.padding : 0; p <= (in.padding ? *in.padding : std::max(g.KH, g.KW)); ++p) {
     g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = p;
     if (g.OH() == ys[2] && g.OW() == ys[3] && ys[1] == g.O) return g;
   }
-  throw InputError(fmt::format("`observed` has shape [{}, {}, {}, {}], which no padding gives for this conv "
-                               "(stride {}, dilation {}); pass `padding`/`stride`",
+  throw InputError(fmt::format(fmt::runtime(field("observed") + " has shape [{}, {}, {}, {}], which no padding gives for this conv "
+                               "(stride {}, dilation {}); pass " + field("padding") + "/" + field("stride")),
                                ys[0], ys[1], ys[2], ys[3], in.stride, in.dilation));
 }
 
 // The layer's exact conv output (certified reference) and what its bound needs.
 Layer conv_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, json& layer) {
   if (!in.conv_bias.empty() && static_cast<std::int64_t>(in.conv_bias.size()) != g.O)
-    throw InputError("`conv_bias` must have one value per output channel");
+    throw InputError(field("conv_bias") + " must have one value per output channel");
   Layer L;
   L.dtype = in.observed.dtype;
   L.N = g.N;
@@ -112,13 +112,13 @@ Layer conv_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, json& laye
 // The layer (conv + BatchNorm, or the BatchNorm alone) checked against the observation's shape.
 Layer make_layer(const DiagnoseInput& in, json& layer) {
   const std::vector<std::int64_t> xs = as_4d(in.x.shape), ys = as_4d(in.observed.shape);
-  if (xs.size() != 4) throw InputError("`x` must be NCHW (4-D) or N x C (2-D)");
-  if (ys.size() != 4 || ys[0] != xs[0]) throw InputError("`observed` must have the input's batch size and 2 or 4 dimensions");
+  if (xs.size() != 4) throw InputError(field("x") + " must be NCHW (4-D) or N x C (2-D)");
+  if (ys.size() != 4 || ys[0] != xs[0]) throw InputError(field("observed") + " must have the input's batch size and 2 or 4 dimensions");
   Layer L;
   if (in.weights) {
     L = conv_layer(in, conv_geometry(in, xs, ys), layer);
   } else {
-    if (ys != xs) throw InputError("`observed` must have the input's shape when the layer is a BatchNorm alone");
+    if (ys != xs) throw InputError(field("observed") + " must have the input's shape when the layer is a BatchNorm alone");
     L.dtype = in.observed.dtype;
     L.N = xs[0];
     L.c.assign(in.x.data.begin(), in.x.data.end());
@@ -128,7 +128,7 @@ Layer make_layer(const DiagnoseInput& in, json& layer) {
   }
   layer["input"] = xs;
   layer["output"] = ys;
-  if (in.observed.data.size() != L.c.size()) throw InputError("`observed` has the wrong number of elements");
+  if (in.observed.data.size() != L.c.size()) throw InputError(field("observed") + " has the wrong number of elements");
   if (static_cast<std::int64_t>(in.bn.gamma.size()) != L.C)
     throw InputError(fmt::format("BatchNorm has {} channels, the layer's output has {}", in.bn.gamma.size(), L.C));
   return L;

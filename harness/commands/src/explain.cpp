@@ -127,9 +127,9 @@ namespace {
 
 std::int64_t checked_per_channel(const ExplainInput& in) {
   const std::size_t n = in.original.size();
-  if (n == 0) throw InputError("`original`: no values");
+  if (n == 0) throw InputError(field("original") + ": no values");
   if (in.observed.size() != n)
-    throw InputError("`observed` has " + std::to_string(in.observed.size()) + " values but `original` has " +
+    throw InputError(field("observed") + " has " + std::to_string(in.observed.size()) + " values but " + field("original") + " has " +
                      std::to_string(n));
   const std::size_t C = in.bn.gamma.size();
   if (C == 0 || n % C) throw InputError("BatchNorm has " + std::to_string(C) + " channels, which does not divide " +

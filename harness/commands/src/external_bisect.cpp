@@ -65,13 +65,13 @@ bool same_layout(const Shape& a, const Shape& b) {
 // finite: a NaN compares false with every limit, so a bare `x <= 0` check let it through
 // and it disabled the option.
 void check_options(const ExternalBisectOptions& o) {
-  if (o.passes.empty()) throw InputError("bisect: `command` needs `passes` P1,P2,...");
+  if (o.passes.empty()) throw InputError("bisect: " + field("command") + " needs " + field("passes") + " P1,P2,...");
   check_pass_names(o.passes);
-  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: `command` must contain {out} (the .npy it writes)");
+  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: " + field("command") + " must contain {out} (the .npy it writes)");
   if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
-    throw InputError(fmt::format("bisect: `timeout_seconds` must be a finite number of seconds > 0 (got {})", o.timeout_seconds));
+    throw InputError(fmt::format(fmt::runtime("bisect: " + field("timeout_seconds") + " must be a finite number of seconds > 0 (got {})"), o.timeout_seconds));
   if (o.threshold_ulp && (!std::isfinite(*o.threshold_ulp) || *o.threshold_ulp < 0))
-    throw InputError(fmt::format("bisect: `threshold_ulp` must be a finite number >= 0 (got {})", *o.threshold_ulp));
+    throw InputError(fmt::format(fmt::runtime("bisect: " + field("threshold_ulp") + " must be a finite number >= 0 (got {})"), *o.threshold_ulp));
   if (!o.known) {
     if (o.reference.empty())
       throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
@@ -157,7 +157,7 @@ class CommandBisector {
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
     json j{{"enabled", on}, {"command", cmd}, {"seconds", r.seconds}};
     if (r.status == -1)
-      throw InputError(fmt::format("bisect: the command timed out after {:g} s (`timeout_seconds`): {}{}", o_.timeout_seconds, shown,
+      throw InputError(fmt::format(fmt::runtime("bisect: the command timed out after {:g} s (" + field("timeout_seconds") + "): {}{}"), o_.timeout_seconds, shown,
                                    stderr_note(r)));
     if (r.status != 0)
       throw InputError(fmt::format("bisect: the command failed ({}): {}{}",
@@ -354,9 +354,9 @@ void check_pass_names(const std::vector<std::string>& passes) {
   std::set<std::string> seen;
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const std::string& p = passes[k];
-    if (p.empty()) throw InputError(fmt::format("bisect: pass name {} of `passes` is empty (two commas, or one at an end)", k + 1));
+    if (p.empty()) throw InputError(fmt::format(fmt::runtime("bisect: pass name {} of " + field("passes") + " is empty (two commas, or one at an end)"), k + 1));
     // {enabled} and {disabled} name passes: a name in both would be both at once.
-    if (!seen.insert(p).second) throw InputError(fmt::format("bisect: pass '{}' is listed twice in `passes`", p));
+    if (!seen.insert(p).second) throw InputError(fmt::format(fmt::runtime("bisect: pass '{}' is listed twice in " + field("passes")), p));
     bool ok = !p.empty();
     for (std::size_t i = 0; ok && i < p.size(); ++i) ok = pass_char(p[i], i == 0);
     if (!ok)

@@ -156,7 +156,7 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
 
 SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
   if (opts.shard_count == 0 || opts.shard_index == 0 || opts.shard_index > opts.shard_count)
-    throw InputError(fmt::format("`shard` {}/{}: expected I/N with 1 <= I <= N", opts.shard_index, opts.shard_count));
+    throw InputError(fmt::format(fmt::runtime(field("shard") + " {}/{}: expected I/N with 1 <= I <= N"), opts.shard_index, opts.shard_count));
   const SuitePlan plan = plan_suite(read_json_input(suite_path, "suite"), suite_path);
   const fs::path dir = fs::path(suite_path).parent_path();
   const std::size_t n = plan.entries.size();

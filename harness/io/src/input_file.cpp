@@ -49,8 +49,8 @@ std::string read_input_file(const std::string& path, const std::string& kind, co
   if (S_ISREG(st.st_mode)) note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
   const std::uint64_t limit = max_input_bytes();
   auto too_big = [&](const std::string& size) {
-    throw InputError(fmt::format("{}: {} bytes, over the limit of {} bytes for a {} (raise it with `max_elements` or "
-                                 "FOLDCHECK_MAX_ELEMENTS)",
+    throw InputError(fmt::format(fmt::runtime("{}: {} bytes, over the limit of {} bytes for a {} (raise it with " + field("max_elements") + " or "
+                                 "FOLDCHECK_MAX_ELEMENTS)"),
                                  path, size, limit, kind));
   };
   std::string bytes;
@@ -79,9 +79,9 @@ std::string read_input_file(const std::string& path, const std::string& kind, co
     if (got == 0) break;
     if (bytes.size() + static_cast<std::size_t>(got) > limit) too_big("more than " + std::to_string(limit));
     if (!S_ISREG(st.st_mode) && cap == limit && bytes.size() + static_cast<std::size_t>(got) > stream_limit)
-      throw InputError(fmt::format("{}: more than {} bytes from a pipe or device: a {} with no size to check first is held "
-                                   "to one byte per element of the limit (raise it with `max_elements` or "
-                                   "FOLDCHECK_MAX_ELEMENTS)",
+      throw InputError(fmt::format(fmt::runtime("{}: more than {} bytes from a pipe or device: a {} with no size to check first is held "
+                                   "to one byte per element of the limit (raise it with " + field("max_elements") + " or "
+                                   "FOLDCHECK_MAX_ELEMENTS)"),
                                    path, stream_limit, kind));
     try {
       bytes.append(buf, static_cast<std::size_t>(got));
@@ -181,8 +181,8 @@ class JsonGuard : public nlohmann::json_sax<nlohmann::json> {
   // parsed; fewer must still fit in memory as a DOM.
   bool value() {
     if (++values_ > static_cast<std::uint64_t>(max_elements()) + kSlackValues)
-      throw InputError(fmt::format("{}: holds more than {} values, over the element limit of {} (raise it with "
-                                   "`max_elements` or FOLDCHECK_MAX_ELEMENTS)",
+      throw InputError(fmt::format(fmt::runtime("{}: holds more than {} values, over the element limit of {} (raise it with " +
+                                   field("max_elements") + " or FOLDCHECK_MAX_ELEMENTS)"),
                                    where_, static_cast<std::uint64_t>(max_elements()) + kSlackValues, max_elements()));
     return true;
   }

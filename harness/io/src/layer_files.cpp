@@ -50,9 +50,9 @@ std::pair<Tensor, Tensor> read_layer_tensors(const LayerFiles& f) {
 void check_dtype_values(const std::vector<double>& v, const std::string& path, DType t, bool dtype_given) {
   for (const double d : v)
     if (!std::isfinite(d) || round_to(t, d) != d)
-      throw InputError(fmt::format("{}: value {:.17g} is {} (the layer's dtype, from `input`{})", path, d,
+      throw InputError(fmt::format(fmt::runtime("{}: value {:.17g} is {} (the layer's dtype, from " + field("input") + "{})"), path, d,
                                    std::isfinite(d) ? fmt::format("not exactly a {} value", name(t)) : std::string("not finite"),
-                                   dtype_given ? " or `dtype`" : ""));
+                                   dtype_given ? " or " + field("dtype") : ""));
 }
 
 }  // namespace

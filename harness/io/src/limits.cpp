@@ -16,8 +16,8 @@ namespace {
 std::atomic<std::int64_t> g_max_elements{kDefaultMaxElements};
 
 [[noreturn]] void over_limit(const std::string& what, const Shape& shape, const std::string& count) {
-  throw InputError(fmt::format("{}: shape {} has {} elements, over the limit of {} (raise it with `max_elements` "
-                               "or FOLDCHECK_MAX_ELEMENTS)",
+  throw InputError(fmt::format(fmt::runtime("{}: shape {} has {} elements, over the limit of {} (raise it with " + field("max_elements") + " "
+                               "or FOLDCHECK_MAX_ELEMENTS)"),
                                what, shape_string(shape), count, max_elements()));
 }
 

@@ -374,7 +374,7 @@ std::map<std::string, Tensor> npz_members(zip_t* z, const std::string& what, con
       }
       if (st.size > max_input_bytes())
         throw InputError(what + "[" + key + "]: " + std::to_string(st.size) + " bytes, over the limit of " +
-                         std::to_string(max_input_bytes()) + " (raise it with `max_elements` or FOLDCHECK_MAX_ELEMENTS)");
+                         std::to_string(max_input_bytes()) + " (raise it with " + field("max_elements") + " or FOLDCHECK_MAX_ELEMENTS)");
       members.emplace_back(static_cast<zip_uint64_t>(i), st);
     }
     for (const auto& [i, st] : members) {

@@ -128,7 +128,7 @@ const BnPair* whole_model_pair(const Model& m, const BnPatterns& pat) {
 KnownComputation model_computation(const Model& m, const std::string& path, const std::string& input,
                                    const ModelComputationOptions& o) {
   if (m.inputs.size() != 1 || m.outputs.size() != 1)
-    throw InputError(fmt::format("{}: `model` needs one graph input and one graph output (it has {} and {})", path,
+    throw InputError(fmt::format(fmt::runtime("{}: " + field("model") + " needs one graph input and one graph output (it has {} and {})"), path,
                                  m.inputs.size(), m.outputs.size()));
   const BnPatterns pat = find_bn_pairs(m);
   if (const BnPair* p = whole_model_pair(m, pat)) {
@@ -144,7 +144,7 @@ KnownComputation model_computation(const Model& m, const std::string& path, cons
     return k;
   }
   if (o.dtype && *o.dtype != DType::Float32)
-    throw InputError(fmt::format("{}: the end-to-end bound of a model models a float32 engine (`dtype` {} given)", path, name(*o.dtype)));
+    throw InputError(fmt::format(fmt::runtime("{}: the end-to-end bound of a model models a float32 engine (" + field("dtype") + " {} given)"), path, name(*o.dtype)));
   const Tensor x = model_input(m, input, 0);
   OutputBoundOptions bo;
   bo.samples = o.samples;

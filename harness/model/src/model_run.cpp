@@ -115,7 +115,7 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
     x.shape = vi.shape;
     for (std::size_t k = 0; k < x.shape.size(); ++k)
       if (x.shape[k] < 0) {
-        if (k != 0) throw InputError(fmt::format("input {} has an unknown dimension {}: give `input`", vi.name, k));
+        if (k != 0) throw InputError(fmt::format(fmt::runtime("input {} has an unknown dimension {}: give " + field("input")), vi.name, k));
         x.shape[k] = 1;
       }
     std::mt19937_64 rng(seed);
