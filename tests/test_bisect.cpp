@@ -75,38 +75,38 @@ TEST_CASE("bisect: only FastMath leaves the bound, named within ceil(log2 n) + 1
                                         "FuseOps",           "AlterOpLayout", "Winograd"};
   BisectOptions o;
   o.passes = passes;
-  const json r = bisect_case(resnet_case(), o);
+  const json r = bisect_case(resnet_case(), o).to_json();
   CHECK(r["culprit"] == "FastMath");
   CHECK(r["verdict"] == "UNEXPECTED");
   CHECK(r["evaluations"].get<int>() <= static_cast<int>(std::ceil(std::log2(passes.size()))) + 1);
   // Without FastMath nothing leaves the bound; the linear table agrees step by step.
   o.passes.erase(o.passes.begin() + 3);
-  const json none = bisect_case(resnet_case(), o);
+  const json none = bisect_case(resnet_case(), o).to_json();
   CHECK(none["culprit"].is_null());
   CHECK(none["verdict"] == "EXPECTED");
   CHECK(none["evaluations"] == 1);
   o.passes = passes;
   o.mode = BisectMode::Linear;
-  const json lin = bisect_case(resnet_case(), o);
+  const json lin = bisect_case(resnet_case(), o).to_json();
   REQUIRE(lin["steps"].size() == passes.size() + 1);
   CHECK(lin["culprit"] == "FastMath");
   for (std::size_t k = 0; k < lin["steps"].size(); ++k) CHECK(lin["steps"][k]["bad"].get<bool>() == (k >= 4));
   // Leave one out: disabling FastMath alone makes the pipeline good.
   o.mode = BisectMode::LeaveOneOut;
-  const json loo = bisect_case(resnet_case(), o);
+  const json loo = bisect_case(resnet_case(), o).to_json();
   CHECK(loo["culprit"] == "FastMath");
   // A threshold replaces the bound: 0 ULP makes the first pass that moves any output the culprit.
   o.mode = BisectMode::Search;
   o.passes = {"FoldConstant", "AlterOpLayout"};
   o.threshold_ulp = 1e9;
-  CHECK(bisect_case(resnet_case(), o)["culprit"].is_null());
+  CHECK(bisect_case(resnet_case(), o).to_json()["culprit"].is_null());
 }
 
 TEST_CASE("bisect: the TVM thread — FoldScaleAxis moves the weights by -5 ppm, and that is a correct fold", "[bisect]") {
   BisectOptions o;
   o.passes = {"SimplifyInference", "FoldConstant", "FoldScaleAxis", "FuseOps"};
   o.mode = BisectMode::Linear;
-  const json r = bisect_case(tvm_case(), o);
+  const json r = bisect_case(tvm_case(), o).to_json();
   CHECK(r["culprit"].is_null());
   REQUIRE(r["weights"].size() == 1);
   const json& w = r["weights"][0];
@@ -115,11 +115,11 @@ TEST_CASE("bisect: the TVM thread — FoldScaleAxis moves the weights by -5 ppm,
   CHECK(w["fold_verdict"] == "EXPECTED");
   // With FoldScaleAxis disabled no pass touches the weights.
   o.passes = {"SimplifyInference", "FoldConstant", "FuseOps"};
-  CHECK(bisect_case(tvm_case(), o)["weights"].empty());
+  CHECK(bisect_case(tvm_case(), o).to_json()["weights"].empty());
   // Quantize changes them beyond any fold, and the outputs beyond the bound.
   o.passes = {"SimplifyInference", "FoldScaleAxis", "Quantize"};
   o.mode = BisectMode::Search;
-  const json q = bisect_case(tvm_case(), o);
+  const json q = bisect_case(tvm_case(), o).to_json();
   CHECK(q["culprit"] == "Quantize");
   CHECK(q["weights"].back()["pass"] == "Quantize");
   CHECK(q["weights"].back()["fold_verdict"] == "UNEXPECTED");

@@ -76,7 +76,7 @@ QuantCheckInput near_tie_layer(std::size_t channels, std::size_t per) {
 
 TEST_CASE("quant-check: correct recipes' flips at near ties are EXPECTED, wrong integers UNEXPECTED", "[quant]") {
   const QuantCheckInput base = near_tie_layer(16, 256);
-  const json r = quant_check(base);
+  const json r = quant_check(base).to_json();
   CHECK(r["verdict"] == "EXPECTED");
   CHECK(r["expected_summary"]["near_tie"].get<std::int64_t>() > 100);
   std::size_t flips = 0;
@@ -95,7 +95,7 @@ TEST_CASE("quant-check: correct recipes' flips at near ties are EXPECTED, wrong 
   for (const char* fold : {"exact", "pytorch", "tvm", "onnxruntime", "onnxoptimizer"}) {
     QuantCheckInput in = base;
     in.found = quantized_fold(base, fold).q;
-    const json c = quant_check(in);
+    const json c = quant_check(in).to_json();
     INFO(fold);
     CHECK(c["verdict"] == "EXPECTED");
     CHECK(c["mismatch_counts"]["unexpected"] == 0);
@@ -109,7 +109,7 @@ TEST_CASE("quant-check: correct recipes' flips at near ties are EXPECTED, wrong 
   (*in.found)[5] += 2;
   (*in.found)[9] += 1;
   for (const std::size_t i : {100u, 2000u, 4000u}) (*in.found)[i] = std::clamp<std::int64_t>((*in.found)[i] + 3, -127, 127);
-  const json bad = quant_check(in);
+  const json bad = quant_check(in).to_json();
   CHECK(bad["verdict"] == "UNEXPECTED");
   std::vector<std::size_t> idx;
   for (const json& m : bad["mismatches"]) {
@@ -142,14 +142,14 @@ TEST_CASE("quantized layer: power-of-two scales make fake-quant exact, free scal
   const CaseSpec spec = load_case(std::string(FOLDCHECK_SOURCE_DIR) + "/cases/graffitist_mbv2_project_1x1.json");
   REQUIRE(spec.quantize.has_value());
   CHECK(spec.quantize->pow2);
-  const json p2 = quantized_layer(spec, *spec.quantize, Recipe::PyTorch, {});
+  const json p2 = quantized_layer(spec, *spec.quantize, Recipe::PyTorch, {}).to_json();
   CHECK(p2["verdict"] == "EXPECTED");
   CHECK(p2["integer"]["matches"] == p2["outputs"]);          // exact requantization by a power of two
   CHECK(p2["fake_quant_error_lsb"]["max_abs"] == 0.0);       // small integers times 2^k sum exactly in float32
   QuantSpec free = *spec.quantize;
   free.pow2 = false;
   free.per_channel = true;
-  const json fr = quantized_layer(spec, free, Recipe::Tvm, {});
+  const json fr = quantized_layer(spec, free, Recipe::Tvm, {}).to_json();
   CHECK(fr["verdict"] == "EXPECTED");
   CHECK(fr["fake_quant_error_lsb"]["max_abs"].get<double>() > 0);
   CHECK(fr["fake_quant"]["unexpected"] == 0);

@@ -36,7 +36,7 @@ class BisectCommand : public Command {
   int run() override;
 
  private:
-  json run_external(const std::vector<std::string>& passes, const Progress& progress);
+  BisectResult run_external(const std::vector<std::string>& passes, const Progress& progress);
   // --input, --weights, --bias, --bn, geometry
   KnownComputation load_layer(const Progress& progress) const;
 
@@ -110,9 +110,9 @@ int BisectCommand::run() {
     passes = pipeline_for(*opt_level_, split_names(disabled_));
   }
   const auto progress = progress_printer(out_);
-  json r;
+  BisectResult result;
   if (!external_.empty()) {
-    r = run_external(passes, progress);
+    result = run_external(passes, progress);
   } else {
     if (target_.empty()) throw InputError("bisect: give a case file, or --cmd for an external compiler");
     for (const auto& [v, flag] : {std::pair{&weights_, "--weights"}, std::pair{&bias_, "--bias"}, std::pair{&bn_, "--bn"},
@@ -129,18 +129,19 @@ int BisectCommand::run() {
     const bool onnx = target_.size() > 5 && target_.substr(target_.size() - 5) == ".onnx";
     if (onnx) {
       if (!dtype_.empty() && dtype_ != "float32") throw InputError("bisect: models are lowered in float32");
-      r = bisect_model(target_, input_.empty() ? std::nullopt : std::optional<std::string>(input_), seed_, bo);
+      result = bisect_model(target_, input_.empty() ? std::nullopt : std::optional<std::string>(input_), seed_, bo);
     } else {
-      r = bisect_case(load_case(target_), bo);
+      result = bisect_case(load_case(target_), bo);
     }
   }
   if (progress) std::cerr << "\r\033[K";
+  json r = result.to_json();
   stamp(r, out_);
   emit(out_, out_.format == "json" ? json_text(r, 2) : reports::bisect_text(r));
-  return r["culprit"].is_null() && r["verdict"] == "EXPECTED" ? 0 : 1;
+  return result.clean() ? 0 : 1;
 }
 
-json BisectCommand::run_external(const std::vector<std::string>& passes, const Progress& progress) {
+BisectResult BisectCommand::run_external(const std::vector<std::string>& passes, const Progress& progress) {
   check_pass_names(passes);  // before anything runs: the names are pasted into a shell command
   if (!target_.empty()) throw InputError("bisect: --cmd bisects an external command; leave out the case file");
   ExternalBisectOptions eo;

@@ -265,7 +265,7 @@ std::string one_line(const std::string& message) {
   return out;
 }
 
-int exit_code(const json& result) { return result["verdict"] == "EXPECTED" ? 0 : 1; }
+int exit_code_of_report(const json& report) { return report["verdict"] == "EXPECTED" ? 0 : 1; }
 
 int exit_code(Verdict v) { return v == Verdict::Expected ? 0 : 1; }
 

@@ -92,9 +92,9 @@ void emit(const OutputOptions& o, const std::string& content);
 // in a log, whatever a file held.
 std::string one_line(const std::string& message);
 
-// 0 when the result's verdict is EXPECTED, else 1: from a typed result's verdict(), or from
-// the JSON of a command whose result is not typed yet (run, suite, bisect, quant-check).
+// 0 when the verdict is EXPECTED, else 1: a typed result's verdict(), or the "verdict" a
+// report holds (merge and compare read and write report files, not typed results).
 int exit_code(Verdict v);
-int exit_code(const json& result);
+int exit_code_of_report(const json& report);
 
 }  // namespace foldcheck::cli

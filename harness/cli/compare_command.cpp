@@ -47,7 +47,7 @@ class CompareCommand : public Command {
     d["baseline"] = baseline_;
     const std::string& f = out_.format;
     emit(out_, f == "json" ? json_text(d, 2) : f == "markdown" ? reports::compare_markdown(d) : reports::compare_text(d));
-    return exit_code(d);
+    return exit_code_of_report(d);
   }
 
   OutputOptions out_;

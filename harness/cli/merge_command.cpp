@@ -44,7 +44,7 @@ class MergeCommand : public Command {
     if (!times.empty()) merged["timing"] = {{"entries", times}};
     write_report_dir(dir_, merged, results);
     std::cout << terminal_safe(counts_line(merged, dir_));
-    return exit_code(merged);
+    return exit_code_of_report(merged);
   }
 
   // The result file entry `e` of report `p` names, read from inside the shard's directory.

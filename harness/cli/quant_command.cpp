@@ -81,19 +81,11 @@ int QuantCommand::run() {
     if (cmd_->count("--per-channel")) cq.per_channel = true;
     if (cmd_->count("--free-scales")) cq.pow2 = false;
     if (cmd_->count("--rounding")) cq.rounding = spec.rounding;
-    json r = quantized_layer(cs, cq, recipe_from_name(fold_ == "exact" ? "pytorch" : fold_), ro);
-    // The folded weights themselves: each recipe's integers against the quantized exact fold.
-    const CaseData cd = materialize(cs, DType::Float32);
-    QuantCheckInput wi;
-    wi.weights = cd.graph.nodes[0].weight;
-    wi.bn = cd.graph.nodes[1].bn;
-    wi.spec = cq;
-    wi.ref = ro;
-    const json wq = quant_check(wi);
-    r["weights"] = {{"scales", wq["scales"]}, {"near_tie", wq["expected_summary"]["near_tie"]}, {"recipes", wq["recipes"]}};
+    const QuantLayerResult result = quantized_layer(cs, cq, recipe_from_name(fold_ == "exact" ? "pytorch" : fold_), ro);
+    json r = result.to_json();
     stamp(r, out_);
     emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
-    return exit_code(r);
+    return exit_code(result.verdict());
   }
   if (weights_.empty() || bn_.empty()) throw InputError("quant-check: give --weights and --bn (or --case)");
   QuantCheckInput in;
@@ -132,10 +124,11 @@ int QuantCommand::run() {
       throw InputError(fmt::format("{}: shape {}, the weights are {}", ints_, shape_string(a.shape), shape_string(in.weights.shape)));
     in.found = a.values;
   }
-  json r = quant_check(in);
+  const QuantCheckResult result = quant_check(in);
+  json r = result.to_json();
   stamp(r, out_);
   emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
-  return exit_code(r);
+  return exit_code(result.verdict());
 }
 
 }  // namespace

@@ -43,11 +43,12 @@ class RunCommand : public Command {
     ro.progress = progress_printer(out_);
     check_case_fits(spec);  // before the case line: a refusal is one line
     if (!out_.quiet) std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
-    json r = run_case(spec, ro);
+    const RunResult result = run_case(spec, ro);
+    json r = result.to_json();
     stamp(r, out_);
     if (ro.progress) std::cerr << "\r\033[K";
     emit(out_, render(out_, r, [&](const json& j) { return reports::run_text(j, {all_hist_}); }));
-    return exit_code(r);
+    return exit_code(result.verdict());
   }
 
  private:

@@ -46,7 +46,7 @@ class SuiteCommand : public Command {
     stamp(r.report, out_);
     write_report_dir(out_dir_, r.report, r.results);
     std::cout << terminal_safe(counts_line(r.report, out_dir_));
-    return exit_code(r.report);
+    return exit_code(r.verdict());
   }
 
  private:

@@ -193,16 +193,16 @@ class Bisector {
 };
 
 // The search, linear or leave-one-out run over a bisector (see bisect.hpp).
-json run_bisect(Bisector& b, const BisectOptions& o) {
+BisectResult run_bisect(Bisector& b, const BisectOptions& o) {
   if (o.passes.empty()) throw InputError("bisect: no passes (give " + field("passes") + " A,B,... or " + field("opt_level") + ")");
   for (const std::string& p : o.passes) pass_named(p);
   const std::size_t n = o.passes.size();
-  std::vector<BisectStep> steps;
-  json culprit = nullptr;
+  BisectResult r;
+  std::vector<BisectStep>& steps = r.steps;
   if (o.mode == BisectMode::Linear) {
     for (std::size_t k = 0; k <= n; ++k) {
       steps.push_back(b.step(o.passes, k));
-      if (culprit.is_null() && steps.back().bad) culprit = k == 0 ? json("(none: the layer itself)") : json(o.passes[k - 1]);
+      if (!r.culprit && steps.back().bad) r.culprit = k == 0 ? "(none: the layer itself)" : o.passes[k - 1];
     }
   } else if (o.mode == BisectMode::Search) {
     steps.push_back(b.step(o.passes, n));
@@ -213,7 +213,7 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
         steps.push_back(b.step(o.passes, mid));
         (steps.back().bad ? hi : lo) = mid;
       }
-      culprit = o.passes[hi - 1];
+      r.culprit = o.passes[hi - 1];
     }
   } else {
     steps.push_back(b.step(o.passes, n));
@@ -228,49 +228,59 @@ json run_bisect(Bisector& b, const BisectOptions& o) {
     // The culprit: the one pass whose removal alone makes a bad pipeline good.
     if (steps[0].bad) {
       const std::vector<std::string> fixes = leave_one_out_fixes(steps);
-      if (fixes.size() == 1) culprit = fixes[0];
+      if (fixes.size() == 1) r.culprit = fixes[0];
     }
   }
-  json out = result_envelope("bisect");
-  out.update(json{{"passes", o.passes},
+  r.detail = result_envelope("bisect");
+  r.detail.update(json{{"passes", o.passes},
            {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
            {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g}", *o.threshold_ulp)
                                          : std::string("outside the deterministic or probabilistic bound of the lowered "
                                                        "program with IEEE operations (fast-math approximations and int8 "
                                                        "values are not rounding)")}});
-  out["culprit"] = culprit;
   if (o.mode == BisectMode::LeaveOneOut && steps[0].bad)
     if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {
-      out["note"] = reports::leave_one_out_note(fixes);
-      out["candidates"] = fixes;
+      r.detail["note"] = reports::leave_one_out_note(fixes);
+      r.detail["candidates"] = fixes;
     }
-  out["steps"] = steps_json(steps);
-  out["evaluations"] = b.evaluations();
-  out["weights"] = b.weights(o.passes);
-  const bool whole_bad = o.mode == BisectMode::Linear ? !culprit.is_null() : steps[0].bad;
+  r.detail["evaluations"] = b.evaluations();
+  r.detail["weights"] = b.weights(o.passes);
+  r.bad = o.mode == BisectMode::Linear ? r.culprit.has_value() : steps[0].bad;
   // Nothing compared is never a pass: a pipeline whose every step compared nothing
   // informative is MISTRUSTED, not EXPECTED.
-  bool all_mistrusted = !steps.empty();
-  for (const BisectStep& st : steps) all_mistrusted = all_mistrusted && st.verdict == Verdict::Mistrusted;
-  out["verdict"] = whole_bad ? "UNEXPECTED" : all_mistrusted ? "MISTRUSTED" : "EXPECTED";
-  return out;
+  r.nothing_compared = !steps.empty();
+  for (const BisectStep& st : steps) r.nothing_compared = r.nothing_compared && st.verdict == Verdict::Mistrusted;
+  return r;
 }
 
 }  // namespace
 
-json bisect_case(const CaseSpec& spec, const BisectOptions& o) {
+Verdict BisectResult::verdict() const {
+  if (bad) return suspicious_only ? Verdict::Suspicious : Verdict::Unexpected;
+  return nothing_compared ? Verdict::Mistrusted : Verdict::Expected;
+}
+
+json BisectResult::to_json() const {
+  json out = detail;
+  out["culprit"] = culprit ? json(*culprit) : json(nullptr);
+  out["steps"] = steps_json(steps);
+  out["verdict"] = name(verdict());
+  return out;
+}
+
+BisectResult bisect_case(const CaseSpec& spec, const BisectOptions& o) {
   const DType dt = o.dtype.value_or(spec.dtypes.front());
   CaseData d = materialize(spec, dt);
   std::vector<Layer> layers;
   layers.push_back(make_layer(spec.name, std::move(d.graph), std::move(d.input), o.ref));
   Bisector b(std::move(layers), o);
-  json out = run_bisect(b, o);
-  out["case"] = {{"name", spec.name}, {"path", spec.path}, {"seed", spec.seed}};
-  out["dtype"] = name(dt);
+  BisectResult out = run_bisect(b, o);
+  out.detail["case"] = {{"name", spec.name}, {"path", spec.path}, {"seed", spec.seed}};
+  out.detail["dtype"] = name(dt);
   return out;
 }
 
-json bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed, const BisectOptions& o) {
+BisectResult bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed, const BisectOptions& o) {
   const Model m = Model::load(path);
   const BnPatterns pat = find_bn_pairs(m);
   const Tensor x = model_input(m, input, seed);
@@ -295,10 +305,10 @@ json bisect_model(const std::string& path, const std::optional<std::string>& inp
   }
   if (layers.empty()) throw InputError(path + ": no Conv/Gemm/MatMul -> BatchNormalization pair to lower");
   Bisector b(std::move(layers), o);
-  json out = run_bisect(b, o);
-  out["model"] = {{"path", path}, {"pairs", pat.pairs.size()}, {"not_lowered", skipped}};
-  out["input"] = input ? json(*input) : json(fmt::format("seeded standard normal, seed {}", seed));
-  out["dtype"] = "float32";
+  BisectResult out = run_bisect(b, o);
+  out.detail["model"] = {{"path", path}, {"pairs", pat.pairs.size()}, {"not_lowered", skipped}};
+  out.detail["input"] = input ? json(*input) : json(fmt::format("seeded standard normal, seed {}", seed));
+  out.detail["dtype"] = "float32";
   return out;
 }
 

@@ -242,24 +242,24 @@ json steps_json(const std::vector<BisectStep>& steps) {
 namespace {
 
 // The configurations of the mode, run in order (bisect.hpp); returns the culprit.
-json run_mode(CommandBisector& b, const ExternalBisectOptions& o, std::vector<BisectStep>& steps) {
+std::optional<std::string> run_mode(CommandBisector& b, const ExternalBisectOptions& o, std::vector<BisectStep>& steps) {
   const std::size_t n = o.passes.size();
   steps.push_back(b.prefix(0));
-  if (steps.back().bad) return nullptr;  // already beyond with every pass disabled
+  if (steps.back().bad) return std::nullopt;  // already beyond with every pass disabled
   if (o.mode == BisectMode::Linear) {
-    json culprit = nullptr;
+    std::optional<std::string> culprit;
     for (std::size_t k = 1; k <= n; ++k) {
       steps.push_back(b.prefix(k));
-      if (steps.back().bad && culprit.is_null()) culprit = o.passes[k - 1];
+      if (steps.back().bad && !culprit) culprit = o.passes[k - 1];
     }
     return culprit;
   }
   steps.push_back(b.prefix(n));
-  if (!steps.back().bad) return nullptr;
+  if (!steps.back().bad) return std::nullopt;
   if (o.mode == BisectMode::LeaveOneOut) {
     for (std::size_t i = 0; i < n; ++i) steps.push_back(b.without(i));
     const std::vector<std::string> fixes = leave_one_out_fixes(steps);
-    return fixes.size() == 1 ? json(fixes[0]) : json(nullptr);
+    return fixes.size() == 1 ? std::optional<std::string>(fixes[0]) : std::nullopt;
   }
   std::size_t lo = 0, hi = n;  // prefix lo good, hi bad
   while (hi - lo > 1) {
@@ -279,14 +279,41 @@ Verdict bad_verdict(const std::vector<BisectStep>& steps) {
   return v;
 }
 
-// The search, linear or leave-one-out run, the report as external_bisect returns it.
-json search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
+// The notes a reader needs beside the verdict: why it is only SUSPICIOUS, why no pass is
+// named, why nothing was tested.
+void explain_outcome(BisectResult& r, const ExternalBisectOptions& o, bool base_bad, bool all_zero) {
+  if (r.suspicious_only)
+    r.detail["probabilistic_only"] =
+        "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
+        "independent roundings, possible when they are correlated (many equal terms of one sign)";
+  const std::vector<std::string> fixes = leave_one_out_fixes(r.steps);
+  if (base_bad) r.detail["note"] = "the output with every pass disabled is already bad: no pass is to blame";
+  else if (fixes.size() > 1) {
+    r.detail["note"] = reports::leave_one_out_note(fixes);
+    r.detail["candidates"] = fixes;
+  } else if (r.bad && !r.culprit)
+    r.detail["note"] = reports::several_bad_passes_note();
+  if (r.verdict() != Verdict::Mistrusted) return;
+  if (all_zero)
+    r.detail["mistrusted"] = fmt::format(
+        "every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
+        o.known ? "exact output of the computation" : "reference value");
+  else
+    r.detail["mistrusted"] = fmt::format("no output is informative: every exact value rounds to 0 or to an infinity in {}, so "
+                                         "nothing was tested",
+                                         name(o.known ? o.known->dtype : o.dtype));
+}
+
+// The search, linear or leave-one-out run, the result as external_bisect returns it.
+BisectResult search(const ExternalBisectOptions& o, const command::SignalScope& signals) {
   CommandBisector b(o, signals);
-  std::vector<BisectStep> steps;
-  const json culprit = run_mode(b, o, steps);
+  BisectResult r;
+  r.culprit = run_mode(b, o, r.steps);
+  const std::vector<BisectStep>& steps = r.steps;
   const bool base_bad = steps[0].bad;
   // Leave-one-out names no pass when no single removal makes a bad pipeline good.
-  const bool whole_bad = base_bad || !culprit.is_null() || (steps.size() > 1 && steps[1].bad && o.mode != BisectMode::Linear);
+  r.bad = base_bad || r.culprit || (steps.size() > 1 && steps[1].bad && o.mode != BisectMode::Linear);
+  r.suspicious_only = r.bad && bad_verdict(steps) == Verdict::Suspicious;
   // Nothing compared is never a pass: against exact values of zeros every output that is
   // zero too would look perfect, whatever the passes did to the computation.
   bool all_zero = true, informative = false;
@@ -295,37 +322,17 @@ json search(const ExternalBisectOptions& o, const command::SignalScope& signals)
   else
     all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
   for (const BisectStep& s : steps) informative = informative || s.informative;
-  const bool mistrusted = !whole_bad && (all_zero || !informative);
-  json r = result_envelope("bisect");
-  r.update(json{{"external_command", o.command},
+  r.nothing_compared = all_zero || !informative;
+  r.detail = result_envelope("bisect");
+  r.detail.update(json{{"external_command", o.command},
          {"passes", o.passes},
          {"reference", o.known ? o.known->source : o.reference_source},
          {"judged_by", o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units"},
          {"dtype", name(o.known ? o.known->dtype : o.dtype)},
          {"criterion", b.criterion()},
          {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
-         {"culprit", culprit},
-         {"steps", steps_json(steps)},
-         {"evaluations", b.runs()},
-         {"verdict", whole_bad ? name(bad_verdict(steps)) : mistrusted ? "MISTRUSTED" : "EXPECTED"}});
-  if (whole_bad && bad_verdict(steps) == Verdict::Suspicious)
-    r["probabilistic_only"] =
-        "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
-        "independent roundings, possible when they are correlated (many equal terms of one sign)";
-  const std::vector<std::string> fixes = leave_one_out_fixes(steps);
-  if (base_bad) r["note"] = "the output with every pass disabled is already bad: no pass is to blame";
-  else if (fixes.size() > 1) {
-    r["note"] = reports::leave_one_out_note(fixes);
-    r["candidates"] = fixes;
-  } else if (whole_bad && culprit.is_null())
-    r["note"] = reports::several_bad_passes_note();
-  if (mistrusted && all_zero)
-    r["mistrusted"] = fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
-                                  o.known ? "exact output of the computation" : "reference value");
-  else if (mistrusted)
-    r["mistrusted"] = fmt::format("no output is informative: every exact value rounds to 0 or to an infinity in {}, so "
-                                  "nothing was tested",
-                                  name(o.known ? o.known->dtype : o.dtype));
+         {"evaluations", b.runs()}});
+  explain_outcome(r, o, base_bad, all_zero);
   return r;
 }
 
@@ -366,11 +373,11 @@ void check_pass_names(const std::vector<std::string>& passes) {
   }
 }
 
-json external_bisect(const ExternalBisectOptions& o) {
+BisectResult external_bisect(const ExternalBisectOptions& o) {
   check_options(o);
   command::SignalScope signals;
   try {
-    json r = search(o, signals);  // its temporary directory is gone when it returns or throws
+    BisectResult r = search(o, signals);  // its temporary directory is gone when it returns or throws
     signals.throw_if_pending();
     return r;
   } catch (const command::Interrupted& e) {

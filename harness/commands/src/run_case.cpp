@@ -228,23 +228,18 @@ void check_case_fits(const CaseSpec& spec) {
   check_fits_in_memory(static_cast<std::uint64_t>(spec.geometry.output_size()), 256, spec.path + ": case " + spec.name);
 }
 
+void ReferenceCounts::add(const ref::LayerResult& r) {
+  escalations += r.escalations;
+  fast_certified += r.fast_certified;
+  compensated += r.compensated;
+  fallbacks += r.fallbacks;
+  max_precision = std::max(max_precision, r.max_precision_used);
+}
+
 namespace {
 
-// Counts of the reference's paths over every dtype (conv_bn_reference.hpp LayerResult).
-struct ReferenceCounts {
-  std::int64_t escalations = 0, fast_certified = 0, compensated = 0, fallbacks = 0;
-  long max_precision = 0;
-  void add(const ref::LayerResult& r) {
-    escalations += r.escalations;
-    fast_certified += r.fast_certified;
-    compensated += r.compensated;
-    fallbacks += r.fallbacks;
-    max_precision = std::max(max_precision, r.max_precision_used);
-  }
-};
-
-json layer_json(const CaseSpec& spec) {
-  const ref::ConvGeometry& g = spec.geometry;
+json layer_json(const RunResult& r) {
+  const ref::ConvGeometry& g = r.geometry;
   return {{"input", {g.N, g.C, g.H, g.W}},
           {"out_channels", g.O},
           {"kernel", {g.KH, g.KW}},
@@ -252,9 +247,9 @@ json layer_json(const CaseSpec& spec) {
           {"padding", {g.pad_top, g.pad_left, g.pad_bottom, g.pad_right}},
           {"dilation", {g.dil_h, g.dil_w}},
           {"groups", g.groups},
-          {"conv_bias", spec.conv_bias},
-          {"eps", spec.eps},
-          {"bn_form", name(spec.bn_form)}};
+          {"conv_bias", r.conv_bias},
+          {"eps", r.eps},
+          {"bn_form", name(r.bn_form)}};
 }
 
 json reference_json(const ReferenceCounts& c, long precision) {
@@ -272,8 +267,8 @@ json reference_json(const ReferenceCounts& c, long precision) {
 
 // The case's observed engine weights (a prefix of the first dtype's weights) explained
 // against its BatchNorm; each element labelled by its OIHW index and output channel.
-std::pair<json, Verdict> observed_weights(const CaseSpec& spec, const std::vector<double>& weights,
-                                          const ref::BnParams& bn, const RunOptions& opts) {
+ObservedWeights observed_weights(const CaseSpec& spec, const std::vector<double>& weights, const ref::BnParams& bn,
+                                 const RunOptions& opts) {
   const auto& obs = *spec.observed_weights_prefix;
   const std::int64_t per_channel = spec.geometry.terms_per_output();
   ExplainInput ei;
@@ -304,20 +299,48 @@ std::pair<json, Verdict> observed_weights(const CaseSpec& spec, const std::vecto
     e["weight_index"] = {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW};
   }
   ej["note"] = spec.observed_note;
-  return {ej, er.verdict() == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected};
+  return {er.verdict(), std::move(ej)};
 }
 
 }  // namespace
 
-json run_case(const CaseSpec& spec, const RunOptions& opts) {
+Verdict RunResult::verdict() const {
+  Verdict v = Verdict::Expected;
+  for (const RunDtype& d : dtypes) v = worst(v, d.verdict);
+  if (observed) v = worst(v, observed->verdict());
+  return v;
+}
+
+json RunResult::to_json() const {
+  json out = result_envelope("run");
+  json per_dtype = json::array();
+  for (const RunDtype& d : dtypes) per_dtype.push_back(d.detail);
+  out.update(json{{"case", {{"name", case_name}, {"path", case_path}, {"description", description}}},
+                  {"seed", seed},
+                  {"layer", layer_json(*this)},
+                  {"reference", reference_json(reference, precision)},
+                  {"dtypes", per_dtype},
+                  {"verdict", name(verdict())}});
+  if (observed) out["observed_weights"] = observed->detail;
+  return out;
+}
+
+RunResult run_case(const CaseSpec& spec, const RunOptions& opts) {
   check_case_fits(spec);
   const std::function<void(const std::string&)> say = [&](const std::string& s) {
     if (opts.progress) opts.progress(s);
   };
-  Verdict overall = Verdict::Expected;
+  RunResult out;
+  out.case_name = spec.name;
+  out.case_path = spec.path;
+  out.description = spec.description;
+  out.seed = spec.seed;
+  out.geometry = spec.geometry;
+  out.conv_bias = spec.conv_bias;
+  out.eps = spec.eps;
+  out.bn_form = spec.bn_form;
+  out.precision = opts.ref.precision;
   std::size_t internal_errors = 0;
-  json per_dtype = json::array();
-  ReferenceCounts counts;
   // The first dtype's weights and BatchNorm, for explaining observed weights afterwards.
   std::vector<double> first_weights;
   ref::BnParams first_bn;
@@ -335,27 +358,16 @@ json run_case(const CaseSpec& spec, const RunOptions& opts) {
     ref::Options ro = opts.ref;
     ro.formats = ref::format_bit(*info(dt).format);
     const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), ro);
-    counts.add(exact);
+    out.reference.add(exact);
     DtypeRun run{spec, opts, say, dt, data, exact, {}, {}};
-    per_dtype.push_back(run.run());
-    overall = worst(overall, run.overall);
+    json detail = run.run();
+    out.dtypes.push_back({dt, run.overall, std::move(detail)});
     internal_errors += run.internal_errors;
   }
-  json out = result_envelope("run");
-  out.update(json{{"case", {{"name", spec.name}, {"path", spec.path}, {"description", spec.description}}},
-                  {"seed", spec.seed},
-                  {"layer", layer_json(spec)},
-                  {"reference", reference_json(counts, opts.ref.precision)},
-                  {"dtypes", per_dtype}});
-  if (spec.observed_weights_prefix) {
-    auto [ej, v] = observed_weights(spec, first_weights, first_bn, opts);
-    out["observed_weights"] = std::move(ej);
-    overall = worst(overall, v);
-  }
+  if (spec.observed_weights_prefix) out.observed = observed_weights(spec, first_weights, first_bn, opts);
   if (internal_errors)
     throw std::logic_error("internal error: " + std::to_string(internal_errors) +
                            " attribution replays differ from the float path (please report)");
-  out["verdict"] = name(overall);
   return out;
 }
 

@@ -105,9 +105,9 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
     else
       check_keys(e, where, {"model", "name", "observed", "input", "observed_output", "output_samples", "recipe",
                             "attribution_elements", "weights_only", "seed", "expect"});
-    se.expect = e.contains("expect") ? str(e, "expect", where) : "EXPECTED";
-    if (se.expect != "EXPECTED" && se.expect != "UNEXPECTED" && se.expect != "SUSPICIOUS" && se.expect != "MISTRUSTED")
-      throw InputError(where + ": 'expect' must be EXPECTED, UNEXPECTED, SUSPICIOUS or MISTRUSTED");
+    const std::optional<Verdict> expect = verdict_named(e.contains("expect") ? str(e, "expect", where) : "EXPECTED");
+    if (!expect) throw InputError(where + ": 'expect' must be EXPECTED, UNEXPECTED, SUSPICIOUS or MISTRUSTED");
+    se.expect = *expect;
     for (const char* flag : {"no_attribution", "weights_only"})
       if (e.contains(flag) && !e[flag].is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false", where, flag));
     // Parse and name every entry (all shards validate the whole suite the same way).
@@ -163,35 +163,39 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
 
   SuiteRun out;
   json entries = json::array();
-  std::int64_t passed = 0, failed = 0;
   for (const SuiteEntry& se : plan.entries) {
     const std::size_t i = se.index;
     if (i % opts.shard_count != opts.shard_index - 1) continue;
     if (opts.progress) opts.progress(fmt::format("suite {}: entry {}/{} ({})", plan.name, i + 1, n, se.name));
     const auto t0 = std::chrono::steady_clock::now();
     json result;
+    Verdict verdict = Verdict::Expected;
     if (se.is_case) {
       RunOptions ro = se.run;
       ro.ref.precision = opts.precision;
       ro.ref.threads = opts.threads;
       ro.threads = opts.threads;
-      result = run_case(se.spec, ro);
+      const RunResult r = run_case(se.spec, ro);
+      verdict = r.verdict();
+      result = r.to_json();
     } else {
       AccuracyDiffOptions ao = se.model;
       ao.ref.precision = opts.precision;
       ao.ref.threads = opts.threads;
-      result = accuracy_diff(se.source, ao).to_json();
+      const AccuracyDiffResult r = accuracy_diff(se.source, ao);
+      verdict = r.verdict();
+      result = r.to_json();
     }
     out.seconds[se.name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string file = "results/" + file_stem_for(se.name) + ".json";
-    const bool ok = result["verdict"] == se.expect;
-    (ok ? passed : failed) += 1;
+    const bool ok = verdict == se.expect;
+    (ok ? out.passed : out.failed) += 1;
     const fs::path rel_source = fs::path(se.source).lexically_relative(dir.empty() ? fs::path(".") : dir);
     entries.push_back({{"index", i},
                        {"name", se.name},
                        {"kind", se.is_case ? "case" : "model"},
                        {"source", rel_source.string()},
-                       {"expect", se.expect},
+                       {"expect", name(se.expect)},
                        {"passed", ok},
                        {"result_file", file},
                        {"summary", reports::summarize(result)}});
@@ -206,9 +210,13 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
                   {"shards", json::array({opts.shard_index})},
                   {"shard_count", opts.shard_count}}},
                 {"entries", entries},
-                {"counts", {{"passed", passed}, {"failed", failed}}},
-                {"verdict", failed ? "UNEXPECTED" : entries.empty() ? "MISTRUSTED" : "EXPECTED"}});
+                {"counts", {{"passed", out.passed}, {"failed", out.failed}}},
+                {"verdict", name(out.verdict())}});
   return out;
+}
+
+Verdict SuiteRun::verdict() const {
+  return failed ? Verdict::Unexpected : passed == 0 ? Verdict::Mistrusted : Verdict::Expected;
 }
 
 namespace {

@@ -13,14 +13,7 @@ namespace foldcheck {
 
 ref::ConvGeometry conv_geometry(const Shape& x, const Shape& w, std::int64_t stride, std::int64_t dilation,
                                 std::int64_t pad_h, std::int64_t pad_w, const std::string& what) {
-  ref::ConvGeometry g;
-  g.N = x[0];
-  g.C = x[1];
-  g.H = x[2];
-  g.W = x[3];
-  g.O = w[0];
-  g.KH = w[2];
-  g.KW = w[3];
+  ref::ConvGeometry g = ref::conv_sizes(x, w);
   if (w[1] <= 0 || g.C % w[1])
     throw InputError(fmt::format("{}: {} input channels per group do not divide the input's {} channels", what, w[1], g.C));
   g.groups = g.C / w[1];

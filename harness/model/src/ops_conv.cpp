@@ -186,14 +186,7 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape
   if (xs.size() != 4 || ws.size() != 4)
     throw InputError(fmt::format("Conv {}: only 2-D convs (4-D tensors) are supported, input {}", n.name, shape_string(xs)));
   auto at = [](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t d) { return v.size() > i ? v[i] : d; };
-  ref::ConvGeometry g;
-  g.N = xs[0];
-  g.C = xs[1];
-  g.H = xs[2];
-  g.W = xs[3];
-  g.O = ws[0];
-  g.KH = ws[2];
-  g.KW = ws[3];
+  ref::ConvGeometry g = ref::conv_sizes(xs, ws);
   g.groups = n.int_attr("group", 1);
   const auto s = n.ints_attr("strides"), d = n.ints_attr("dilations"), p = n.ints_attr("pads");
   g.stride_h = at(s, 0, 1);

@@ -15,6 +15,12 @@ const char* name(Verdict v) {
   return "?";
 }
 
+std::optional<Verdict> verdict_named(const std::string& text) {
+  for (const Verdict v : {Verdict::Expected, Verdict::Suspicious, Verdict::Unexpected, Verdict::Mistrusted})
+    if (text == name(v)) return v;
+  return std::nullopt;
+}
+
 Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
 
 double ulp_error(double v, const ref::DoubleDouble& x, DType t) {

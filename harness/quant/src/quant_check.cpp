@@ -130,36 +130,35 @@ json check_json(const QuantCheckInput& in, const Prepared& p, std::int64_t near,
   return out;
 }
 
-// The found integers against the expected ones: their mismatches and counts into `out`, and their verdict.
-Verdict check_found(const QuantCheckInput& in, const Prepared& p, const std::vector<ExactQuant>& ex,
-                    const std::vector<double>& bound, json& out) {
+// The found integers against the expected ones.
+FoundCheck check_found(const QuantCheckInput& in, const Prepared& p, const std::vector<ExactQuant>& ex,
+                       const std::vector<double>& bound) {
   const QuantSpec& q = in.spec;
   const std::size_t n = ex.size();
   if (in.found->size() != n)
     throw InputError(fmt::format("quant-check: {} integers given for {} weights", in.found->size(), n));
-  json mism = json::array();
-  std::int64_t expected_flips = 0, unexpected = 0, nonzero = 0;
+  FoundCheck fc;
+  fc.mismatches = json::array();
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t f = (*in.found)[i];
-    nonzero += f != 0;
+    fc.nonzero += f != 0;
     if (f == ex[i].q) continue;
     const double s = p.scale_of(i, q.per_channel);
     const std::int64_t diff = f - ex[i].q;
     // Steps from x / s to the tie between the expected integer and the found one.
     const double toward = diff > 0 ? 0.5 - ex[i].offset : 0.5 + ex[i].offset;
     const bool ok = (diff == 1 || diff == -1) && std::llabs(f) <= q.qmax() && toward * s <= bound[i];
-    (ok ? expected_flips : unexpected) += 1;
-    mism.push_back({{"index", unravel_index(in.weights.shape, i)},
-                    {"flat_index", i},
-                    {"found", f},
-                    {"expected", ex[i].q},
-                    {"tie_distance", toward},
-                    {"bound_steps", bound[i] / s},
-                    {"verdict", ok ? "EXPECTED" : "UNEXPECTED"}});
+    (ok ? fc.expected_flips : fc.unexpected) += 1;
+    fc.mismatches.push_back({{"index", unravel_index(in.weights.shape, i)},
+                             {"flat_index", i},
+                             {"found", f},
+                             {"expected", ex[i].q},
+                             {"tie_distance", toward},
+                             {"bound_steps", bound[i] / s},
+                             {"verdict", ok ? "EXPECTED" : "UNEXPECTED"}});
   }
-  out["mismatches"] = mism;
-  out["mismatch_counts"] = {{"expected_flips", expected_flips}, {"unexpected", unexpected}, {"matching", n - mism.size()}};
-  return unexpected ? Verdict::Unexpected : nonzero == 0 ? Verdict::Mistrusted : Verdict::Expected;
+  fc.matching = static_cast<std::int64_t>(n - fc.mismatches.size());
+  return fc;
 }
 
 }  // namespace
@@ -178,7 +177,26 @@ QuantizedFold quantized_fold(const QuantCheckInput& in, const std::string& fold)
   return r;
 }
 
-json quant_check(const QuantCheckInput& in) {
+Verdict FoundCheck::verdict() const {
+  return unexpected ? Verdict::Unexpected : nonzero == 0 ? Verdict::Mistrusted : Verdict::Expected;
+}
+
+json QuantCheckResult::to_json() const {
+  json out = detail;
+  if (found) {
+    out["mismatches"] = found->mismatches;
+    out["mismatch_counts"] = {
+        {"expected_flips", found->expected_flips}, {"unexpected", found->unexpected}, {"matching", found->matching}};
+  }
+  out["verdict"] = name(verdict());
+  return out;
+}
+
+json QuantCheckResult::weights_summary() const {
+  return {{"scales", detail["scales"]}, {"near_tie", near_tie}, {"recipes", detail["recipes"]}};
+}
+
+QuantCheckResult quant_check(const QuantCheckInput& in) {
   const Prepared p = prepare(in);
   const QuantSpec& q = in.spec;
   const std::size_t n = p.exact.size();
@@ -187,13 +205,11 @@ json quant_check(const QuantCheckInput& in) {
   std::vector<double> bound(n, 0.0);
   json recipes = json::array();
   for (const Recipe rc : checked_recipes()) recipes.push_back(recipe_flips(in, p, ex, rc, bound));
-  std::int64_t near = 0;
-  for (std::size_t i = 0; i < n; ++i) near += ex[i].tie_distance * p.scale_of(i, q.per_channel) <= bound[i];
-  json out = check_json(in, p, near, recipes);
-  Verdict v = Verdict::Expected;
-  if (in.found) v = check_found(in, p, ex, bound, out);
-  out["verdict"] = name(v);
-  return out;
+  QuantCheckResult r;
+  for (std::size_t i = 0; i < n; ++i) r.near_tie += ex[i].tie_distance * p.scale_of(i, q.per_channel) <= bound[i];
+  r.detail = check_json(in, p, r.near_tie, recipes);
+  if (in.found) r.found = check_found(in, p, ex, bound);
+  return r;
 }
 
 }  // namespace foldcheck

@@ -209,7 +209,7 @@ Scores score_outputs(const ref::ConvGeometry& g, const QuantInts& z, const Accum
   return sc;
 }
 
-// The result: the case, fold, spec, scales, both paths and the verdict.
+// What the result lists: the case, fold, spec, scales and both paths.
 json layer_json(const CaseSpec& spec, const QuantSpec& q, Recipe fold, const QuantInts& z, double sy, std::size_t n_out,
                 const Scores& sc) {
   json pre_json = to_json(sc.pre);
@@ -224,17 +224,23 @@ json layer_json(const CaseSpec& spec, const QuantSpec& q, Recipe fold, const Qua
            {"fake_quant", path_json(sc.fake, "gamma_{n+1}(sum|x^ w^| + |b^|) + the bias's float32 rounding (Higham 3.1)")},
            {"integer", path_json(sc.integer, "|acc| |M - s_x s_w / s_y| (the float32 multiplier's rounding)")},
            {"fake_quant_error_lsb", {{"max_abs", sc.pre_max}, {"histogram", pre_json}}}});
-  const bool bad = sc.fake.unexpected || sc.integer.unexpected;
-  // Nothing compared is never a pass: when every exact quantized output is 0, any scale or
-  // fold would have matched.
-  out["verdict"] = bad ? "UNEXPECTED" : sc.informative == 0 ? "MISTRUSTED" : "EXPECTED";
   return out;
 }
 
-}  // namespace
+QuantPathCounts counts(const PathStats& s) { return {s.matches, s.expected_flips, s.unexpected}; }
 
-json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, const ref::Options& opts) {
-  const CaseData d = materialize(spec, DType::Float32);
+// The folded weights themselves: each recipe's integers against the quantized exact fold.
+QuantCheckResult weights_check(const CaseData& d, const QuantSpec& q, const ref::Options& opts) {
+  QuantCheckInput wi;
+  wi.weights = d.graph.nodes[0].weight;
+  wi.bn = d.graph.nodes[1].bn;
+  wi.spec = q;
+  wi.ref = opts;
+  return quant_check(wi);
+}
+
+// The three paths of the layer and their scores (quant_layer.hpp); the weights are checked apart.
+QuantLayerResult layer_paths(const CaseData& d, const CaseSpec& spec, const QuantSpec& q, Recipe fold, const ref::Options& opts) {
   const Graph folded = fold_batchnorm(d.graph, fold, opts);
   const Node& conv = folded.nodes[0];
   const ref::ConvGeometry& g = conv.geometry;
@@ -243,7 +249,34 @@ json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, cons
   const double sy = output_scale(g, a.acc, z, q);
   const FakeQuant fq = fake_quant(conv, z, opts.threads);
   const Scores sc = score_outputs(g, z, a, fq, sy, q);
-  return layer_json(spec, q, fold, z, sy, a.acc.size(), sc);
+  QuantLayerResult r;
+  r.detail = layer_json(spec, q, fold, z, sy, a.acc.size(), sc);
+  r.fake_quant = counts(sc.fake);
+  r.integer = counts(sc.integer);
+  r.informative = sc.informative;
+  return r;
+}
+
+}  // namespace
+
+Verdict QuantLayerResult::verdict() const {
+  return fake_quant.unexpected || integer.unexpected ? Verdict::Unexpected
+         : informative == 0                            ? Verdict::Mistrusted
+                                                       : Verdict::Expected;
+}
+
+json QuantLayerResult::to_json() const {
+  json out = detail;
+  out["weights"] = weights.weights_summary();
+  out["verdict"] = name(verdict());
+  return out;
+}
+
+QuantLayerResult quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, const ref::Options& opts) {
+  const CaseData d = materialize(spec, DType::Float32);
+  QuantLayerResult r = layer_paths(d, spec, q, fold, opts);  // its integers and scores freed before the weights' check
+  r.weights = weights_check(d, q, opts);
+  return r;
 }
 
 }  // namespace foldcheck

@@ -28,6 +28,21 @@ struct ConvGeometry {
   std::int64_t output_size() const { return N * O * OH() * OW(); }
 };
 
+// The sizes of a conv of an NCHW input by OIHW weights (both of rank 4, the caller's check):
+// N, C, H, W, O, KH, KW set; strides, padding, dilation and groups left at their defaults
+// for the caller, who knows where they come from.
+inline ConvGeometry conv_sizes(const std::vector<std::int64_t>& x, const std::vector<std::int64_t>& w) {
+  ConvGeometry g;
+  g.N = x[0];
+  g.C = x[1];
+  g.H = x[2];
+  g.W = x[3];
+  g.O = w[0];
+  g.KH = w[2];
+  g.KW = w[3];
+  return g;
+}
+
 // Inference BatchNorm over the O output channels: y = (c - mean)·gamma/sqrt(var+eps) + beta.
 struct BnParams {
   std::vector<double> gamma, beta, mean, var;

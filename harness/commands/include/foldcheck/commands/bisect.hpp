@@ -43,6 +43,25 @@ struct BisectStep {
 // The steps as the result lists them.
 nlohmann::json steps_json(const std::vector<BisectStep>& steps);
 
+// The result of a bisect (internal or external), schema "bisect".
+struct BisectResult {
+  nlohmann::json detail;               // what was bisected and how: passes, mode, criterion, the case, model or
+                                       // command, evaluations, notes (and, internal, the weights per pass)
+  std::vector<BisectStep> steps;       // every configuration run, in order
+  std::optional<std::string> culprit;  // the pass to blame (internal --linear: "(none: the layer itself)" when
+                                       // the plain evaluation is already bad)
+  bool bad = false;                    // something is beyond the criterion: the whole pipeline (search,
+                                       // leave-one-out), some prefix (linear), or, external, already the
+                                       // configuration with every pass disabled
+  bool suspicious_only = false;        // every bad step is beyond only the probabilistic bound (external, known computation)
+  bool nothing_compared = false;       // no step compared anything informative (every exact value 0 or not finite)
+  // UNEXPECTED when bad (SUSPICIOUS when suspicious_only); otherwise MISTRUSTED when nothing
+  // was compared (nothing compared is never a pass), else EXPECTED.
+  Verdict verdict() const;
+  bool clean() const { return !culprit && verdict() == Verdict::Expected; }  // no pass to blame, nothing wrong
+  nlohmann::json to_json() const;     // detail with the culprit, steps and verdict
+};
+
 enum class BisectMode { Search, Linear, LeaveOneOut };
 
 struct BisectOptions {
@@ -55,18 +74,18 @@ struct BisectOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// JSON: "culprit" (a pass name or null), "steps" (each evaluation: "prefix", "enabled"
+// The result's JSON: "culprit" (a pass name or null), "steps" (each evaluation: "prefix", "enabled"
 // passes, "pass", "applied" or "skipped", "how", drift statistics, "verdict", "bad"),
 // "evaluations", "weights" (per pass: did it change the conv weights, drift vs the
-// original in ppm, and the fold check's verdict), "leave_one_out" (that mode), "verdict"
-// (UNEXPECTED when a culprit was found).
-nlohmann::json bisect_case(const CaseSpec& spec, const BisectOptions& opts);
+// original in ppm, and the fold check's verdict), "note" and "candidates" (leave-one-out,
+// when several passes each fix the pipeline alone), "verdict" (BisectResult::verdict).
+BisectResult bisect_case(const CaseSpec& spec, const BisectOptions& opts);
 
 // The same over every Conv/Gemm/MatMul -> BatchNormalization pair of an ONNX model, each on
 // its real input from a float32 run on `input` (or a seeded standard-normal input): a step
 // is bad when any layer is (the step names the worst layer); the pipeline lowers every
 // pair the same way. The model's other ops are not lowered.
-nlohmann::json bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed,
+BisectResult bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed,
                             const BisectOptions& opts);
 
 // External: runs `command` (through /bin/sh, in the caller's working directory) once per
@@ -104,7 +123,7 @@ struct ExternalBisectOptions {
   BisectMode mode = BisectMode::Search;
   std::function<void(const std::string&)> progress;
 };
-nlohmann::json external_bisect(const ExternalBisectOptions& opts);
+BisectResult external_bisect(const ExternalBisectOptions& opts);
 
 // Leave-one-out (internal and external): the passes whose removal alone made a bad pipeline
 // good, from the steps' "disabled" and "bad". The culprit is that pass when there is

@@ -32,6 +32,7 @@
 #include "foldcheck/commands/accuracy_diff.hpp"
 #include "foldcheck/io/case_file.hpp"
 #include "foldcheck/commands/run_case.hpp"
+#include "foldcheck/numerics/compare.hpp"
 
 namespace foldcheck {
 
@@ -46,6 +47,9 @@ struct SuiteOptions {
 };
 
 struct SuiteRun {
+  std::int64_t passed = 0, failed = 0;  // entries that gave their expected verdict, and entries that did not
+  // UNEXPECTED when an entry failed; MISTRUSTED when the shard ran no entry (nothing compared).
+  Verdict verdict() const;
   nlohmann::json report;                       // the suite report (summaries, see summary.hpp)
   std::map<std::string, nlohmann::json> results;  // full results by file name (results/NAME.json)
   std::map<std::string, double> seconds;          // per entry name
@@ -56,7 +60,8 @@ struct SuiteRun {
 // entry fails every shard the same way. InputError naming the entry otherwise.
 struct SuiteEntry {
   std::size_t index = 0;
-  std::string name, where, source, expect;
+  std::string name, where, source;
+  Verdict expect = Verdict::Expected;  // the verdict the entry must give to pass
   bool is_case = true;
   CaseSpec spec;              // case entries
   RunOptions run;             // case entries: attribution settings

@@ -42,6 +42,8 @@ namespace foldcheck {
 // probabilistic one (possible for a correct computation, improbable under random rounding).
 enum class Verdict { Expected, Suspicious, Unexpected, Mistrusted };
 const char* name(Verdict v);
+// The verdict `name` spells so (absent for any other text).
+std::optional<Verdict> verdict_named(const std::string& text);
 Verdict worst(Verdict a, Verdict b);
 
 struct Distribution {

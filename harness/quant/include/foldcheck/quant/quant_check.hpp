@@ -20,12 +20,14 @@
 //                 gamma product, in the recipe's order), the product kept exact;
 //   "multiply"    only rounding w * t to the storage type crosses it;
 //   "storage"     the correctly rounded exact fold (Recipe::Exact).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/quantize.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 #include "foldcheck/numerics/tensor.hpp"
@@ -41,11 +43,31 @@ struct QuantCheckInput {
   ref::Options ref;
 };
 
-// JSON: "verdict", "spec", "scales" (+ "scale_source"), "expected_summary", "recipes"
-// (each: "recipe", "flips" [{"index", "recipe", "expected", "tie_distance", "stage"}],
-// "flip_count"), and with found integers "mismatches" [{"index", "found", "expected",
-// "tie_distance", "bound_steps", "verdict"}] and "mismatch_counts".
-nlohmann::json quant_check(const QuantCheckInput& in);
+// Dumped integers against the expected ones. A mismatch is an expected flip when it is one
+// step, within qmax, and the tie on its side lies within the fold bound B of the exact fold.
+struct FoundCheck {
+  std::int64_t expected_flips = 0, unexpected = 0, matching = 0;
+  std::int64_t nonzero = 0;    // found integers that are not 0
+  nlohmann::json mismatches;   // [{"index", "flat_index", "found", "expected", "tie_distance", "bound_steps", "verdict"}]
+  // UNEXPECTED for any unexpected mismatch; MISTRUSTED when every found integer is 0 (a dump
+  // of zeros matches whatever the fold did wherever the expected integer is 0 too).
+  Verdict verdict() const;
+};
+
+// The result of `quant-check` on weights. JSON: "verdict", "spec", "scales" (+
+// "scale_source"), "expected_summary", "recipes" (each: "recipe", "flips" [{"index",
+// "recipe", "expected", "tie_distance", "stage"}], "flip_count"), and with found integers
+// "mismatches" and "mismatch_counts".
+struct QuantCheckResult {
+  nlohmann::json detail;       // everything but the found integers' check and the verdict
+  std::int64_t near_tie = 0;   // weights within B of a tie: their integer may flip under a correct engine
+  std::optional<FoundCheck> found;
+  Verdict verdict() const { return found ? found->verdict() : Verdict::Expected; }
+  nlohmann::json to_json() const;
+  // The scales, near-tie count and recipes' flips: what the layer mode lists as "weights".
+  nlohmann::json weights_summary() const;
+};
+QuantCheckResult quant_check(const QuantCheckInput& in);
 
 // The integers a fold gives: Recipe::Exact quantizes the exact fold; other recipes their
 // float fold. Scales as in quant_check.

@@ -17,14 +17,35 @@
 // step and the reference value lies within the path's rounding bound of the tie between
 // them: fake-quant gamma_{n+1} (sum |x^ w^| + |b^|) (Higham 3.1, the float32 conv);
 // integer |acc| |M - M_exact| (M's one rounding). Otherwise UNEXPECTED.
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/io/case_file.hpp"
+#include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/quantize.hpp"
 #include "foldcheck/numerics/recipes.hpp"
+#include "foldcheck/quant/quant_check.hpp"
 
 namespace foldcheck {
 
-nlohmann::json quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, const ref::Options& opts);
+// One path's integers against the reference's (in LSBs of the output scale).
+struct QuantPathCounts {
+  std::int64_t matches = 0, expected_flips = 0, unexpected = 0;
+};
+
+// The result of `quant-check --case` (schema "quant-check", "mode": "layer").
+struct QuantLayerResult {
+  nlohmann::json detail;         // case, fold, spec, scales, outputs, both paths, fake-quant error histogram
+  QuantPathCounts fake_quant, integer;
+  std::int64_t informative = 0;  // outputs whose exact quantized value is not 0
+  QuantCheckResult weights;      // every recipe's folded weights quantized against the exact fold's integers
+  // UNEXPECTED when a path has an unexpected integer; MISTRUSTED when every exact quantized
+  // output is 0 (any scale or fold would have matched).
+  Verdict verdict() const;
+  nlohmann::json to_json() const;
+};
+
+QuantLayerResult quantized_layer(const CaseSpec& spec, const QuantSpec& q, Recipe fold, const ref::Options& opts);
 
 }  // namespace foldcheck
