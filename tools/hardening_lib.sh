@@ -8,7 +8,8 @@ FUZZ_TARGETS=(fuzz_npy fuzz_npz fuzz_onnx fuzz_case_json fuzz_suite_json fuzz_re
 # (readable stacks; a build and test run that fit in CI).
 configure_hardening() {
   CC=clang CXX=clang++ "${CMAKE:-cmake}" -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
-    -DFOLDCHECK_FUZZ=ON -DFOLDCHECK_BUILD_TESTS=ON -DFOLDCHECK_BUILD_BENCH=OFF >/dev/null
+    -DFOLDCHECK_FUZZ=ON -DFOLDCHECK_BUILD_TESTS=ON -DFOLDCHECK_BUILD_BENCH=OFF \
+    -DFOLDCHECK_TEST_TIMEOUT_SCALE=6 >/dev/null
 }
 
 # run_fuzz_target BUILD_DIR TARGET SECONDS: from the committed seeds (fuzz/corpus/TARGET),

@@ -66,8 +66,8 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_option("--disabled-pass", disabled_, "Passes left out of the --opt-level pipeline, comma-separated");
   cmd_->add_flag("--linear", linear_, "Evaluate every prefix and print the per-pass table");
   cmd_->add_flag("--leave-one-out", leave_one_out_,
-                 "The whole pipeline with each pass disabled in turn; the culprit is the first pass whose removal alone "
-                 "makes it good");
+                 "The whole pipeline with each pass disabled in turn; the culprit is the one pass whose removal alone "
+                 "makes it good (when several do, none is named and the result lists them as candidates)");
   cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bounds, or with --cmd the channel units)")
       ->check(finite_number(0, false));
   cmd_->add_option("--dtype", dtype_,
