@@ -19,15 +19,21 @@
 //                        float32 unfused and fused and float64 runs, every conv pair on its
 //                        activations with the certified reference, bounds and attribution
 //   (items for the resnet50 entries: the model's multiply-adds, 4.1 G)
+// The run's context holds "isa": the x86-64 level of the reference's kernels (the best this
+// CPU has, or FOLDCHECK_ISA's; conv_bn_reference.hpp isa_level). --list-isa-levels prints
+// the levels this CPU can run, best first, one per line (tools/bench_levels.sh runs each).
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <cstdio>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "foldcheck/commands/accuracy_diff.hpp"
 #include "foldcheck/layer/attribution.hpp"
 #include "foldcheck/model/model_run.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
 #include "resnet_model.hpp"
 #include "foldcheck/layer/evaluate.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
@@ -182,6 +188,16 @@ int main(int argc, char** argv) {
   // heap (no mmap) and never trim it.
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (argc == 2 && std::string(argv[1]) == "--list-isa-levels") {
+    for (const char* level : ref::available_isa_levels()) std::printf("%s\n", level);
+    return 0;
+  }
+  try {
+    benchmark::AddCustomContext("isa", ref::isa_level());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "foldcheck_bench: %s\n", e.what());
+    return 2;
+  }
   for (int s = 0; s < 3; ++s) {
     const std::string n = kShapes[s].name;
     auto reg = [&](const std::string& e, auto&& f, auto... args) {

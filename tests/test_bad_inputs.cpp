@@ -304,6 +304,11 @@ std::map<std::string, Setup> setups() {
                                      return "explain --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
                                    },
                                    true, "FOLDCHECK_MAX_ELEMENTS=11 "};
+  s["isa-unknown"] = {[](const fs::path& d) {
+                        put(d / "w.npy", npy_f32({3, 4}));
+                        return "explain --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
+                      },
+                      true, "FOLDCHECK_ISA=v5 "};
   s["diagnose-empty-tensor"] = {[](const fs::path& d) {
     put(d / "x.npy", npy_f32({2, 0}));
     foldcheck::write_npz((d / "bn.npz").string(), {{"gamma", Tensor{{2}, {1, 1}, DType::Float32}}});

@@ -5,6 +5,7 @@
 // ties) and on random layer geometries, with and without the bound data (whose kernels and
 // radii differ), for every set of narrow formats. It is identical for any thread count, and
 // outputs it cannot certify go to the multiprecision path and are counted.
+#include <cstdlib>
 #include <catch2/catch.hpp>
 
 #include "shipped_cases.hpp"
@@ -238,4 +239,14 @@ TEST_CASE("fast reference: random geometries (batch, stride, dilation, groups, a
       REQUIRE(p.fast.abs_x_sum[i] >= p.slow.abs_x_sum[i] * (1 - 1e-12));
     }
   }
+}
+
+TEST_CASE("fast reference: FOLDCHECK_ISA names the kernels' level, else the best this CPU has", "[reference][fast]") {
+  const std::vector<const char*> levels = ref::available_isa_levels();
+  REQUIRE(!levels.empty());
+  CHECK(std::string(levels.back()) == "base");
+  const char* env = std::getenv("FOLDCHECK_ISA");
+  const std::string want = env && *env ? env : levels.front();
+  CHECK(std::string(ref::isa_level()) == want);
+  INFO("kernels at x86-64 level " << ref::isa_level());
 }

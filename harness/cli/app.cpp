@@ -13,6 +13,7 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/version.hpp"
 #include "foldcheck/io/limits.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck::cli {
 namespace {
@@ -98,6 +99,7 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
 int run_chosen(const CLI::App& app, const ProgramOptions& p, const std::vector<std::unique_ptr<Command>>& commands) {
   try {
     set_max_elements(p.max_elements > 0 ? p.max_elements : max_elements_from_environment());
+    (void)ref::isa_level();  // a FOLDCHECK_ISA that names no level, or one this CPU lacks: refused before any work
     refuse_outputs_that_are_inputs(app);
     for (const auto& c : commands)
       if (c->chosen()) return c->run();

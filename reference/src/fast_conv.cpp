@@ -5,7 +5,10 @@
 #include <barrier>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "foldcheck/reference/dd_arith.hpp"
@@ -34,12 +37,49 @@ bool cpu_level_v4() {
 #endif
 }
 
+// The level FOLDCHECK_ISA names ("" when unset or empty: the best the CPU has), checked.
+std::string requested_level() {
+  const char* env = std::getenv("FOLDCHECK_ISA");
+  const std::string v = env ? env : "";
+  if (!v.empty() && v != "v4" && v != "v3" && v != "base")
+    throw std::invalid_argument("FOLDCHECK_ISA=" + v + ": expected base, v3 or v4 (or unset: the best this CPU has)");
+  return v;
+}
+
+Kernels select_kernels() {
+  const std::string want = requested_level();
+  const std::string best = cpu_level_v4() ? "v4" : cpu_level_v3() ? "v3" : "base";
+  const std::string level = want.empty() ? best : want;
+  if ((level == "v4" && best != "v4") || (level == "v3" && best == "base"))
+    throw std::invalid_argument("FOLDCHECK_ISA=" + level + ": this CPU lacks x86-64-" + level + " (" +
+                                (level == "v4" ? "AVX-512" : "AVX2 + FMA") + "); the best it has is " + best);
+  return level == "v4" ? isa_v4::kernels() : level == "v3" ? isa_v3::kernels() : isa_base::kernels();
+}
+
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels k = cpu_level_v4() ? isa_v4::kernels() : cpu_level_v3() ? isa_v3::kernels() : isa_base::kernels();
+  static const Kernels k = select_kernels();
   return k;
 }
+
+}  // namespace foldcheck::ref::detail
+
+namespace foldcheck::ref {
+
+const char* isa_level() { return detail::kernels().name + 4; }  // "isa_v3" -> "v3"
+
+std::vector<const char*> available_isa_levels() {
+  std::vector<const char*> v;
+  if (detail::cpu_level_v4()) v.push_back("v4");
+  if (detail::cpu_level_v3()) v.push_back("v3");
+  v.push_back("base");
+  return v;
+}
+
+}  // namespace foldcheck::ref
+
+namespace foldcheck::ref::detail {
 
 bool all_float32(const std::vector<double>& v, unsigned threads) {
   // Large inputs (a layer's activations: megabytes) are scanned in parallel chunks.
@@ -60,7 +100,7 @@ const std::size_t kF32 = format_index(kFloat32);
 
 // The row panel: for every input channel c and kernel row kh, the input row that output
 // row (n, oh) reads, with its padding made explicit ([c][kh][panel_w]; zeros for padded
-// rows and columns and past the padded width, where blocks of 16 pixels beyond the row's
+// rows and columns and past the padded width, where the last tile's pixels beyond the row's
 // end read lanes that are never used). The kernel then walks one compact block instead of
 // C planes a page or more apart (1x1 layers with 256 channels were TLB- and prefetch-bound
 // on the planes), and no padded copy of the whole input is made. Unlike a window walk
@@ -93,10 +133,10 @@ struct BlockedWeights {
   std::vector<double> w, wabs;
 };
 
-BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w, bool abs_sums) {
+BlockedWeights block_weights(const ConvGeometry& g, const std::vector<double>& w, bool abs_sums, const Blocking& k) {
   BlockedWeights b;
   const std::int64_t og = g.O / g.groups, cg = g.C / g.groups, per = cg * g.KH * g.KW;
-  b.kOB = og >= 8 && !abs_sums ? 8 : og >= 4 ? 4 : 1;  // see kOBMax
+  b.kOB = og >= k.ob_sums && !abs_sums ? k.ob_sums : og >= k.ob_abs ? k.ob_abs : 1;
   b.blocks_per_group = (og + b.kOB - 1) / b.kOB;
   b.group_stride = b.blocks_per_group * per * b.kOB;
   b.w.assign(static_cast<std::size_t>(g.groups * b.group_stride), 0.0);
@@ -226,7 +266,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const ConvGeometry& g = *L.g;
   const Kernels& K = kernels();
   const bool bounds = out.conv != nullptr;
-  const BlockedWeights bw = block_weights(g, *L.w, bounds);
+  const BlockedWeights bw = block_weights(g, *L.w, bounds, K.blocking);
   const std::int64_t OH = g.OH(), OW = g.OW(), og = g.O / g.groups;
   // Work items: output rows (n, oh), fixed: the result is the same for any thread count.
   const std::int64_t items = g.N * OH;
@@ -261,9 +301,9 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   auto work = [&](unsigned t) {
     for (std::int64_t o = t; o < g.O; o += nt) channels[static_cast<std::size_t>(o)] = L.channel(o);
     sync.arrive_and_wait();
-    // Per thread: the row's sums (16-lane stride, kOBMax spare rows) and its panel, wide
-    // enough for every read of a 16-pixel block.
-    const std::int64_t stride = (OW + 15) / 16 * 16;
+    // Per thread: the row's sums (a stride of whole tiles, kOBMax spare rows) and its panel,
+    // wide enough for every read of the last tile.
+    const std::int64_t stride = (OW + kTilePixelsMax - 1) / kTilePixelsMax * kTilePixelsMax;
     const std::int64_t panel_w = std::max(Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
     std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
         ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));

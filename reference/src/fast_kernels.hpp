@@ -1,8 +1,9 @@
 #pragma once
 // The fast path's vector kernels (internal to the reference), compiled once per x86-64
 // level: CMake builds fast_kernels.cpp three times, with -march=x86-64-v4 (AVX-512),
-// -march=x86-64-v3 (AVX2 + FMA) and the baseline, each into its own namespace, and
-// fast_conv.cpp picks one at run time (kernels()).
+// -march=x86-64-v3 (AVX2 + FMA) and the baseline, each into its own namespace with its own
+// register blocking, and fast_conv.cpp picks one at run time (kernels(): the best the CPU
+// has, or the level FOLDCHECK_ISA names).
 //
 // Why whole translation units and not target_clones: GCC lowers generic vector
 // comparisons and conversions for the baseline target before it clones a function, so a
@@ -26,19 +27,27 @@ struct ChannelAffine {
   double mean = 0, beta = 0, bias = 0;   // bias: the conv's (0 if none)
 };
 
-// Output channels per block (kOB): each loaded input vector feeds kOB channels. 8 when only
-// the sums are kept (16 accumulators), 4 with the sums of |x w| too (the same register
-// count), 1 for depthwise layers (one channel per group).
+// How a level blocks the row sums (fast_kernels.cpp states each level's choice and why):
+// `pixels` output pixels per block (a divisor of kTilePixelsMax), and output channels per
+// block (kOB) -- `ob_sums` when only the sums are kept, `ob_abs` with the sums of |x w| too,
+// 1 when a group has fewer output channels than that (depthwise layers: 1, with several
+// groups at once). fast_conv.cpp blocks the weights with these.
 inline constexpr std::int64_t kOBMax = 8;
+inline constexpr std::int64_t kTilePixelsMax = 16;
+struct Blocking {
+  std::int64_t pixels, ob_sums, ob_abs;
+};
 
 // One output row's sums. The input x holds, for every input channel c and kernel row kh,
 // the padded input row the output row reads, at x + c * chan_step + kh * row_step (a
-// panel of copied rows, or the padded input itself), readable up to 16 * stride_w +
-// KW * dil_w past the padded width. Weights are blocked per group g and block b of kOB output channels as
+// panel of copied rows, or the padded input itself), readable up to kTilePixelsMax *
+// stride_w + KW * dil_w past the padded width. Weights are blocked per group g and block b
+// of kOB output channels (one of the level's Blocking) as
 // w[g * group_stride + b * per * kOB + ((c * KH + kh) * KW + kw) * kOB + j], wabs their
 // absolute values. The row's sums go to s, a (sum |x w|, if abs_sums) at
-// [o * stride + ow] (o = g * og + b * kOB + j) and ax (sum |x|) at [g * stride + ow]; every block writes 16 lanes and
-// kOB rows, so stride is a multiple of 16 and s, a have kOBMax spare rows.
+// [o * stride + ow] (o = g * og + b * kOB + j) and ax (sum |x|) at [g * stride + ow]; every
+// block writes `pixels` lanes and kOB rows, so stride is a multiple of kTilePixelsMax and s,
+// a have kOBMax spare rows.
 struct RowSumsArgs {
   std::int64_t C, KH, KW, stride_w, dil_w, groups, og, OW;  // og: output channels per group
   const double* x;
@@ -77,7 +86,8 @@ struct FinishArgs {
 };
 
 struct Kernels {
-  const char* name;
+  const char* name;  // the level: isa_v4, isa_v3 or isa_base
+  Blocking blocking;
   void (*row_sums)(const RowSumsArgs&);
   std::int64_t (*finish_row)(const FinishArgs&);
   bool (*all_float32)(const double* v, std::size_t n);  // every v[i] float32 or NaN

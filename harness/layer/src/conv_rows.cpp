@@ -1,6 +1,12 @@
+// The sequential-order row kernels of one x86-64 level (conv_rows.hpp); FOLDCHECK_ROWS_ISA
+// names this build's namespace (rows_v4, rows_v3 or rows_base).
 #include "conv_rows.hpp"
 
-namespace foldcheck::detail {
+#ifndef FOLDCHECK_ROWS_ISA
+#error "FOLDCHECK_ROWS_ISA must name this build's namespace"
+#endif
+
+namespace foldcheck::detail::FOLDCHECK_ROWS_ISA {
 namespace {
 
 template <class A>
@@ -32,18 +38,21 @@ inline void row(const ref::ConvGeometry& g, const A* __restrict x, const A* __re
     for (std::int64_t ow = 0; ow < OW; ++ow) acc[ow] = acc[ow] + *bias;
 }
 
+// Flattened: every inline function of a shared header (ConvGeometry's sizes, the window
+// walk) is inlined here, so this unit emits no out-of-line copy of one compiled for its
+// level, which the linker could pick for a caller on a CPU without that level.
+[[gnu::flatten]] void row_f32(const ref::ConvGeometry& g, const float* x, const float* wo, const float* bias, std::int64_t n,
+             std::int64_t o, std::int64_t oh, float* acc) {
+  row(g, x, wo, bias, n, o, oh, acc);
+}
+
+[[gnu::flatten]] void row_f64(const ref::ConvGeometry& g, const double* x, const double* wo, const double* bias, std::int64_t n,
+             std::int64_t o, std::int64_t oh, double* acc) {
+  row(g, x, wo, bias, n, o, oh, acc);
+}
+
 }  // namespace
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void sequential_row_f32(
-    const ref::ConvGeometry& g, const float* x, const float* wo, const float* bias, std::int64_t n, std::int64_t o,
-    std::int64_t oh, float* acc) {
-  row(g, x, wo, bias, n, o, oh, acc);
-}
+RowKernels kernels() { return {row_f32, row_f64}; }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void sequential_row_f64(
-    const ref::ConvGeometry& g, const double* x, const double* wo, const double* bias, std::int64_t n, std::int64_t o,
-    std::int64_t oh, double* acc) {
-  row(g, x, wo, bias, n, o, oh, acc);
-}
-
-}  // namespace foldcheck::detail
+}  // namespace foldcheck::detail::FOLDCHECK_ROWS_ISA

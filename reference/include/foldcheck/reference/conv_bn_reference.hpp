@@ -45,6 +45,16 @@ struct LayerResult {
   long max_precision_used = 0;
 };
 
+// The x86-64 level the fast path's kernels run at: "v4" (AVX-512), "v3" (AVX2 + FMA) or
+// "base" -- the best this CPU has, or the level the environment variable FOLDCHECK_ISA
+// names, so that tests and benchmarks can run every level the machine has. Every level
+// gives bit-identical results (each output's operations and their order do not depend on
+// the vector width or the blocking); only the speed differs. Throws std::invalid_argument
+// for a FOLDCHECK_ISA other than base, v3, v4 or empty, or naming a level this CPU lacks.
+const char* isa_level();
+// The levels this CPU can run, best first (each a valid FOLDCHECK_ISA).
+std::vector<const char*> available_isa_levels();
+
 // Throws std::invalid_argument on inconsistent sizes, std::domain_error if var+eps <= 0.
 LayerResult conv_bn(const LayerData& layer, const Options& opts);
 
