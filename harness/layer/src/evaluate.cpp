@@ -8,6 +8,7 @@
 #include "foldcheck/layer/layer_math.hpp"
 #include "conv_kernels.hpp"
 #include "conv_rows.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck {
 
@@ -60,7 +61,9 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
     return out;
   }
   if (p.order.kind == Accumulation::Sequential && !fma) {
-    // The vectorised row kernel (conv_rows.hpp): the same operations per output.
+    // The vectorised row kernel (conv_rows.hpp): the same operations per output. Its level is
+    // chosen here, so that a FOLDCHECK_ISA the CPU lacks throws here, not in a worker thread.
+    (void)ref::isa_level();
     parallel_channels(g.O, p.threads, [&](std::int64_t o) {
       std::vector<A> acc(static_cast<std::size_t>(OW));
       for (std::int64_t n = 0; n < g.N; ++n)
