@@ -19,20 +19,31 @@
 //                        float32 unfused and fused and float64 runs, every conv pair on its
 //                        activations with the certified reference, bounds and attribution
 //   (items for the resnet50 entries: the model's multiply-adds, 4.1 G)
+//   resnet18/output_bound/K  the end-to-end bound of accuracy-diff --observed-output alone on a
+//                        ResNet-18-shaped model, K perturbed float64 runs (items: (K + 1) x
+//                        1.82 G); counters: median_bound_ulp (its width), sqrt_c
+//   resnet18/accuracy_diff_observed_output  the whole accuracy-diff --observed-output there
 // The run's context holds "isa": the x86-64 level of the reference's kernels (the best this
 // CPU has, or FOLDCHECK_ISA's; conv_bn_reference.hpp isa_level). --list-isa-levels prints
 // the levels this CPU can run, best first, one per line (tools/bench_levels.sh runs each).
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
 
 #include "foldcheck/commands/accuracy_diff.hpp"
 #include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "foldcheck/model/model_run.hpp"
+#include "foldcheck/model/output_bound.hpp"
+#include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 #include "resnet_model.hpp"
 #include "foldcheck/layer/evaluate.hpp"
@@ -179,6 +190,51 @@ void resnet50_accuracy_diff(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * kResNet50Macs);
 }
 
+// ResNet-18-shaped model at 224x224: 1.82 G multiply-adds (convs and the classifier).
+constexpr std::int64_t kResNet18Macs = 1'814'073'344;
+
+// The end-to-end bound of `accuracy-diff --observed-output` alone, with K = range(0)
+// perturbed float64 runs: its time, and its width as the median over the outputs of the
+// bound in float32 ULP of the reference output (the width's dependence on K: the factor
+// sqrt(c) of output_bound.hpp falls as K grows, the estimate's noise with it).
+void resnet18_output_bound(benchmark::State& st) {
+  const Model m = bench::resnet18_model();
+  const BnPatterns p = find_bn_pairs(m);
+  const Tensor x = resnet_input(m);
+  OutputBoundOptions o;
+  o.samples = static_cast<std::size_t>(st.range(0));
+  OutputBound r;
+  for (auto _ : st) r = output_bound(m, p, {{"input", x}}, o);
+  std::vector<double> width;
+  const std::vector<double>& y = r.reference.at("logits").data;
+  const std::vector<double>& bd = r.bound.at("logits");
+  for (std::size_t j = 0; j < y.size(); ++j) width.push_back(bd[j] / ulp(DType::Float32, y[j]));
+  std::nth_element(width.begin(), width.begin() + static_cast<std::ptrdiff_t>(width.size() / 2), width.end());
+  st.counters["median_bound_ulp"] = width[width.size() / 2];
+  st.counters["sqrt_c"] = r.inflation;
+  st.SetItemsProcessed(st.iterations() * kResNet18Macs * (static_cast<std::int64_t>(o.samples) + 1));
+}
+
+// The whole `accuracy-diff --input X --observed-output Y` on the ResNet-18-shaped model, Y
+// being foldcheck's own folded float32 output (an engine that folds correctly).
+void resnet18_accuracy_diff_observed_output(benchmark::State& st) {
+  const Model m = bench::resnet18_model();
+  const BnPatterns p = find_bn_pairs(m);
+  const Tensor x = resnet_input(m);
+  ModelRunOptions ro;
+  ro.fused = true;
+  const std::string dir = std::filesystem::temp_directory_path() / ("foldcheck_bench_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  write_npy(dir + "/x.npy", x);
+  write_npy(dir + "/y.npy", run_model(m, p, {{"input", x}}, ro).at("logits"));
+  AccuracyDiffOptions o;
+  o.input = dir + "/x.npy";
+  o.observed_output = dir + "/y.npy";
+  for (auto _ : st) benchmark::DoNotOptimize(accuracy_diff(m, o));
+  std::filesystem::remove_all(dir);
+  st.SetItemsProcessed(st.iterations() * kResNet18Macs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -214,6 +270,10 @@ int main(int argc, char** argv) {
   }
   benchmark::RegisterBenchmark("resnet50/forward_float32", resnet50_forward)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
   benchmark::RegisterBenchmark("resnet50/accuracy_diff", resnet50_accuracy_diff)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+  benchmark::RegisterBenchmark("resnet18/output_bound", resnet18_output_bound)
+      ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Arg(8)->Arg(16)->Arg(32)->Arg(64);
+  benchmark::RegisterBenchmark("resnet18/accuracy_diff_observed_output", resnet18_accuracy_diff_observed_output)
+      ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -65,12 +65,14 @@ struct Builder {
   }
 };
 
-}  // namespace
-
-Model resnet50_model(std::int64_t image, std::uint64_t seed) {
+// torchvision's ResNet: the stem, then per stage `blocks[s]` residual blocks of width
+// 64 << s (bottleneck: 1x1 -> 3x3 -> 1x1 to 4x the width; basic: 3x3 -> 3x3), a projection
+// shortcut where the shape changes, then the classifier head.
+Model resnet_model(const std::string& name, const std::int64_t (&blocks)[4], bool bottleneck, std::int64_t image,
+                   std::uint64_t seed) {
   Builder b;
   b.rng.seed(seed);
-  b.m.path = "resnet50 (in memory)";
+  b.m.path = name + " (in memory)";
   b.m.opset = 13;
   b.m.inputs.push_back({"input", {1, 3, image, image}, DType::Float32});
   std::string x = b.conv_bn("input", 3, 64, 7, 2, true);
@@ -80,16 +82,21 @@ Model resnet50_model(std::int64_t image, std::uint64_t seed) {
   mp.attributes["pads"] = Builder::ints({1, 1, 1, 1});
   x = "pool";
   std::int64_t cin = 64;
-  const std::int64_t blocks[] = {3, 4, 6, 3};
   for (int s = 0; s < 4; ++s) {
-    const std::int64_t width = 64 << s, cout = width * 4;
+    const std::int64_t width = 64 << s, cout = bottleneck ? width * 4 : width;
     for (std::int64_t i = 0; i < blocks[s]; ++i) {
       const std::int64_t stride = (i == 0 && s > 0) ? 2 : 1;
-      std::string y = b.conv_bn(x, cin, width, 1, 1, true);
-      y = b.conv_bn(y, width, width, 3, stride, true);
-      y = b.conv_bn(y, width, cout, 1, 1, false);
+      std::string y;
+      if (bottleneck) {
+        y = b.conv_bn(x, cin, width, 1, 1, true);
+        y = b.conv_bn(y, width, width, 3, stride, true);
+        y = b.conv_bn(y, width, cout, 1, 1, false);
+      } else {
+        y = b.conv_bn(x, cin, width, 3, stride, true);
+        y = b.conv_bn(y, width, width, 3, 1, false);
+      }
       std::string shortcut = x;
-      if (i == 0) shortcut = b.conv_bn(x, cin, cout, 1, stride, false);
+      if (stride != 1 || cin != cout) shortcut = b.conv_bn(x, cin, cout, 1, stride, false);
       const std::string id = std::to_string(b.counter++);
       b.node("Add", "add" + id, {y, shortcut}, {"sum" + id});
       b.node("Relu", "relu_add" + id, {"sum" + id}, {"out" + id});
@@ -112,6 +119,16 @@ Model resnet50_model(std::int64_t image, std::uint64_t seed) {
   fc.attributes["transB"] = tb;
   b.m.outputs.push_back({"logits", {1, 1000}, DType::Float32});
   return b.m;
+}
+
+}  // namespace
+
+Model resnet50_model(std::int64_t image, std::uint64_t seed) {
+  return resnet_model("resnet50", {3, 4, 6, 3}, true, image, seed);
+}
+
+Model resnet18_model(std::int64_t image, std::uint64_t seed) {
+  return resnet_model("resnet18", {2, 2, 2, 2}, false, image, seed);
 }
 
 }  // namespace foldcheck::bench

@@ -5,7 +5,6 @@
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck::detail {
-namespace {
 
 const RowKernels& row_kernels() {
   static const RowKernels k = [] {
@@ -14,8 +13,6 @@ const RowKernels& row_kernels() {
   }();
   return k;
 }
-
-}  // namespace
 
 void sequential_row_f32(const ref::ConvGeometry& g, const float* x, const float* wo, const float* bias, std::int64_t n,
                         std::int64_t o, std::int64_t oh, float* acc) {

@@ -33,12 +33,34 @@ void parallel_channels(std::int64_t O, unsigned threads, F f) {
   for (auto& th : pool) th.join();
 }
 
+// The stored value of an accumulator in storage type s: exact, with no rounding to do, when
+// s is the arithmetic type A itself (round_to would return it unchanged).
+template <class A>
+bool stored_as_is(DType s) {
+  return (std::is_same_v<A, float> && s == DType::Float32) || (std::is_same_v<A, double> && s == DType::Float64);
+}
+template <class A>
+double stored(DType s, A v) {
+  return stored_as_is<A>(s) ? static_cast<double>(v) : round_to(s, static_cast<double>(v));
+}
+
 template <class A>
 std::vector<double> conv_float(const Node& node, const std::vector<double>& xin, DType s, const Policy& p) {
   const ref::ConvGeometry& g = node.geometry;
-  const std::vector<A> x(xin.begin(), xin.end());
   const std::vector<A> w(node.weight.data.begin(), node.weight.data.end());
   const std::vector<A> bias(node.bias.begin(), node.bias.end());
+  if (p.order.kind == Accumulation::Sequential && !p.arith.fma) {
+    // The channel-lane kernels where they apply, else the row kernels below (conv_rows.hpp):
+    // the same operations per output. Their level is chosen here, so that a FOLDCHECK_ISA
+    // the CPU lacks throws here, not in a worker thread.
+    (void)ref::isa_level();
+    if (std::vector<double> y; detail::conv_lanes(g, xin, w, bias, p.threads, y)) {
+      if (!stored_as_is<A>(s))
+        for (double& v : y) v = round_to(s, v);
+      return y;
+    }
+  }
+  const std::vector<A> x(xin.begin(), xin.end());
   auto bias_of = [&](std::int64_t o) -> const A* { return bias.empty() ? nullptr : &bias[o]; };
   const std::int64_t OH = g.OH(), OW = g.OW(), cg = g.C / g.groups;
   std::vector<double> out(static_cast<std::size_t>(g.output_size()));
@@ -55,15 +77,12 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
             detail::winograd_tile(g, x.data(), &U[o * cg * 16], bias_of(o), fma, n, o, oh, ow, tile);
             for (int i = 0; i < 2 && oh + i < OH; ++i)
               for (int j = 0; j < 2 && ow + j < OW; ++j)
-                out[((n * g.O + o) * OH + oh + i) * OW + ow + j] = round_to(s, static_cast<double>(tile[i * 2 + j]));
+                out[((n * g.O + o) * OH + oh + i) * OW + ow + j] = stored(s, tile[i * 2 + j]);
           }
     });
     return out;
   }
   if (p.order.kind == Accumulation::Sequential && !fma) {
-    // The vectorised row kernel (conv_rows.hpp): the same operations per output. Its level is
-    // chosen here, so that a FOLDCHECK_ISA the CPU lacks throws here, not in a worker thread.
-    (void)ref::isa_level();
     parallel_channels(g.O, p.threads, [&](std::int64_t o) {
       std::vector<A> acc(static_cast<std::size_t>(OW));
       for (std::int64_t n = 0; n < g.N; ++n)
@@ -73,7 +92,7 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
           else
             detail::sequential_row_f64(g, x.data(), &w[o * g.terms_per_output()], bias_of(o), n, o, oh, acc.data());
           for (std::int64_t ow = 0; ow < OW; ++ow)
-            out[((n * g.O + o) * OH + oh) * OW + ow] = round_to(s, static_cast<double>(acc[ow]));
+            out[((n * g.O + o) * OH + oh) * OW + ow] = stored(s, acc[ow]);
         }
     });
     return out;
@@ -85,7 +104,7 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
         for (std::int64_t ow = 0; ow < OW; ++ow) {
           const A acc = detail::conv_output(g, x.data(), &w[o * g.terms_per_output()], bias_of(o), p.order, fma, n, o,
                                             oh, ow, prods.data());
-          out[((n * g.O + o) * OH + oh) * OW + ow] = round_to(s, static_cast<double>(acc));
+          out[((n * g.O + o) * OH + oh) * OW + ow] = stored(s, acc);
         }
   });
   return out;
@@ -102,7 +121,7 @@ std::vector<double> channelwise(const Node& node, const std::vector<double>& x, 
     A v;
     if (node.kind == Node::Kind::BatchNorm) v = bn_apply<A>(static_cast<A>(x[i]), node.bn, o, p.bn_form, p.arith, arith);
     else v = static_cast<A>(x[i]) + static_cast<A>(node.bias[o]);
-    out[i] = round_to(s, static_cast<double>(v));
+    out[i] = stored(s, v);
   }
   return out;
 }
@@ -111,10 +130,13 @@ std::vector<double> channelwise(const Node& node, const std::vector<double>& x, 
 
 std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const Policy& p) {
   const bool f64 = info(g.dtype).arithmetic == DType::Float64;
-  std::vector<double> cur = x;
+  if (g.nodes.empty()) return x;
+  std::vector<double> cur;
+  const std::vector<double>* in = &x;  // the first node reads x itself (no copy of the input)
   for (const Node& n : g.nodes) {
-    if (n.kind == Node::Kind::Conv) cur = f64 ? conv_float<double>(n, cur, g.dtype, p) : conv_float<float>(n, cur, g.dtype, p);
-    else cur = f64 ? channelwise<double>(n, cur, g.dtype, p) : channelwise<float>(n, cur, g.dtype, p);
+    if (n.kind == Node::Kind::Conv) cur = f64 ? conv_float<double>(n, *in, g.dtype, p) : conv_float<float>(n, *in, g.dtype, p);
+    else cur = f64 ? channelwise<double>(n, *in, g.dtype, p) : channelwise<float>(n, *in, g.dtype, p);
+    in = &cur;
   }
   return cur;
 }

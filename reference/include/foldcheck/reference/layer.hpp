@@ -7,8 +7,9 @@
 // Contract (windows): the terms of output (n, o, oh, ow) are the (input, weight) index
 // pairs of its in-bounds positions in (c, kh, kw) order — im2col's K order, the order the
 // engines' direct loops and the certified reference both use. Padded positions are skipped,
-// not visited as zeros: their products are exact zeros for the reference, and a float path
-// that added them could turn an accumulated -0 into +0.
+// not visited as zeros: their products are exact zeros for the reference, and 0 * inf is
+// NaN. (A float path may add them as zeros only where it proves the result the same: the
+// channel-lane kernels, harness/layer/src/conv_rows.hpp, with finite weights.)
 #include <cstdint>
 #include <vector>
 
