@@ -41,6 +41,8 @@ run_packages=(
   libzip-dev           # .npz files (cmake/FindLibZip.cmake: the library only, not its config)
   libonnx-dev          # ONNX models: ONNXTargets' onnx_proto links protobuf::libprotobuf ...
   libprotobuf-dev      # ... which find_package(Protobuf) (CMake's FindProtobuf) defines
+  libboost-dev         # Boost.Random (the end-to-end bound's Gaussians) and, for bench/,
+                       #   Boost.Multiprecision (BoostConfig, config mode; header-only)
 )
 # What `test` adds: the test suite, the benchmark (built by the test command), the hardening
 # build, the bare-system check and the Python tests.
@@ -48,7 +50,6 @@ test_packages=(
   catch2               # the C++ tests (Catch2Config: no dependency)
   libvalijson-dev      # the tests validate every JSON output against the schema
   libbenchmark-dev     # bench/ (benchmarkConfig: find_dependency(Threads))
-  libboost-dev         # bench/: Boost.Multiprecision baseline (BoostConfig, config mode)
   libdnnl-dev          # bench/: oneDNN baseline; Debian's dnnl-config.cmake is built with
   ocl-icd-opencl-dev   #   DNNL_GPU_RUNTIME=OCL and calls find_package(OpenCL): headers + library
   clang                # tools/hardening.sh: the ASan + UBSan + libFuzzer build ...

@@ -144,7 +144,7 @@ class Differ {
         size(wp, "p99_9_abs_ulp", u["p99_9_abs_ulp"], v["p99_9_abs_ulp"], o_.ulp_floor);
         size(wp, "max_abs_ulp", u["max_abs_ulp"], v["max_abs_ulp"], o_.ulp_floor);
         size(wp, "bound_ratio", u["bound_ratio"], v["bound_ratio"], o_.ratio_floor);
-        info(wp, "dominant_stage", u["dominant_stage"], v["dominant_stage"]);
+        info(wp, "dominant_stage", u.value("dominant_stage", json()), v.value("dominant_stage", json()));
       }
     });
     const json ea = a.value("end_to_end", json::object()), eb = b.value("end_to_end", json::object());

@@ -156,12 +156,14 @@ json summarize_accuracy_diff(const json& r) {
     }
     if (l.contains("activations") && l["activations"].contains("fused")) {
       const json& a = l["activations"];
-      for (const char* p : {"fused", "unfused"})
+      for (const char* p : {"fused", "unfused"}) {
         e[p] = {{"verdict", a[p]["verdict"]},
                 {"p99_9_abs_ulp", a[p]["p99_9_abs_ulp"]},
                 {"max_abs_ulp", a[p]["max_abs_ulp"]},
-                {"bound_ratio", a[p]["worst_ratio"]},
-                {"dominant_stage", a[p].value("dominant_stage", "")}};
+                {"bound_ratio", a[p]["worst_ratio"]}};
+        // Attributed paths only (accuracy-diff attributes the fused path, which it reports).
+        if (a[p].contains("dominant_stage")) e[p]["dominant_stage"] = a[p]["dominant_stage"];
+      }
     }
     layers.push_back(std::move(e));
   }

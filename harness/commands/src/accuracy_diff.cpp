@@ -85,7 +85,7 @@ json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp
     pj["bound"] = br.formula;
     verdict = worst(verdict, cmp.verdict == Verdict::Suspicious ? Verdict::Expected : cmp.verdict);
     pj["probabilistic_worst_ratio"] = cmp.worst_probabilistic_ratio ? json(*cmp.worst_probabilistic_ratio) : json(nullptr);
-    if (o.attribution_elements > 0) {
+    if (o.attribution_elements > 0 && fused) {  // reported for the fused path only (its dominant stage)
       std::vector<std::size_t> worst_idx;
       if (cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cmp.worst_index));
       const auto sample = attribution_sample(y.size(), o.attribution_elements, worst_idx);
@@ -322,9 +322,11 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
   return d;
 }
 
-// Every pair: its weight-level check (in parallel, one layer per thread at a time; the
-// reference inside runs single-threaded), then its analysis on its activations (each uses
-// every core itself), reported in graph order: the result does not depend on the thread count.
+// Every pair: its weight-level check, then its analysis on its activations, each in parallel,
+// one layer per thread at a time (everything inside runs single-threaded: the comparisons'
+// statistics and the attribution replays are serial per layer, so layers side by side use
+// the cores better than one layer's parallel parts), reported in graph order: the result
+// does not depend on the thread count.
 std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, const Observed& obs, const Runs& rr,
                                     bool runs, const AccuracyDiffOptions& opts, const Say& say) {
   const std::size_t np = pat.pairs.size();
@@ -334,18 +336,25 @@ std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, c
       [&](std::size_t k, std::size_t done) {
         say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
       });
-  for (std::size_t k = 0; k < np && runs; ++k) {
-    const BnPair& p = pat.pairs[k];
-    if (p.op == "ConvTranspose") {
-      layers[k].activations = json{{"note", "ConvTranspose pairs: weight-level check only"}};
-      continue;
-    }
-    say(fmt::format("layers on their activations {} ({})", bar(k + 1, np), p.name));
-    const LayerParams lp = layer_params(model, p);
-    Verdict v = Verdict::Expected;
-    layers[k].activations = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), opts, v);
-    layers[k].activations_verdict = v;
-  }
+  if (!runs) return layers;
+  AccuracyDiffOptions one = opts;
+  one.ref.threads = 1;
+  detail::run_tasks(
+      np, opts.ref.threads,
+      [&](std::size_t k) {
+        const BnPair& p = pat.pairs[k];
+        if (p.op == "ConvTranspose") {
+          layers[k].activations = json{{"note", "ConvTranspose pairs: weight-level check only"}};
+          return;
+        }
+        const LayerParams lp = layer_params(model, p);
+        Verdict v = Verdict::Expected;
+        layers[k].activations = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), one, v);
+        layers[k].activations_verdict = v;
+      },
+      [&](std::size_t k, std::size_t done) {
+        say(fmt::format("layers on their activations {} ({})", bar(done, np), pat.pairs[k].name));
+      });
   return layers;
 }
 

@@ -53,7 +53,8 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
     need_rank(3, 5);
     r.channels = s[0];
     r.per_channel = element_count(s) / s[0];
-    for (std::size_t k = 0; k < w.data.size(); ++k) r.index.push_back(k);
+    r.index.resize(w.data.size());
+    for (std::size_t k = 0; k < w.data.size(); ++k) r.index[k] = k;
   } else if (n.op == "ConvTranspose") {
     need_rank(3, 5);
     const std::int64_t g = n.int_attr("group", 1), cin = s[0], opg = s[1], kk = element_count(s) / (s[0] * s[1]);
@@ -75,6 +76,7 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
     for (std::int64_t o = 0; o < N; ++o)
       for (std::int64_t k = 0; k < K; ++k) r.index.push_back(static_cast<std::size_t>(trans ? o * K + k : k * N + o));
   }
+  r.weight.reserve(r.index.size());
   for (const std::size_t i : r.index) r.weight.push_back(w.data[i]);
   if (n.op != "MatMul" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
     const Tensor& b = *m.initializer(n.inputs[2]);

@@ -39,14 +39,25 @@ double bound_ratio(long double d, double bound) {
 
 namespace {
 
-// Nearest-rank percentile: the value a full sort would put at that rank, found by
-// selection (linear time; models have millions of elements). Reorders v.
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0.0;
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  const std::size_t i = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
-  return v[i];
+// The 0-based index of the nearest-rank q-percentile of n values.
+std::size_t rank_index(std::size_t n, double q) {
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(n)));
+  return std::min(n - 1, rank == 0 ? 0 : rank - 1);
+}
+
+// Nearest-rank percentiles at increasing q (p50, p99, p99.9): the values a full sort would
+// put at those ranks, found by selection, highest first (linear time; models have millions
+// of elements). After nth_element at index i, v[0..i] are the i + 1 smallest values, so a
+// lower rank is selected within them alone. Reorders v.
+void percentiles(std::vector<double>& v, const double (&q)[3], double* (&out)[3]) {
+  if (v.empty()) return;
+  std::size_t end = v.size();
+  for (int k = 2; k >= 0; --k) {
+    const std::size_t i = rank_index(v.size(), q[k]);  // i < end: the ranks do not increase
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.begin() + static_cast<std::ptrdiff_t>(end));
+    *out[k] = v[i];
+    end = i + 1;
+  }
 }
 
 Distribution summarize(std::vector<double> signed_vals) {
@@ -65,9 +76,8 @@ Distribution summarize(std::vector<double> signed_vals) {
   d.rms = std::sqrt(s2 / n);
   for (double& e : signed_vals) e = std::fabs(e);
   d.max_abs = *std::max_element(signed_vals.begin(), signed_vals.end());
-  d.p50 = percentile(signed_vals, 0.50);
-  d.p99 = percentile(signed_vals, 0.99);
-  d.p999 = percentile(signed_vals, 0.999);
+  double* out[3] = {&d.p50, &d.p99, &d.p999};
+  percentiles(signed_vals, {0.50, 0.99, 0.999}, out);
   return d;
 }
 

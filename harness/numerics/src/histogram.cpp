@@ -28,15 +28,14 @@ void Histogram::add(double e) {
     return;
   }
   const double a = std::fabs(e);
-  std::size_t i;
-  if (a <= std::ldexp(1.0, lo)) i = 0;
-  else if (a > std::ldexp(1.0, hi)) i = buckets() - 1;
-  else {
-    // smallest k with a <= 2^k, exactly: a = m 2^x with 1/2 <= m < 1
+  std::size_t i = buckets() - 1;  // an infinity: above every edge
+  if (std::isfinite(a)) {
+    // k: the smallest integer with a <= 2^k, exactly (a = m 2^x with 1/2 <= m < 1, subnormals
+    // included); a <= 2^lo iff k <= lo, and a > 2^hi iff k > hi.
     int x;
     const double m = std::frexp(a, &x);
     const int k = (m == 0.5) ? x - 1 : x;
-    i = static_cast<std::size_t>(k - lo);
+    i = k <= lo ? 0 : k > hi ? buckets() - 1 : static_cast<std::size_t>(k - lo);
   }
   (e < 0 ? neg : pos)[i]++;
 }
