@@ -41,6 +41,19 @@ std::vector<double> oracle(const ref::ConvGeometry& g, const std::vector<double>
 
 std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
 
+// A graph of one conv node.
+Graph conv_graph(const ref::ConvGeometry& g, std::vector<double> w, std::vector<double> bias = {},
+                 DType dt = DType::Float32) {
+  Graph gr;
+  gr.dtype = dt;
+  Node c;
+  c.geometry = g;
+  c.weight.data = std::move(w);
+  c.bias = std::move(bias);
+  gr.nodes.push_back(std::move(c));
+  return gr;
+}
+
 struct Draw {
   std::mt19937_64 rng;
   std::int64_t in(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
@@ -98,13 +111,7 @@ void check_case(Draw& d, double special_rate, bool nonfinite_weights, unsigned t
     bias.resize(static_cast<std::size_t>(g.O));
     for (double& v : bias) v = in_type(d.value(special_rate, false));
   }
-  Graph gr;
-  gr.dtype = dt;
-  Node c;
-  c.geometry = g;
-  c.weight.data = w;
-  c.bias = bias;
-  gr.nodes.push_back(c);
+  const Graph gr = conv_graph(g, w, bias, dt);
   Policy p;
   p.threads = threads;
   const std::vector<double> got = evaluate(gr, x, p), want = oracle<A>(g, x, w, bias);
@@ -140,11 +147,25 @@ TEST_CASE("float conv: a zero sum keeps the sign the sequential order gives", "[
   g.H = g.W = 5;
   g.KH = g.KW = 3;
   g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = 1;
-  Graph gr;
-  Node c;
-  c.geometry = g;
-  c.weight.data.assign(static_cast<std::size_t>(g.O * g.terms_per_output()), 0.5);
-  gr.nodes.push_back(c);
+  const Graph gr = conv_graph(g, std::vector<double>(static_cast<std::size_t>(g.O * g.terms_per_output()), 0.5));
   const std::vector<double> x(static_cast<std::size_t>(g.C * g.H * g.W), -0.0);
   for (const double v : evaluate(gr, x, Policy{})) REQUIRE(!std::signbit(v));
+}
+
+TEST_CASE("float conv: a geometry whose padded copy would be huge takes the row kernels", "[fast][conv]") {
+  // Pads and strides of 30000 around a 4x4 input: the padded input would hold ~2.3e11
+  // values (the lanes' copy is refused above 4x the data), the output only 3x3 per channel.
+  ref::ConvGeometry g;
+  g.C = 16;
+  g.O = 32;
+  g.H = g.W = 4;
+  g.KH = g.KW = 3;
+  g.stride_h = g.stride_w = 30000;
+  g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = 30000;
+  const Graph gr = conv_graph(g, std::vector<double>(static_cast<std::size_t>(g.O * g.terms_per_output()), 0.25));
+  std::vector<double> x(static_cast<std::size_t>(g.C * g.H * g.W));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 7) - 3.0;
+  const std::vector<double> got = evaluate(gr, x, Policy{}), want = oracle<float>(g, x, gr.nodes[0].weight.data, {});
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(bits(got[i]) == bits(want[i]));
 }
