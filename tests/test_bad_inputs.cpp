@@ -1055,6 +1055,36 @@ std::map<std::string, Setup> setups() {
     return "accuracy-diff " + m;
   }};
   // --- accepted on purpose ----------------------------------------------------------------
+  // Pads and strides of millions around a tiny input: a 3x3 output per channel, whose
+  // windows lie almost wholly in the padding. Every kernel must size its scratch by the data
+  // (the float path's padded copy, the reference's row panel), not by the padded extent:
+  // run under a 1 GB address-space limit.
+  auto huge_pads = [](std::int64_t C, std::int64_t O, std::int64_t groups, std::int64_t k, std::int64_t pad) {
+    return [=](const fs::path& d) {
+      OnnxBuilder b;
+      const std::int64_t hw = 4, out = (hw + 2 * pad - k) / pad + 1;
+      b.input("X", {1, C, hw, hw});
+      b.output("Y", {1, O, out, out});
+      std::vector<double> w(static_cast<std::size_t>(O * (C / groups) * k * k));
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.125 * static_cast<double>(i % 7) - 0.25;
+      b.init("W", {O, C / groups, k, k}, w, DType::Float32);
+      b.init("gamma", {O}, std::vector<double>(static_cast<std::size_t>(O), 0.75));
+      b.init("beta", {O}, std::vector<double>(static_cast<std::size_t>(O), 0.5));
+      b.init("mean", {O}, std::vector<double>(static_cast<std::size_t>(O), 0.25));
+      b.init("var", {O}, std::vector<double>(static_cast<std::size_t>(O), 0.5));
+      auto& conv = b.node("Conv", "conv", {"X", "W"}, {"C"});
+      OnnxBuilder::attr(conv, "pads", std::vector<std::int64_t>{pad, pad, pad, pad});
+      OnnxBuilder::attr(conv, "strides", std::vector<std::int64_t>{pad, pad});
+      OnnxBuilder::attr(conv, "kernel_shape", std::vector<std::int64_t>{k, k});
+      OnnxBuilder::attr(conv, "group", groups);
+      b.node("BatchNormalization", "bn", {"C", "gamma", "beta", "mean", "var"}, {"Y"});
+      b.save((d / "m.onnx").string());
+      put(d / "x.npy", npy_f32({1, C, hw, hw}));
+      return "accuracy-diff " + (d / "m.onnx").string() + " --input " + (d / "x.npy").string();
+    };
+  };
+  s["conv-huge-pads-depthwise"] = {huge_pads(32, 32, 32, 3, 1000000), true, kAddressSpaceLimit};
+  s["conv-huge-pads-dense"] = {huge_pads(64, 64, 1, 1, 10000000), true, kAddressSpaceLimit};
   s["subnormal-parameters"] = {[](const fs::path& d) {
     return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1e-40, 1]}}, "var": 1e-39}, "compare": {"dtypes": ["float32"]})");
   }};

@@ -85,7 +85,7 @@ class ConvBnEvaluator {
     // The fast path: float32 data, and no float64 rounding to certify (its enclosure is
     // about 2^-40 relative: enough for float32 and narrower, never for float64).
     const bool use_fast = opts.fast && fast_products && !(opts.formats & format_bit(kFloat64)) &&
-                          (!L.bias || detail::all_float32(*L.bias));
+                          (!L.bias || detail::all_float32(*L.bias)) && detail::fast_panel_fits(g);
     // The fast path writes binary64 approximations (a narrow array, widened for the
     // multiprecision path's 106-bit ones if any output needs it).
     r.y = ValueArray(static_cast<std::size_t>(total), opts.formats, use_fast ? ValueArray::kNarrow : ValueArray::kWide);

@@ -263,6 +263,20 @@ bool certify_cells(double yh, double yl, double r, unsigned formats, std::array<
 // One function on purpose (94 lines, over the harness' 80): the per-thread row loop, its
 // barrier and the per-row certification share the panel, the blocked weights and the
 // counters; split, they would be passed through five signatures on the hot path.
+// The panel's row width: the padded row, or the reach of the last tile of kTilePixelsMax
+// pixels (its pixels past the row's end read lanes that are never used), plus slack.
+std::int64_t panel_width(const ConvGeometry& g) {
+  const std::int64_t stride = (g.OW() + kTilePixelsMax - 1) / kTilePixelsMax * kTilePixelsMax;
+  return std::max(g.W + g.pad_left + g.pad_right, stride * g.stride_w + g.KW * g.dil_w) + 8;
+}
+
+bool fast_panel_fits(const ConvGeometry& g) {
+  const double panel = static_cast<double>(g.C) * static_cast<double>(g.KH) * static_cast<double>(panel_width(g));
+  const double data = static_cast<double>(g.N) * static_cast<double>(g.C) * static_cast<double>(g.H) * static_cast<double>(g.W) +
+                      static_cast<double>(g.output_size());
+  return panel <= 4.0 * data + 65536.0;
+}
+
 FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   const ConvGeometry& g = *L.g;
   const Kernels& K = kernels();
@@ -292,7 +306,6 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
   }
   std::vector<std::vector<std::int64_t>> failed(nt);
   std::vector<std::int64_t> compensated(nt, 0);
-  const std::int64_t Wp = g.W + g.pad_left + g.pad_right;
   const bool want32 = L.formats & (1u << kF32);
   const bool others = L.formats & ~(1u << kF32);  // float16 or bfloat16 asked for too
   // One parallel region: the channels' data first (thread t: channels t mod nt), then,
@@ -305,7 +318,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
     // Per thread: the row's sums (a stride of whole tiles, kOBMax spare rows) and its panel,
     // wide enough for every read of the last tile.
     const std::int64_t stride = (OW + kTilePixelsMax - 1) / kTilePixelsMax * kTilePixelsMax;
-    const std::int64_t panel_w = std::max(Wp, stride * g.stride_w + g.KW * g.dil_w) + 8;
+    const std::int64_t panel_w = panel_width(g);
     std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
         ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));
     // ok flags of the row's outputs ([o][ow]), and their float32 roundings when float32 is

@@ -66,6 +66,13 @@ struct FastResult {
 // compensated re-sum, fast_conv.cpp) for the outputs it could not certify.
 FastResult fast_conv_bn(const FastLayer& layer, FastOut& out);
 
+// Whether the fast path's row panel (per thread: every input channel's kernel rows, as wide
+// as the last tile of 16 pixels reads, fast_conv.cpp) stays within 4x the layer's input and
+// output, plus 64 Ki doubles. Strides or padding of millions (a hostile file) would make it
+// gigabytes for a handful of outputs: the layer then takes the multiprecision path, which
+// walks only in-bounds terms.
+bool fast_panel_fits(const ConvGeometry& g);
+
 // Whether every value is float32-representable (NaN counts); threads as in Options.
 bool all_float32(const std::vector<double>& v, unsigned threads = 1);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "foldcheck/base/errors.hpp"
@@ -126,6 +127,16 @@ std::vector<double> channelwise(const Node& node, const std::vector<double>& x, 
   return out;
 }
 
+// One NaN for every NaN result. IEEE 754 leaves which NaN an operation on two NaNs returns
+// to the implementation, and x86 returns its first operand's, so the order in which the
+// compiler places the operands of a commutative add (which differs between the kernels'
+// levels) would show in the sign bit: the stored result is the default quiet NaN instead,
+// and every level and kernel gives the same bits.
+void canonical_nans(std::vector<double>& v) {
+  for (double& e : v)
+    if (e != e) e = std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace
 
 std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const Policy& p) {
@@ -136,6 +147,7 @@ std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const
   for (const Node& n : g.nodes) {
     if (n.kind == Node::Kind::Conv) cur = f64 ? conv_float<double>(n, *in, g.dtype, p) : conv_float<float>(n, *in, g.dtype, p);
     else cur = f64 ? channelwise<double>(n, *in, g.dtype, p) : channelwise<float>(n, *in, g.dtype, p);
+    canonical_nans(cur);
     in = &cur;
   }
   return cur;
