@@ -1084,6 +1084,18 @@ std::map<std::string, Setup> setups() {
     };
   };
   s["conv-huge-pads-depthwise"] = {huge_pads(32, 32, 32, 3, 1000000), true, kAddressSpaceLimit};
+  // A stride of 2^60 + 1: the reference's panel width, 16 pixels times the stride, wrapped
+  // in int64 to a small number, and the kernel read far outside it (SIGSEGV).
+  s["conv-huge-stride"] = {[](const fs::path& d) {
+                             ModelParts p;
+                             p.tweak = [](onnx::NodeProto& conv, onnx::NodeProto&) {
+                               conv.clear_attribute();
+                               OnnxBuilder::attr(conv, "kernel_shape", std::vector<std::int64_t>{3, 3});
+                               OnnxBuilder::attr(conv, "strides", std::vector<std::int64_t>{1, (std::int64_t{1} << 60) + 1});
+                             };
+                             return "accuracy-diff " + model(d, "m.onnx", p) + " --input " + (d / "x.npy").string();
+                           },
+                           true, kAddressSpaceLimit};
   s["conv-huge-pads-dense"] = {huge_pads(64, 64, 1, 1, 10000000), true, kAddressSpaceLimit};
   s["subnormal-parameters"] = {[](const fs::path& d) {
     return "run " + case_with(d, R"(, "bn": {"gamma": {"init": {"values": [1e-40, 1]}}, "var": 1e-39}, "compare": {"dtypes": ["float32"]})");

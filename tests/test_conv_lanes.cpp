@@ -10,10 +10,15 @@
 #include <catch2/catch.hpp>
 
 #include <bit>
+#include <cfenv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "foldcheck/layer/evaluate.hpp"
 #include "foldcheck/reference/layer.hpp"
@@ -168,4 +173,38 @@ TEST_CASE("float conv: a geometry whose padded copy would be huge takes the row 
   const std::vector<double> got = evaluate(gr, x, Policy{}), want = oracle<float>(g, x, gr.nodes[0].weight.data, {});
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(bits(got[i]) == bits(want[i]));
+}
+
+TEST_CASE("float conv: outside the default floating-point environment the order still holds", "[fast][conv]") {
+  // Windows wholly in the padding and negative weights: a padded position's product is -0,
+  // and +0 + (-0) is -0 when rounding down, so the zero-padded lanes would differ from the
+  // order, which skips the position (+0). Likewise a flushed tiny sum. Under either
+  // environment evaluate() must take the row kernels and match the order run in it too.
+  ref::ConvGeometry g;
+  g.C = 2;
+  g.O = 32;
+  g.H = g.W = 3;
+  g.KH = g.KW = 3;
+  g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = 3;
+  std::vector<double> w(static_cast<std::size_t>(g.O * g.terms_per_output()));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = i % 3 ? -0.5 : static_cast<double>(std::ldexp(1.0f, -100));
+  std::vector<double> x(static_cast<std::size_t>(g.C * g.H * g.W));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? 0.75 : -static_cast<double>(std::ldexp(1.0f, -40));
+  const Graph gr = conv_graph(g, w);
+  auto same = [&](const char* what) {
+    const std::vector<double> got = evaluate(gr, x, Policy{}), want = oracle<float>(g, x, w, {});
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO(what << " output " << i << " got " << got[i] << " want " << want[i]);
+      REQUIRE(bits(got[i]) == bits(want[i]));
+    }
+  };
+  REQUIRE(std::fesetround(FE_DOWNWARD) == 0);
+  same("rounding down");
+  std::fesetround(FE_TONEAREST);
+#if defined(__SSE__)
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);  // flush-to-zero and denormals-are-zero
+  same("flush-to-zero");
+  _mm_setcsr(csr);
+#endif
 }

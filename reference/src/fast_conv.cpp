@@ -263,17 +263,24 @@ bool certify_cells(double yh, double yl, double r, unsigned formats, std::array<
 // One function on purpose (94 lines, over the harness' 80): the per-thread row loop, its
 // barrier and the per-row certification share the panel, the blocked weights and the
 // counters; split, they would be passed through five signatures on the hot path.
+namespace {
+
 // The panel's row width: the padded row, or the reach of the last tile of kTilePixelsMax
-// pixels (its pixels past the row's end read lanes that are never used), plus slack.
-std::int64_t panel_width(const ConvGeometry& g) {
-  const std::int64_t stride = (g.OW() + kTilePixelsMax - 1) / kTilePixelsMax * kTilePixelsMax;
-  return std::max(g.W + g.pad_left + g.pad_right, stride * g.stride_w + g.KW * g.dil_w) + 8;
+// pixels (its pixels past the row's end read lanes that are never used), plus slack. In
+// double: a stride near 2^60 (ONNX bounds strides by int64 only) would wrap in int64 and
+// make a huge panel look small.
+double panel_width(const ConvGeometry& g) {
+  auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const double tiles = std::ceil(d(g.OW()) / d(kTilePixelsMax)) * d(kTilePixelsMax);
+  return std::max(d(g.W) + d(g.pad_left) + d(g.pad_right), tiles * d(g.stride_w) + d(g.KW) * d(g.dil_w)) + 8.0;
 }
 
+}  // namespace
+
 bool fast_panel_fits(const ConvGeometry& g) {
-  const double panel = static_cast<double>(g.C) * static_cast<double>(g.KH) * static_cast<double>(panel_width(g));
-  const double data = static_cast<double>(g.N) * static_cast<double>(g.C) * static_cast<double>(g.H) * static_cast<double>(g.W) +
-                      static_cast<double>(g.output_size());
+  auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const double panel = d(g.C) * d(g.KH) * panel_width(g);
+  const double data = d(g.N) * d(g.C) * d(g.H) * d(g.W) + d(g.output_size());
   return panel <= 4.0 * data + 65536.0;
 }
 
@@ -318,7 +325,7 @@ FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {
     // Per thread: the row's sums (a stride of whole tiles, kOBMax spare rows) and its panel,
     // wide enough for every read of the last tile.
     const std::int64_t stride = (OW + kTilePixelsMax - 1) / kTilePixelsMax * kTilePixelsMax;
-    const std::int64_t panel_w = panel_width(g);
+    const auto panel_w = static_cast<std::int64_t>(panel_width(g));  // small: fast_panel_fits
     std::vector<double> s(static_cast<std::size_t>((g.O + kOBMax) * stride)), a(s.size()),
         ax(static_cast<std::size_t>(g.groups * stride)), panel(static_cast<std::size_t>(g.C * g.KH * panel_w));
     // ok flags of the row's outputs ([o][ow]), and their float32 roundings when float32 is

@@ -1,8 +1,10 @@
 // `foldcheck accuracy-diff` (accuracy_diff.hpp).
 #include "foldcheck/commands/accuracy_diff.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -323,10 +325,10 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
 }
 
 // Every pair: its weight-level check, then its analysis on its activations, each in parallel,
-// one layer per thread at a time (everything inside runs single-threaded: the comparisons'
-// statistics and the attribution replays are serial per layer, so layers side by side use
-// the cores better than one layer's parallel parts), reported in graph order: the result
-// does not depend on the thread count.
+// one layer per thread at a time (the comparisons' statistics and the attribution replays
+// are serial per layer, so layers side by side use the cores better than one layer's
+// parallel parts; peak memory is then that of as many layers as threads), reported in
+// graph order: the result does not depend on the thread count.
 std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, const Observed& obs, const Runs& rr,
                                     bool runs, const AccuracyDiffOptions& opts, const Say& say) {
   const std::size_t np = pat.pairs.size();
@@ -337,10 +339,14 @@ std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, c
         say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
       });
   if (!runs) return layers;
+  // Layers side by side (at most one per thread), each with the threads left over: a model
+  // with fewer pairs than threads gives each its share of the cores.
+  const unsigned nt = opts.ref.threads ? opts.ref.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned outer = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
   AccuracyDiffOptions one = opts;
-  one.ref.threads = 1;
+  one.ref.threads = std::max(1u, nt / outer);
   detail::run_tasks(
-      np, opts.ref.threads,
+      np, outer,
       [&](std::size_t k) {
         const BnPair& p = pat.pairs[k];
         if (p.op == "ConvTranspose") {

@@ -2,13 +2,32 @@
 // weights transposed into blocks of channels, the bias per block; one task per output row of
 // a block, each writing only its own outputs, so y does not depend on the thread count.
 #include <algorithm>
+#include <cfenv>
 #include <cmath>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "conv_rows.hpp"
 #include "foldcheck/base/task_pool.hpp"
 
 namespace foldcheck::detail {
 namespace {
+
+// The zero-padding argument (conv_rows.hpp) holds in the default floating-point environment:
+// round to nearest, subnormals kept. Under another rounding mode +0 + (-0) can be -0, and
+// with flush-to-zero a tiny sum can become -0: a host process built with -ffast-math
+// (crtfastmath sets FTZ/DAZ) or one that calls fesetround gets the row kernels, which skip
+// padded positions as the order does.
+bool default_fp_environment() {
+  if (std::fegetround() != FE_TONEAREST) return false;
+#if defined(__SSE__)
+  constexpr unsigned kFtzDaz = 0x8040;  // MXCSR flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+  if (_mm_getcsr() & kFtzDaz) return false;
+#endif
+  return true;
+}
 
 template <class A>
 bool all_finite(const std::vector<A>& v) {
@@ -50,6 +69,7 @@ std::vector<A> padded_input(const ref::ConvGeometry& g, const LaneJob<A>& j, con
     const std::int64_t ih = r - g.pad_top;
     if (ih < 0 || ih >= g.H) return;
     const std::int64_t iw_end = std::min(g.W, j.Wp - g.pad_left);
+    if (iw_end <= 0) return;  // no input column within reach (and &row[pad_left] would be out of range)
     for (std::int64_t c = 0; c < g.C; ++c) {
       const double* xr = &x[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W)];
       if (j.depthwise) {
@@ -89,7 +109,8 @@ bool conv_lanes(const ref::ConvGeometry& g, const std::vector<double>& x, const 
                 const std::vector<A>& bias, unsigned threads, std::vector<double>& y) {
   const RowKernels& k = row_kernels();
   LaneJob<A> j;
-  if (!plan(g, std::is_same_v<A, float> ? k.lanes_f32 : k.lanes_f64, j) || !all_finite(w)) return false;
+  if (!plan(g, std::is_same_v<A, float> ? k.lanes_f32 : k.lanes_f64, j) || !all_finite(w) || !default_fp_environment())
+    return false;
   const std::vector<A> xp = padded_input(g, j, x, threads);
   std::vector<A> wt, bt;
   block_weights(j, w, bias, wt, bt);

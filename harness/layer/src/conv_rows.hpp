@@ -36,7 +36,9 @@ void sequential_row_f64(const ref::ConvGeometry& g, const double* x, const doubl
 // becomes -0 (x + y = -0 only for x = y = -0; exact cancellation gives +0), so adding +0 or
 // -0 leaves it unchanged, whatever it holds (a number, an infinity, NaN). The product
 // 0 * w is a signed zero for every finite w, but NaN for an infinite or NaN w: the caller
-// takes this path only when every weight is finite (conv_lanes.cpp).
+// takes this path only when every weight is finite, and only in the default floating-point
+// environment (round to nearest, no flush-to-zero), which the argument assumes
+// (conv_lanes.cpp).
 //
 // Layout (the caller builds it, conv_lanes.cpp): xp [N][Cp][Hp][Wp] (depthwise: [N][Hp][Wp][Cp],
 // a pixel's channels adjacent for the vector loads), zero outside the input

@@ -130,8 +130,9 @@ std::vector<double> channelwise(const Node& node, const std::vector<double>& x, 
 // One NaN for every NaN result. IEEE 754 leaves which NaN an operation on two NaNs returns
 // to the implementation, and x86 returns its first operand's, so the order in which the
 // compiler places the operands of a commutative add (which differs between the kernels'
-// levels) would show in the sign bit: the stored result is the default quiet NaN instead,
-// and every level and kernel gives the same bits.
+// levels) would show in the sign bit: the stored result is the positive canonical quiet NaN
+// (std::numeric_limits<double>::quiet_NaN()) instead, and every level and kernel gives the
+// same bits.
 void canonical_nans(std::vector<double>& v) {
   for (double& e : v)
     if (e != e) e = std::numeric_limits<double>::quiet_NaN();

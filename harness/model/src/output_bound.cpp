@@ -21,7 +21,10 @@ constexpr double kU = 0x1p-24;  // float32 unit roundoff: the engine's activatio
 // exact N(0, 1) up to the double rounding of its tables), about 4x faster than libstdc++'s
 // polar method, which spent a logarithm per pair of draws and took 45% of a perturbed run.
 // The bound needs exact Gaussians (S^ = S chi^2_K / K, see the header), not merely mean zero
-// and unit variance: a ziggurat is exact, unlike a sum of uniforms.
+// and unit variance: a ziggurat is exact, unlike a sum of uniforms. Boost does not promise
+// the same stream across its versions: a seed's bound is reproducible with Debian 12's Boost
+// 1.74 (the committed baselines were made with it), and another version may move it within
+// its sampling noise.
 using Gaussian = boost::random::normal_distribution<double>;
 
 // Channel of flat element i of a tensor as a BatchNorm sees it (axis 1).

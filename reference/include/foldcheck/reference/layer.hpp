@@ -23,10 +23,13 @@ struct ConvGeometry {
   std::int64_t dil_h = 1, dil_w = 1;
   std::int64_t groups = 1;
 
-  std::int64_t OH() const { return (H + pad_top + pad_bottom - dil_h * (KH - 1) - 1) / stride_h + 1; }
-  std::int64_t OW() const { return (W + pad_left + pad_right - dil_w * (KW - 1) - 1) / stride_w + 1; }
-  std::int64_t terms_per_output() const { return (C / groups) * KH * KW; }
-  std::int64_t output_size() const { return N * O * OH() * OW(); }
+  // Always inlined: the per-level kernel units (-march=x86-64-v4, ...) call them, and an
+  // out-of-line copy emitted there (at -O0, or -O1 with sanitizers) could be the one the
+  // linker keeps for every caller, a CPU without that level included.
+  [[gnu::always_inline]] std::int64_t OH() const { return (H + pad_top + pad_bottom - dil_h * (KH - 1) - 1) / stride_h + 1; }
+  [[gnu::always_inline]] std::int64_t OW() const { return (W + pad_left + pad_right - dil_w * (KW - 1) - 1) / stride_w + 1; }
+  [[gnu::always_inline]] std::int64_t terms_per_output() const { return (C / groups) * KH * KW; }
+  [[gnu::always_inline]] std::int64_t output_size() const { return N * O * OH() * OW(); }
 };
 
 // The sizes of a conv of an NCHW input by OIHW weights (both of rank 4, the caller's check):
