@@ -5,7 +5,7 @@
 #
 # usage: tools/bench_levels.sh [BUILD_DIR [OUT_DIR]] [-- BENCHMARK_ARGS...]
 #   BUILD_DIR  default build; OUT_DIR default BUILD_DIR/bench_levels
-#   e.g. tools/bench_levels.sh build -- --benchmark_filter='conv3x3_64/(onednn|float32|reference)$'
+#   e.g. tools/bench_levels.sh build -- --benchmark_filter='conv3x3_64/(onednn|float32|reference)/'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build out=
