@@ -10,6 +10,7 @@
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/model/layer_match.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/layer/attribution.hpp"
@@ -26,34 +27,6 @@ namespace foldcheck {
 namespace {
 
 using json = nlohmann::json;
-
-std::vector<std::size_t> foldable_layers(const Model& m) {
-  std::vector<std::size_t> r;
-  for (std::size_t i = 0; i < m.nodes.size(); ++i)
-    if (foldable_layer(m, m.nodes[i])) r.push_back(i);
-  return r;
-}
-
-// The observed model's node for each original foldable node (see the matching rule).
-std::map<std::size_t, std::size_t> match_layers(const Model& original, const Model& observed) {
-  const std::vector<std::size_t> a = foldable_layers(original), b = foldable_layers(observed);
-  if (a.size() != b.size())
-    throw InputError(fmt::format("cannot match {} to {}: {} Conv/ConvTranspose/Gemm/MatMul layers against {} (folding "
-                                 "neither adds nor removes them)",
-                                 observed.path, original.path, b.size(), a.size()));
-  std::map<std::size_t, std::size_t> m;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    const ModelNode &x = original.nodes[a[k]], &y = observed.nodes[b[k]];
-    const Shape &sx = original.initializer(x.inputs[1])->shape, &sy = observed.initializer(y.inputs[1])->shape;
-    if (x.op != y.op || sx != sy || x.int_attr("group", 1) != y.int_attr("group", 1))
-      throw InputError(fmt::format("cannot match {} to {}: layer {} is {} {} (group {}) in the original but {} {} (group {}) "
-                                   "in the observed model; the correspondence is ambiguous",
-                                   observed.path, original.path, k, x.op, shape_string(sx), x.int_attr("group", 1), y.op,
-                                   shape_string(sy), y.int_attr("group", 1)));
-    m[a[k]] = b[k];
-  }
-  return m;
-}
 
 // A comparison's ULP summary for the table.
 json ulp_summary(const Comparison& c) {
@@ -480,8 +453,10 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
   if (observed_model)
     r.observed = json{{"path", observed_model->path},
                       {"producer", observed_model->producer},
-                      {"matching", "foldable layers (Conv, ConvTranspose, Gemm, MatMul with initializer weights) in "
-                                   "graph order, one to one; same op, weight shape and group"}};
+                      {"matching", "foldable layers (Conv, ConvTranspose, Gemm, MatMul, com.microsoft:FusedConv with "
+                                   "initializer weights) by their place in the data flow from the graph inputs, op, weight "
+                                   "shape and group (node order, initializer names, removed BatchNorms and fused "
+                                   "activations do not matter); node names pair layers of a symmetric graph"}};
   return r;
 }
 

@@ -10,6 +10,10 @@ namespace {
 
 bool foldable_op(const std::string& op) { return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul"; }
 
+// ONNX Runtime's Conv + activation (com.microsoft:FusedConv): a Conv's inputs, attributes
+// and standard OIHW weight layout, then the activation its `activation` attribute names.
+bool is_fused_conv(const ModelNode& n) { return n.op == "FusedConv" && n.domain == "com.microsoft"; }
+
 // Whether `n` is the ONNX operator `op`: the same name in another domain is another op
 // (and loading checks input counts of the default domain's ops only).
 bool is_onnx_op(const ModelNode& n, const char* op) { return n.op == op && (n.domain.empty() || n.domain == "ai.onnx"); }
@@ -49,7 +53,7 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
     if (s.size() < lo || s.size() > hi)
       throw InputError(fmt::format("node {} ({}): weight {} has shape {}", n.name, n.op, n.inputs[1], shape_string(s)));
   };
-  if (n.op == "Conv") {
+  if (n.op == "Conv" || is_fused_conv(n)) {
     need_rank(3, 5);
     r.channels = s[0];
     r.per_channel = element_count(s) / s[0];
@@ -96,7 +100,8 @@ std::string layer_name(const Model& m, std::size_t layer) {
 }  // namespace
 
 bool foldable_layer(const Model& m, const ModelNode& n) {
-  return foldable_op(n.op) && n.inputs.size() >= 2 && m.initializer(n.inputs[1]) != nullptr;
+  return ((foldable_op(n.op) && (n.domain.empty() || n.domain == "ai.onnx")) || is_fused_conv(n)) && n.inputs.size() >= 2 &&
+         m.initializer(n.inputs[1]) != nullptr;
 }
 
 BnPatterns find_bn_pairs(const Model& m) {

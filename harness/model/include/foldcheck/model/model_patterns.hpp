@@ -40,8 +40,9 @@ struct BnPatterns {
 
 BnPatterns find_bn_pairs(const Model& m);
 
-// A Conv, ConvTranspose, Gemm or MatMul whose weight is a floating initializer: a layer a
-// BatchNorm can be folded into (and that a folding tool keeps, in order).
+// A Conv, ConvTranspose, Gemm or MatMul (of the default domain, or ONNX Runtime's
+// com.microsoft:FusedConv, a Conv with its activation) whose weight is a floating
+// initializer: a layer a BatchNorm can be folded into, and that a folding tool keeps.
 bool foldable_layer(const Model& m, const ModelNode& n);
 
 // A pair's parameters, output-channel-major (see above), in the weight's stored dtype.
