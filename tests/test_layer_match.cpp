@@ -189,3 +189,25 @@ TEST_CASE("layer matching: a symmetric graph pairs by node name, or is ambiguous
   CHECK(m.at(1) == 1);
   CHECK_THROWS_WITH(match_layers(a, other), Catch::Contains("ambiguous"));
 }
+
+TEST_CASE("layer matching: a deep residual network matches in linear time", "[onnx][match]") {
+  // 60 residual blocks (x + conv(x)): each Add joins two branches that both carry the whole
+  // prefix, so signatures written out in full would double at every block (2^60).
+  const fs::path d = temp("deep");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 3, 3});
+  b.output("Y", {1, 2, 3, 3});
+  std::string x = "X";
+  for (int k = 0; k < 60; ++k) {
+    const std::string id = std::to_string(k);
+    b.init("w" + id, {2, 2, 1, 1}, {1, 0.5, 0.25, 1});
+    b.node("Conv", "conv" + id, {x, "w" + id}, {"c" + id});
+    b.node("Add", "add" + id, {x, "c" + id}, {k == 59 ? "Y" : "s" + id});
+    x = "s" + id;
+  }
+  b.save((d / "deep.onnx").string());
+  const Model m = Model::load((d / "deep.onnx").string());
+  const auto match = match_layers(m, m);
+  REQUIRE(match.size() == 60);
+  for (const auto& [i, j] : match) CHECK(i == j);
+}

@@ -2,6 +2,7 @@
 #include "foldcheck/model/layer_match.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,6 +36,20 @@ void check_domains(const Model& m) {
   }
 }
 
+// A signature of fixed size: the 64-bit FNV-1a hash of its description (the op, its weight
+// shape and group, its inputs' signatures), in hex. Nesting the descriptions themselves would
+// double their length at every residual Add (both branches carry the whole prefix): 2^16
+// times the stem's for ResNet-50. A collision (probability ~n^2 / 2^64) could only merge two
+// layers' groups, which the counts and the names then check.
+std::string digest(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
 // Every value's signature, the nodes in file (topological) order; a layer's in `layer`.
 struct Signatures {
   std::map<std::string, std::string> value;
@@ -60,16 +75,16 @@ Signatures signatures(const Model& m) {
     std::string sig;
     if (foldable_layer(m, n)) {
       const std::string op = n.op == "FusedConv" ? "Conv" : n.op;
-      sig = fmt::format("{}{}g{}({})", op, shape_string(m.initializer(n.inputs[1])->shape), n.int_attr("group", 1), in.at(0));
+      sig = digest(fmt::format("{}{}g{}({})", op, shape_string(m.initializer(n.inputs[1])->shape), n.int_attr("group", 1), in.at(0)));
       s.layer[i] = sig;
     } else if (default_domain(n) && kPassThrough.count(n.op) && !in.empty()) {
       sig = in[0];
     } else {
       if (default_domain(n) && kCommutative.count(n.op)) std::sort(in.begin(), in.end());
-      sig = n.op + "(" + fmt::format("{}", fmt::join(in, ",")) + ")";
+      sig = digest(n.domain + ":" + n.op + "(" + fmt::format("{}", fmt::join(in, ",")) + ")");
     }
     for (std::size_t k = 0; k < n.outputs.size(); ++k)
-      if (!n.outputs[k].empty()) s.value[n.outputs[k]] = k == 0 ? sig : fmt::format("{}#{}", sig, k);
+      if (!n.outputs[k].empty()) s.value[n.outputs[k]] = k == 0 ? sig : digest(fmt::format("{}#{}", sig, k));
   }
   return s;
 }
