@@ -278,10 +278,7 @@ double panel_width(const ConvGeometry& g) {
 }  // namespace
 
 bool fast_panel_fits(const ConvGeometry& g) {
-  auto d = [](std::int64_t v) { return static_cast<double>(v); };
-  const double panel = d(g.C) * d(g.KH) * panel_width(g);
-  const double data = d(g.N) * d(g.C) * d(g.H) * d(g.W) + d(g.output_size());
-  return panel <= 4.0 * data + 65536.0;
+  return scratch_fits(g, static_cast<double>(g.C) * static_cast<double>(g.KH) * panel_width(g));
 }
 
 FastResult fast_conv_bn(const FastLayer& L, FastOut& out) {

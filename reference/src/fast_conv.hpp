@@ -67,10 +67,8 @@ struct FastResult {
 FastResult fast_conv_bn(const FastLayer& layer, FastOut& out);
 
 // Whether the fast path's row panel (per thread: every input channel's kernel rows, as wide
-// as the last tile of 16 pixels reads, fast_conv.cpp) stays within 4x the layer's input and
-// output, plus 64 Ki doubles. Strides or padding of millions (a hostile file) would make it
-// gigabytes for a handful of outputs: the layer then takes the multiprecision path, which
-// walks only in-bounds terms.
+// as the last tile of 16 pixels reads, fast_conv.cpp) fits (layer.hpp, scratch_fits); when
+// not, the layer takes the multiprecision path, which walks only in-bounds terms.
 bool fast_panel_fits(const ConvGeometry& g);
 
 // Whether every value is float32-representable (NaN counts); threads as in Options.

@@ -52,10 +52,9 @@ bool plan(const ref::ConvGeometry& g, int lanes, LaneJob<A>& j) {
   j.Wp = (j.OW - 1) * j.sw + (j.KW - 1) * j.dw + 1;
   j.Cp = j.depthwise ? j.blocks * j.block : g.C;
   // Large strides or dilations with padding could make the padded copy far larger than
-  // the data it holds: the row kernels then (a hostile file must not cost gigabytes here).
-  const double padded = static_cast<double>(j.N) * j.Hp * j.Wp * j.Cp;
-  const double data = static_cast<double>(g.N) * g.C * g.H * g.W + static_cast<double>(g.output_size());
-  return padded <= 4.0 * data + 65536.0;
+  // the data it holds: the row kernels then.
+  return ref::scratch_fits(g, static_cast<double>(j.N) * static_cast<double>(j.Hp) * static_cast<double>(j.Wp) *
+                                  static_cast<double>(j.Cp));
 }
 
 // Row r of every padded image (every channel's): one task per (n, r), each writing only its

@@ -32,6 +32,15 @@ struct ConvGeometry {
   [[gnu::always_inline]] std::int64_t output_size() const { return N * O * OH() * OW(); }
 };
 
+// Whether a kernel's scratch copy of `elements` values (a padded input, a row panel) stays
+// within 4x the layer's input and output, plus 64 Ki: padding or strides of millions (a
+// hostile file) would otherwise cost gigabytes for a handful of outputs, and the kernel then
+// takes a path that walks only in-bounds terms. In double: no int64 product can wrap.
+inline bool scratch_fits(const ConvGeometry& g, double elements) {
+  auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  return elements <= 4.0 * (d(g.N) * d(g.C) * d(g.H) * d(g.W) + d(g.output_size())) + 65536.0;
+}
+
 // The sizes of a conv of an NCHW input by OIHW weights (both of rank 4, the caller's check):
 // N, C, H, W, O, KH, KW set; strides, padding, dilation and groups left at their defaults
 // for the caller, who knows where they come from.
