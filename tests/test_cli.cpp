@@ -192,7 +192,7 @@ TEST_CASE("usage errors: exit 2 - one line naming the flag and the problem - no 
       {"explain --original 1,2", "--observed is required"},
       {"run " + src("cases/tvm_thread.json") + " --seed -3", "--seed"},
       {"run " + src("cases/tvm_thread.json") + " --max-elements 0", "--max-elements"},
-      {"frobnicate", "unknown command 'frobnicate' (commands: explain, run, diagnose, accuracy-diff, suite, merge, "
+      {"frobnicate", "unknown command 'frobnicate' (commands: explain, run, diagnose, accuracy-diff, engines, suite, merge, "
                      "compare, bisect, quant-check; see 'foldcheck --help')"},
       {"--max-elements 100 frobnicate", "unknown command 'frobnicate'"},
       {"run " + src("cases/tvm_thread.json") + " --bogus", "--bogus"},

@@ -28,6 +28,7 @@ std::unique_ptr<Command> explain_command();
 std::unique_ptr<Command> run_command();
 std::unique_ptr<Command> diagnose_command();
 std::unique_ptr<Command> accuracy_diff_command();
+std::unique_ptr<Command> engines_command();
 std::unique_ptr<Command> suite_command();
 std::unique_ptr<Command> merge_command();
 std::unique_ptr<Command> compare_command();

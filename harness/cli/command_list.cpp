@@ -9,6 +9,7 @@ std::vector<std::unique_ptr<Command>> all_commands() {
   c.push_back(run_command());
   c.push_back(diagnose_command());
   c.push_back(accuracy_diff_command());
+  c.push_back(engines_command());
   c.push_back(suite_command());
   c.push_back(merge_command());
   c.push_back(compare_command());

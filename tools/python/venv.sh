@@ -13,7 +13,7 @@ python="${PYTHON:-python3}"
   { echo "venv: $python is missing or older than 3.11" >&2; exit 1; }
 want="$( { cat "$req"; "$python" -c 'import sys; print(sys.executable, sys.version)'; } | sha256sum | cut -d' ' -f1)"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" = "$want" ] &&
-   "$venv/bin/python" -c 'import numpy, onnx, pytest' 2>/dev/null; then
+   "$venv/bin/python" -c "import numpy, onnx, pytest, onnxruntime" 2>/dev/null; then
   echo "venv: $venv is up to date with $req"
   exit 0
 fi

@@ -319,4 +319,27 @@ Outcome run_command(const std::string& cmd, double timeout_seconds, const Signal
   }
 }
 
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (const char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+std::string expand_placeholders(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string r;
+  for (std::size_t i = 0; i < tmpl.size();) {
+    bool replaced = false;
+    if (tmpl[i] == '{')
+      for (const auto& [name, value] : values)
+        if (tmpl.compare(i, name.size(), name) == 0) {
+          r += shell_quote(value);
+          i += name.size();
+          replaced = true;
+          break;
+        }
+    if (!replaced) r += tmpl[i++];
+  }
+  return r;
+}
+
 }  // namespace foldcheck::command

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace foldcheck::command {
 
@@ -78,5 +80,11 @@ struct Outcome {
 };
 
 Outcome run_command(const std::string& cmd, double timeout_seconds, const SignalScope& signals);
+
+// `s` as one shell word in single quotes (a single quote inside escaped), also when empty.
+std::string shell_quote(const std::string& s);
+// `tmpl` with each placeholder ("{out}") replaced by its value as one quoted shell word, in
+// one left-to-right pass (a value is never scanned again); any other {...} is left as it is.
+std::string expand_placeholders(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values);
 
 }  // namespace foldcheck::command

@@ -29,13 +29,6 @@ namespace {
 
 constexpr std::size_t kMaxArgBytes = 131072;  // MAX_ARG_STRLEN: 32 pages of 4 KiB
 
-// 'a,b' with single quotes escaped: one shell word, also when empty.
-std::string shell_quote(const std::string& s) {
-  std::string r = "'";
-  for (const char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
-
 std::string join(const std::vector<std::string>& v, std::size_t from, std::size_t to) {
   std::string r;
   for (std::size_t i = from; i < to; ++i) r += (r.empty() ? "" : ",") + v[i];
@@ -340,21 +333,7 @@ BisectResult search(const ExternalBisectOptions& o, const command::SignalScope& 
 
 std::string expand_command(const std::string& tmpl, const std::string& enabled, const std::string& disabled,
                            const std::string& out) {
-  const std::pair<const char*, const std::string*> values[] = {{"{enabled}", &enabled}, {"{disabled}", &disabled}, {"{out}", &out}};
-  std::string r;
-  for (std::size_t i = 0; i < tmpl.size();) {
-    bool replaced = false;
-    if (tmpl[i] == '{')
-      for (const auto& [name, value] : values)
-        if (tmpl.compare(i, std::strlen(name), name) == 0) {
-          r += shell_quote(*value);
-          i += std::strlen(name);
-          replaced = true;
-          break;
-        }
-    if (!replaced) r += tmpl[i++];
-  }
-  return r;
+  return command::expand_placeholders(tmpl, {{"{enabled}", enabled}, {"{disabled}", disabled}, {"{out}", out}});
 }
 
 void check_pass_names(const std::vector<std::string>& passes) {

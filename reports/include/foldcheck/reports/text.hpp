@@ -22,6 +22,7 @@ std::string run_text(const nlohmann::json& result, const RunTextOptions& opts = 
 std::string diagnose_text(const nlohmann::json& result);
 
 std::string accuracy_diff_text(const nlohmann::json& result);
+std::string engines_text(const nlohmann::json& result);
 std::string bisect_text(const nlohmann::json& result);
 std::string quant_check_text(const nlohmann::json& result);
 

@@ -1,0 +1,143 @@
+// `foldcheck engines MODEL.onnx --engine ...`: real engines run on the model, what they
+// produced checked against the certified reference (harness engines.hpp; reports engines_text).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "command.hpp"
+#include "common.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/engines.hpp"
+#include "foldcheck/reports/text.hpp"
+
+namespace foldcheck::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The directory of this program (/proc/self/exe), for the installed adapters.
+fs::path program_dir() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : p.parent_path();
+}
+
+// Where the built-in adapters are: FOLDCHECK_ENGINES_DIR, else next to an installed program
+// (PREFIX/share/foldcheck/engines), else the source tree this program was built from.
+std::string default_adapters_dir() {
+  if (const char* e = std::getenv("FOLDCHECK_ENGINES_DIR"); e && *e) return e;
+  const fs::path installed = program_dir() / ".." / "share" / "foldcheck" / "engines";
+  std::error_code ec;
+  if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
+  return FOLDCHECK_SOURCE_DIR "/tools/engines";
+}
+
+// The Python that runs them: FOLDCHECK_PYTHON, else the project's environment (.venv, which
+// bootstrap makes with the engines pinned), else python3 on PATH.
+std::string default_python() {
+  if (const char* e = std::getenv("FOLDCHECK_PYTHON"); e && *e) return e;
+  const std::string venv = FOLDCHECK_SOURCE_DIR "/.venv/bin/python";
+  if (access(venv.c_str(), X_OK) == 0) return venv;
+  return "python3";
+}
+
+// 'a b' as one shell word.
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (const char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// The built-in engines: each an adapter in tools/engines/ run by `python`.
+std::vector<std::string> builtin_engine_names() {
+  return {"onnxruntime:basic", "onnxruntime:extended", "onnxruntime:all", "onnxoptimizer", "openvino"};
+}
+
+EngineSpec builtin_engine(const std::string& n, const std::string& python, const std::string& dir) {
+  const std::string py = shell_quote(python);
+  auto script = [&](const std::string& f) { return py + " " + shell_quote((fs::path(dir) / f).string()); };
+  const std::string io = " {model} {input} {outdir}";
+  for (const char* level : {"basic", "extended", "all"})
+    if (n == std::string("onnxruntime:") + level || (n == "onnxruntime" && std::string(level) == "basic"))
+      return {n, script("onnxruntime_engine.py") + " --level " + level + io};
+  if (n == "onnxoptimizer") return {n, script("onnxoptimizer_engine.py") + io};
+  if (n == "openvino") return {n, script("openvino_engine.py") + " --precision f32" + io};
+  std::string known;
+  for (const std::string& k : builtin_engine_names()) known += (known.empty() ? "" : ", ") + k;
+  throw InputError("--engine: unknown engine '" + n + "' (known: " + known + "; or give your own with --adapter)");
+}
+
+
+class EnginesCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    std::string known;
+    for (const std::string& k : builtin_engine_names()) known += (known.empty() ? "" : ", ") + k;
+    cmd_ = app.add_subcommand(
+        "engines",
+        "Run real engines on an ONNX model and check everything they produced against the certified reference: their "
+        "folded weights, and each conv's output on the engine's own input to it (per element, and per channel for a "
+        "systematic change), naming the first layer an engine gets wrong. Exit 0 when every engine is EXPECTED.");
+    cmd_->add_option("model", model_, "The model with its BatchNormalization nodes (.onnx)")->required();
+    cmd_->add_option("--engine", names_, "A built-in engine (" + known + "); repeat for several")
+        ->check(known_name([](const std::string& n) { (void)builtin_engine(n, "python3", "."); }));
+    cmd_->add_option("--adapter", adapters_,
+                     "LABEL=COMMAND: your own adapter (/bin/sh); {model}, {input} and {outdir} are substituted as quoted "
+                     "words; it writes OUTDIR/manifest.json and .npy files (the protocol: tools/engines/README.md)");
+    cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
+    cmd_->add_option("--seed", opts_.seed, "Seed of the default input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
+    cmd_->add_option("--confidence", opts_.confidence,
+                     "Probability that a correct engine passes: the probabilistic bounds and the channel statistic")
+        ->check(finite_number(0.5, true, 1 - 1e-15))
+        ->capture_default_str();
+    cmd_->add_option("--channel-samples", opts_.channel_samples,
+                     "Honest computations per layer (other kernel orders) that estimate the channel statistic's noise; "
+                     "0: the rigorous bound only (see README)")
+        ->check(integer_in(0, 4096))
+        ->capture_default_str();
+    cmd_->add_option("--timeout", opts_.timeout_seconds, "Seconds per adapter run")->check(finite_number(0, true))->capture_default_str();
+    cmd_->add_option("--work-dir", work_dir_, "Keep the adapters' files here (default: a temporary directory, removed)");
+    cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)");
+    cmd_->add_option("--adapters-dir", adapters_dir_, "Directory of the built-in adapters (default: $FOLDCHECK_ENGINES_DIR, installed, source)");
+    add_output_options(cmd_, out_, {"text", "json"});
+  }
+
+  int run() override {
+    EnginesOptions eo = opts_;
+    const std::string py = python_.empty() ? default_python() : python_;
+    const std::string dir = adapters_dir_.empty() ? default_adapters_dir() : adapters_dir_;
+    for (const std::string& n : names_) eo.engines.push_back(builtin_engine(n, py, dir));
+    for (const std::string& a : adapters_) {
+      const std::size_t eq = a.find('=');
+      if (eq == 0 || eq == std::string::npos || eq + 1 == a.size())
+        throw InputError("--adapter: expected LABEL=COMMAND, got '" + a + "'");
+      eo.engines.push_back({a.substr(0, eq), a.substr(eq + 1)});
+    }
+    if (eo.engines.empty()) throw InputError("engines: give at least one --engine or --adapter");
+    if (!input_.empty()) eo.input = input_;
+    if (!work_dir_.empty()) eo.work_dir = work_dir_;
+    eo.ref.precision = out_.precision;
+    eo.ref.threads = out_.threads;
+    eo.progress = progress_printer(out_);
+    const EnginesResult result = engines(model_, eo);
+    json r = result.to_json();
+    stamp(r, out_);
+    if (eo.progress) std::cerr << "\r\033[K";
+    emit(out_, render(out_, r, reports::engines_text));
+    return exit_code(result.verdict());
+  }
+
+ private:
+  OutputOptions out_;
+  std::string model_, input_, work_dir_, python_, adapters_dir_;
+  std::vector<std::string> names_, adapters_;
+  EnginesOptions opts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> engines_command() { return std::make_unique<EnginesCommand>(); }
+
+}  // namespace foldcheck::cli

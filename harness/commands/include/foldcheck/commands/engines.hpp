@@ -1,0 +1,94 @@
+#pragma once
+// `foldcheck engines MODEL.onnx --engine ...`: real engines run on the model, and everything
+// they produce scored against the certified reference with the bounds.
+//
+// Each engine is an adapter command (the protocol: engine_manifest.hpp, tools/engines/README.md)
+// that runs the engine on the model and the input and writes what it produced: its folded
+// model, its final outputs, and each conv's input and output of its fused run. Per engine:
+//   weights  the folded model, matched to the original by data flow (layer_match.hpp), each
+//            layer's folded weights and biases against the exact fold (fold_check.hpp);
+//   layers   each conv's output as the engine computed it against the certified reference
+//            of the ORIGINAL layer (conv + BatchNorm, exact) on the engine's own input to
+//            that layer, so no rounding accumulates from earlier layers into the bound:
+//            per element, the fused path's bound (evaluate.hpp: the fold's error bound for the
+//            recipe the weights matched, or the largest over the recipes when the engine
+//            wrote no folded model, plus gamma_k of the sequential order, which bounds every
+//            order of a direct conv); per channel, the systematic-bias statistic
+//            (channel_bias.hpp), with a false-alarm probability of 1 - confidence over all
+//            channels of the model (a union bound);
+//   first    the first layer, in the original's graph order, whose outputs leave a bound.
+// An engine's verdict: UNEXPECTED when any weight or layer check is; MISTRUSTED when nothing
+// of it could be checked. The command's verdict is the worst engine's.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/reference/certify.hpp"
+
+namespace foldcheck {
+
+// One engine: a label and the adapter command ({model}, {input}, {outdir} substituted as
+// quoted shell words), or an engine foldcheck runs in-process.
+struct EngineSpec {
+  std::string label;    // "onnxruntime:basic", or the user's
+  std::string command;  // the adapter command template
+};
+
+struct EnginesOptions {
+  std::vector<EngineSpec> engines;
+  std::optional<std::string> input;  // .npy; default: seeded standard normal of the input's shape
+  std::uint64_t seed = 0;
+  double confidence = 0.999;       // of the per-element probabilistic bound and the channel statistic
+  std::size_t channel_samples = 16;  // honest computations per layer for the estimated channel threshold
+  double timeout_seconds = 3600;   // per adapter run
+  std::optional<std::string> work_dir;  // keep the adapters' files here (default: a temporary directory, removed)
+  ref::Options ref;
+  std::function<void(const std::string&)> progress;
+};
+
+// One layer of one engine.
+struct EngineLayer {
+  std::string name;                     // the original's layer (conv) name
+  std::optional<std::string> observed;  // the engine's node, when it wrote a folded model
+  std::optional<FoldCheck> weights;     // its folded parameters against the exact fold
+  std::optional<std::string> not_folded;  // why the weights were not checked
+  std::optional<Comparison> outputs;    // per element, against the bound
+  nlohmann::json outputs_detail;        // bound, recipe, activation, channel statistic summary
+  std::int64_t channels_beyond = 0, channels_suspicious = 0, channels_tested = 0;  // beyond the bound; the estimate only
+  std::int64_t worst_channel = -1;      // largest |rho| / estimated threshold
+  double worst_channel_ratio = 0;
+  std::optional<std::string> outputs_not_checked;  // why
+  Verdict verdict() const;
+};
+
+struct EngineRun {
+  EngineSpec spec;
+  std::string engine;                   // as the adapter names it
+  double seconds = 0;                   // the adapter's run
+  std::vector<std::string> notes;
+  std::optional<bool> fusion_preserved;
+  bool folded_model = false;
+  std::vector<EngineLayer> layers;      // the original's pairs, graph order
+  std::optional<std::string> first_weights_beyond, first_outputs_beyond;
+  std::optional<std::string> failed;    // the adapter failed (message); nothing else is filled
+  Verdict verdict() const;
+};
+
+struct EnginesResult {
+  nlohmann::json model, input;
+  double channel_alpha = 0;             // per-channel false-alarm probability
+  std::vector<EngineRun> runs;
+  Verdict verdict() const;
+  nlohmann::json to_json() const;       // schema "engines"
+};
+
+EnginesResult engines(const std::string& model_path, const EnginesOptions& opts);
+
+
+}  // namespace foldcheck

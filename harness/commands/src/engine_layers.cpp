@@ -1,0 +1,271 @@
+// One layer of an engine's run against the certified reference (engine_layers.hpp).
+#include "engine_layers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/layer/channel_bias.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
+
+namespace foldcheck {
+namespace {
+
+using json = nlohmann::json;
+
+// The bounds of every recipe in `recipes`, element by element the largest: valid for an
+// engine that folded by any of them. Per channel, the fold's common and per-weight relative
+// errors (channel_bias.hpp), also the largest.
+struct PathBounds {
+  std::vector<double> det, prob, theta, delta, bias_err;
+  double eta = 0;
+  std::string formula;
+};
+
+PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const LayerOutputCheck& c, const std::vector<double>& x) {
+  PathBounds pb;
+  const std::size_t O = static_cast<std::size_t>(g.nodes[0].geometry.O);
+  pb.theta.assign(O, 0.0);
+  pb.delta.assign(O, 0.0);
+  pb.bias_err.assign(O, 0.0);
+  Policy pol;  // sequential: no term passes through more roundings in any order of a direct conv
+  pol.threads = c.ref.threads;
+  for (const Recipe r : c.recipes) {
+    const Graph fused = fold_batchnorm(g, r, c.ref);
+    const BoundReport br = error_bounds(fused, exact, pol, c.confidence, &x);
+    if (pb.det.empty()) {
+      pb.det = br.bound;
+      pb.prob = br.probabilistic;
+      pb.formula = br.formula;
+    }
+    for (std::size_t i = 0; i < pb.det.size(); ++i) {
+      pb.det[i] = std::max(pb.det[i], br.bound[i]);
+      pb.prob[i] = std::max(pb.prob[i], br.probabilistic[i]);
+    }
+    const FoldInfo& fi = *fused.nodes[0].fold;
+    for (std::size_t o = 0; o < O; ++o) {
+      const double t = fi.scale[o].mag();
+      if (!(t > 0)) continue;  // a zero scale: every folded weight is 0 (no common factor)
+      pb.theta[o] = std::max(pb.theta[o], fi.scale[o].e / t);
+      pb.delta[o] = std::max(pb.delta[o], (fi.weight_alpha[o] - fi.scale[o].e) / t);
+      pb.bias_err[o] = std::max(pb.bias_err[o], fi.bias[o].e + (fi.has_post_add ? fi.post_add[o].e : 0.0));
+    }
+    pb.eta = std::max(pb.eta, fi.weight_eta);
+  }
+  return pb;
+}
+
+// K honest computations of the folded layer on x (channel_bias.hpp). Real kernels sum the
+// terms in the layer's own order, in blocks, with or without fma; on real data that order can
+// drift far more than others (MobileNetV2 features.18.0, channel 781: -8.8 ppm sequential in
+// order, -6.8 ONNX Runtime, 0.5 rms over random orders). So samples 0-2 keep the input
+// channels in order (sequential; blocked by 16 with fma; pairwise with fma) and the others
+// permute them within each group, seeded by (seed, layer, m), summed sequentially (the fast
+// kernels). Sample m folds by recipe m mod R. The same for any thread count.
+struct HonestSamples {
+  std::vector<Graph> folded;             // per recipe
+  std::vector<std::vector<double>> y;    // per sample
+  std::vector<const std::vector<double>*> w;
+};
+
+std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+HonestSamples honest_samples(const Graph& g, const std::vector<double>& x, const LayerOutputCheck& c) {
+  HonestSamples hs;
+  for (const Recipe r : c.recipes) hs.folded.push_back(fold_batchnorm(g, r, c.ref));
+  const ref::ConvGeometry& geo = g.nodes[0].geometry;
+  const std::int64_t cg = geo.C / geo.groups, hw = geo.H * geo.W, khw = geo.KH * geo.KW;
+  const Order in_order[] = {Order{}, Order{Accumulation::Blocked, 16}, Order{Accumulation::Pairwise}};
+  constexpr std::size_t kInOrder = std::size(in_order);
+  for (std::size_t m = 0; m < c.samples; ++m) {
+    std::mt19937_64 rng(mix(c.seed ^ mix(c.layer_index * 0x9e3779b97f4a7c15ULL + m)));
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(cg));
+    std::iota(perm.begin(), perm.end(), 0);
+    if (m >= kInOrder) std::shuffle(perm.begin(), perm.end(), rng);
+    const Graph& fg = hs.folded[m % hs.folded.size()];
+    Graph pg = fg;
+    const std::vector<double>& w = fg.nodes[0].weight.data;
+    std::vector<double>& wp = pg.nodes[0].weight.data;
+    for (std::int64_t o = 0; o < geo.O; ++o)
+      for (std::int64_t ci = 0; ci < cg; ++ci)
+        std::copy_n(w.begin() + (o * cg + perm[ci]) * khw, khw, wp.begin() + (o * cg + ci) * khw);
+    std::vector<double> xp(x.size());
+    for (std::int64_t n = 0; n < geo.N; ++n)
+      for (std::int64_t gr = 0; gr < geo.groups; ++gr)
+        for (std::int64_t ci = 0; ci < cg; ++ci)
+          std::copy_n(x.begin() + ((n * geo.C) + gr * cg + perm[ci]) * hw, hw, xp.begin() + ((n * geo.C) + gr * cg + ci) * hw);
+    Policy pol;
+    if (m < kInOrder) {
+      pol.order = in_order[m];
+      pol.arith.fma = m > 0;
+    }
+    pol.threads = c.ref.threads;
+    hs.y.push_back(evaluate(pg, xp, pol));
+    hs.w.push_back(&w);
+  }
+  return hs;
+}
+
+double activate(const FusedActivation& a, double v) { return a.op.empty() ? v : std::clamp(v, a.lo, a.hi); }
+
+// Whether output i of an activated layer is in the activation's linear part for every value
+// within its bound (the channel statistic uses only those: elsewhere the clamp hides d_i).
+bool linear_part(const FusedActivation& a, double y, double bound) { return y - bound > a.lo && y + bound < a.hi; }
+
+void check_shapes(const LayerOutputCheck& c, const ref::ConvGeometry& g, const std::string& where) {
+  const Shape want{g.N, g.O, g.OH(), g.OW()};
+  if (c.y.shape != want)
+    throw InputError(fmt::format("{}: the engine's output of layer {} has shape {}, the layer on its input gives {}", where,
+                                 c.pair->name, shape_string(c.y.shape), shape_string(want)));
+}
+
+// The channel statistic's summary for the layer's JSON, and the layer's channel fields.
+json channel_summary(const std::vector<ChannelBias>& cb, EngineLayer& layer) {
+  std::vector<double> thr, est;
+  for (std::size_t o = 0; o < cb.size(); ++o) {
+    if (!cb[o].tested) continue;
+    ++layer.channels_tested;
+    thr.push_back(cb[o].threshold);
+    est.push_back(cb[o].estimated_threshold);
+    if (cb[o].beyond()) ++layer.channels_beyond;
+    else if (cb[o].beyond_estimate()) ++layer.channels_suspicious;
+    const double q = std::fabs(cb[o].rho) / cb[o].estimated_threshold;
+    if (layer.worst_channel < 0 || !(q <= layer.worst_channel_ratio)) {
+      layer.worst_channel = static_cast<std::int64_t>(o);
+      layer.worst_channel_ratio = q;
+    }
+  }
+  std::sort(thr.begin(), thr.end());
+  std::sort(est.begin(), est.end());
+  json j{{"tested", layer.channels_tested}, {"beyond_bound", layer.channels_beyond}, {"beyond_estimate", layer.channels_suspicious}};
+  if (layer.worst_channel >= 0) {
+    const ChannelBias& w = cb[static_cast<std::size_t>(layer.worst_channel)];
+    j["worst"] = {{"channel", layer.worst_channel},
+                  {"rho_ppm", w.rho * 1e6},
+                  {"threshold_ppm", w.threshold * 1e6},
+                  {"estimated_threshold_ppm", w.estimated_threshold * 1e6},
+                  {"allowance_ppm", w.allowance * 1e6},
+                  {"honest_rms_ppm", w.honest_rms * 1e6},
+                  {"ratio_to_estimate", layer.worst_channel_ratio},
+                  {"outputs", w.outputs}};
+    auto spread = [](const std::vector<double>& v) {
+      return json{{"min", v.front() * 1e6}, {"median", v[v.size() / 2] * 1e6}, {"max", v.back() * 1e6}};
+    };
+    j["threshold_ppm"] = spread(thr);
+    j["estimated_threshold_ppm"] = spread(est);
+  }
+  return j;
+}
+
+// The channel statistic (channel_bias.hpp) on the outputs in the activation's linear part,
+// with the honest computations' drift.
+std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Graph& g, const std::vector<double>& xv,
+                                           const ref::LayerResult& exact, const std::vector<double>& ystar,
+                                           const PathBounds& pb) {
+  const Node& conv = g.nodes[0];
+  const ref::ConvGeometry& geo = conv.geometry;
+  ref::Options ro = c.ref;
+  ro.formats = ref::format_bit(ref::kFloat32);
+  const std::size_t n = ystar.size();
+  const std::int64_t pc = geo.terms_per_output(), plane = geo.OH() * geo.OW();
+  const ref::ValueArray wstar = ref::fold_weights(conv.weight.data, pc, g.nodes[1].bn, ro);
+  std::vector<double> ws(wstar.size()), z(n), d(n), A(n), M(n);
+  const double k = accumulation_roundings(Order{}, geo, true), gk = k * 0x1p-24 / (1 - k * 0x1p-24);
+  for (std::size_t j = 0; j < ws.size(); ++j) ws[j] = wstar.approx(j).hi + wstar.approx(j).lo;
+  std::vector<char> use(n, 1);
+  const ref::BnParams& bn = g.nodes[1].bn;
+  std::vector<double> bstar(static_cast<std::size_t>(geo.O)), tabs(bstar.size());
+  for (std::size_t o = 0; o < bstar.size(); ++o) {
+    const ref::Value bv = ref::fold_bias(conv.bias.empty() ? 0.0 : conv.bias[o], bn.gamma[o], bn.beta[o], bn.mean[o], bn.var[o], bn.eps, ro);
+    bstar[o] = bv.approx.hi + bv.approx.lo;
+    tabs[o] = std::fabs(ref::fold_scale(bn.gamma[o], bn.var[o], bn.eps, ro).approx.hi);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % geo.O);
+    z[i] = ystar[i] - bstar[o];
+    d[i] = c.y.data[i] - ystar[i];
+    // A_i >= sum |w'_k x_ik| + |b'|: |w'| <= |w*| (1 + theta)(1 + delta) + eta, the original
+    // sum |w x| times |t| (w* = w t), with a little margin for t's own rounding to double.
+    const double a0 = tabs[o] * exact.abs_sum[i] + std::fabs(bstar[o]);
+    A[i] = (tabs[o] * exact.abs_sum[i] * (1 + pb.theta[o]) * (1 + pb.delta[o]) + pb.eta * exact.abs_x_sum[i] +
+            std::fabs(bstar[o]) + pb.bias_err[o]) * (1 + 0x1p-40);
+    // M_i (channel_bias.hpp): the engine's exact sum is within A_i - a0 of y*.
+    M[i] = (std::min(A[i], (A[i] + std::fabs(ystar[i]) + (A[i] - a0)) / 2) + gk * A[i]) * (1 + 0x1p-40);
+    use[i] = c.activation.op.empty() || linear_part(c.activation, ystar[i], pb.det[i]);
+  }
+  ChannelBiasInput in;
+  in.geometry = geo;
+  in.x = &xv;
+  in.w_star = &ws;
+  in.z = &z;
+  in.d = &d;
+  in.ystar = &ystar;
+  in.magnitude = &A;
+  in.partial = &M;
+  in.use = &use;
+  in.theta = pb.theta;
+  in.delta = pb.delta;
+  in.eta = pb.eta;
+  in.roundings = k;
+  in.alpha = c.channel_alpha;
+  in.threads = c.ref.threads;
+  const HonestSamples hs = honest_samples(g, xv, c);
+  for (std::size_t m = 0; m < hs.y.size(); ++m) {
+    in.samples.push_back(&hs.y[m]);
+    in.sample_weights.push_back(hs.w[m]);
+  }
+  return channel_bias(in);
+}
+
+}  // namespace
+
+void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const std::string& where) {
+  const Model& m = *c.model;
+  const BnPair& p = *c.pair;
+  const LayerParams lp = layer_params(m, p);
+  Tensor x = c.x;
+  const Graph g = pair_graph(m, p, lp, x, DType::Float32);
+  const ref::ConvGeometry& geo = g.nodes[0].geometry;
+  check_shapes(c, geo, where);
+  ref::Options ro = c.ref;
+  ro.formats = ref::format_bit(ref::kFloat32);
+  const Node& conv = g.nodes[0];
+  const ref::LayerData L{geo, &x.data, &conv.weight.data, conv.bias.empty() ? nullptr : &conv.bias, &g.nodes[1].bn};
+  const ref::LayerResult exact = ref::conv_bn(L, ro);
+  PathBounds pb = path_bounds(g, exact, c, x.data);
+  const std::size_t n = exact.y.size();
+  // The reference in double (hi + lo: within 2^-53 relative, added to the bounds), activated.
+  std::vector<double> ystar(n), yact(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto a = exact.y.approx(i);
+    ystar[i] = a.hi + a.lo;
+    yact[i] = activate(c.activation, ystar[i]);
+    const double slack = 0x1p-53 * std::fabs(ystar[i]) + exact.y[i].radius;
+    pb.det[i] += slack;
+    pb.prob[i] += slack;
+  }
+  const ref::ValueArray refv = c.activation.op.empty() ? exact.y : approximate_values(yact, DType::Float32);
+  layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
+  const std::vector<ChannelBias> cb = channel_statistic(c, g, x.data, exact, ystar, pb);
+  json recipes = json::array();
+  for (const Recipe r : c.recipes) recipes.push_back(name(r));
+  layer.outputs_detail = {{"bound", pb.formula},
+                          {"bound_recipes", recipes},
+                          {"activation", c.activation.op.empty() ? json(nullptr) : json(c.activation.op)},
+                          {"terms_per_output", geo.terms_per_output()},
+                          {"channels", channel_summary(cb, layer)}};
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,378 @@
+// `foldcheck engines` (engines.hpp): running the adapters and checking what they wrote.
+#include "foldcheck/commands/engines.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "command_process.hpp"
+#include "engine_layers.hpp"
+#include "foldcheck/base/envelope.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/io/engine_manifest.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/model/layer_match.hpp"
+#include "foldcheck/model/model_run.hpp"
+
+namespace foldcheck {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using Say = std::function<void(const std::string&)>;
+
+// The directory the adapters write into: the user's (kept), or a fresh temporary one that is
+// removed on every way out.
+class WorkDir {
+ public:
+  explicit WorkDir(const std::optional<std::string>& keep) {
+    if (keep) {
+      fs::create_directories(*keep);
+      path_ = *keep;
+      return;
+    }
+    std::string tmpl = (fs::temp_directory_path() / "foldcheck-engines-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw InputError("cannot make a temporary directory in " + fs::temp_directory_path().string());
+    path_ = tmpl;
+    owned_ = true;
+  }
+  ~WorkDir() { remove(); }
+  void remove() {
+    std::error_code ec;
+    if (owned_) fs::remove_all(path_, ec);
+    owned_ = false;
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  bool owned_ = false;
+};
+
+std::string stderr_tail(const command::Outcome& r) {
+  const std::string t = r.err.last(2000);
+  return t.empty() ? "" : "; its last words:\n" + t;
+}
+
+// Runs one adapter; InputError-free: a failure is the engine's result, not foldcheck's.
+std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& model, const fs::path& input,
+                                       const fs::path& outdir, const EnginesOptions& o, const command::SignalScope& sig,
+                                       double& seconds) {
+  fs::remove_all(outdir);
+  fs::create_directories(outdir);
+  const std::string cmd = command::expand_placeholders(
+      s.command, {{"{model}", model}, {"{input}", input.string()}, {"{outdir}", outdir.string()}});
+  const command::Outcome r = command::run_command(cmd, o.timeout_seconds, sig);
+  seconds = r.seconds;
+  if (r.status == -1) return fmt::format("the adapter timed out after {:g} s: {}{}", o.timeout_seconds, cmd, stderr_tail(r));
+  if (r.status != 0)
+    return fmt::format("the adapter failed ({}): {}{}",
+                       r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status), cmd,
+                       stderr_tail(r));
+  return std::nullopt;
+}
+
+// A value the adapter wrote, as float32 values (an engine computing in float32 writes them).
+Tensor read_value(const EngineManifest& man, const std::string& name) {
+  const std::string& path = man.values.at(name);
+  Tensor t = read_npy(path);
+  if (t.dtype != DType::Float32)
+    throw InputError(fmt::format("{}: {} values; the engine's layer values must be float32", path, foldcheck::name(t.dtype)));
+  return t;
+}
+
+// Where the engine's values of pair p are (engine_layers.hpp).
+LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded, std::optional<std::size_t> on) {
+  LayerValueNames v;
+  if (!folded) {
+    v.x = m.nodes[p.layer].inputs.at(0);
+    v.y = m.nodes[p.bn].outputs.at(0);
+    return v;
+  }
+  const ModelNode& n = folded->nodes[*on];
+  v.x = n.inputs.at(0);
+  v.y = n.outputs.at(0);
+  for (const std::size_t c : folded->consumers_of(v.y))
+    if (folded->nodes[c].op == "BatchNormalization") v.y = folded->nodes[c].outputs.at(0);  // not folded: after its BN
+  if (n.op == "FusedConv") {
+    const std::string act = n.string_attr("activation", "");
+    const Attribute* ap = n.attr("activation_params");
+    if (act == "Relu") v.activation = {"Relu", 0.0, HUGE_VAL};
+    else if (act == "Clip" && ap && ap->floats.size() == 2) v.activation = {"Clip", ap->floats[0], ap->floats[1]};
+    else v.unsupported = fmt::format("its fused activation {} is not modelled (Relu and Clip are: exact)", act);
+  }
+  return v;
+}
+
+// What the whole command shares.
+struct Context {
+  const Model& model;
+  const BnPatterns& pat;
+  const EnginesOptions& o;
+  double alpha = 1e-6;
+};
+
+// The folded model's weights, layer by layer (the accuracy-diff check of an observed model).
+void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man) {
+  AccuracyDiffOptions ao;
+  ao.observed_model = *man.folded_model;
+  ao.weights_only = true;
+  ao.ref = cx.o.ref;
+  const AccuracyDiffResult ad = accuracy_diff(cx.model, ao);
+  for (std::size_t k = 0; k < ad.layers.size(); ++k) {
+    const LayerDiff& ld = ad.layers[k];
+    EngineLayer& L = run.layers[k];
+    if (ld.identity.contains("observed_node")) L.observed = ld.identity["observed_node"].get<std::string>();
+    if (ld.observed_not_folded) L.not_folded = "the engine's model still applies a BatchNormalization after it";
+    L.weights = ld.fold;
+  }
+}
+
+// The recipes whose bounds the layer's outputs are held to: the one its folded weights came
+// closest to, or every recipe when the engine wrote no weights.
+std::vector<Recipe> bound_recipes(const EngineLayer& L) {
+  if (L.weights && !L.weights->recipes.empty()) return {L.weights->recipes[L.weights->best].recipe};
+  std::vector<Recipe> r;
+  for (const Recipe x : all_recipes())
+    if (x != Recipe::Exact) r.push_back(x);
+  return r;
+}
+
+// One layer's outputs, or why they are not checked.
+void check_one_layer(const Context& cx, const EngineManifest& man, const Model* folded,
+                     const std::map<std::size_t, std::size_t>& match, std::size_t k, unsigned threads, EngineLayer& L) {
+  const BnPair& p = cx.pat.pairs[k];
+  if (cx.model.nodes[p.layer].op != "Conv") {
+    L.outputs_not_checked = "per-layer outputs are checked for Conv layers";
+    return;
+  }
+  const LayerValueNames vn = value_names(cx.model, p, folded, folded ? std::optional<std::size_t>(match.at(p.layer)) : std::nullopt);
+  if (vn.unsupported) {
+    L.outputs_not_checked = *vn.unsupported;
+    return;
+  }
+  for (const std::string* v : {&vn.x, &vn.y})
+    if (!man.values.count(*v)) {
+      L.outputs_not_checked = fmt::format("the adapter wrote no value '{}'", *v);
+      return;
+    }
+  LayerOutputCheck c;
+  c.model = &cx.model;
+  c.pair = &p;
+  c.x = read_value(man, vn.x);
+  c.y = read_value(man, vn.y);
+  c.activation = vn.activation;
+  c.recipes = bound_recipes(L);
+  c.confidence = cx.o.confidence;
+  c.channel_alpha = cx.alpha;
+  c.samples = cx.o.channel_samples;
+  c.seed = cx.o.seed;
+  c.layer_index = k;
+  c.ref = cx.o.ref;
+  c.ref.threads = threads;
+  check_layer_outputs(c, L, man.values.at(vn.y));
+}
+
+// Every layer's outputs, layers side by side (as accuracy-diff: one per thread, the
+// leftover threads inside each); results in graph order, independent of the thread count.
+void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const Say& say) {
+  std::string why;
+  if (man.values.empty()) why = "the adapter wrote no per-layer values";
+  else if (man.fusion_preserved == false)
+    why = "the run that gave the per-layer values had final outputs different from the fused run's: they are not the "
+          "fused computation's";
+  if (!why.empty()) {
+    for (EngineLayer& L : run.layers) L.outputs_not_checked = why;
+    return;
+  }
+  std::optional<Model> folded;
+  std::map<std::size_t, std::size_t> match;
+  if (man.values_of_folded) {
+    folded = Model::load(*man.folded_model);
+    match = match_layers(cx.model, *folded);
+  }
+  const std::size_t np = cx.pat.pairs.size();
+  const unsigned nt = cx.o.ref.threads ? cx.o.ref.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned outer = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
+  detail::run_tasks(
+      np, outer,
+      [&](std::size_t k) { check_one_layer(cx, man, folded ? &*folded : nullptr, match, k, std::max(1u, nt / outer), run.layers[k]); },
+      [&](std::size_t k, std::size_t done) { say(fmt::format("{}: layer outputs {}/{} ({})", run.spec.label, done, np, cx.pat.pairs[k].name)); });
+}
+
+// The first layers, in graph order, whose weights or outputs leave their bounds.
+void first_beyond(EngineRun& run) {
+  for (const EngineLayer& L : run.layers) {
+    if (!run.first_weights_beyond && L.weights && L.weights->verdict == Verdict::Unexpected) run.first_weights_beyond = L.name;
+    const bool out_bad = (L.outputs && L.outputs->verdict == Verdict::Unexpected) || L.channels_beyond > 0 || L.channels_suspicious > 0;
+    if (!run.first_outputs_beyond && out_bad) run.first_outputs_beyond = L.name;
+  }
+}
+
+EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& input, const fs::path& outdir,
+                     const command::SignalScope& sig, const Say& say) {
+  EngineRun run;
+  run.spec = spec;
+  for (const BnPair& p : cx.pat.pairs) run.layers.emplace_back().name = p.name;
+  say(fmt::format("{}: running the adapter", spec.label));
+  run.failed = run_adapter(spec, cx.model.path, input, outdir, cx.o, sig, run.seconds);
+  if (run.failed) return run;
+  try {
+    const EngineManifest man = read_engine_manifest(outdir.string());
+    run.engine = man.engine;
+    run.notes = man.notes;
+    run.fusion_preserved = man.fusion_preserved;
+    run.folded_model = man.folded_model.has_value();
+    if (man.folded_model) {
+      say(fmt::format("{}: folded weights", spec.label));
+      check_weights(run, cx, man);
+    }
+    check_outputs(run, cx, man, say);
+  } catch (const InputError& e) {
+    run.failed = e.what();
+    return run;
+  }
+  first_beyond(run);
+  return run;
+}
+
+}  // namespace
+}  // namespace foldcheck
+
+namespace foldcheck {
+namespace {
+
+json weights_json(const EngineLayer& L) {
+  if (L.not_folded) return {{"verdict", "UNEXPECTED"}, {"note", *L.not_folded}};
+  if (!L.weights) return nullptr;
+  json j = to_json(*L.weights);
+  j.erase("recipes");  // the closest recipe's figures are kept; accuracy-diff --observed shows them all
+  return j;
+}
+
+json outputs_json(const EngineLayer& L) {
+  if (L.outputs_not_checked) return {{"not_checked", *L.outputs_not_checked}};
+  if (!L.outputs) return nullptr;
+  const Comparison& c = *L.outputs;
+  json j = L.outputs_detail;
+  j["verdict"] = name(c.verdict == Verdict::Suspicious ? Verdict::Expected : c.verdict);
+  j["elements"] = c.elements;
+  j["max_abs_ulp"] = c.ulp.max_abs;
+  j["worst_ratio"] = c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr);
+  j["probabilistic_worst_ratio"] = c.worst_probabilistic_ratio ? json(*c.worst_probabilistic_ratio) : json(nullptr);
+  j["beyond_bound"] = c.beyond_bound;
+  j["beyond_probabilistic"] = c.beyond_probabilistic;
+  return j;
+}
+
+json run_json(const EngineRun& r) {
+  json layers = json::array();
+  for (const EngineLayer& L : r.layers)
+    layers.push_back({{"name", L.name},
+                      {"observed", L.observed ? json(*L.observed) : json(nullptr)},
+                      {"verdict", name(L.verdict())},
+                      {"weights", weights_json(L)},
+                      {"outputs", outputs_json(L)}});
+  return {{"label", r.spec.label},
+          {"engine", r.engine},
+          {"command", r.spec.command},
+          {"seconds", r.seconds},
+          {"verdict", name(r.verdict())},
+          {"failed", r.failed ? json(*r.failed) : json(nullptr)},
+          {"notes", r.notes},
+          {"folded_model", r.folded_model},
+          {"fusion_preserved", r.fusion_preserved ? json(*r.fusion_preserved) : json(nullptr)},
+          {"first_weights_beyond", r.first_weights_beyond ? json(*r.first_weights_beyond) : json(nullptr)},
+          {"first_outputs_beyond", r.first_outputs_beyond ? json(*r.first_outputs_beyond) : json(nullptr)},
+          {"layers", layers}};
+}
+
+}  // namespace
+
+Verdict EngineLayer::verdict() const {
+  bool checked = false;
+  Verdict v = Verdict::Expected;
+  if (not_folded) return Verdict::Unexpected;
+  if (weights) {
+    checked = true;
+    v = worst(v, weights->verdict);
+  }
+  if (outputs) {
+    checked = true;
+    v = worst(v, outputs->verdict == Verdict::Suspicious ? Verdict::Expected : outputs->verdict);
+    if (channels_beyond > 0) v = worst(v, Verdict::Unexpected);
+    if (channels_suspicious > 0) v = worst(v, Verdict::Suspicious);
+  }
+  return checked ? v : Verdict::Mistrusted;
+}
+
+Verdict EngineRun::verdict() const {
+  if (failed || layers.empty()) return Verdict::Mistrusted;
+  Verdict v = Verdict::Expected;
+  for (const EngineLayer& L : layers) v = worst(v, L.verdict());
+  return v;
+}
+
+Verdict EnginesResult::verdict() const {
+  if (runs.empty()) return Verdict::Mistrusted;
+  Verdict v = Verdict::Expected;
+  for (const EngineRun& r : runs) v = worst(v, r.verdict());
+  return v;
+}
+
+json EnginesResult::to_json() const {
+  json j = result_envelope("engines");
+  json rs = json::array();
+  for (const EngineRun& r : runs) rs.push_back(run_json(r));
+  j["verdict"] = name(verdict());
+  j["model"] = model;
+  j["input"] = input;
+  j["channel_statistic"] = {{"false_alarm_per_channel", channel_alpha},
+                            {"rule", "per channel: |rho| <= allowance + s sqrt(2 ln(2/alpha)) (Azuma-Hoeffding; "
+                                     "channel_bias.hpp); union bound over every channel of every engine"}};
+  j["engines"] = rs;
+  return j;
+}
+
+EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
+  if (o.engines.empty()) throw InputError("engines: no engine given (" + field("engines") + ")");
+  const Say say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  const Model m = Model::load(model_path);
+  const BnPatterns pat = find_bn_pairs(m);
+  if (m.inputs.size() != 1) throw InputError(fmt::format("{}: {} graph inputs; engines runs models with one", model_path, m.inputs.size()));
+  const Tensor x = model_input(m, o.input, o.seed);
+  EnginesResult res;
+  res.model = {{"path", model_path}, {"producer", m.producer}, {"opset", m.opset}, {"nodes", m.nodes.size()}, {"pairs", pat.pairs.size()}};
+  res.input = {{"name", m.inputs[0].name}, {"shape", x.shape}};
+  if (o.input) res.input["path"] = *o.input;
+  else res.input["seed"] = o.seed;
+  double channels = 0;
+  for (const BnPair& p : pat.pairs) channels += static_cast<double>(layer_params(m, p).channels);
+  res.channel_alpha = (1 - o.confidence) / std::max(1.0, channels * static_cast<double>(o.engines.size()));
+  WorkDir wd(o.work_dir);
+  const fs::path input = wd.path() / "input.npy";
+  write_npy(input.string(), x);
+  const Context cx{m, pat, o, res.channel_alpha};
+  const command::SignalScope sig;
+  try {
+    for (std::size_t e = 0; e < o.engines.size(); ++e)
+      res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
+  } catch (const command::Interrupted& i) {  // the adapter already ended: remove its files, end by the signal
+    wd.remove();
+    command::SignalScope::die_of(i.signo);
+  }
+  return res;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,38 @@
+#pragma once
+// What an engine adapter wrote: the adapter protocol's manifest (tools/engines/README.md).
+//
+// An adapter is a command run with {model}, {input} and {outdir}; it leaves in OUTDIR a
+// manifest.json:
+//   protocol          1
+//   engine            the engine's name, version and setting ("onnxruntime 1.32.0 (basic)")
+//   folded_model      optional: the model as the engine folded and wrote it (.onnx)
+//   values_of         "folded_model" or "model": whose value names `values` uses
+//   outputs           {graph output name: .npy} the engine's final outputs of its fused run
+//   values            {value name: .npy} per-layer values: each conv's input and output
+//   fusion_preserved  optional: whether the run that produced `values` gave final outputs
+//                     bit-identical to the fused run's (false: the values are not the fused
+//                     computation's, and are not judged)
+//   notes             optional list of strings, shown to the user
+// Contract: every file named is a relative path inside OUTDIR (no absolute path, no "..");
+// a manifest breaking any rule is refused (InputError naming manifest.json and the field).
+// Files are not read here: read_npy reads them when used and names them in its errors.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace foldcheck {
+
+struct EngineManifest {
+  std::string dir;                          // OUTDIR
+  std::string engine;
+  std::optional<std::string> folded_model;  // full path
+  bool values_of_folded = false;
+  std::map<std::string, std::string> outputs, values;  // value name -> full path
+  std::optional<bool> fusion_preserved;
+  std::vector<std::string> notes;
+};
+
+EngineManifest read_engine_manifest(const std::string& dir);
+
+}  // namespace foldcheck

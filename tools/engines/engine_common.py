@@ -1,0 +1,62 @@
+"""What every built-in adapter shares (the adapter protocol: tools/engines/README.md)."""
+import json
+import os
+import sys
+
+import numpy as np
+
+CONV_OPS = {"Conv", "FusedConv", "ConvTranspose"}
+
+
+class Manifest:
+    """OUTDIR/manifest.json and the .npy files it names, written as they are added."""
+
+    def __init__(self, outdir, engine, folded_model=None, values_of=None):
+        os.makedirs(outdir, exist_ok=True)
+        self.outdir = outdir
+        self.data = {"protocol": 1, "engine": engine, "folded_model": folded_model,
+                     "values_of": values_of or ("folded_model" if folded_model else "model"),
+                     "outputs": {}, "values": {}, "notes": []}
+
+    def _save(self, kind, name, array):
+        f = f"{kind}_{len(self.data[kind + 's'])}.npy"
+        np.save(os.path.join(self.outdir, f), np.ascontiguousarray(array))
+        self.data[kind + "s"][name] = f
+
+    def output(self, name, array):
+        self._save("output", name, array)
+
+    def value(self, name, array):
+        self._save("value", name, array)
+
+    def note(self, text):
+        self.data["notes"].append(text)
+
+    def fusion_preserved(self, fused, again):
+        """Whether the per-layer run reproduced the fused run's final outputs bit for bit."""
+        self.data["fusion_preserved"] = bool(len(fused) == len(again) and all(
+            a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+            for a, b in zip(fused, again)))
+
+    def write(self):
+        with open(os.path.join(self.outdir, "manifest.json"), "w") as fh:
+            json.dump(self.data, fh, indent=1)
+
+
+def conv_values(graph):
+    """The data input and output of every conv node of an ONNX graph, in order, once each."""
+    inits = {i.name for i in graph.initializer}
+    names = []
+    for node in graph.node:
+        if node.op_type in CONV_OPS:
+            names += [v for v in (node.input[0], node.output[0]) if v and v not in inits]
+    return list(dict.fromkeys(names))
+
+
+def run_main(prog, main):
+    """Runs main(); a failure of the engine or the inputs exits 2 with one line on stderr."""
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001 - any engine error is reported, not a traceback
+        print(f"{prog}: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(2)
