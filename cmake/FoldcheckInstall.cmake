@@ -57,3 +57,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/foldcheckConfigVersion.cm
 install(FILES ${PROJECT_BINARY_DIR}/foldcheckConfig.cmake ${PROJECT_BINARY_DIR}/foldcheckConfigVersion.cmake
               cmake/FindMPFR.cmake cmake/FindLibZip.cmake
         DESTINATION ${_fc_cmake_dir})
+
+# The built-in engine adapters of `foldcheck engines` (tools/engines/README.md), found there
+# by the installed program (PREFIX/share/foldcheck/engines).
+install(FILES tools/engines/engine_common.py tools/engines/onnxruntime_engine.py tools/engines/onnxoptimizer_engine.py
+              tools/engines/openvino_engine.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/foldcheck/engines)

@@ -21,19 +21,18 @@ std::string weight_cells(const json& w) {
                      w.value("worst_channel", json()).is_null() ? std::string("-") : std::to_string(w["worst_channel"].get<std::int64_t>()));
 }
 
-// A layer's output cells: max |ULP|, ratio to the bound, and the channel statistic's worst
-// channel (rho and its threshold, in ppm).
+// A layer's output cells: the ratios to the deterministic and probabilistic bounds, and the
+// channel statistic's worst channel (rho and its estimated threshold, in ppm).
 std::string output_cells(const json& o) {
-  if (o.is_null() || o.contains("not_checked")) return fmt::format("{:>8} {:>6} {:>6} {:>9} {:>9} {:>6}", "-", "-", "-", "-", "-", "-");
+  if (o.is_null() || o.contains("not_checked") || o.contains("left_out")) return fmt::format("{:>6} {:>6} {:>9} {:>9} {:>6}", "-", "-", "-", "-", "-");
   const json& ch = o["channels"];
-  std::string rho = "-", thr = "-", chan = "-";
+  std::string rho = "-", thr = "-", chan = "-";  // none for Winograd (not_computed)
   if (ch.contains("worst")) {
     rho = fmt::format("{:+.3g}", ch["worst"]["rho_ppm"].get<double>());
     thr = fmt::format("{:.3g}", ch["worst"]["estimated_threshold_ppm"].get<double>());
     chan = std::to_string(ch["worst"]["channel"].get<std::int64_t>());
   }
-  return fmt::format("{:>8} {:>6} {:>6} {:>9} {:>9} {:>6}", num(o["max_abs_ulp"]), num(o["worst_ratio"]),
-                     num(o["probabilistic_worst_ratio"]), rho, thr, chan);
+  return fmt::format("{:>6} {:>6} {:>9} {:>9} {:>6}", num(o["worst_ratio"]), num(o["probabilistic_worst_ratio"]), rho, thr, chan);
 }
 
 std::string engine_block(const json& e) {
@@ -46,13 +45,15 @@ std::string engine_block(const json& e) {
   s += fmt::format("  first layer beyond its bound: weights {}, outputs {}\n",
                    e["first_weights_beyond"].is_null() ? "none" : e["first_weights_beyond"].get<std::string>(),
                    e["first_outputs_beyond"].is_null() ? "none" : e["first_outputs_beyond"].get<std::string>());
-  s += fmt::format("  {:<28} {:<11} {:>8} {:<13} {:>6} {:>8} {:>6} {:>6} {:>9} {:>9} {:>6}\n", "layer", "verdict", "w ratio",
-                   "recipe", "w chan", "out ULP", "ratio", "prob", "rho ppm", "thr ppm", "chan");
+  s += fmt::format("  {:<28} {:<11} {:>8} {:<13} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6}\n", "layer", "verdict", "w ratio",
+                   "recipe", "w chan", "ratio", "prob", "rho ppm", "thr ppm", "chan");
   for (const json& l : e["layers"]) {
     s += fmt::format("  {:<28} {:<11} {} {}\n", shorten(l["name"].get<std::string>(), 28), l["verdict"].get<std::string>(),
                      weight_cells(l["weights"]), output_cells(l["outputs"]));
     if (l["outputs"].is_object() && l["outputs"].contains("not_checked"))
       s += "      outputs not checked: " + l["outputs"]["not_checked"].get<std::string>() + "\n";
+    if (l["outputs"].is_object() && l["outputs"].contains("left_out"))
+      s += "      left out by the engine: " + l["outputs"]["left_out"].get<std::string>() + "\n";
   }
   return s + "\n";
 }
@@ -63,10 +64,10 @@ std::string engines_text(const json& r) {
   const json& m = r["model"];
   std::string s = fmt::format("foldcheck engines {} — {} layer -> BatchNormalization pair(s)\n", m["path"].get<std::string>(),
                               m["pairs"].get<std::size_t>());
-  s += "  w ratio: folded weights' worst distance to the exact fold / the closest recipe's bound. out ULP, ratio, prob: each "
-       "conv's output on the engine's own input against the certified original layer (max |ULP|; ratios to the "
-       "deterministic and probabilistic bounds). rho: a channel's estimated common relative change; thr: what a correct "
-       "fold and rounding can reach (false alarm <= " +
+  s += "  w ratio: folded weights' worst distance to the exact fold / the closest recipe's bound. ratio, prob: each conv's "
+       "output on the engine's own input against the certified original layer, worst distance / the deterministic and "
+       "the probabilistic bound. rho: a channel's estimated common relative change; thr: what a correct fold and honest "
+       "kernels reach on this input (false alarm <= " +
        fmt::format("{:.2g}", r["channel_statistic"]["false_alarm_per_channel"].get<double>()) +
        " per channel). > 1 or |rho| > thr: UNEXPECTED.\n\n";
   for (const json& e : r["engines"]) s += engine_block(e);

@@ -38,8 +38,9 @@ PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const Laye
   pb.bias_err.assign(O, 0.0);
   Policy pol;  // sequential: no term passes through more roundings in any order of a direct conv
   pol.threads = c.ref.threads;
+  if (c.winograd) pol.order = Order{Accumulation::Winograd};
   for (const Recipe r : c.recipes) {
-    const Graph fused = fold_batchnorm(g, r, c.ref);
+    const Graph fused = fold_batchnorm(g, r, c.ref, c.arith);
     const BoundReport br = error_bounds(fused, exact, pol, c.confidence, &x);
     if (pb.det.empty()) {
       pb.det = br.bound;
@@ -84,7 +85,7 @@ std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer
 
 HonestSamples honest_samples(const Graph& g, const std::vector<double>& x, const LayerOutputCheck& c) {
   HonestSamples hs;
-  for (const Recipe r : c.recipes) hs.folded.push_back(fold_batchnorm(g, r, c.ref));
+  for (const Recipe r : c.recipes) hs.folded.push_back(fold_batchnorm(g, r, c.ref, c.arith));
   const ref::ConvGeometry& geo = g.nodes[0].geometry;
   const std::int64_t cg = geo.C / geo.groups, hw = geo.H * geo.W, khw = geo.KH * geo.KW;
   const Order in_order[] = {Order{}, Order{Accumulation::Blocked, 16}, Order{Accumulation::Pairwise}};
@@ -258,6 +259,11 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   }
   const ref::ValueArray refv = c.activation.op.empty() ? exact.y : approximate_values(yact, DType::Float32);
   layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
+  if (c.winograd) {  // the statistic's noise model is a direct sum of the original terms
+    layer.outputs_detail = {{"bound", pb.formula}, {"activation", c.activation.op.empty() ? json(nullptr) : json(c.activation.op)},
+                            {"channels", {{"not_computed", "Winograd: the statistic models a direct sum"}}}};
+    return;
+  }
   const std::vector<ChannelBias> cb = channel_statistic(c, g, x.data, exact, ystar, pb);
   json recipes = json::array();
   for (const Recipe r : c.recipes) recipes.push_back(name(r));

@@ -22,6 +22,7 @@ struct FusedActivation {
 // Where an engine's values of one layer are: the value names of its input and output (in
 // the model `values` are named by), and the activation applied to that output.
 struct LayerValueNames {
+  std::string key;  // the layer: its node's name, or its output's when it has none
   std::string x, y;
   FusedActivation activation;
   std::optional<std::string> unsupported;  // an activation foldcheck does not model: why
@@ -35,6 +36,8 @@ struct LayerOutputCheck {
   // The recipes whose bounds may hold (the one the weights matched, or all of them); the
   // bound is the largest.
   std::vector<Recipe> recipes;
+  Arithmetic arith;               // weight_dtype: the folded weights' storage (else the layer's)
+  bool winograd = false;          // the engine used Winograd F(2x2,3x3): its bound, no channel statistic
   double confidence = 0.999, channel_alpha = 1e-6;
   std::size_t samples = 16;        // honest computations for the estimated channel threshold
   std::uint64_t seed = 0, layer_index = 0;

@@ -20,6 +20,7 @@
 #include "foldcheck/io/npy.hpp"
 #include "foldcheck/model/layer_match.hpp"
 #include "foldcheck/model/model_run.hpp"
+#include "foldcheck/numerics/dtype.hpp"
 
 namespace foldcheck {
 namespace {
@@ -82,8 +83,7 @@ std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& m
 }
 
 // A value the adapter wrote, as float32 values (an engine computing in float32 writes them).
-Tensor read_value(const EngineManifest& man, const std::string& name) {
-  const std::string& path = man.values.at(name);
+Tensor read_value(const std::string& path) {
   Tensor t = read_npy(path);
   if (t.dtype != DType::Float32)
     throw InputError(fmt::format("{}: {} values; the engine's layer values must be float32", path, foldcheck::name(t.dtype)));
@@ -94,11 +94,14 @@ Tensor read_value(const EngineManifest& man, const std::string& name) {
 LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded, std::optional<std::size_t> on) {
   LayerValueNames v;
   if (!folded) {
-    v.x = m.nodes[p.layer].inputs.at(0);
+    const ModelNode& n = m.nodes[p.layer];
+    v.key = n.name.empty() ? n.outputs.at(0) : n.name;
+    v.x = n.inputs.at(0);
     v.y = m.nodes[p.bn].outputs.at(0);
     return v;
   }
   const ModelNode& n = folded->nodes[*on];
+  v.key = n.name.empty() ? n.outputs.at(0) : n.name;
   v.x = n.inputs.at(0);
   v.y = n.outputs.at(0);
   for (const std::size_t c : folded->consumers_of(v.y))
@@ -139,7 +142,8 @@ void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man)
 
 // The recipes whose bounds the layer's outputs are held to: the one its folded weights came
 // closest to, or every recipe when the engine wrote no weights.
-std::vector<Recipe> bound_recipes(const EngineLayer& L) {
+std::vector<Recipe> bound_recipes(const EngineLayer& L, const EngineManifest& man) {
+  if (man.fold_recipe) return {recipe_from_name(*man.fold_recipe)};
   if (L.weights && !L.weights->recipes.empty()) return {L.weights->recipes[L.weights->best].recipe};
   std::vector<Recipe> r;
   for (const Recipe x : all_recipes())
@@ -160,18 +164,33 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
     L.outputs_not_checked = *vn.unsupported;
     return;
   }
-  for (const std::string* v : {&vn.x, &vn.y})
-    if (!man.values.count(*v)) {
-      L.outputs_not_checked = fmt::format("the adapter wrote no value '{}'", *v);
-      return;
-    }
+  if (man.left_out.count(vn.y) || man.left_out.count(vn.key)) {
+    L.left_out = man.left_out.count(vn.key) ? man.left_out.at(vn.key) : man.left_out.at(vn.y);
+    return;
+  }
+  // The layer's own files (`layers`), else its values by name.
+  std::string xf, yf;
+  if (const auto it = man.layers.find(vn.key); it != man.layers.end()) {
+    xf = it->second.input;
+    yf = it->second.output;
+  } else {
+    for (const std::string* v : {&vn.x, &vn.y})
+      if (!man.values.count(*v)) {
+        L.outputs_not_checked = fmt::format("the adapter wrote no value '{}' (nor layer '{}')", *v, vn.key);
+        return;
+      }
+    xf = man.values.at(vn.x);
+    yf = man.values.at(vn.y);
+  }
   LayerOutputCheck c;
   c.model = &cx.model;
   c.pair = &p;
-  c.x = read_value(man, vn.x);
-  c.y = read_value(man, vn.y);
+  c.x = read_value(xf);
+  c.y = read_value(yf);
   c.activation = vn.activation;
-  c.recipes = bound_recipes(L);
+  c.recipes = bound_recipes(L, man);
+  if (man.weight_dtype && *man.weight_dtype != "float32") c.arith.weight_dtype = dtype_from_name(*man.weight_dtype);
+  c.winograd = man.winograd;
   c.confidence = cx.o.confidence;
   c.channel_alpha = cx.alpha;
   c.samples = cx.o.channel_samples;
@@ -179,14 +198,14 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
   c.layer_index = k;
   c.ref = cx.o.ref;
   c.ref.threads = threads;
-  check_layer_outputs(c, L, man.values.at(vn.y));
+  check_layer_outputs(c, L, yf);
 }
 
 // Every layer's outputs, layers side by side (as accuracy-diff: one per thread, the
 // leftover threads inside each); results in graph order, independent of the thread count.
 void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const Say& say) {
   std::string why;
-  if (man.values.empty()) why = "the adapter wrote no per-layer values";
+  if (man.values.empty() && man.layers.empty() && man.left_out.empty()) why = "the adapter wrote no per-layer values";
   else if (man.fusion_preserved == false)
     why = "the run that gave the per-layer values had final outputs different from the fused run's: they are not the "
           "fused computation's";
@@ -260,6 +279,7 @@ json weights_json(const EngineLayer& L) {
 }
 
 json outputs_json(const EngineLayer& L) {
+  if (L.left_out) return {{"left_out", *L.left_out}};
   if (L.outputs_not_checked) return {{"not_checked", *L.outputs_not_checked}};
   if (!L.outputs) return nullptr;
   const Comparison& c = *L.outputs;
@@ -279,7 +299,7 @@ json run_json(const EngineRun& r) {
   for (const EngineLayer& L : r.layers)
     layers.push_back({{"name", L.name},
                       {"observed", L.observed ? json(*L.observed) : json(nullptr)},
-                      {"verdict", name(L.verdict())},
+                      {"verdict", L.left_out && !L.weights ? json("LEFT OUT") : json(name(L.verdict()))},
                       {"weights", weights_json(L)},
                       {"outputs", outputs_json(L)}});
   return {{"label", r.spec.label},
@@ -315,11 +335,18 @@ Verdict EngineLayer::verdict() const {
   return checked ? v : Verdict::Mistrusted;
 }
 
+// Layers the engine left out (an algorithm it does not offer for them) are reported, not
+// judged; a run that judged no layer is MISTRUSTED.
 Verdict EngineRun::verdict() const {
-  if (failed || layers.empty()) return Verdict::Mistrusted;
+  if (failed) return Verdict::Mistrusted;
   Verdict v = Verdict::Expected;
-  for (const EngineLayer& L : layers) v = worst(v, L.verdict());
-  return v;
+  bool any = false;
+  for (const EngineLayer& L : layers)
+    if (!L.left_out || L.weights) {
+      v = worst(v, L.verdict());
+      any = true;
+    }
+  return any ? v : Verdict::Mistrusted;
 }
 
 Verdict EnginesResult::verdict() const {

@@ -55,15 +55,43 @@ EngineManifest read_engine_manifest(const std::string& dir) {
   e.engine = m["engine"].get<std::string>();
   if (m.contains("folded_model") && !m["folded_model"].is_null())
     e.folded_model = inside(where, dir, m["folded_model"], "folded_model");
-  const std::string of = m.value("values_of", std::string(e.folded_model ? "folded_model" : "model"));
+  if (m.contains("values_of") && !m["values_of"].is_string()) refuse(where, "`values_of` must be a string");
+  const std::string of = m.contains("values_of") ? m["values_of"].get<std::string>() : e.folded_model ? "folded_model" : "model";
   if (of != "folded_model" && of != "model") refuse(where, "`values_of` must be \"folded_model\" or \"model\"");
   if (of == "folded_model" && !e.folded_model) refuse(where, "`values_of` is \"folded_model\" but no `folded_model` is given");
   e.values_of_folded = of == "folded_model";
   e.outputs = file_map(where, dir, m, "outputs");
   e.values = file_map(where, dir, m, "values");
+  if (m.contains("layers")) {
+    if (!m["layers"].is_object()) refuse(where, "`layers` must be an object {layer: {\"input\": file, \"output\": file}}");
+    for (const auto& [layer, f] : m["layers"].items()) {
+      if (layer.empty() || !f.is_object() || !f.contains("input") || !f.contains("output"))
+        refuse(where, "`layers` must be an object {layer: {\"input\": file, \"output\": file}}");
+      e.layers[layer] = {inside(where, dir, f["input"], "layers." + layer + ".input"),
+                         inside(where, dir, f["output"], "layers." + layer + ".output")};
+    }
+  }
   if (m.contains("fusion_preserved") && !m["fusion_preserved"].is_null()) {
     if (!m["fusion_preserved"].is_boolean()) refuse(where, "`fusion_preserved` must be true or false");
     e.fusion_preserved = m["fusion_preserved"].get<bool>();
+  }
+  for (const char* key : {"fold_recipe", "weight_dtype"})
+    if (m.contains(key) && !m[key].is_null()) {
+      if (!m[key].is_string()) refuse(where, std::string("`") + key + "` must be a string");
+      (std::string(key) == "fold_recipe" ? e.fold_recipe : e.weight_dtype) = m[key].get<std::string>();
+    }
+  if (e.weight_dtype && *e.weight_dtype != "float32" && *e.weight_dtype != "bfloat16" && *e.weight_dtype != "float16")
+    refuse(where, "`weight_dtype` must be \"float32\", \"bfloat16\" or \"float16\"");
+  if (m.contains("accumulation") && !m["accumulation"].is_string()) refuse(where, "`accumulation` must be a string");
+  const std::string acc = m.contains("accumulation") ? m["accumulation"].get<std::string>() : "direct";
+  if (acc != "direct" && acc != "winograd_f2x3") refuse(where, "`accumulation` must be \"direct\" or \"winograd_f2x3\"");
+  e.winograd = acc == "winograd_f2x3";
+  if (m.contains("left_out")) {
+    if (!m["left_out"].is_object()) refuse(where, "`left_out` must be an object {value name: reason}");
+    for (const auto& [k, v] : m["left_out"].items()) {
+      if (!v.is_string()) refuse(where, "`left_out` must be an object {value name: reason}");
+      e.left_out[k] = v.get<std::string>();
+    }
   }
   if (m.contains("notes")) {
     if (!m["notes"].is_array()) refuse(where, "`notes` must be a list of strings");

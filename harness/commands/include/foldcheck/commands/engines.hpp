@@ -64,6 +64,7 @@ struct EngineLayer {
   std::int64_t worst_channel = -1;      // largest |rho| / estimated threshold
   double worst_channel_ratio = 0;
   std::optional<std::string> outputs_not_checked;  // why
+  std::optional<std::string> left_out;  // the engine did not compute this layer (why): not judged
   Verdict verdict() const;
 };
 

@@ -9,9 +9,21 @@
 //   values_of         "folded_model" or "model": whose value names `values` uses
 //   outputs           {graph output name: .npy} the engine's final outputs of its fused run
 //   values            {value name: .npy} per-layer values: each conv's input and output
+//   layers            {layer: {"input": .npy, "output": .npy}} the same keyed by layer (the conv
+//                     node's name, or its output's when it has none, in the values_of model):
+//                     for adapters that run each layer on its own (a per-layer differential),
+//                     where a layer's input and the previous layer's output are not one tensor
 //   fusion_preserved  optional: whether the run that produced `values` gave final outputs
 //                     bit-identical to the fused run's (false: the values are not the fused
 //                     computation's, and are not judged)
+//   fold_recipe       optional: the recipe the engine folded by (recipes.hpp names), when the
+//                     adapter knows it: the layers are held to that recipe's bounds only
+//   weight_dtype      optional: "float32" (default), "bfloat16" or "float16": the folded
+//                     weights' storage, a rounding the layers' bounds then include
+//   accumulation      optional: "direct" (default: a dot product in any order) or
+//                     "winograd_f2x3" (Winograd F(2x2,3x3), evaluate.hpp's bound)
+//   left_out          optional: {value name: reason}, layer outputs the engine did not compute
+//                     (an algorithm it does not offer for that layer): reported, not judged
 //   notes             optional list of strings, shown to the user
 // Contract: every file named is a relative path inside OUTDIR (no absolute path, no "..");
 // a manifest breaking any rule is refused (InputError naming manifest.json and the field).
@@ -29,7 +41,14 @@ struct EngineManifest {
   std::optional<std::string> folded_model;  // full path
   bool values_of_folded = false;
   std::map<std::string, std::string> outputs, values;  // value name -> full path
+  struct LayerFiles {
+    std::string input, output;  // full paths
+  };
+  std::map<std::string, LayerFiles> layers;
   std::optional<bool> fusion_preserved;
+  std::optional<std::string> fold_recipe, weight_dtype;
+  bool winograd = false;                    // accumulation "winograd_f2x3"
+  std::map<std::string, std::string> left_out;
   std::vector<std::string> notes;
 };
 

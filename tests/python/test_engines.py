@@ -1,0 +1,223 @@
+"""`foldcheck engines` with the real engines (ONNX Runtime, onnxoptimizer, OpenVINO, oneDNN) on
+a small residual model built here with trained-like BatchNorm statistics.
+
+What it guards: every engine's honest fold of every layer is EXPECTED (weights and per-layer
+outputs); ONNX Runtime's `extended` FusedConv is read with its activation and `all`'s NCHWc
+convs are refused naming the domain; a channel scaled by (1 + 2e-6) in ORT's optimized model is
+named, layer and channel, from the weights and from the per-layer outputs; an engine that
+writes no weights (an adapter of the user's) is judged from its outputs alone; a broken
+adapter is an engine failure with its reason, never a pass.
+
+FOLDCHECK: the binary under test (the test suite sets it).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
+ENV = {**os.environ, "FOLDCHECK_PYTHON": sys.executable}
+F32 = np.float32
+
+
+def conv_bn(rng, nodes, inits, x, name, cin, cout, k, stride=1):
+    """Conv (no bias) -> BatchNormalization with trained-like statistics; returns the BN output."""
+    w = rng.normal(0.0, np.sqrt(2.0 / (cin * k * k)), (cout, cin, k, k)).astype(F32)
+    stats = {"gamma": rng.normal(1.0, 0.2, cout), "beta": rng.normal(0.0, 0.1, cout),
+             "mean": rng.normal(0.0, 0.3, cout), "var": rng.uniform(0.2, 2.0, cout)}
+    inits.append(numpy_helper.from_array(w, name + ".w"))
+    for key, v in stats.items():
+        inits.append(numpy_helper.from_array(v.astype(F32), f"{name}.bn.{key}"))
+    nodes.append(helper.make_node("Conv", [x, name + ".w"], [name + ".y"], name=name, kernel_shape=[k, k],
+                                  pads=[k // 2] * 4, strides=[stride, stride]))
+    nodes.append(helper.make_node("BatchNormalization", [name + ".y"] + [f"{name}.bn.{k}" for k in stats],
+                                  [name + ".bn.y"], name=name + ".bn", epsilon=1e-5))
+    return name + ".bn.y"
+
+
+def relu(nodes, x, name):
+    nodes.append(helper.make_node("Relu", [x], [name], name=name))
+    return name
+
+
+def residual_model(path, seed=3):
+    """stem 3->16 3x3, a residual block of two 16->16 3x3 convs, a linear 1x1 projection (its
+    BatchNorm's output is the next conv's input, as in MobileNetV2's bottlenecks: one value that
+    is a layer's output and the next layer's input), a 1x1 stride-2 16->24, pooled."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    a = relu(nodes, conv_bn(rng, nodes, inits, "x", "stem", 3, 16, 3), "stem.relu")
+    b = relu(nodes, conv_bn(rng, nodes, inits, a, "block.conv1", 16, 16, 3), "block.relu1")
+    c = conv_bn(rng, nodes, inits, b, "block.conv2", 16, 16, 3)
+    nodes.append(helper.make_node("Add", [c, a], ["block.add"], name="block.add"))
+    d = relu(nodes, "block.add", "block.relu2")
+    p = conv_bn(rng, nodes, inits, d, "proj", 16, 16, 1)
+    e = relu(nodes, conv_bn(rng, nodes, inits, p, "head", 16, 24, 1, stride=2), "head.relu")
+    nodes.append(helper.make_node("GlobalAveragePool", [e], ["pool"], name="pool"))
+    nodes.append(helper.make_node("Flatten", ["pool"], ["y"], name="flatten"))
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 20, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 24])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="test_engines")
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("engines")
+    residual_model(d / "model.onnx")
+    np.save(d / "x.npy", np.random.default_rng(0).normal(size=(2, 3, 20, 20)).astype(F32))
+    return d
+
+
+def engines(model_dir, *args, expect=(0, 1)):
+    r = subprocess.run([FOLDCHECK, "engines", str(model_dir / "model.onnx"), "--input", str(model_dir / "x.npy"),
+                        "--format", "json", "--no-timing", "-q", *args],
+                       capture_output=True, text=True, timeout=900, env=ENV)
+    assert r.returncode in expect, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def adapter(*args):
+    """The built-in ONNX Runtime adapter with extra arguments, as an --adapter command."""
+    script = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
+    return f"'{sys.executable}' '{script}' " + " ".join(args) + " {model} {input} {outdir}"
+
+
+LAYERS = ["stem", "block.conv1", "block.conv2", "proj", "head"]
+
+
+@pytest.mark.parametrize("engine", ["onnxruntime:basic", "onnxruntime:extended", "onnxoptimizer", "openvino"])
+def test_honest_engine_is_expected_in_every_layer(model, engine):
+    code, r = engines(model, "--engine", engine)
+    e = r["engines"][0]
+    assert code == 0 and r["verdict"] == "EXPECTED", e
+    assert e["failed"] is None and e["fusion_preserved"] is True
+    assert [l["name"] for l in e["layers"]] == LAYERS
+    for layer in e["layers"]:
+        assert layer["verdict"] == "EXPECTED", layer
+        out = layer["outputs"]
+        assert out["verdict"] == "EXPECTED" and out["elements"] > 0
+        assert out["channels"]["tested"] > 0 and out["channels"]["beyond_bound"] == 0
+        assert out["channels"]["beyond_estimate"] == 0
+        # The folded weights are checked whenever the engine wrote them.
+        assert (layer["weights"] is not None) == e["folded_model"]
+
+
+def test_extended_fused_conv_is_read_with_its_activation(model):
+    _, r = engines(model, "--engine", "onnxruntime:extended")
+    acts = {l["name"]: l["outputs"]["activation"] for l in r["engines"][0]["layers"]}
+    assert acts["stem"] == "Relu" and acts["head"] == "Relu"  # Conv + Relu became FusedConv
+    assert acts["block.conv2"] is None  # its Relu comes after the Add: not fused
+    assert acts["proj"] is None  # linear
+
+
+def test_all_level_blocked_layout_is_refused_naming_the_domain(model):
+    code, r = engines(model, "--engine", "onnxruntime:all")
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "MISTRUSTED"
+    assert "com.microsoft.nchwc" in e["failed"] and "not supported" in e["failed"]
+
+
+@pytest.mark.parametrize("layer, channel", [("block.conv1", 3), ("proj", 9), ("head", 17)])
+def test_a_2ppm_channel_is_named_from_weights_and_outputs(model, layer, channel):
+    code, r = engines(model, "--adapter", "ort-corrupt=" + adapter("--level basic", f"--corrupt {layer}:{channel}:2e-6"))
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "UNEXPECTED"
+    assert e["first_weights_beyond"] == layer and e["first_outputs_beyond"] == layer
+    bad = [l for l in e["layers"] if l["name"] == layer][0]
+    assert bad["weights"]["worst_channel"] == channel
+    worst = bad["outputs"]["channels"]["worst"]
+    assert worst["channel"] == channel and abs(worst["rho_ppm"] - 2.0) < 0.5
+    assert all(l["verdict"] == "EXPECTED" for l in e["layers"] if l["name"] != layer)
+
+
+FAKE_ENGINE = r'''
+import json, os, shutil, subprocess, sys
+import numpy as np
+model, inp, out, channel = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# ONNX Runtime's values, renamed to the original model's (no folded model: outputs only),
+# with one channel of the head's output scaled by (1 + 2e-6) as a faulty kernel would.
+subprocess.run([sys.executable, sys.argv[5], "--level", "basic", model, inp, out + "/ort"], check=True)
+m = json.load(open(out + "/ort/manifest.json"))
+values = {}
+for name, f in m["values"].items():
+    v = np.load(out + "/ort/" + f)
+    if name == "head.bn.y":
+        v[:, channel] *= np.float32(1 + 2e-6)
+    values[name] = "v%d.npy" % len(values)
+    np.save(out + "/" + values[name], v)
+json.dump({"protocol": 1, "engine": "fake", "values_of": "model", "values": values}, open(out + "/manifest.json", "w"))
+'''
+
+
+def test_an_engine_without_weights_is_judged_from_its_outputs(model, tmp_path):
+    fake = tmp_path / "fake_engine.py"
+    fake.write_text(FAKE_ENGINE)
+    ort = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
+    code, r = engines(model, "--adapter", f"fake='{sys.executable}' '{fake}' {{model}} {{input}} {{outdir}} 5 '{ort}'")
+    e = r["engines"][0]
+    assert code == 1 and e["folded_model"] is False
+    assert e["first_weights_beyond"] is None and e["first_outputs_beyond"] == "head"
+    head = [l for l in e["layers"] if l["name"] == "head"][0]
+    assert head["weights"] is None and head["outputs"]["channels"]["worst"]["channel"] == 5
+
+
+@pytest.mark.parametrize("command, reason", [
+    ("exit 3", "exit 3"),
+    ("echo oops >&2; exit 1", "oops"),
+    ("true", "manifest.json"),
+    ("echo '{\"protocol\": 2, \"engine\": \"x\"}' > {outdir}/manifest.json", "`protocol` must be 1"),
+    ("echo '{\"protocol\": 1, \"engine\": \"x\", \"values\": {\"a\": \"/etc/passwd\"}}' > {outdir}/manifest.json",
+     "absolute path"),
+    ("echo '{\"protocol\": 1, \"engine\": \"x\", \"values\": {\"a\": \"../x.npy\"}}' > {outdir}/manifest.json", "\"..\""),
+])
+def test_a_broken_adapter_is_an_engine_failure_never_a_pass(model, command, reason):
+    code, r = engines(model, "--adapter", "broken=" + command)
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "MISTRUSTED" and r["verdict"] == "MISTRUSTED"
+    assert reason in e["failed"]
+
+
+def onednn_built():
+    return subprocess.run([FOLDCHECK, "engines", "--help"], capture_output=True, text=True).returncode == 0 and \
+        pathlib.Path(FOLDCHECK).parent.parent.joinpath("tools", "engines", "foldcheck-onednn").exists()
+
+
+@pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")
+@pytest.mark.parametrize("engine, runs", [("onednn", 4), ("onednn:bf16", 1)])
+def test_onednn_every_recipe_is_expected(model, engine, runs):
+    code, r = engines(model, "--engine", engine)
+    assert code == 0 and r["verdict"] == "EXPECTED", r
+    assert len(r["engines"]) == runs
+    for e in r["engines"]:
+        assert all(l["verdict"] == "EXPECTED" and l["outputs"]["elements"] > 0 for l in e["layers"]), e
+
+
+@pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")
+def test_onednn_output_is_onednns_not_the_next_layers_input(model, tmp_path):
+    """The projection's output and the head's input are one value name; each layer's own
+    files (`layers`) keep oneDNN's output apart from foldcheck's activation."""
+    engines(model, "--engine", "onednn:bf16", "--work-dir", str(tmp_path))
+    man = json.loads((tmp_path / "engine_1" / "manifest.json").read_text())
+    assert set(man["layers"]) == set(LAYERS)
+    proj_out = np.load(tmp_path / "engine_1" / man["layers"]["proj"]["output"])
+    head_in = np.load(tmp_path / "engine_1" / man["layers"]["head"]["input"])
+    assert proj_out.shape == head_in.shape and not np.array_equal(proj_out, head_in)
+
+
+@pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")
+def test_onednn_winograd_left_out_layers_are_reported_not_passed(model):
+    _, r = engines(model, "--engine", "onednn:winograd")
+    e = r["engines"][0]
+    left = [l for l in e["layers"] if l["verdict"] == "LEFT OUT"]
+    assert all("left_out" in l["outputs"] for l in left)
+    judged = [l for l in e["layers"] if l["verdict"] != "LEFT OUT"]
+    assert e["verdict"] == ("MISTRUSTED" if not judged else "EXPECTED")
