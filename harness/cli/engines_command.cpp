@@ -137,6 +137,11 @@ class EnginesCommand : public Command {
                      "0: the rigorous bound only (see README)")
         ->check(integer_in(0, 4096))
         ->capture_default_str();
+    cmd_->add_option("--output-samples", opts_.output_samples,
+                     "Perturbed float64 runs of the end-to-end bound the engines' final outputs are held to (0: final "
+                     "outputs not judged)")
+        ->check(integer_in(0, 4096))
+        ->capture_default_str();
     cmd_->add_option("--timeout", opts_.timeout_seconds, "Seconds per adapter run")->check(finite_number(0, true))->capture_default_str();
     cmd_->add_option("--work-dir", work_dir_, "Keep the adapters' files here (default: a temporary directory, removed)");
     cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)");

@@ -42,6 +42,10 @@ std::string engine_block(const json& e) {
   if (!e["failed"].is_null()) return s + "  not checked: " + e["failed"].get<std::string>() + "\n\n";
   for (const json& n : e["notes"]) s += "  note: " + n.get<std::string>() + "\n";
   if (e["fusion_preserved"] == false) s += "  the per-layer run did not reproduce the fused run's outputs: layer outputs not judged\n";
+  for (const json& f : e["final_outputs"])
+    s += fmt::format("  final output {}: {} (worst ratio {} to the end-to-end bound, {} runs)\n", f["name"].get<std::string>(),
+                     f["verdict"].get<std::string>(), num(f["worst_ratio"]), f["samples"].get<std::size_t>());
+  if (!e["final_not_checked"].is_null()) s += "  final outputs not judged: " + e["final_not_checked"].get<std::string>() + "\n";
   s += fmt::format("  first layer beyond its bound: weights {}, outputs {}\n",
                    e["first_weights_beyond"].is_null() ? "none" : e["first_weights_beyond"].get<std::string>(),
                    e["first_outputs_beyond"].is_null() ? "none" : e["first_outputs_beyond"].get<std::string>());

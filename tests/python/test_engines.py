@@ -100,6 +100,7 @@ def test_honest_engine_is_expected_in_every_layer(model, engine):
     e = r["engines"][0]
     assert code == 0 and r["verdict"] == "EXPECTED", e
     assert e["failed"] is None and e["fusion_preserved"] is True
+    assert [f["name"] for f in e["final_outputs"]] == ["y"] and e["final_outputs"][0]["verdict"] == "EXPECTED"
     assert [l["name"] for l in e["layers"]] == LAYERS
     for layer in e["layers"]:
         assert layer["verdict"] == "EXPECTED", layer
@@ -137,6 +138,28 @@ def test_a_2ppm_channel_is_named_from_weights_and_outputs(model, layer, channel)
     worst = bad["outputs"]["channels"]["worst"]
     assert worst["channel"] == channel and abs(worst["rho_ppm"] - 2.0) < 0.5
     assert all(l["verdict"] == "EXPECTED" for l in e["layers"] if l["name"] != layer)
+
+
+WRONG_OUTPUT = r'''
+import json, shutil, subprocess, sys
+import numpy as np
+model, inp, out, ort = sys.argv[1:5]
+subprocess.run([sys.executable, ort, "--level", "basic", model, inp, out], check=True)
+m = json.load(open(out + "/manifest.json"))
+y = np.load(out + "/" + m["outputs"]["y"])
+np.save(out + "/" + m["outputs"]["y"], y * np.float32(1.01))  # a 1% error after the last conv
+'''
+
+
+def test_a_wrong_final_output_is_unexpected(model, tmp_path):
+    script = tmp_path / "wrong_output.py"
+    script.write_text(WRONG_OUTPUT)
+    ort = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
+    code, r = engines(model, "--adapter", f"wrong='{sys.executable}' '{script}' {{model}} {{input}} {{outdir}} '{ort}'")
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "UNEXPECTED"
+    assert e["final_outputs"][0]["verdict"] == "UNEXPECTED"
+    assert all(l["verdict"] == "EXPECTED" for l in e["layers"])  # every layer was right
 
 
 FAKE_ENGINE = r'''

@@ -20,6 +20,7 @@
 #include "foldcheck/io/npy.hpp"
 #include "foldcheck/model/layer_match.hpp"
 #include "foldcheck/model/model_run.hpp"
+#include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 
 namespace foldcheck {
@@ -116,13 +117,61 @@ LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded
   return v;
 }
 
-// What the whole command shares.
+// What the whole command shares; the end-to-end bound is made on first use.
 struct Context {
   const Model& model;
   const BnPatterns& pat;
   const EnginesOptions& o;
   double alpha = 1e-6;
+  Tensor x;
+  mutable std::optional<OutputBound> bound;
+  mutable std::optional<std::string> bound_not_made;
 };
+
+// The end-to-end bound of the model on the input (null, with the reason kept, when foldcheck
+// cannot run the model).
+const OutputBound* end_to_end_bound(const Context& cx, const Say& say) {
+  if (cx.bound || cx.bound_not_made) return cx.bound ? &*cx.bound : nullptr;
+  try {
+    check_supported(cx.model);
+    OutputBoundOptions bo;
+    bo.samples = cx.o.output_samples;
+    bo.seed = cx.o.seed;
+    bo.confidence = cx.o.confidence;
+    bo.threads = cx.o.ref.threads;
+    bo.progress = [&](std::size_t done, std::size_t total) { say(fmt::format("end-to-end bound: run {}/{}", done, total)); };
+    cx.bound = output_bound(cx.model, cx.pat, {{cx.model.inputs[0].name, cx.x}}, bo);
+  } catch (const InputError& e) {
+    cx.bound_not_made = e.what();
+    return nullptr;
+  }
+  return &*cx.bound;
+}
+
+// Each final output the engine wrote against the float64 run and the end-to-end bound.
+void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const Say& say) {
+  if (man.outputs.empty() || cx.o.output_samples == 0) {
+    run.final_not_checked = man.outputs.empty() ? "the adapter wrote no final outputs" : "not asked for (output samples 0)";
+    return;
+  }
+  const OutputBound* ob = end_to_end_bound(cx, say);
+  if (!ob) {
+    run.final_not_checked = "foldcheck cannot run the model: " + *cx.bound_not_made;
+    return;
+  }
+  for (const auto& [out, path] : man.outputs) {
+    if (!ob->reference.count(out)) continue;  // not a graph output of the original
+    const Tensor y = read_value(path);
+    const Tensor& ref = ob->reference.at(out);
+    if (y.data.size() != ref.data.size())
+      throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", path, shape_string(y.shape), out, shape_string(ref.shape)));
+    const ref::ValueArray refv = approximate_values(ref.data, DType::Float32);
+    const Comparison c = compare(y.data, refv, DType::Float32, &ob->bound.at(out));
+    run.final_outputs.push_back({{"name", out}, {"verdict", name(c.verdict)}, {"worst_ratio", c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr)},
+                                 {"max_abs_ulp", c.ulp.max_abs}, {"bound", ob->formula}, {"samples", ob->samples}});
+  }
+  if (run.final_outputs.empty()) run.final_not_checked = "none of the outputs it wrote is a graph output of the model";
+}
 
 // The folded model's weights, layer by layer (the accuracy-diff check of an observed model).
 void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man) {
@@ -256,6 +305,7 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
       check_weights(run, cx, man);
     }
     check_outputs(run, cx, man, say);
+    check_final_outputs(run, cx, man, say);
   } catch (const InputError& e) {
     run.failed = e.what();
     return run;
@@ -313,6 +363,8 @@ json run_json(const EngineRun& r) {
           {"fusion_preserved", r.fusion_preserved ? json(*r.fusion_preserved) : json(nullptr)},
           {"first_weights_beyond", r.first_weights_beyond ? json(*r.first_weights_beyond) : json(nullptr)},
           {"first_outputs_beyond", r.first_outputs_beyond ? json(*r.first_outputs_beyond) : json(nullptr)},
+          {"final_outputs", r.final_outputs},
+          {"final_not_checked", r.final_not_checked ? json(*r.final_not_checked) : json(nullptr)},
           {"layers", layers}};
 }
 
@@ -346,6 +398,7 @@ Verdict EngineRun::verdict() const {
       v = worst(v, L.verdict());
       any = true;
     }
+  for (const json& f : final_outputs) v = worst(v, *verdict_named(f["verdict"].get<std::string>()));
   return any ? v : Verdict::Mistrusted;
 }
 
@@ -378,7 +431,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   const Model m = Model::load(model_path);
   const BnPatterns pat = find_bn_pairs(m);
   if (m.inputs.size() != 1) throw InputError(fmt::format("{}: {} graph inputs; engines runs models with one", model_path, m.inputs.size()));
-  const Tensor x = model_input(m, o.input, o.seed);
+  Tensor x = model_input(m, o.input, o.seed);
   EnginesResult res;
   res.model = {{"path", model_path}, {"producer", m.producer}, {"opset", m.opset}, {"nodes", m.nodes.size()}, {"pairs", pat.pairs.size()}};
   res.input = {{"name", m.inputs[0].name}, {"shape", x.shape}};
@@ -390,7 +443,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   WorkDir wd(o.work_dir);
   const fs::path input = wd.path() / "input.npy";
   write_npy(input.string(), x);
-  const Context cx{m, pat, o, res.channel_alpha};
+  const Context cx{m, pat, o, res.channel_alpha, x, std::nullopt, std::nullopt};
   const command::SignalScope sig;
   try {
     for (std::size_t e = 0; e < o.engines.size(); ++e)

@@ -16,7 +16,11 @@
 //            order of a direct conv); per channel, the systematic-bias statistic
 //            (channel_bias.hpp), with a false-alarm probability of 1 - confidence over all
 //            channels of the model (a union bound);
-//   first    the first layer, in the original's graph order, whose outputs leave a bound.
+//   first    the first layer, in the original's graph order, whose outputs leave a bound;
+//   final    the engine's final outputs against foldcheck's float64 run with the Monte Carlo
+//            end-to-end bound of output_bound.hpp (computed once for all engines): far wider
+//            than the per-layer bounds (every layer's rounding mixes into one tensor), so it
+//            catches gross errors only.
 // An engine's verdict: UNEXPECTED when any weight or layer check is; MISTRUSTED when nothing
 // of it could be checked. The command's verdict is the worst engine's.
 #include <cstdint>
@@ -46,6 +50,7 @@ struct EnginesOptions {
   std::uint64_t seed = 0;
   double confidence = 0.999;       // of the per-element probabilistic bound and the channel statistic
   std::size_t channel_samples = 16;  // honest computations per layer for the estimated channel threshold
+  std::size_t output_samples = 32;   // perturbed float64 runs of the end-to-end bound (0: final outputs not judged)
   double timeout_seconds = 3600;   // per adapter run
   std::optional<std::string> work_dir;  // keep the adapters' files here (default: a temporary directory, removed)
   ref::Options ref;
@@ -77,6 +82,10 @@ struct EngineRun {
   bool folded_model = false;
   std::vector<EngineLayer> layers;      // the original's pairs, graph order
   std::optional<std::string> first_weights_beyond, first_outputs_beyond;
+  // The engine's final outputs against the float64 run with the end-to-end bound
+  // (output_bound.hpp), one entry per graph output it wrote; each has "verdict".
+  nlohmann::json final_outputs = nlohmann::json::array();
+  std::optional<std::string> final_not_checked;
   std::optional<std::string> failed;    // the adapter failed (message); nothing else is filled
   Verdict verdict() const;
 };
