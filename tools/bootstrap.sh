@@ -60,6 +60,9 @@ test_packages=(
   universal-ctags      # tools/check_function_length.py: each function's first and last line
   python3              # the Python tests run in .venv, made by ...
   python3-venv         # ... Debian's venv module when the machine's python3 has none
+  python3-torchvision  # tools/export_torch.py: torchvision ResNet-18, MobileNetV2, ... exported
+                       #   to ONNX with their BatchNorms (Debian's torch 1.13, CPU; PyPI's
+                       #   torchvision needs a multi-GB torch build)
 )
 
 sudo_cmd=()

@@ -54,11 +54,7 @@ class AccuracyDiffCommand : public Command {
     ao.ref.threads = out_.threads;
     ao.progress = progress_printer(out_);
     const auto result = accuracy_diff(model_, ao);
-    json r = result.to_json();
-    stamp(r, out_);
-    if (ao.progress) std::cerr << "\r\033[K";
-    emit(out_, render(out_, r, reports::accuracy_diff_text));
-    return exit_code(result.verdict());
+    return finish(out_, result.to_json(), result.verdict(), reports::accuracy_diff_text, static_cast<bool>(ao.progress));
   }
 
  private:

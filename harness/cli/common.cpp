@@ -269,4 +269,12 @@ int exit_code_of_report(const json& report) { return report["verdict"] == "EXPEC
 
 int exit_code(Verdict v) { return v == Verdict::Expected ? 0 : 1; }
 
+int finish(const OutputOptions& o, json result, Verdict v, const std::function<std::string(const json&)>& text,
+           bool progress_shown) {
+  stamp(result, o);
+  if (progress_shown) std::cerr << "\r\033[K";
+  emit(o, render(o, result, text));
+  return exit_code(v);
+}
+
 }  // namespace foldcheck::cli

@@ -92,6 +92,11 @@ void emit(const OutputOptions& o, const std::string& content);
 // in a log, whatever a file held.
 std::string one_line(const std::string& message);
 
+// A command's result out: stamped (timing), the progress line cleared when one was shown,
+// rendered in --format (`text` for text) to -o or stdout; returns the exit code of `v`.
+int finish(const OutputOptions& o, json result, Verdict v, const std::function<std::string(const json&)>& text,
+           bool progress_shown);
+
 // 0 when the verdict is EXPECTED, else 1: a typed result's verdict(), or the "verdict" a
 // report holds (merge and compare read and write report files, not typed results).
 int exit_code(Verdict v);

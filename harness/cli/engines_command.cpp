@@ -168,11 +168,7 @@ class EnginesCommand : public Command {
     eo.ref.threads = out_.threads;
     eo.progress = progress_printer(out_);
     const EnginesResult result = engines(model_, eo);
-    json r = result.to_json();
-    stamp(r, out_);
-    if (eo.progress) std::cerr << "\r\033[K";
-    emit(out_, render(out_, r, reports::engines_text));
-    return exit_code(result.verdict());
+    return finish(out_, result.to_json(), result.verdict(), reports::engines_text, static_cast<bool>(eo.progress));
   }
 
  private:

@@ -85,10 +85,12 @@ def engines(model_dir, *args, expect=(0, 1)):
     return r.returncode, json.loads(r.stdout)
 
 
+ADAPTER = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
+
+
 def adapter(*args):
     """The built-in ONNX Runtime adapter with extra arguments, as an --adapter command."""
-    script = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
-    return f"'{sys.executable}' '{script}' " + " ".join(args) + " {model} {input} {outdir}"
+    return f"'{sys.executable}' '{ADAPTER}' " + " ".join(args) + " {model} {input} {outdir}"
 
 
 LAYERS = ["stem", "block.conv1", "block.conv2", "proj", "head"]
@@ -151,11 +153,15 @@ np.save(out + "/" + m["outputs"]["y"], y * np.float32(1.01))  # a 1% error after
 '''
 
 
+def script_adapter(tmp_path, label, text, *args):
+    """An --adapter running the Python script `text` with {model} {input} {outdir} and `args`."""
+    script = tmp_path / (label + ".py")
+    script.write_text(text)
+    return f"{label}='{sys.executable}' '{script}' {{model}} {{input}} {{outdir}} " + " ".join(f"'{a}'" for a in args)
+
+
 def test_a_wrong_final_output_is_unexpected(model, tmp_path):
-    script = tmp_path / "wrong_output.py"
-    script.write_text(WRONG_OUTPUT)
-    ort = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
-    code, r = engines(model, "--adapter", f"wrong='{sys.executable}' '{script}' {{model}} {{input}} {{outdir}} '{ort}'")
+    code, r = engines(model, "--adapter", script_adapter(tmp_path, "wrong", WRONG_OUTPUT, ADAPTER))
     e = r["engines"][0]
     assert code == 1 and e["verdict"] == "UNEXPECTED"
     assert e["final_outputs"][0]["verdict"] == "UNEXPECTED"
@@ -182,10 +188,7 @@ json.dump({"protocol": 1, "engine": "fake", "values_of": "model", "values": valu
 
 
 def test_an_engine_without_weights_is_judged_from_its_outputs(model, tmp_path):
-    fake = tmp_path / "fake_engine.py"
-    fake.write_text(FAKE_ENGINE)
-    ort = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
-    code, r = engines(model, "--adapter", f"fake='{sys.executable}' '{fake}' {{model}} {{input}} {{outdir}} 5 '{ort}'")
+    code, r = engines(model, "--adapter", script_adapter(tmp_path, "fake", FAKE_ENGINE, 5, ADAPTER))
     e = r["engines"][0]
     assert code == 1 and e["folded_model"] is False
     assert e["first_weights_beyond"] is None and e["first_outputs_beyond"] == "head"
