@@ -104,7 +104,7 @@ std::vector<EngineSpec> builtin_engine(const std::string& n, const std::string& 
   if (n == "onednn" || n == "onednn:winograd" || n == "onednn:bf16") return onednn_engines(n);
   std::string known;
   for (const std::string& k : builtin_engine_names()) known += (known.empty() ? "" : ", ") + k;
-  throw InputError("--engine: unknown engine '" + n + "' (known: " + known + "; or give your own with --adapter)");
+  throw InputError("unknown engine '" + n + "' (known: " + known + "; or give your own with --adapter)");
 }
 
 class EnginesCommand : public Command {
@@ -130,7 +130,7 @@ class EnginesCommand : public Command {
     cmd_->add_option("--seed", opts_.seed, "Seed of the default input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
     cmd_->add_option("--confidence", opts_.confidence,
                      "Probability that a correct engine passes: the probabilistic bounds and the channel statistic")
-        ->check(finite_number(0.5, true, 1 - 1e-15))
+        ->check(finite_number(0.5, true, 1 - 1e-12))
         ->capture_default_str();
     cmd_->add_option("--channel-samples", opts_.channel_samples,
                      "Honest computations per layer (other kernel orders) that estimate the channel statistic's noise; "
@@ -144,8 +144,10 @@ class EnginesCommand : public Command {
         ->capture_default_str();
     cmd_->add_option("--timeout", opts_.timeout_seconds, "Seconds per adapter run")->check(finite_number(0, true))->capture_default_str();
     cmd_->add_option("--work-dir", work_dir_, "Keep the adapters' files here (default: a temporary directory, removed)");
-    cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)");
-    cmd_->add_option("--adapters-dir", adapters_dir_, "Directory of the built-in adapters (default: $FOLDCHECK_ENGINES_DIR, installed, source)");
+    cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)")
+        ->check(CLI::ExistingFile);
+    cmd_->add_option("--adapters-dir", adapters_dir_, "Directory of the built-in adapters (default: $FOLDCHECK_ENGINES_DIR, installed, source)")
+        ->check(CLI::ExistingDirectory);
     add_output_options(cmd_, out_, {"text", "json"});
   }
 
@@ -161,6 +163,10 @@ class EnginesCommand : public Command {
         throw InputError("--adapter: expected LABEL=COMMAND, got '" + a + "'");
       eo.engines.push_back({a.substr(0, eq), a.substr(eq + 1)});
     }
+    for (std::size_t i = 0; i < eo.engines.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (eo.engines[i].label == eo.engines[j].label)
+          throw InputError("engines: '" + eo.engines[i].label + "' is given twice (labels name the engines in the report)");
     if (eo.engines.empty()) throw InputError("engines: give at least one --engine or --adapter");
     if (!input_.empty()) eo.input = input_;
     if (!work_dir_.empty()) eo.work_dir = work_dir_;

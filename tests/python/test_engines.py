@@ -247,3 +247,88 @@ def test_onednn_winograd_left_out_layers_are_reported_not_passed(model):
     assert all("left_out" in l["outputs"] for l in left)
     judged = [l for l in e["layers"] if l["verdict"] != "LEFT OUT"]
     assert e["verdict"] == ("MISTRUSTED" if not judged else "EXPECTED")
+
+
+TAMPER = r'''
+import json, os, subprocess, sys
+import numpy as np
+model, inp, out, mode, ort = sys.argv[1:6]
+subprocess.run([sys.executable, ort, "--level", "basic", model, inp, out], check=True)
+path = out + "/manifest.json"
+m = json.load(open(path))
+first = m["values"]["x"] if "x" in m["values"] else None
+stem_out = m["values"]["stem.relu"]
+if mode == "fifo":
+    os.remove(out + "/" + stem_out)
+    os.mkfifo(out + "/" + stem_out)
+elif mode == "outside_link":
+    os.remove(out + "/" + stem_out)
+    np.save(out + "/../outside.npy", np.zeros((2, 16, 20, 20), np.float32))
+    os.symlink(os.path.abspath(out + "/../outside.npy"), out + "/" + stem_out)
+elif mode == "nan_input":
+    v = np.load(out + "/" + stem_out)
+    v[0, 0, 0, 0] = np.nan
+    np.save(out + "/" + stem_out, v)
+elif mode == "shifted_input":
+    np.save(out + "/" + first, np.load(out + "/" + first) + np.float32(1))
+elif mode == "names_wrong":
+    m["values"] = {k + ".typo": v for k, v in m["values"].items()}
+elif mode == "declared_bf16":
+    m["weight_dtype"] = "bfloat16"
+json.dump(m, open(path, "w"))
+'''
+
+
+@pytest.mark.parametrize("mode, layer, verdict, reason", [
+    ("fifo", None, "MISTRUSTED", "not a regular file"),
+    ("outside_link", None, "MISTRUSTED", "outside the adapter's output directory"),
+    ("declared_bf16", None, "MISTRUSTED", "declares bfloat16 weights"),
+    ("nan_input", "block.conv1", "MISTRUSTED", "NaN or Inf"),
+    ("shifted_input", "stem", "UNEXPECTED", "differ from the input it was given"),
+    ("names_wrong", "stem", "MISTRUSTED", "wrote no value"),
+])
+def test_tampered_adapter_output_is_never_a_pass(model, tmp_path, mode, layer, verdict, reason):
+    adapter_cmd = script_adapter(tmp_path, "tamper", TAMPER, mode, ADAPTER)
+    code, r = engines(model, "--adapter", adapter_cmd, "--engine", "onnxruntime:basic", "--timeout", "120")
+    by_label = {e["label"]: e for e in r["engines"]}
+    tampered, honest = by_label["tamper"], by_label["onnxruntime:basic"]
+    assert code == 1 and tampered["verdict"] == verdict, tampered
+    assert honest["verdict"] == "EXPECTED"  # the next engine is still checked, on its own input copy
+    if layer is None:
+        assert reason in tampered["failed"] and tampered["layers"] == []
+    else:
+        bad = [l for l in tampered["layers"] if l["name"] == layer][0]
+        assert bad["verdict"] == verdict and reason in json.dumps(bad)
+
+
+def test_the_last_conv_whose_output_is_the_graph_output_is_checked(tmp_path):
+    rng = np.random.default_rng(5)
+    nodes, inits = [], []
+    a = relu(nodes, conv_bn(rng, nodes, inits, "x", "stem", 3, 8, 3), "stem.relu")
+    y = conv_bn(rng, nodes, inits, a, "last", 8, 8, 3)
+    graph = helper.make_graph(nodes, "last", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 8, 12, 12])], initializer=inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "model.onnx"))
+    np.save(tmp_path / "x.npy", rng.normal(size=(1, 3, 12, 12)).astype(F32))
+    code, r = engines(tmp_path, "--engine", "onnxruntime:basic", "--engine", "openvino")
+    assert code == 0, r
+    for e in r["engines"]:
+        assert [l["outputs"]["elements"] for l in e["layers"]] == [8 * 144, 8 * 144], e
+
+
+def test_usage_errors_exit_2(model, tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "mine.txt").write_text("keep me")
+    for args, msg in [(["--engine", "onnxruntime:basic", "--work-dir", str(tmp_path / "busy")], "must be an empty directory"),
+                      (["--engine", "nosuch"], "unknown engine 'nosuch'"),
+                      (["--adapter", "a=true", "--adapter", "a=true"], "given twice"),
+                      (["--engine", "onnxruntime:basic", "--python", str(tmp_path / "nopython")], "--python")]:
+        r = subprocess.run([FOLDCHECK, "engines", str(model / "model.onnx"), *args], capture_output=True, text=True, env=ENV)
+        assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+    assert (tmp_path / "busy" / "mine.txt").read_text() == "keep me"
+    nopair = tmp_path / "nopair.onnx"
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(nopair))
+    r = subprocess.run([FOLDCHECK, "engines", str(nopair), "--engine", "onnxruntime:basic"], capture_output=True, text=True, env=ENV)
+    assert r.returncode == 2 and "no layer -> BatchNormalization pair" in r.stderr

@@ -38,9 +38,10 @@ PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const Laye
   pb.bias_err.assign(O, 0.0);
   Policy pol;  // sequential: no term passes through more roundings in any order of a direct conv
   pol.threads = c.ref.threads;
-  if (c.winograd) pol.order = Order{Accumulation::Winograd};
-  for (const Recipe r : c.recipes) {
-    const Graph fused = fold_batchnorm(g, r, c.ref, c.arith);
+  if (c.winograd && winograd_applies(g.nodes[0].geometry)) pol.order = Order{Accumulation::Winograd};
+  const std::vector<Recipe> unfused_only{Recipe::Exact};  // one pass over the unfused graph
+  for (const Recipe r : c.unfused ? unfused_only : c.recipes) {
+    const Graph fused = c.unfused ? g : fold_batchnorm(g, r, c.ref, c.arith);
     const BoundReport br = error_bounds(fused, exact, pol, c.confidence, &x);
     if (pb.det.empty()) {
       pb.det = br.bound;
@@ -51,6 +52,7 @@ PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const Laye
       pb.det[i] = std::max(pb.det[i], br.bound[i]);
       pb.prob[i] = std::max(pb.prob[i], br.probabilistic[i]);
     }
+    if (!fused.nodes[0].fold) continue;  // unfused: no fold
     const FoldInfo& fi = *fused.nodes[0].fold;
     for (std::size_t o = 0; o < O; ++o) {
       const double t = fi.scale[o].mag();
@@ -237,8 +239,14 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   const BnPair& p = *c.pair;
   const LayerParams lp = layer_params(m, p);
   Tensor x = c.x;
+  if (x.shape.size() != 4 || lp.weight_shape.size() != 4)
+    throw InputError(fmt::format("{}: the engine's input to layer {} has shape {}, not N x C x H x W", where, p.name,
+                                 shape_string(x.shape)));
   const Graph g = pair_graph(m, p, lp, x, DType::Float32);
   const ref::ConvGeometry& geo = g.nodes[0].geometry;
+  if (geo.C != lp.weight_shape[1] * geo.groups)
+    throw InputError(fmt::format("{}: the engine's input to layer {} has {} channels, the layer takes {}", where, p.name,
+                                 geo.C, lp.weight_shape[1] * geo.groups));
   check_shapes(c, geo, where);
   ref::Options ro = c.ref;
   ro.formats = ref::format_bit(ref::kFloat32);
@@ -259,9 +267,11 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   }
   const ref::ValueArray refv = c.activation.op.empty() ? exact.y : approximate_values(yact, DType::Float32);
   layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
-  if (c.winograd) {  // the statistic's noise model is a direct sum of the original terms
+  const bool winograd = c.winograd && winograd_applies(geo);
+  if (winograd || c.unfused) {  // the statistic models a direct sum of the folded weights' terms
     layer.outputs_detail = {{"bound", pb.formula}, {"activation", c.activation.op.empty() ? json(nullptr) : json(c.activation.op)},
-                            {"channels", {{"not_computed", "Winograd: the statistic models a direct sum"}}}};
+                            {"channels", {{"not_computed", winograd ? "Winograd: the statistic models a direct sum"
+                                                                    : "not folded: the statistic models a folded conv"}}}};
     return;
   }
   const std::vector<ChannelBias> cb = channel_statistic(c, g, x.data, exact, ystar, pb);

@@ -37,7 +37,8 @@ struct LayerOutputCheck {
   // bound is the largest.
   std::vector<Recipe> recipes;
   Arithmetic arith;               // weight_dtype: the folded weights' storage (else the layer's)
-  bool winograd = false;          // the engine used Winograd F(2x2,3x3): its bound, no channel statistic
+  bool winograd = false;          // the engine used Winograd F(2x2,3x3) where it applies: its bound, no channel statistic
+  bool unfused = false;           // the engine kept the BatchNorm after the conv: the unfused path's bound, no channel statistic
   double confidence = 0.999, channel_alpha = 1e-6;
   std::size_t samples = 16;        // honest computations for the estimated channel threshold
   std::uint64_t seed = 0, layer_index = 0;

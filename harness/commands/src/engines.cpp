@@ -36,7 +36,11 @@ class WorkDir {
  public:
   explicit WorkDir(const std::optional<std::string>& keep) {
     if (keep) {
-      fs::create_directories(*keep);
+      std::error_code ec;
+      if (fs::exists(*keep, ec) && (!fs::is_directory(*keep, ec) || !fs::is_empty(*keep, ec)))
+        throw InputError(fmt::format(fmt::runtime(field("work_dir") + " {}: must be an empty directory or not exist (its files would be replaced)"), *keep));
+      fs::create_directories(*keep, ec);
+      if (ec) throw InputError(fmt::format(fmt::runtime(field("work_dir") + " {}: cannot make it ({})"), *keep, ec.message()));
       path_ = *keep;
       return;
     }
@@ -84,8 +88,16 @@ std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& m
 }
 
 // A value the adapter wrote, as float32 values (an engine computing in float32 writes them).
-Tensor read_value(const std::string& path) {
-  Tensor t = read_npy(path);
+// Only a regular file inside the output directory is read: a FIFO would block for ever (past
+// the adapter's timeout) and a link could point anywhere.
+Tensor read_value(const EngineManifest& man, const std::string& path) {
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec), dir = fs::weakly_canonical(man.dir, ec);
+  const auto rel = real.lexically_relative(dir);
+  if (rel.empty() || *rel.begin() == "..")
+    throw InputError(fmt::format("{}: leads outside the adapter's output directory (a link?)", path));
+  if (!fs::is_regular_file(real, ec)) throw InputError(fmt::format("{}: not a regular file (missing, a directory or a FIFO)", path));
+  Tensor t = read_npy(real.string());
   if (t.dtype != DType::Float32)
     throw InputError(fmt::format("{}: {} values; the engine's layer values must be float32", path, foldcheck::name(t.dtype)));
   return t;
@@ -107,6 +119,10 @@ LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded
   v.y = n.outputs.at(0);
   for (const std::size_t c : folded->consumers_of(v.y))
     if (folded->nodes[c].op == "BatchNormalization") v.y = folded->nodes[c].outputs.at(0);  // not folded: after its BN
+  if (n.op == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty()) {
+    v.unsupported = "its fused Add (FusedConv input Z) is not modelled";
+    return v;
+  }
   if (n.op == "FusedConv") {
     const std::string act = n.string_attr("activation", "");
     const Attribute* ap = n.attr("activation_params");
@@ -124,6 +140,7 @@ struct Context {
   const EnginesOptions& o;
   double alpha = 1e-6;
   Tensor x;
+  const command::SignalScope& signals;
   mutable std::optional<OutputBound> bound;
   mutable std::optional<std::string> bound_not_made;
 };
@@ -139,7 +156,10 @@ const OutputBound* end_to_end_bound(const Context& cx, const Say& say) {
     bo.seed = cx.o.seed;
     bo.confidence = cx.o.confidence;
     bo.threads = cx.o.ref.threads;
-    bo.progress = [&](std::size_t done, std::size_t total) { say(fmt::format("end-to-end bound: run {}/{}", done, total)); };
+    bo.progress = [&](std::size_t done, std::size_t total) {
+      cx.signals.throw_if_pending();
+      say(fmt::format("end-to-end bound: run {}/{}", done, total));
+    };
     cx.bound = output_bound(cx.model, cx.pat, {{cx.model.inputs[0].name, cx.x}}, bo);
   } catch (const InputError& e) {
     cx.bound_not_made = e.what();
@@ -161,7 +181,7 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
   }
   for (const auto& [out, path] : man.outputs) {
     if (!ob->reference.count(out)) continue;  // not a graph output of the original
-    const Tensor y = read_value(path);
+    const Tensor y = read_value(man, path);
     const Tensor& ref = ob->reference.at(out);
     if (y.data.size() != ref.data.size())
       throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", path, shape_string(y.shape), out, shape_string(ref.shape)));
@@ -173,6 +193,19 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
   if (run.final_outputs.empty()) run.final_not_checked = "none of the outputs it wrote is a graph output of the model";
 }
 
+// A declared narrower weight storage widens the bounds: it must be what the folded model holds.
+void check_declared_weights(const Context& cx, const EngineManifest& man) {
+  const DType t = dtype_from_name(*man.weight_dtype);
+  const Model folded = Model::load(*man.folded_model);
+  for (const auto& [orig, on] : match_layers(cx.model, folded)) {
+    const LayerParams lp = layer_params_of_node(folded, on);
+    for (const double w : lp.weight)
+      if (round_to(t, w) != w)
+        throw InputError(fmt::format("{}: the manifest declares {} weights, but layer {}'s folded weights are not {} values",
+                                     *man.folded_model, *man.weight_dtype, cx.model.nodes[orig].name, *man.weight_dtype));
+  }
+}
+
 // The folded model's weights, layer by layer (the accuracy-diff check of an observed model).
 void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man) {
   AccuracyDiffOptions ao;
@@ -180,6 +213,7 @@ void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man)
   ao.weights_only = true;
   ao.ref = cx.o.ref;
   const AccuracyDiffResult ad = accuracy_diff(cx.model, ao);
+  if (man.weight_dtype && *man.weight_dtype != "float32") check_declared_weights(cx, man);
   for (std::size_t k = 0; k < ad.layers.size(); ++k) {
     const LayerDiff& ld = ad.layers[k];
     EngineLayer& L = run.layers[k];
@@ -201,8 +235,44 @@ std::vector<Recipe> bound_recipes(const EngineLayer& L, const EngineManifest& ma
 }
 
 // One layer's outputs, or why they are not checked.
+// The files of pair p's input and output: its own (`layers`), else its values by name (a
+// graph output is a value too: the last conv's output often is one). Empty, with the
+// reason in L, when the adapter left the layer out or wrote no such value.
+std::optional<std::pair<std::string, std::string>> layer_files(const EngineManifest& man, const LayerValueNames& vn,
+                                                               EngineLayer& L) {
+  if (man.left_out.count(vn.y) || man.left_out.count(vn.key)) {
+    L.left_out = man.left_out.count(vn.key) ? man.left_out.at(vn.key) : man.left_out.at(vn.y);
+    return std::nullopt;
+  }
+  if (const auto it = man.layers.find(vn.key); it != man.layers.end()) return std::pair{it->second.input, it->second.output};
+  auto find = [&](const std::string& v) -> const std::string* {
+    if (const auto it = man.values.find(v); it != man.values.end()) return &it->second;
+    if (const auto it = man.outputs.find(v); it != man.outputs.end()) return &it->second;
+    return nullptr;
+  };
+  const std::string *x = find(vn.x), *y = find(vn.y);
+  if (x && y) return std::pair{*x, *y};
+  L.outputs_not_checked = fmt::format("the adapter wrote no value '{}' (nor layer '{}')", x ? vn.y : vn.x, vn.key);
+  L.outputs_missing = true;
+  return std::nullopt;
+}
+
+// The engine's input to the first layers is the model's input: the same values bit for bit
+// (the adapter was given them; an engine computing in a declared narrower type, bfloat16,
+// may hold them rounded to it), or the engine ran on something else.
+void check_graph_input(const Context& cx, const EngineManifest& man, const LayerValueNames& vn, const Tensor& x,
+                       EngineLayer& L) {
+  if (vn.x != cx.model.inputs[0].name) return;
+  std::vector<double> given = cx.x.data;
+  if (man.weight_dtype && *man.weight_dtype != "float32" && x.data != given)
+    for (double& v : given) v = round_to(dtype_from_name(*man.weight_dtype), v);
+  if (x.shape != cx.x.shape || x.data != given)
+    L.input_mismatch = "its input is the model's input, but the engine's values of it differ from the input it was given";
+}
+
 void check_one_layer(const Context& cx, const EngineManifest& man, const Model* folded,
                      const std::map<std::size_t, std::size_t>& match, std::size_t k, unsigned threads, EngineLayer& L) {
+  cx.signals.throw_if_pending();
   const BnPair& p = cx.pat.pairs[k];
   if (cx.model.nodes[p.layer].op != "Conv") {
     L.outputs_not_checked = "per-layer outputs are checked for Conv layers";
@@ -213,31 +283,22 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
     L.outputs_not_checked = *vn.unsupported;
     return;
   }
-  if (man.left_out.count(vn.y) || man.left_out.count(vn.key)) {
-    L.left_out = man.left_out.count(vn.key) ? man.left_out.at(vn.key) : man.left_out.at(vn.y);
-    return;
-  }
-  // The layer's own files (`layers`), else its values by name.
-  std::string xf, yf;
-  if (const auto it = man.layers.find(vn.key); it != man.layers.end()) {
-    xf = it->second.input;
-    yf = it->second.output;
-  } else {
-    for (const std::string* v : {&vn.x, &vn.y})
-      if (!man.values.count(*v)) {
-        L.outputs_not_checked = fmt::format("the adapter wrote no value '{}' (nor layer '{}')", *v, vn.key);
-        return;
-      }
-    xf = man.values.at(vn.x);
-    yf = man.values.at(vn.y);
-  }
+  const auto files = layer_files(man, vn, L);
+  if (!files) return;
   LayerOutputCheck c;
   c.model = &cx.model;
   c.pair = &p;
-  c.x = read_value(xf);
-  c.y = read_value(yf);
+  c.x = read_value(man, files->first);
+  c.y = read_value(man, files->second);
+  check_graph_input(cx, man, vn, c.x, L);
+  if (!std::all_of(c.x.data.begin(), c.x.data.end(), [](double v) { return std::isfinite(v); })) {
+    L.outputs_not_checked = "the engine's input to it holds NaN or Inf (an earlier layer's failure): no bound holds";
+    L.outputs_missing = true;
+    return;
+  }
   c.activation = vn.activation;
   c.recipes = bound_recipes(L, man);
+  c.unfused = L.not_folded.has_value();
   if (man.weight_dtype && *man.weight_dtype != "float32") c.arith.weight_dtype = dtype_from_name(*man.weight_dtype);
   c.winograd = man.winograd;
   c.confidence = cx.o.confidence;
@@ -247,7 +308,13 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
   c.layer_index = k;
   c.ref = cx.o.ref;
   c.ref.threads = threads;
-  check_layer_outputs(c, L, yf);
+  try {
+    check_layer_outputs(c, L, files->second);
+  } catch (const ref::CertificationError& e) {  // values no precision certifies (huge magnitudes)
+    L.outputs.reset();
+    L.outputs_not_checked = std::string("the reference cannot certify this layer on the engine's input: ") + e.what();
+    L.outputs_missing = true;
+  }
 }
 
 // Every layer's outputs, layers side by side (as accuracy-diff: one per thread, the
@@ -259,7 +326,10 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
     why = "the run that gave the per-layer values had final outputs different from the fused run's: they are not the "
           "fused computation's";
   if (!why.empty()) {
-    for (EngineLayer& L : run.layers) L.outputs_not_checked = why;
+    for (EngineLayer& L : run.layers) {
+      L.outputs_not_checked = why;
+      L.outputs_missing = man.fusion_preserved == false;  // values given, but not the fused run's
+    }
     return;
   }
   std::optional<Model> folded;
@@ -281,7 +351,8 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
 void first_beyond(EngineRun& run) {
   for (const EngineLayer& L : run.layers) {
     if (!run.first_weights_beyond && L.weights && L.weights->verdict == Verdict::Unexpected) run.first_weights_beyond = L.name;
-    const bool out_bad = (L.outputs && L.outputs->verdict == Verdict::Unexpected) || L.channels_beyond > 0 || L.channels_suspicious > 0;
+    const bool out_bad = (L.outputs && L.outputs->verdict == Verdict::Unexpected) || L.channels_beyond > 0 ||
+                         L.channels_suspicious > 0 || L.input_mismatch;
     if (!run.first_outputs_beyond && out_bad) run.first_outputs_beyond = L.name;
   }
 }
@@ -321,7 +392,7 @@ namespace foldcheck {
 namespace {
 
 json weights_json(const EngineLayer& L) {
-  if (L.not_folded) return {{"verdict", "UNEXPECTED"}, {"note", *L.not_folded}};
+  if (L.not_folded) return {{"not_folded", *L.not_folded}};
   if (!L.weights) return nullptr;
   json j = to_json(*L.weights);
   j.erase("recipes");  // the closest recipe's figures are kept; accuracy-diff --observed shows them all
@@ -346,12 +417,15 @@ json outputs_json(const EngineLayer& L) {
 
 json run_json(const EngineRun& r) {
   json layers = json::array();
-  for (const EngineLayer& L : r.layers)
+  for (const EngineLayer& L : r.layers) {
+    if (r.failed) break;  // nothing of a failed run is reported as checked
     layers.push_back({{"name", L.name},
                       {"observed", L.observed ? json(*L.observed) : json(nullptr)},
                       {"verdict", L.left_out && !L.weights ? json("LEFT OUT") : json(name(L.verdict()))},
                       {"weights", weights_json(L)},
-                      {"outputs", outputs_json(L)}});
+                      {"outputs", outputs_json(L)},
+                      {"input_mismatch", L.input_mismatch ? json(*L.input_mismatch) : json(nullptr)}});
+  }
   return {{"label", r.spec.label},
           {"engine", r.engine},
           {"command", r.spec.command},
@@ -373,8 +447,9 @@ json run_json(const EngineRun& r) {
 Verdict EngineLayer::verdict() const {
   bool checked = false;
   Verdict v = Verdict::Expected;
-  if (not_folded) return Verdict::Unexpected;
-  if (weights) {
+  if (input_mismatch) return Verdict::Unexpected;
+  if (outputs_missing) v = Verdict::Mistrusted;
+  if (weights && !not_folded) {
     checked = true;
     v = worst(v, weights->verdict);
   }
@@ -430,6 +505,8 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   };
   const Model m = Model::load(model_path);
   const BnPatterns pat = find_bn_pairs(m);
+  if (pat.pairs.empty())
+    throw InputError(fmt::format("{}: no layer -> BatchNormalization pair, nothing for the engines to fold", model_path));
   if (m.inputs.size() != 1) throw InputError(fmt::format("{}: {} graph inputs; engines runs models with one", model_path, m.inputs.size()));
   Tensor x = model_input(m, o.input, o.seed);
   EnginesResult res;
@@ -441,13 +518,15 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   for (const BnPair& p : pat.pairs) channels += static_cast<double>(layer_params(m, p).channels);
   res.channel_alpha = (1 - o.confidence) / std::max(1.0, channels * static_cast<double>(o.engines.size()));
   WorkDir wd(o.work_dir);
-  const fs::path input = wd.path() / "input.npy";
-  write_npy(input.string(), x);
-  const Context cx{m, pat, o, res.channel_alpha, x, std::nullopt, std::nullopt};
   const command::SignalScope sig;
+  const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
   try {
-    for (std::size_t e = 0; e < o.engines.size(); ++e)
+    for (std::size_t e = 0; e < o.engines.size(); ++e) {
+      // Each adapter its own copy of the input: one that writes to it cannot change another's.
+      const fs::path input = wd.path() / fmt::format("input_{}.npy", e + 1);
+      write_npy(input.string(), x);
       res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
+    }
   } catch (const command::Interrupted& i) {  // the adapter already ended: remove its files, end by the signal
     wd.remove();
     command::SignalScope::die_of(i.signo);

@@ -53,6 +53,7 @@ EngineManifest read_engine_manifest(const std::string& dir) {
   if (!m.contains("engine") || !m["engine"].is_string() || m["engine"].get<std::string>().empty())
     refuse(where, "`engine` must name the engine (a string)");
   e.engine = m["engine"].get<std::string>();
+  if (e.engine.size() > 200) e.engine = e.engine.substr(0, 200) + "…";
   if (m.contains("folded_model") && !m["folded_model"].is_null())
     e.folded_model = inside(where, dir, m["folded_model"], "folded_model");
   if (m.contains("values_of") && !m["values_of"].is_string()) refuse(where, "`values_of` must be a string");
@@ -80,6 +81,9 @@ EngineManifest read_engine_manifest(const std::string& dir) {
       if (!m[key].is_string()) refuse(where, std::string("`") + key + "` must be a string");
       (std::string(key) == "fold_recipe" ? e.fold_recipe : e.weight_dtype) = m[key].get<std::string>();
     }
+  if (e.fold_recipe && *e.fold_recipe != "pytorch" && *e.fold_recipe != "tvm" && *e.fold_recipe != "onnxruntime" &&
+      *e.fold_recipe != "onnxoptimizer")
+    refuse(where, "`fold_recipe` must be one of pytorch, tvm, onnxruntime, onnxoptimizer");
   if (e.weight_dtype && *e.weight_dtype != "float32" && *e.weight_dtype != "bfloat16" && *e.weight_dtype != "float16")
     refuse(where, "`weight_dtype` must be \"float32\", \"bfloat16\" or \"float16\"");
   if (m.contains("accumulation") && !m["accumulation"].is_string()) refuse(where, "`accumulation` must be a string");
@@ -97,7 +101,13 @@ EngineManifest read_engine_manifest(const std::string& dir) {
     if (!m["notes"].is_array()) refuse(where, "`notes` must be a list of strings");
     for (const json& n : m["notes"]) {
       if (!n.is_string()) refuse(where, "`notes` must be a list of strings");
-      e.notes.push_back(n.get<std::string>());
+      // Shown to people: at most 50 notes of 1,000 characters (a report is not a log).
+      if (e.notes.size() == 50) {
+        e.notes.push_back(fmt::format("({} more notes not shown)", m["notes"].size() - 50));
+        break;
+      }
+      const std::string t = n.get<std::string>();
+      e.notes.push_back(t.size() > 1000 ? t.substr(0, 1000) + "…" : t);
     }
   }
   return e;

@@ -70,6 +70,8 @@ struct EngineLayer {
   double worst_channel_ratio = 0;
   std::optional<std::string> outputs_not_checked;  // why
   std::optional<std::string> left_out;  // the engine did not compute this layer (why): not judged
+  bool outputs_missing = false;  // the adapter gave per-layer values, but none usable for this layer: MISTRUSTED
+  std::optional<std::string> input_mismatch;  // the engine's input to it is not what it was given: UNEXPECTED
   Verdict verdict() const;
 };
 
