@@ -22,8 +22,8 @@ class AccuracyDiffCommand : public Command {
         "with --observed-output, another engine's outputs against a probabilistic end-to-end bound.");
     cmd_->add_option("model", model_, "The model with its BatchNormalization nodes (.onnx)")->required();
     cmd_->add_option("--observed", observed_,
-                     "The same model with its BatchNorms folded by another tool (.onnx); layers are matched in graph "
-                     "order (see README)");
+                     "The same model with its BatchNorms folded by another tool (.onnx); layers are matched by data "
+                     "flow, whatever the node order and names (see README)");
     cmd_->add_option("--observed-output", observed_output_,
                      "Another engine's output of the model on --input (.npy, float32): checked against the float64 run "
                      "with a probabilistic end-to-end bound (see README)");

@@ -127,7 +127,9 @@ class EnginesCommand : public Command {
                      "LABEL=COMMAND: your own adapter (/bin/sh); {model}, {input} and {outdir} are substituted as quoted "
                      "words; it writes OUTDIR/manifest.json and .npy files (the protocol: tools/engines/README.md)");
     cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
-    cmd_->add_option("--seed", opts_.seed, "Seed of the default input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
+    cmd_->add_option("--seed", opts_.seed, "Seed of the default input and of the honest computations' channel orders")
+        ->check(integer_in(0, UINT64_MAX))
+        ->capture_default_str();
     cmd_->add_option("--confidence", opts_.confidence,
                      "Probability that a correct engine passes: the probabilistic bounds and the channel statistic")
         ->check(finite_number(0.5, true, 1 - 1e-12))

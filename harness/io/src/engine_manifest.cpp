@@ -47,7 +47,7 @@ EngineManifest read_engine_manifest(const std::string& dir) {
   const std::string where = (fs::path(dir) / "manifest.json").string();
   const json m = read_json_input(where, "engine manifest");
   if (!m.is_object()) refuse(where, "not a JSON object");
-  if (!m.contains("protocol") || m["protocol"] != 1) refuse(where, "`protocol` must be 1");
+  if (!m.contains("protocol") || !m["protocol"].is_number_integer() || m["protocol"] != 1) refuse(where, "`protocol` must be 1");
   EngineManifest e;
   e.dir = dir;
   if (!m.contains("engine") || !m["engine"].is_string() || m["engine"].get<std::string>().empty())

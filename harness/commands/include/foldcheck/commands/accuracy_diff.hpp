@@ -4,12 +4,12 @@
 // fold (fold_check.hpp), and, given another engine's folded model (--observed), its folded
 // weights and biases checked layer by layer and channel by channel.
 //
-// Matching rule for an observed folded model: its foldable layer nodes (Conv,
-// ConvTranspose, Gemm, MatMul whose weight is an initializer), in graph order, correspond
-// one to one to the original model's, in graph order. The match is refused (InputError,
-// naming the first difference) when the counts differ or a pair differs in op type, weight
-// shape or group count: folding never adds, drops, reorders or reshapes these nodes, so any
-// such difference makes the correspondence ambiguous.
+// Matching rule for an observed folded model: by data flow (layer_match.hpp): each foldable
+// layer (Conv, ConvTranspose, Gemm, MatMul whose weight is an initializer; FusedConv as its
+// Conv) is identified by its place in the graph from the inputs, its op, weight shape and
+// group, so node order, initializer names, removed BatchNorms and fused activations do not
+// matter. A layer without a counterpart, a truly symmetric graph without names to pair it,
+// or an op of a domain foldcheck does not implement is refused (InputError, naming it).
 #include <functional>
 #include <optional>
 #include <string>
