@@ -64,9 +64,12 @@ class WorkDir {
   bool owned_ = false;
 };
 
+// The adapter's last words on stderr, on one line (" | " for its line breaks).
 std::string stderr_tail(const command::Outcome& r) {
-  const std::string t = r.err.last(2000);
-  return t.empty() ? "" : "; its last words:\n" + t;
+  std::string t = r.err.last(2000);
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  for (std::size_t i; (i = t.find('\n')) != std::string::npos;) t.replace(i, 1, " | ");
+  return t.empty() ? "" : "; its last words: " + t;
 }
 
 // Runs one adapter; InputError-free: a failure is the engine's result, not foldcheck's.
@@ -379,6 +382,7 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     check_final_outputs(run, cx, man, say);
   } catch (const InputError& e) {
     run.failed = e.what();
+    if (!cx.o.work_dir) *run.failed += " (the adapter's files are removed: --work-dir DIR keeps them)";
     return run;
   }
   first_beyond(run);

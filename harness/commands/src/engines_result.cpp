@@ -23,7 +23,14 @@ json outputs_json(const EngineLayer& L) {
   if (!L.outputs) return nullptr;
   const Comparison& c = *L.outputs;
   json j = L.outputs_detail;
-  j["verdict"] = name(c.verdict == Verdict::Suspicious ? Verdict::Expected : c.verdict);
+  // The per-element verdict and the channel statistic's, and the outputs' as the worst of both.
+  const Verdict elements = c.verdict == Verdict::Suspicious ? Verdict::Expected : c.verdict;
+  const Verdict channels = L.channels_beyond > 0         ? Verdict::Unexpected
+                           : L.channels_suspicious > 0   ? Verdict::Suspicious
+                                                         : Verdict::Expected;
+  if (j.contains("channels")) j["channels"]["verdict"] = name(channels);
+  j["elements_verdict"] = name(elements);
+  j["verdict"] = name(worst(elements, channels));
   j["elements"] = c.elements;
   j["max_abs_ulp"] = c.ulp.max_abs;
   j["worst_ratio"] = c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr);
