@@ -382,7 +382,7 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     check_final_outputs(run, cx, man, say);
   } catch (const InputError& e) {
     run.failed = e.what();
-    if (!cx.o.work_dir) *run.failed += " (the adapter's files are removed: --work-dir DIR keeps them)";
+    if (!cx.o.work_dir) *run.failed += " (the adapter's files are removed: " + field("work_dir") + " keeps them)";
     return run;
   }
   first_beyond(run);
