@@ -200,6 +200,7 @@ def test_an_engine_without_weights_is_judged_from_its_outputs(model, tmp_path):
     ("exit 3", "exit 3"),
     ("echo oops >&2; exit 1", "oops"),
     ("true", "manifest.json"),
+    ("mkfifo {outdir}/manifest.json", "not a regular file"),
     ("echo '{\"protocol\": 2, \"engine\": \"x\"}' > {outdir}/manifest.json", "`protocol` must be 1"),
     ("echo '{\"protocol\": 1, \"engine\": \"x\", \"values\": {\"a\": \"/etc/passwd\"}}' > {outdir}/manifest.json",
      "absolute path"),

@@ -45,6 +45,13 @@ std::map<std::string, std::string> file_map(const std::string& where, const std:
 
 EngineManifest read_engine_manifest(const std::string& dir) {
   const std::string where = (fs::path(dir) / "manifest.json").string();
+  // A regular file inside the directory: a FIFO would block the read for ever, a link could
+  // point anywhere.
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(where, ec);
+  const fs::path rel = real.lexically_relative(fs::weakly_canonical(dir, ec));
+  if (fs::exists(real, ec) && (rel.empty() || *rel.begin() == ".." || !fs::is_regular_file(real, ec)))
+    refuse(where, "not a regular file inside the output directory (a FIFO, a directory or a link out of it)");
   const json m = read_json_input(where, "engine manifest");
   if (!m.is_object()) refuse(where, "not a JSON object");
   if (!m.contains("protocol") || !m["protocol"].is_number_integer() || m["protocol"] != 1) refuse(where, "`protocol` must be 1");
