@@ -30,7 +30,18 @@ struct PathBounds {
   std::string formula;
 };
 
-PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const LayerOutputCheck& c, const std::vector<double>& x) {
+// Each recipe's fold of the layer, made once for the bounds and the honest samples (the
+// unfused graph itself when the engine kept the BatchNorm).
+std::vector<Graph> folded_graphs(const Graph& g, const LayerOutputCheck& c) {
+  if (c.unfused) return {g};
+  std::vector<Graph> r;
+  for (const Recipe rc : c.recipes) r.push_back(fold_batchnorm(g, rc, c.ref, c.arith));
+  return r;
+}
+
+PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult& exact, const LayerOutputCheck& c,
+                       const std::vector<double>& x) {
+  const Graph& g = folded.front();
   PathBounds pb;
   const std::size_t O = static_cast<std::size_t>(g.nodes[0].geometry.O);
   pb.theta.assign(O, 0.0);
@@ -39,9 +50,7 @@ PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const Laye
   Policy pol;  // sequential: no term passes through more roundings in any order of a direct conv
   pol.threads = c.ref.threads;
   if (c.winograd && winograd_applies(g.nodes[0].geometry)) pol.order = Order{Accumulation::Winograd};
-  const std::vector<Recipe> unfused_only{Recipe::Exact};  // one pass over the unfused graph
-  for (const Recipe r : c.unfused ? unfused_only : c.recipes) {
-    const Graph fused = c.unfused ? g : fold_batchnorm(g, r, c.ref, c.arith);
+  for (const Graph& fused : folded) {
     const BoundReport br = error_bounds(fused, exact, pol, c.confidence, &x);
     if (pb.det.empty()) {
       pb.det = br.bound;
@@ -74,7 +83,6 @@ PathBounds path_bounds(const Graph& g, const ref::LayerResult& exact, const Laye
 // permute them within each group, seeded by (seed, layer, m), summed sequentially (the fast
 // kernels). Sample m folds by recipe m mod R. The same for any thread count.
 struct HonestSamples {
-  std::vector<Graph> folded;             // per recipe
   std::vector<std::vector<double>> y;    // per sample
   std::vector<const std::vector<double>*> w;
 };
@@ -85,10 +93,9 @@ std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer
   return z ^ (z >> 31);
 }
 
-HonestSamples honest_samples(const Graph& g, const std::vector<double>& x, const LayerOutputCheck& c) {
+HonestSamples honest_samples(const std::vector<Graph>& folded, const std::vector<double>& x, const LayerOutputCheck& c) {
   HonestSamples hs;
-  for (const Recipe r : c.recipes) hs.folded.push_back(fold_batchnorm(g, r, c.ref, c.arith));
-  const ref::ConvGeometry& geo = g.nodes[0].geometry;
+  const ref::ConvGeometry& geo = folded.front().nodes[0].geometry;
   const std::int64_t cg = geo.C / geo.groups, hw = geo.H * geo.W, khw = geo.KH * geo.KW;
   const Order in_order[] = {Order{}, Order{Accumulation::Blocked, 16}, Order{Accumulation::Pairwise}};
   constexpr std::size_t kInOrder = std::size(in_order);
@@ -97,7 +104,7 @@ HonestSamples honest_samples(const Graph& g, const std::vector<double>& x, const
     std::vector<std::int64_t> perm(static_cast<std::size_t>(cg));
     std::iota(perm.begin(), perm.end(), 0);
     if (m >= kInOrder) std::shuffle(perm.begin(), perm.end(), rng);
-    const Graph& fg = hs.folded[m % hs.folded.size()];
+    const Graph& fg = folded[m % folded.size()];
     Graph pg = fg;
     const std::vector<double>& w = fg.nodes[0].weight.data;
     std::vector<double>& wp = pg.nodes[0].weight.data;
@@ -174,7 +181,8 @@ json channel_summary(const std::vector<ChannelBias>& cb, EngineLayer& layer) {
 
 // The channel statistic (channel_bias.hpp) on the outputs in the activation's linear part,
 // with the honest computations' drift.
-std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Graph& g, const std::vector<double>& xv,
+std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Graph& g, const std::vector<Graph>& folded,
+                                           const std::vector<double>& xv,
                                            const ref::LayerResult& exact, const std::vector<double>& ystar,
                                            const PathBounds& pb) {
   const Node& conv = g.nodes[0];
@@ -224,7 +232,7 @@ std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Grap
   in.roundings = k;
   in.alpha = c.channel_alpha;
   in.threads = c.ref.threads;
-  const HonestSamples hs = honest_samples(g, xv, c);
+  const HonestSamples hs = honest_samples(folded, xv, c);
   for (std::size_t m = 0; m < hs.y.size(); ++m) {
     in.samples.push_back(&hs.y[m]);
     in.sample_weights.push_back(hs.w[m]);
@@ -253,7 +261,8 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   const Node& conv = g.nodes[0];
   const ref::LayerData L{geo, &x.data, &conv.weight.data, conv.bias.empty() ? nullptr : &conv.bias, &g.nodes[1].bn};
   const ref::LayerResult exact = ref::conv_bn(L, ro);
-  PathBounds pb = path_bounds(g, exact, c, x.data);
+  const std::vector<Graph> folded = folded_graphs(g, c);
+  PathBounds pb = path_bounds(folded, exact, c, x.data);
   const std::size_t n = exact.y.size();
   // The reference in double (hi + lo: within 2^-53 relative, added to the bounds), activated.
   std::vector<double> ystar(n), yact(n);
@@ -274,7 +283,7 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
                                                                     : "not folded: the statistic models a folded conv"}}}};
     return;
   }
-  const std::vector<ChannelBias> cb = channel_statistic(c, g, x.data, exact, ystar, pb);
+  const std::vector<ChannelBias> cb = channel_statistic(c, g, folded, x.data, exact, ystar, pb);
   json recipes = json::array();
   for (const Recipe r : c.recipes) recipes.push_back(name(r));
   layer.outputs_detail = {{"bound", pb.formula},

@@ -196,11 +196,17 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
   if (run.final_outputs.empty()) run.final_not_checked = "none of the outputs it wrote is a graph output of the model";
 }
 
+// The engine's folded model and its layers' match to the original, loaded once per run.
+struct FoldedModel {
+  Model model;
+  std::map<std::size_t, std::size_t> match;  // original's layer node -> the folded model's
+};
+
 // A declared narrower weight storage widens the bounds: it must be what the folded model holds.
-void check_declared_weights(const Context& cx, const EngineManifest& man) {
+void check_declared_weights(const Context& cx, const EngineManifest& man, const FoldedModel& fm) {
   const DType t = dtype_from_name(*man.weight_dtype);
-  const Model folded = Model::load(*man.folded_model);
-  for (const auto& [orig, on] : match_layers(cx.model, folded)) {
+  const Model& folded = fm.model;
+  for (const auto& [orig, on] : fm.match) {
     const LayerParams lp = layer_params_of_node(folded, on);
     for (const double w : lp.weight)
       if (round_to(t, w) != w)
@@ -216,7 +222,6 @@ void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man)
   ao.weights_only = true;
   ao.ref = cx.o.ref;
   const AccuracyDiffResult ad = accuracy_diff(cx.model, ao);
-  if (man.weight_dtype && *man.weight_dtype != "float32") check_declared_weights(cx, man);
   for (std::size_t k = 0; k < ad.layers.size(); ++k) {
     const LayerDiff& ld = ad.layers[k];
     EngineLayer& L = run.layers[k];
@@ -322,7 +327,7 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
 
 // Every layer's outputs, layers side by side (as accuracy-diff: one per thread, the
 // leftover threads inside each); results in graph order, independent of the thread count.
-void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const Say& say) {
+void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const FoldedModel* fm, const Say& say) {
   std::string why;
   if (man.values.empty() && man.layers.empty() && man.left_out.empty()) why = "the adapter wrote no per-layer values";
   else if (man.fusion_preserved == false)
@@ -335,18 +340,15 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
     }
     return;
   }
-  std::optional<Model> folded;
-  std::map<std::size_t, std::size_t> match;
-  if (man.values_of_folded) {
-    folded = Model::load(*man.folded_model);
-    match = match_layers(cx.model, *folded);
-  }
+  const Model* folded = man.values_of_folded && fm ? &fm->model : nullptr;
+  static const std::map<std::size_t, std::size_t> kNone;
+  const std::map<std::size_t, std::size_t>& match = folded ? fm->match : kNone;
   const std::size_t np = cx.pat.pairs.size();
   const unsigned nt = cx.o.ref.threads ? cx.o.ref.threads : std::max(1u, std::thread::hardware_concurrency());
   const unsigned outer = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
   detail::run_tasks(
       np, outer,
-      [&](std::size_t k) { check_one_layer(cx, man, folded ? &*folded : nullptr, match, k, std::max(1u, nt / outer), run.layers[k]); },
+      [&](std::size_t k) { check_one_layer(cx, man, folded, match, k, std::max(1u, nt / outer), run.layers[k]); },
       [&](std::size_t k, std::size_t done) { say(fmt::format("{}: layer outputs {}/{} ({})", run.spec.label, done, np, cx.pat.pairs[k].name)); });
 }
 
@@ -374,11 +376,15 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     run.notes = man.notes;
     run.fusion_preserved = man.fusion_preserved;
     run.folded_model = man.folded_model.has_value();
+    std::optional<FoldedModel> fm;
     if (man.folded_model) {
       say(fmt::format("{}: folded weights", spec.label));
-      check_weights(run, cx, man);
+      check_weights(run, cx, man);  // refuses, naming it, a model whose layers cannot be matched
+      fm = FoldedModel{Model::load(*man.folded_model), {}};
+      fm->match = match_layers(cx.model, fm->model);
+      if (man.weight_dtype && *man.weight_dtype != "float32") check_declared_weights(cx, man, *fm);
     }
-    check_outputs(run, cx, man, say);
+    check_outputs(run, cx, man, fm ? &*fm : nullptr, say);
     check_final_outputs(run, cx, man, say);
   } catch (const InputError& e) {
     run.failed = e.what();
