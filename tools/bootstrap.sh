@@ -3,15 +3,19 @@
 #
 #   tools/bootstrap.sh run    install what building and running needs, build the `foldcheck`
 #                             binary, run the main job (the TVM case)
-#   tools/bootstrap.sh test   install that and what the tests need, build everything, run
-#                             every test (ctest: the C++ tests, the Python tests with pytest
-#                             in .venv, the installed tree with tools/check_install.sh), then
-#                             the hardening run (tools/hardening.sh: the tests again under
-#                             ASan + UBSan in a clang build, and a short run of every fuzz
-#                             target; HARDENING=0 leaves it out, FUZZ_SECONDS sets the fuzz
-#                             time) and the bare-system check (tools/fresh_machine.sh: both
-#                             commands in a bare Debian 12 root, `test` there without the
-#                             hardening part; FRESH_MACHINE=0 leaves it out)
+#   tools/bootstrap.sh test   install that and what the tests need, make the Python environment
+#                             (.venv), build everything (the Python module too, linked into
+#                             .venv: `import foldcheck`), run every test (ctest: the C++ tests,
+#                             the Python tests with pytest in .venv, the module's with PyTorch's
+#                             fusers, the installed tree with tools/check_install.sh), build the
+#                             wheel (`pip wheel .`) and try it in a fresh virtual environment
+#                             (tools/python/wheel_check.sh; WHEEL=0 leaves it out), then the
+#                             hardening run (tools/hardening.sh: the tests again under ASan +
+#                             UBSan in a clang build, and a short run of every fuzz target;
+#                             HARDENING=0 leaves it out, FUZZ_SECONDS sets the fuzz time) and
+#                             the bare-system check (tools/fresh_machine.sh: both commands in a
+#                             bare Debian 12 root, `test` there without the hardening part;
+#                             FRESH_MACHINE=0 leaves it out)
 #
 # Debian packages come from apt-get (as root or through sudo); Python packages from PyPI
 # into the project's own virtual environment .venv, pinned by tools/python/requirements.txt,
@@ -19,7 +23,7 @@
 # BUILD_DIR (default: build), JOBS (default: nproc) and CMAKE (the cmake to use) may be set.
 # Prints how long each phase took (lines beginning `bootstrap:`).
 set -euo pipefail
-usage="usage: tools/bootstrap.sh run|test   (environment: BUILD_DIR, JOBS, CMAKE, HARDENING, FUZZ_SECONDS, FRESH_MACHINE)"
+usage="usage: tools/bootstrap.sh run|test   (environment: BUILD_DIR, JOBS, CMAKE, HARDENING, FUZZ_SECONDS, FRESH_MACHINE, WHEEL)"
 case "${1:-}" in
   -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 esac
@@ -60,9 +64,7 @@ test_packages=(
   universal-ctags      # tools/check_function_length.py: each function's first and last line
   python3              # the Python tests run in .venv, made by ...
   python3-venv         # ... Debian's venv module when the machine's python3 has none
-  python3-torchvision  # tools/export_torch.py: torchvision ResNet-18, MobileNetV2, ... exported
-                       #   to ONNX with their BatchNorms (Debian's torch 1.13, CPU; PyPI's
-                       #   torchvision needs a multi-GB torch build)
+  python3-dev          # the Python module (python/: pybind11) compiles against Python's headers
 )
 
 sudo_cmd=()
@@ -119,18 +121,29 @@ if [ "$mode" = run ]; then
   exit 0
 fi
 
+# The Python environment first: the Python module is built against its interpreter and its
+# pybind11 (both pinned in tools/python/requirements.txt).
+tools/python/venv.sh
+phase "python environment"
 "$cmake_bin" -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DFOLDCHECK_BUILD_TESTS=ON -DFOLDCHECK_BUILD_BENCH=ON >/dev/null
+  -DFOLDCHECK_BUILD_TESTS=ON -DFOLDCHECK_BUILD_BENCH=ON \
+  -DFOLDCHECK_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 phase configure
 "$cmake_bin" --build "$build" -j "$jobs"
 phase build
-tools/python/venv.sh
-phase "python environment"
+# `import foldcheck` and the `foldcheck` command in .venv, from this build (as `pip install -e`
+# would; the wheel itself is built and installed in a fresh environment below).
+tools/python/link_build.sh "$build"
 ctest_bin="$(dirname "$cmake_bin")/ctest"
 # Every test, the installed tree and its consumer (install_and_consumer) and the Python tests
 # (python_tests) among them.
 "$ctest_bin" --test-dir "$build" -j "$jobs" --output-on-failure
 phase "tests (ctest)"
+# `pip wheel .` from this checkout, installed in a fresh virtual environment and tried there.
+if [ "${WHEEL:-1}" != 0 ]; then
+  JOBS="$jobs" tools/python/wheel_check.sh
+  phase "wheel"
+fi
 if [ "${HARDENING:-1}" != 0 ]; then
   CMAKE="$cmake_bin" tools/hardening.sh "${FUZZ_SECONDS:-15}"
   phase hardening

@@ -14,6 +14,7 @@ stands on (directly or through them) and its own internal headers, nothing else:
     quant                                       <- io
     commands                                    <- model, quant, reports
     cli                                         <- commands, reports
+    python      the Python module's C++ core    <- commands, reports
 
 The library's floors (base .. commands) name fields, not the CLI's flags: a string literal
 holding "--flag" there is refused (errors.hpp: messages name a field in backquotes; the
@@ -41,8 +42,9 @@ STANDS_ON = {
     "quant": ["io"],
     "commands": ["model", "quant", "reports"],
     "cli": ["commands", "reports"],
+    "python": ["commands", "reports"],
 }
-FOLDERS = {"reference": "reference", "reports": "reports", "cli": "harness/cli"}
+FOLDERS = {"reference": "reference", "reports": "reports", "cli": "harness/cli", "python": "python/src"}
 FOLDERS.update({f: "harness/" + f for f in ["base", "numerics", "layer", "io", "model", "quant", "commands"]})
 LIBRARY = {"base", "numerics", "layer", "io", "model", "quant", "commands"}
 # A string literal (on one line) holding --word, outside comments.
@@ -97,10 +99,12 @@ def without_line_comment(line):
 
 
 def flag_literals(text):
-    """String literals naming a --flag, in code (not in comments)."""
+    """String literals naming a --flag, in code (not in comments). A line whose comment says
+    "adapter's flags" spells another program's arguments (an engine adapter's), not foldcheck's."""
     found = []
     for line in text.splitlines():
-        found.extend(FLAG_LITERAL.findall(without_line_comment(line)))
+        if "// adapter's flags" not in line:
+            found.extend(FLAG_LITERAL.findall(without_line_comment(line)))
     return found
 
 

@@ -49,7 +49,8 @@ const std::map<std::string, std::string>& flag_of_field() {
       {"stride", "--stride"},           {"model", "--model"},           {"dtype", "--dtype"},
       {"command", "--cmd"},             {"passes", "--passes"},         {"opt_level", "--opt-level"},
       {"timeout_seconds", "--timeout"}, {"threshold_ulp", "--threshold-ulp"}, {"shard", "--shard"},
-      {"max_elements", "--max-elements"}, {"work_dir", "--work-dir"},   {"engines", "--engine or --adapter"}};
+      {"max_elements", "--max-elements"}, {"work_dir", "--work-dir"},   {"engines", "--engine or --adapter"},
+      {"adapters", "--adapter"}};
   return flags;
 }
 

@@ -10,6 +10,7 @@
 #include "command.hpp"
 #include "common.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/engine_catalog.hpp"
 #include "foldcheck/commands/engines.hpp"
 #include "foldcheck/reports/text.hpp"
 
@@ -44,19 +45,6 @@ std::string default_python() {
   return "python3";
 }
 
-// 'a b' as one shell word.
-std::string shell_quote(const std::string& s) {
-  std::string r = "'";
-  for (const char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
-
-// The built-in engines: each an adapter in tools/engines/ run by `python`.
-std::vector<std::string> builtin_engine_names() {
-  return {"onnxruntime:basic", "onnxruntime:extended", "onnxruntime:all", "onnxoptimizer", "openvino",
-          "onednn",            "onednn:winograd",      "onednn:bf16"};
-}
-
 // foldcheck-onednn (tools/engines/onednn_engine.cpp): next to this program once installed,
 // else where the build made it; empty when it was not built.
 std::string onednn_adapter() {
@@ -68,43 +56,6 @@ std::string onednn_adapter() {
 #else
   return "";
 #endif
-}
-
-// oneDNN's runs: `onednn` is the direct float32 convolution with the folded weights of each
-// recipe; `onednn:winograd` its Winograd algorithm and `onednn:bf16` its bfloat16 direct
-// convolution, both with ONNX Runtime's fold.
-std::vector<EngineSpec> onednn_engines(const std::string& n) {
-  const std::string exe = onednn_adapter();
-  if (exe.empty())
-    throw InputError("--engine " + n + ": foldcheck-onednn was not built (configure with -DFOLDCHECK_BUILD_ONEDNN=ON; "
-                     "it needs libdnnl-dev, which tools/bootstrap.sh test installs)");
-  const std::string io = " {model} {input} {outdir}";
-  auto spec = [&](const std::string& alg, const std::string& dt, const char* recipe) {
-    return EngineSpec{"onednn:" + alg + ":" + dt + ":" + recipe,
-                      shell_quote(exe) + " --algorithm " + alg + " --dtype " + dt + " --recipe " + recipe + io};
-  };
-  if (n == "onednn:winograd") return {spec("winograd", "f32", "onnxruntime")};
-  if (n == "onednn:bf16") return {spec("direct", "bf16", "onnxruntime")};
-  std::vector<EngineSpec> r;
-  for (const char* recipe : {"pytorch", "tvm", "onnxruntime", "onnxoptimizer"}) r.push_back(spec("direct", "f32", recipe));
-  return r;
-}
-
-// The engines a built-in name stands for: an adapter in tools/engines/ run by `python`, or
-// foldcheck-onednn.
-std::vector<EngineSpec> builtin_engine(const std::string& n, const std::string& python, const std::string& dir) {
-  const std::string py = shell_quote(python);
-  auto script = [&](const std::string& f) { return py + " " + shell_quote((fs::path(dir) / f).string()); };
-  const std::string io = " {model} {input} {outdir}";
-  for (const char* level : {"basic", "extended", "all"})
-    if (n == std::string("onnxruntime:") + level || (n == "onnxruntime" && std::string(level) == "basic"))
-      return {{n, script("onnxruntime_engine.py") + " --level " + level + io}};
-  if (n == "onnxoptimizer") return {{n, script("onnxoptimizer_engine.py") + io}};
-  if (n == "openvino") return {{n, script("openvino_engine.py") + " --precision f32" + io}};
-  if (n == "onednn" || n == "onednn:winograd" || n == "onednn:bf16") return onednn_engines(n);
-  std::string known;
-  for (const std::string& k : builtin_engine_names()) known += (known.empty() ? "" : ", ") + k;
-  throw InputError("unknown engine '" + n + "' (known: " + known + "; or give your own with --adapter)");
 }
 
 class EnginesCommand : public Command {
@@ -121,7 +72,7 @@ class EnginesCommand : public Command {
     cmd_->add_option("--engine", names_, "A built-in engine (" + known + "); repeat for several")
         ->check(known_name([](const std::string& n) {
           const auto& k = builtin_engine_names();
-          if (std::find(k.begin(), k.end(), n) == k.end() && n != "onnxruntime") (void)builtin_engine(n, "python3", ".");
+          if (std::find(k.begin(), k.end(), n) == k.end() && n != "onnxruntime") (void)builtin_engine(n, {"python3", ".", "x"});
         }));
     cmd_->add_option("--adapter", adapters_,
                      "LABEL=COMMAND: your own adapter (/bin/sh); {model}, {input} and {outdir} are substituted as quoted "
@@ -155,21 +106,9 @@ class EnginesCommand : public Command {
 
   int run() override {
     EnginesOptions eo = opts_;
-    const std::string py = python_.empty() ? default_python() : python_;
-    const std::string dir = adapters_dir_.empty() ? default_adapters_dir() : adapters_dir_;
-    for (const std::string& n : names_)
-      for (EngineSpec& e : builtin_engine(n, py, dir)) eo.engines.push_back(std::move(e));
-    for (const std::string& a : adapters_) {
-      const std::size_t eq = a.find('=');
-      if (eq == 0 || eq == std::string::npos || eq + 1 == a.size())
-        throw InputError("--adapter: expected LABEL=COMMAND, got '" + a + "'");
-      eo.engines.push_back({a.substr(0, eq), a.substr(eq + 1)});
-    }
-    for (std::size_t i = 0; i < eo.engines.size(); ++i)
-      for (std::size_t j = 0; j < i; ++j)
-        if (eo.engines[i].label == eo.engines[j].label)
-          throw InputError("engines: '" + eo.engines[i].label + "' is given twice (labels name the engines in the report)");
-    if (eo.engines.empty()) throw InputError("engines: give at least one --engine or --adapter");
+    const EngineTools tools{python_.empty() ? default_python() : python_,
+                            adapters_dir_.empty() ? default_adapters_dir() : adapters_dir_, onednn_adapter()};
+    eo.engines = engine_list(names_, adapters_, tools);
     if (!input_.empty()) eo.input = input_;
     if (!work_dir_.empty()) eo.work_dir = work_dir_;
     eo.ref.precision = out_.precision;

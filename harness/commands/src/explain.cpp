@@ -215,9 +215,16 @@ ExplainResult explain(const ExplainInput& in) {
     }
   }
   r.worst_bound_ulp = bound[r.worst_index] / ulp(in.dtype, exact[r.worst_index].approx.hi, exact[r.worst_index].approx.lo);
+  r.bound_ulp.resize(n);
+  r.exact_fold.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    r.bound_ulp[i] = bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo);
+    r.exact_fold[i] = exact[i].approx.hi + exact[i].approx.lo;
+  }
   for (const std::size_t i : listed_elements(residual, bound, exact, in.dtype))
     r.elements.push_back(element(in, r, exact, residual, i, per_channel));
   if (!in.bn_given) r.scale = infer_scale(in.original, in.observed, in.dtype);
+  r.residual_ulp = std::move(residual);
   return r;
 }
 

@@ -41,7 +41,7 @@ std::map<std::string, Tensor> read_archive(const std::string& file, std::int64_t
 }
 
 std::string source_name(const BnSources& s, bool values_given) {
-  if (values_given) return s.file.empty() ? "flags" : s.file + " and flags";
+  if (values_given) return s.file.empty() ? s.given_as : s.file + " and " + s.given_as;
   if (!s.file.empty()) return s.file;
   return "defaults (fresh BatchNorm: gamma 1, beta 0, mean 0, var 1, eps 1e-5)";
 }
@@ -76,7 +76,7 @@ LoadedBn load_bn_params(const BnSources& s, const BnRule& rule) {
     std::vector<double>& v = r.bn.*p.member;
     const ValueSource& own = s.*p.source;
     if (own.given()) {
-      v = load_values(own.text, own.label);
+      v = own.values ? *own.values : load_values(own.text, own.label);
       values_given = true;
     } else if (arrays.count(p.key)) {
       v = arrays.at(p.key).data;

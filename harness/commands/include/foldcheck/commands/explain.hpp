@@ -75,6 +75,9 @@ struct ExplainResult {
   std::size_t worst_index = 0;            // the largest |residual|
   double worst_residual_ulp = 0, worst_bound_ulp = 0;
   std::optional<ScaleInference> scale;    // when the BatchNorm was not given
+  // Every element (index order), for callers that take arrays (the Python module): the residual
+  // in ULP, the cited recipe's bound in ULP, and the exact fold (to double).
+  std::vector<double> residual_ulp, bound_ulp, exact_fold;
 
   bool explained() const;                 // some recipe's bound holds everywhere, no NaN, no Inf mismatch
   bool vacuous() const;                   // explained, but nothing compared (every exact value 0 or not finite)

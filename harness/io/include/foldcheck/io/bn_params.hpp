@@ -30,15 +30,18 @@
 namespace foldcheck {
 
 // One parameter's own source: a comma list or a .npy path, and what to call it in messages.
+// Or the values themselves (a library caller's array: `values`, named by `label`).
 struct ValueSource {
   std::string text, label;
-  bool given() const { return !text.empty(); }
+  std::optional<std::vector<double>> values;
+  bool given() const { return !text.empty() || values.has_value(); }
 };
 
 struct BnSources {
   std::string file;  // .npz, or "" for none
   ValueSource gamma, beta, mean, var;
   std::optional<double> eps;
+  std::string given_as = "flags";  // what the source names values given one by one (the CLI's flags)
   // An .npz alone.
   static BnSources archive(const std::string& path) {
     BnSources s;

@@ -1,0 +1,87 @@
+"""Arrays into the C++ core: numpy arrays as they are, anything else made one.
+
+The core reads float16, bfloat16 (ml_dtypes), float32 and float64 arrays in place through the
+buffer protocol; a C-contiguous numpy array of those dtypes is passed without a copy. A torch
+tensor is detached and moved to the CPU (its numpy view, no copy for a CPU tensor); a torch
+bfloat16 tensor becomes an ml_dtypes.bfloat16 view of its bits. Lists and scalars become
+float64 arrays only when no dtype is implied (the core then asks that values be values of the
+dtype being checked).
+"""
+import os
+import tempfile
+
+import numpy as np
+
+_FLOATS = {"float16", "bfloat16", "float32", "float64"}
+
+
+def _torch_tensor(x):
+    mod = type(x).__module__
+    return mod.startswith("torch") and hasattr(x, "detach") and hasattr(x, "dtype")
+
+
+def numpy_dtype(name):
+    """numpy's dtype for foldcheck's dtype name ("bfloat16" through ml_dtypes)."""
+    if name == "bfloat16":
+        import ml_dtypes  # noqa: PLC0415
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def as_array(x, name, dtype=None, list_dtype=None):
+    """x as a C-contiguous numpy array the core reads (`name` for messages). Values typed by
+    nobody (a list, a Python number) are converted to `list_dtype` (rounded to it, as the
+    command line rounds values typed as text), else to float64."""
+    if x is None:
+        return None
+    if list_dtype is not None and isinstance(x, (list, tuple, float, int)):
+        return np.ascontiguousarray(np.asarray(x, dtype=np.float64).astype(numpy_dtype(list_dtype)))
+    if _torch_tensor(x):
+        t = x.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            import ml_dtypes  # noqa: PLC0415 (only for bfloat16 tensors)
+            import torch  # noqa: PLC0415
+
+            return np.ascontiguousarray(t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+        x = t.contiguous().numpy()
+    a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    if a.dtype.kind not in "fiuV" and str(a.dtype) not in _FLOATS:
+        raise TypeError(f"{name}: expected an array of numbers, got dtype {a.dtype}")
+    if a.dtype.kind in "iu" and dtype is None:
+        a = a.astype(np.float64)
+    return np.ascontiguousarray(a)
+
+
+def scalar(x, name):
+    """A Python float from a number, a 0-d/1-element array or tensor; None stays None."""
+    if x is None:
+        return None
+    a = as_array(x, name)
+    if a.size != 1:
+        raise ValueError(f"{name}: expected one value, got {a.size}")
+    return float(a.reshape(-1)[0].astype(np.float64))
+
+
+class NpyFiles:
+    """Arrays the core reads from files (models' inputs, observed outputs): each written to a
+    private temporary directory as .npy, removed when the block ends. A path is passed on."""
+
+    def __init__(self):
+        self._dir = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._dir is not None:
+            self._dir.cleanup()
+
+    def path(self, x, name):
+        if x is None or isinstance(x, (str, os.PathLike)):
+            return None if x is None else os.fspath(x)
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="foldcheck-")
+        p = os.path.join(self._dir.name, name + ".npy")
+        np.save(p, as_array(x, name))
+        return p

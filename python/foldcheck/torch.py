@@ -1,0 +1,405 @@
+"""foldcheck for PyTorch: modules in, verdicts out (torch is imported when this module is).
+
+    import foldcheck.torch as fct
+    fct.check_fold(conv, bn, fused)          # is `fused` the fold of conv + bn? which recipe?
+    fct.check_model(model, fused_model, x)   # every conv + BN of a model, by module name
+    fct.diagnose(bn, x, observed)            # why does this BatchNorm's output differ?
+
+A fused model may come from any of the fusers PyTorch users run:
+torch.ao.quantization.fuse_modules, torch.nn.utils.fusion.fuse_conv_bn_eval,
+torch.fx.experimental.optimization.fuse (an fx GraphModule), torch.jit.freeze (a frozen
+ScriptModule: its folded constants are read from its graph), torch.compile with inductor's
+freezing (its folded constants are read from the compiled graph; see compiled_fold). Models
+are exported to ONNX with their BatchNorms kept (export_onnx), then checked by accuracy_diff.
+"""
+import contextlib
+import os
+import tempfile
+import warnings
+
+import torch
+
+from . import _commands
+from .results import Result
+
+_CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+_BNS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
+
+
+def bn_parameters(bn):
+    """A BatchNorm module's inference parameters: gamma, beta, mean, var (tensors) and eps.
+    A BatchNorm without affine parameters has gamma 1 and beta 0; one without running
+    statistics cannot be folded (its eval output uses batch statistics) and is refused."""
+    if not isinstance(bn, _BNS):
+        raise TypeError(f"expected a torch.nn.BatchNorm1d/2d/3d, got {type(bn).__name__}")
+    if bn.running_mean is None or bn.running_var is None:
+        raise ValueError("this BatchNorm tracks no running statistics (track_running_stats=False): it always "
+                         "normalizes with batch statistics, and no fold reproduces it")
+    c = bn.num_features
+    dev = dict(dtype=bn.running_mean.dtype)
+    gamma = bn.weight.detach() if bn.weight is not None else torch.ones(c, **dev)
+    beta = bn.bias.detach() if bn.bias is not None else torch.zeros(c, **dev)
+    return dict(gamma=gamma, beta=beta, mean=bn.running_mean.detach(), var=bn.running_var.detach(), eps=float(bn.eps))
+
+
+def _conv_arrays(conv, what):
+    if not isinstance(conv, _CONVS):
+        raise TypeError(f"{what}: expected a torch.nn.Conv1d/2d/3d (channels on axis 0), got {type(conv).__name__}")
+    return conv.weight.detach(), None if conv.bias is None else conv.bias.detach()
+
+
+class FoldResult(Result):
+    """check_fold's result: the folded weights (explain: the recipes that reproduce them bit for
+    bit, residuals in ULP) and the weights with the bias (each recipe's bound). The verdict is
+    the worse of the two."""
+
+    def __init__(self, weights, parameters):
+        super().__init__(parameters._core)
+        self.weights = weights
+        self.parameters = parameters
+
+    @property
+    def verdict(self):
+        order = ("EXPECTED", "SUSPICIOUS", "UNEXPECTED", "MISTRUSTED")
+        return max(self.weights.verdict, self.parameters.verdict, key=order.index)
+
+    @property
+    def exit_code(self):
+        return 0 if self.passed else 1
+
+    @property
+    def bit_exact_recipes(self):
+        return self.weights.bit_exact_recipes
+
+    @property
+    def recipe(self):
+        """The recipe that reproduces the weights bit for bit (the first), else the closest one."""
+        b = self.bit_exact_recipes
+        return b[0] if b else self.parameters.closest_recipe
+
+    @property
+    def worst_channel(self):
+        return self.parameters.worst_channel
+
+    def to_dict(self):
+        return {"verdict": self.verdict, "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
+
+    def to_json(self, indent=None):
+        import json  # noqa: PLC0415
+
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def report(self, format="text"):  # noqa: A002
+        if format == "json":
+            return self.to_json(2)
+        fold = self.parameters.to_dict()
+        lines = [f"verdict: {self.verdict}",
+                 f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
+                 f"weights and bias: {fold['verdict']} (closest recipe {fold.get('closest_recipe')}, worst ratio to "
+                 f"its bound {fold.get('worst_ratio')}, worst channel {fold.get('worst_channel')})",
+                 f"bound: {fold['bound']}", "", self.weights.report(format)]
+        return "\n".join(lines)
+
+    def _repr_extra(self):
+        return f" recipe: {self.recipe}"
+
+
+def check_fold(conv, bn, fused, *, precision=256, threads=0):
+    """Is the conv `fused` the fold of `conv` followed by `bn` (eval mode)?
+
+    Its weights against the exact fold w*gamma/sqrt(var+eps) with every engine recipe replayed
+    bit for bit (which one reproduces them) and bounded; its weights and bias together against
+    each recipe's bound, as accuracy_diff checks a folded model. Returns a FoldResult
+    (.verdict, .recipe, .bit_exact_recipes, .worst_channel, .weights, .parameters)."""
+    w, b = _conv_arrays(conv, "conv")
+    fw, fb = _conv_arrays(fused, "fused")
+    p = bn_parameters(bn)
+    if fw.shape != w.shape:
+        raise ValueError(f"fused: weight shape {tuple(fw.shape)}, the conv's is {tuple(w.shape)}")
+    weights = _commands.explain(w, fw, precision=precision, threads=threads, **p)
+    parameters = _commands.fold_check(w, b, fw, fb, precision=precision, threads=threads, **p)
+    return FoldResult(weights, parameters)
+
+
+def diagnose(bn, x, observed, *, conv=None, precision=256, threads=0):
+    """Why does `observed` differ from what `bn` (eval mode: its running statistics), after
+    `conv` if given, computes on `x`? The layer as given, then the common bugs: training-mode
+    batch statistics, eps mismatch, variance read as std, missing sqrt, gamma/beta swapped,
+    NHWC read as NCHW, ... Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
+    p = bn_parameters(bn)
+    kw = {}
+    if conv is not None:
+        w, b = _conv_arrays(conv, "conv")
+        if conv.groups != 1 or len(set(conv.stride)) > 1 or len(set(conv.dilation)) > 1:
+            raise ValueError("conv: diagnose takes an ungrouped conv with one stride and one dilation")
+        if isinstance(conv.padding, str) or len(set(conv.padding)) > 1:
+            raise ValueError("conv: diagnose takes symmetric numeric padding")
+        kw = dict(weight=w, bias=b, stride=conv.stride[0], padding=conv.padding[0], dilation=conv.dilation[0])
+    return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
+
+
+# --- models ------------------------------------------------------------------------------
+
+def conv_bn_pairs(model, example=None):
+    """The [conv, bn] module-name pairs of a model where the BatchNorm takes the conv's output
+    and nothing else does (what fuse_modules takes). Found by torch.fx tracing; a model fx
+    cannot trace needs `example` (an input), and its pairs are then found by running it with
+    hooks: a BatchNorm whose input tensor is a conv's output."""
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception:  # noqa: BLE001 (fx cannot trace data-dependent Python)
+        if example is None:
+            raise
+        return _pairs_by_hooks(model, example)
+    mods = dict(gm.named_modules())
+    pairs = []
+    for node in gm.graph.nodes:
+        if node.op != "call_module" or not isinstance(mods.get(node.target), _BNS):
+            continue
+        src = node.args[0]
+        if (getattr(src, "op", None) == "call_module" and isinstance(mods.get(src.target), _CONVS)
+                and len(src.users) == 1):
+            pairs.append([src.target, node.target])
+    return pairs
+
+
+def _pairs_by_hooks(model, example):
+    outputs, pairs, hooks = {}, [], []
+    names = {m: n for n, m in model.named_modules()}
+    for m in model.modules():
+        if isinstance(m, _CONVS):
+            hooks.append(m.register_forward_hook(lambda mod, i, o: outputs.__setitem__(id(o), names[mod])))
+        elif isinstance(m, _BNS):
+            def bn_hook(mod, inputs, out):
+                if id(inputs[0]) in outputs:
+                    pairs.append([outputs[id(inputs[0])], names[mod]])
+            hooks.append(m.register_forward_hook(bn_hook))
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for h in hooks:
+            h.remove()
+    return pairs
+
+
+@contextlib.contextmanager
+def _quiet_export():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def export_onnx(model, x, path, opset=17):
+    """Export `model` on input `x` to ONNX as foldcheck reads it: eval mode, BatchNorms kept as
+    BatchNormalization nodes (training=PRESERVE on an eval model: EVAL would let the exporter
+    fold them), no constant folding, parameters under their module names. The TorchScript
+    exporter does that (dynamo=False); the default dynamo exporter of PyTorch >= 2.9 decomposes
+    and renames."""
+    was_training = model.training if isinstance(model, torch.nn.Module) else False
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    try:
+        with _quiet_export(), torch.no_grad():
+            torch.onnx.export(model, (x,), os.fspath(path), input_names=["input"], opset_version=opset,
+                              training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False, dynamo=False)
+    finally:
+        if was_training:
+            model.train()
+    return os.fspath(path)
+
+
+def _module_names(onnx_path):
+    """ONNX conv node name -> the PyTorch module it came from (its weight initializer is
+    MODULE.weight; an exporter's Identity in between is followed)."""
+    import onnx  # noqa: PLC0415
+
+    g = onnx.load(onnx_path, load_external_data=False).graph
+    identity = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Identity"}
+    names = {}
+    for n in g.node:
+        if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1:
+            w = n.input[1]
+            while w in identity:
+                w = identity[w]
+            if w.endswith(".weight"):
+                names[n.name] = w[: -len(".weight")]
+    return names
+
+
+class ModelCheck(Result):
+    """check_model's result: accuracy_diff's, with each layer named by its PyTorch module.
+
+    .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
+    .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result."""
+
+    def __init__(self, diff, names, fuser):
+        super().__init__(diff._core)
+        self.accuracy_diff = diff
+        self.fuser = fuser
+        self._names = names
+
+    @property
+    def layers(self):
+        out = []
+        for layer in self.accuracy_diff.layers:
+            fold = layer.get("fold") or {}
+            out.append({"module": self._names.get(layer["name"], layer["name"]), "verdict": layer["verdict"],
+                        "worst_channel": layer.get("worst_channel"), "closest_recipe": layer.get("closest_recipe"),
+                        "worst_ratio": fold.get("worst_ratio"), "onnx_node": layer["name"],
+                        "observed_node": layer.get("observed_node")})
+        return out
+
+    @property
+    def unexpected(self):
+        return [x for x in self.layers if x["verdict"] != "EXPECTED"]
+
+    def report(self, format="text"):  # noqa: A002
+        if format != "text":
+            return self.accuracy_diff.report(format)
+        rows = [f"verdict: {self.verdict}  ({len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''})"]
+        for x in self.layers:
+            ch = "" if x["worst_channel"] is None else f"  channel {x['worst_channel']}"
+            ratio = "" if x["worst_ratio"] is None else f"  ratio {x['worst_ratio']:.3g}"
+            rows.append(f"  {x['verdict']:<11} {x['module']:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}")
+        return "\n".join(rows)
+
+    def _repr_extra(self):
+        bad = self.unexpected
+        return f" layers: {len(self.layers)}" + (f", first bad: {bad[0]['module']}" if bad else "")
+
+
+def _fused_module(model, fused, x):
+    """An nn.Module with the fused model's folded parameters, for export: `fused` itself when it
+    is one (fuse_modules, fuse_conv_bn_eval, an fx GraphModule); for a frozen ScriptModule or a
+    compiled function, a copy of `model` whose conv + BN pairs carry the folded constants read
+    from it (frozen_fold / compiled_fold)."""
+    import copy  # noqa: PLC0415
+
+    if isinstance(fused, torch.jit.ScriptModule):
+        folds, fuser = frozen_fold(fused), "torch.jit.freeze"
+    elif isinstance(fused, torch.nn.Module) and not hasattr(fused, "_orig_mod"):
+        return fused, None
+    else:
+        folds, fuser = compiled_fold(fused, x), "torch.compile"
+    rebuilt = copy.deepcopy(model).eval()
+    _install_folds(rebuilt, folds, x)
+    return rebuilt, fuser
+
+
+def check_model(model, fused, x, *, weights_only=False, output_samples=32, confidence=0.999, precision=256,
+                threads=0, progress=None, keep_dir=None):
+    """Is `fused` a correct fold of every conv + BatchNorm of `model`, on input `x`?
+
+    fused: the model after a fuser (an nn.Module, an fx GraphModule, a torch.jit.freeze'd
+    ScriptModule, or a torch.compile'd model with inductor freezing). Both are exported with
+    their BatchNorms kept and checked by accuracy_diff: every folded weight and bias against the
+    exact fold and each recipe's bound, and (unless weights_only) every layer on its real input
+    and the outputs end to end. Returns a ModelCheck whose layers carry module names
+    (`layer2.0.conv1`) and, for a wrong fold, the worst channel. keep_dir: keep the ONNX files."""
+    model = model.eval()
+    with tempfile.TemporaryDirectory(prefix="foldcheck-torch-") as tmp:
+        d = keep_dir or tmp
+        os.makedirs(d, exist_ok=True)
+        original = export_onnx(model, x, os.path.join(d, "original.onnx"))
+        fused_module, fuser = _fused_module(model, fused, x)
+        observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
+        diff = _commands.accuracy_diff(original, observed=observed, input=x.detach().cpu().numpy(),
+                                       weights_only=weights_only, output_samples=output_samples,
+                                       confidence=confidence, precision=precision, threads=threads, progress=progress)
+        return ModelCheck(diff, _module_names(original), fuser)
+
+
+# --- folded constants of compiled models -------------------------------------------------
+
+def _conv_order(model, x):
+    """The model's convs in the order forward runs them: [(name, module)]."""
+    order, hooks = [], []
+    for name, m in model.named_modules():
+        if isinstance(m, _CONVS):
+            hooks.append(m.register_forward_hook(lambda mod, i, o, name=name: order.append((name, mod))))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return order
+
+
+def _install_folds(model, folds, x):
+    """Give each conv of `model` (forward order) the folded (weight, bias) of `folds` (the fused
+    graph's convs, in its order); each BatchNorm of a conv + BN pair becomes an identity."""
+    convs = _conv_order(model, x)
+    if len(convs) != len(folds):
+        raise ValueError(f"the fused model has {len(folds)} convolutions, the model {len(convs)}: cannot pair them")
+    pairs = dict(conv_bn_pairs(model, x))
+    mods = dict(model.named_modules())
+    for (name, conv), (w, b) in zip(convs, folds):
+        if tuple(w.shape) != tuple(conv.weight.shape):
+            raise ValueError(f"{name}: the fused graph's conv in its place has weight shape {tuple(w.shape)}, the "
+                             f"module's is {tuple(conv.weight.shape)}")
+        with torch.no_grad():
+            conv.weight = torch.nn.Parameter(w.detach().clone().to(conv.weight.dtype))
+            conv.bias = None if b is None else torch.nn.Parameter(b.detach().clone().to(conv.weight.dtype))
+        if name in pairs:
+            parent, _, attr = pairs[name].rpartition(".")
+            setattr(mods[parent] if parent else model, attr, torch.nn.Identity())
+
+
+def frozen_fold(frozen):
+    """The (weight, bias) of every convolution of a torch.jit.freeze'd module, in graph order:
+    constants after freezing (its conv-bn folding has run)."""
+    kinds = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution"}
+    graph = frozen.graph
+    nodes = [n for n in graph.nodes() if n.kind() in kinds]
+    if sum(len(graph.findAllNodes(k)) for k in kinds) != len(nodes):
+        raise ValueError("a convolution inside a loop or branch of the frozen graph: its place is not known")
+    return [(_constant(n.inputsAt(1)), _constant(n.inputsAt(2))) for n in nodes]
+
+
+def _constant(value):
+    node = value.node()
+    if node.kind() != "prim::Constant":
+        raise ValueError("a convolution's weight is not a constant of the frozen graph (was it frozen?)")
+    t = node.output().toIValue()
+    return t if isinstance(t, torch.Tensor) else None
+
+
+def compiled_fold(compiled, x):
+    """The (weight, bias) of every convolution of a torch.compile'd model after inductor's
+    freezing (torch._inductor.config.freezing = True: its constant folding folds each conv + BN),
+    in graph order: read from the constants of the graph as the last post-grad pass leaves it
+    (after any post_grad_custom_post_pass of the caller's), compiled once here on `x`. Weight
+    prepacking is off for this compilation (it would make the constants opaque oneDNN tensors:
+    a change of layout after the fold, not of values) and so is the FX graph cache (a cached
+    graph runs no pass)."""
+    from torch._inductor import config as inductor  # noqa: PLC0415
+
+    folds, theirs = [], inductor.post_grad_custom_post_pass
+
+    def read(graph):
+        if theirs is not None:
+            theirs(graph)
+        gm = graph.owning_module
+        for node in graph.nodes:
+            if node.op == "call_function" and "convolution" in str(node.target):
+                folds.append((_fx_value(gm, node.args[1]), _fx_value(gm, node.args[2] if len(node.args) > 2 else None)))
+    torch._dynamo.reset()
+    patch = {"freezing": True, "post_grad_custom_post_pass": read, "fx_graph_cache": False, "cpp.weight_prepack": False}
+    with inductor.patch(patch), torch.no_grad():
+        compiled(x)
+    if not folds:
+        raise ValueError("no convolution in the compiled graph (was the model compiled with inductor?)")
+    return folds
+
+
+def _fx_value(gm, arg):
+    if arg is None:
+        return None
+    if getattr(arg, "op", None) != "get_attr":
+        raise ValueError(f"a convolution's parameter is not a frozen constant ({arg}): was freezing on?")
+    obj = gm
+    for part in arg.target.split("."):
+        obj = getattr(obj, part)
+    return obj

@@ -1,0 +1,18 @@
+#pragma once
+// The core's functions, one file per group (module.cpp calls each): bind_layer.cpp (explain,
+// diagnose, quant_check: one layer from arrays), bind_model.cpp (accuracy_diff, engines: ONNX
+// models), bind_case.cpp (run, bisect: case files and pipelines).
+//
+// Contract of every function: arguments are checked as the `foldcheck` command checks its
+// flags' values (bad input raises foldcheck.InputError, a ValueError, naming the argument);
+// the work runs with the GIL released (call.hpp); the return value is a Result (result.hpp).
+// The Python layer (python/foldcheck/) gives each its signature, defaults and documentation.
+#include <pybind11/pybind11.h>
+
+namespace foldcheck::py {
+
+void bind_layer(pybind11::module_& m);
+void bind_model(pybind11::module_& m);
+void bind_case(pybind11::module_& m);
+
+}  // namespace foldcheck::py

@@ -1,0 +1,135 @@
+// run and bisect: case files and pass pipelines (bind.hpp).
+#include <optional>
+
+#include <pybind11/stl.h>
+
+#include "bind.hpp"
+#include "call.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/commands/run_case.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/layer/passes.hpp"
+#include "foldcheck/model/known_computation.hpp"
+#include "foldcheck/model/model.hpp"
+#include "foldcheck/reports/text.hpp"
+#include "result.hpp"
+
+namespace foldcheck::py {
+namespace {
+
+namespace pyb = pybind11;
+using OptPath = std::optional<std::string>;
+
+// A case: a file, or its JSON text (named `name` in messages).
+CaseSpec case_of(const std::string& path, const OptPath& text) {
+  if (!text) return load_case(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": not JSON: " + e.what());
+  }
+  return load_case(j, path);
+}
+
+Result py_run(const std::string& path, OptPath text, std::optional<std::uint64_t> seed, bool attribution,
+              std::size_t attribution_elements, long precision, unsigned threads, pyb::object on_progress) {
+  CaseSpec spec = case_of(path, text);
+  if (seed) spec.seed = *seed;
+  RunOptions o;
+  o.attribution = attribution;
+  o.attribution_elements = attribution_elements;
+  o.ref = reference_options(precision, threads);
+  o.threads = threads;
+  o.progress = progress(std::move(on_progress));
+  check_case_fits(spec);
+  const RunResult r = released([&] { return run_case(spec, o); });
+  return make_result("run", r.to_json(), r.verdict(), [](const nlohmann::json& j) { return reports::run_text(j); });
+}
+
+BisectMode mode_of(const std::string& m) {
+  if (m == "search") return BisectMode::Search;
+  if (m == "linear") return BisectMode::Linear;
+  if (m == "leave_one_out") return BisectMode::LeaveOneOut;
+  throw InputError("mode '" + m + "': expected search, linear or leave_one_out");
+}
+
+// A bisect's result; its exit status says whether it is clean (no pass named, nothing wrong).
+Result bisect_result(const BisectResult& r) {
+  Result out = make_result("bisect", r.to_json(), r.verdict(), reports::bisect_text);
+  out.exit = r.clean() ? 0 : 1;  // as `foldcheck bisect`: a pass named is a finding
+  return out;
+}
+
+Result py_bisect(OptPath target, OptPath target_text, std::vector<std::string> passes, std::optional<int> opt_level,
+                 const std::vector<std::string>& disabled, const std::string& mode, std::optional<double> threshold_ulp,
+                 std::optional<std::string> dtype, OptPath input, std::uint64_t seed, OptPath command, OptPath model,
+                 OptPath reference, double timeout, long precision, unsigned threads, pyb::object on_progress) {
+  if (opt_level) {
+    if (!passes.empty()) throw InputError("passes: give passes or opt_level, not both");
+    passes = pipeline_for(*opt_level, disabled);
+  }
+  const auto prog = progress(std::move(on_progress));
+  if (command) {
+    check_pass_names(passes);
+    if (target) throw InputError("command: an external bisect takes no case or model target (give `model` or `reference`)");
+    ExternalBisectOptions eo;
+    eo.command = *command;
+    eo.passes = passes;
+    eo.threshold_ulp = threshold_ulp;
+    eo.timeout_seconds = timeout;
+    eo.mode = mode_of(mode);
+    eo.progress = prog;
+    if (dtype) eo.dtype = dtype_from_name(*dtype);
+    if (model.has_value() == reference.has_value())
+      throw InputError("command: give exactly one of `model` (with `input`) or `reference`");
+    if (reference) {
+      const Tensor t = read_npy(*reference);
+      if (info(t.dtype).unit_roundoff > info(eo.dtype).unit_roundoff)
+        throw InputError(*reference + ": a " + name(t.dtype) + " reference for " + name(eo.dtype) +
+                         " outputs: it must be exact, or float64");
+      if (t.data.empty()) throw InputError(*reference + ": empty reference: nothing to compare");
+      eo.reference = t.data;
+      eo.reference_shape = t.shape;
+      eo.reference_source = *reference;
+    } else {
+      if (!input) throw InputError("model: needs `input` (the input the command runs the model on)");
+      ModelComputationOptions mo;
+      if (dtype) mo.dtype = dtype_from_name(*dtype);
+      mo.seed = seed;
+      mo.ref = reference_options(precision, threads);
+      mo.progress = prog;
+      eo.known = released([&] { return model_computation(Model::load(*model), *model, *input, mo); });
+    }
+    return bisect_result(released([&] { return external_bisect(eo); }));
+  }
+  if (!target) throw InputError("target: give a case file or an ONNX model (or `command` for an external compiler)");
+  BisectOptions bo;
+  bo.passes = passes;
+  bo.mode = mode_of(mode);
+  bo.threshold_ulp = threshold_ulp;
+  if (dtype) bo.dtype = dtype_from_name(*dtype);
+  bo.ref = reference_options(precision, threads);
+  bo.progress = prog;
+  const bool onnx = target->size() > 5 && target->substr(target->size() - 5) == ".onnx";
+  if (onnx) return bisect_result(released([&] { return bisect_model(*target, input, seed, bo); }));
+  const CaseSpec spec = case_of(*target, target_text);
+  return bisect_result(released([&] { return bisect_case(spec, bo); }));
+}
+
+}  // namespace
+
+void bind_case(pyb::module_& m) {
+  using pyb::arg;
+  m.def("run", &py_run, arg("path"), arg("text") = pyb::none(), arg("seed") = pyb::none(), arg("attribution") = true,
+        arg("attribution_elements") = 1024, arg("precision") = 256, arg("threads") = 0, arg("progress") = pyb::none());
+  m.def("bisect", &py_bisect, arg("target") = pyb::none(), arg("target_text") = pyb::none(),
+        arg("passes") = std::vector<std::string>{}, arg("opt_level") = pyb::none(),
+        arg("disabled") = std::vector<std::string>{}, arg("mode") = "search", arg("threshold_ulp") = pyb::none(),
+        arg("dtype") = pyb::none(), arg("input") = pyb::none(), arg("seed") = 0, arg("command") = pyb::none(),
+        arg("model") = pyb::none(), arg("reference") = pyb::none(), arg("timeout") = 600.0, arg("precision") = 256,
+        arg("threads") = 0, arg("progress") = pyb::none());
+}
+
+}  // namespace foldcheck::py

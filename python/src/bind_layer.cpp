@@ -1,0 +1,216 @@
+// explain, diagnose and quant_check on arrays (bind.hpp).
+#include <optional>
+
+#include <pybind11/stl.h>
+
+#include "arrays.hpp"
+#include "bind.hpp"
+#include "call.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/diagnose.hpp"
+#include "foldcheck/commands/explain.hpp"
+#include "foldcheck/io/bn_params.hpp"
+#include "foldcheck/layer/bn_check.hpp"
+#include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/quant/quant_check.hpp"
+#include "foldcheck/reports/text.hpp"
+#include "result.hpp"
+
+namespace foldcheck::py {
+namespace {
+
+using OptArray = std::optional<pyb::array>;
+
+// The BatchNorm arguments as the library's one rule reads them (bn_params.hpp): each given
+// array replaces a fresh BatchNorm's default, one value broadcasts to every channel.
+BnSources bn_sources(const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
+                     std::optional<double> eps) {
+  BnSources s;
+  s.given_as = "arguments";
+  auto take = [](ValueSource& v, const OptArray& a, const char* label) {
+    v.label = label;
+    if (a) v.values = tensor_arg(*a, label).data;
+  };
+  take(s.gamma, gamma, "gamma");
+  take(s.beta, beta, "beta");
+  take(s.mean, mean, "mean");
+  take(s.var, var, "var");
+  s.eps = eps;
+  return s;
+}
+
+Result py_explain(const pyb::array& original, const pyb::array& observed, std::optional<std::string> dtype,
+                  OptArray gamma, OptArray beta, OptArray mean, OptArray var, std::optional<double> eps,
+                  long precision, unsigned threads) {
+  const Tensor o = tensor_arg(original, "original"), w = tensor_arg(observed, "observed");
+  ExplainInput in;
+  in.dtype = dtype ? dtype_from_name(*dtype) : o.dtype;
+  require_finite(o, "original");
+  require_values_of(o, in.dtype, "original");
+  require_values_of(w, in.dtype, "observed");
+  if (o.data.size() != w.data.size())
+    throw InputError("observed: " + std::to_string(w.data.size()) + " values, original has " + std::to_string(o.data.size()));
+  in.original = o.data;
+  in.observed = w.data;
+  BnRule rule;
+  rule.max_values = static_cast<std::int64_t>(in.original.size());
+  rule.dtype = in.dtype;
+  rule.values = BnValues::Round;
+  if (o.shape.size() > 1) rule.channels = static_cast<std::size_t>(o.shape[0]);
+  const LoadedBn bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), rule);
+  in.bn = bn.bn;
+  in.bn_given = bn.given;
+  in.bn_source = bn.source;
+  in.ref_options = reference_options(precision, threads);
+  ExplainResult r = released([&] { return explain(in); });
+  Result out = make_result("explain", r.to_json(), r.verdict(), reports::explain_text);
+  out.add("residual_ulp", std::move(r.residual_ulp), o.shape);
+  out.add("bound_ulp", std::move(r.bound_ulp), o.shape);
+  out.add("exact", std::move(r.exact_fold), o.shape);
+  return out;
+}
+
+Result py_diagnose(const pyb::array& x, const pyb::array& observed, OptArray weight, OptArray bias, OptArray gamma,
+                   OptArray beta, OptArray mean, OptArray var, std::optional<double> eps, std::int64_t stride,
+                   std::optional<std::int64_t> padding, std::int64_t dilation, long precision, unsigned threads) {
+  DiagnoseInput in;
+  in.x = tensor_arg(x, "x");
+  in.observed = tensor_arg(observed, "observed");
+  require_finite(in.x, "x");
+  if (weight) {
+    in.weights = tensor_arg(*weight, "weight");
+    if (in.weights->shape.empty() || in.weights->data.empty())
+      throw InputError("weight: conv weights need an output-channel axis and at least one value (OIHW)");
+    require_finite(*in.weights, "weight");
+  }
+  if (bias) {
+    if (!weight) throw InputError("bias: a conv bias needs the conv's weight");
+    const Tensor b = tensor_arg(*bias, "bias");
+    require_finite(b, "bias");
+    in.conv_bias = b.data;
+  }
+  BnRule rule;
+  rule.max_values = in.x.size();
+  const bool nc = in.x.shape.size() == 2 || in.x.shape.size() == 4;
+  if (in.weights && in.weights->shape.size() == 4) rule.channels = static_cast<std::size_t>(in.weights->shape[0]);
+  else if (!in.weights && nc) rule.channels = static_cast<std::size_t>(in.x.shape[1]);
+  rule.dtype = in.observed.dtype;
+  in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), rule).bn;
+  in.eps_given = eps.has_value();
+  in.stride = stride;
+  in.dilation = dilation;
+  in.padding = padding;
+  in.ref = reference_options(precision, threads);
+  const DiagnoseResult r = released([&] { return diagnose(in); });
+  return make_result("diagnose", r.to_json(), r.verdict(), reports::diagnose_text);
+}
+
+QuantSpec quant_spec(int bits, bool per_channel, bool pow2, const std::string& rounding) {
+  if (bits < 2 || bits > 16) throw InputError("bits: " + std::to_string(bits) + " (expected 2 to 16)");
+  QuantSpec q;
+  q.bits = bits;
+  q.per_channel = per_channel;
+  q.pow2 = pow2;
+  q.rounding = quant_rounding_from_name(rounding);
+  return q;
+}
+
+Result py_quant_check(const pyb::array& weight, OptArray found, OptArray scales, OptArray gamma, OptArray beta,
+                      OptArray mean, OptArray var, std::optional<double> eps, int bits, bool per_channel, bool pow2,
+                      const std::string& rounding, long precision, unsigned threads) {
+  QuantCheckInput in;
+  in.weights = tensor_arg(weight, "weight");
+  require_finite(in.weights, "weight");
+  if (in.weights.shape.size() < 2 || in.weights.data.empty())
+    throw InputError("weight: weights need an output-channel axis and at least one value");
+  BnRule rule;
+  rule.fresh_defaults = false;
+  rule.max_values = in.weights.size();
+  rule.channels = static_cast<std::size_t>(in.weights.shape.at(0));
+  rule.dtype = in.weights.dtype;
+  BnSources s = bn_sources(gamma, beta, mean, var, eps);
+  for (ValueSource* v : {&s.gamma, &s.beta, &s.mean, &s.var})
+    if (!v->given()) throw InputError(v->label + ": quant_check needs the BatchNorm's four parameters");
+  in.bn = load_bn_params(s, rule).bn;
+  in.spec = quant_spec(bits, per_channel, pow2, rounding);
+  in.ref = reference_options(precision, threads);
+  if (scales) {
+    in.scales = tensor_arg(*scales, "scales").data;
+    for (const double v : *in.scales)
+      if (!(v > 0) || !std::isfinite(v)) throw InputError("scales: every scale must be a finite positive number");
+  }
+  if (found) {
+    in.found = int_arg(*found, "found");
+    if (in.found->size() != in.weights.data.size())
+      throw InputError("found: " + std::to_string(in.found->size()) + " integers, the weights have " +
+                       std::to_string(in.weights.data.size()));
+  }
+  const QuantCheckResult r = released([&] { return quant_check(in); });
+  return make_result("quant-check", r.to_json(), r.verdict(), reports::quant_check_text);
+}
+
+// A fused conv's weight and bias against the exact fold of the conv and BatchNorm, each engine
+// recipe's bound on weights and bias (fold_check.hpp), as accuracy_diff checks a folded model's
+// layer. Channels are axis 0 of the weight; a missing observed bias is all zero.
+Result py_fold_check(const pyb::array& weight, OptArray bias, OptArray gamma, OptArray beta, OptArray mean,
+                     OptArray var, std::optional<double> eps, const pyb::array& observed_weight,
+                     OptArray observed_bias, long precision, unsigned threads) {
+  const Tensor w = tensor_arg(weight, "weight"), ow = tensor_arg(observed_weight, "observed_weight");
+  require_finite(w, "weight");
+  if (w.shape.size() < 2 || w.data.empty()) throw InputError("weight: needs an output-channel axis and a value");
+  require_values_of(ow, w.dtype, "observed_weight");
+  if (ow.data.size() != w.data.size())
+    throw InputError("observed_weight: " + std::to_string(ow.data.size()) + " values, weight has " +
+                     std::to_string(w.data.size()));
+  LayerParams p;
+  p.dtype = w.dtype;
+  p.weight_shape = w.shape;
+  p.channels = w.shape[0];
+  p.per_channel = w.size() / p.channels;
+  p.weight = w.data;
+  for (std::size_t i = 0; i < w.data.size(); ++i) p.index.push_back(i);
+  auto per_channel = [&](const OptArray& a, const char* field) {
+    if (!a) return std::vector<double>{};
+    const Tensor t = tensor_arg(*a, field);
+    require_finite(t, field);
+    require_values_of(t, w.dtype, field);
+    if (t.size() != p.channels)
+      throw InputError(std::string(field) + ": " + std::to_string(t.size()) + " values for " +
+                       std::to_string(p.channels) + " channels");
+    return t.data;
+  };
+  p.bias = per_channel(bias, "bias");
+  BnRule rule;
+  rule.fresh_defaults = false;
+  rule.channels = static_cast<std::size_t>(p.channels);
+  rule.dtype = w.dtype;
+  BnSources s = bn_sources(gamma, beta, mean, var, eps);
+  for (ValueSource* v : {&s.gamma, &s.beta, &s.mean, &s.var})
+    if (!v->given()) throw InputError(v->label + ": the fold check needs the BatchNorm's four parameters");
+  p.bn = load_bn_params(s, rule).bn;
+  ObservedFold of{ow.data, per_channel(observed_bias, "observed_bias")};
+  const ref::Options ro = reference_options(precision, threads);
+  const FoldCheck f = released([&] { return check_fold(p, of, ro); });
+  return make_result("fold-check", to_json(f), f.verdict, [](const nlohmann::json& j) { return j.dump(2); });
+}
+
+}  // namespace
+
+void bind_layer(pyb::module_& m) {
+  using pyb::arg;
+  m.def("explain", &py_explain, arg("original"), arg("observed"), arg("dtype") = pyb::none(), arg("gamma") = pyb::none(),
+        arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(), arg("eps") = pyb::none(),
+        arg("precision") = 256, arg("threads") = 0);
+  m.def("diagnose", &py_diagnose, arg("x"), arg("observed"), arg("weight") = pyb::none(), arg("bias") = pyb::none(),
+        arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
+        arg("eps") = pyb::none(), arg("stride") = 1, arg("padding") = pyb::none(), arg("dilation") = 1,
+        arg("precision") = 256, arg("threads") = 0);
+  m.def("fold_check", &py_fold_check, arg("weight"), arg("bias"), arg("gamma"), arg("beta"), arg("mean"), arg("var"),
+        arg("eps"), arg("observed_weight"), arg("observed_bias"), arg("precision") = 256, arg("threads") = 0);
+  m.def("quant_check", &py_quant_check, arg("weight"), arg("found") = pyb::none(), arg("scales") = pyb::none(),
+        arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
+        arg("eps") = pyb::none(), arg("bits") = 8, arg("per_channel") = false, arg("pow2") = true,
+        arg("rounding") = "half_even", arg("precision") = 256, arg("threads") = 0);
+}
+
+}  // namespace foldcheck::py

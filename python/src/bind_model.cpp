@@ -1,0 +1,85 @@
+// accuracy_diff and engines on ONNX models (bind.hpp). Models, inputs and observed outputs are
+// files here: the Python layer writes arrays it is given to .npy files first.
+#include <optional>
+
+#include <pybind11/stl.h>
+
+#include "bind.hpp"
+#include "call.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/commands/engine_catalog.hpp"
+#include "foldcheck/commands/engines.hpp"
+#include "foldcheck/reports/text.hpp"
+#include "result.hpp"
+
+namespace foldcheck::py {
+namespace {
+
+namespace pyb = pybind11;
+using OptPath = std::optional<std::string>;
+
+void check_confidence(double c) {
+  if (!(c >= 0.5 && c < 1)) throw InputError("confidence: " + std::to_string(c) + " (expected 0.5 <= confidence < 1)");
+}
+
+Result py_accuracy_diff(const std::string& model, OptPath observed, OptPath input, std::uint64_t seed,
+                        OptPath observed_output, std::size_t output_samples, bool weights_only,
+                        const std::string& recipe, std::size_t attribution_elements, double confidence, long precision,
+                        unsigned threads, pyb::object on_progress) {
+  check_confidence(confidence);
+  AccuracyDiffOptions o;
+  o.observed_model = observed;
+  o.input = input;
+  o.seed = seed;
+  o.observed_output = observed_output;
+  o.output_samples = output_samples;
+  o.weights_only = weights_only;
+  o.recipe = recipe_from_name(recipe);
+  o.attribution_elements = attribution_elements;
+  o.confidence = confidence;
+  o.ref = reference_options(precision, threads);
+  o.progress = progress(std::move(on_progress));
+  const AccuracyDiffResult r = released([&] { return accuracy_diff(model, o); });
+  return make_result("accuracy-diff", r.to_json(), r.verdict(), reports::accuracy_diff_text);
+}
+
+Result py_engines(const std::string& model, const std::vector<std::string>& names,
+                  const std::vector<std::string>& adapters, const EngineTools& tools, OptPath input, std::uint64_t seed,
+                  double confidence, std::size_t channel_samples, std::size_t output_samples, double timeout,
+                  OptPath work_dir, long precision, unsigned threads, pyb::object on_progress) {
+  check_confidence(confidence);
+  if (!(timeout > 0)) throw InputError("timeout: must be a positive number of seconds");
+  EnginesOptions o;
+  o.engines = engine_list(names, adapters, tools);
+  o.input = input;
+  o.seed = seed;
+  o.confidence = confidence;
+  o.channel_samples = channel_samples;
+  o.output_samples = output_samples;
+  o.timeout_seconds = timeout;
+  o.work_dir = work_dir;
+  o.ref = reference_options(precision, threads);
+  o.progress = progress(std::move(on_progress));
+  const EnginesResult r = released([&] { return engines(model, o); });
+  return make_result("engines", r.to_json(), r.verdict(), reports::engines_text);
+}
+
+}  // namespace
+
+void bind_model(pyb::module_& m) {
+  using pyb::arg;
+  pyb::class_<EngineTools>(m, "EngineTools")
+      .def(pyb::init<std::string, std::string, std::string>(), arg("python"), arg("adapters_dir"), arg("onednn"));
+  m.def("engine_names", &builtin_engine_names);
+  m.def("accuracy_diff", &py_accuracy_diff, arg("model"), arg("observed") = pyb::none(), arg("input") = pyb::none(),
+        arg("seed") = 0, arg("observed_output") = pyb::none(), arg("output_samples") = 32, arg("weights_only") = false,
+        arg("recipe") = "pytorch", arg("attribution_elements") = 256, arg("confidence") = 0.999, arg("precision") = 256,
+        arg("threads") = 0, arg("progress") = pyb::none());
+  m.def("engines", &py_engines, arg("model"), arg("names"), arg("adapters"), arg("tools"), arg("input") = pyb::none(),
+        arg("seed") = 0, arg("confidence") = 0.999, arg("channel_samples") = 16, arg("output_samples") = 32,
+        arg("timeout") = 3600.0, arg("work_dir") = pyb::none(), arg("precision") = 256, arg("threads") = 0,
+        arg("progress") = pyb::none());
+}
+
+}  // namespace foldcheck::py

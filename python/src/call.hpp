@@ -1,0 +1,48 @@
+#pragma once
+// How the core runs a command: with the GIL released (other Python threads run meanwhile), its
+// progress lines sent to an optional Python callable.
+//
+// Contract: progress(cb) returns the library's progress function. Each line takes the GIL,
+// checks for a pending signal (so Ctrl-C stops a long run at its next line, raising
+// KeyboardInterrupt) and calls cb(line) when cb is not None. An exception there (the signal's,
+// or the callable's own) is thrown through the library, which unwinds, and pybind11 raises it
+// again in Python. Library code may call the function from its worker threads: the GIL
+// serializes the calls.
+#include <functional>
+#include <string>
+#include <utility>
+
+#include <pybind11/pybind11.h>
+
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/reference/certify.hpp"
+
+namespace foldcheck::py {
+
+inline std::function<void(const std::string&)> progress(pybind11::object cb) {
+  auto held = std::make_shared<pybind11::object>(std::move(cb));
+  return [held](const std::string& line) {
+    pybind11::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+    if (!held->is_none()) (*held)(line);
+  };
+}
+
+// f() with the GIL released.
+template <class F>
+auto released(F&& f) {
+  pybind11::gil_scoped_release nogil;
+  return f();
+}
+
+// The certified reference's options from the functions' `precision` and `threads`.
+inline ref::Options reference_options(long precision, unsigned threads) {
+  if (precision < 64 || precision > 65536)
+    throw InputError("precision: " + std::to_string(precision) + " bits (expected 64 to 65536)");
+  ref::Options o;
+  o.precision = precision;
+  o.threads = threads;
+  return o;
+}
+
+}  // namespace foldcheck::py

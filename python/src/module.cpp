@@ -1,0 +1,54 @@
+// foldcheck._core: the C++ core of the Python package (python/CMakeLists.txt). The functions are
+// in bind_*.cpp (bind.hpp); here the Result type Python sees and the error it raises.
+//
+// Errors: a refused input (InputError: a bad value, file or shape, the message naming the
+// argument) raises foldcheck.InputError, a ValueError; anything else the library throws
+// (an I/O failure, a certification that cannot finish) raises RuntimeError with its message.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "arrays.hpp"
+#include "bind.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/base/version.hpp"
+#include "result.hpp"
+
+namespace pyb = pybind11;
+using foldcheck::py::Result;
+
+namespace {
+
+void bind_result(pyb::module_& m) {
+  pyb::class_<Result>(m, "Result")
+      .def_readonly("command", &Result::command)
+      .def_property_readonly("verdict", [](const Result& r) { return std::string(foldcheck::name(r.verdict)); })
+      .def_property_readonly("exit_code", &Result::exit_code)
+      .def("to_json", [](const Result& r, int indent) {
+             return r.json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+           }, pyb::arg("indent") = -1)
+      .def("report", &Result::report, pyb::arg("format") = "text")
+      .def("array_names", [](const Result& r) {
+        std::vector<std::string> n;
+        for (const auto& [k, v] : r.arrays) n.push_back(k);
+        return n;
+      })
+      .def("array", [](pyb::object self, const std::string& name) {
+        const Result& r = self.cast<const Result&>();
+        const auto it = r.arrays.find(name);
+        if (it == r.arrays.end()) throw pyb::key_error(name);
+        return foldcheck::py::view(it->second.data, it->second.shape, self);
+      });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "foldcheck's C++ core (use the functions of the foldcheck package)";
+  m.attr("version") = foldcheck::kVersion;
+  m.attr("schema_version") = foldcheck::kSchemaVersion;
+  pyb::register_exception<foldcheck::InputError>(m, "InputError", PyExc_ValueError);
+  bind_result(m);
+  foldcheck::py::bind_layer(m);
+  foldcheck::py::bind_model(m);
+  foldcheck::py::bind_case(m);
+}

@@ -1,0 +1,32 @@
+// The Result every core function returns (result.hpp).
+#include "result.hpp"
+
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/reports/suite_reports.hpp"
+
+namespace foldcheck::py {
+
+std::string Result::report(const std::string& format) const {
+  if (format == "json") return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (format == "text") return text(json);
+  if (format == "markdown") return reports::report_markdown(json);
+  if (format == "html") return reports::report_html(json);
+  throw InputError("format '" + format + "': expected text, json, markdown or html");
+}
+
+void Result::add(const std::string& name, std::vector<double> data, std::vector<std::int64_t> shape) {
+  if (shape.empty()) shape = {static_cast<std::int64_t>(data.size())};
+  arrays[name] = NamedArray{std::move(data), std::move(shape)};
+}
+
+Result make_result(const char* command, nlohmann::json json, Verdict verdict,
+                   std::function<std::string(const nlohmann::json&)> text) {
+  Result r;
+  r.command = command;
+  r.json = std::move(json);
+  r.verdict = verdict;
+  r.text = std::move(text);
+  return r;
+}
+
+}  // namespace foldcheck::py

@@ -1,0 +1,24 @@
+"""The Python module's tests (tools/python/pytest.sh tests/python_module; ctest python_module_tests).
+
+`import foldcheck` is the package of the build under test: PYTHONPATH holds BUILD/python (set by
+pytest.sh from FOLDCHECK, the binary under test). FOLDCHECK is the `foldcheck` program, for
+comparisons with the command line."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
+sys.path.insert(0, str(ROOT / "tests" / "python"))  # the ONNX model builders of the CLI's tests
+
+
+@pytest.fixture(scope="session")
+def foldcheck_bin():
+    return FOLDCHECK
+
+
+@pytest.fixture(scope="session")
+def root():
+    return ROOT

@@ -1,0 +1,209 @@
+"""`import foldcheck`: the commands as functions, their typed results, arrays in and out, errors,
+the GIL and progress.
+
+What it guards: each function's result is the `foldcheck` command's (the same JSON, timing
+aside, and the same verdict); per-element data are read-only numpy views of the result's memory;
+float16 / bfloat16 / float32 / float64 arrays and torch tensors go in; bad arguments raise
+foldcheck.InputError naming the argument; long work runs with the GIL released, reports
+progress, and stops when the progress callable raises."""
+import json
+import subprocess
+import threading
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import foldcheck
+
+TVM_ORIGINAL = np.array([2.1122932], dtype=np.float32)
+TVM_OBSERVED = np.array([2.1122828], dtype=np.float32)
+
+
+def cli_json(foldcheck_bin, *args):
+    p = subprocess.run([foldcheck_bin, *args, "--format", "json", "--no-timing"], capture_output=True, text=True)
+    assert p.returncode in (0, 1), p.stderr
+    return json.loads(p.stdout), p.returncode
+
+
+def test_explain_tvm_seed_is_the_commands_result(foldcheck_bin):
+    r = foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED)
+    assert r.verdict == "EXPECTED" and r.passed and r.exit_code == 0
+    assert "tvm" in r.bit_exact_recipes
+    assert abs(r.residual_ulp[0]) < 0.6
+    cli, code = cli_json(foldcheck_bin, "explain", "--original", "2.1122932", "--observed", "2.1122828")
+    assert r.to_dict() == cli and code == r.exit_code
+    assert json.loads(r.to_json()) == cli and "verdict: EXPECTED" in r.report()
+
+
+def test_explain_arrays_are_read_only_views_of_the_result():
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(8, 3, 3, 3)).astype(np.float32)
+    gamma, var = rng.uniform(0.5, 1.5, 8).astype(np.float32), rng.uniform(0.2, 2, 8).astype(np.float32)
+    folded = (w * (gamma / np.sqrt(var + np.float32(1e-5))).reshape(-1, 1, 1, 1)).astype(np.float32)
+    r = foldcheck.explain(w, folded, gamma=gamma, var=var)
+    a, b = r.residual_ulp, r.arrays["residual_ulp"]
+    assert a.shape == w.shape and r.bound_ulp.shape == w.shape and r.exact.shape == w.shape
+    assert np.shares_memory(a, b) and not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0, 0, 0, 0] = 1
+    assert np.all(np.abs(r.residual_ulp) <= r.bound_ulp)
+    del r  # the views keep the result alive
+    assert np.isfinite(a).all()
+
+
+def test_explain_names_a_corrupted_channel():
+    rng = np.random.default_rng(2)
+    w = rng.normal(size=(16, 4, 3, 3)).astype(np.float32)
+    folded = (w / np.sqrt(np.float32(1 + 1e-5))).astype(np.float32)
+    folded[5] *= np.float32(1 + 20e-6)
+    r = foldcheck.explain(w, folded)
+    assert r.verdict == "UNEXPECTED" and r.exit_code == 1
+    worst = np.unravel_index(np.argmax(np.abs(r.residual_ulp) / r.bound_ulp), w.shape)
+    assert worst[0] == 5
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float64])
+def test_explain_takes_every_dtype(dtype):
+    w = np.array([0.5, -1.25, 2.0, 0.375], dtype=dtype)
+    scale = 1 / np.sqrt(1 + 1e-5)
+    folded = (w.astype(np.float64) * scale).astype(dtype)
+    r = foldcheck.explain(w, folded)
+    assert r["dtype"] == np.dtype(dtype).name and r.verdict == "EXPECTED"
+
+
+def test_explain_takes_torch_tensors():
+    torch = pytest.importorskip("torch")
+    w = torch.randn(4, 2, 3, 3, generator=torch.Generator().manual_seed(0))
+    r = foldcheck.explain(w, w * torch.rsqrt(torch.tensor(1 + 1e-5)))
+    assert r.verdict == "EXPECTED"
+    rb = foldcheck.explain(w.bfloat16(), (w.double() / (1 + 1e-5) ** 0.5).bfloat16())
+    assert rb["dtype"] == "bfloat16" and rb.verdict == "EXPECTED"
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: foldcheck.explain([1.0, 2.0], [1.0]), "observed"),
+    (lambda: foldcheck.explain(np.array([np.nan], np.float32), np.array([1], np.float32)), "original"),
+    (lambda: foldcheck.explain(np.array([0.1]), np.array([0.1]), dtype="float32"), "original"),
+    (lambda: foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED, var=-1.0), "BatchNorm"),
+    (lambda: foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED, dtype="float8"), "float8"),
+    (lambda: foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED, precision=8), "precision"),
+    (lambda: foldcheck.explain(np.zeros(2, np.complex64), np.zeros(2, np.complex64)), "original"),
+])
+def test_bad_arguments_raise_input_error_naming_them(call, field):
+    with pytest.raises((foldcheck.InputError, TypeError)) as e:
+        call()
+    assert field in str(e.value)
+    assert issubclass(foldcheck.InputError, ValueError)
+
+
+def test_diagnose_the_pytorch_seed_training_mode():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    bn = torch.nn.BatchNorm2d(8)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(8, generator=g) * 0.1)
+        bn.running_var.copy_(torch.rand(8, generator=g) + 0.5)
+    x = torch.randn(4, 8, 6, 6, generator=g)
+    observed = bn.train()(x).detach()  # the bug: training mode
+    r = foldcheck.diagnose(x, observed, gamma=bn.weight, beta=bn.bias, mean=bn.running_mean, var=bn.running_var,
+                           eps=bn.eps)
+    assert r.verdict == "UNEXPECTED" and r.best == "training_mode_batch_statistics"
+    assert "model.eval()" in r.fix
+
+
+def test_run_case_file_and_dict_match_the_command(foldcheck_bin, root):
+    path = root / "cases" / "tvm_thread.json"
+    r = foldcheck.run(path)
+    cli, code = cli_json(foldcheck_bin, "run", str(path))
+    assert r.to_dict() == cli and r.exit_code == code == 0
+    r2 = foldcheck.run(json.loads(path.read_text()))
+    assert r2.verdict == r.verdict and r2["dtypes"] == r["dtypes"]
+
+
+def test_quant_check_flags_a_wrong_integer():
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(4, 2, 3, 3)).astype(np.float32)
+    bn = dict(gamma=np.ones(4, np.float32), beta=np.zeros(4, np.float32), mean=np.zeros(4, np.float32),
+              var=np.ones(4, np.float32))
+    exact = w.astype(np.float64) / np.sqrt(1 + 1e-5)
+    scale = 2.0 ** np.ceil(np.log2(np.abs(exact).max() / 127))
+    q = np.round(exact / scale).astype(np.int8)
+    assert foldcheck.quant_check(w, q, **bn).verdict == "EXPECTED"
+    q[1, 0, 1, 1] += 3
+    bad = foldcheck.quant_check(w, q, **bn)
+    assert bad.verdict == "UNEXPECTED" and bad.exit_code == 1
+
+
+def test_bisect_internal_pipeline_matches_the_command(foldcheck_bin, root):
+    case = str(root / "cases" / "tvm_thread.json")
+    r = foldcheck.bisect(case, opt_level=3)
+    p = subprocess.run([foldcheck_bin, "bisect", case, "--opt-level", "3", "--format", "json", "--no-timing"],
+                       capture_output=True, text=True)
+    assert r.to_dict() == json.loads(p.stdout) and r.exit_code == p.returncode
+
+
+def test_progress_lines_reach_the_callable_and_an_exception_stops_the_run(root):
+    lines = []
+    foldcheck.run(root / "cases" / "resnet_3x3_64.json", progress=lines.append)
+    assert lines and all(isinstance(x, str) for x in lines)
+
+    def stop(line):
+        raise RuntimeError("stop here")
+    with pytest.raises(RuntimeError, match="stop here"):
+        foldcheck.run(root / "cases" / "resnet_3x3_64.json", progress=stop)
+
+
+def test_the_gil_is_released_during_long_work():
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(256, 64, 3, 3)).astype(np.float32)  # 147456 weights: a second or more of certified folds
+    folded = (w / np.sqrt(np.float32(1 + 1e-5))).astype(np.float32)
+    ticks, done = [0], threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+    t = threading.Thread(target=count)
+    t.start()
+    t0 = time.perf_counter()
+    foldcheck.explain(w, folded, threads=1)
+    elapsed = time.perf_counter() - t0
+    done.set()
+    t.join()
+    # With the GIL held the counter would not move at all during the call.
+    assert elapsed > 0.2 and ticks[0] > 0.25 * elapsed / 0.002, (elapsed, ticks[0])
+
+
+def test_results_render_in_every_format():
+    r = foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED)
+    assert json.loads(r.report("json"))["verdict"] == "EXPECTED"
+    assert "EXPECTED" in r.report("text") and "EXPECTED" in str(r)
+    assert repr(r).startswith("<ExplainResult EXPECTED")
+    with pytest.raises(foldcheck.InputError, match="format"):
+        r.report("pdf")
+
+
+def test_the_package_command_runs_the_program(foldcheck_bin):
+    import sys  # noqa: PLC0415
+
+    p = subprocess.run([sys.executable, "-m", "foldcheck", "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == f"foldcheck {foldcheck.__version__}"
+
+
+def test_accuracy_diff_and_engines_on_a_model(tmp_path, foldcheck_bin):
+    from test_engines import residual_model  # noqa: PLC0415 (tests/python: the CLI tests' model)
+
+    residual_model(tmp_path / "m.onnx")
+    x = np.random.default_rng(0).normal(size=(2, 3, 20, 20)).astype(np.float32)
+    r = foldcheck.accuracy_diff(tmp_path / "m.onnx", input=x, weights_only=True)
+    np.save(tmp_path / "x.npy", x)
+    cli, code = cli_json(foldcheck_bin, "accuracy-diff", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npy"),
+                         "--weights-only")
+    assert r.verdict == "EXPECTED" and len(r.layers) == 5 and code == 0
+    assert [x["verdict"] for x in r.layers] == [x["verdict"] for x in cli["layers"]]
+    e = foldcheck.engines(tmp_path / "m.onnx", ["onnxruntime:basic"], input=x, output_samples=8)
+    assert e.verdict == "EXPECTED", e.report()
+    with pytest.raises(foldcheck.InputError, match="unknown engine"):
+        foldcheck.engines(tmp_path / "m.onnx", ["tensorrt"])

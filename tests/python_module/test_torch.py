@@ -1,0 +1,263 @@
+"""foldcheck.torch and foldcheck.testing with PyTorch's own fusers on torchvision models.
+
+What it guards: every fuser users run — torch.ao.quantization.fuse_modules,
+torch.nn.utils.fusion.fuse_conv_bn_eval, torch.fx.experimental.optimization.fuse,
+torch.jit.freeze and torch.compile with inductor's freezing — folds ResNet-18 (fresh BatchNorms,
+as torchvision makes it) and MobileNetV2 (trained-like BatchNorm statistics) so that
+check_model finds every layer EXPECTED, with PyTorch module names; one channel of one fused conv
+scaled by (1 + 20e-6) is UNEXPECTED, naming that module and channel, whichever fuser made it.
+assert_fold_close passes a correct fold and fails that corruption (which
+torch.testing.assert_close's defaults pass); check_fold names the recipe that reproduces a fold
+bit for bit; diagnose names a training-mode BatchNorm on a live module.
+"""
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+import torch.fx.experimental.optimization  # noqa: E402
+from torch._inductor import config as inductor  # noqa: E402
+
+import foldcheck.torch as fct  # noqa: E402
+from foldcheck.testing import assert_fold_close  # noqa: E402
+
+REL = 20e-6
+# A conv in the middle of each model, and a channel of it, for the corruption.
+TARGET = {"resnet18": ("layer2.0.conv1", 7), "mobilenet_v2": ("features.4.conv.1.0", 11)}
+
+
+def trained_like(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                c = m.num_features
+                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
+                m.weight.copy_(0.5 + torch.rand(c, generator=g))
+                m.bias.copy_(0.1 * torch.randn(c, generator=g))
+    return model
+
+
+@pytest.fixture(scope="module", params=["resnet18", "mobilenet_v2"])
+def case(request):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, request.param)(weights=None).eval()
+    if request.param == "mobilenet_v2":
+        trained_like(model, 1)
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    return request.param, model, x
+
+
+def by_fuse_modules(model, x):
+    return torch.ao.quantization.fuse_modules(copy.deepcopy(model), fct.conv_bn_pairs(model))
+
+
+def by_fuse_conv_bn_eval(model, x):
+    fused = copy.deepcopy(model)
+    mods = dict(fused.named_modules())
+    for conv, bn in fct.conv_bn_pairs(model):
+        for name, new in ((conv, torch.nn.utils.fusion.fuse_conv_bn_eval(mods[conv], mods[bn])),
+                          (bn, torch.nn.Identity())):
+            parent, _, attr = name.rpartition(".")
+            setattr(mods[parent] if parent else fused, attr, new)
+    return fused
+
+
+def by_fx(model, x):
+    return torch.fx.experimental.optimization.fuse(copy.deepcopy(model))
+
+
+def by_jit_freeze(model, x):
+    with pytest.warns(FutureWarning):
+        return torch.jit.freeze(torch.jit.script(copy.deepcopy(model)))
+
+
+def by_compile(model, x):
+    return torch.compile(copy.deepcopy(model))
+
+
+FUSERS = {"fuse_modules": by_fuse_modules, "fuse_conv_bn_eval": by_fuse_conv_bn_eval, "fx": by_fx,
+          "jit.freeze": by_jit_freeze, "torch.compile": by_compile}
+
+
+def scale_channel(w, b, channel):
+    with torch.no_grad():
+        w[channel] *= 1 + REL
+        if b is not None:
+            b[channel] *= 1 + REL
+
+
+def check_corrupted(fuser, model, x, name, channel):
+    """check_model on the fuser's fold with one channel of the fused conv `name` scaled."""
+    fused = FUSERS[fuser](model, x)
+    if fuser in ("jit.freeze",):
+        index = [n for n, _ in fct._conv_order(model, x)].index(name)
+        scale_channel(*fct.frozen_fold(fused)[index], channel)  # the frozen graph's own constants
+        return fct.check_model(model, fused, x, weights_only=True)
+    if fuser == "torch.compile":
+        index = [n for n, _ in fct._conv_order(model, x)].index(name)
+
+        def corrupt(graph):  # a post-grad pass of the user's that breaks one folded constant
+            gm = graph.owning_module
+            convs = [n for n in graph.nodes if n.op == "call_function" and "convolution" in str(n.target)]
+            args = convs[index].args
+            scale_channel(getattr(gm, args[1].target), getattr(gm, args[2].target) if args[2] is not None else None,
+                          channel)
+        with inductor.patch(post_grad_custom_post_pass=corrupt):
+            return fct.check_model(model, fused, x, weights_only=True)
+    conv = fused.get_submodule(name)
+    scale_channel(conv.weight, conv.bias, channel)
+    return fct.check_model(model, fused, x, weights_only=True)
+
+
+@pytest.mark.parametrize("fuser", list(FUSERS))
+def test_every_fuser_folds_every_layer_as_expected(case, fuser):
+    name, model, x = case
+    r = fct.check_model(model, FUSERS[fuser](model, x), x, weights_only=True)
+    assert r.verdict == "EXPECTED", r.report()
+    assert len(r.layers) == {"resnet18": 20, "mobilenet_v2": 52}[name]
+    assert TARGET[name][0] in [x["module"] for x in r.layers]
+    assert all(x["worst_ratio"] <= 1 for x in r.layers)
+
+
+@pytest.mark.parametrize("fuser", list(FUSERS))
+def test_one_channel_scaled_by_20ppm_is_named_by_module_and_channel(case, fuser):
+    name, model, x = case
+    module, channel = TARGET[name]
+    r = check_corrupted(fuser, model, x, module, channel)
+    assert r.verdict == "UNEXPECTED", r.report()
+    assert [(x["module"], x["worst_channel"]) for x in r.unexpected] == [(module, channel)], r.report()
+
+
+def test_check_model_runs_the_layers_and_the_outputs_too(case):
+    name, model, x = case
+    r = fct.check_model(model, by_fuse_modules(model, x), x, output_samples=8)
+    assert r.verdict == "EXPECTED", r.report()
+    assert r.accuracy_diff["end_to_end"]["verdict"] == "EXPECTED"
+    assert all(layer.get("activations") for layer in r.accuracy_diff.layers)
+
+
+def test_check_fold_names_the_bit_exact_recipe(case):
+    name, model, x = case
+    conv, bn = (model.layer2[0].conv1, model.layer2[0].bn1) if name == "resnet18" else \
+        (model.features[4].conv[1][0], model.features[4].conv[1][1])
+    r = fct.check_fold(conv, bn, torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn))
+    assert r.verdict == "EXPECTED" and r.recipe == "pytorch" and "pytorch" in r.bit_exact_recipes
+    bad = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
+    scale_channel(bad.weight, None, 3)
+    r = fct.check_fold(conv, bn, bad)
+    assert r.verdict == "UNEXPECTED" and r.worst_channel == 3
+
+
+def test_check_fold_sees_a_wrong_bias_alone():
+    torch.manual_seed(3)
+    conv, bn = torch.nn.Conv2d(4, 6, 3, bias=True).eval(), trained_like(torch.nn.BatchNorm2d(6), 4).eval()
+    fused = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
+    with torch.no_grad():
+        fused.bias[2] += 1e-3
+    r = fct.check_fold(conv, bn, fused)
+    assert r.weights.verdict == "EXPECTED" and r.parameters.verdict == "UNEXPECTED" and r.worst_channel == 2
+    with pytest.raises(AssertionError, match="bias"):
+        assert_fold_close(fused, (conv, bn))
+
+
+def test_assert_fold_close_where_assert_close_defaults_pass_both():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    conv, bn = model.layer2[0].conv1, model.layer2[0].bn1
+    good = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
+    bad = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
+    scale_channel(bad.weight, None, 7)
+    expected = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
+    torch.testing.assert_close(good.weight, expected.weight)  # passes
+    torch.testing.assert_close(bad.weight, expected.weight)   # passes too: 20 ppm of 0.01 is far below atol 1e-5
+    assert_fold_close(good, (conv, bn))
+    with pytest.raises(AssertionError) as e:
+        assert_fold_close(bad, torch.nn.Sequential(conv, bn))
+    text = str(e.value)
+    for part in ("channel 7", "x its bound", "alpha*|w| + eta", "Likely cause", "1 of 128 channels"):
+        assert part in text, text
+
+
+def test_assert_fold_close_on_models_and_outputs():
+    torch.manual_seed(0)
+    model = trained_like(torchvision.models.resnet18(weights=None), 5).eval()
+    x = torch.randn(1, 3, 64, 64)
+    fused = by_fuse_modules(model, x)
+    assert_fold_close(fused, model, input=x)
+    scale_channel(fused.layer3[1].conv2.weight, fused.layer3[1].conv2.bias, 9)
+    with pytest.raises(AssertionError, match=r"layer3\.1\.conv2: channel 9"):
+        assert_fold_close(fused, model, input=x)
+    conv, bn = model.conv1, model.bn1
+    with torch.no_grad():
+        y = bn(conv(x))
+        assert_fold_close(by_fuse_modules(model, x).conv1(x), y, conv=conv, bn=bn, input=x)
+        with pytest.raises(AssertionError, match="training_mode_batch_statistics"):
+            assert_fold_close(bn.train()(conv(x)), y, conv=conv, bn=bn.eval(), input=x)
+
+
+def test_diagnose_a_live_module_the_seed_in_three_lines():
+    bn = trained_like(torch.nn.BatchNorm2d(16), 6)
+    x = torch.randn(8, 16, 10, 10, generator=torch.Generator().manual_seed(7))
+    observed = bn.train()(x).detach()          # the user forgot model.eval()
+    r = fct.diagnose(bn.eval(), x, observed)
+    assert r.best == "training_mode_batch_statistics" and "model.eval()" in r.fix
+    assert fct.diagnose(bn, x, bn(x).detach()).verdict == "EXPECTED"
+
+
+def test_conv_bn_pairs_and_refusals(case):
+    name, model, x = case
+    assert len(fct.conv_bn_pairs(model)) == {"resnet18": 20, "mobilenet_v2": 52}[name]
+    with pytest.raises(ValueError, match="running statistics"):
+        fct.bn_parameters(torch.nn.BatchNorm2d(4, track_running_stats=False))
+    with pytest.raises(TypeError, match="Conv"):
+        fct.check_fold(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 3))
+
+
+def test_export_keeps_the_batchnorms_and_the_module_names(tmp_path):
+    import onnx  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None)
+    path = fct.export_onnx(model.train(), torch.randn(1, 3, 32, 32), tmp_path / "m.onnx")
+    assert model.training  # given back as it came
+    ops = [n.op_type for n in onnx.load(path).graph.node]
+    assert ops.count("BatchNormalization") == 20
+    assert "layer4.1.conv2" in fct._module_names(path).values()
+
+
+TINY = '''
+import torch
+class TinyNet(torch.nn.Module):
+    def __init__(self, width=4):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, padding=1, bias=False), torch.nn.BatchNorm2d(width))
+        self.head = torch.nn.Conv2d(width, 2 * width, 1)
+        self.head_bn = torch.nn.BatchNorm2d(2 * width)
+    def forward(self, x):
+        return self.head_bn(self.head(torch.relu(self.stem(x)))).mean((2, 3))
+'''
+
+
+@pytest.mark.parametrize("fuser", ["fuse_conv_bn_eval", "fx"])
+def test_export_tool_takes_any_module_by_import_path(tmp_path, root, fuser):
+    import foldcheck  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    (tmp_path / "mynets.py").write_text(TINY)
+    tool = [sys.executable, str(root / "tools" / "export_torch.py"), "--model", "mynets:TinyNet", "--kwargs",
+            '{"width": 8}', "--input-shape", "2,3,16,16", "--fuser", fuser]
+    for out, extra in (("good", []), ("bad", ["--corrupt", "head:3:20e-6"])):
+        p = subprocess.run(tool + ["--out", out] + extra, cwd=tmp_path, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert "2 Conv+BN pairs folded" in p.stderr
+    good = foldcheck.accuracy_diff(tmp_path / "good" / "TinyNet.onnx", observed=tmp_path / "good" / "TinyNet_folded.onnx",
+                                   input=tmp_path / "good" / "x.npy", output_samples=8)
+    assert good.verdict == "EXPECTED", good.report()
+    bad = foldcheck.accuracy_diff(tmp_path / "bad" / "TinyNet.onnx", observed=tmp_path / "bad" / "TinyNet_folded.onnx",
+                                  weights_only=True)
+    assert bad.verdict == "UNEXPECTED" and [x["worst_channel"] for x in bad.layers] == [None, 3]
