@@ -194,6 +194,23 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named"
       CHECK(flagged == 1);
     }
   }
+  SECTION("a NaN in one channel's folded parameters is beyond every bound (it was skipped: EXPECTED)") {
+    FixtureOptions f;
+    f.folded = true;
+    f.corrupt_layer = "conv_b";
+    f.corrupt_channel = 1;
+    f.corrupt_rel = std::nan("");
+    o.observed_model = save(bn_fixture(f), d, "nan_conv_b.onnx");
+    const auto r = accuracy_diff(model, o).to_json();
+    CHECK(r["verdict"] == "UNEXPECTED");
+    for (const auto& l : r["layers"])
+      if (l["name"] == "conv_b") {
+        CHECK(l["verdict"] == "UNEXPECTED");
+        CHECK(l["worst_channel"] == 1);
+      } else {
+        CHECK(l["verdict"] == "EXPECTED");
+      }
+  }
   SECTION("a model that does not match is refused") {
     FixtureOptions f;
     f.folded = true;
@@ -567,6 +584,43 @@ TEST_CASE("onnx: an Identity of an initializer is an initializer (deduplicated b
   CHECK(m.initializer("b1")->data == std::vector<double>{0.5, -0.5});
   const Tensor y = run_model(m, find_bn_pairs(m), {{"X", Tensor{{1, 2, 1, 1}, {1, 1}, DType::Float32}}}, {}).at("Y");
   CHECK(y.data == std::vector<double>{3.5, 6.5});
+}
+
+TEST_CASE("accuracy-diff: the end-to-end bound perturbs BatchNorm parameters that are Identities (PyTorch's "
+          "deduplicated export)", "[onnx][accuracy-diff]") {
+  // torch.onnx.export deduplicates equal initializers into Identity nodes (a fresh
+  // BatchNorm's gamma 1 and beta 0 in every layer). The end-to-end bound perturbs each
+  // BatchNorm's parameters in a copy of the model: the alias becomes an initializer of its
+  // own, and the Identity must no longer compute that name (it was refused: "output 'g1'
+  // is also an initializer").
+  const fs::path d = temp_dir("identity_perturbed");
+  OnnxBuilder b;
+  b.input("X", {1, 2, 3, 3});
+  b.init("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  b.init("g0", {2}, {1, 1});
+  b.init("z0", {2}, {0, 0});
+  b.init("v0", {2}, {1, 1});
+  b.node("Identity", "dedup_g", {"g0"}, {"g1"});
+  b.node("Identity", "dedup_b", {"z0"}, {"b1"});
+  b.node("Conv", "conv", {"X", "w"}, {"C"});
+  b.node("BatchNormalization", "bn", {"C", "g1", "b1", "z0", "v0"}, {"Y"});
+  b.output("Y", {1, 2, 3, 3});
+  const std::string path = save(b, d, "dedup_bn.onnx");
+  std::vector<double> xv(18);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.25 * static_cast<double>(i) - 2;
+  write_npy((d / "x.npy").string(), Tensor{{1, 2, 3, 3}, xv, DType::Float32});
+  const Model m = Model::load(path);
+  Tensor y = run_model(m, find_bn_pairs(m), {{"X", Tensor{{1, 2, 3, 3}, xv, DType::Float32}}}, {}).at("Y");
+  for (double& v : y.data) v = static_cast<double>(static_cast<float>(v));
+  y.dtype = DType::Float32;
+  write_npy((d / "y.npy").string(), y);
+  AccuracyDiffOptions o;
+  o.input = (d / "x.npy").string();
+  o.observed_output = (d / "y.npy").string();
+  o.output_samples = 8;
+  const auto r = accuracy_diff(path, o).to_json();
+  CHECK(r["end_to_end"]["observed_output"]["verdict"] == "EXPECTED");
+  CHECK(r["verdict"] == "EXPECTED");
 }
 
 TEST_CASE("model runs: aliases are not copied, and memory is counted for the values held", "[onnx][run]") {

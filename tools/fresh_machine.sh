@@ -14,7 +14,8 @@
 #               working tree) into the root.
 #   3. run      `tools/bootstrap.sh MODE` inside (default run; chroot with /proc, /sys and /dev
 #               mounted, unmounted on every exit path), with an empty environment but PATH,
-#               HOME, the host's network settings (proxy variables, its CA bundle for pip)
+#               HOME, the host's network settings (proxy variables, its CA bundle for pip,
+#               its pip configuration and the local package indexes it names, read-only)
 #               and HARDENING, FUZZ_SECONDS and JOBS where set. The log of the last run of
 #               each mode is kept in $FRESH_CACHE/last-MODE.log.
 #               `--mode test` measures the README's second command on a bare machine (all
@@ -134,6 +135,25 @@ if [ -s "$host_ca" ]; then
   cp -L "$host_ca" "$root/etc/host-ca-certificates.crt"
   ca_env=(PIP_CERT=/etc/host-ca-certificates.crt SSL_CERT_FILE=/etc/host-ca-certificates.crt)
 fi
+# The host's Python package index configuration: pip's configuration files (/etc, /etc/xdg, the
+# user's), its PIP_* environment and the local package indexes they name (a machine of this
+# project's kind keeps PyPI releases it offers on its own disk, under /opt). The root gets the
+# same files (the user's as root's), the same PIP_* variables and read-only views of those
+# directories, so pip inside resolves what pip outside does (torch from the disk, not a
+# multi-GB download). Nothing is installed from them by this script.
+pip_dirs=()
+pip_files=()
+for f in /etc/pip.conf /etc/xdg/pip/pip.conf /etc/xdg/pip/constraints.txt "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf"; do
+  [ -f "$f" ] || continue
+  inside="${f/#$HOME//root}"
+  mkdir -p "$root$(dirname "$inside")"
+  cp -L "$f" "$root$inside"
+  pip_files+=("$f")
+done
+for d in $( { cat "${pip_files[@]}" /dev/null; env | grep '^PIP_' || true; } | grep -oE '/opt/[A-Za-z0-9._/-]+' || true); do
+  d="${d%/}"; d="${d%/simple}"
+  [ -d "$d" ] && pip_dirs+=("$d")
+done
 phase base
 
 git clone -q --no-hardlinks "$repo" "$root/root/foldcheck"
@@ -145,8 +165,14 @@ mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount --make-rslave "$root/dev"
+for d in $(printf '%s\n' "${pip_dirs[@]}" | sort -u); do
+  mkdir -p "$root$d"
+  mount --bind "$d" "$root$d"
+  mount -o remount,bind,ro "$root$d"
+done
 passed_env=()
-for v in HARDENING FUZZ_SECONDS JOBS http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+for v in HARDENING FUZZ_SECONDS JOBS WHEEL http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
+         $(env | grep -oE '^PIP_[A-Z_]+' | grep -vE '^PIP_(CERT)$' || true); do
   if [ -n "${!v:-}" ]; then passed_env+=("$v=${!v}"); fi
 done
 status=0

@@ -50,7 +50,7 @@ const std::map<std::string, std::string>& flag_of_field() {
       {"command", "--cmd"},             {"passes", "--passes"},         {"opt_level", "--opt-level"},
       {"timeout_seconds", "--timeout"}, {"threshold_ulp", "--threshold-ulp"}, {"shard", "--shard"},
       {"max_elements", "--max-elements"}, {"work_dir", "--work-dir"},   {"engines", "--engine or --adapter"},
-      {"adapters", "--adapter"}};
+      {"adapters", "--adapter"},        {"dilation", "--dilation"}};
   return flags;
 }
 

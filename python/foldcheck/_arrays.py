@@ -46,6 +46,8 @@ def as_array(x, name, dtype=None, list_dtype=None):
             return np.ascontiguousarray(t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16))
         x = t.contiguous().numpy()
     a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    if a.dtype.byteorder not in ("=", "|"):  # the core reads native byte order in place
+        a = a.astype(a.dtype.newbyteorder("="))
     if a.dtype.kind not in "fiuV" and str(a.dtype) not in _FLOATS:
         raise TypeError(f"{name}: expected an array of numbers, got dtype {a.dtype}")
     if a.dtype.kind in "iu" and dtype is None:

@@ -152,6 +152,8 @@ def bisect(target=None, *, passes=(), opt_level=None, disabled=(), mode="search"
     import json  # noqa: PLC0415
 
     text = None
+    passes = [p for p in passes.split(",") if p] if isinstance(passes, str) else passes
+    disabled = [p for p in disabled.split(",") if p] if isinstance(disabled, str) else disabled
     if target is not None and not isinstance(target, (str, os.PathLike)):
         target, text = "<case>", json.dumps(target)
     with NpyFiles() as files:

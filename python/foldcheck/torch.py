@@ -19,6 +19,9 @@ import warnings
 
 import torch
 
+__all__ = ["check_fold", "check_model", "diagnose", "conv_bn_pairs", "export_onnx", "bn_parameters", "frozen_fold",
+           "compiled_fold", "FoldResult", "ModelCheck"]
+
 from . import _commands
 from .results import Result
 
@@ -93,11 +96,15 @@ class FoldResult(Result):
         if format == "json":
             return self.to_json(2)
         fold = self.parameters.to_dict()
+        ratio = fold.get("worst_ratio")
+        channel = fold.get("worst_channel")
         lines = [f"verdict: {self.verdict}",
                  f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
                  f"weights and bias: {fold['verdict']} (closest recipe {fold.get('closest_recipe')}, worst ratio to "
-                 f"its bound {fold.get('worst_ratio')}, worst channel {fold.get('worst_channel')})",
-                 f"bound: {fold['bound']}", "", self.weights.report(format)]
+                 f"its bound {'inf' if ratio is None else f'{ratio:.3g}'}"
+                 f"{'' if channel is None else f', worst channel {channel}'})",
+                 "bound: |w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta per weight and the bias chain's running-error "
+                 "bound, each recipe's", "", self.weights.report(format)]
         return "\n".join(lines)
 
     def _repr_extra(self):
@@ -132,8 +139,8 @@ def diagnose(bn, x, observed, *, conv=None, precision=256, threads=0):
         w, b = _conv_arrays(conv, "conv")
         if conv.groups != 1 or len(set(conv.stride)) > 1 or len(set(conv.dilation)) > 1:
             raise ValueError("conv: diagnose takes an ungrouped conv with one stride and one dilation")
-        if isinstance(conv.padding, str) or len(set(conv.padding)) > 1:
-            raise ValueError("conv: diagnose takes symmetric numeric padding")
+        if isinstance(conv.padding, str) or len(set(conv.padding)) > 1 or conv.padding_mode != "zeros":
+            raise ValueError("conv: diagnose takes symmetric numeric zero padding (padding_mode 'zeros')")
         kw = dict(weight=w, bias=b, stride=conv.stride[0], padding=conv.padding[0], dilation=conv.dilation[0])
     return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
 
@@ -141,26 +148,94 @@ def diagnose(bn, x, observed, *, conv=None, precision=256, threads=0):
 # --- models ------------------------------------------------------------------------------
 
 def conv_bn_pairs(model, example=None):
-    """The [conv, bn] module-name pairs of a model where the BatchNorm takes the conv's output
-    and nothing else does (what fuse_modules takes). Found by torch.fx tracing; a model fx
-    cannot trace needs `example` (an input), and its pairs are then found by running it with
-    hooks: a BatchNorm whose input tensor is a conv's output."""
+    """The [conv, bn] module-name pairs of a model where the BatchNorm takes the conv's output,
+    nothing else does, and each module is called once (what fuse_modules may fuse). Found by
+    torch.fx tracing; a model fx cannot trace needs `example` (an input), and its pairs are then
+    found by running it once, counting every use of each conv's output."""
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception:  # noqa: BLE001 (fx cannot trace data-dependent Python)
         if example is None:
             raise
-        return _pairs_by_hooks(model, example)
+        return _pairs_by_running(model, example)
     mods = dict(gm.named_modules())
+    calls = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            calls[node.target] = calls.get(node.target, 0) + 1
     pairs = []
     for node in gm.graph.nodes:
         if node.op != "call_module" or not isinstance(mods.get(node.target), _BNS):
             continue
         src = node.args[0]
         if (getattr(src, "op", None) == "call_module" and isinstance(mods.get(src.target), _CONVS)
-                and len(src.users) == 1):
+                and len(src.users) == 1 and calls[src.target] == 1 and calls[node.target] == 1):
             pairs.append([src.target, node.target])
     return pairs
+
+
+def _pairs_by_running(model, example):
+    """conv_bn_pairs by one run: module hooks name each conv's output and each BatchNorm's
+    input; a torch function mode counts every other use of a conv's output (what runs inside a
+    BatchNorm's own forward is that BatchNorm's use). Outputs are kept alive during the run, so
+    no tensor's identity is reused."""
+    from torch.overrides import TorchFunctionMode  # noqa: PLC0415
+
+    names = {m: n for n, m in model.named_modules()}
+    produced, other_uses, bn_of, calls, inside_bn, hooks = {}, {}, {}, {}, [], []
+
+    class Uses(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if not inside_bn:
+                for a in torch.utils._pytree.tree_leaves((args, kwargs or {})):
+                    if isinstance(a, torch.Tensor) and id(a) in produced:
+                        other_uses[id(a)] = other_uses.get(id(a), 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    def count(mod):
+        calls[names[mod]] = calls.get(names[mod], 0) + 1
+
+    def on_conv(mod, inputs, out):
+        count(mod)
+        produced[id(out)] = (names[mod], out)
+
+    def on_bn_pre(mod, inputs):
+        count(mod)
+        bn_of.setdefault(id(inputs[0]), []).append(names[mod])
+        inside_bn.append(mod)
+
+    def on_bn_post(mod, inputs, out):
+        inside_bn.pop()
+
+    for m in model.modules():
+        if isinstance(m, _CONVS):
+            hooks.append(m.register_forward_hook(on_conv))
+        elif isinstance(m, _BNS):
+            hooks.extend([m.register_forward_pre_hook(on_bn_pre), m.register_forward_hook(on_bn_post)])
+    try:
+        with _evaluating(model), Uses():
+            model(example)
+    finally:
+        for h in hooks:
+            h.remove()
+    order = list(names.values())
+    pairs = [[conv, bns[0]] for tid, (conv, _) in produced.items()
+             for bns in [bn_of.get(tid, [])]
+             if len(bns) == 1 and not other_uses.get(tid) and calls[conv] == 1 and calls[bns[0]] == 1]
+    return sorted(pairs, key=lambda p: order.index(p[0]))
+
+
+@contextlib.contextmanager
+def _evaluating(model):
+    """The model in eval mode (no running statistic moves), every module's mode given back."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        for m, t in modes:
+            m.training = t
 
 
 def _pairs_by_hooks(model, example):
@@ -175,7 +250,7 @@ def _pairs_by_hooks(model, example):
                     pairs.append([outputs[id(inputs[0])], names[mod]])
             hooks.append(m.register_forward_hook(bn_hook))
     try:
-        with torch.no_grad():
+        with _evaluating(model):
             model(example)
     finally:
         for h in hooks:
@@ -196,16 +271,10 @@ def export_onnx(model, x, path, opset=17):
     fold them), no constant folding, parameters under their module names. The TorchScript
     exporter does that (dynamo=False); the default dynamo exporter of PyTorch >= 2.9 decomposes
     and renames."""
-    was_training = model.training if isinstance(model, torch.nn.Module) else False
-    if isinstance(model, torch.nn.Module):
-        model.eval()
-    try:
-        with _quiet_export(), torch.no_grad():
-            torch.onnx.export(model, (x,), os.fspath(path), input_names=["input"], opset_version=opset,
-                              training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False, dynamo=False)
-    finally:
-        if was_training:
-            model.train()
+    evaluating = _evaluating(model) if isinstance(model, torch.nn.Module) else contextlib.nullcontext()
+    with evaluating, _quiet_export(), torch.no_grad():
+        torch.onnx.export(model, (x,), os.fspath(path), input_names=["input"], opset_version=opset,
+                          training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False, dynamo=False)
     return os.fspath(path)
 
 
@@ -247,21 +316,40 @@ class ModelCheck(Result):
             out.append({"module": self._names.get(layer["name"], layer["name"]), "verdict": layer["verdict"],
                         "worst_channel": layer.get("worst_channel"), "closest_recipe": layer.get("closest_recipe"),
                         "worst_ratio": fold.get("worst_ratio"), "onnx_node": layer["name"],
-                        "observed_node": layer.get("observed_node")})
+                        "observed_node": layer.get("observed_node"), "note": layer.get("observed_note")})
         return out
 
     @property
     def unexpected(self):
+        """The layers that are not EXPECTED (each a dict as in .layers)."""
         return [x for x in self.layers if x["verdict"] != "EXPECTED"]
+
+    @property
+    def reason(self):
+        """Why nothing was compared, when no layer was (else None)."""
+        if self.layers:
+            return None
+        return self._no_pairs
+
+    _no_pairs = None
+    notes = ()  # what was not checked, and why
 
     def report(self, format="text"):  # noqa: A002
         if format != "text":
             return self.accuracy_diff.report(format)
         rows = [f"verdict: {self.verdict}  ({len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''})"]
+        if self.reason:
+            rows.append(f"  {self.reason}")
+        rows.extend(f"  note: {n}" for n in self.notes)
+        e2e = self.accuracy_diff.get("end_to_end") or {}
+        if e2e.get("observed_output"):
+            o = e2e["observed_output"]
+            rows.append(f"  the fused model's outputs end to end: {o.get('verdict')}")
         for x in self.layers:
             ch = "" if x["worst_channel"] is None else f"  channel {x['worst_channel']}"
             ratio = "" if x["worst_ratio"] is None else f"  ratio {x['worst_ratio']:.3g}"
-            rows.append(f"  {x['verdict']:<11} {x['module']:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}")
+            note = f"  {x['note']}" if x["note"] else ""
+            rows.append(f"  {x['verdict']:<11} {x['module']:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}{note}")
         return "\n".join(rows)
 
     def _repr_extra(self):
@@ -297,17 +385,51 @@ def check_model(model, fused, x, *, weights_only=False, output_samples=32, confi
     exact fold and each recipe's bound, and (unless weights_only) every layer on its real input
     and the outputs end to end. Returns a ModelCheck whose layers carry module names
     (`layer2.0.conv1`) and, for a wrong fold, the worst channel. keep_dir: keep the ONNX files."""
-    model = model.eval()
+    if model is fused:
+        raise ValueError("check_model: the fused model is the model itself (fuse a copy: copy.deepcopy(model))")
+    if isinstance(model, torch.nn.Module) and model.training:
+        warnings.warn("check_model: the model is in training mode; it is checked as in eval mode (running "
+                      "statistics, the computation a fold reproduces) and left as it was", stacklevel=2)
     with tempfile.TemporaryDirectory(prefix="foldcheck-torch-") as tmp:
         d = keep_dir or tmp
         os.makedirs(d, exist_ok=True)
         original = export_onnx(model, x, os.path.join(d, "original.onnx"))
         fused_module, fuser = _fused_module(model, fused, x)
         observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
-        diff = _commands.accuracy_diff(original, observed=observed, input=x.detach().cpu().numpy(),
+        y, note = (None, "weights only: the fused model's outputs were not compared") if weights_only \
+            else _output_of(fused, x)
+        diff = _commands.accuracy_diff(original, observed=observed, input=x.detach().cpu().numpy(), observed_output=y,
                                        weights_only=weights_only, output_samples=output_samples,
                                        confidence=confidence, precision=precision, threads=threads, progress=progress)
-        return ModelCheck(diff, _module_names(original), fuser)
+        r = ModelCheck(diff, _module_names(original), fuser)
+        r.notes = [note] if note else []
+        if not r.layers:
+            r._no_pairs = _why_no_pairs(model, fused_module, x)
+        return r
+
+
+def _output_of(fused, x):
+    """The fused model's own output on x (eval mode, its modes given back), for accuracy_diff's
+    end-to-end check of another engine's output: it sees what no fold check can (a changed layer
+    without a BatchNorm, a module called twice). (array, None), or (None, why not)."""
+    module = fused if isinstance(fused, torch.nn.Module) else getattr(fused, "_orig_mod", None)
+    evaluating = _evaluating(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext()
+    with evaluating, torch.no_grad():
+        y = fused(x)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32:
+        return None, (f"the fused model's output is a {type(y).__name__}"
+                      f"{'' if not isinstance(y, torch.Tensor) else ' of ' + str(y.dtype)}, not one float32 tensor: "
+                      "not compared end to end")
+    return y.detach().cpu().contiguous().numpy(), None
+
+
+def _why_no_pairs(model, fused, x):
+    """Why the model exported no conv + BatchNorm pair (swapped arguments, or none to fold)."""
+    theirs = len(conv_bn_pairs(fused, x)) if isinstance(fused, torch.nn.Module) else 0
+    if theirs:
+        return (f"the model has no conv + BatchNorm pair but the fused model has {theirs}: are the two swapped? "
+                "check_model(model, fused_model, x) takes the original first")
+    return "the model has no conv followed by a BatchNorm (nothing to fold, nothing to check)"
 
 
 # --- folded constants of compiled models -------------------------------------------------
@@ -319,7 +441,7 @@ def _conv_order(model, x):
         if isinstance(m, _CONVS):
             hooks.append(m.register_forward_hook(lambda mod, i, o, name=name: order.append((name, mod))))
     try:
-        with torch.no_grad():
+        with _evaluating(model):
             model(x)
     finally:
         for h in hooks:
@@ -387,7 +509,9 @@ def compiled_fold(compiled, x):
                 folds.append((_fx_value(gm, node.args[1]), _fx_value(gm, node.args[2] if len(node.args) > 2 else None)))
     torch._dynamo.reset()
     patch = {"freezing": True, "post_grad_custom_post_pass": read, "fx_graph_cache": False, "cpp.weight_prepack": False}
-    with inductor.patch(patch), torch.no_grad():
+    module = getattr(compiled, "_orig_mod", None)
+    evaluating = _evaluating(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext()
+    with inductor.patch(patch), evaluating, torch.no_grad():
         compiled(x)
     if not folds:
         raise ValueError("no convolution in the compiled graph (was the model compiled with inductor?)")

@@ -1,6 +1,7 @@
 // numpy arrays in and out (arrays.hpp).
 #include "arrays.hpp"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -21,9 +22,14 @@ void read_as(const pyb::array& a, std::vector<double>& out) {
   for (pyb::ssize_t i = 0; i < a.size(); ++i) out[static_cast<std::size_t>(i)] = static_cast<double>(p[i]);
 }
 
+// In place means as this machine stores numbers: C order, native byte order.
 void require_contiguous(const pyb::array& a, const std::string& field) {
   if (!(a.flags() & pyb::array::c_style))
     throw InputError(field + ": the array is not C-contiguous (numpy.ascontiguousarray first)");
+  const char order = a.dtype().byteorder();
+  const bool little = std::endian::native == std::endian::little;
+  if ((order == '>' && little) || (order == '<' && !little))
+    throw InputError(field + ": the array's bytes are in the other byte order (astype(dtype.newbyteorder('=')) first)");
 }
 
 Shape shape_of(const pyb::array& a) {

@@ -1,4 +1,5 @@
 // run and bisect: case files and pass pipelines (bind.hpp).
+#include <cmath>
 #include <optional>
 
 #include <pybind11/stl.h>
@@ -66,7 +67,11 @@ Result py_bisect(OptPath target, OptPath target_text, std::vector<std::string> p
                  const std::vector<std::string>& disabled, const std::string& mode, std::optional<double> threshold_ulp,
                  std::optional<std::string> dtype, OptPath input, std::uint64_t seed, OptPath command, OptPath model,
                  OptPath reference, double timeout, long precision, unsigned threads, pyb::object on_progress) {
+  if (threshold_ulp && !(std::isfinite(*threshold_ulp) && *threshold_ulp > 0))
+    throw InputError("threshold_ulp: must be a finite number > 0");
+  if (!(timeout > 0)) throw InputError("timeout: must be a positive number of seconds");
   if (opt_level) {
+    if (*opt_level < 0 || *opt_level > 4) throw InputError("opt_level: " + std::to_string(*opt_level) + " (0 to 4)");
     if (!passes.empty()) throw InputError("passes: give passes or opt_level, not both");
     passes = pipeline_for(*opt_level, disabled);
   }

@@ -48,16 +48,20 @@ Result py_explain(const pyb::array& original, const pyb::array& observed, std::o
   require_finite(o, "original");
   require_values_of(o, in.dtype, "original");
   require_values_of(w, in.dtype, "observed");
-  if (o.data.size() != w.data.size())
-    throw InputError("observed: " + std::to_string(w.data.size()) + " values, original has " + std::to_string(o.data.size()));
+  if (o.shape != w.shape)
+    throw InputError("observed: shape " + shape_string(w.shape) + ", original's is " + shape_string(o.shape));
   in.original = o.data;
   in.observed = w.data;
   BnRule rule;
   rule.max_values = static_cast<std::int64_t>(in.original.size());
   rule.dtype = in.dtype;
   rule.values = BnValues::Round;
-  if (o.shape.size() > 1) rule.channels = static_cast<std::size_t>(o.shape[0]);
   const LoadedBn bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), rule);
+  // As the command: channels are the BatchNorm's (one when none is given); an array's axis 0
+  // must then match them.
+  if (o.shape.size() > 1 && bn.bn.gamma.size() > 1 && o.shape[0] != static_cast<std::int64_t>(bn.bn.gamma.size()))
+    throw InputError("original: shape " + shape_string(o.shape) + " has " + std::to_string(o.shape[0]) +
+                     " output channels but the BatchNorm has " + std::to_string(bn.bn.gamma.size()));
   in.bn = bn.bn;
   in.bn_given = bn.given;
   in.bn_source = bn.source;
@@ -159,9 +163,8 @@ Result py_fold_check(const pyb::array& weight, OptArray bias, OptArray gamma, Op
   require_finite(w, "weight");
   if (w.shape.size() < 2 || w.data.empty()) throw InputError("weight: needs an output-channel axis and a value");
   require_values_of(ow, w.dtype, "observed_weight");
-  if (ow.data.size() != w.data.size())
-    throw InputError("observed_weight: " + std::to_string(ow.data.size()) + " values, weight has " +
-                     std::to_string(w.data.size()));
+  if (ow.shape != w.shape)
+    throw InputError("observed_weight: shape " + shape_string(ow.shape) + ", weight's is " + shape_string(w.shape));
   LayerParams p;
   p.dtype = w.dtype;
   p.weight_shape = w.shape;
@@ -169,10 +172,10 @@ Result py_fold_check(const pyb::array& weight, OptArray bias, OptArray gamma, Op
   p.per_channel = w.size() / p.channels;
   p.weight = w.data;
   for (std::size_t i = 0; i < w.data.size(); ++i) p.index.push_back(i);
-  auto per_channel = [&](const OptArray& a, const char* field) {
+  auto per_channel = [&](const OptArray& a, const char* field) {  // observed_bias may hold NaN: it is judged
     if (!a) return std::vector<double>{};
     const Tensor t = tensor_arg(*a, field);
-    require_finite(t, field);
+    if (std::string(field) == "bias") require_finite(t, field);
     require_values_of(t, w.dtype, field);
     if (t.size() != p.channels)
       throw InputError(std::string(field) + ": " + std::to_string(t.size()) + " values for " +

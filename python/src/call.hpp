@@ -39,6 +39,7 @@ auto released(F&& f) {
 inline ref::Options reference_options(long precision, unsigned threads) {
   if (precision < 64 || precision > 65536)
     throw InputError("precision: " + std::to_string(precision) + " bits (expected 64 to 65536)");
+  if (threads > 1024) throw InputError("threads: " + std::to_string(threads) + " (expected 0, all cores, to 1024)");
   ref::Options o;
   o.precision = precision;
   o.threads = threads;

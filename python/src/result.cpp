@@ -9,6 +9,10 @@ namespace foldcheck::py {
 std::string Result::report(const std::string& format) const {
   if (format == "json") return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   if (format == "text") return text(json);
+  const bool page = command == "run" || command == "accuracy-diff";  // what the report pages summarize
+  if ((format == "markdown" || format == "html") && !page)
+    throw InputError("format '" + format + "': a page for run and accuracy_diff results; a " + command +
+                     " result has text and json");
   if (format == "markdown") return reports::report_markdown(json);
   if (format == "html") return reports::report_html(json);
   throw InputError("format '" + format + "': expected text, json, markdown or html");

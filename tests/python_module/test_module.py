@@ -207,3 +207,66 @@ def test_accuracy_diff_and_engines_on_a_model(tmp_path, foldcheck_bin):
     assert e.verdict == "EXPECTED", e.report()
     with pytest.raises(foldcheck.InputError, match="unknown engine"):
         foldcheck.engines(tmp_path / "m.onnx", ["tensorrt"])
+
+
+def test_byte_order_and_memory_order_are_taken_care_of():
+    be = foldcheck.explain(TVM_ORIGINAL.astype(">f4"), TVM_OBSERVED.astype(">f4"))
+    assert be.verdict == "EXPECTED" and abs(be.residual_ulp[0] - 0.29766777) < 1e-6
+    with pytest.raises(foldcheck.InputError, match="byte order"):
+        foldcheck._core.explain(TVM_ORIGINAL.astype(">f4"), TVM_OBSERVED)
+    w = np.asfortranarray(np.random.default_rng(5).normal(size=(4, 3)).astype(np.float32))
+    r = foldcheck.explain(w, (w / np.sqrt(np.float32(1 + 1e-5))).astype(np.float32))
+    assert r.verdict == "EXPECTED" and r.exact.shape == (4, 3)
+    np.testing.assert_allclose(r.exact, w.astype(np.float64) / np.sqrt(1 + 1e-5), rtol=1e-15)
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_raising_progress_callable_on_worker_threads_stops_the_run(tmp_path, error):
+    """accuracy_diff reports progress from its worker threads: the exception must reach the
+    caller (never std::terminate in a thread), as the same exception type."""
+    from test_engines import residual_model  # noqa: PLC0415
+
+    residual_model(tmp_path / "m.onnx")
+    calls = []
+
+    def cb(line):
+        calls.append(line)
+        raise error("stop at " + line)
+    with pytest.raises(error, match="stop at"):
+        foldcheck.accuracy_diff(tmp_path / "m.onnx", threads=2, progress=cb)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(stride=0), "stride"), (dict(dilation=0), "dilation"), (dict(dilation=-1), "dilation"),
+    (dict(stride=2 ** 40), "stride"), (dict(padding=-1), "padding"), (dict(threads=5000), "threads"),
+])
+def test_diagnose_refuses_a_bad_geometry_instead_of_crashing(kw, field):
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(1, 2, 5, 5)).astype(np.float32)
+    w = rng.normal(size=(3, 2, 3, 3)).astype(np.float32)
+    with pytest.raises(foldcheck.InputError, match=field):
+        foldcheck.diagnose(x, np.zeros((1, 3, 5, 5), np.float32), weight=w, **kw)
+
+
+def test_page_formats_are_for_run_and_accuracy_diff(root):
+    r = foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED)
+    with pytest.raises(foldcheck.InputError, match="run and accuracy_diff"):
+        r.report("markdown")
+    assert "<html" in foldcheck.run(root / "cases" / "tvm_thread.json").report("html").lower()
+
+
+def test_explain_refuses_shapes_that_differ_and_channels_that_do_not_match():
+    w = np.ones((2, 3), np.float32)
+    with pytest.raises(foldcheck.InputError, match="shape"):
+        foldcheck.explain(w, w.reshape(3, 2))
+    with pytest.raises(foldcheck.InputError, match="output channels"):
+        foldcheck.explain(w, w, gamma=np.ones(3, np.float32))
+
+
+def test_bisect_takes_pass_lists_as_text_and_refuses_bad_thresholds(root):
+    case = str(root / "cases" / "tvm_thread.json")
+    assert foldcheck.bisect(case, passes="SimplifyInference,FoldScaleAxis").to_dict()["steps"]
+    for bad in (dict(threshold_ulp=float("nan")), dict(threshold_ulp=-1), dict(opt_level=99)):
+        with pytest.raises(foldcheck.InputError):
+            foldcheck.bisect(case, **({"passes": "FoldScaleAxis"} if "opt_level" not in bad else {}), **bad)

@@ -261,3 +261,188 @@ def test_export_tool_takes_any_module_by_import_path(tmp_path, root, fuser):
     bad = foldcheck.accuracy_diff(tmp_path / "bad" / "TinyNet.onnx", observed=tmp_path / "bad" / "TinyNet_folded.onnx",
                                   weights_only=True)
     assert bad.verdict == "UNEXPECTED" and [x["worst_channel"] for x in bad.layers] == [None, 3]
+
+
+def small_model(eps=1e-5):
+    torch.manual_seed(4)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8, eps=eps), torch.nn.ReLU(),
+                            torch.nn.Conv2d(8, 16, 1, bias=False), torch.nn.BatchNorm2d(16, eps=eps))
+    return trained_like(m, 8).eval()
+
+
+def fold_by_hand(conv, bn, eps=None, var=None, sqrt=torch.sqrt, bias=True):
+    """A conv + BN folded in float32 with the slips users make (eps, var, sqrt, bias)."""
+    eps = bn.eps if eps is None else eps
+    var = bn.running_var if var is None else var
+    s = bn.weight / sqrt(var + eps)
+    fused = copy.deepcopy(conv).eval()
+    with torch.no_grad():
+        fused.weight.copy_(conv.weight * s.reshape(-1, 1, 1, 1))
+        b = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+        fused.bias = torch.nn.Parameter(((b - bn.running_mean) * s + bn.bias) if bias else torch.zeros_like(b))
+    return fused
+
+
+@pytest.mark.parametrize("slip, words", [
+    (dict(eps=1e-5), "eps = 1e-05 where the BatchNorm's eps is 0.001"),
+    (dict(var="std"), "the variance read as the standard deviation"),
+    (dict(sqrt=lambda v: v), "the square root left out"),
+    (dict(bias=False), "the folded bias is missing"),
+])
+def test_assert_fold_close_names_the_slip(slip, words):
+    m = small_model(eps=1e-3)
+    conv, bn = m[0], m[1]
+    if slip.get("var") == "std":
+        slip = dict(var=bn.running_var.sqrt())
+    fused = fold_by_hand(conv, bn, **slip)
+    with pytest.raises(AssertionError) as e:
+        assert_fold_close(fused, (conv, bn))
+    assert words in str(e.value), str(e.value)
+    assert_fold_close(fold_by_hand(conv, bn), (conv, bn))
+
+
+def test_a_fused_model_that_is_not_fused_or_swapped_says_why():
+    m = small_model()
+    x = torch.randn(2, 3, 8, 8)
+    r = fct.check_model(m, copy.deepcopy(m), x, weights_only=True)
+    assert r.verdict == "UNEXPECTED" and all("not folded" in x["note"] for x in r.unexpected), r.report()
+    assert "not folded" in r.report()
+    with pytest.raises(AssertionError, match="not folded"):
+        assert_fold_close(copy.deepcopy(m), m, input=x)
+    fused = by_fuse_modules(m, x)
+    swapped = fct.check_model(fused, m, x, weights_only=True)
+    assert swapped.verdict == "MISTRUSTED" and "swapped" in swapped.reason and "swapped" in swapped.report()
+    with pytest.raises(AssertionError, match="swapped"):
+        assert_fold_close(m, fused, input=x)
+    with pytest.raises(ValueError, match="the model itself"):
+        fct.check_model(m, m, x)
+
+
+def test_check_model_leaves_the_models_mode_and_statistics_alone():
+    m = small_model().train()
+    x = torch.randn(2, 3, 8, 8)
+    before = copy.deepcopy(m.state_dict())
+    fused = by_fuse_modules(m.eval(), x)
+    m.train()
+    with pytest.warns(UserWarning, match="training mode"):
+        r = fct.check_model(m, fused, x, weights_only=True)
+    assert r.verdict == "EXPECTED" and all(mod.training for mod in m.modules())
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
+@pytest.mark.parametrize("actual, expected", [
+    ("fused", "conv"), ("pair", "fused"), ("fused", "bn"), ("fused", "conv_conv"),
+])
+def test_assert_fold_close_refuses_arguments_in_the_wrong_shape(actual, expected):
+    m = small_model()
+    conv, bn = m[0], m[1]
+    objs = {"fused": fold_by_hand(conv, bn), "conv": conv, "bn": bn, "pair": (conv, bn), "conv_conv": (conv, conv)}
+    with pytest.raises(TypeError, match=r"\(conv, bn\)"):
+        assert_fold_close(objs[actual], objs[expected])
+
+
+def test_an_output_failure_names_the_element_in_nchw():
+    m = small_model()
+    conv, bn = m[0], m[1]
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        y = bn(conv(x))
+        bad = y.clone()
+        bad[1, 5, 2, 3] += 1e-3
+    with pytest.raises(AssertionError) as e:
+        assert_fold_close(bad, y, conv=conv, bn=bn, input=x)
+    text = str(e.value)
+    assert "worst element [1, 5, 2, 3]" in text and "None" not in text, text
+
+
+class ConvTwice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.c(self.c(x)))
+
+
+class Branchy(torch.nn.Module):
+    """fx cannot trace it (data-dependent branch); c1's output feeds a pool before bn, c2's an add too."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        self.c2, self.bn2 = torch.nn.Conv2d(4, 4, 1), torch.nn.BatchNorm2d(4)
+        self.c3, self.bn3 = torch.nn.Conv2d(4, 4, 1), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        if x.sum() > -1e9:
+            y = self.bn(torch.nn.functional.max_pool2d(torch.relu(self.c1(x)), 1))
+        z = self.c2(y)
+        return self.bn3(self.c3(self.bn2(z) + z))
+
+
+def test_pairs_are_only_single_use_modules_and_outputs():
+    assert fct.conv_bn_pairs(ConvTwice().eval()) == []
+    m = trained_like(Branchy(), 9).eval()
+    x = torch.randn(1, 3, 8, 8)
+    for _ in range(3):  # the same answer every time (no tensor identity reused)
+        assert fct.conv_bn_pairs(m, x) == [["c3", "bn3"]]
+    assert not m.training
+
+
+def test_check_model_compares_the_fused_models_outputs_end_to_end():
+    m = small_model()
+    m.append(torch.nn.Conv2d(16, 4, 1))  # a conv without a BatchNorm: no fold check sees it
+    m.eval()
+    x = torch.randn(2, 3, 8, 8)
+    fused = by_fuse_modules(m, x)
+    assert fct.check_model(m, fused, x, output_samples=8).verdict == "EXPECTED"
+    with torch.no_grad():
+        fused[5].weight *= 1.1
+    r = fct.check_model(m, fused, x, output_samples=8)
+    assert r.verdict == "UNEXPECTED" and not r.unexpected, r.report()
+    assert "end to end: UNEXPECTED" in r.report()
+    with pytest.raises(AssertionError, match="outputs end to end: UNEXPECTED"):
+        assert_fold_close(fused, m, input=x)
+    weights = fct.check_model(m, fused, x, weights_only=True)
+    assert weights.verdict == "EXPECTED" and "not compared" in weights.report()
+
+
+def test_fold_reports_and_a_nan_bias():
+    m = small_model()
+    conv, bn = m[0], m[1]
+    good = fct.check_fold(conv, bn, fold_by_hand(conv, bn))
+    assert "verdict: EXPECTED" in str(good) and "bit for bit" in good.report()
+    assert '"verdict"' in good.report("json")
+    bad = fold_by_hand(conv, bn)
+    with torch.no_grad():
+        bad.bias[3] = float("nan")
+    r = fct.check_fold(conv, bn, bad)
+    assert r.verdict == "UNEXPECTED" and r.worst_channel == 3, r.report()
+    with pytest.raises(AssertionError, match="bias"):
+        assert_fold_close(bad, (conv, bn))
+
+
+def test_diagnose_refuses_what_it_cannot_model():
+    m = small_model()
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect").eval()
+    x = torch.randn(1, 3, 6, 6)
+    with pytest.raises(ValueError, match="zero padding"):
+        fct.diagnose(m[1], x, m[1](conv(x)).detach(), conv=conv)
+
+
+def test_failure_messages_point_at_single_elements_and_nans():
+    m = small_model()
+    conv, bn = m[0], m[1]
+    one = fold_by_hand(conv, bn)
+    with torch.no_grad():
+        one.weight[5, 1, 2, 0] = -one.weight[5, 1, 2, 0]  # one weight's sign flipped
+    with pytest.raises(AssertionError, match=r"channel 5: 1 of 27 weights \(element 15"):
+        assert_fold_close(one, (conv, bn))
+    x = torch.randn(1, 3, 6, 6)
+    with torch.no_grad():
+        y = bn(conv(x))
+        bad = y.clone()
+        bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(AssertionError, match=r"1 NaN or infinite element\(s\) \(the first at \[0, 0, 0, 0\]\)"):
+        assert_fold_close(bad, y, conv=conv, bn=bn, input=x)

@@ -2,6 +2,7 @@
 #include "foldcheck/io/layer_files.hpp"
 
 #include <cmath>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
@@ -13,6 +14,12 @@ namespace foldcheck {
 
 ref::ConvGeometry conv_geometry(const Shape& x, const Shape& w, std::int64_t stride, std::int64_t dilation,
                                 std::int64_t pad_h, std::int64_t pad_w, const std::string& what) {
+  // The same ranges as the command's flags, for every caller (a stride of 0 would divide by 0).
+  constexpr std::int64_t kMax = std::int64_t{1} << 20;
+  for (const auto& [v, name, lo] : {std::tuple{stride, "stride", 1}, std::tuple{dilation, "dilation", 1},
+                                    std::tuple{pad_h, "padding", 0}, std::tuple{pad_w, "padding", 0}})
+    if (v < lo || v > kMax)
+      throw InputError(fmt::format("{}: must be an integer from {} to {}, not {}", field(name), lo, kMax, v));
   ref::ConvGeometry g = ref::conv_sizes(x, w);
   if (w[1] <= 0 || g.C % w[1])
     throw InputError(fmt::format("{}: {} input channels per group do not divide the input's {} channels", what, w[1], g.C));

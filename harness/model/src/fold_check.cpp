@@ -10,8 +10,14 @@
 namespace foldcheck {
 namespace {
 
-// distance / bound, with the convention of compare(): 0/0 = 0, x/0 = inf.
-double ratio(double v, const ref::Value& x, double bound) { return bound_ratio(distance(v, x.approx), bound); }
+// distance / bound, with the convention of compare(): 0/0 = 0, x/0 = inf. A NaN (or an
+// infinity the exact value is not) is beyond every bound; an infinity the exact value also
+// is (an overflowing fold stored as itself) is within it.
+double ratio(double v, const ref::Value& x, double bound) {
+  if (std::isinf(v) && v == x.approx.hi) return 0;
+  const double q = bound_ratio(distance(v, x.approx), bound);
+  return std::isnan(q) ? HUGE_VAL : q;
+}
 
 // The exact fold: every folded weight and bias as a certified value.
 struct ExactFold {

@@ -111,6 +111,11 @@ Tensor& Model::own_initializer(const std::string& name) {
   if (const auto a = aliases.find(name); a != aliases.end()) {
     const Tensor copy = initializers.at(a->second);
     aliases.erase(a);
+    std::string unused = name + "#aliased";
+    while (defines(unused) || producer_of(unused)) unused += "#";
+    for (ModelNode& n : nodes)
+      for (std::string& out : n.outputs)
+        if (out == name) out = unused;
     return initializers[name] = copy;
   }
   return initializers.at(name);

@@ -2,8 +2,11 @@
 // Independent tasks 0..n-1 on up to `threads` threads (0: all cores), handed out in index
 // order; after each task, `done(k, finished)` runs under a lock (progress lines). An
 // exception is kept per task and the lowest-indexed one rethrown after every thread has
-// joined. Callers write each task's result to its own slot, so results do not depend on
-// the thread count. Internal to the harness.
+// joined; once a task has failed no further task is handed out (every lower-indexed one
+// already was, so the error rethrown is the same for any thread count). An exception from
+// `done` (a progress callable that raises, or an interrupt) stops the handing out too and is
+// rethrown first; it never escapes a worker thread. Callers write each task's result to its
+// own slot, so results do not depend on the thread count. Internal to the harness.
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -22,21 +25,30 @@ void run_tasks(std::size_t n, unsigned threads, Task task, Done done) {
   std::atomic<std::size_t> next{0};
   std::mutex mu;
   std::size_t finished = 0;
+  std::exception_ptr done_error;
   auto worker = [&] {
     for (std::size_t k; (k = next++) < n;) {
       try {
         task(k);
       } catch (...) {
         errors[k] = std::current_exception();
+        next = n;
       }
       const std::lock_guard<std::mutex> lock(mu);
-      done(k, ++finished);
+      if (done_error) continue;
+      try {
+        done(k, ++finished);
+      } catch (...) {
+        done_error = std::current_exception();
+        next = n;
+      }
     }
   };
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < nt; ++t) pool.emplace_back(worker);
   worker();
   for (auto& th : pool) th.join();
+  if (done_error) std::rethrow_exception(done_error);
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }

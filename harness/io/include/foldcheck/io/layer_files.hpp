@@ -8,7 +8,8 @@
 //
 // conv_geometry is the one rule for a conv's geometry from the shapes of its input and
 // weights (diagnose and bisect): groups = C / (weights' axis 1), which must divide C, and
-// O must be divisible by the groups. Errors name the file, or the field, given as `what`.
+// O must be divisible by the groups; stride and dilation 1 to 2^20, padding 0 to 2^20 (as the
+// command's flags). Errors name the file, or the field, given as `what`.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -90,7 +90,9 @@ struct Model {
   // An integer initializer's values (and its shape into `shape` if given); null if none.
   const std::vector<std::int64_t>* int_initializer(const std::string& name, Shape* shape = nullptr) const;
   // The floating initializer `name` to change in place; an alias becomes a copy of its own
-  // first, so changing it leaves the initializer it aliased as it was. std::out_of_range if none.
+  // first, so changing it leaves the initializer it aliased as it was, and the Identity that
+  // computed the alias computes a fresh name nothing reads (a value is an initializer or a
+  // node's output, never both: check_graph). std::out_of_range if none.
   Tensor& own_initializer(const std::string& name);
   // The initializer name an alias stands for; `name` itself otherwise.
   const std::string& resolve(const std::string& name) const;
