@@ -212,12 +212,7 @@ def _pairs_by_running(model, example):
             hooks.append(m.register_forward_hook(on_conv))
         elif isinstance(m, _BNS):
             hooks.extend([m.register_forward_pre_hook(on_bn_pre), m.register_forward_hook(on_bn_post)])
-    try:
-        with _evaluating(model), Uses():
-            model(example)
-    finally:
-        for h in hooks:
-            h.remove()
+    _run_hooked(model, example, hooks, Uses())
     order = list(names.values())
     pairs = [[conv, bns[0]] for tid, (conv, _) in produced.items()
              for bns in [bn_of.get(tid, [])]
@@ -236,26 +231,6 @@ def _evaluating(model):
     finally:
         for m, t in modes:
             m.training = t
-
-
-def _pairs_by_hooks(model, example):
-    outputs, pairs, hooks = {}, [], []
-    names = {m: n for n, m in model.named_modules()}
-    for m in model.modules():
-        if isinstance(m, _CONVS):
-            hooks.append(m.register_forward_hook(lambda mod, i, o: outputs.__setitem__(id(o), names[mod])))
-        elif isinstance(m, _BNS):
-            def bn_hook(mod, inputs, out):
-                if id(inputs[0]) in outputs:
-                    pairs.append([outputs[id(inputs[0])], names[mod]])
-            hooks.append(m.register_forward_hook(bn_hook))
-    try:
-        with _evaluating(model):
-            model(example)
-    finally:
-        for h in hooks:
-            h.remove()
-    return pairs
 
 
 @contextlib.contextmanager
@@ -413,7 +388,9 @@ def _output_of(fused, x):
     end-to-end check of another engine's output: it sees what no fold check can (a changed layer
     without a BatchNorm, a module called twice). (array, None), or (None, why not)."""
     module = fused if isinstance(fused, torch.nn.Module) else getattr(fused, "_orig_mod", None)
-    evaluating = _evaluating(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext()
+    frozen = isinstance(fused, torch.jit.ScriptModule)  # frozen: no modes left to set
+    evaluating = _evaluating(module) if isinstance(module, torch.nn.Module) and not frozen \
+        else contextlib.nullcontext()
     with evaluating, torch.no_grad():
         y = fused(x)
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32:
@@ -440,13 +417,18 @@ def _conv_order(model, x):
     for name, m in model.named_modules():
         if isinstance(m, _CONVS):
             hooks.append(m.register_forward_hook(lambda mod, i, o, name=name: order.append((name, mod))))
+    _run_hooked(model, x, hooks)
+    return order
+
+
+def _run_hooked(model, x, hooks, mode=None):
+    """model(x) once in eval mode (under a torch function `mode` if given), then the hooks removed."""
     try:
-        with _evaluating(model):
+        with _evaluating(model), (mode if mode is not None else contextlib.nullcontext()):
             model(x)
     finally:
         for h in hooks:
             h.remove()
-    return order
 
 
 def _install_folds(model, folds, x):

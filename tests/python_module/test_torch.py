@@ -446,3 +446,12 @@ def test_failure_messages_point_at_single_elements_and_nans():
         bad[0, 0, 0, 0] = float("nan")
     with pytest.raises(AssertionError, match=r"1 NaN or infinite element\(s\) \(the first at \[0, 0, 0, 0\]\)"):
         assert_fold_close(bad, y, conv=conv, bn=bn, input=x)
+
+
+@pytest.mark.parametrize("fuser", ["jit.freeze", "torch.compile"])
+def test_check_model_runs_frozen_and_compiled_models_end_to_end(fuser):
+    m = small_model()
+    x = torch.randn(2, 3, 8, 8)
+    r = fct.check_model(m, FUSERS[fuser](m, x), x, output_samples=8)
+    assert r.verdict == "EXPECTED" and r.fuser.endswith(fuser) and not r.notes, r.report()
+    assert r.accuracy_diff["end_to_end"]["observed_output"]["verdict"] == "EXPECTED"
