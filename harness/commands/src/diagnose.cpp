@@ -71,7 +71,8 @@ ref::ConvGeometry conv_geometry(const DiagnoseInput& in, const std::vector<std::
                                 const std::vector<std::int64_t>& ys) {
   const auto& ws = in.weights->shape;
   if (ws.size() != 4) throw InputError(field("weights") + " must be OIHW (4-D)");
-  ref::ConvGeometry g = foldcheck::conv_geometry(xs, ws, in.stride, in.dilation, 0, 0, field("weights"));
+  const std::int64_t given_pad = in.padding.value_or(0);  // checked by the one rule (its range)
+  ref::ConvGeometry g = foldcheck::conv_geometry(xs, ws, in.stride, in.dilation, given_pad, given_pad, field("weights"));
   for (std::int64_t p = in.padding ? *in.padding : 0; p <= (in.padding ? *in.padding : std::max(g.KH, g.KW)); ++p) {
     g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = p;
     if (g.OH() == ys[2] && g.OW() == ys[3] && ys[1] == g.O) return g;
