@@ -52,16 +52,7 @@ class DiagnoseCommand : public Command {
       in.conv_bias = read_npy(bias_).data;
       check_finite(in.conv_bias, bias_);
     }
-    // One value per channel of the layer's output, checked as the fold and the observed
-    // engine compute it: sigma^2 + eps > 0 in the observed dtype.
-    // The channels only of a layer of the right shape: a wrong shape is the layer's error
-    // (diagnose names it), not a count the BatchNorm misses.
-    BnRule rule;
-    rule.max_values = static_cast<std::int64_t>(in.x.data.size());
-    const bool nc = in.x.shape.size() == 2 || in.x.shape.size() == 4;
-    if (in.weights && in.weights->shape.size() == 4) rule.channels = static_cast<std::size_t>(in.weights->shape[0]);
-    else if (!in.weights && nc) rule.channels = static_cast<std::size_t>(in.x.shape[1]);
-    rule.dtype = in.observed.dtype;
+    const BnRule rule = diagnose_bn_rule(in);
     const LoadedBn bn = load_bn_params(BnSources::archive(bn_), rule);
     in.bn = bn.bn;
     in.eps_given = bn.eps_in_file;

@@ -94,14 +94,7 @@ int QuantCommand::run() {
   if (in.weights.shape.size() < 2 || in.weights.data.empty())
     throw InputError(fmt::format("{}: shape {}: weights need an output-channel axis and at least one value", weights_,
                                  shape_string(in.weights.shape)));
-  // Dumped integers are checked against a real fold: its four parameters are given, none
-  // taken from a fresh BatchNorm's defaults (eps may be left out: 1e-5).
-  BnRule rule;
-  rule.fresh_defaults = false;
-  rule.max_values = static_cast<std::int64_t>(in.weights.data.size());
-  rule.channels = static_cast<std::size_t>(in.weights.shape.at(0));
-  rule.dtype = in.weights.dtype;
-  in.bn = load_bn_params(BnSources::archive(bn_), rule).bn;
+  in.bn = load_bn_params(BnSources::archive(bn_), quant_bn_rule(in.weights)).bn;
   in.spec = spec;
   in.ref.precision = out_.precision;
   in.ref.threads = out_.threads;

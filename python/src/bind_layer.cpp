@@ -93,13 +93,7 @@ Result py_diagnose(const pyb::array& x, const pyb::array& observed, OptArray wei
     require_finite(b, "bias");
     in.conv_bias = b.data;
   }
-  BnRule rule;
-  rule.max_values = in.x.size();
-  const bool nc = in.x.shape.size() == 2 || in.x.shape.size() == 4;
-  if (in.weights && in.weights->shape.size() == 4) rule.channels = static_cast<std::size_t>(in.weights->shape[0]);
-  else if (!in.weights && nc) rule.channels = static_cast<std::size_t>(in.x.shape[1]);
-  rule.dtype = in.observed.dtype;
-  in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), rule).bn;
+  in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), diagnose_bn_rule(in)).bn;
   in.eps_given = eps.has_value();
   in.stride = stride;
   in.dilation = dilation;
@@ -127,15 +121,10 @@ Result py_quant_check(const pyb::array& weight, OptArray found, OptArray scales,
   require_finite(in.weights, "weight");
   if (in.weights.shape.size() < 2 || in.weights.data.empty())
     throw InputError("weight: weights need an output-channel axis and at least one value");
-  BnRule rule;
-  rule.fresh_defaults = false;
-  rule.max_values = in.weights.size();
-  rule.channels = static_cast<std::size_t>(in.weights.shape.at(0));
-  rule.dtype = in.weights.dtype;
   BnSources s = bn_sources(gamma, beta, mean, var, eps);
   for (ValueSource* v : {&s.gamma, &s.beta, &s.mean, &s.var})
     if (!v->given()) throw InputError(v->label + ": quant_check needs the BatchNorm's four parameters");
-  in.bn = load_bn_params(s, rule).bn;
+  in.bn = load_bn_params(s, quant_bn_rule(in.weights)).bn;
   in.spec = quant_spec(bits, per_channel, pow2, rounding);
   in.ref = reference_options(precision, threads);
   if (scales) {

@@ -249,4 +249,14 @@ json DiagnoseResult::to_json() const {
   return out;
 }
 
+BnRule diagnose_bn_rule(const DiagnoseInput& in) {
+  BnRule rule;
+  rule.max_values = static_cast<std::int64_t>(in.x.data.size());
+  const bool nc = in.x.shape.size() == 2 || in.x.shape.size() == 4;
+  if (in.weights && in.weights->shape.size() == 4) rule.channels = static_cast<std::size_t>(in.weights->shape[0]);
+  else if (!in.weights && nc) rule.channels = static_cast<std::size_t>(in.x.shape[1]);
+  rule.dtype = in.observed.dtype;
+  return rule;
+}
+
 }  // namespace foldcheck

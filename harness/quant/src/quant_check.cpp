@@ -213,4 +213,13 @@ QuantCheckResult quant_check(const QuantCheckInput& in) {
   return r;
 }
 
+BnRule quant_bn_rule(const Tensor& weights) {
+  BnRule rule;
+  rule.fresh_defaults = false;
+  rule.max_values = static_cast<std::int64_t>(weights.data.size());
+  rule.channels = static_cast<std::size_t>(weights.shape.at(0));
+  rule.dtype = weights.dtype;
+  return rule;
+}
+
 }  // namespace foldcheck

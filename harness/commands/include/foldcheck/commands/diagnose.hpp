@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/io/bn_params.hpp"
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reference/certify.hpp"
@@ -83,5 +84,11 @@ struct DiagnoseResult {
 
 // Throws InputError on inconsistent shapes or parameters.
 DiagnoseResult diagnose(const DiagnoseInput& in);
+
+// How the BatchNorm's values are read for this layer (bn_params.hpp): one per channel of the
+// layer's output (the conv's O, or the input's C for a BatchNorm alone; a wrong shape is
+// diagnose's error to name, not a count the BatchNorm misses), checked as the observed dtype
+// computes sigma^2 + eps. For every caller that builds a DiagnoseInput (the CLI, the module).
+BnRule diagnose_bn_rule(const DiagnoseInput& in);
 
 }  // namespace foldcheck

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/io/bn_params.hpp"
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/quantize.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
@@ -68,6 +69,12 @@ struct QuantCheckResult {
   nlohmann::json weights_summary() const;
 };
 QuantCheckResult quant_check(const QuantCheckInput& in);
+
+// How the BatchNorm's values are read for these weights (bn_params.hpp): dumped integers are
+// checked against a real fold, so its four parameters must be given (none from a fresh
+// BatchNorm's defaults; eps may be left out: 1e-5), one per output channel (axis 0), checked
+// in the weights' dtype. For every caller (the CLI, the module).
+BnRule quant_bn_rule(const Tensor& weights);
 
 // The integers a fold gives: Recipe::Exact quantizes the exact fold; other recipes their
 // float fold. Scales as in quant_check.
