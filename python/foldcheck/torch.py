@@ -373,7 +373,7 @@ def check_model(model, fused, x, *, weights_only=False, output_samples=32, confi
         observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
         y, note = (None, "weights only: the fused model's outputs were not compared") if weights_only \
             else _output_of(fused, x)
-        diff = _commands.accuracy_diff(original, observed=observed, input=x.detach().cpu().numpy(), observed_output=y,
+        diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
                                        weights_only=weights_only, output_samples=output_samples,
                                        confidence=confidence, precision=precision, threads=threads, progress=progress)
         r = ModelCheck(diff, _module_names(original), fuser)
@@ -381,6 +381,13 @@ def check_model(model, fused, x, *, weights_only=False, output_samples=32, confi
         if not r.layers:
             r._no_pairs = _why_no_pairs(model, fused_module, x)
         return r
+
+
+def _npy_input(x):
+    """x for accuracy_diff's input file: .npy has no bfloat16, so a bfloat16 input goes as the
+    float32 holding the same values (exactly); the model reads it in its own type."""
+    x = x.detach().cpu()
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
 
 
 def _output_of(fused, x):

@@ -455,3 +455,45 @@ def test_check_model_runs_frozen_and_compiled_models_end_to_end(fuser):
     r = fct.check_model(m, FUSERS[fuser](m, x), x, output_samples=8)
     assert r.verdict == "EXPECTED" and r.fuser.endswith(fuser) and not r.notes, r.report()
     assert r.accuracy_diff["end_to_end"]["observed_output"]["verdict"] == "EXPECTED"
+
+
+class SmallNet(torch.nn.Module):
+    """Channel counts on both sides of torch.rsqrt's vector width (16 < 32; 40 and 70 leave a
+    scalar tail), a conv with a bias, a grouped conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16)
+        self.c2, self.b2 = torch.nn.Conv2d(16, 40, 3, bias=False), torch.nn.BatchNorm2d(40)
+        self.c3, self.b3 = torch.nn.Conv2d(40, 70, 1, bias=False), torch.nn.BatchNorm2d(70)
+        self.c4, self.b4 = torch.nn.Conv2d(70, 70, 3, groups=70, bias=False), torch.nn.BatchNorm2d(70)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = torch.relu(self.b2(self.c2(x)))
+        return self.b4(self.c4(torch.relu(self.b3(self.c3(x)))))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("fuser", ["fuse_modules", "fuse_conv_bn_eval", "fx"])
+def test_a_half_precision_model_is_folded_in_its_own_type_and_checked_so(dtype, fuser):
+    """PyTorch's fusers fold a .half()/.bfloat16() module with every operation rounded to it:
+    check_fold names `pytorch (<dtype> arithmetic)` bit for bit on every layer, check_model finds
+    every layer EXPECTED, and one channel scaled by (1 + 16 eps of the type) is named."""
+    torch.manual_seed(3)
+    dt = getattr(torch, dtype)
+    model = trained_like(SmallNet(), 4).eval().to(dt)
+    x = torch.randn(1, 3, 12, 12).to(dt)
+    fused = FUSERS[fuser](model, x)
+    mods, fmods = dict(model.named_modules()), dict(fused.named_modules())
+    for conv, bn in fct.conv_bn_pairs(model):
+        r = fct.check_fold(mods[conv], mods[bn], fmods[conv])
+        assert r.verdict == "EXPECTED", (conv, r.report())
+        assert f"pytorch ({dtype} arithmetic)" in r.bit_exact_recipes, (conv, r.bit_exact_recipes)
+    r = fct.check_model(model, fused, x)
+    assert r.verdict == "EXPECTED" and len(r.layers) == 4, r.report()
+    with torch.no_grad():
+        fmods["c3"].weight[33] *= 1 + 16 * torch.finfo(dt).eps  # 8 to 16 ULP: beyond every recipe's bound (~5)
+    r = fct.check_model(model, fused, x, weights_only=True)
+    assert r.verdict == "UNEXPECTED" and [(u["module"], u["worst_channel"]) for u in r.unexpected] == [("c3", 33)], \
+        r.report()

@@ -483,7 +483,7 @@ json layer_json(const LayerDiff& d) {
     if (d.identity.contains("observed_node")) {
       const RecipeFoldCheck& b = d.fold->recipes[d.fold->best];
       j["worst_channel"] = d.fold->verdict == Verdict::Expected ? json(nullptr) : json(b.worst_channel);
-      j["closest_recipe"] = name(b.recipe);
+      j["closest_recipe"] = b.label();
     }
     // A fold beyond its bound stays the layer's verdict whatever its activations say.
     j["verdict"] = name(d.fold_verdict() == Verdict::Unexpected ? Verdict::Unexpected : d.verdict());

@@ -164,7 +164,7 @@ class Bisector {
         fold = worst(fold, fc.verdict);
         if (b.worst_ratio > fold_ratio) {
           fold_ratio = b.worst_ratio;
-          closest = name(b.recipe);
+          closest = b.label();
           worst_layer = layer.name;
           fold_ulp = b.weights.elements ? b.weights.ulp.max_abs : 0;
         }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "foldcheck/base/errors.hpp"
 #include "foldcheck/numerics/histogram.hpp"
 #include "foldcheck/layer/layer_math.hpp"
 #include "foldcheck/numerics/xnum.hpp"
@@ -27,6 +28,9 @@ struct Replay {
       : g(graph), conv(graph.nodes.at(0)), bnn(graph.nodes.at(1)), path(p), dt(graph.dtype),
         arith(info(graph.dtype).arithmetic), wdtype(p.policy.arith.weight_dtype.value_or(graph.dtype)),
         per_channel(conv.geometry.terms_per_output()) {
+    // XNum rounds to float32 or float64 only; a fold in a 16-bit arithmetic (explain and
+    // observed-fold checks) is never attributed.
+    if (p.policy.arith.fold_dtype.value_or(arith) != arith) throw InputError("attribution does not model a fold computed in 16-bit arithmetic");
     x.assign(xin.begin(), xin.end());
     w.assign(conv.weight.data.begin(), conv.weight.data.end());
     conv_bias.assign(conv.bias.begin(), conv.bias.end());

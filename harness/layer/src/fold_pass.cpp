@@ -4,15 +4,18 @@
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/layer/layer_math.hpp"
+#include "foldcheck/numerics/narrow.hpp"
 
 namespace foldcheck {
 namespace {
 
+// The recipe's chain in the float number type A of arithmetic `arith` (float, double, or
+// Narrow for a 16-bit arithmetic), each value stored as the engine stores it.
 template <class A>
 void fold_float(const std::vector<double>& w, std::int64_t per_channel, const std::vector<double>& conv_bias,
-                const ref::BnParams& bn, DType dtype, DType wdtype, Recipe r, const Arithmetic& ar, FoldedParams& out) {
+                const ref::BnParams& bn, DType dtype, DType wdtype, DType arith, Recipe r, const Arithmetic& ar,
+                FoldedParams& out) {
   const std::size_t O = bn.gamma.size();
-  const DType arith = info(dtype).arithmetic;
   out.weight.resize(w.size());
   out.bias.resize(O);
   if (r == Recipe::Tvm && !conv_bias.empty()) out.post_add.resize(O);  // TVM keeps the shift as an add
@@ -26,6 +29,29 @@ void fold_float(const std::vector<double>& w, std::int64_t per_channel, const st
     out.bias[o] = round_to(dtype, static_cast<double>(f.bias));
     if (f.has_post_add) out.post_add[o] = round_to(dtype, static_cast<double>(f.post_add));
   }
+}
+
+void fold_float_in(DType arith, const std::vector<double>& w, std::int64_t per_channel,
+                   const std::vector<double>& conv_bias, const ref::BnParams& bn, DType dtype, DType wdtype, Recipe r,
+                   const Arithmetic& ar, FoldedParams& out) {
+  switch (arith) {
+    case DType::Float64: return fold_float<double>(w, per_channel, conv_bias, bn, dtype, wdtype, arith, r, ar, out);
+    case DType::Float32: return fold_float<float>(w, per_channel, conv_bias, bn, dtype, wdtype, arith, r, ar, out);
+    case DType::Float16:
+      return fold_float<Narrow<DType::Float16>>(w, per_channel, conv_bias, bn, dtype, wdtype, arith, r, ar, out);
+    case DType::BFloat16:
+      return fold_float<Narrow<DType::BFloat16>>(w, per_channel, conv_bias, bn, dtype, wdtype, arith, r, ar, out);
+  }
+}
+
+// The arithmetic of the fold: ar.fold_dtype, else the storage type's. Every value of the
+// storage type must be one of the arithmetic's (the chain's inputs are taken as exact).
+DType fold_arithmetic(DType dtype, const Arithmetic& ar) {
+  const DTypeInfo& si = info(dtype);
+  const DTypeInfo& ai = info(ar.fold_dtype.value_or(si.arithmetic));
+  if (ai.precision < si.precision || ai.emin > si.emin || ai.emax < si.emax)
+    throw InputError(std::string("a fold computed in ") + ai.name + " cannot take " + si.name + " parameters");
+  return ai.dtype;
 }
 
 }  // namespace
@@ -42,8 +68,8 @@ FoldedParams fold_parameters(const std::vector<double>& w, std::int64_t per_chan
   const DTypeInfo& wi = info(wdtype);  // storage of the folded weights
   if (wi.unit_roundoff < si.unit_roundoff)
     throw InputError(std::string("folded weights in ") + wi.name + " are wider than the model's " + si.name);
-  const DType arith = si.arithmetic;
-  const DTypeInfo& ai = info(arith);
+  const DType arith = fold_arithmetic(dtype, ar);
+  const double au = operation_roundoff(arith), aeta = operation_eta(arith);  // per operation (bounded.hpp)
   FoldedParams out;
   FoldInfo& fi = out.info;
   fi.recipe = r;
@@ -56,20 +82,20 @@ FoldedParams fold_parameters(const std::vector<double>& w, std::int64_t per_chan
     out.weight.resize(w.size());
     out.bias.resize(O);
     fi.weight_eta = wi.underflow_eta;
+    ref::Options wo = opts;  // the batched certified fold, bit-identical to ref::fold_weight per weight
+    wo.formats = ref::format_bit(*wi.format);
+    const ref::ValueArray folded = ref::fold_weights(w, per_channel, bn, wo);
+    for (std::size_t k = 0; k < w.size(); ++k) out.weight[k] = folded.rounded_to(k, *wi.format);
     for (std::size_t o = 0; o < O; ++o) {
       const ref::Value t = ref::fold_scale(bn.gamma[o], bn.var[o], bn.eps, opts);
-      fi.scale[o] = Bounded::exact(t.approx.hi, arith);
+      fi.scale[o] = Bounded::exact(t.approx.hi, si.arithmetic);
       fi.scale[o].v += t.approx.lo;
       // |RN_S(w t) - w t| <= u_S |w t| + eta_S
       fi.weight_alpha[o] = round_up(wi.unit_roundoff * std::fabs(t.approx.hi) * (1 + 0x1p-50));
-      for (std::int64_t i = 0; i < per_channel; ++i) {
-        const std::size_t k = o * per_channel + i;
-        out.weight[k] = ref::fold_weight(w[k], bn.gamma[o], bn.var[o], bn.eps, opts).rounded_to(*wi.format);
-      }
       const double b = conv_bias.empty() ? 0.0 : conv_bias[o];
       const ref::Value bv = ref::fold_bias(b, bn.gamma[o], bn.beta[o], bn.mean[o], bn.var[o], bn.eps, opts);
       out.bias[o] = bv.rounded_to(*si.format);
-      Bounded bb = Bounded::exact(bv.approx.hi, arith);
+      Bounded bb = Bounded::exact(bv.approx.hi, si.arithmetic);
       bb.v += bv.approx.lo;
       bb.e = round_up(si.unit_roundoff * bb.mag() + si.underflow_eta);
       fi.bias[o] = bb;
@@ -77,19 +103,18 @@ FoldedParams fold_parameters(const std::vector<double>& w, std::int64_t per_chan
     return out;
   }
 
-  if (arith == DType::Float64) fold_float<double>(w, per_channel, conv_bias, bn, dtype, wdtype, r, ar, out);
-  else fold_float<float>(w, per_channel, conv_bias, bn, dtype, wdtype, r, ar, out);
+  fold_float_in(arith, w, per_channel, conv_bias, bn, dtype, wdtype, r, ar, out);
 
   // The same operation chain in bounded arithmetic.
-  fi.weight_eta = ai.underflow_eta;
-  if (wi.unit_roundoff > ai.unit_roundoff) fi.weight_eta = round_up(ai.underflow_eta * (1 + wi.unit_roundoff) + wi.underflow_eta);
+  fi.weight_eta = aeta;
+  if (wi.unit_roundoff > au) fi.weight_eta = round_up(aeta * (1 + wi.unit_roundoff) + wi.underflow_eta);
   for (std::size_t o = 0; o < O; ++o) {
     const FoldScalars<Bounded> f = fold_scalars(r, fold_inputs<Bounded>(bn, o, conv_bias, r, arith), ar);
     fi.scale[o] = f.scale;
     const double t = f.scale.mag();
     // w' = RN_A(w * t_hat): |w' - w t| <= |w| (e_t + u_A (|t| + e_t)) + eta_A, then storage.
-    double alpha = round_up(f.scale.e + ai.unit_roundoff * (t + f.scale.e) + 0x1p-62 * t);
-    if (wi.unit_roundoff > ai.unit_roundoff) alpha = round_up(alpha + wi.unit_roundoff * (t + alpha));
+    double alpha = round_up(f.scale.e + au * (t + f.scale.e) + 0x1p-62 * t);
+    if (wi.unit_roundoff > au) alpha = round_up(alpha + wi.unit_roundoff * (t + alpha));
     fi.weight_alpha[o] = alpha;
     fi.bias[o] = f.bias.stored_as(dtype);
     if (f.has_post_add) {

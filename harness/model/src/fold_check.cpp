@@ -35,9 +35,9 @@ struct Pending {
 
 // The worst ratio of the checked values of one recipe (rc) and what they were (pd); false
 // when an observed fold cannot be this recipe's (one bias, but the recipe adds after).
-bool check_recipe(const LayerParams& L, const std::optional<ObservedFold>& obs, Recipe r, const ref::Options& ro,
-                  const ExactFold& exact, RecipeFoldCheck& rc, Pending& pd) {
-  FoldedParams fp = fold_parameters(L.weight, L.per_channel, L.bias, L.bn, L.dtype, r, ro);
+bool check_recipe(const LayerParams& L, const std::optional<ObservedFold>& obs, Recipe r, const Arithmetic& ar,
+                  const ref::Options& ro, const ExactFold& exact, RecipeFoldCheck& rc, Pending& pd) {
+  FoldedParams fp = fold_parameters(L.weight, L.per_channel, L.bias, L.bn, L.dtype, r, ro, ar);
   const FoldInfo& fi = fp.info;
   pd.single_bias = !fi.has_post_add;
   if (obs && !pd.single_bias) return false;  // a single observed bias cannot be this recipe's output
@@ -45,6 +45,7 @@ bool check_recipe(const LayerParams& L, const std::optional<ObservedFold>& obs, 
   pd.b = obs ? obs->bias : std::move(fp.bias);
   if (pd.b.empty()) pd.b.assign(static_cast<std::size_t>(L.channels), 0.0);
   rc.recipe = r;
+  rc.fold_dtype = ar.fold_dtype;
   pd.wb.resize(pd.w.size());
   for (std::size_t k = 0; k < pd.w.size(); ++k) {
     const std::size_t o = k / static_cast<std::size_t>(L.per_channel);
@@ -100,18 +101,25 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
   out.observed = obs.has_value();
   double best_ratio = HUGE_VAL;
   std::vector<Pending> pending;
-  for (const Recipe r : all_recipes()) {
-    if (r == Recipe::Exact) continue;
-    RecipeFoldCheck rc;
-    Pending pd;
-    if (!check_recipe(L, obs, r, ro, exact, rc, pd)) continue;
-    if (rc.worst_ratio < best_ratio) {
-      best_ratio = rc.worst_ratio;
-      out.best = out.recipes.size();
+  // An observed fold may have been computed in a 16-bit model's own type; a recipe's own
+  // fold is scored in the arithmetic foldcheck's float path uses.
+  const std::vector<std::optional<DType>> arithmetics =
+      obs ? observed_fold_arithmetics(L.dtype) : std::vector<std::optional<DType>>{std::nullopt};
+  for (const Recipe r : all_recipes())
+    for (const std::optional<DType> fa : arithmetics) {
+      if (r == Recipe::Exact) continue;
+      Arithmetic ar;
+      ar.fold_dtype = fa;
+      RecipeFoldCheck rc;
+      Pending pd;
+      if (!check_recipe(L, obs, r, ar, ro, exact, rc, pd)) continue;
+      if (rc.worst_ratio < best_ratio) {
+        best_ratio = rc.worst_ratio;
+        out.best = out.recipes.size();
+      }
+      out.recipes.push_back(std::move(rc));
+      pending.push_back(std::move(pd));
     }
-    out.recipes.push_back(std::move(rc));
-    pending.push_back(std::move(pd));
-  }
   // The recipe shown: observed -> the closest; otherwise the one with the largest ratio
   // (every recipe's ratio and worst channel are kept; the full comparison is for it).
   std::size_t shown = out.best;
@@ -132,7 +140,7 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
 nlohmann::json to_json(const FoldCheck& f) {
   nlohmann::json recipes = nlohmann::json::array();
   for (const RecipeFoldCheck& rc : f.recipes) {
-    nlohmann::json j{{"recipe", name(rc.recipe)},
+    nlohmann::json j{{"recipe", rc.label()},
                      {"verdict", name(rc.verdict)},
                      {"worst_ratio", std::isinf(rc.worst_ratio) ? nlohmann::json(nullptr) : nlohmann::json(rc.worst_ratio)},
                      {"worst_channel", rc.worst_channel},
@@ -146,10 +154,10 @@ nlohmann::json to_json(const FoldCheck& f) {
                    {"bound", "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta and the bias chain's running-error bound "
                              "of the recipe (fold_pass.hpp)"},
                    {"recipes", recipes}};
-  if (!f.recipes.empty()) j["shown_recipe"] = name(f.recipes[f.shown].recipe);
+  if (!f.recipes.empty()) j["shown_recipe"] = f.recipes[f.shown].label();
   if (f.observed && !f.recipes.empty()) {
     const RecipeFoldCheck& b = f.recipes[f.best];
-    j["closest_recipe"] = name(b.recipe);
+    j["closest_recipe"] = b.label();
     j["worst_channel"] = b.verdict == Verdict::Expected ? nlohmann::json(nullptr) : nlohmann::json(b.worst_channel);
     j["worst_ratio"] = std::isinf(b.worst_ratio) ? nlohmann::json(nullptr) : nlohmann::json(b.worst_ratio);
   }

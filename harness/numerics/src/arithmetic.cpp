@@ -11,6 +11,8 @@ std::string Arithmetic::label() const {
   if (fast_rsqrt()) add("fast-rsqrt-" + std::to_string(newton_steps) + "nr");
   if (rsqrt_multiply && !fast_rsqrt()) add("rsqrt-multiply");
   if (weight_dtype) add(std::string(name(*weight_dtype)) + "-weights");
+  if (fold_dtype) add(std::string(name(*fold_dtype)) + "-fold");
+  if (rsqrt_rounds_twice) add("rsqrt-rounds-twice");
   return s.empty() ? "default" : s;
 }
 

@@ -19,6 +19,19 @@ Bounded finish(long double v, double E, const Bounded& a, const Bounded& b, doub
 }
 }  // namespace
 
+double operation_roundoff(DType t) {
+  const DTypeInfo& i = info(t);
+  if (i.arithmetic == t) return i.unit_roundoff;
+  const double uf = info(DType::Float32).unit_roundoff;
+  return round_up(i.unit_roundoff + uf * (1 + i.unit_roundoff));
+}
+
+double operation_eta(DType t) {
+  const DTypeInfo& i = info(t);
+  if (i.arithmetic == t) return i.underflow_eta;
+  return round_up(i.underflow_eta + info(DType::Float32).underflow_eta * (1 + i.unit_roundoff));
+}
+
 Bounded Bounded::stored_as(DType s) const {
   const DTypeInfo& si = info(s);
   if (si.unit_roundoff <= u) return *this;  // s is at least as wide: storing is exact

@@ -39,6 +39,16 @@ std::string describe(Recipe r) {
   return "";
 }
 
+std::string recipe_label(Recipe r, std::optional<DType> fold_dtype) {
+  if (!fold_dtype) return name(r);
+  return std::string(name(r)) + " (" + foldcheck::name(*fold_dtype) + " arithmetic)";
+}
+
+std::vector<std::optional<DType>> observed_fold_arithmetics(DType t) {
+  if (info(t).arithmetic == t) return {std::nullopt};
+  return {std::nullopt, t};
+}
+
 bool eps_through_float32(Recipe r) { return r != Recipe::PyTorch; }
 
 }  // namespace foldcheck

@@ -5,7 +5,8 @@
 // Contract: for each element (channel = index / (n / channels), i.e. axis 0 of OIHW
 // weights) it computes the certified exact fold x = w·gamma/sqrt(var+eps), the drift
 // 1e6 (observed - original)/|original| and the residual (observed - x) in ULP of the
-// dtype. Each recipe is replayed bit for bit; each recipe's a-priori bound
+// dtype. Each recipe is replayed bit for bit (a 16-bit dtype: also in that arithmetic, as
+// PyTorch folds a .half() module); each recipe's a-priori bound
 // |w' - x| <= alpha |w| + eta (bounded.hpp) is evaluated per element. The verdict is
 // EXPECTED iff some recipe's bound contains every residual. When the BatchNorm was not
 // given, the common scale is inferred from the observations (an interval of real scales
@@ -39,9 +40,12 @@ struct ScaleInference {
   std::string summary;
 };
 
-// One recipe replayed on the original weights.
+// One recipe replayed on the original weights, in the model's arithmetic or, for a 16-bit
+// model, also with every fold operation rounded to the model's type (fold_dtype).
 struct RecipeScore {
   Recipe recipe = Recipe::Exact;
+  std::optional<DType> fold_dtype;
+  std::string label() const { return recipe_label(recipe, fold_dtype); }
   std::int64_t mismatches = 0;   // elements whose replay differs from the observation
   double bound_ulp_max = 0;      // its largest per-element bound, in ULP of the exact fold
   double worst_ratio = 0;        // max |observed - exact| / bound
@@ -67,7 +71,7 @@ struct ExplainResult {
   std::string bn_source;
   bool bn_given = false;
   long precision_bits = 0;                // of the certified reference
-  std::vector<RecipeScore> recipes;       // all_recipes() order
+  std::vector<RecipeScore> recipes;       // all_recipes() order, each in observed_fold_arithmetics(dtype)
   std::size_t cited = 0;                  // the recipe cited: first bit-exact, else the best-fitting bound
   Comparison summary;                     // every element against the exact fold, with the cited bound
   std::vector<ExplainElement> elements;   // all, or the worst relative to their bound (listed_elements)

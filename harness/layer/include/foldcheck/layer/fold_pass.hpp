@@ -11,7 +11,9 @@ namespace foldcheck {
 
 // Throws InputError if the graph has no Conv -> BatchNorm pair.
 // The Arithmetic's fma and fast rsqrt apply to the recipe's operations; its weight_dtype
-// (if set) stores the folded weights (must not be wider than the graph's dtype).
+// (if set) stores the folded weights (must not be wider than the graph's dtype); its
+// fold_dtype (if set) is the type every fold operation rounds to (narrow.hpp for 16-bit
+// types; must hold every value of the graph's dtype).
 Graph fold_batchnorm(const Graph& g, Recipe recipe, const ref::Options& opts, const Arithmetic& ar = {});
 
 // Folded weights and biases of one recipe on raw parameters, without a graph:

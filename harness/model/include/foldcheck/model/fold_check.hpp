@@ -27,6 +27,8 @@ struct ObservedFold {
 
 struct RecipeFoldCheck {
   Recipe recipe = Recipe::PyTorch;
+  std::optional<DType> fold_dtype;  // observed 16-bit folds: also each recipe in that arithmetic
+  std::string label() const { return recipe_label(recipe, fold_dtype); }
   Verdict verdict = Verdict::Expected;
   double worst_ratio = 0;          // max over elements of distance / bound
   std::int64_t worst_channel = -1;  // output channel of that element

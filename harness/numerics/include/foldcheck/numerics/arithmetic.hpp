@@ -16,6 +16,17 @@
 //                  simplifiers do, e.g. TVM SimplifyExpr); implied by the fast rsqrt.
 //   weight_dtype   folded weights stored in this type (bf16/fp16 weights of a float32
 //                  model); unset: the model's dtype.
+//   fold_dtype     the fold's operations (the recipe's chain and w * scale) each rounded
+//                  to this type: float16/bfloat16 as PyTorch's fusers compute on a .half()
+//                  or .bfloat16() module (narrow.hpp); unset: the model's arithmetic type
+//                  (float32 for 16-bit models, as engines that fold in float). Read by
+//                  fold_parameters only (explain and fold checks of observed folds).
+//   rsqrt_rounds_twice  with a 16-bit fold_dtype: torch.rsqrt as PyTorch's scalar loop
+//                  computes it (sqrt and the division each rounded to the type) instead of
+//                  its vector kernel (1/sqrt in float32, rounded once). Which elements of a
+//                  tensor take the scalar loop depends on its length and alignment (measured,
+//                  torch 2.14: the last ones of some lengths, all of a length below 32), so
+//                  a replay of a PyTorch fold tries both per channel (explain.cpp).
 // Stages name where each rounding happens, for attribution (attribution.hpp).
 #include <cmath>
 #include <optional>
@@ -40,10 +51,12 @@ struct Arithmetic {
   int newton_steps = -1;
   bool rsqrt_multiply = false;
   std::optional<DType> weight_dtype;
+  std::optional<DType> fold_dtype;
+  bool rsqrt_rounds_twice = false;
 
   bool fast_rsqrt() const { return newton_steps >= 0; }
   bool multiplies_by_rsqrt() const { return fast_rsqrt() || rsqrt_multiply; }
-  std::string label() const;  // "default", "fma", "fast-rsqrt-1nr", "bfloat16-weights", joined by '+'
+  std::string label() const;  // "default", "fma", "fast-rsqrt-1nr", "bfloat16-weights", "float16-fold", joined by '+'
   bool operator==(const Arithmetic&) const = default;
 };
 

@@ -21,6 +21,15 @@
 
 namespace foldcheck {
 
+// Unit roundoff and underflow bound of one operation performed in arithmetic type t: t's own
+// for float32 and float64. For float16 and bfloat16 the operation is a float32 kernel's,
+// rounded to t (narrow.hpp): with y = RN_f(x),
+//   |RN_t(y) - x| <= u_t |y| + eta_t + u_f |x| + eta_f <= (u_t + u_f (1 + u_t)) |x| + eta_t + eta_f (1 + u_t).
+// (For operands that are values of t the double rounding is innocuous, 24 >= 2p + 2, and
+// u_t alone would do; eps enters as a float32, so the general bound is used throughout.)
+double operation_roundoff(DType t);
+double operation_eta(DType t);
+
 struct Bounded {
   long double v = 0.0L;  // exact value of the expression (to ~2^-64 relative)
   double e = 0.0;        // |computed - exact| <= e
@@ -28,8 +37,7 @@ struct Bounded {
   double eta = 0.0;      // underflow bound of that arithmetic
 
   static Bounded exact(double value, DType arithmetic) {
-    const DTypeInfo& i = info(arithmetic);
-    return Bounded{value, 0.0, i.unit_roundoff, i.underflow_eta};
+    return Bounded{value, 0.0, operation_roundoff(arithmetic), operation_eta(arithmetic)};
   }
   // An input whose stored value differs from `exact_value` by at most err.
   static Bounded with_error(double exact_value, double err, DType arithmetic) {

@@ -44,6 +44,14 @@ N inv_sqrt(const N& a, const Arithmetic& ar) {
   return N{1.0} / sqrt(a);
 }
 
+// One reciprocal-square-root operation of an engine (torch.rsqrt): on the CPU, 1/sqrt in
+// the arithmetic type (two roundings), as inv_sqrt. Narrow (narrow.hpp) overloads it: its
+// kernel computes 1/sqrt in float32 and rounds to the 16-bit type once. Stage: rsqrt.
+template <class N>
+N rsqrt_op(const N& a, const Arithmetic& ar) {
+  return inv_sqrt(a, ar);
+}
+
 // x / sqrt(a) (stage rsqrt: the square root and the division), or under fast rsqrt or
 // rsqrt_multiply x * rsqrt(a) (the reciprocal in stage rsqrt, the multiplication in
 // mul_stage).

@@ -19,6 +19,7 @@
 //   onnxoptimizer passes/fuse_bn_into_conv.h: eps held as float (even for double tensors);
 //                 s = gamma / sqrt(var + eps); W *= s; b' = ((b_or_0 - mean) * s) + beta.
 //   exact         the correctly rounded exact fold (the reference), one rounding per value.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,14 @@ const std::vector<Recipe>& all_recipes();
 const char* name(Recipe r);
 Recipe recipe_from_name(std::string_view n);  // throws InputError
 std::string describe(Recipe r);               // the operation chain in one line
+
+// A recipe run with every fold operation rounded to fold_dtype (Arithmetic::fold_dtype)
+// has its own label: "pytorch", "pytorch (float16 arithmetic)".
+std::string recipe_label(Recipe r, std::optional<DType> fold_dtype);
+// The fold arithmetics an observed fold stored in t is scored in: t's arithmetic (unset),
+// and for a 16-bit t also t itself, where PyTorch's fusers compute on a .half() or
+// .bfloat16() module (narrow.hpp). Neither contains the other's results.
+std::vector<std::optional<DType>> observed_fold_arithmetics(DType t);
 
 template <class N>
 struct FoldInputs {
@@ -67,7 +76,7 @@ FoldScalars<N> fold_scalars(Recipe r, const FoldInputs<N>& in, const Arithmetic&
   const N b = in.has_conv_bias ? in.conv_bias : in.zero;
   switch (r) {
     case Recipe::PyTorch: {
-      const N rs = inv_sqrt(a, ar);
+      const N rs = rsqrt_op(a, ar);
       {
         StageScope<N> st(Stage::Scale);
         f.scale = in.gamma * rs;

@@ -1,0 +1,180 @@
+// Folds computed in a 16-bit arithmetic (PyTorch's fusers on a .half() or .bfloat16()
+// module): the replay against PyTorch's kernels written out op by op here, the bound
+// against the certified exact fold on adversarial parameters, and explain / fold checks.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "foldcheck/commands/explain.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/model/fold_check.hpp"
+
+using namespace foldcheck;
+
+namespace {
+
+// PyTorch's CPU kernels on a tensor of t, written independently of Narrow: operands as
+// float32, the operation in float32, the result rounded to t; a Python scalar as float32.
+struct TorchKernels {
+  DType t;
+  float k(float r) const { return static_cast<float>(round_to(t, r)); }
+  // torch.rsqrt: vector kernel (one rounding to t) or scalar loop (two).
+  float rsqrt(float a, bool scalar_loop) const {
+    return scalar_loop ? k(1.0f / k(std::sqrt(a))) : k(1.0f / std::sqrt(a));
+  }
+};
+
+// torch.nn.utils.fusion.fuse_conv_bn_weights, op by op, for channel o.
+struct TorchFold {
+  std::vector<double> weight, bias;
+};
+TorchFold torch_fold(DType t, const std::vector<double>& w, std::int64_t per_channel, const std::vector<double>& b,
+                     const ref::BnParams& bn, const std::vector<bool>& scalar_loop) {
+  const TorchKernels K{t};
+  TorchFold out;
+  for (std::size_t o = 0; o < bn.gamma.size(); ++o) {
+    const float var = static_cast<float>(bn.var[o]), eps = static_cast<float>(bn.eps);
+    const float rs = K.rsqrt(K.k(var + eps), scalar_loop[o]);
+    const float g = static_cast<float>(bn.gamma[o]), s = K.k(g * rs);
+    for (std::int64_t i = 0; i < per_channel; ++i)
+      out.weight.push_back(K.k(static_cast<float>(w[o * per_channel + i]) * s));
+    const float d = K.k(static_cast<float>(b[o]) - static_cast<float>(bn.mean[o]));
+    out.bias.push_back(K.k(K.k(K.k(d * rs) * g) + static_cast<float>(bn.beta[o])));
+  }
+  return out;
+}
+
+// Random BatchNorms of t over wide ranges: variances down to where var + eps is below
+// float16's normal range (eps 1e-5 is itself subnormal there; with eps 1e-7 the sum's
+// rounding is far from relative), large and tiny gammas.
+struct Layer {
+  std::vector<double> w, b;
+  ref::BnParams bn;
+  std::int64_t per_channel = 0;
+};
+Layer random_layer(DType t, std::mt19937_64& rng, std::size_t C, std::int64_t per_channel, double eps = 1e-5) {
+  std::uniform_real_distribution<double> u(-1, 1), e(-24, 4);
+  Layer L;
+  L.per_channel = per_channel;
+  L.bn.eps = eps;
+  auto r = [&](double x) { return round_to(t, x); };
+  for (std::size_t o = 0; o < C; ++o) {
+    L.bn.gamma.push_back(r(u(rng) * std::exp2(e(rng) / 4)));
+    L.bn.beta.push_back(r(u(rng)));
+    L.bn.mean.push_back(r(u(rng) * 4));
+    L.bn.var.push_back(r(std::exp2(e(rng))));
+    L.b.push_back(r(u(rng)));
+    for (std::int64_t i = 0; i < per_channel; ++i) L.w.push_back(r(u(rng) * std::exp2(e(rng) / 3)));
+  }
+  return L;
+}
+
+Arithmetic in(DType t, bool twice = false) {
+  Arithmetic a;
+  a.fold_dtype = t;
+  a.rsqrt_rounds_twice = twice;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("a PyTorch fold in float16/bfloat16 arithmetic is replayed bit for bit, both rsqrt kernels", "[fold][narrow]") {
+  std::mt19937_64 rng(2026);
+  for (const DType t : {DType::Float16, DType::BFloat16}) {
+    const Layer L = random_layer(t, rng, 400, 3);
+    for (const bool twice : {false, true}) {
+      const FoldedParams fp = fold_parameters(L.w, L.per_channel, L.b, L.bn, t, Recipe::PyTorch, {}, in(t, twice));
+      const TorchFold tf = torch_fold(t, L.w, L.per_channel, L.b, L.bn, std::vector<bool>(400, twice));
+      INFO(name(t) << (twice ? " scalar loop" : " vector kernel"));
+      CHECK(fp.weight == tf.weight);
+      CHECK(fp.bias == tf.bias);
+    }
+  }
+}
+
+// Every finite folded weight and single bias of recipe r within its bound of the exact
+// fold; returns how many weights were checked.
+static std::size_t check_bounds(DType t, const Layer& L, Recipe r, bool twice) {
+  const ref::Options ro;
+  const FoldedParams fp = fold_parameters(L.w, L.per_channel, L.b, L.bn, t, r, ro, in(t, twice));
+  std::size_t checked = 0;
+  for (std::size_t k = 0; k < L.w.size(); ++k) {
+    const std::size_t o = k / static_cast<std::size_t>(L.per_channel);
+    if (!std::isfinite(fp.weight[k])) continue;  // an overflowing fold: outside any bound's model
+    const ref::Value x = ref::fold_weight(L.w[k], L.bn.gamma[o], L.bn.var[o], L.bn.eps, ro);
+    INFO(name(t) << " " << name(r) << " eps " << L.bn.eps << " channel " << o << " var " << L.bn.var[o]);
+    REQUIRE(std::fabs(fp.weight[k] - (x.approx.hi + x.approx.lo)) <= fp.info.weight_bound(o, L.w[k]));
+    ++checked;
+  }
+  for (std::size_t o = 0; !fp.info.has_post_add && o < L.b.size(); ++o) {
+    if (!std::isfinite(fp.bias[o])) continue;
+    const ref::Value x = ref::fold_bias(L.b[o], L.bn.gamma[o], L.bn.beta[o], L.bn.mean[o], L.bn.var[o], L.bn.eps, ro);
+    INFO(name(t) << " " << name(r) << " eps " << L.bn.eps << " bias " << o << " var " << L.bn.var[o]);
+    REQUIRE(std::fabs(fp.bias[o] - (x.approx.hi + x.approx.lo)) <= fp.info.bias[o].e);
+  }
+  return checked;
+}
+
+TEST_CASE("the bound of a fold in 16-bit arithmetic holds for every recipe on adversarial BatchNorms", "[fold][narrow][bound]") {
+  std::mt19937_64 rng(7);
+  for (const DType t : {DType::Float16, DType::BFloat16})
+    for (const double eps : {1e-5, 1e-7, 1e-3}) {
+      const Layer L = random_layer(t, rng, 2000, 2, eps);
+      std::size_t checked = 0;
+      for (const Recipe r : {Recipe::PyTorch, Recipe::Tvm, Recipe::OnnxRuntime, Recipe::OnnxOptimizer})
+        for (const bool twice : {false, true}) checked += check_bounds(t, L, r, twice);
+      CHECK(checked > 20000);
+    }
+}
+
+TEST_CASE("explain: a float16 PyTorch fold is EXPECTED and bit-exact in float16 arithmetic, channel by channel", "[explain][narrow]") {
+  std::mt19937_64 rng(11);
+  const DType t = DType::Float16;
+  Layer L = random_layer(t, rng, 48, 4);
+  for (double& v : L.bn.var) v = round_to(t, 0.5 + std::fabs(v));  // a trained-like range
+  // Which channels take torch.rsqrt's scalar loop depends on the tensor (arithmetic.hpp): mixed.
+  std::vector<bool> scalar(48, false);
+  for (std::size_t o = 40; o < 48; ++o) scalar[o] = true;
+  ExplainInput e;
+  e.dtype = t;
+  e.original = L.w;
+  e.bn = L.bn;
+  e.bn_given = true;
+  e.observed = torch_fold(t, L.w, 4, std::vector<double>(48, 0.0), L.bn, scalar).weight;
+  auto j = explain(e).to_json();
+  CHECK(j["verdict"] == "EXPECTED");
+  const auto exact = j["bit_exact_recipes"].get<std::vector<std::string>>();
+  CHECK(std::find(exact.begin(), exact.end(), "pytorch (float16 arithmetic)") != exact.end());
+  CHECK(j["recipes"].size() == 9);  // five recipes, and four in float16 arithmetic
+  e.observed[4 * 7 + 1] = round_to(t, e.observed[4 * 7 + 1] * 1.02);  // ~20 ULP of float16
+  j = explain(e).to_json();
+  CHECK(j["verdict"] == "UNEXPECTED");
+  CHECK(j["elements"][4 * 7 + 1]["channel"] == 7);
+  e.dtype = DType::Float32;  // a float32 model's fold is only scored in float32
+  e.observed = fold_parameters(L.w, 4, {}, L.bn, DType::Float32, Recipe::PyTorch, {}).weight;
+  CHECK(explain(e).to_json()["recipes"].size() == 5);
+}
+
+TEST_CASE("fold check: an observed bfloat16 fold in bfloat16 arithmetic is EXPECTED, a changed channel is named", "[model][narrow]") {
+  std::mt19937_64 rng(5);
+  const DType t = DType::BFloat16;
+  Layer L = random_layer(t, rng, 64, 9);
+  for (double& v : L.bn.var) v = round_to(t, 0.5 + std::fabs(v));
+  LayerParams lp;
+  lp.dtype = t;
+  lp.channels = 64;
+  lp.per_channel = 9;
+  lp.weight = L.w;
+  lp.bias = L.b;
+  lp.bn = L.bn;
+  const TorchFold tf = torch_fold(t, L.w, 9, L.b, L.bn, std::vector<bool>(64, false));
+  ObservedFold obs{tf.weight, tf.bias};
+  FoldCheck fc = check_fold(lp, obs, {});
+  CHECK(fc.verdict == Verdict::Expected);
+  CHECK(fc.recipes.size() == 6);  // three recipes (TVM adds its shift after: not one bias), each also in bfloat16
+  obs.weight[9 * 33] = round_to(t, obs.weight[9 * 33] * 1.1);
+  fc = check_fold(lp, obs, {});
+  CHECK(fc.verdict == Verdict::Unexpected);
+  CHECK(to_json(fc)["worst_channel"] == 33);
+}
