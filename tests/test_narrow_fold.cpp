@@ -15,7 +15,8 @@ using namespace foldcheck;
 namespace {
 
 // PyTorch's CPU kernels on a tensor of t, written independently of Narrow: operands as
-// float32, the operation in float32, the result rounded to t; a Python scalar as float32.
+// float32, the operation in float32, the result rounded to t; a Python scalar converted to t
+// (through float32) first.
 struct TorchKernels {
   DType t;
   float k(float r) const { return static_cast<float>(round_to(t, r)); }
@@ -34,7 +35,7 @@ TorchFold torch_fold(DType t, const std::vector<double>& w, std::int64_t per_cha
   const TorchKernels K{t};
   TorchFold out;
   for (std::size_t o = 0; o < bn.gamma.size(); ++o) {
-    const float var = static_cast<float>(bn.var[o]), eps = static_cast<float>(bn.eps);
+    const float var = static_cast<float>(bn.var[o]), eps = K.k(static_cast<float>(bn.eps));
     const float rs = K.rsqrt(K.k(var + eps), scalar_loop[o]);
     const float g = static_cast<float>(bn.gamma[o]), s = K.k(g * rs);
     for (std::int64_t i = 0; i < per_channel; ++i)
@@ -81,16 +82,17 @@ Arithmetic in(DType t, bool twice = false) {
 
 TEST_CASE("a PyTorch fold in float16/bfloat16 arithmetic is replayed bit for bit, both rsqrt kernels", "[fold][narrow]") {
   std::mt19937_64 rng(2026);
-  for (const DType t : {DType::Float16, DType::BFloat16}) {
-    const Layer L = random_layer(t, rng, 400, 3);
-    for (const bool twice : {false, true}) {
-      const FoldedParams fp = fold_parameters(L.w, L.per_channel, L.b, L.bn, t, Recipe::PyTorch, {}, in(t, twice));
-      const TorchFold tf = torch_fold(t, L.w, L.per_channel, L.b, L.bn, std::vector<bool>(400, twice));
-      INFO(name(t) << (twice ? " scalar loop" : " vector kernel"));
-      CHECK(fp.weight == tf.weight);
-      CHECK(fp.bias == tf.bias);
+  for (const DType t : {DType::Float16, DType::BFloat16})
+    for (const double eps : {1e-5, 1e-3, 1e-7}) {  // each rounds to t differently
+      const Layer L = random_layer(t, rng, 400, 3, eps);
+      for (const bool twice : {false, true}) {
+        const FoldedParams fp = fold_parameters(L.w, L.per_channel, L.b, L.bn, t, Recipe::PyTorch, {}, in(t, twice));
+        const TorchFold tf = torch_fold(t, L.w, L.per_channel, L.b, L.bn, std::vector<bool>(400, twice));
+        INFO(name(t) << " eps " << eps << (twice ? " scalar loop" : " vector kernel"));
+        CHECK(fp.weight == tf.weight);
+        CHECK(fp.bias == tf.bias);
+      }
     }
-  }
 }
 
 // Every finite folded weight and single bias of recipe r within its bound of the exact
@@ -177,4 +179,50 @@ TEST_CASE("fold check: an observed bfloat16 fold in bfloat16 arithmetic is EXPEC
   fc = check_fold(lp, obs, {});
   CHECK(fc.verdict == Verdict::Unexpected);
   CHECK(to_json(fc)["worst_channel"] == 33);
+}
+
+TEST_CASE("a 16-bit model folded in float32 is credited to float32, not to the wider 16-bit bound", "[model][narrow]") {
+  std::mt19937_64 rng(8);
+  const DType t = DType::Float16;
+  Layer L = random_layer(t, rng, 32, 9);
+  for (double& v : L.bn.var) v = round_to(t, 0.5 + std::fabs(v));
+  LayerParams lp;
+  lp.dtype = t;
+  lp.channels = 32;
+  lp.per_channel = 9;
+  lp.weight = L.w;
+  lp.bias = L.b;
+  lp.bn = L.bn;
+  const FoldedParams f32 = fold_parameters(L.w, 9, L.b, L.bn, t, Recipe::OnnxRuntime, {});  // float32, stored as float16
+  const FoldCheck fc = check_fold(lp, ObservedFold{f32.weight, f32.bias}, {});
+  CHECK(fc.verdict == Verdict::Expected);
+  CHECK_FALSE(fc.recipes[fc.best].fold_dtype.has_value());
+  ExplainInput e;
+  e.dtype = t;
+  e.original = L.w;
+  e.observed = f32.weight;
+  e.bn = L.bn;
+  e.bn_given = true;
+  const auto j = explain(e).to_json();
+  CHECK(j["bound"]["recipe"].get<std::string>().find("arithmetic") == std::string::npos);
+}
+
+TEST_CASE("an infinite folded weight says whether the exact fold or the 16-bit arithmetic overflowed", "[explain][narrow]") {
+  ExplainInput e;
+  e.dtype = DType::Float16;
+  e.bn_given = true;
+  e.original = {2.0, 1.0};
+  e.bn = ref::BnParams{{60000.0, 1.0}, {0.0, 0.0}, {0.0, 0.0}, {1.0, 1.0}, 1e-5};  // 2 * 60000 > 65504
+  e.observed = fold_parameters(e.original, 1, {}, e.bn, e.dtype, Recipe::PyTorch, {}).weight;
+  REQUIRE(std::isinf(e.observed[0]));
+  auto j = explain(e).to_json();
+  CHECK(j["reasoning"][0].get<std::string>().find("exceeds float16's largest finite value") != std::string::npos);
+  // gamma / sqrt(var + eps) overflows float16 although the folded weight is ~1888.
+  e.original = {round_to(DType::Float16, 1e-3), 1.0};
+  e.bn.var = {round_to(DType::Float16, 1e-3), 1.0};
+  e.observed = fold_parameters(e.original, 1, {}, e.bn, e.dtype, Recipe::PyTorch, {}, in(DType::Float16)).weight;
+  REQUIRE(std::isinf(e.observed[0]));
+  j = explain(e).to_json();
+  CHECK(j["verdict"] == "UNEXPECTED");
+  CHECK(j["reasoning"][0].get<std::string>().find("overflowed float16 arithmetic") != std::string::npos);
 }

@@ -241,3 +241,38 @@ TEST_CASE("reference rejects inconsistent layers", "[reference]") {
   CHECK_THROWS_AS(conv_bn(LayerData{g, &x, &w, nullptr, nullptr}, Options{}), std::invalid_argument);
   CHECK_THROWS_AS(fold_scale(1.0, -1.0, 0.5, Options{}), std::domain_error);
 }
+
+// Exact rounding ties of the folded values: var + eps a perfect square r^2 (dyadic r), and
+// the parameters chosen so that the fold is a midpoint m of the format. Certification must
+// end (the tie computed exactly) with m rounded to even, for the scale, the weight (one at a
+// time and batched), and the bias. With the scale formed first (gamma/r not dyadic) the
+// reference once escalated to 65536 bits and threw.
+TEST_CASE("rounding ties of the fold are certified and rounded to even", "[reference][certify][ties]") {
+  std::mt19937_64 rng(99);
+  std::uniform_int_distribution<int> odd(0, 1 << 10), sh(-6, 6);
+  Options o;
+  o.max_precision = 4096;  // a tie must not need escalation: it is exact at the first precision
+  int ties = 0;
+  for (const Format& f : {kBFloat16, kFloat16, kFloat32}) {
+    for (int it = 0; it < 200; ++it) {
+      const double r = std::ldexp(2 * odd(rng) + 1, -10 + sh(rng) / 3);    // sqrt(var + eps), dyadic
+      const double eps = std::ldexp(1.0, -12), var = r * r - eps;           // exact in double
+      if (!(var > 0)) continue;
+      // m: a midpoint of f, 2^(f.precision+1) odd multiples of a power of two.
+      const double m = std::ldexp(2.0 * ((1 << f.precision) + odd(rng)) + 1, sh(rng) - f.precision - 1);
+      const double c = std::ldexp(1.0, sh(rng));                            // gamma = r c, w = m / c
+      const double gamma = r * c, w = m / c, rounded = rf(m, f);
+      REQUIRE(rounded != m);  // m is a tie of f
+      CHECK(fold_scale(m * r, var, eps, o).rounded_to(f) == rounded);
+      CHECK(fold_weight(w, gamma, var, eps, o).rounded_to(f) == rounded);
+      Options batched = o;
+      batched.formats = format_bit(f);
+      CHECK(fold_weights({w}, 1, BnParams{{gamma}, {0.0}, {0.0}, {var}, eps}, batched).rounded_to(0, f) == rounded);
+      const double beta = std::ldexp(1.0, sh(rng)), mean = 0.25;             // (b - mean) gamma / r = m - beta
+      const double b = (m - beta) / c + mean;
+      CHECK(fold_bias(b, gamma, beta, mean, var, eps, o).rounded_to(f) == rf_sum(m, 0.0, f));
+      ++ties;
+    }
+  }
+  CHECK(ties > 500);
+}

@@ -19,23 +19,34 @@ namespace {
 
 
 // scale = gamma / sqrt(var + eps) as an enclosure at precision p.
-void scale_interval(Interval& s, double gamma, double var, double eps) {
-  const long p = s.precision();
-  Interval t(p, var), e(p, eps), g(p, gamma);
-  add(t, t, e);
-  if (mpfr_sgn(t.lo()) <= 0) throw std::domain_error("var + eps <= 0");
-  sqrt(t, t);
-  div(s, g, t);
+// sqrt(var + eps), at r's precision.
+void root_interval(Interval& r, double var, double eps) {
+  add(r, Interval(r.precision(), var), Interval(r.precision(), eps));
+  if (mpfr_sgn(r.lo()) <= 0) throw std::domain_error("var + eps <= 0");
+  sqrt(r, r);
 }
 
-// y = (c - mean)·scale + beta on an enclosure c of the conv output.
+void scale_interval(Interval& s, double gamma, double var, double eps) {
+  Interval t(s.precision());
+  root_interval(t, var, eps);
+  div(s, Interval(s.precision(), gamma), t);
+}
+
+// y = ((c - mean)·gamma) / sqrt(var + eps) + beta on an enclosure c of the conv output.
+// The order makes every value that is a rounding tie exact (a point interval, which
+// certify() always certifies): if y is a dyadic rational m (a tie of some format is one),
+// sqrt(var + eps) = (c - mean)·gamma / (m - beta) is rational, hence dyadic (var + eps is),
+// so the subtraction, product, square root and quotient are all exact at a high enough
+// precision. With the scale gamma / sqrt(var + eps) formed first, a non-dyadic scale (e.g.
+// -7/12) leaves an interval around the tie at every precision: certify() never ends.
 void bn_interval(Interval& y, const Interval& c, double gamma, double beta, double mean, double var,
                  double eps) {
   const long p = y.precision();
-  Interval s(p), m(p, mean), b(p, beta);
-  scale_interval(s, gamma, var, eps);
+  Interval m(p, mean), b(p, beta), g(p, gamma), root(p);
+  root_interval(root, var, eps);
   sub(y, c, m);
-  mul(y, y, s);
+  mul(y, y, g);
+  div(y, y, root);
   add(y, y, b);
 }
 
@@ -267,12 +278,14 @@ Value fold_scale(double gamma, double var, double eps, const Options& opts) {
   return certify([&](Interval& s, long) { scale_interval(s, gamma, var, eps); }, opts);
 }
 
+// (w·gamma) / sqrt(var + eps): the order that makes a tie exact (bn_interval).
 Value fold_weight(double w, double gamma, double var, double eps, const Options& opts) {
   return certify(
       [&](Interval& out, long p) {
-        Interval s(p), wi(p, w);
-        scale_interval(s, gamma, var, eps);
-        mul(out, wi, s);
+        Interval wg(p, w), root(p);
+        mul(wg, wg, Interval(p, gamma));
+        root_interval(root, var, eps);
+        div(out, wg, root);
       },
       opts);
 }

@@ -1,4 +1,6 @@
 // Terminal rendering of `foldcheck accuracy-diff` results.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "foldcheck/reports/text.hpp"
@@ -11,6 +13,23 @@ namespace {
 
 // A number to 3 significant digits; null (an infinite value in JSON) as "inf".
 std::string num(const json& v) { return v.is_null() ? std::string("inf") : fmt::format("{:.3g}", v.get<double>()); }
+
+// The recipe a layer's row reports in full (observed: the closest; otherwise the largest ratio).
+const json& shown_recipe(const json& f) {
+  const json* shown = &f["recipes"][0];
+  for (const json& rc : f["recipes"])
+    if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
+  return *shown;
+}
+
+// The recipe column's width: its longest entry ("pytorch (float16 arithmetic)"), at least 13.
+std::size_t recipe_width(const json& r) {
+  std::size_t w = 13;
+  for (const json& l : r["layers"])
+    if (l.contains("fold") && !l["fold"]["recipes"].empty())
+      w = std::max(w, shown_recipe(l["fold"])["recipe"].get_ref<const std::string&>().size());
+  return w;
+}
 
 // The model line, the observed model if any, the legend and the table's column headings.
 std::string heading(const json& r, bool observed) {
@@ -29,8 +48,8 @@ std::string heading(const json& r, bool observed) {
                    r["layers"].size(),
                    observed ? "the observed folded model, closest recipe" : "each recipe's own fold, worst recipe shown",
                    r.contains("end_to_end") ? r["end_to_end"].value("fused_recipe", std::string("-")) : std::string("-"));
-  s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
-                   "w |ULP|", "b |ULP|", "ratio", "recipe", "fused p99.9", "ratio", "unfused", "ratio", "dominant",
+  s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<{}} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
+                   "w |ULP|", "b |ULP|", "ratio", "recipe", recipe_width(r), "fused p99.9", "ratio", "unfused", "ratio", "dominant",
                    observed ? "worst channel" : "");
   return s;
 }
@@ -48,23 +67,20 @@ std::string activation_cells(const json& l) {
 }
 
 // One layer's row of the table.
-std::string layer_row(const json& l, bool observed) {
+std::string layer_row(const json& l, bool observed, std::size_t rw) {
   std::string name = l["name"].get<std::string>();
   if (name.size() > 30) name = "…" + name.substr(name.size() - 29);
   if (!l.contains("fold")) return fmt::format("  {:<30} {:<11} {}\n", name, l["verdict"].get<std::string>(), l.value("observed_note", ""));
   const json& f = l["fold"];
-  // The recipe reported in full (observed: the closest; otherwise the largest ratio).
-  const json* shown = &f["recipes"][0];
-  for (const json& rc : f["recipes"])
-    if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
+  const json* shown = &shown_recipe(f);
   auto max_ulp = [&](const json& cmp) { return cmp.is_null() ? std::string("-") : num(cmp["ulp"]["max_abs"]); };
   const std::string act = activation_cells(l);
   std::string worst;
   if (observed && !l["worst_channel"].is_null())
     worst = fmt::format("{} ({})", l["worst_channel"].get<std::int64_t>(), (*shown)["worst_in"].get<std::string>());
-  return fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<13} {} {}\n", name, l["verdict"].get<std::string>(),
+  return fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<{}} {} {}\n", name, l["verdict"].get<std::string>(),
                      max_ulp((*shown)["weights"]), max_ulp((*shown)["bias"]), num((*shown)["worst_ratio"]),
-                     (*shown)["recipe"].get<std::string>(), act, worst);
+                     (*shown)["recipe"].get<std::string>(), rw, act, worst);
 }
 
 // The end-to-end outputs of the model: unfused and fused |ULP|, and top-1 agreement.
@@ -135,7 +151,7 @@ std::string end_to_end_text(const json& e) {
 std::string accuracy_diff_text(const json& r) {
   const bool observed = r.contains("observed");
   std::string s = heading(r, observed);
-  for (const json& l : r["layers"]) s += layer_row(l, observed);
+  for (const json& l : r["layers"]) s += layer_row(l, observed, recipe_width(r));
   if (r.contains("end_to_end")) s += end_to_end_text(r["end_to_end"]);
   if (!r["unpaired"].empty()) {
     s += "\n  BatchNormalization nodes not paired with a layer:\n";

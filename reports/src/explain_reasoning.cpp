@@ -6,6 +6,35 @@
 
 namespace foldcheck::reports {
 
+namespace {
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// An infinite folded weight: the exact fold overflows the dtype (every correct fold is
+// infinite), or an intermediate of the engine's fold overflowed (the exact fold is finite).
+void overflow_reasoning(const ExplainFacts& f, std::vector<std::string>& r) {
+  const ExplainFacts::Overflow& o = *f.overflow;
+  const std::string who = f.bit_exact.empty() ? "no recipe reproduces it"
+                                              : "reproduced bit for bit by " + joined(f.bit_exact);
+  if (o.exact_overflows) {
+    r.push_back(fmt::format("Element {} is infinite: its exact fold {:.6g} exceeds {}'s largest finite value {:g}, so "
+                            "the correctly rounded fold is itself infinite ({}). The fold is not wrong, but the folded "
+                            "model holds an infinite weight: keep this layer unfolded, or fold it into a wider type.",
+                            f.worst_index, o.exact, o.dtype, o.max_finite, who));
+    return;
+  }
+  r.push_back(fmt::format("Element {} is infinite where the exact fold is {:.6g}: an intermediate of the fold (such as "
+                          "gamma/sqrt(var+eps)) overflowed {} arithmetic ({}). Fold in a wider type (e.g. float32) "
+                          "and store the result as {}.",
+                          f.worst_index, o.exact, o.arithmetic, who, o.dtype));
+}
+
+}  // namespace
+
 std::vector<std::string> explain_reasoning(const ExplainFacts& f) {
   std::vector<std::string> r;
   if (f.vacuous)
@@ -22,6 +51,8 @@ std::vector<std::string> explain_reasoning(const ExplainFacts& f) {
       for (const auto& name : f.bit_exact) s += (s.empty() ? "" : ", ") + name;
       r.push_back("Replaying the recipes reproduces the observed values bit for bit with: " + s + ".");
     }
+  } else if (f.overflow) {
+    overflow_reasoning(f, r);
   } else {
     r.push_back(fmt::format(
         "Element {} is {:.4g} ULP from the exact fold, beyond every recipe's rounding bound (the closest, {}, allows "

@@ -59,8 +59,10 @@ std::string explain_text(const json& j) {
                      "recipes, histogram and verdict below cover all {})\n",
                      el.size(), total, total);
   s += "\nrecipes (bit-exact replay, a-priori bound):\n";
+  std::size_t name_width = 14;  // "onnxoptimizer (bfloat16 arithmetic)" is wider
+  for (const auto& r : j["recipes"]) name_width = std::max(name_width, r["name"].get_ref<const std::string&>().size());
   for (const auto& r : j["recipes"])
-    s += fmt::format("  {:<14} {:<10} bound {:>6.3g} ULP  {}\n", r["name"].get<std::string>(),
+    s += fmt::format("  {:<{}} {:<10} bound {:>6.3g} ULP  {}\n", r["name"].get<std::string>(), name_width,
                      r["bit_exact"].get<bool>() ? "BIT-EXACT" : fmt::format("{} differ", r["mismatches"].get<int>()),
                      r["bound_ulp_max"].get<double>(), r["explains"].get<bool>() ? "explains it" : "does not explain it");
   s += "\nresiduals vs the exact fold:\n" + histogram_text(j["summary"]["histograms"]["ulp"]);

@@ -157,7 +157,7 @@ def test_progress_lines_reach_the_callable_and_an_exception_stops_the_run(root):
 
 def test_the_gil_is_released_during_long_work():
     rng = np.random.default_rng(4)
-    w = rng.normal(size=(256, 64, 3, 3)).astype(np.float32)  # 147456 weights: a second or more of certified folds
+    w = rng.normal(size=(512, 512, 3, 3)).astype(np.float32)  # 2.4M weights: a second or more of certified folds
     folded = (w / np.sqrt(np.float32(1 + 1e-5))).astype(np.float32)
     ticks, done = [0], threading.Event()
 

@@ -178,8 +178,8 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
 std::vector<RecipeScore> score_recipes(const ExplainInput& in, const std::vector<ref::Value>& exact,
                                        std::int64_t per_channel) {
   std::vector<RecipeScore> scores;
-  for (Recipe r : all_recipes())
-    for (const std::optional<DType> fa : observed_fold_arithmetics(in.dtype)) {
+  for (const std::optional<DType> fa : observed_fold_arithmetics(in.dtype))
+    for (Recipe r : all_recipes()) {
       if (fa && r == Recipe::Exact) continue;  // the exact fold has no arithmetic
       Arithmetic ar;
       ar.fold_dtype = fa;
@@ -188,13 +188,14 @@ std::vector<RecipeScore> score_recipes(const ExplainInput& in, const std::vector
   return scores;
 }
 
-// The cited recipe: the first that reproduces the observation bit for bit, else the one
-// whose bound fits best (smallest worst ratio).
+// The cited recipe: the first that reproduces the observation bit for bit (the model's own
+// arithmetic comes first), else closest_fit's.
 std::size_t cited_recipe(const std::vector<RecipeScore>& s) {
   auto c = std::find_if(s.begin(), s.end(), [](const RecipeScore& r) { return r.bit_exact(); });
-  if (c == s.end())
-    c = std::min_element(s.begin(), s.end(), [](const RecipeScore& a, const RecipeScore& b) { return a.worst_ratio < b.worst_ratio; });
-  return static_cast<std::size_t>(c - s.begin());
+  if (c != s.end()) return static_cast<std::size_t>(c - s.begin());
+  std::vector<FitCandidate> fit;
+  for (const RecipeScore& r : s) fit.push_back({r.worst_ratio, r.fold_dtype.has_value()});
+  return closest_fit(fit);
 }
 
 ExplainElement element(const ExplainInput& in, const ExplainResult& r, const std::vector<ref::Value>& exact,
@@ -249,6 +250,9 @@ ExplainResult explain(const ExplainInput& in) {
     }
   }
   r.worst_bound_ulp = bound[r.worst_index] / ulp(in.dtype, exact[r.worst_index].approx.hi, exact[r.worst_index].approx.lo);
+  r.worst_observed = in.observed[r.worst_index];
+  r.worst_exact = exact[r.worst_index].approx.hi + exact[r.worst_index].approx.lo;
+  r.worst_exact_overflows = std::isinf(exact[r.worst_index].rounded_to(*info(in.dtype).format));
   r.bound_ulp.resize(n);
   r.exact_fold.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -292,7 +296,7 @@ json element_json(const ExplainElement& e) {
 }
 
 json recipe_json(const RecipeScore& s) {
-  return {{"name", s.label()},              {"recipe", name(s.recipe)},
+  return {{"name", s.label()},
           {"fold_arithmetic", s.fold_dtype ? json(name(*s.fold_dtype)) : json(nullptr)},
           {"chain", describe(s.recipe)},     {"bit_exact", s.bit_exact()},
           {"mismatches", s.mismatches},     {"bound_ulp_max", s.bound_ulp_max}, {"worst_ratio_to_bound", s.worst_ratio},
@@ -318,6 +322,9 @@ reports::ExplainFacts facts(const ExplainResult& r) {
   for (const RecipeScore& s : r.recipes)
     if (s.bit_exact()) f.bit_exact.push_back(s.label());
   f.bn_source = r.bn_source;
+  if (std::isinf(r.worst_observed))
+    f.overflow = reports::ExplainFacts::Overflow{r.worst_exact, info(r.dtype).max_finite, r.worst_exact_overflows,
+                                                 name(r.dtype), name(c.fold_dtype.value_or(info(r.dtype).arithmetic))};
   if (r.scale && r.scale->consistent)
     f.scale_fit = r.scale->summary + (r.scale->matches.empty() ? std::string(".") : " — " + r.scale->matches.front() + ".");
   return f;

@@ -99,27 +99,25 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
                                    L.bn.eps, ro);
   FoldCheck out;
   out.observed = obs.has_value();
-  double best_ratio = HUGE_VAL;
   std::vector<Pending> pending;
   // An observed fold may have been computed in a 16-bit model's own type; a recipe's own
   // fold is scored in the arithmetic foldcheck's float path uses.
   const std::vector<std::optional<DType>> arithmetics =
       obs ? observed_fold_arithmetics(L.dtype) : std::vector<std::optional<DType>>{std::nullopt};
-  for (const Recipe r : all_recipes())
-    for (const std::optional<DType> fa : arithmetics) {
+  for (const std::optional<DType> fa : arithmetics)
+    for (const Recipe r : all_recipes()) {
       if (r == Recipe::Exact) continue;
       Arithmetic ar;
       ar.fold_dtype = fa;
       RecipeFoldCheck rc;
       Pending pd;
       if (!check_recipe(L, obs, r, ar, ro, exact, rc, pd)) continue;
-      if (rc.worst_ratio < best_ratio) {
-        best_ratio = rc.worst_ratio;
-        out.best = out.recipes.size();
-      }
       out.recipes.push_back(std::move(rc));
       pending.push_back(std::move(pd));
     }
+  std::vector<FitCandidate> fit;
+  for (const RecipeFoldCheck& rc : out.recipes) fit.push_back({rc.worst_ratio, rc.fold_dtype.has_value()});
+  out.best = closest_fit(fit);
   // The recipe shown: observed -> the closest; otherwise the one with the largest ratio
   // (every recipe's ratio and worst channel are kept; the full comparison is for it).
   std::size_t shown = out.best;
@@ -141,6 +139,7 @@ nlohmann::json to_json(const FoldCheck& f) {
   nlohmann::json recipes = nlohmann::json::array();
   for (const RecipeFoldCheck& rc : f.recipes) {
     nlohmann::json j{{"recipe", rc.label()},
+                     {"fold_arithmetic", rc.fold_dtype ? nlohmann::json(name(*rc.fold_dtype)) : nlohmann::json(nullptr)},
                      {"verdict", name(rc.verdict)},
                      {"worst_ratio", std::isinf(rc.worst_ratio) ? nlohmann::json(nullptr) : nlohmann::json(rc.worst_ratio)},
                      {"worst_channel", rc.worst_channel},

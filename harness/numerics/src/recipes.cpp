@@ -49,6 +49,15 @@ std::vector<std::optional<DType>> observed_fold_arithmetics(DType t) {
   return {std::nullopt, t};
 }
 
+std::size_t closest_fit(const std::vector<FitCandidate>& c) {
+  std::size_t best = 0, best_own = c.size();
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c[i].worst_ratio < c[best].worst_ratio) best = i;
+    if (!c[i].narrow_arithmetic && (best_own == c.size() || c[i].worst_ratio < c[best_own].worst_ratio)) best_own = i;
+  }
+  return best_own < c.size() && c[best_own].worst_ratio <= 1 ? best_own : best;
+}
+
 bool eps_through_float32(Recipe r) { return r != Recipe::PyTorch; }
 
 }  // namespace foldcheck

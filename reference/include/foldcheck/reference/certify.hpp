@@ -6,8 +6,9 @@
 // both endpoints round to the same value in every format of opts.formats (monotonicity of
 // rounding then proves that value correctly rounded), up to opts.max_precision, where
 // it throws CertificationError. An exact result (a point interval) always certifies.
-// Ties cannot stall it: an expression that hits a tie exactly is computed exactly
-// (point interval), and an irrational value is never a tie.
+// Ties cannot stall it: an irrational value is never a tie, and the fold's expressions
+// are evaluated in an order that computes a tie exactly (a point interval; the reasoning
+// is at bn_interval in conv_bn_reference.cpp). A new expression must keep that property.
 #include <array>
 #include <cstdint>
 #include <functional>

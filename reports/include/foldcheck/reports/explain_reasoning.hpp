@@ -20,6 +20,15 @@ struct ExplainFacts {
   std::vector<std::string> bit_exact;  // recipes that reproduce the observation bit for bit
   std::string bn_source;
   std::optional<std::string> scale_fit;  // the common fold scale the observations fit (BatchNorm not given)
+  // An infinite observed value at the worst element: the exact fold there, and whether its
+  // correct rounding in the dtype is itself infinite (the exact fold overflows) or not (an
+  // intermediate of the engine's fold overflowed).
+  struct Overflow {
+    double exact = 0, max_finite = 0;
+    bool exact_overflows = false;
+    std::string dtype, arithmetic;
+  };
+  std::optional<Overflow> overflow;
 };
 
 std::vector<std::string> explain_reasoning(const ExplainFacts& f);

@@ -78,6 +78,8 @@ struct ExplainResult {
   std::size_t elements_total = 0;
   std::size_t worst_index = 0;            // the largest |residual|
   double worst_residual_ulp = 0, worst_bound_ulp = 0;
+  double worst_observed = 0, worst_exact = 0;  // there: the observation, the exact fold (to double)
+  bool worst_exact_overflows = false;         // the exact fold's correct rounding there is infinite
   std::optional<ScaleInference> scale;    // when the BatchNorm was not given
   // Every element (index order), for callers that take arrays (the Python module): the residual
   // in ULP, the cited recipe's bound in ULP, and the exact fold (to double).

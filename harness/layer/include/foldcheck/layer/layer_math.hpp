@@ -26,10 +26,9 @@ N eps_value(double eps, bool through_f32, DType arith) {
   if constexpr (std::is_same_v<N, Bounded>) {
     const bool rounded = through_f32 || arith != DType::Float64;
     double err = rounded ? round_up(info(DType::Float32).unit_roundoff * std::fabs(eps)) : 0.0;
-    // A 16-bit arithmetic (narrow.hpp) takes eps as a float32 scalar: var + eps is then not
-    // exact when it falls below the type's normal range, an absolute error the relative
-    // model of + does not charge; it is charged here, on the addend.
-    if (info(arith).arithmetic != arith) err = round_up(err + operation_eta(arith));
+    // A 16-bit arithmetic (narrow.hpp) converts eps to its type, through float32: two
+    // roundings, and an absolute one where eps is subnormal in the type.
+    if (info(arith).arithmetic != arith) err = round_up(operation_roundoff(arith) * std::fabs(eps) + operation_eta(arith));
     return Bounded::with_error(eps, err, arith);
   } else if constexpr (std::is_same_v<N, XNum>) {
     StageScope<XNum> st(Stage::VarEps);

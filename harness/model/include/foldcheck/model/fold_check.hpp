@@ -42,7 +42,7 @@ struct RecipeFoldCheck {
 struct FoldCheck {
   Verdict verdict = Verdict::Expected;
   std::vector<RecipeFoldCheck> recipes;
-  std::size_t best = 0;   // index into recipes: the one with the smallest worst ratio
+  std::size_t best = 0;   // index into recipes: closest_fit (recipes.hpp): the closest, the model's own arithmetic first
   std::size_t shown = 0;  // the one reported in full: observed -> best; else the largest ratio
   bool observed = false;
 };

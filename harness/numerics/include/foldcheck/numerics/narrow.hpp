@@ -7,15 +7,17 @@
 // tensor: the operands widened to float32 (the "opmath" type; T is a subset of float32, so
 // exactly), the operation performed once in float32 (correctly rounded: +, -, *, /, sqrt,
 // fma), the result rounded to T: v = RN_T(RN_f(a op b)). A scalar operand (eps, a Python
-// float) enters as a float32, RN_f(x), not rounded to T (the kernels take a scalar operand
-// in opmath). torch.rsqrt's vector kernel computes 1/sqrt in float32 (two float roundings)
+// float) is converted to T first, as c10 converts a scalar to the tensor's type (double to
+// float to T: RN_T(RN_f(x)); measured with torch 2.14: var + 1e-3 in float16 is
+// RN(var + RN_T(1e-3)), not RN(var + RN_f(1e-3))). torch.rsqrt's vector kernel computes 1/sqrt in float32 (two float roundings)
 // and rounds to T once; its scalar loop rounds to T twice (rsqrt_op below).
 //
 // The bound of such a fold is Bounded's with arithmetic T: Bounded::exact(v, T) charges each
 // operation operation_roundoff(T) = u_T + u_f (1 + u_T) (bounded.hpp), which covers the two
 // roundings; torch.rsqrt's u_T + 2 u_f (1 + u_T) is covered by the sqrt and division it is
-// bounded as. A sum that falls below T's normal range is not exact here when one operand is
-// a float32 scalar (eps): layer_math.hpp's eps_value charges that absolute error.
+// bounded as. eps's conversion (the same two roundings, and T's subnormal range: 1e-5 is
+// subnormal in float16) is charged by layer_math.hpp's eps_value. Every operand is then a
+// value of T, so a sum below T's normal range is exact, as the bound of + assumes.
 #include <cmath>
 
 #include "foldcheck/numerics/arithmetic.hpp"
@@ -29,7 +31,8 @@ struct Narrow {
   static_assert(T == DType::Float16 || T == DType::BFloat16, "Narrow is for the 16-bit types");
   float v = 0.0f;
   Narrow() = default;
-  explicit Narrow(double x) : v(static_cast<float>(x)) {}  // a value or scalar entering a kernel
+  // A value of T, or a scalar converted to T (double -> float -> T).
+  explicit Narrow(double x) : v(static_cast<float>(round_to(T, static_cast<float>(x)))) {}
   explicit operator double() const { return v; }
   // The kernel's result: float32 value rounded to T.
   static Narrow result(float f) {

@@ -43,6 +43,16 @@ std::string recipe_label(Recipe r, std::optional<DType> fold_dtype);
 // and for a 16-bit t also t itself, where PyTorch's fusers compute on a .half() or
 // .bfloat16() module (narrow.hpp). Neither contains the other's results.
 std::vector<std::optional<DType>> observed_fold_arithmetics(DType t);
+// The recipe an observation is attributed to, among candidates (worst ratio to the bound,
+// whether scored in a 16-bit fold arithmetic): the closest of those in the model's own
+// arithmetic if one explains it (ratio <= 1), else the closest of all. A 16-bit arithmetic's
+// bound is ~4 times wider, so the smallest ratio alone would credit it with folds made in
+// float32. Returns an index; 0 for no candidates.
+struct FitCandidate {
+  double worst_ratio;
+  bool narrow_arithmetic;
+};
+std::size_t closest_fit(const std::vector<FitCandidate>& c);
 
 template <class N>
 struct FoldInputs {
