@@ -185,6 +185,7 @@ json summarize_accuracy_diff(const json& r) {
     s["end_to_end"] = ee;
   }
   json ex = json::array();
+  for (const json& line : r.value("reasoning", json::array())) ex.push_back(line);  // the answer first
   ex.push_back("Per layer: each engine recipe's folded weights and biases against the exact fold (ratio = worst distance / "
                "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
   if (r.contains("observed")) ex.push_back("Folded parameters from " + r["observed"]["path"].get<std::string>() + ".");

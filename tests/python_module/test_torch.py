@@ -497,3 +497,25 @@ def test_a_half_precision_model_is_folded_in_its_own_type_and_checked_so(dtype, 
     r = fct.check_model(model, fused, x, weights_only=True)
     assert r.verdict == "UNEXPECTED" and [(u["module"], u["worst_channel"]) for u in r.unexpected] == [("c3", 33)], \
         r.report()
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_a_default_export_is_mistrusted_with_the_exporters_explanation(tmp_path, foldcheck_bin, dynamo):
+    """torch.onnx.export with its defaults folds the BatchNorms itself (both exporters): accuracy-diff has
+    nothing to compare, exits 1 and says why and how to export; swapped models are named as such."""
+    import subprocess
+    import warnings
+
+    import foldcheck
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 3, 16, 16)
+    default = str(tmp_path / "default.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (x,), default, dynamo=dynamo)
+    p = subprocess.run([foldcheck_bin, "accuracy-diff", default, "-q"], capture_output=True, text=True)
+    assert p.returncode == 1 and "verdict: MISTRUSTED" in p.stdout, p.stdout + p.stderr
+    assert "torch.onnx.export folds them by default" in p.stdout and "TrainingMode.PRESERVE" in p.stdout, p.stdout
+    kept = fct.export_onnx(m, x, str(tmp_path / "kept.onnx"))
+    r = foldcheck.accuracy_diff(default, observed=kept, weights_only=True)
+    assert r.verdict == "MISTRUSTED" and "are the two swapped?" in r.reasoning[0], r.reasoning

@@ -22,6 +22,7 @@
 #include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/reports/no_pairs_reasoning.hpp"
 
 namespace foldcheck {
 namespace {
@@ -408,6 +409,26 @@ Verdict LayerDiff::verdict() const {
   return activations_verdict ? worst(fold_verdict(), *activations_verdict) : fold_verdict();
 }
 
+namespace {
+
+// Why no pair was found: the model's foldable layers and BatchNorms, and the observed model's pairs.
+reports::NoPairsFacts no_pairs_facts(const Model& model, const Model* observed) {
+  reports::NoPairsFacts f;
+  f.model = model.path;
+  f.producer = model.producer;
+  for (const ModelNode& n : model.nodes) {
+    f.foldable_layers += foldable_layer(model, n);
+    f.batchnorms += n.op == "BatchNormalization";
+  }
+  if (observed) {
+    f.observed = observed->path;
+    f.observed_pairs = find_bn_pairs(*observed).pairs.size();
+  }
+  return f;
+}
+
+}  // namespace
+
 AccuracyDiffResult accuracy_diff(const std::string& model_path, const AccuracyDiffOptions& opts) {
   return accuracy_diff(Model::load(model_path), opts);
 }
@@ -444,6 +465,7 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
       r.end_to_end->not_run = not_run;
     }
   }
+  if (r.layers.empty()) r.reasoning = reports::no_pairs_reasoning(no_pairs_facts(model, observed_model ? &*observed_model : nullptr));
   r.unpaired = json::array();
   for (const UnpairedBn& u : pat.unpaired) r.unpaired.push_back({{"batchnorm", u.name}, {"reason", u.reason}});
   json inputs = json::array();
@@ -514,6 +536,7 @@ json AccuracyDiffResult::to_json() const {
   if (end_to_end) out["end_to_end"] = end_to_end_json(*end_to_end);
   if (observed) out["observed"] = *observed;
   out["verdict"] = name(verdict());
+  if (!reasoning.empty()) out["reasoning"] = reasoning;
   return out;
 }
 

@@ -80,6 +80,8 @@ struct AccuracyDiffResult {
   nlohmann::json unpaired;               // BatchNorms without a foldable layer, with the reason
   std::optional<EndToEnd> end_to_end;    // absent with weights_only
   std::optional<nlohmann::json> observed;  // the observed model and the matching rule
+  // When no layer -> BatchNormalization pair was found (MISTRUSTED): why, and what to do.
+  std::vector<std::string> reasoning;
 
   Verdict verdict() const;
   nlohmann::json to_json() const;        // the `accuracy-diff` result (schema "accuracy-diff")

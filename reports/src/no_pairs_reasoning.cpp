@@ -1,0 +1,34 @@
+// The English of an accuracy-diff that found no layer -> BatchNormalization pair (no_pairs_reasoning.hpp).
+#include "foldcheck/reports/no_pairs_reasoning.hpp"
+
+#include <fmt/format.h>
+
+namespace foldcheck::reports {
+
+std::vector<std::string> no_pairs_reasoning(const NoPairsFacts& f) {
+  if (f.observed_pairs && *f.observed_pairs > 0)
+    return {fmt::format("No layer -> BatchNormalization pair in {}, but the observed model {} has {}: are the two "
+                        "swapped?",
+                        f.model, f.observed, *f.observed_pairs),
+            "accuracy-diff takes the original model (BatchNorms kept) first and the folded one with --observed."};
+  if (f.foldable_layers == 0)
+    return {fmt::format("{} has no foldable layer (Conv, ConvTranspose, Gemm or MatMul with initializer weights): "
+                        "there is no BatchNorm fold to check.",
+                        f.model)};
+  const std::string unpaired =
+      f.batchnorms == 0 ? std::string()
+                        : fmt::format(" (its {} BatchNormalization node(s) follow no foldable layer: see unpaired)", f.batchnorms);
+  const std::string why = fmt::format(
+      "No layer -> BatchNormalization pair in {}: no BatchNormalization follows any of its {} foldable layer(s){}. "
+      "Either the model has none to fold, or they were folded before the file was written{}.",
+      f.model, f.foldable_layers, unpaired,
+      f.producer == "pytorch" ? " (torch.onnx.export folds them by default: eval mode and constant folding)" : "");
+  if (f.producer == "pytorch")
+    return {why, "Export with the BatchNorms kept: torch.onnx.export(model, args, path, dynamo=False, "
+                 "training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False), or "
+                 "foldcheck.torch.export_onnx(model, x, path); then give the folded model with --observed."};
+  return {why, "Export the model with its BatchNormalization nodes kept (no constant folding, no fusion) and give "
+               "the folded model with --observed."};
+}
+
+}  // namespace foldcheck::reports

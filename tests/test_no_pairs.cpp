@@ -1,0 +1,86 @@
+// accuracy-diff that finds no layer -> BatchNormalization pair is MISTRUSTED (nothing
+// compared is never a pass), and says why and what to do: BatchNorms folded before the file
+// was written (PyTorch's default export: its own advice), the two models swapped, no
+// foldable layer, or BatchNorms that follow no foldable layer.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "onnx_builder.hpp"
+
+using namespace foldcheck;
+using foldcheck::testing::OnnxBuilder;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path dir() {
+  const fs::path d = fs::temp_directory_path() / "foldcheck_no_pairs";
+  fs::create_directories(d);
+  return d;
+}
+
+std::string save(OnnxBuilder b, const std::string& name, const std::string& producer) {
+  b.model.set_producer_name(producer);
+  const std::string p = (dir() / name).string();
+  b.save(p);
+  return p;
+}
+
+nlohmann::json diff(const std::string& model, const std::optional<std::string>& observed = std::nullopt) {
+  AccuracyDiffOptions o;
+  o.weights_only = true;
+  o.observed_model = observed;
+  return accuracy_diff(model, o).to_json();
+}
+
+// X -> Relu -> [Conv ->] BatchNormalization -> Y: a BatchNorm that follows no foldable layer.
+OnnxBuilder relu_then_bn(bool conv) {
+  OnnxBuilder b;
+  b.input("X", {1, 2, 4, 4});
+  b.node("Relu", "relu", {"X"}, {"r"});
+  std::string in = "r";
+  if (conv) {
+    b.init("w", {2, 2, 1, 1}, {1, 0, 0, 1});
+    b.node("Relu", "relu2", {b.node("Conv", "conv", {"X", "w"}, {"c"}).output(0)}, {"cr"});
+    in = "cr";
+  }
+  for (const char* p : {"g", "bt", "m", "v"}) b.init(p, {2}, {1, 1});
+  b.node("BatchNormalization", "bn", {in, "g", "bt", "m", "v"}, {"Y"});
+  b.output("Y", {1, 2, 4, 4});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("accuracy-diff with no pair: MISTRUSTED, and why, and what to do", "[onnx][no_pairs]") {
+  testing::FixtureOptions folded;
+  folded.folded = true;
+  const std::string by_torch = save(testing::bn_fixture(folded), "folded_by_torch.onnx", "pytorch");
+  nlohmann::json r = diff(by_torch);
+  CHECK(r["verdict"] == "MISTRUSTED");
+  REQUIRE(r["reasoning"].size() == 2);
+  CHECK(r["reasoning"][0].get<std::string>().find("folded before the file was written") != std::string::npos);
+  CHECK(r["reasoning"][0].get<std::string>().find("1 BatchNormalization node(s) follow no foldable layer") != std::string::npos);
+  CHECK(r["reasoning"][0].get<std::string>().find("torch.onnx.export") != std::string::npos);
+  CHECK(r["reasoning"][1].get<std::string>().find("TrainingMode.PRESERVE, do_constant_folding=False") != std::string::npos);
+
+  r = diff(save(testing::bn_fixture(folded), "folded_by_other.onnx", "tf2onnx"));
+  REQUIRE(r["reasoning"].size() == 2);
+  CHECK(r["reasoning"][1].get<std::string>().find("BatchNormalization nodes kept") != std::string::npos);
+
+  const std::string original = save(testing::bn_fixture({}), "original.onnx", "pytorch");
+  r = diff(by_torch, original);  // swapped
+  CHECK(r["verdict"] == "MISTRUSTED");
+  CHECK(r["reasoning"][0].get<std::string>().find("are the two swapped?") != std::string::npos);
+
+  r = diff(save(relu_then_bn(false), "no_layer.onnx", "pytorch"));
+  CHECK(r["reasoning"][0].get<std::string>().find("no foldable layer") != std::string::npos);
+  r = diff(save(relu_then_bn(true), "bn_after_relu.onnx", "pytorch"));
+  CHECK(r["reasoning"][0].get<std::string>().find("no BatchNormalization follows any of its 1 foldable layer(s) (its 1") !=
+        std::string::npos);
+  CHECK(r["unpaired"].size() == 1);
+
+  CHECK_FALSE(diff(original).contains("reasoning"));  // pairs found: no such sentence
+}
