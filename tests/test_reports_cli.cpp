@@ -208,3 +208,72 @@ TEST_CASE("html report: renders in headless chromium with its charts and no scri
   REQUIRE(fs::exists(png));
   CHECK(fs::file_size(png) > 50000);
 }
+
+// Answer first (issue 23): a single run's page shows, above the fold of a 1280x800 window, the
+// verdict, the sentence that gives its reason and the observed weights' BIT-EXACT recipes; no
+// suite wording. The screenshot is kept in the test output folder (screenshots/).
+TEST_CASE("html report: a single run answers above the fold (headless chromium)", "[cli][reports][browser]") {
+  const fs::path dir = tmp("answer_first");
+  fs::create_directories(dir);
+  const fs::path html = dir / "tvm.html", dom = dir / "dom.html";
+  REQUIRE(run("run " + src("cases/tvm_thread.json") + " --format html -o " + html.string() + " -q").code == 0);
+  const std::string page = slurp(html);
+  CHECK(page.find("entries passed") == std::string::npos);
+  CHECK(page.find("results/") == std::string::npos);
+  const fs::path shots = fs::path(FOLDCHECK_BINARY_DIR) / "screenshots";
+  fs::create_directories(shots);
+  const std::string chrome = "chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,800 ";
+  REQUIRE(std::system((chrome + "--dump-dom file://" + html.string() + " >" + dom.string() + " 2>/dev/null").c_str()) == 0);
+  REQUIRE(std::system((chrome + "--screenshot=" + (shots / "tvm_thread.png").string() + " file://" + html.string() +
+                       " >/dev/null 2>&1").c_str()) == 0);
+  const std::string after = slurp(dom);
+  std::smatch m;
+  REQUIRE(std::regex_search(after, m, std::regex("data-answer-bottom=\"([0-9]+)\"")));
+  const int answer_bottom = std::stoi(m[1]);
+  REQUIRE(std::regex_search(after, m, std::regex("data-observed-bottom=\"([0-9]+)\"")));
+  CHECK(std::stoi(m[1]) < 800);
+  CHECK(answer_bottom < 800);
+  // The reasoning sentence and the observed weights' recipes are in the answer.
+  REQUIRE(std::regex_search(after, m, std::regex("<div class=\"answer\" id=\"answer\">([\\s\\S]*?)</div>")));
+  const std::string answer = m[1];
+  CHECK_THAT(answer, Catch::Contains("EXPECTED") && Catch::Contains("within its rounding-error bound"));
+  CHECK_THAT(answer, Catch::Contains("<b>BIT-EXACT</b>: pytorch, tvm, onnxruntime, onnxoptimizer"));
+  CHECK_THAT(answer, Catch::Contains("assert_close tolerances implied by the bound"));
+  CHECK(fs::file_size(shots / "tvm_thread.png") > 30000);
+}
+
+TEST_CASE("markdown of a single run: the answer, no suite wording", "[cli][reports]") {
+  const Result r = run("run " + src("cases/tvm_thread.json") + " --format markdown -q");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("## foldcheck run tvm_thread: ✅ EXPECTED\n\n**EXPECTED: Every path"));
+  CHECK_THAT(r.out, Catch::Contains("reproduced bit for bit by pytorch, tvm, onnxruntime, onnxoptimizer"));
+  CHECK_THAT(r.out, Catch::Contains("- float32 sequential fused/tvm: rtol="));
+  for (const char* suite_words : {"passed", "results/", "expected EXPECTED", "entries"})
+    CHECK(r.out.find(suite_words) == std::string::npos);
+}
+
+TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and channel; a pass says why", "[cli][reports][suite]") {
+  const fs::path dir = tmp("junit_fail");
+  fs::create_directories(dir);
+  const std::string fixture = (dir / "fixture").string();
+  REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + fixture + " >/dev/null").c_str()) == 0);
+  const json suite{{"name", "failing"},
+                   {"entries",
+                    {{{"case", src("cases/tvm_thread.json")}, {"attribution_elements", 64}},
+                     {{"model", fixture + "/model.onnx"}, {"name", "corrupt_fold"}, {"observed", fixture + "/corrupt.onnx"},
+                      {"input", fixture + "/x.npy"}, {"weights_only", true}}}}};
+  std::ofstream(dir / "failing.json") << suite.dump(1);
+  const Result r = run("suite " + (dir / "failing.json").string() + " -o " + (dir / "out").string() + " --no-timing -q");
+  CHECK(r.code == 1);
+  const std::string junit = slurp(dir / "out/junit.xml");
+  CHECK_THAT(junit, Catch::Contains("tests=\"2\" failures=\"1\""));
+  std::smatch m;
+  REQUIRE(std::regex_search(junit, m, std::regex("<failure message=\"([^\"]*)\"[^>]*>([^<]*)</failure>")));
+  const std::string message = m[1], detail = m[2];
+  INFO(message << "\n" << detail);
+  CHECK(std::regex_search(message, std::regex("^verdict UNEXPECTED, expected EXPECTED: worst ratio to the bound [0-9.]+(e\\+[0-9]+)? at ")));
+  CHECK(std::regex_search(message, std::regex("bound [0-9]+(\\.[0-9]{1,2})?(e\\+[0-9]+)? at")));  // 3 significant digits
+  CHECK(std::regex_search(detail, std::regex("layer [^:]+: UNEXPECTED \\(channel [0-9]+\\), fold ratio")));
+  REQUIRE(std::regex_search(junit, m, std::regex("name=\"tvm_thread\">\\s*<system-out>([^<]*)</system-out>")));
+  CHECK_THAT(std::string(m[1]), Catch::Contains("within its rounding-error bound"));
+}

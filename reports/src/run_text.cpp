@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::reports {
@@ -129,21 +130,6 @@ std::string folded_parameters_text(const json& d) {
   return s;
 }
 
-// The assert_close tolerances the bound implies, for the first `headline` paths that have one.
-std::string tolerance_lines(const json& paths, std::size_t headline) {
-  std::string s;
-  for (std::size_t i = 0; i < headline; ++i) {
-    const auto& p = paths[i];
-    if (!p.contains("tolerance")) continue;
-    const auto& t = p["tolerance"];
-    s += fmt::format("    assert_close tolerance implied by the bound ({}): rtol={:.3g}, atol={:.3g}  "
-                     "(or atol={:.3g} alone)\n",
-                     p["name"].get<std::string>(), t["rtol"].get<double>(), t["atol"].get<double>(),
-                     t["atol_alone"].get<double>());
-  }
-  return s;
-}
-
 // Each fused path against the unfused one, with the attribution of their difference if any.
 std::string fused_vs_unfused_text(const json& o) {
   std::string s;
@@ -172,7 +158,6 @@ std::string order_text(const std::string& dt, const json& o, const RunTextOption
   // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
   const std::size_t headline = std::min<std::size_t>(2, paths.size());
   for (const auto& p : paths) s += scored_row(p["name"].get<std::string>(), p);
-  s += tolerance_lines(paths, headline);
   s += fused_vs_unfused_text(o);
   if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms, first_hist);
   const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
@@ -195,10 +180,22 @@ std::string verdict_line(const json& r) {
   return s;
 }
 
+
+
+// The answer first: the verdict with its reason, the observed weights, the tolerances.
+std::string answer_text(const json& r) {
+  const AnswerLines a = answer_lines(run_answer(r));
+  std::string s = "\nanswer: " + a.headline + "\n";
+  for (const std::string& m : a.more) s += "  " + m + "\n";
+  if (!a.observed.empty()) s += "  " + a.observed + "\n";
+  for (const std::string& t : a.tolerances) s += "  assert_close tolerance implied by the bound, " + t + "\n";
+  return s;
+}
+
 }  // namespace
 
 std::string run_text(const json& r, const RunTextOptions& opts) {
-  std::string s = case_heading(r);
+  std::string s = case_heading(r) + answer_text(r);
   bool first_hist = true;
   for (const auto& d : r["dtypes"]) {
     const std::string dt = d["dtype"];

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
 #include "svg_charts.hpp"
@@ -24,6 +25,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#fafafa}
 .explain{color:#424242;margin:4px 0}summary{cursor:pointer;margin:6px 0}.muted{color:#757575;font-size:12px}
 svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#555}
 code{background:#f5f5f5;padding:0 3px;border-radius:3px}
+.answer{border:1px solid #e0e0e0;border-left:4px solid #455a64;border-radius:4px;padding:8px 12px;margin:10px 0;background:#fafafa}
+.answer .lead{font-size:15px;margin:2px 0 6px}.answer p{margin:4px 0}.answer ul{margin:2px 0 2px 18px;padding:0}
 )";
 
 constexpr const char* kScript = R"(
@@ -35,6 +38,9 @@ constexpr const char* kScript = R"(
   document.body.setAttribute('data-charts',String(charts));
   document.body.setAttribute('data-errors',String(errors.length));
   var s=document.getElementById('status'); if(s){s.textContent=charts+' charts, '+bars+' bars drawn';}
+  var a=document.getElementById('answer'), o=document.getElementById('observed-weights');
+  if(a){document.body.setAttribute('data-answer-bottom',String(Math.round(a.getBoundingClientRect().bottom)));}
+  if(o){document.body.setAttribute('data-observed-bottom',String(Math.round(o.getBoundingClientRect().bottom)));}
 })();
 )";
 
@@ -73,8 +79,34 @@ std::string path_card(const json& p) {
   return h + "</div>";
 }
 
+// The answer first: the verdict with its reason, the observed weights with the recipes that
+// reproduce them bit for bit, the assert_close tolerances.
+std::string answer_block(const json& s) {
+  if (!s.contains("answer")) return "";
+  const json& a = s["answer"];
+  const AnswerLines l = answer_lines(a);
+  std::string h = "<div class=\"answer\" id=\"answer\"><p class=\"lead\">" + badge(a["verdict"]) + " " +
+                  escape(a["reasoning"].empty() ? std::string() : a["reasoning"][0].get<std::string>()) + "</p>";
+  for (const std::string& m : l.more) h += "<p class=\"explain\">" + escape(m) + "</p>";
+  if (a["observed_weights"].is_object()) {
+    const json& ow = a["observed_weights"];
+    std::string recipes;
+    for (const json& r : ow["bit_exact"]) recipes += (recipes.empty() ? "" : ", ") + escape(r);
+    h += fmt::format("<p class=\"observed\" id=\"observed-weights\"><b>Observed weights</b>{} {} — <b>BIT-EXACT</b>: {}</p>",
+                     ow["note"].get<std::string>().empty() ? "" : " <span class=\"muted\">(" + escape(ow["note"]) + ")</span>",
+                     badge(ow["verdict"]), recipes.empty() ? "no recipe" : recipes);
+    if (!ow["reasoning"].empty()) h += "<p class=\"explain\">" + escape(ow["reasoning"][0]) + "</p>";  // its bit-exact line is above
+  }
+  if (!l.tolerances.empty()) {
+    h += "<p class=\"muted\">assert_close tolerances implied by the bound:</p><ul class=\"muted\">";
+    for (const std::string& t : l.tolerances) h += "<li>" + escape(t) + "</li>";
+    h += "</ul>";
+  }
+  return h + "</div>";
+}
+
 std::string case_section(const json& s) {
-  std::string h;
+  std::string h = answer_block(s);
   const std::string desc = s.value("description", "");
   if (!desc.empty()) h += "<p class=\"explain\">" + escape(desc) + "</p>";
   h += "<details><summary class=\"muted\">bounds used</summary>";
@@ -166,6 +198,20 @@ std::string model_section(const json& s) {
   return h;
 }
 
+// One `run` or `accuracy-diff` result as a page of its own: its verdict and answer, then the
+// evidence; no suite wording (entries, passed counts, results/ folders).
+std::string single_page(const json& r) {
+  const json& x = r["entries"][0];
+  const json& s = x["summary"];
+  std::string h = fmt::format("<header><h1>foldcheck {} <code>{}</code> {}</h1>"
+                              "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn"
+                              "</span></p></header>\n<section id=\"e0\">",
+                              escape(r["suite"]["single_command"]), escape(x["name"]), badge(s["verdict"]),
+                              escape(r.value("version", "")), r.value("schema_version", 0));
+  h += s["command"] == "run" ? case_section(s) : model_section(s);
+  return h + "</section>\n";
+}
+
 }  // namespace
 
 std::string report_html(const json& in) {
@@ -176,10 +222,10 @@ std::string report_html(const json& in) {
   const bool ok = passed == static_cast<std::int64_t>(r["entries"].size()) && !r["entries"].empty();
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
   h += "<title>foldcheck: " + escape(name) + "</title><style>" + kStyle + "</style></head><body>\n";
-  const std::string what = r["suite"].contains("single_command") ? r["suite"]["single_command"].get<std::string>() : "suite";
-  h += fmt::format("<header><h1>foldcheck {} <code>{}</code> {}</h1><p>{} of {} entries passed. {}</p>"
+  if (r["suite"].contains("single_command")) return h + single_page(r) + "<script>" + kScript + "</script></body></html>\n";
+  h += fmt::format("<header><h1>foldcheck suite <code>{}</code> {}</h1><p>{} of {} entries passed. {}</p>"
                    "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn</span></p></header>\n",
-                   escape(what), escape(name), badge(ok ? "EXPECTED" : "UNEXPECTED"), passed, r["entries"].size(),
+                   escape(name), badge(ok ? "EXPECTED" : "UNEXPECTED"), passed, r["entries"].size(),
                    escape(r["suite"].value("description", "")), escape(r.value("version", "")), r.value("schema_version", 0));
   h += "<section><table><tr><th>entry</th><th>kind</th><th>verdict</th><th>expected</th><th>passed</th>"
        "<th>worst bound ratio</th><th>where</th><th>max p99.9 |ULP|</th></tr>";

@@ -10,6 +10,36 @@ namespace foldcheck::reports {
 
 using json = nlohmann::json;
 
+namespace {
+
+std::string ratio(const json& v) { return v.is_number() ? fmt::format("{:.3g}", v.get<double>()) : std::string("unbounded"); }
+
+// Lines joined by newlines.
+std::string lines(const json& v) {
+  std::string s;
+  for (const json& line : v) {
+    if (!s.empty()) s.push_back('\n');
+    s.append(line.get_ref<const std::string&>());
+  }
+  return s;
+}
+
+// The entry's answer in one or two lines: a run's reasoning, or a model's worst layer and channel.
+std::string reason(const json& summary) {
+  if (summary.contains("answer")) return lines(summary["answer"]["reasoning"]);
+  std::string s = lines(summary.value("explanation", json::array()));
+  for (const json& l : summary.value("layers", json::array()))
+    if (l["verdict"] != "EXPECTED")
+      s += fmt::format("\nlayer {}: {}{}, fold ratio {}", l["name"].get<std::string>(), l["verdict"].get<std::string>(),
+                       l.value("worst_channel", json()).is_number()
+                           ? fmt::format(" (channel {})", l["worst_channel"].get<std::int64_t>())
+                           : std::string(),
+                       ratio(l.value("fold_ratio", json())));
+  return s;
+}
+
+}  // namespace
+
 std::string report_junit(const json& in) {
   const json r = as_report(in);
   const std::string suite = r["suite"]["name"];
@@ -26,14 +56,16 @@ std::string report_junit(const json& in) {
     if (times.contains(name)) time = fmt::format(" time=\"{:.3f}\"", times[name].get<double>());
     s += fmt::format("    <testcase classname=\"foldcheck.{}.{}\" name=\"{}\"{}", svg::escape(suite),
                      x["kind"].get<std::string>(), svg::escape(name), time);
-    if (x.value("passed", false)) {
-      s += "/>\n";
+    const json h = headline(x["summary"]);
+    const std::string why = reason(x["summary"]);
+    if (x.value("passed", false)) {  // a pass says why it passed
+      s += fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", svg::escape(why));
       continue;
     }
-    const json h = headline(x["summary"]);
-    const std::string msg = fmt::format("verdict {}, expected {}", x["summary"]["verdict"].get<std::string>(),
-                                        x["expect"].get<std::string>());
-    std::string detail = fmt::format("worst bound ratio {} at {}\n", h["worst_ratio"].dump(), h["worst_where"].get<std::string>());
+    const std::string msg = fmt::format("verdict {}, expected {}: worst ratio to the bound {} at {}",
+                                        x["summary"]["verdict"].get<std::string>(), x["expect"].get<std::string>(),
+                                        ratio(h["worst_ratio"]), h["worst_where"].get<std::string>());
+    std::string detail = why + "\n";
     for (const json& w : h["not_expected"]) detail += "not EXPECTED: " + w.get<std::string>() + "\n";
     s += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n", svg::escape(msg),
                      x["summary"]["verdict"].get<std::string>(), svg::escape(detail));

@@ -4,6 +4,7 @@
 #include "markdown_cell.hpp"
 
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
 
@@ -17,16 +18,51 @@ std::string num(const json& v) { return v.is_number() ? fmt::format("{:.3g}", v.
 
 std::string cell(const std::string& s) { return markdown_cell(s); }
 
+// An entry's answer (run results): the verdict's reason, the observed weights, the tolerances.
+std::string answer_markdown(const json& summary) {
+  if (!summary.contains("answer")) {
+    std::string s;
+    for (const json& line : summary.value("explanation", json::array())) s += cell(line) + "\n\n";
+    return s;
+  }
+  const AnswerLines a = answer_lines(summary["answer"]);
+  std::string s = "**" + cell(a.headline) + "**\n\n";
+  for (const std::string& m : a.more) s += cell(m) + "\n\n";
+  if (!a.observed.empty()) s += cell(a.observed) + "\n\n";
+  if (!a.tolerances.empty()) {
+    s += "assert_close tolerances implied by the bound:\n";
+    for (const std::string& t : a.tolerances) s += "- " + cell(t) + "\n";
+    s += "\n";
+  }
+  return s;
+}
+
+// One `run` or `accuracy-diff` result: its verdict and answer, the description, the worst
+// bound ratio; no suite wording.
+std::string single_markdown(const json& r) {
+  const json& x = r["entries"][0];
+  const json& s = x["summary"];
+  const json h = headline(s);
+  std::string out = fmt::format("## foldcheck {} {}: {} {}\n\n", cell(r["suite"]["single_command"]), cell(x["name"]),
+                                s["verdict"] == "EXPECTED" ? "✅" : "❌", s["verdict"].get<std::string>());
+  out += answer_markdown(s);
+  const std::string desc = s.value("description", "");
+  if (!desc.empty()) out += cell(desc) + "\n\n";
+  out += fmt::format("Worst ratio to its rounding-error bound: {} ({}; > 1: beyond the bound).\n", num(h["worst_ratio"]),
+                     cell(h["worst_where"]));
+  return out;
+}
+
 }  // namespace
 
 std::string report_markdown(const json& in) {
   const json r = as_report(in);
+  if (r["suite"].contains("single_command")) return single_markdown(r);
   const json& e = r["entries"];
   std::int64_t passed = 0;
   for (const json& x : e) passed += x.value("passed", false);
   const bool ok = passed == static_cast<std::int64_t>(e.size()) && !e.empty();
-  const std::string what = r["suite"].contains("single_command") ? r["suite"]["single_command"].get<std::string>() : "suite";
-  std::string s = fmt::format("## foldcheck {} {}: {} {}/{} passed\n\n", cell(what), cell(r["suite"]["name"].get<std::string>()),
+  std::string s = fmt::format("## foldcheck suite {}: {} {}/{} passed\n\n", cell(r["suite"]["name"].get<std::string>()),
                               ok ? "✅" : "❌", passed, e.size());
   const std::string desc = r["suite"].value("description", "");
   if (!desc.empty()) s += cell(desc) + "\n\n";
@@ -61,6 +97,9 @@ std::string report_markdown(const json& in) {
       }
     }
     s += "\n";
+    const json& why = x["summary"].contains("answer") ? x["summary"]["answer"]["reasoning"]
+                                                      : x["summary"].value("explanation", json::array());
+    if (!why.empty()) s += "  " + cell(why[0]) + "\n";
   }
   s += "\nRatios are the worst |error| / its rounding-error bound (> 1: beyond the bound). Full results: `results/` beside "
        "report.json.\n";

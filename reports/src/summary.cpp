@@ -1,6 +1,8 @@
 // Command results condensed for reports and baselines (summary.hpp).
 #include "foldcheck/reports/summary.hpp"
 
+#include "foldcheck/reports/run_answer.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -128,6 +130,7 @@ json summarize_run(const json& r) {
   s["paths"] = paths;
   s["folded"] = folded;
   if (r.contains("observed_weights")) s["observed_weights_verdict"] = r["observed_weights"]["verdict"];
+  s["answer"] = run_answer(r);
   json ex = json::array();
   if (!s["description"].get<std::string>().empty()) ex.push_back(s["description"]);
   for (const std::string& f : formulas) ex.push_back("bound: " + f);

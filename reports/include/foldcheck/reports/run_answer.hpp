@@ -1,0 +1,33 @@
+#pragma once
+// The answer of a `run` result, first in every format (text, Markdown, HTML, JUnit): the
+// verdict, the sentence that gives its reason (the path or folded parameters closest to
+// their bound, where, and the bound; or the first that leaves it), why MISTRUSTED rows do
+// not count, the observed weights' verdict with the recipes that reproduce them bit for bit
+// and explain's reasoning, and the assert_close tolerances the bound implies (the unfused
+// and first fused path of each dtype's first accumulation order; the others are in the JSON).
+//
+// Contract: a pure function of the `run` JSON. Returns
+//   {"verdict", "reasoning": [sentences], "observed_weights": null | {"verdict",
+//    "bit_exact": [recipes], "reasoning": [sentences], "note"}, "tolerances": [{"path",
+//    "dtype", "rtol", "atol", "atol_alone"}]}.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace foldcheck::reports {
+
+nlohmann::json run_answer(const nlohmann::json& run_result);
+
+// The answer as sentences for people, in order: the verdict with its reason, the other
+// reasons, the observed weights (verdict, bit-exact recipes, explain's first sentence), the
+// distinct assert_close tolerances. Every renderer shows these first.
+struct AnswerLines {
+  std::string headline;                 // "EXPECTED: Every path ... (element 4856: 0.973 of ...)."
+  std::vector<std::string> more;        // further reasons (MISTRUSTED rows, observed weights not EXPECTED)
+  std::string observed;                 // "" without observed weights
+  std::vector<std::string> tolerances;  // "float32 fused/tvm: rtol=9.87e-06, atol=0.000195 (or atol=0.000232 alone)"
+};
+AnswerLines answer_lines(const nlohmann::json& answer);
+
+}  // namespace foldcheck::reports
