@@ -571,6 +571,8 @@ std::map<std::string, Setup> setups() {
     return "compare " + (d / "a.json").string() + " --baseline " + (d / "a.json").string() + " --ulp-floor -1";
   }};
   s["flag-unknown-name"] = {[](const fs::path&) { return std::string("explain --dtype float8 --original 1,2 --observed 1,2"); }};
+  s["command-mistyped"] = {[](const fs::path&) { return std::string("acuracy-diff model.onnx"); }, false};
+  s["argument-missing"] = {[](const fs::path&) { return std::string("run"); }, false};
   s["option-integer"] = {[](const fs::path& d) {
     case_with(d, "");
     return "run " + (d / "case.json").string() + " --attribution-elements -1";

@@ -189,13 +189,19 @@ TEST_CASE("usage errors: exit 2 - one line naming the flag and the problem - no 
       {"explain --original 1,2x" + ok, "'2x' is not a number"},
       {"explain --original 1,2" + ok + " --dtype float8", "unknown dtype"},
       {"explain --original 1,2" + ok + " --eps nan", "eps is nan"},
-      {"explain --original 1,2", "--observed is required"},
+      {"explain --original 1,2", "--observed is required (see 'foldcheck explain --help')"},
       {"run " + src("cases/tvm_thread.json") + " --seed -3", "--seed"},
       {"run " + src("cases/tvm_thread.json") + " --max-elements 0", "--max-elements"},
       {"frobnicate", "unknown command 'frobnicate' (commands: explain, run, diagnose, accuracy-diff, engines, suite, merge, "
                      "compare, bisect, quant-check; see 'foldcheck --help')"},
       {"--max-elements 100 frobnicate", "unknown command 'frobnicate'"},
       {"run " + src("cases/tvm_thread.json") + " --bogus", "--bogus"},
+      {"run " + src("cases/tvm_thread.json") + " --bogus", "(see 'foldcheck run --help')"},
+      // A mistyped command is named with the one meant.
+      {"acuracy-diff m.onnx", "unknown command 'acuracy-diff'; did you mean 'accuracy-diff'?"},
+      {"expain --original 1", "did you mean 'explain'?"},
+      {"qant-check", "did you mean 'quant-check'?"},
+      {"bisekt", "did you mean 'bisect'?"},
   };
   for (const auto& [args, msg] : cases) {
     INFO(args);

@@ -5,6 +5,7 @@
 
 #include "foldcheck/commands/explain.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/reports/layer_names.hpp"
 #include "tvm_thread_expectations.hpp"
 
 using namespace foldcheck;
@@ -63,4 +64,17 @@ TEST_CASE("per-channel BatchNorm: channel = index / (n / C), one wrong channel i
 TEST_CASE("scale inference refuses a scale that no single rounding explains", "[explain]") {
   const ScaleInference s = infer_scale({1.0, 1.0}, {0.5, 0.25}, DType::Float32);
   CHECK_FALSE(s.consistent);
+}
+
+TEST_CASE("layer names: shortest unique suffix, the middle elided to fit", "[reports][names]") {
+  const std::vector<std::string> names{"/conv1/Conv", "/layer1/layer1.0/conv1/Conv",
+                                       "/layer2/layer2.0/downsample/downsample.0/Conv",
+                                       "/layer3/layer3.0/downsample/downsample.0/Conv", "fc"};
+  const auto s = foldcheck::reports::short_layer_names(names, 30);
+  CHECK(s[0] == "conv1/Conv");
+  CHECK(s[1] == "layer1.0/conv1/Conv");
+  CHECK(s[2] == "layer2.0/…/downsample.0/Conv");
+  CHECK(s[3] == "layer3.0/…/downsample.0/Conv");
+  CHECK(s[4] == "fc");
+  CHECK(foldcheck::reports::short_layer_names({std::string(40, 'x')}, 30)[0] == "…" + std::string(29, 'x'));
 }

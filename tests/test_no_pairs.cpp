@@ -84,3 +84,20 @@ TEST_CASE("accuracy-diff with no pair: MISTRUSTED, and why, and what to do", "[o
 
   CHECK_FALSE(diff(original).contains("reasoning"));  // pairs found: no such sentence
 }
+
+// One meaning per option name: attribution_elements 0 attributes every output (as run's),
+// and attribution off (--no-attribution) attributes none.
+TEST_CASE("accuracy-diff: attribution_elements 0 means all (as in run) - no_attribution means none", "[onnx][attribution]") {
+  const std::string model = save(testing::bn_fixture({}), "attribution.onnx", "pytorch");
+  AccuracyDiffOptions o;
+  o.output_samples = 2;
+  o.attribution_elements = 0;
+  auto has_stage = [](const nlohmann::json& r) {
+    for (const auto& l : r["layers"])
+      if (l.contains("activations") && l["activations"]["fused"].contains("dominant_stage")) return true;
+    return false;
+  };
+  CHECK(has_stage(accuracy_diff(model, o).to_json()));
+  o.attribution = false;
+  CHECK_FALSE(has_stage(accuracy_diff(model, o).to_json()));
+}

@@ -541,7 +541,7 @@ TEST_CASE("accuracy-diff --observed-output: an engine's float32 output passes, a
   f.recipe = Recipe::OnnxRuntime;
   AccuracyDiffOptions o;
   o.input = (d / "x.npy").string();
-  o.attribution_elements = 0;
+  o.attribution = false;
   o.output_samples = 16;
   o.observed_output = engine_output(f, "folded");
   const auto ok = accuracy_diff(model, o).to_json();

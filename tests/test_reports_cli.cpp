@@ -252,7 +252,7 @@ TEST_CASE("markdown of a single run: the answer, no suite wording", "[cli][repor
     CHECK(r.out.find(suite_words) == std::string::npos);
 }
 
-TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and channel; a pass says why", "[cli][reports][suite]") {
+TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and channel - a pass says why", "[cli][reports][suite]") {
   const fs::path dir = tmp("junit_fail");
   fs::create_directories(dir);
   const std::string fixture = (dir / "fixture").string();

@@ -36,8 +36,9 @@ class AccuracyDiffCommand : public Command {
     cmd_->add_option("--recipe", recipe_, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")
         ->check(known_name([](const std::string& n) { (void)recipe_from_name(n); }))
         ->capture_default_str();
+    cmd_->add_flag("--no-attribution", no_attr_, "Skip the stage attribution (faster)");
     cmd_->add_option("--attribution-elements", opts_.attribution_elements,
-                     "Outputs attributed per layer and path (0: no attribution)")
+                     "Outputs attributed per layer: an even sample plus the layer's worst elements (0: all)")
         ->check(integer_in(0, std::uint64_t(1) << 40))
         ->capture_default_str();
     cmd_->add_flag("--weights-only", opts_.weights_only, "Check the folded parameters only (no runs)");
@@ -46,6 +47,7 @@ class AccuracyDiffCommand : public Command {
 
   int run() override {
     AccuracyDiffOptions ao = opts_;
+    ao.attribution = !no_attr_;
     if (!observed_.empty()) ao.observed_model = observed_;
     if (!input_.empty()) ao.input = input_;
     if (!observed_output_.empty()) ao.observed_output = observed_output_;
@@ -60,6 +62,7 @@ class AccuracyDiffCommand : public Command {
  private:
   OutputOptions out_;
   std::string model_, observed_, observed_output_, input_, recipe_ = "pytorch";
+  bool no_attr_ = false;
   AccuracyDiffOptions opts_;  // the library's defaults are the flags' defaults
 };
 

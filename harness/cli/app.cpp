@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <iostream>
+#include <algorithm>
 #include <map>
 #include <new>
 
@@ -17,6 +18,34 @@
 
 namespace foldcheck::cli {
 namespace {
+
+// Edit distance (insertions, deletions, substitutions, transpositions of neighbours).
+std::size_t distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The command a mistyped word most likely meant: the nearest within a third of its length
+// (at least 2 edits), or one it begins; "" for none.
+std::string nearest_command(const std::string& given, const std::vector<std::string>& names) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(2, given.size() / 3) + 1;
+  for (const std::string& n : names) {
+    const std::size_t d = n.rfind(given, 0) == 0 && given.size() >= 3 ? 1 : distance(given, n);
+    if (d < best_d) {
+      best_d = d;
+      best = n;
+    }
+  }
+  return best;
+}
 
 // Without a command, name what was given instead of CLI11's "A subcommand is required".
 std::string no_command_message(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
@@ -34,7 +63,11 @@ std::string no_command_message(const CLI::App& app, const CLI::ParseError& e, in
     given = a;
     break;
   }
-  if (!given.empty()) return fmt::format("unknown command '{}' {}", one_line(given), commands);
+  if (!given.empty()) {
+    const std::string near = nearest_command(given, names);
+    return fmt::format("unknown command '{}'{} {}", one_line(given), near.empty() ? "" : "; did you mean '" + near + "'?",
+                       commands);
+  }
   if (dynamic_cast<const CLI::RequiredError*>(&e)) return "a command is required " + commands;
   return one_line(e.what());
 }
@@ -90,7 +123,11 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const std::string message = app.get_subcommands().empty() ? no_command_message(app, e, argc, argv) : one_line(e.what());
+    // Within a command, a usage error (a missing or unexpected argument) points to that
+    // command's help; a refused value names its flag and the problem already.
+    std::string message = app.get_subcommands().empty() ? no_command_message(app, e, argc, argv) : one_line(e.what());
+    if (!app.get_subcommands().empty() && !dynamic_cast<const CLI::ValidationError*>(&e))
+      message += fmt::format(" (see 'foldcheck {} --help')", app.get_subcommands().front()->get_name());
     std::cerr << "foldcheck: error: " << message << "\n";
     return 2;
   }

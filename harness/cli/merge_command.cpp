@@ -23,6 +23,9 @@ class MergeCommand : public Command {
     cmd_ = app.add_subcommand("merge", "Join the report.json of every shard of a suite into one report directory.");
     cmd_->add_option("reports", inputs_, "The shards' report.json files")->required();
     cmd_->add_option("-o,--out", dir_, "Directory for the merged reports (created)")->required()->check(kReportDirectory);
+    // The grammar every command shares: -q and --no-timing (merge reports no progress).
+    cmd_->add_flag("-q,--quiet", quiet_, "No progress messages on stderr (merge writes none)");
+    cmd_->add_flag("--no-timing", no_timing_, "Leave the shards' timing out of report.json (same bytes on every run)");
   }
 
   int run() override {
@@ -41,7 +44,7 @@ class MergeCommand : public Command {
     json times = json::object();  // the shards' per-entry seconds, when they kept them
     for (const json& p : parts)
       if (p.contains("timing") && p["timing"].is_object()) times.update(p["timing"].value("entries", json::object()));
-    if (!times.empty()) merged["timing"] = {{"entries", times}};
+    if (!times.empty() && !no_timing_) merged["timing"] = {{"entries", times}};
     write_report_dir(dir_, merged, results);
     std::cout << terminal_safe(counts_line(merged, dir_));
     return exit_code_of_report(merged);
@@ -73,6 +76,7 @@ class MergeCommand : public Command {
 
   std::vector<std::string> inputs_;
   std::string dir_;
+  bool quiet_ = false, no_timing_ = false;
 };
 
 }  // namespace

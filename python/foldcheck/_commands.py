@@ -93,8 +93,8 @@ def run(case, *, seed=None, attribution=True, attribution_elements=1024, precisi
 
 
 def accuracy_diff(model, *, observed=None, input=None, seed=0, observed_output=None, output_samples=32,  # noqa: A002
-                  weights_only=False, recipe="pytorch", attribution_elements=256, confidence=0.999, precision=256,
-                  threads=0, progress=None):
+                  weights_only=False, recipe="pytorch", attribution=True, attribution_elements=256, confidence=0.999,
+                  precision=256, threads=0, progress=None):
     """Every Conv -> BatchNormalization pair of an ONNX model, and, with `observed`, another
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
     input / observed_output: arrays or .npy paths."""
@@ -103,7 +103,7 @@ def accuracy_diff(model, *, observed=None, input=None, seed=0, observed_output=N
                                 input=files.path(input, "input"), seed=seed,
                                 observed_output=files.path(observed_output, "observed_output"),
                                 output_samples=output_samples, weights_only=weights_only, recipe=recipe,
-                                attribution_elements=attribution_elements, confidence=confidence,
+                                attribution=attribution, attribution_elements=attribution_elements, confidence=confidence,
                                 precision=precision, threads=threads, progress=progress)
     return AccuracyDiffResult(r)
 

@@ -25,7 +25,8 @@ void check_confidence(double c) {
 
 Result py_accuracy_diff(const std::string& model, OptPath observed, OptPath input, std::uint64_t seed,
                         OptPath observed_output, std::size_t output_samples, bool weights_only,
-                        const std::string& recipe, std::size_t attribution_elements, double confidence, long precision,
+                        const std::string& recipe, bool attribution, std::size_t attribution_elements, double confidence,
+                        long precision,
                         unsigned threads, pyb::object on_progress) {
   check_confidence(confidence);
   AccuracyDiffOptions o;
@@ -36,6 +37,7 @@ Result py_accuracy_diff(const std::string& model, OptPath observed, OptPath inpu
   o.output_samples = output_samples;
   o.weights_only = weights_only;
   o.recipe = recipe_from_name(recipe);
+  o.attribution = attribution;
   o.attribution_elements = attribution_elements;
   o.confidence = confidence;
   o.ref = reference_options(precision, threads);
@@ -74,7 +76,7 @@ void bind_model(pyb::module_& m) {
   m.def("engine_names", &builtin_engine_names);
   m.def("accuracy_diff", &py_accuracy_diff, arg("model"), arg("observed") = pyb::none(), arg("input") = pyb::none(),
         arg("seed") = 0, arg("observed_output") = pyb::none(), arg("output_samples") = 32, arg("weights_only") = false,
-        arg("recipe") = "pytorch", arg("attribution_elements") = 256, arg("confidence") = 0.999, arg("precision") = 256,
+        arg("recipe") = "pytorch", arg("attribution") = true, arg("attribution_elements") = 256, arg("confidence") = 0.999, arg("precision") = 256,
         arg("threads") = 0, arg("progress") = pyb::none());
   m.def("engines", &py_engines, arg("model"), arg("names"), arg("adapters"), arg("tools"), arg("input") = pyb::none(),
         arg("seed") = 0, arg("confidence") = 0.999, arg("channel_samples") = 16, arg("output_samples") = 32,

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "foldcheck/reports/layer_names.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::reports {
@@ -68,9 +69,7 @@ std::string activation_cells(const json& l) {
 }
 
 // One layer's row of the table.
-std::string layer_row(const json& l, bool observed, std::size_t rw) {
-  std::string name = l["name"].get<std::string>();
-  if (name.size() > 30) name = "…" + name.substr(name.size() - 29);
+std::string layer_row(const json& l, const std::string& name, bool observed, std::size_t rw) {
   if (!l.contains("fold")) return fmt::format("  {:<30} {:<11} {}\n", name, l["verdict"].get<std::string>(), l.value("observed_note", ""));
   const json& f = l["fold"];
   const json* shown = &shown_recipe(f);
@@ -152,7 +151,10 @@ std::string end_to_end_text(const json& e) {
 std::string accuracy_diff_text(const json& r) {
   const bool observed = r.contains("observed");
   std::string s = heading(r, observed);
-  for (const json& l : r["layers"]) s += layer_row(l, observed, recipe_width(r));
+  std::vector<std::string> names;
+  for (const json& l : r["layers"]) names.push_back(l["name"]);
+  const std::vector<std::string> shown = short_layer_names(names, 30);  // unambiguous within the column
+  for (std::size_t i = 0; i < names.size(); ++i) s += layer_row(r["layers"][i], shown[i], observed, recipe_width(r));
   if (r.contains("end_to_end")) s += end_to_end_text(r["end_to_end"]);
   if (!r["unpaired"].empty()) {
     s += "\n  BatchNormalization nodes not paired with a layer:\n";

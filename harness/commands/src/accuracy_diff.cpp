@@ -61,7 +61,7 @@ json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp
     pj["bound"] = br.formula;
     verdict = worst(verdict, cmp.verdict == Verdict::Suspicious ? Verdict::Expected : cmp.verdict);
     pj["probabilistic_worst_ratio"] = cmp.worst_probabilistic_ratio ? json(*cmp.worst_probabilistic_ratio) : json(nullptr);
-    if (o.attribution_elements > 0 && fused) {  // reported for the fused path only (its dominant stage)
+    if (o.attribution && fused) {  // reported for the fused path only (its dominant stage)
       std::vector<std::size_t> worst_idx;
       if (cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cmp.worst_index));
       const auto sample = attribution_sample(y.size(), o.attribution_elements, worst_idx);

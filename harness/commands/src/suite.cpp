@@ -73,6 +73,30 @@ bool is_result_file_name(const std::string& f) {
   });
 }
 
+namespace {
+
+// A model entry's accuracy-diff options (paths resolved against the suite's folder).
+template <class Resolve>
+void model_entry(const json& e, const Resolve& resolve, SuiteEntry& se) {
+  const std::string& where = se.where;
+  se.source = resolve(str(e, "model", where));
+  se.name = e.contains("name") ? str(e, "name", where) : fs::path(se.source).stem().string();
+  AccuracyDiffOptions& ao = se.model;
+  if (e.contains("observed")) ao.observed_model = resolve(str(e, "observed", where));
+  if (e.contains("input")) ao.input = resolve(str(e, "input", where));
+  if (e.contains("observed_output")) ao.observed_output = resolve(str(e, "observed_output", where));
+  ao.output_samples = count(e, "output_samples", ao.output_samples, where);
+  if (ao.output_samples < 2 || ao.output_samples > 4096)  // as --output-samples
+    throw InputError(fmt::format("{}: 'output_samples' must be from 2 to 4096 (got {})", where, ao.output_samples));
+  if (e.contains("recipe")) ao.recipe = recipe_from_name(str(e, "recipe", where));
+  ao.attribution_elements = count(e, "attribution_elements", ao.attribution_elements, where);  // 0: all
+  ao.attribution = !e.value("no_attribution", false);
+  ao.weights_only = e.value("weights_only", false);
+  ao.seed = count(e, "seed", 0, where);
+}
+
+}  // namespace
+
 SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
   if (!suite.is_object()) throw InputError(suite_path + ": a suite must be a JSON object");
   check_keys(suite, suite_path, {"name", "description", "entries"});
@@ -104,7 +128,7 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
       check_keys(e, where, {"case", "name", "override", "expect", "attribution_elements", "no_attribution", "seed"});
     else
       check_keys(e, where, {"model", "name", "observed", "input", "observed_output", "output_samples", "recipe",
-                            "attribution_elements", "weights_only", "seed", "expect"});
+                            "attribution_elements", "no_attribution", "weights_only", "seed", "expect"});
     const std::optional<Verdict> expect = verdict_named(e.contains("expect") ? str(e, "expect", where) : "EXPECTED");
     if (!expect) throw InputError(where + ": 'expect' must be EXPECTED, UNEXPECTED, SUSPICIOUS or MISTRUSTED");
     se.expect = *expect;
@@ -128,19 +152,7 @@ SuitePlan plan_suite(const json& suite, const std::string& suite_path) {
       se.run.attribution_elements = count(e, "attribution_elements", se.run.attribution_elements, where);  // 0: all
       se.run.attribution = !e.value("no_attribution", false);
     } else {
-      se.source = resolve(str(e, "model", where));
-      se.name = e.contains("name") ? str(e, "name", where) : fs::path(se.source).stem().string();
-      AccuracyDiffOptions& ao = se.model;
-      if (e.contains("observed")) ao.observed_model = resolve(str(e, "observed", where));
-      if (e.contains("input")) ao.input = resolve(str(e, "input", where));
-      if (e.contains("observed_output")) ao.observed_output = resolve(str(e, "observed_output", where));
-      ao.output_samples = count(e, "output_samples", ao.output_samples, where);
-      if (ao.output_samples < 2 || ao.output_samples > 4096)  // as --output-samples
-        throw InputError(fmt::format("{}: 'output_samples' must be from 2 to 4096 (got {})", where, ao.output_samples));
-      if (e.contains("recipe")) ao.recipe = recipe_from_name(str(e, "recipe", where));
-      ao.attribution_elements = count(e, "attribution_elements", ao.attribution_elements, where);
-      ao.weights_only = e.value("weights_only", false);
-      ao.seed = count(e, "seed", 0, where);
+      model_entry(e, resolve, se);
     }
     if (!names.insert(se.name).second) throw InputError(fmt::format("{}: entry name '{}' is used twice", where, se.name));
     // Distinct names can map to one file name ('x/y' and 'x_y'): one result would be lost.

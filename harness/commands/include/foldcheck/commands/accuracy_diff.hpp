@@ -38,7 +38,8 @@ struct AccuracyDiffOptions {
   std::size_t output_samples = 32;
   bool weights_only = false;  // skip the runs (per-layer activations and end to end)
   Recipe recipe = Recipe::PyTorch;  // the fold of the fused end-to-end run
-  std::size_t attribution_elements = 256;  // per layer and path (0: none)
+  bool attribution = true;                 // the stage attribution of each layer's fused path
+  std::size_t attribution_elements = 256;  // per layer and path (0: all), as run's
   double confidence = 0.999;
   ref::Options ref;
   std::function<void(const std::string&)> progress;  // optional status lines
