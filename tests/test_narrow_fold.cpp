@@ -71,6 +71,25 @@ Layer random_layer(DType t, std::mt19937_64& rng, std::size_t C, std::int64_t pe
   return L;
 }
 
+// A trained-like layer of t (variances from 0.5 up), 3x3 kernels of one input channel.
+Layer trained_like(DType t, std::uint64_t seed, std::size_t channels) {
+  std::mt19937_64 rng(seed);
+  Layer L = random_layer(t, rng, channels, 9);
+  for (double& v : L.bn.var) v = round_to(t, 0.5 + std::fabs(v));
+  return L;
+}
+
+LayerParams params_of(DType t, const Layer& L) {
+  LayerParams lp;
+  lp.dtype = t;
+  lp.channels = static_cast<std::int64_t>(L.bn.gamma.size());
+  lp.per_channel = L.per_channel;
+  lp.weight = L.w;
+  lp.bias = L.b;
+  lp.bn = L.bn;
+  return lp;
+}
+
 Arithmetic in(DType t, bool twice = false) {
   Arithmetic a;
   a.fold_dtype = t;
@@ -159,17 +178,9 @@ TEST_CASE("explain: a float16 PyTorch fold is EXPECTED and bit-exact in float16 
 }
 
 TEST_CASE("fold check: an observed bfloat16 fold in bfloat16 arithmetic is EXPECTED, a changed channel is named", "[model][narrow]") {
-  std::mt19937_64 rng(5);
   const DType t = DType::BFloat16;
-  Layer L = random_layer(t, rng, 64, 9);
-  for (double& v : L.bn.var) v = round_to(t, 0.5 + std::fabs(v));
-  LayerParams lp;
-  lp.dtype = t;
-  lp.channels = 64;
-  lp.per_channel = 9;
-  lp.weight = L.w;
-  lp.bias = L.b;
-  lp.bn = L.bn;
+  const Layer L = trained_like(t, 5, 64);
+  const LayerParams lp = params_of(t, L);
   const TorchFold tf = torch_fold(t, L.w, 9, L.b, L.bn, std::vector<bool>(64, false));
   ObservedFold obs{tf.weight, tf.bias};
   FoldCheck fc = check_fold(lp, obs, {});
@@ -182,17 +193,9 @@ TEST_CASE("fold check: an observed bfloat16 fold in bfloat16 arithmetic is EXPEC
 }
 
 TEST_CASE("a 16-bit model folded in float32 is credited to float32, not to the wider 16-bit bound", "[model][narrow]") {
-  std::mt19937_64 rng(8);
   const DType t = DType::Float16;
-  Layer L = random_layer(t, rng, 32, 9);
-  for (double& v : L.bn.var) v = round_to(t, 0.5 + std::fabs(v));
-  LayerParams lp;
-  lp.dtype = t;
-  lp.channels = 32;
-  lp.per_channel = 9;
-  lp.weight = L.w;
-  lp.bias = L.b;
-  lp.bn = L.bn;
+  const Layer L = trained_like(t, 8, 32);
+  const LayerParams lp = params_of(t, L);
   const FoldedParams f32 = fold_parameters(L.w, 9, L.b, L.bn, t, Recipe::OnnxRuntime, {});  // float32, stored as float16
   const FoldCheck fc = check_fold(lp, ObservedFold{f32.weight, f32.bias}, {});
   CHECK(fc.verdict == Verdict::Expected);
