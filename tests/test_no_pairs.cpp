@@ -101,3 +101,13 @@ TEST_CASE("accuracy-diff: attribution_elements 0 means all (as in run) - no_attr
   o.attribution = false;
   CHECK_FALSE(has_stage(accuracy_diff(model, o).to_json()));
 }
+
+TEST_CASE("accuracy-diff: top-1 agreement only for class scores ([N, K]), not a feature map", "[onnx][accuracy-diff]") {
+  AccuracyDiffOptions o;
+  o.output_samples = 2;
+  const auto feature_map = accuracy_diff(save(relu_then_bn(true), "feature_map.onnx", "pytorch"), o).to_json();
+  REQUIRE(feature_map["end_to_end"]["outputs"].size() == 1);
+  CHECK_FALSE(feature_map["end_to_end"]["outputs"][0].contains("top1_agreement"));
+  const auto scores = accuracy_diff(save(testing::bn_fixture({}), "scores.onnx", "pytorch"), o).to_json();  // Y[1,5]
+  CHECK(scores["end_to_end"]["outputs"][0]["top1_agreement"]["rows"] == 1);
+}

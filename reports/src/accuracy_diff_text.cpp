@@ -15,6 +15,14 @@ namespace {
 // A number to 3 significant digits; null (an infinite value in JSON) as "inf".
 std::string num(const json& v) { return v.is_null() ? std::string("inf") : fmt::format("{:.3g}", v.get<double>()); }
 
+// The non-zero element kinds of a comparison ("nan 3, inf_mismatch 1"), not raw JSON.
+std::string kinds_text(const json& kinds) {
+  std::string s;
+  for (const auto& [k, v] : kinds.items())
+    if (v.is_number() && v.get<double>() != 0) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", k, v.dump());
+  return s.empty() ? std::string("no special values") : s;
+}
+
 // The recipe a layer's row reports in full (observed: the closest; otherwise the largest ratio).
 const json& shown_recipe(const json& f) {
   const json* shown = &f["recipes"][0];
@@ -110,7 +118,7 @@ std::string observed_output_text(const json& o) {
                                   ? fmt::format("worst ratio to the end-to-end bound {} (elements beyond: {})",
                                                 num(c["bound_check"]["worst_ratio"]),
                                                 c["bound_check"]["beyond_bound"].get<std::int64_t>())
-                                  : fmt::format("no element finite on both sides (kinds: {})", c["kinds"].dump());
+                                  : fmt::format("no element finite on both sides ({})", kinds_text(c["kinds"]));
   s += fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; {} -> {}\n", o["path"].get<std::string>(),
                    o["shape"].dump(), num(c["ulp"]["p50"]), num(c["ulp"]["p99_9"]), num(c["ulp"]["max_abs"]), against,
                    o["verdict"].get<std::string>());

@@ -9,6 +9,13 @@ using json = nlohmann::json;
 
 namespace {
 
+// {"0": 18816, "1": 3} as "0 LSB: 18816, 1 LSB: 3" (no raw JSON in text).
+std::string lsb_counts(const nlohmann::json& h) {
+  std::string s;
+  for (const auto& [k, v] : h.items()) s += fmt::format("{}{} LSB: {}", s.empty() ? "" : ", ", k, v.dump());
+  return s.empty() ? std::string("none") : s;
+}
+
 std::string layer_text(const json& r) {
   const json& sp = r["spec"];
   std::string s = fmt::format("foldcheck quant-check --case {} — {} fold, int{} {}, {}scales (input {:g}, output {:g}), rounding {}; {} outputs\n",
@@ -21,7 +28,7 @@ std::string layer_text(const json& r) {
     const json& x = r[p];
     s += fmt::format("    {:<11} {} match, {} expected flip(s), {} unexpected; LSB differences {}  -> {}\n", p,
                      x["matches"].get<std::int64_t>(), x["expected_flips"].get<std::int64_t>(), x["unexpected"].get<std::int64_t>(),
-                     x["lsb_histogram"].dump(), x["verdict"].get<std::string>());
+                     lsb_counts(x["lsb_histogram"]), x["verdict"].get<std::string>());
     s += fmt::format("      bound: {}\n", x["bound"].get<std::string>());
   }
   s += fmt::format("  fake-quant float32 value before output rounding: max |error| {:.3g} LSB\n", r["fake_quant_error_lsb"]["max_abs"].get<double>());

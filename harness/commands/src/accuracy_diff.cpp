@@ -87,10 +87,11 @@ json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp
   return j;
 }
 
-// Argmax of each row of an [N, K] output.
+// Argmax of each row of an [N, K] output: class scores. Other ranks (a feature map
+// [N, C, H, W]) have no top-1 to agree on: empty.
 std::vector<std::int64_t> top1(const Tensor& y) {
   std::vector<std::int64_t> r;
-  if (y.shape.size() < 2) return r;
+  if (y.shape.size() != 2) return r;
   const std::int64_t N = y.shape[0], K = y.size() / std::max<std::int64_t>(N, 1);
   for (std::int64_t n = 0; n < N; ++n) {
     const auto b = y.data.begin() + n * K;
