@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "cli_run.hpp"
+#include "foldcheck/io/npy.hpp"
 #include "schema_check.hpp"
 
 namespace fs = std::filesystem;
@@ -276,4 +277,31 @@ TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and cha
   CHECK(std::regex_search(detail, std::regex("layer [^:]+: UNEXPECTED \\(channel [0-9]+\\), fold ratio")));
   REQUIRE(std::regex_search(junit, m, std::regex("name=\"tvm_thread\">\\s*<system-out>([^<]*)</system-out>")));
   CHECK_THAT(std::string(m[1]), Catch::Contains("within its rounding-error bound"));
+}
+
+// No contradictions (issue 23): with --observed, the end-to-end runs are foldcheck's own fold,
+// and the text says so beside their verdict; an observed output that fails while every fold
+// is within its bound asks whether it came from this input.
+TEST_CASE("accuracy-diff text: whose weights the end-to-end runs used, and the same-input hint", "[cli][reports]") {
+  const fs::path dir = tmp("end_to_end_words");
+  REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + dir.string() + " >/dev/null").c_str()) == 0);
+  const std::string m = (dir / "model.onnx").string();
+  const Result corrupt = run("accuracy-diff " + m + " --observed " + (dir / "corrupt.onnx").string() + " -q --no-timing");
+  CHECK(corrupt.code == 1);
+  CHECK_THAT(corrupt.out, Catch::Contains("fused = foldcheck's own pytorch fold of the original model, not the observed "
+                                          "model's weights") &&
+                              Catch::Contains("end-to-end verdict of foldcheck's own runs: EXPECTED") &&
+                              Catch::EndsWith("verdict: UNEXPECTED\n"));
+  // y_folded.npy came from x.npy: given with another input, it fails, and the text asks.
+  foldcheck::Tensor x2;
+  x2.shape = {1, 4, 6, 6};
+  x2.dtype = foldcheck::DType::Float32;
+  for (int i = 0; i < 144; ++i) x2.data.push_back(static_cast<float>(0.01 * (i % 17) - 0.05));
+  foldcheck::write_npy((dir / "x2.npy").string(), x2);
+  const Result other = run("accuracy-diff " + m + " --observed " + (dir / "folded.onnx").string() + " --observed-output " +
+                           (dir / "y_folded.npy").string() + " --input " + (dir / "x2.npy").string() + " -q");
+  INFO(other.out << other.err);
+  CHECK(other.code == 1);
+  CHECK_THAT(other.out, Catch::Contains("every folded layer above is within its bound: was the observed output computed "
+                                        "from this input (--input)?"));
 }

@@ -139,18 +139,40 @@ std::string observed_output_text(const json& o) {
   return s;
 }
 
-// The end-to-end section (or why it was not run).
-std::string end_to_end_text(const json& e) {
+// Whether every layer's folded parameters are within their bounds.
+bool folds_expected(const json& r) {
+  for (const json& l : r["layers"])
+    if (l.contains("observed_note") || (l.contains("fold") && l["fold"]["verdict"] != "EXPECTED")) return false;
+  return true;
+}
+
+// The end-to-end section (or why it was not run). Its fused run is foldcheck's own fold of
+// the original model: with --observed it says so, so that its verdict is not read as the
+// observed model's (whose weights the layers above judge, and whose outputs only
+// --observed-output does).
+std::string end_to_end_text(const json& r) {
+  const json& e = r["end_to_end"];
+  const bool observed = r.contains("observed");
   if (e.contains("not_run"))
     return fmt::format("\n  end to end: not run ({}); the weight-level checks above still apply\n",
                        e["not_run"].get<std::string>());
   std::string s = fmt::format("\n  end to end (input {}, shape {}; reference: {}):\n", e["input"].get<std::string>(),
                               e["input_shape"].dump(), e["reference"].get<std::string>());
   s += outputs_text(e);
-  if (e.contains("observed_output")) s += observed_output_text(e["observed_output"]);
-  s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict: {}\n",
+  if (observed)
+    s += fmt::format("    (fused = foldcheck's own {} fold of the original model, not the observed model's weights: "
+                     "those are judged per layer above{})\n",
+                     e["fused_recipe"].get<std::string>(),
+                     e.contains("observed_output") ? "" : "; give its outputs with --observed-output to check them end to end");
+  if (e.contains("observed_output")) {
+    s += observed_output_text(e["observed_output"]);
+    if (e["observed_output"]["verdict"] != "EXPECTED" && folds_expected(r))
+      s += "      every folded layer above is within its bound: was the observed output computed from this input "
+           "(--input)?\n";
+  }
+  s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict{}: {}\n",
                    e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
-                   e["verdict"].get<std::string>());
+                   observed ? " of foldcheck's own runs" : "", e["verdict"].get<std::string>());
   return s;
 }
 
@@ -163,7 +185,7 @@ std::string accuracy_diff_text(const json& r) {
   for (const json& l : r["layers"]) names.push_back(l["name"]);
   const std::vector<std::string> shown = short_layer_names(names, 30);  // unambiguous within the column
   for (std::size_t i = 0; i < names.size(); ++i) s += layer_row(r["layers"][i], shown[i], observed, recipe_width(r));
-  if (r.contains("end_to_end")) s += end_to_end_text(r["end_to_end"]);
+  if (r.contains("end_to_end")) s += end_to_end_text(r);
   if (!r["unpaired"].empty()) {
     s += "\n  BatchNormalization nodes not paired with a layer:\n";
     for (const json& u : r["unpaired"])
