@@ -246,7 +246,7 @@ TEST_CASE("html report: a single run answers above the fold (headless chromium)"
 TEST_CASE("markdown of a single run: the answer, no suite wording", "[cli][reports]") {
   const Result r = run("run " + src("cases/tvm_thread.json") + " --format markdown -q");
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::StartsWith("## foldcheck run tvm_thread: ✅ EXPECTED\n\n**EXPECTED: Every path"));
+  CHECK_THAT(r.out, Catch::StartsWith("## foldcheck run tvm_thread: ✅ EXPECTED\n\n**EXPECTED: Every output path"));
   CHECK_THAT(r.out, Catch::Contains("reproduced bit for bit by pytorch, tvm, onnxruntime, onnxoptimizer"));
   CHECK_THAT(r.out, Catch::Contains("- float32 sequential fused/tvm: rtol="));
   for (const char* suite_words : {"passed", "results/", "expected EXPECTED", "entries"})
@@ -304,4 +304,45 @@ TEST_CASE("accuracy-diff text: whose weights the end-to-end runs used, and the s
   CHECK(other.code == 1);
   CHECK_THAT(other.out, Catch::Contains("every folded layer above is within its bound: was the observed output computed "
                                         "from this input (--input)?"));
+}
+
+// The answer's first sentence, from the reviewer's cases: observed weights beyond their bound
+// lead; an all-overflowing float16 run (no ratio anywhere) renders in every format; all-zero
+// weights say nothing was compared, not that a bias was left out.
+TEST_CASE("run answer: what leads, and cases without a ratio", "[cli][reports]") {
+  const fs::path dir = tmp("answer_cases");
+  fs::create_directories(dir);
+  const json tvm = json::parse(slurp(src("cases/tvm_thread.json")));
+  auto variant = [&](const std::string& name, const json& patch) {
+    json c = tvm;
+    for (const auto& [k, v] : patch.items()) {  // each top-level key replaced whole (null: removed)
+      if (v.is_null()) c.erase(k);
+      else c[k] = v;
+    }
+    c["name"] = name;
+    std::ofstream(dir / (name + ".json")) << c.dump(1);
+    return (dir / (name + ".json")).string();
+  };
+  const std::string unexp = variant("unexp", {{"observed_weights", {{"prefix", {2.1122828, 5.5735393, 2.0869968}}}}});
+  Result r = run("run " + unexp + " -q --no-timing");
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("answer: UNEXPECTED: The observed weights are UNEXPECTED: Element 1 is -21.56 ULP"));
+  const json small{{"compare", {{"dtypes", {"float16"}}, {"recipes", {"pytorch"}}, {"accumulation", {"sequential"}}}}};
+  json overflow = small;
+  overflow["weights"] = {{"init", {{"uniform", {{"low", 20000}, {"high", 30000}}}}}};
+  overflow["input"] = {{"shape", {1, 3, 32, 32}}, {"init", {{"uniform", {{"low", 1}, {"high", 2}}}}}};
+  overflow["observed_weights"] = nullptr;
+  const std::string over = variant("overflow16", overflow);
+  for (const char* f : {"text", "markdown", "html", "json"}) {
+    r = run("run " + over + " -q --format " + f);
+    INFO(f << ": " << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.empty());
+  }
+  json zero = small;
+  zero["compare"]["dtypes"] = {"float32"};
+  zero["weights"] = {{"init", {{"normal", {{"mean", 0}, {"std", 0}}}}}};
+  zero["observed_weights"] = nullptr;
+  r = run("run " + variant("zero_w", zero) + " -q --no-timing");
+  CHECK_THAT(r.out, Catch::Contains("answer: MISTRUSTED: float32 pytorch folded weights is MISTRUSTED: nothing was compared"));
 }

@@ -57,7 +57,12 @@ std::string heading(const json& r, bool observed) {
                    r["layers"].size(),
                    observed ? "the observed folded model, closest recipe" : "each recipe's own fold, worst recipe shown",
                    r.contains("end_to_end") ? r["end_to_end"].value("fused_recipe", std::string("-")) : std::string("-"));
-  if (r["layers"].empty()) return s;  // no table: the reasoning below says why
+  if (r["layers"].empty()) {  // no table: the answer says why, first
+    const json& why = r.value("reasoning", json::array());
+    for (std::size_t i = 0; i < why.size(); ++i)
+      s += (i == 0 ? "  answer: " + r["verdict"].get<std::string>() + ": " : std::string("    ")) + why[i].get<std::string>() + "\n";
+    return s;
+  }
   s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<{}} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
                    "w |ULP|", "b |ULP|", "ratio", "recipe", recipe_width(r), "fused p99.9", "ratio", "unfused", "ratio", "dominant",
                    observed ? "worst channel" : "");
@@ -192,7 +197,6 @@ std::string accuracy_diff_text(const json& r) {
       s += fmt::format("    {}: {}\n", u["batchnorm"].get<std::string>(), u["reason"].get<std::string>());
   }
   s += fmt::format("\nverdict: {}{}\n", r["verdict"].get<std::string>(), seconds_suffix(r));
-  for (const json& line : r.value("reasoning", json::array())) s += "  " + line.get<std::string>() + "\n";
   return s;
 }
 

@@ -2,7 +2,7 @@
 // Text from a report (entry names, paths, reasons) put into a Markdown table cell, heading
 // or paragraph: '|' would end the cell and a line break the row, so '|' is escaped as "\|",
 // line breaks become spaces and other control characters U+FFFD; '<', '>' and '&' are
-// entities (Markdown passes HTML through) and '`' is escaped. Ordinary names read as they
+// entities (Markdown passes HTML through) and '`' and '*' are escaped. Ordinary names read as they
 // are.
 #include <string>
 
@@ -22,6 +22,8 @@ inline std::string markdown_cell(const std::string& s) {
       r += "&amp;";
     else if (c == '`')
       r += "\\`";
+    else if (c == '*')  // w*gamma*r would set "gamma" in italics
+      r += "\\*";
     else if (c == '\n' || c == '\r' || c == '\t')
       r += ' ';
     else if (u < 0x20 || u == 0x7f)

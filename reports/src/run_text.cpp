@@ -130,6 +130,21 @@ std::string folded_parameters_text(const json& d) {
   return s;
 }
 
+// The assert_close tolerances the bound implies, for the first two paths (unfused and the
+// first fused) of an order whose tolerances the answer does not show (not the dtype's first).
+std::string tolerance_lines(const json& paths) {
+  std::string s;
+  for (std::size_t i = 0; i < std::min<std::size_t>(2, paths.size()); ++i) {
+    const auto& p = paths[i];
+    if (!p.contains("tolerance")) continue;
+    const auto& t = p["tolerance"];
+    s += fmt::format("    assert_close tolerance implied by the bound ({}): rtol={:.3g}, atol={:.3g}  (or atol={:.3g} alone)\n",
+                     p["name"].get<std::string>(), t["rtol"].get<double>(), t["atol"].get<double>(),
+                     t["atol_alone"].get<double>());
+  }
+  return s;
+}
+
 // Each fused path against the unfused one, with the attribution of their difference if any.
 std::string fused_vs_unfused_text(const json& o) {
   std::string s;
@@ -150,7 +165,7 @@ std::string fused_vs_unfused_text(const json& o) {
 
 // One accumulation order's outputs of dtype dt: every path's row, tolerances, fused vs
 // unfused, attribution and histograms (the headline ones only for the first order, unless all).
-std::string order_text(const std::string& dt, const json& o, const RunTextOptions& opts, bool first_hist) {
+std::string order_text(const std::string& dt, const json& o, const RunTextOptions& opts, bool first_hist, bool first_order) {
   std::string s = fmt::format("  outputs vs the exact layer ({} accumulation, {} arithmetic)\n", o["accumulation"].get<std::string>(),
                               o.value("arithmetic", std::string("default")));
   s += header("path");
@@ -158,6 +173,7 @@ std::string order_text(const std::string& dt, const json& o, const RunTextOption
   // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
   const std::size_t headline = std::min<std::size_t>(2, paths.size());
   for (const auto& p : paths) s += scored_row(p["name"].get<std::string>(), p);
+  if (!first_order) s += tolerance_lines(paths);  // the first order's are in the answer
   s += fused_vs_unfused_text(o);
   if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms, first_hist);
   const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
@@ -186,9 +202,10 @@ std::string verdict_line(const json& r) {
 std::string answer_text(const json& r) {
   const AnswerLines a = answer_lines(run_answer(r));
   std::string s = "\nanswer: " + a.headline + "\n";
-  for (const std::string& m : a.more) s += "  " + m + "\n";
   if (!a.observed.empty()) s += "  " + a.observed + "\n";
-  for (const std::string& t : a.tolerances) s += "  assert_close tolerance implied by the bound, " + t + "\n";
+  for (const std::string& m : a.more) s += "  " + m + "\n";
+  if (!a.tolerances.empty()) s += "  assert_close tolerances implied by the bound:\n";
+  for (const std::string& t : a.tolerances) s += "    " + t + "\n";
   return s;
 }
 
@@ -201,9 +218,10 @@ std::string run_text(const json& r, const RunTextOptions& opts) {
     const std::string dt = d["dtype"];
     s += fmt::format("\n{} — {} outputs, {} terms per output\n", dt, d["outputs"].get<long>(), d["terms_per_output"].get<long>());
     s += folded_parameters_text(d);
+    bool first_order = true;
     for (const auto& o : d["orders"]) {
-      s += order_text(dt, o, opts, first_hist);
-      first_hist = false;
+      s += order_text(dt, o, opts, first_hist, first_order);
+      first_hist = first_order = false;
     }
   }
   if (r.contains("observed_weights")) {

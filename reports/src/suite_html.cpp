@@ -38,7 +38,7 @@ constexpr const char* kScript = R"(
   document.body.setAttribute('data-charts',String(charts));
   document.body.setAttribute('data-errors',String(errors.length));
   var s=document.getElementById('status'); if(s){s.textContent=charts+' charts, '+bars+' bars drawn';}
-  var a=document.getElementById('answer'), o=document.getElementById('observed-weights');
+  var a=document.getElementById('answer'), o=document.getElementById('answer-observed');
   if(a){document.body.setAttribute('data-answer-bottom',String(Math.round(a.getBoundingClientRect().bottom)));}
   if(o){document.body.setAttribute('data-observed-bottom',String(Math.round(o.getBoundingClientRect().bottom)));}
 })();
@@ -70,7 +70,8 @@ std::string path_card(const json& p) {
   const std::string label = fmt::format("{} · {} · {} · {}", p["dtype"].get<std::string>(), p["accumulation"].get<std::string>(),
                                         p["arithmetic"].get<std::string>(), p["path"].get<std::string>());
   std::string h = "<div class=\"card\"><h4>" + escape(label) + " " + badge(p["verdict"]) + "</h4>";
-  const double bound = p.value("bound_ulp_at_worst", 0.0);
+  const json at_worst = p.value("bound_ulp_at_worst", json());  // null when nothing was compared
+  const double bound = at_worst.is_number() ? at_worst.get<double>() : 0.0;
   h += svg::signed_histogram(p["histograms"]["ulp"], bound, fmt::format("bound of the element closest to its own: ±{:.3g} ULP", bound),
                              "signed error, ULP");
   h += "<br>" + svg::signed_histogram(p["histograms"]["ppm"], 0, "", "signed error, ppm");
@@ -80,23 +81,26 @@ std::string path_card(const json& p) {
 }
 
 // The answer first: the verdict with its reason, the observed weights with the recipes that
-// reproduce them bit for bit, the assert_close tolerances.
-std::string answer_block(const json& s) {
+// reproduce them bit for bit, the other reasons, the assert_close tolerances. `id` makes the
+// block findable ("answer" on a single run's page, "answer-eK" per suite entry).
+std::string answer_block(const json& s, const std::string& id) {
   if (!s.contains("answer")) return "";
   const json& a = s["answer"];
   const AnswerLines l = answer_lines(a);
-  std::string h = "<div class=\"answer\" id=\"answer\"><p class=\"lead\">" + badge(a["verdict"]) + " " +
+  std::string h = "<div class=\"answer\" id=\"" + id + "\"><p class=\"lead\">" + badge(a["verdict"]) + " " +
                   escape(a["reasoning"].empty() ? std::string() : a["reasoning"][0].get<std::string>()) + "</p>";
-  for (const std::string& m : l.more) h += "<p class=\"explain\">" + escape(m) + "</p>";
   if (a["observed_weights"].is_object()) {
     const json& ow = a["observed_weights"];
     std::string recipes;
     for (const json& r : ow["bit_exact"]) recipes += (recipes.empty() ? "" : ", ") + escape(r);
-    h += fmt::format("<p class=\"observed\" id=\"observed-weights\"><b>Observed weights</b>{} {} — <b>BIT-EXACT</b>: {}</p>",
+    h += fmt::format("<p class=\"observed\" id=\"{}-observed\"><b>Observed weights</b>{} {} — {}</p>", id,
                      ow["note"].get<std::string>().empty() ? "" : " <span class=\"muted\">(" + escape(ow["note"]) + ")</span>",
-                     badge(ow["verdict"]), recipes.empty() ? "no recipe" : recipes);
-    if (!ow["reasoning"].empty()) h += "<p class=\"explain\">" + escape(ow["reasoning"][0]) + "</p>";  // its bit-exact line is above
+                     badge(ow["verdict"]),
+                     recipes.empty() ? std::string("no recipe reproduces them bit for bit") : "<b>BIT-EXACT</b>: " + recipes);
+    if (ow["verdict"] == "EXPECTED" && !ow["reasoning"].empty())  // otherwise it is the lead sentence
+      h += "<p class=\"explain\">" + escape(ow["reasoning"][0]) + "</p>";
   }
+  for (const std::string& m : l.more) h += "<p class=\"explain\">" + escape(m) + "</p>";
   if (!l.tolerances.empty()) {
     h += "<p class=\"muted\">assert_close tolerances implied by the bound:</p><ul class=\"muted\">";
     for (const std::string& t : l.tolerances) h += "<li>" + escape(t) + "</li>";
@@ -105,8 +109,8 @@ std::string answer_block(const json& s) {
   return h + "</div>";
 }
 
-std::string case_section(const json& s) {
-  std::string h = answer_block(s);
+std::string case_section(const json& s, const std::string& id) {
+  std::string h = answer_block(s, id);
   const std::string desc = s.value("description", "");
   if (!desc.empty()) h += "<p class=\"explain\">" + escape(desc) + "</p>";
   h += "<details><summary class=\"muted\">bounds used</summary>";
@@ -208,7 +212,7 @@ std::string single_page(const json& r) {
                               "</span></p></header>\n<section id=\"e0\">",
                               escape(r["suite"]["single_command"]), escape(x["name"]), badge(s["verdict"]),
                               escape(r.value("version", "")), r.value("schema_version", 0));
-  h += s["command"] == "run" ? case_section(s) : model_section(s);
+  h += s["command"] == "run" ? case_section(s, "answer") : model_section(s);
   return h + "</section>\n";
 }
 
@@ -247,7 +251,7 @@ std::string report_html(const json& in) {
     h += fmt::format("<section id=\"e{}\"><h2>{} {} <span class=\"muted\">{} · expected {}{}</span></h2>", k++, escape(x["name"]),
                      badge(s["verdict"]), escape(x["kind"]), escape(x["expect"]),
                      x.contains("source") ? " · " + escape(x["source"]) : std::string());
-    h += s["command"] == "run" ? case_section(s) : model_section(s);
+    h += s["command"] == "run" ? case_section(s, fmt::format("answer-e{}", k - 1)) : model_section(s);
     h += "</section>\n";
   }
   h += std::string("<script>") + kScript + "</script></body></html>\n";

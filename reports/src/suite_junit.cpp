@@ -27,10 +27,11 @@ std::string lines(const json& v) {
 // The entry's answer in one or two lines: a run's reasoning, or a model's worst layer and channel.
 std::string reason(const json& summary) {
   if (summary.contains("answer")) return lines(summary["answer"]["reasoning"]);
-  std::string s = lines(summary.value("explanation", json::array()));
+  std::string s = lines(summary.value("reasoning", json::array()));  // a model: why nothing was compared, or its layers
   for (const json& l : summary.value("layers", json::array()))
     if (l["verdict"] != "EXPECTED")
-      s += fmt::format("\nlayer {}: {}{}, fold ratio {}", l["name"].get<std::string>(), l["verdict"].get<std::string>(),
+      s += fmt::format("{}layer {}: {}{}, fold ratio {}", s.empty() ? "" : "\n", l["name"].get<std::string>(),
+                       l["verdict"].get<std::string>(),
                        l.value("worst_channel", json()).is_number()
                            ? fmt::format(" (channel {})", l["worst_channel"].get<std::int64_t>())
                            : std::string(),
@@ -62,9 +63,11 @@ std::string report_junit(const json& in) {
       s += fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", svg::escape(why));
       continue;
     }
-    const std::string msg = fmt::format("verdict {}, expected {}: worst ratio to the bound {} at {}",
-                                        x["summary"]["verdict"].get<std::string>(), x["expect"].get<std::string>(),
-                                        ratio(h["worst_ratio"]), h["worst_where"].get<std::string>());
+    const std::string where = h["worst_where"].get<std::string>();
+    const std::string msg = fmt::format("verdict {}, expected {}: {}", x["summary"]["verdict"].get<std::string>(),
+                                        x["expect"].get<std::string>(),
+                                        where.empty() ? std::string("nothing compared")
+                                                      : fmt::format("worst ratio to the bound {} at {}", ratio(h["worst_ratio"]), where));
     std::string detail = why + "\n";
     for (const json& w : h["not_expected"]) detail += "not EXPECTED: " + w.get<std::string>() + "\n";
     s += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n", svg::escape(msg),

@@ -27,8 +27,8 @@ std::string answer_markdown(const json& summary) {
   }
   const AnswerLines a = answer_lines(summary["answer"]);
   std::string s = "**" + cell(a.headline) + "**\n\n";
-  for (const std::string& m : a.more) s += cell(m) + "\n\n";
   if (!a.observed.empty()) s += cell(a.observed) + "\n\n";
+  for (const std::string& m : a.more) s += cell(m) + "\n\n";
   if (!a.tolerances.empty()) {
     s += "assert_close tolerances implied by the bound:\n";
     for (const std::string& t : a.tolerances) s += "- " + cell(t) + "\n";
@@ -48,8 +48,10 @@ std::string single_markdown(const json& r) {
   out += answer_markdown(s);
   const std::string desc = s.value("description", "");
   if (!desc.empty()) out += cell(desc) + "\n\n";
-  out += fmt::format("Worst ratio to its rounding-error bound: {} ({}; > 1: beyond the bound).\n", num(h["worst_ratio"]),
-                     cell(h["worst_where"]));
+  if (!h["worst_where"].get<std::string>().empty())
+    out += fmt::format("Worst ratio to its rounding-error bound: {} ({}; > 1: beyond the bound).\n", num(h["worst_ratio"]),
+                       cell(h["worst_where"]));
+  for (const json& w : h["not_expected"]) out += "- not EXPECTED: " + cell(w) + "\n";
   return out;
 }
 
@@ -97,8 +99,8 @@ std::string report_markdown(const json& in) {
       }
     }
     s += "\n";
-    const json& why = x["summary"].contains("answer") ? x["summary"]["answer"]["reasoning"]
-                                                      : x["summary"].value("explanation", json::array());
+    const json why = x["summary"].contains("answer") ? x["summary"]["answer"]["reasoning"]
+                                                     : x["summary"].value("reasoning", json::array());
     if (!why.empty()) s += "  " + cell(why[0]) + "\n";
   }
   s += "\nRatios are the worst |error| / its rounding-error bound (> 1: beyond the bound). Full results: `results/` beside "

@@ -99,8 +99,8 @@ json summarize_run(const json& r) {
                {"ulp", stats(p["ulp"])},
                {"ppm", stats(p["ppm"])}};
         if (p.contains("bound")) {
-          e["bound_ratio"] = p["bound"]["worst_ratio"];
-          e["bound_ulp_at_worst"] = p["bound"]["bound_ulp_at_worst"];
+          e["bound_ratio"] = p["bound"].value("worst_ratio", json());  // none when nothing was compared
+          e["bound_ulp_at_worst"] = p["bound"].value("bound_ulp_at_worst", json());
           formulas.insert(p["bound"]["formula"].get<std::string>());
         }
         e["beyond_bound"] = p.contains("bound_check") ? p["bound_check"]["beyond_bound"] : json(0);
@@ -187,8 +187,9 @@ json summarize_accuracy_diff(const json& r) {
                                {"ulp", stats(e["observed_output"]["comparison"]["ulp"])}};
     s["end_to_end"] = ee;
   }
+  s["reasoning"] = r.value("reasoning", json::array());  // why nothing was compared, when nothing was
   json ex = json::array();
-  for (const json& line : r.value("reasoning", json::array())) ex.push_back(line);  // the answer first
+  for (const json& line : s["reasoning"]) ex.push_back(line);  // the answer first
   ex.push_back("Per layer: each engine recipe's folded weights and biases against the exact fold (ratio = worst distance / "
                "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
   if (r.contains("observed")) ex.push_back("Folded parameters from " + r["observed"]["path"].get<std::string>() + ".");

@@ -9,7 +9,12 @@
 // Contract: a pure function of the `run` JSON. Returns
 //   {"verdict", "reasoning": [sentences], "observed_weights": null | {"verdict",
 //    "bit_exact": [recipes], "reasoning": [sentences], "note"}, "tolerances": [{"path",
-//    "dtype", "rtol", "atol", "atol_alone"}]}.
+//    "dtype", "accumulation", "rtol", "atol", "atol_alone"}]}.
+// The first sentence: the observed weights when they are not EXPECTED (explain's sentence);
+// else the worst set that is not EXPECTED (SUSPICIOUS cites its probabilistic ratio); else
+// every set within its bound, with the output path closest to its bound (folded sets are
+// one rounding against a half-ULP bound, always near 1). MISTRUSTED folded-bias sets, which
+// run leaves out of its verdict, get a sentence of their own.
 #include <string>
 #include <vector>
 
