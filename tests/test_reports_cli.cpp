@@ -345,4 +345,6 @@ TEST_CASE("run answer: what leads, and cases without a ratio", "[cli][reports]")
   zero["observed_weights"] = nullptr;
   r = run("run " + variant("zero_w", zero) + " -q --no-timing");
   CHECK_THAT(r.out, Catch::Contains("answer: MISTRUSTED: float32 pytorch folded weights is MISTRUSTED: nothing was compared"));
+  // fused and unfused agree exactly: no shares of a zero difference (they split what cancels).
+  CHECK_THAT(r.out, Catch::Contains("0 elements differ") && !Catch::Contains("of that difference"));
 }

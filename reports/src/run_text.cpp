@@ -152,7 +152,10 @@ std::string fused_vs_unfused_text(const json& o) {
     s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
                      pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
                      pr["beyond_combined_bound"].get<long>());
-    if (pr.contains("attribution")) {
+    // Shares of a difference that is zero would split the cancelling contributions (50/50): none.
+    const bool differs = pr["elements_differing"].get<long>() > 0 && pr.contains("attribution") &&
+                         pr["attribution"]["difference"].value("rms_ulp", 0.0) > 0;
+    if (differs) {
       const auto& fa = pr["attribution"];
       s += fmt::format("      of that difference: fold order {:.0f}%, parameter stages {:.0f}%, residual {:.2g}% "
                        "(share of squared ULP; fold order rms {:.3g} ULP)\n",
