@@ -348,3 +348,37 @@ TEST_CASE("run answer: what leads, and cases without a ratio", "[cli][reports]")
   // fused and unfused agree exactly: no shares of a zero difference (they split what cancels).
   CHECK_THAT(r.out, Catch::Contains("0 elements differ") && !Catch::Contains("of that difference"));
 }
+
+// Pages that stay light (issue 23): the nightly suite's page under 1 MB (charts of the paths a
+// reader looks for; every number in the tables), rendered in headless chromium without
+// script errors; a corrupted model's page answers with the layer and channel. Screenshots of
+// both are kept in the test output folder (screenshots/).
+TEST_CASE("html report: the nightly suite under 1 MB and a corrupted model's answer (headless chromium)", "[cli][reports][browser]") {
+  const fs::path dir = tmp("light_pages");
+  fs::create_directories(dir);
+  const fs::path shots = fs::path(FOLDCHECK_BINARY_DIR) / "screenshots";
+  fs::create_directories(shots);
+  const std::string chrome = "chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,800 ";
+  auto render = [&](const fs::path& html, const std::string& png) {
+    const fs::path dom = dir / (png + ".dom.html");
+    REQUIRE(std::system((chrome + "--dump-dom file://" + html.string() + " >" + dom.string() + " 2>/dev/null").c_str()) == 0);
+    REQUIRE(std::system((chrome + "--screenshot=" + (shots / png).string() + " file://" + html.string() + " >/dev/null 2>&1").c_str()) == 0);
+    CHECK(fs::file_size(shots / png) > 20000);
+    return slurp(dom);
+  };
+  REQUIRE(run("suite " + src("cases/nightly.json") + " -o " + (dir / "nightly").string() + " --no-timing -q").code == 0);
+  const fs::path page = dir / "nightly/report.html";
+  CHECK(fs::file_size(page) < 1000000);
+  const std::string nightly = render(page, "nightly.png");
+  CHECK_THAT(nightly, Catch::Contains("data-errors=\"0\"") && Catch::Contains("id=\"answer-e0\""));
+
+  REQUIRE(std::system((std::string(MAKE_ONNX_FIXTURE_BIN) + " " + (dir / "fx").string() + " >/dev/null").c_str()) == 0);
+  const fs::path corrupt = dir / "corrupt.html";
+  CHECK(run("accuracy-diff " + (dir / "fx/model.onnx").string() + " --observed " + (dir / "fx/corrupt.onnx").string() +
+            " --input " + (dir / "fx/x.npy").string() + " --format html -o " + corrupt.string() + " -q")
+            .code == 1);
+  const std::string model = render(corrupt, "corrupted_model.png");
+  std::smatch m;
+  REQUIRE(std::regex_search(model, m, std::regex("<div class=\"answer\" id=\"answer\">([\\s\\S]*?)</div>")));
+  CHECK_THAT(std::string(m[1]), Catch::Contains("Layer conv_b is UNEXPECTED") && Catch::Contains("(channel 3)"));
+}

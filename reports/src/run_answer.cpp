@@ -165,6 +165,48 @@ json run_answer(const json& r) {
   return a;
 }
 
+namespace {
+
+double ratio_of(const json& v) { return v.is_number() ? v.get<double>() : v.is_null() ? -1.0 : HUGE_VAL; }
+
+// A layer's worst ratio to a bound: its fold's, or its fused or unfused activations'.
+std::pair<double, std::string> layer_worst(const json& l) {
+  std::pair<double, std::string> w{ratio_of(l.value("fold_ratio", json())), "folded parameters"};
+  for (const char* p : {"fused", "unfused"})
+    if (l.contains(p) && ratio_of(l[p].value("bound_ratio", json())) > w.first)
+      w = {ratio_of(l[p]["bound_ratio"]), std::string(p) + " outputs on its real input"};
+  return w;
+}
+
+}  // namespace
+
+json model_answer(const json& summary) {
+  json why = summary.value("reasoning", json::array());  // nothing compared: why, and what to do
+  if (why.empty()) {
+    const json* worst = nullptr;
+    std::pair<double, std::string> wr{-1, ""};
+    for (const json& l : summary["layers"]) {
+      const auto r = layer_worst(l);
+      const bool bad = l["verdict"] != "EXPECTED", worst_bad = worst && (*worst)["verdict"] != "EXPECTED";
+      if (!worst || (bad && !worst_bad) || (bad == worst_bad && r.first > wr.first)) {
+        worst = &l;
+        wr = r;
+      }
+    }
+    if (worst && (*worst)["verdict"] != "EXPECTED")
+      why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", (*worst)["name"].get<std::string>(),
+                                (*worst)["verdict"].get<std::string>(), wr.second, ratio_text(wr.first),
+                                (*worst).value("worst_channel", json()).is_number()
+                                    ? fmt::format(" (channel {})", (*worst)["worst_channel"].get<std::int64_t>())
+                                    : std::string()));
+    else if (worst)
+      why.push_back(fmt::format("Every layer's folded parameters and outputs are within their rounding-error bounds "
+                                "(closest: layer {}, its {} at {} of the bound).",
+                                (*worst)["name"].get<std::string>(), wr.second, ratio_text(wr.first)));
+  }
+  return {{"verdict", summary["verdict"]}, {"reasoning", why}, {"observed_weights", nullptr}, {"tolerances", json::array()}};
+}
+
 AnswerLines answer_lines(const json& a) {
   AnswerLines l;
   const json& why = a["reasoning"];

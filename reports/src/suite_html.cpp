@@ -1,4 +1,6 @@
 // The self-contained HTML report (suite_reports.hpp).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "foldcheck/reports/compare_reports.hpp"
@@ -109,6 +111,33 @@ std::string answer_block(const json& s, const std::string& id) {
   return h + "</div>";
 }
 
+// The charts of the paths a reader looks for, under a fold: every path that is not EXPECTED
+// and the kMoreCards others nearest their bounds. Every path's numbers are in the table and
+// its histograms in report.json: drawing all of them (a nightly suite has hundreds) made
+// pages of megabytes.
+constexpr std::size_t kMoreCards = 4;
+
+std::string more_cards(const json& paths) {
+  std::vector<std::size_t> order(paths.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto ratio = [&](std::size_t i) {
+    const json r = paths[i].value("bound_ratio", json());
+    return r.is_number() ? r.get<double>() : -1.0;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ratio(a) > ratio(b); });
+  std::vector<std::size_t> shown;
+  std::size_t others = 0;
+  for (const std::size_t i : order)
+    if (paths[i]["verdict"] != "EXPECTED" || others++ < kMoreCards) shown.push_back(i);
+  std::sort(shown.begin(), shown.end());
+  std::string h = fmt::format("<details><summary>histograms and attribution of the {} path(s) nearest their bounds or not "
+                              "EXPECTED, of {} (every path's numbers are in the table; its histograms in report.json)"
+                              "</summary><div class=\"grid\">",
+                              shown.size(), paths.size());
+  for (const std::size_t i : shown) h += path_card(paths[i]);
+  return h + "</div></details>";
+}
+
 std::string case_section(const json& s, const std::string& id) {
   std::string h = answer_block(s, id);
   const std::string desc = s.value("description", "");
@@ -138,10 +167,7 @@ std::string case_section(const json& s, const std::string& id) {
                      escape(p["dtype"]), escape(p["accumulation"]), escape(p["arithmetic"]), escape(p["path"]),
                      badge(p["verdict"]), num(p["ulp"]["p50"]), num(p["ulp"]["p99_9"]), num(p["ulp"]["max_abs"]),
                      num(p.value("bound_ratio", json())), p.value("beyond_bound", 0));
-  h += fmt::format("</table><details><summary>histograms and attribution of all {} paths</summary><div class=\"grid\">",
-                   paths.size());
-  for (const json& p : paths) h += path_card(p);
-  h += "</div></details>";
+  h += "</table>" + more_cards(paths);
   if (!s["folded"].empty()) {
     h += "<h4>Folded parameters against the exact fold</h4><table><tr><th>dtype</th><th>recipe</th><th>arithmetic</th>"
          "<th>weights</th><th>max |ULP|</th><th>ratio</th><th>bias</th><th>max |ULP|</th><th>ratio</th></tr>";
@@ -158,8 +184,8 @@ std::string case_section(const json& s, const std::string& id) {
   return h;
 }
 
-std::string model_section(const json& s) {
-  std::string h = explanation(s);
+std::string model_section(const json& s, const std::string& id) {
+  std::string h = answer_block(s, id) + explanation(s);
   std::vector<svg::LayerValue> fused, fold;
   for (const json& l : s["layers"]) {
     if (l.contains("fused")) fused.push_back({l["name"], l["fused"].value("max_abs_ulp", 0.0), l["verdict"]});
@@ -212,7 +238,7 @@ std::string single_page(const json& r) {
                               "</span></p></header>\n<section id=\"e0\">",
                               escape(r["suite"]["single_command"]), escape(x["name"]), badge(s["verdict"]),
                               escape(r.value("version", "")), r.value("schema_version", 0));
-  h += s["command"] == "run" ? case_section(s, "answer") : model_section(s);
+  h += s["command"] == "run" ? case_section(s, "answer") : model_section(s, "answer");
   return h + "</section>\n";
 }
 
@@ -251,7 +277,8 @@ std::string report_html(const json& in) {
     h += fmt::format("<section id=\"e{}\"><h2>{} {} <span class=\"muted\">{} · expected {}{}</span></h2>", k++, escape(x["name"]),
                      badge(s["verdict"]), escape(x["kind"]), escape(x["expect"]),
                      x.contains("source") ? " · " + escape(x["source"]) : std::string());
-    h += s["command"] == "run" ? case_section(s, fmt::format("answer-e{}", k - 1)) : model_section(s);
+    const std::string id = fmt::format("answer-e{}", k - 1);
+    h += s["command"] == "run" ? case_section(s, id) : model_section(s, id);
     h += "</section>\n";
   }
   h += std::string("<script>") + kScript + "</script></body></html>\n";

@@ -24,10 +24,10 @@ std::string lines(const json& v) {
   return s;
 }
 
-// The entry's answer in one or two lines: a run's reasoning, or a model's worst layer and channel.
+// The entry's answer (summary.hpp: every summary has one), and a model's failing layers.
 std::string reason(const json& summary) {
-  if (summary.contains("answer")) return lines(summary["answer"]["reasoning"]);
-  std::string s = lines(summary.value("reasoning", json::array()));  // a model: why nothing was compared, or its layers
+  // The answer (a report written before answers existed has none), then a model's failing layers.
+  std::string s = summary.contains("answer") ? lines(summary["answer"]["reasoning"]) : std::string();
   for (const json& l : summary.value("layers", json::array()))
     if (l["verdict"] != "EXPECTED")
       s += fmt::format("{}layer {}: {}{}, fold ratio {}", s.empty() ? "" : "\n", l["name"].get<std::string>(),

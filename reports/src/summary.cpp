@@ -194,6 +194,7 @@ json summarize_accuracy_diff(const json& r) {
                "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
   if (r.contains("observed")) ex.push_back("Folded parameters from " + r["observed"]["path"].get<std::string>() + ".");
   s["explanation"] = ex;
+  s["answer"] = model_answer(s);
   return s;
 }
 

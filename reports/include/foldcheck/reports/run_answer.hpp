@@ -24,6 +24,11 @@ namespace foldcheck::reports {
 
 nlohmann::json run_answer(const nlohmann::json& run_result);
 
+// The answer of an accuracy-diff summary (summary.hpp), in the same shape: why nothing was
+// compared; else the worst layer that is not EXPECTED (its folded parameters or its outputs,
+// the ratio, the channel); else every layer within its bounds, with the closest.
+nlohmann::json model_answer(const nlohmann::json& accuracy_diff_summary);
+
 // The answer as sentences for people, in order: the verdict with its reason, the other
 // reasons, the observed weights (verdict, bit-exact recipes, explain's first sentence), the
 // distinct assert_close tolerances. Every renderer shows these first.
