@@ -274,7 +274,8 @@ TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and cha
   INFO(message << "\n" << detail);
   CHECK(std::regex_search(message, std::regex("^verdict UNEXPECTED, expected EXPECTED: worst ratio to the bound [0-9.]+(e\\+[0-9]+)? at ")));
   CHECK(std::regex_search(message, std::regex("bound [0-9]+(\\.[0-9]{1,2})?(e\\+[0-9]+)? at")));  // 3 significant digits
-  CHECK(std::regex_search(detail, std::regex("layer [^:]+: UNEXPECTED \\(channel [0-9]+\\), fold ratio")));
+  CHECK(std::regex_search(detail, std::regex("^Layer [^ ]+ is UNEXPECTED: its folded parameters are [0-9.]+ times their "
+                                              "rounding-error bound \\(channel [0-9]+\\)\\.&#10;not EXPECTED: ")));
   REQUIRE(std::regex_search(junit, m, std::regex("name=\"tvm_thread\">\\s*<system-out>([^<]*)</system-out>")));
   CHECK_THAT(std::string(m[1]), Catch::Contains("within its rounding-error bound"));
 }

@@ -24,19 +24,10 @@ std::string lines(const json& v) {
   return s;
 }
 
-// The entry's answer (summary.hpp: every summary has one), and a model's failing layers.
+// The entry's answer (a report written before answers existed has none); each failing layer
+// is listed after it, once, from the headline.
 std::string reason(const json& summary) {
-  // The answer (a report written before answers existed has none), then a model's failing layers.
-  std::string s = summary.contains("answer") ? lines(summary["answer"]["reasoning"]) : std::string();
-  for (const json& l : summary.value("layers", json::array()))
-    if (l["verdict"] != "EXPECTED")
-      s += fmt::format("{}layer {}: {}{}, fold ratio {}", s.empty() ? "" : "\n", l["name"].get<std::string>(),
-                       l["verdict"].get<std::string>(),
-                       l.value("worst_channel", json()).is_number()
-                           ? fmt::format(" (channel {})", l["worst_channel"].get<std::int64_t>())
-                           : std::string(),
-                       ratio(l.value("fold_ratio", json())));
-  return s;
+  return summary.contains("answer") ? lines(summary["answer"]["reasoning"]) : std::string();
 }
 
 }  // namespace
