@@ -26,7 +26,8 @@ namespace foldcheck {
 // rounded to t (narrow.hpp): with y = RN_f(x),
 //   |RN_t(y) - x| <= u_t |y| + eta_t + u_f |x| + eta_f <= (u_t + u_f (1 + u_t)) |x| + eta_t + eta_f (1 + u_t).
 // (For operands that are values of t the double rounding is innocuous, 24 >= 2p + 2, and
-// u_t alone would do; eps enters as a float32, so the general bound is used throughout.)
+// u_t alone would do; the general bound costs u_f/u_t <= 2^-13 and needs no such proof per
+// operation. eps's own conversion to t is charged by eps_value, layer_math.hpp.)
 double operation_roundoff(DType t);
 double operation_eta(DType t);
 

@@ -9,8 +9,9 @@
 // fma), the result rounded to T: v = RN_T(RN_f(a op b)). A scalar operand (eps, a Python
 // float) is converted to T first, as c10 converts a scalar to the tensor's type (double to
 // float to T: RN_T(RN_f(x)); measured with torch 2.14: var + 1e-3 in float16 is
-// RN(var + RN_T(1e-3)), not RN(var + RN_f(1e-3))). torch.rsqrt's vector kernel computes 1/sqrt in float32 (two float roundings)
-// and rounds to T once; its scalar loop rounds to T twice (rsqrt_op below).
+// RN(var + RN_T(1e-3)), not RN(var + RN_f(1e-3))). torch.rsqrt's vector kernel computes
+// 1/sqrt in float32 (two float roundings) and rounds to T once; its scalar loop rounds to T
+// twice (rsqrt_op below).
 //
 // The bound of such a fold is Bounded's with arithmetic T: Bounded::exact(v, T) charges each
 // operation operation_roundoff(T) = u_T + u_f (1 + u_T) (bounded.hpp), which covers the two
