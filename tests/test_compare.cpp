@@ -119,3 +119,45 @@ TEST_CASE("histogram buckets are (2^(k-1) - 2^k) with signed sides", "[histogram
   CHECK(h.label(4) == "(0.5, 1]");
   CHECK(h.label(0) == "(0, 0.0625]");
 }
+
+// The ratio chart (issue 23): each scored element's signed error / its own bound, where 1 is a
+// bucket edge: (1/2, 1] is the last bucket within the bound, (1, 2] the first beyond; the
+// sign is the error's; a bound of 0 with an error counts beyond every edge. The bound in ULP
+// at the max-|ULP| element is kept beside the one at the element nearest its bound.
+TEST_CASE("bound-ratio histogram: signed, 1 is an edge, every scored element counted", "[compare][histogram]") {
+  std::vector<ref::Value> x;
+  std::vector<double> v, b;
+  auto add = [&](double xv, double err_ulp, double bound_ulp) {
+    x.push_back(exact(xv));
+    v.push_back(xv + err_ulp * 0x1p-23);
+    b.push_back(bound_ulp * 0x1p-23);
+  };
+  add(1.0, 0.75, 1.0);    // ratio 0.75: (1/2, 1]
+  add(1.0, -1.0, 1.0);    // -1: still within, (1/2, 1] on the negative side
+  add(1.0, 3.0, 2.0);     // 1.5: (1, 2], beyond
+  add(1.0, 0.0, 1.0);     // exactly 0
+  add(1.0, 1.0, 0.0);     // a zero bound with an error: beyond every edge
+  add(1.5, 64.0, 4096.0); // the largest |ULP| under a wide bound (a cancelled result's)
+  const Comparison c = compare(v, x, DType::Float32, &b);
+  REQUIRE(c.bound_hist);
+  const Histogram& h = *c.bound_hist;
+  CHECK(h.unit == "bound");
+  const std::size_t one = static_cast<std::size_t>(0 - h.lo);  // the bucket (1/2, 1]
+  CHECK(h.upper_edge(one) == 1.0);
+  CHECK(h.pos[one] == 1);
+  CHECK(h.neg[one] == 1);
+  CHECK(h.pos[one + 1] == 1);
+  CHECK(h.zero == 1);
+  CHECK(h.pos.back() == 1);
+  std::int64_t total = h.zero;
+  for (std::size_t i = 0; i < h.buckets(); ++i) total += h.neg[i] + h.pos[i];
+  CHECK(total == c.ulp.count);
+  CHECK(c.beyond_bound == 2);
+  CHECK(c.bound_ulp_at_max_ulp == Approx(4096.0));  // 1.5 is in 1.0's binade: the same ULP
+  CHECK(c.worst_bound_ulp == 0.0);                  // the element nearest (beyond) its bound: the zero bound
+  CHECK(h.label(0) == "(0, 2^-20]");
+  CHECK(to_json(c)["histograms"]["bound"]["unit"] == "bound");
+  // Without bounds there is no ratio chart.
+  CHECK_FALSE(compare(v, x, DType::Float32).bound_hist);
+  CHECK_FALSE(to_json(compare(v, x, DType::Float32))["histograms"].contains("bound"));
+}

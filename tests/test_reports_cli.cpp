@@ -241,6 +241,9 @@ TEST_CASE("html report: a single run answers above the fold (headless chromium)"
   CHECK_THAT(answer, Catch::Contains("<b>BIT-EXACT</b>: pytorch, tvm, onnxruntime, onnxoptimizer"));
   CHECK_THAT(answer, Catch::Contains("assert_close tolerances implied by the bound"));
   CHECK(fs::file_size(shots / "tvm_thread.png") > 30000);
+  // The ratio charts are drawn (the headline path cards' first charts).
+  REQUIRE(std::regex_search(after, m, std::regex("data-ratio-charts=\"([0-9]+)\"")));
+  CHECK(std::stoi(m[1]) >= 2);
 }
 
 TEST_CASE("markdown of a single run: the answer, no suite wording", "[cli][reports]") {
@@ -382,4 +385,64 @@ TEST_CASE("html report: the nightly suite under 1 MB and a corrupted model's ans
   std::smatch m;
   REQUIRE(std::regex_search(model, m, std::regex("<div class=\"answer\" id=\"answer\">([\\s\\S]*?)</div>")));
   CHECK_THAT(std::string(m[1]), Catch::Contains("Layer conv_b is UNEXPECTED") && Catch::Contains("(channel 3)"));
+  // The end-to-end runs used foldcheck's own fold: the page says so and why the verdicts differ.
+  CHECK_THAT(model, Catch::Contains("s own pytorch fold of the original model, not the observed model") &&
+                        Catch::Contains("The overall verdict (UNEXPECTED) differs from the end-to-end one (EXPECTED)"));
+  REQUIRE(std::regex_search(nightly, m, std::regex("data-ratio-charts=\"([0-9]+)\"")));
+  CHECK(std::stoi(m[1]) >= 2);
+}
+
+// The ratio to the bound first, identical rows once, explanations in place (issue 23): the TVM
+// case's float32 outputs cancel (max |ULP| in the thousands under a bound ULP of tens), its
+// float64 folds by TVM, ONNX Runtime and onnxoptimizer hold eps in float32 (1137 ULP), its
+// fresh BatchNorm has all-zero folded biases (MISTRUSTED); each says why where it stands, in
+// text, HTML and the summary; the HTML draws no ULP "bound" line.
+TEST_CASE("run reports: ratio charts first, identical rows once, explanations in place", "[cli][reports]") {
+  const fs::path dir = tmp("in_place");
+  fs::create_directories(dir);
+  REQUIRE(run("run " + src("cases/tvm_thread.json") + " --format json -o " + (dir / "r.json").string() + " -q").code == 0);
+  const json r = parse_file(dir / "r.json");
+  for (const json& d : r["dtypes"])
+    for (const json& o : d["orders"])
+      for (const json& p : o["paths"]) {
+        const json& h = p["histograms"]["bound"];
+        REQUIRE(h["unit"] == "bound");
+        std::int64_t n = h["zero"];
+        for (const json& b : h["buckets"]) {
+          n += b["negative"].get<std::int64_t>() + b["positive"].get<std::int64_t>();
+          if (p["verdict"] == "EXPECTED") CHECK((b["upper"].is_number() && b["upper"].get<double>() <= 1));
+        }
+        CHECK(n == p["ulp"]["count"].get<std::int64_t>());
+      }
+  const Result t = run("run " + src("cases/tvm_thread.json") + " -q --no-timing");
+  REQUIRE(t.code == 0);
+  CHECK_THAT(t.out, Catch::Contains("histogram: float32 sequential unfused, error / its bound") &&
+                        Catch::Contains("-- every element within its bound (|ratio| <= 1) --"));
+  CHECK_THAT(t.out, Catch::Contains("2 paths, identical") && Catch::Contains("      = fused/tvm, fused/pytorch\n"));
+  CHECK_THAT(t.out, Catch::Contains("-> tvm holds eps in float32 (1e-05 becomes 9.99999975e-06)"));
+  CHECK(t.out.find("exact holds eps") == std::string::npos);
+  CHECK(t.out.find("pytorch holds eps") == std::string::npos);
+  CHECK_THAT(t.out, Catch::Contains("-> MISTRUSTED: every exact folded bias is 0") &&
+                        Catch::Contains("it does not count toward the verdict"));
+  CHECK(std::regex_search(t.out, std::regex("-> max \\|ULP\\| [0-9]+ is a cancelled result, within its own bound of")));
+  CHECK_THAT(t.out, Catch::Contains("A cancelled result: each element's bound scales with the magnitudes of its terms"));
+  CHECK_THAT(t.out, Catch::Contains("fused/tvm, fused/pytorch, fused/onnxruntime, fused/onnxoptimizer vs unfused:"));
+
+  const fs::path html = dir / "tvm.html";
+  REQUIRE(run("run " + src("cases/tvm_thread.json") + " --format html -o " + html.string() + " -q").code == 0);
+  const std::string page = slurp(html);
+  CHECK(page.find("bound of the element closest to its own") == std::string::npos);
+  CHECK_THAT(page, Catch::Contains("<title>signed error / its bound") && Catch::Contains("<p class=\"muted why\">shown: "));
+  CHECK_THAT(page, Catch::Contains("identical</span>") && Catch::Contains("<tr class=\"note\">"));
+  CHECK_THAT(page, Catch::Contains("holds eps in float32") && Catch::Contains("every exact folded bias is 0"));
+  std::smatch m;
+  REQUIRE(std::regex_search(page, m, std::regex("<table class=\"paths\">([\\s\\S]*?)</table>")));
+  const std::string table = m[1];
+  std::size_t rows = 0;
+  for (std::size_t at = table.find("<tr><td>"); at != std::string::npos; at = table.find("<tr><td>", at + 1)) ++rows;
+  std::size_t paths = 0;
+  for (const json& d : r["dtypes"])
+    for (const json& o : d["orders"]) paths += o["paths"].size();
+  CHECK(rows < paths);  // identical rows merged
+  CHECK(rows > 4);
 }

@@ -20,7 +20,7 @@ class RunCommand : public Command {
     cmd_ = app.add_subcommand("run", "Evaluate a conv+BN case file along every path, dtype, recipe and accumulation "
                                      "order against the certified reference, with bounds, histograms and verdicts.");
     cmd_->add_option("case", case_path_, "Case file (JSON); see cases/README.md")->required();
-    cmd_->add_flag("--all-histograms", all_hist_, "Print a histogram for every path (text format)");
+    cmd_->add_flag("--all-histograms", all_hist_, "Print every path's histograms: error / bound and ULP (text format; by default the headline paths' error / bound)");
     cmd_->add_option("--seed", seed_, "Override the case's seed (every output prints the seed used)")
         ->check(integer_in(0, UINT64_MAX));
     cmd_->add_flag("--no-attribution", no_attr_, "Skip the stage attribution (faster)");

@@ -178,6 +178,9 @@ std::string end_to_end_text(const json& r) {
   s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict{}: {}\n",
                    e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
                    observed ? " of foldcheck's own runs" : "", e["verdict"].get<std::string>());
+  if (e["verdict"] != r["verdict"])
+    s += fmt::format("    (the overall verdict, {}, also judges {})\n", r["verdict"].get<std::string>(),
+                     observed ? "the observed model's folded weights per layer" : "each layer's fold");
   return s;
 }
 

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "foldcheck/reports/row_notes.hpp"
+#include "identical_rows.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/text.hpp"
 
@@ -32,15 +34,47 @@ std::string kinds(const json& c) {
   return s;
 }
 
-std::string scored_row(const std::string& label, const json& c) {
-  return fmt::format("    {:<24} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7} {:>7}{}\n", label,
+std::string scored_cells(const std::string& label, const json& c) {
+  return fmt::format("    {:<30} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7} {:>7}{}\n", label,
                      c["verdict"].get<std::string>(), c["ulp"]["max_abs"].get<double>(), c["ulp"]["p99_9"].get<double>(),
                      c["ulp"]["p99"].get<double>(), c["ulp"]["p50"].get<double>(), c["ulp"]["mean_abs"].get<double>(),
                      c["ppm"]["max_abs"].get<double>(), bound_ulp(c), ratio(c), pratio(c), kinds(c));
 }
 
+// A scored comparison's row, then its explanations in place (row_notes.hpp), indented under it.
+std::string scored_row(const std::string& label, const json& c) {
+  std::string notes;
+  for (const std::string& n : row_notes(c)) notes += "      -> " + n + "\n";
+  return scored_cells(label, c) + notes;
+}
+
+// Rows (label, comparison) with identical numbers printed once (identical_rows.hpp): "3 paths,
+// identical" with the names on the next line, or "a, b" for two.
+std::string scored_rows(const std::vector<std::pair<std::string, const json*>>& rows, const std::string& plural) {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> labels;
+  for (const auto& [label, c] : rows) {
+    keys.push_back(scored_row("", *c));
+    labels.push_back({label});
+  }
+  std::string s;
+  for (const auto& g : identical_groups(keys)) {
+    const auto names = distinct_column(labels, g, 0);
+    if (names.size() == 1) {
+      s += scored_row(names[0], *rows[g[0]].second);
+      continue;
+    }
+    std::string all;
+    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+    s += scored_cells(fmt::format("{} {}, identical", names.size(), plural), *rows[g[0]].second) + "      = " + all + "\n";
+    for (const std::string& n : row_notes(*rows[g[0]].second)) s += "      -> " + n + "\n";
+  }
+  return s;
+}
+
+
 std::string header(const std::string& first) {
-  return fmt::format("    {:<24} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7} {:>7}\n", first, "verdict", "max|ULP|",
+  return fmt::format("    {:<30} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7} {:>7}\n", first, "verdict", "max|ULP|",
                      "p99.9", "p99", "p50", "mean|ULP|", "max|ppm|", "bound ULP", "ratio", "p-ratio");
 }
 
@@ -95,6 +129,18 @@ std::string attribution_table(const json& paths, bool histograms, bool headline_
   return s;
 }
 
+// Whether any row of the run carries a cancellation note (row_notes.hpp).
+bool any_cancellation(const json& r) {
+  for (const auto& d : r["dtypes"]) {
+    for (const auto& o : d["orders"])
+      for (const auto& p : o["paths"])
+        if (shows_cancellation(p)) return true;
+    for (const auto& f : d["folded_parameters"])
+      if (shows_cancellation(f["weights"]) || shows_cancellation(f["bias"])) return true;
+  }
+  return false;
+}
+
 // The case, its layer, the seed and reference, and the legend of the ratio columns.
 std::string case_heading(const json& r) {
   std::string s;
@@ -115,19 +161,21 @@ std::string case_heading(const json& r) {
                    r["reference"]["escalations"].get<long>());
   s += "  ratio = worst |error| / deterministic bound (> 1: UNEXPECTED); bound ULP = that bound at the worst element;\n"
        "  p-ratio = worst |error| / probabilistic bound (> 1 within the deterministic bound: SUSPICIOUS)\n";
+  if (any_cancellation(r)) s += "  " + std::string(kCancellationNote) + "\n";
   return s;
 }
 
 // A dtype's folded weights and biases per recipe (and arithmetic) against the exact fold.
 std::string folded_parameters_text(const json& d) {
   std::string s = "  folded parameters vs the exact fold\n" + header("recipe");
+  std::vector<std::pair<std::string, const json*>> weights, biases;
   for (const auto& w : d["folded_parameters"]) {
     const std::string ar = w.value("arithmetic", std::string("default"));
     const std::string label = w["recipe"].get<std::string>() + (ar == "default" ? "" : " " + ar);
-    s += scored_row(label + " weights", w["weights"]);
-    if (!w["bias"].is_null()) s += scored_row(label + " bias", w["bias"]);
+    weights.emplace_back(label + " weights", &w["weights"]);
+    if (!w["bias"].is_null()) biases.emplace_back(label + " bias", &w["bias"]);
   }
-  return s;
+  return s + scored_rows(weights, "recipes' weights") + scored_rows(biases, "recipes' biases");
 }
 
 // The assert_close tolerances the bound implies, for the first two paths (unfused and the
@@ -145,23 +193,39 @@ std::string tolerance_lines(const json& paths) {
   return s;
 }
 
+// One fused path against the unfused one (after its name), with the attribution of their
+// difference if any.
+std::string fused_vs_unfused_lines(const json& pr) {
+  std::string s = fmt::format(" vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
+                     pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
+                     pr["beyond_combined_bound"].get<long>());
+  // Shares of a difference that is zero would split the cancelling contributions (50/50): none.
+  const bool differs = pr["elements_differing"].get<long>() > 0 && pr.contains("attribution") &&
+                       pr["attribution"]["difference"].value("rms_ulp", 0.0) > 0;
+  if (differs) {
+    const auto& fa = pr["attribution"];
+    s += fmt::format("      of that difference: fold order {:.0f}%, parameter stages {:.0f}%, residual {:.2g}% "
+                     "(share of squared ULP; fold order rms {:.3g} ULP)\n",
+                     100 * fa["fold_order"]["share_rms"].get<double>(), 100 * fa["parameters"]["share_rms"].get<double>(),
+                     100 * fa["residual"]["share_rms"].get<double>(), fa["fold_order"]["rms_ulp"].get<double>());
+  }
+  return s;
+}
+
 // Each fused path against the unfused one, with the attribution of their difference if any.
 std::string fused_vs_unfused_text(const json& o) {
-  std::string s;
+  // Each pair's lines without its name; pairs with the same lines are printed once, named together.
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> names;
   for (const auto& pr : o["fused_vs_unfused"]) {
-    s += fmt::format("    {} vs unfused: {} elements differ, max {:.3g} ULP apart, {} beyond the combined bound\n",
-                     pr["a"].get<std::string>(), pr["elements_differing"].get<long>(), pr["max_abs_ulp"].get<double>(),
-                     pr["beyond_combined_bound"].get<long>());
-    // Shares of a difference that is zero would split the cancelling contributions (50/50): none.
-    const bool differs = pr["elements_differing"].get<long>() > 0 && pr.contains("attribution") &&
-                         pr["attribution"]["difference"].value("rms_ulp", 0.0) > 0;
-    if (differs) {
-      const auto& fa = pr["attribution"];
-      s += fmt::format("      of that difference: fold order {:.0f}%, parameter stages {:.0f}%, residual {:.2g}% "
-                       "(share of squared ULP; fold order rms {:.3g} ULP)\n",
-                       100 * fa["fold_order"]["share_rms"].get<double>(), 100 * fa["parameters"]["share_rms"].get<double>(),
-                       100 * fa["residual"]["share_rms"].get<double>(), fa["fold_order"]["rms_ulp"].get<double>());
-    }
+    keys.push_back(fused_vs_unfused_lines(pr));
+    names.push_back({pr["a"].get<std::string>()});
+  }
+  std::string s;
+  for (const auto& g : identical_groups(keys)) {
+    std::string all;
+    for (const std::string& n : distinct_column(names, g, 0)) all += (all.empty() ? "" : ", ") + n;
+    s += "    " + all + keys[g[0]];
   }
   return s;
 }
@@ -175,16 +239,26 @@ std::string order_text(const std::string& dt, const json& o, const RunTextOption
   const auto& paths = o["paths"];
   // paths[0] is the unfused path and paths[1] the first recipe's fused path: the headline pair.
   const std::size_t headline = std::min<std::size_t>(2, paths.size());
-  for (const auto& p : paths) s += scored_row(p["name"].get<std::string>(), p);
+  std::vector<std::pair<std::string, const json*>> rows;
+  for (const auto& p : paths) rows.emplace_back(p["name"].get<std::string>(), &p);
+  s += scored_rows(rows, "paths");
   if (!first_order) s += tolerance_lines(paths);  // the first order's are in the answer
   s += fused_vs_unfused_text(o);
   if (!paths.empty() && paths[0].contains("attribution")) s += attribution_table(paths, opts.all_histograms, first_hist);
   const std::size_t histograms = opts.all_histograms ? paths.size() : first_hist ? headline : 0;
+  // The ratio to each element's own bound first (1 is the line on every path); the ULP view
+  // with --all-histograms (its elements' bounds differ in ULP, so it has no single line).
   for (std::size_t i = 0; i < histograms; ++i) {
     const auto& p = paths[i];
-    s += fmt::format("\n  histogram: {} {} {}, error vs the exact value\n", dt, o["accumulation"].get<std::string>(),
-                     p["name"].get<std::string>());
-    s += histogram_text(p["histograms"]["ulp"]);
+    const std::string what = fmt::format("{} {} {}", dt, o["accumulation"].get<std::string>(), p["name"].get<std::string>());
+    if (p["histograms"].contains("bound")) {
+      s += fmt::format("\n  histogram: {}, error / its bound{}\n", what, opts.all_histograms ? "" : " (ULP views: --all-histograms)");
+      s += histogram_text(p["histograms"]["bound"]);
+    }
+    if (opts.all_histograms || !p["histograms"].contains("bound")) {
+      s += fmt::format("\n  histogram: {}, error vs the exact value in ULP\n", what);
+      s += histogram_text(p["histograms"]["ulp"]);
+    }
   }
   return s;
 }

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
+#include "identical_rows.hpp"
 #include "svg_charts.hpp"
 
 namespace foldcheck::reports {
@@ -39,6 +41,8 @@ constexpr const char* kScript = R"(
   document.body.setAttribute('data-bars',String(bars));
   document.body.setAttribute('data-charts',String(charts));
   document.body.setAttribute('data-errors',String(errors.length));
+  var ratio=0; document.querySelectorAll('svg.hist > title').forEach(function(t){if(t.textContent.indexOf('signed error / its bound')===0)ratio++;});
+  document.body.setAttribute('data-ratio-charts',String(ratio));
   var s=document.getElementById('status'); if(s){s.textContent=charts+' charts, '+bars+' bars drawn';}
   var a=document.getElementById('answer'), o=document.getElementById('answer-observed');
   if(a){document.body.setAttribute('data-answer-bottom',String(Math.round(a.getBoundingClientRect().bottom)));}
@@ -68,18 +72,37 @@ std::map<std::string, double> shares_of(const json& p) {
   return m;
 }
 
-std::string path_card(const json& p) {
+// A path's charts. First the ratio of each element's error to its own bound (the same scale
+// on every path: 1 is the bound, bins beyond it red), then the ULP and ppm views, folded: a
+// path's elements have bounds of very different sizes in ULP (a cancelled output's bound is
+// many of its ULPs), so no single line on a ULP axis is "the bound". `why` says why the card
+// is drawn.
+std::string path_card(const json& p, const std::string& why) {
   const std::string label = fmt::format("{} · {} · {} · {}", p["dtype"].get<std::string>(), p["accumulation"].get<std::string>(),
                                         p["arithmetic"].get<std::string>(), p["path"].get<std::string>());
   std::string h = "<div class=\"card\"><h4>" + escape(label) + " " + badge(p["verdict"]) + "</h4>";
-  const json at_worst = p.value("bound_ulp_at_worst", json());  // null when nothing was compared
-  const double bound = at_worst.is_number() ? at_worst.get<double>() : 0.0;
-  h += svg::signed_histogram(p["histograms"]["ulp"], bound, fmt::format("bound of the element closest to its own: ±{:.3g} ULP", bound),
-                             "signed error, ULP");
-  h += "<br>" + svg::signed_histogram(p["histograms"]["ppm"], 0, "", "signed error, ppm");
+  if (!why.empty()) h += "<p class=\"muted why\">shown: " + escape(why) + "</p>";
+  const json& hs = p["histograms"];
+  if (hs.contains("bound") && hs["bound"].is_object())
+    h += svg::signed_histogram(hs["bound"], 1.0, "1 = each element's own bound",
+                               "signed error / its bound (within: |ratio| <= 1)");
+  else
+    h += "<p class=\"muted\">no per-element bound for this path (nothing was compared against one)</p>";
+  h += "<details class=\"views\"><summary class=\"muted\">ULP and ppm views</summary>" +
+       svg::signed_histogram(hs["ulp"], 0, "", "signed error, ULP of the exact value") + "<br>" +
+       svg::signed_histogram(hs["ppm"], 0, "", "signed error, ppm") + "</details>";
   const auto sh = shares_of(p);
-  if (!sh.empty()) h += "<br>" + svg::stage_bars(sh, "stage attribution (mean share of the squared error)");
+  if (!sh.empty()) h += svg::stage_bars(sh, "stage attribution (mean share of the squared error)");
   return h + "</div>";
+}
+
+// Why a path's card is drawn: it is not EXPECTED, or it is near its bound.
+std::string why_shown(const json& p) {
+  const json r = p.value("bound_ratio", json());
+  if (p["verdict"] == "UNEXPECTED") return fmt::format("not EXPECTED: {} element(s) beyond the bound", p.value("beyond_bound", 0));
+  if (p["verdict"] == "SUSPICIOUS") return "SUSPICIOUS: beyond the probabilistic bound";
+  if (p["verdict"] == "MISTRUSTED") return "MISTRUSTED: nothing informative was compared";
+  return r.is_number() ? fmt::format("near its bound: the worst element at {:.3g} of it", r.get<double>()) : "no bound";
 }
 
 // The answer first: the verdict with its reason, the observed weights with the recipes that
@@ -134,8 +157,83 @@ std::string more_cards(const json& paths) {
                               "EXPECTED, of {} (every path's numbers are in the table; its histograms in report.json)"
                               "</summary><div class=\"grid\">",
                               shown.size(), paths.size());
-  for (const std::size_t i : shown) h += path_card(paths[i]);
+  for (const std::size_t i : shown) h += path_card(paths[i], why_shown(paths[i]));
   return h + "</div></details>";
+}
+
+// A merged row's label cells: each column's one value, or how many (all of them in the
+// tooltip), and "×N identical" after the last when rows were merged.
+std::string label_cells(const std::vector<std::vector<std::string>>& labels, const std::vector<std::size_t>& group,
+                        const std::vector<std::string>& plurals) {
+  std::string h;
+  for (std::size_t c = 0; c < plurals.size(); ++c) {
+    const auto v = distinct_column(labels, group, c);
+    std::string all;
+    for (const std::string& x : v) all += (all.empty() ? "" : ", ") + x;
+    h += fmt::format("<td{}>{}", v.size() > 2 ? " title=\"" + escape(all) + "\"" : "", escape(merged_label(v, plurals[c])));
+    if (c + 1 == plurals.size() && group.size() > 1)
+      h += fmt::format(" <span class=\"muted\">×{} identical</span>", group.size());
+    h += "</td>";
+  }
+  return h;
+}
+
+// Explanations in place (row_notes.hpp): a row under the row, spanning the table.
+std::string note_rows(const json& notes, std::size_t columns) {
+  std::string h;
+  for (const json& n : notes)
+    h += fmt::format("<tr class=\"note\"><td colspan=\"{}\" class=\"muted\">↳ {}</td></tr>", columns, escape(n));
+  return h;
+}
+
+// Every path's numbers; rows identical but for their order, arithmetic or path shown once.
+std::string paths_table(const json& paths) {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> labels;
+  for (const json& p : paths) {
+    labels.push_back({p["accumulation"], p["arithmetic"], p["path"]});
+    keys.push_back(fmt::format("<td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
+                               "<td class=n>{}</td>",
+                               escape(p["dtype"]), badge(p["verdict"]), num(p["ulp"]["p50"]), num(p["ulp"]["p99_9"]),
+                               num(p["ulp"]["max_abs"]), num(p.value("bound_ratio", json())), p.value("beyond_bound", 0)) +
+                   "\x1f" + p.value("notes", json::array()).dump());
+  }
+  std::string h = "<table class=\"paths\"><tr><th>order</th><th>arithmetic</th><th>path</th><th>dtype</th><th>verdict</th>"
+                  "<th>|ULP| p50</th><th>p99.9</th><th>max</th><th>bound ratio</th><th>beyond bound</th></tr>";
+  for (const auto& g : identical_groups(keys)) {
+    const std::string& k = keys[g[0]];
+    h += "<tr>" + label_cells(labels, g, {"orders", "arithmetics", "paths"}) + k.substr(0, k.find('\x1f')) + "</tr>";
+    h += note_rows(paths[g[0]].value("notes", json::array()), 10);
+  }
+  return h + "</table>";
+}
+
+// The folded parameters per recipe; rows identical but for their recipe or arithmetic shown once.
+std::string folded_table(const json& folded) {
+  auto part = [&](const json& c) {
+    if (!c.is_object()) return std::string("<td>–</td><td class=n>–</td><td class=n>–</td>");
+    return fmt::format("<td>{}</td><td class=n>{}</td><td class=n>{}</td>", badge(c["verdict"]), num(c["ulp"]["max_abs"]),
+                       num(c["bound_ratio"]));
+  };
+  auto notes = [](const json& c) { return c.is_object() ? c.value("notes", json::array()) : json::array(); };
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> labels;
+  for (const json& f : folded) {
+    labels.push_back({f["recipe"], f["arithmetic"]});
+    keys.push_back("<td>" + escape(f["dtype"]) + "</td>" + part(f["weights"]) + part(f["bias"]) + "\x1f" +
+                   notes(f["weights"]).dump() + notes(f["bias"]).dump());
+  }
+  std::string h = "<h4>Folded parameters against the exact fold</h4><table class=\"folded\"><tr><th>recipe</th>"
+                  "<th>arithmetic</th><th>dtype</th><th>weights</th><th>max |ULP|</th><th>ratio</th><th>bias</th>"
+                  "<th>max |ULP|</th><th>ratio</th></tr>";
+  for (const auto& g : identical_groups(keys)) {
+    const std::string& k = keys[g[0]];
+    h += "<tr>" + label_cells(labels, g, {"recipes", "arithmetics"}) + k.substr(0, k.find('\x1f')) + "</tr>";
+    json all = notes(folded[g[0]]["weights"]);
+    for (const json& n : notes(folded[g[0]]["bias"])) all.push_back(n);
+    h += note_rows(all, 9);
+  }
+  return h + "</table>";
 }
 
 std::string case_section(const json& s, const std::string& id) {
@@ -156,31 +254,17 @@ std::string case_section(const json& s, const std::string& id) {
       worst = i;
     }
   h += "<div class=\"grid\">";
-  if (!paths.empty()) h += path_card(paths[0]);
-  if (worst != 0) h += path_card(paths[worst]);
+  if (!paths.empty())
+    h += path_card(paths[worst], (worst == 0 ? "the case's first path and the nearest its bound, " : "the path nearest its bound, ") +
+                                     why_shown(paths[worst]));
+  if (worst != 0) h += path_card(paths[0], "the case's first path, " + why_shown(paths[0]));
   h += "</div>";
-  h += "<table><tr><th>dtype</th><th>order</th><th>arithmetic</th><th>path</th><th>verdict</th><th>|ULP| p50</th>"
-       "<th>p99.9</th><th>max</th><th>bound ratio</th><th>beyond bound</th></tr>";
-  for (const json& p : paths)
-    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
-                     "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
-                     escape(p["dtype"]), escape(p["accumulation"]), escape(p["arithmetic"]), escape(p["path"]),
-                     badge(p["verdict"]), num(p["ulp"]["p50"]), num(p["ulp"]["p99_9"]), num(p["ulp"]["max_abs"]),
-                     num(p.value("bound_ratio", json())), p.value("beyond_bound", 0));
-  h += "</table>" + more_cards(paths);
-  if (!s["folded"].empty()) {
-    h += "<h4>Folded parameters against the exact fold</h4><table><tr><th>dtype</th><th>recipe</th><th>arithmetic</th>"
-         "<th>weights</th><th>max |ULP|</th><th>ratio</th><th>bias</th><th>max |ULP|</th><th>ratio</th></tr>";
-    auto part = [&](const json& c) {
-      if (!c.is_object()) return std::string("<td>–</td><td class=n>–</td><td class=n>–</td>");
-      return fmt::format("<td>{}</td><td class=n>{}</td><td class=n>{}</td>", badge(c["verdict"]), num(c["ulp"]["max_abs"]),
-                         num(c["bound_ratio"]));
-    };
-    for (const json& f : s["folded"])
-      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td>{}{}</tr>", escape(f["dtype"]), escape(f["recipe"]),
-                       escape(f["arithmetic"]), part(f["weights"]), part(f["bias"]));
-    h += "</table>";
-  }
+  h += paths_table(paths) + more_cards(paths);
+  if (!s["folded"].empty()) h += folded_table(s["folded"]);
+  bool cancelled = false;
+  for (const json& p : paths) cancelled = cancelled || shows_cancellation(p);
+  for (const json& f : s["folded"]) cancelled = cancelled || shows_cancellation(f["weights"]) || shows_cancellation(f["bias"]);
+  if (cancelled) h += std::string("<p class=\"muted\">") + escape(kCancellationNote) + "</p>";
   return h;
 }
 
@@ -220,10 +304,19 @@ std::string model_section(const json& s, const std::string& id) {
   if (s.contains("end_to_end")) {
     const json& e = s["end_to_end"];
     if (!e["not_run"].is_null()) h += "<p class=\"explain\">End to end: not run (" + escape(e["not_run"]) + ").</p>";
-    else h += "<p class=\"explain\">End to end: " + badge(e["verdict"]) + "</p>";
+    else
+      h += "<p class=\"explain\">End to end" + (e.contains("fused_weights") ? " (fused: " + escape(e["fused_weights"]) + ")" : "") +
+           ": " + badge(e["verdict"]) + "</p>";
     if (e.contains("observed_output"))
       h += fmt::format("<p class=\"explain\">Observed output: {} (worst ratio to the end-to-end bound {})</p>",
                        badge(e["observed_output"]["verdict"]), num(e["observed_output"]["bound_ratio"]));
+    if (e["not_run"].is_null() && e["verdict"] != s["verdict"])  // e.g. a corrupted observed fold under own runs in bound
+      h += fmt::format("<p class=\"muted\">The overall verdict ({}) differs from the end-to-end one ({}): the overall "
+                       "also judges {}.</p>",
+                       escape(s["verdict"]), escape(e["verdict"]), !e.value("observed_model", false) ? "each layer's fold"
+                       : e.contains("observed_output") ? "the observed model's folded weights, per layer"
+                                                       : "the observed model's folded weights, per layer (its outputs are "
+                                                         "checked end to end with --observed-output)");
   }
   return h;
 }
@@ -266,11 +359,11 @@ std::string report_html(const json& in) {
                      "<td>{}</td><td class=n>{}</td></tr>",
                      k++, escape(x["name"]), escape(x["kind"]), badge(x["summary"]["verdict"]), escape(x["expect"]),
                      x.value("passed", false) ? "yes" : "<b style=\"color:#c62828\">no</b>", num(hl["worst_ratio"]),
-                     escape(hl["worst_where"]), num(hl["max_p99_9_ulp"]));
+                     escape(hl["worst_where"]), num(hl["max_p99_9_ulp"]) + (hl["max_p99_9_ulp_cancelled"] == true ? " †" : ""));
   }
   h += "</table><p class=\"muted\">Ratios: worst |error| / its rounding-error bound (&gt; 1: beyond the bound). Histograms: "
-       "signed errors in log2 bins, negative to the left of zero; bar heights on a log scale; dashed red lines: the bound."
-       "</p></section>\n";
+       "each path's first chart is its elements' signed error / own bound in log2 bins (dashed red lines at ±1, bins beyond "
+       "in red); bar heights on a log scale. " + escape(kP999Note) + "</p></section>\n";
   k = 0;
   for (const json& x : r["entries"]) {
     const json& s = x["summary"];

@@ -4,6 +4,7 @@
 #include "markdown_cell.hpp"
 
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
@@ -71,7 +72,7 @@ std::string report_markdown(const json& in) {
     const json h = headline(x["summary"]);
     s += fmt::format("| {} {} | {} | {} | {} | {} | {} |\n", x.value("passed", false) ? "✅" : "❌", cell(x["name"]),
                      x["kind"].get<std::string>(), x["summary"]["verdict"].get<std::string>(), x["expect"].get<std::string>(),
-                     num(h["worst_ratio"]), num(h["max_p99_9_ulp"]));
+                     num(h["worst_ratio"]), num(h["max_p99_9_ulp"]) + (h["max_p99_9_ulp_cancelled"] == true ? " †" : ""));
   }
   bool any = false;
   for (const json& x : e) {
@@ -98,8 +99,8 @@ std::string report_markdown(const json& in) {
     const json why = x["summary"].contains("answer") ? x["summary"]["answer"]["reasoning"] : json::array();
     if (!why.empty()) s += "  " + cell(why[0]) + "\n";
   }
-  s += "\nRatios are the worst |error| / its rounding-error bound (> 1: beyond the bound). Full results: `results/` beside "
-       "report.json.\n";
+  s += "\nRatios are the worst |error| / its rounding-error bound (> 1: beyond the bound). " + std::string(kP999Note) +
+       " Full results: `results/` beside report.json.\n";
   return s;
 }
 

@@ -1,6 +1,7 @@
 // Command results condensed for reports and baselines (summary.hpp).
 #include "foldcheck/reports/summary.hpp"
 
+#include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 
 #include <algorithm>
@@ -70,6 +71,9 @@ json comparison(const json& c) {
   json s{{"verdict", c.value("verdict", "")}, {"ulp", stats(get_or_null(c, "ulp"))}, {"ppm", stats(get_or_null(c, "ppm"))}};
   s["bound_ratio"] = c.contains("bound_check") ? c["bound_check"]["worst_ratio"] : json(nullptr);
   s["beyond_bound"] = c.contains("bound_check") ? c["bound_check"]["beyond_bound"] : json(0);
+  for (const char* k : {"bound_ulp_at_worst", "bound_ulp_at_max_ulp"})
+    if (c.contains("bound_check")) s[k] = get_or_null(c["bound_check"], k);
+  s["notes"] = row_notes(c);
   return s;
 }
 
@@ -104,6 +108,8 @@ json summarize_run(const json& r) {
           formulas.insert(p["bound"]["formula"].get<std::string>());
         }
         e["beyond_bound"] = p.contains("bound_check") ? p["bound_check"]["beyond_bound"] : json(0);
+        if (p.contains("bound_check")) e["bound_ulp_at_max_ulp"] = get_or_null(p["bound_check"], "bound_ulp_at_max_ulp");
+        e["notes"] = row_notes(p);
         if (p.contains("probabilistic_bound")) e["probabilistic_ratio"] = p["probabilistic_bound"]["worst_ratio"];
         if (p.contains("attribution") && p["attribution"].contains("stages")) {
           json shares = json::object();
@@ -174,6 +180,12 @@ json summarize_accuracy_diff(const json& r) {
   if (r.contains("end_to_end")) {
     const json& e = r["end_to_end"];
     json ee{{"verdict", get_or_null(e, "verdict")}, {"not_run", get_or_null(e, "not_run")}};
+    // Which weights the end-to-end runs used: always foldcheck's own fold of the original
+    // model (with an observed model, not its weights: those are judged per layer).
+    ee["observed_model"] = r.contains("observed");
+    if (e.contains("fused_recipe"))
+      ee["fused_weights"] = "foldcheck's own " + e["fused_recipe"].get<std::string>() + " fold of the original model" +
+                            (r.contains("observed") ? ", not the observed model's weights, which are judged per layer" : "");
     if (e.contains("outputs")) {
       json outs = json::array();
       for (const json& o : e["outputs"])
@@ -217,12 +229,17 @@ json headline(const json& s) {
       where = w;
     }
   };
-  auto ulp = [&](const json& v) {
-    if (v.is_number()) p999 = std::max(p999, v.get<double>());
+  // cancelled: the largest p99.9 |ULP| is above its path's bound in ULP at the element nearest
+  // the bound, though within (row_notes.hpp: ULP of a result that cancelled to a small value).
+  bool cancelled = false;
+  auto ulp = [&](const json& v, const json& bound_ulp = json()) {
+    if (!v.is_number() || v.get<double>() <= p999) return;
+    p999 = v.get<double>();
+    cancelled = bound_ulp.is_number() && p999 > bound_ulp.get<double>();
   };
   for (const json& p : s.value("paths", json::array())) {
     ratio(p.value("bound_ratio", json()), p["key"]);
-    ulp(p["ulp"].value("p99_9", json()));
+    ulp(p["ulp"].value("p99_9", json()), p["verdict"] == "EXPECTED" ? p.value("bound_ulp_at_worst", json()) : json());
     if (p["verdict"] != "EXPECTED") bad.push_back(p["key"]);
   }
   for (const json& f : s.value("folded", json::array())) {
@@ -246,6 +263,7 @@ json headline(const json& s) {
   return {{"worst_ratio", worst < 0 ? json(nullptr) : json(worst)},
           {"worst_where", where},
           {"max_p99_9_ulp", p999 < 0 ? json(nullptr) : json(p999)},
+          {"max_p99_9_ulp_cancelled", cancelled},
           {"not_expected", bad}};
 }
 

@@ -120,8 +120,9 @@ std::string frame(const Layout& l, std::int64_t maxc, const std::string& title) 
   return s;
 }
 
-// The bars: negative bins mirrored left of the zero bar, positive ones to its right.
-std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zero, const json& hist) {
+// The bars: negative bins mirrored left of the zero bar, positive ones to its right; a bin
+// wholly beyond `bound` (> 0) in red, so errors past their bound stand out on a ratio chart.
+std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zero, const json& hist, double bound) {
   std::string s;
   const std::size_t n = l.n;
   auto bar = [&](std::size_t slot, std::int64_t c, const char* fill, const std::string& tip) {
@@ -136,8 +137,10 @@ std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zer
     return fmt::format("({:g}, {:g}]", bins[i].upper / 2, bins[i].upper);
   };
   for (std::size_t i = 0; i < n; ++i) {
-    bar(n - 1 - i, bins[i].neg, "#5c6bc0", "negative " + range(i));
-    bar(n + 1 + i, bins[i].pos, "#26a69a", "positive " + range(i));
+    const double lower = bins[i].upper <= 0 ? HUGE_VAL : i == 0 && hist.value("from_zero", false) ? 0.0 : bins[i].upper / 2;
+    const bool beyond = bound > 0 && lower >= bound;
+    bar(n - 1 - i, bins[i].neg, beyond ? "#c62828" : "#5c6bc0", "negative " + range(i));
+    bar(n + 1 + i, bins[i].pos, beyond ? "#c62828" : "#26a69a", "positive " + range(i));
   }
   bar(n, zero, "#9e9e9e", "exactly 0");
   return s;
@@ -194,7 +197,7 @@ std::string signed_histogram(const json& hist, double bound, const std::string& 
   for (const Bin& b : bins) maxc = std::max({maxc, b.neg, b.pos});
   const Layout l(bins.size(), maxc);
   std::string s = frame(l, maxc, title);
-  s += bars(l, bins, zero, hist);
+  s += bars(l, bins, zero, hist, bound);
   s += x_labels(l, bins, hist);
   if (bound > 0 && l.n > 0) s += bound_lines(l, bins, bound, bound_label);
   return s + "</svg>";

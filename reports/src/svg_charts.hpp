@@ -11,7 +11,8 @@ namespace foldcheck::reports::svg {
 // A signed log2 histogram (a summary's compact form, summary.hpp: the first bin's upper
 // edge, negative and positive counts per doubling bin, exact zeros, overflow): negative errors mirrored to the left of zero,
 // positive to the right, bar heights on a log scale of the count. `bound` (same unit,
-// > 0) draws dashed lines at -bound and +bound; `bound_label` names it.
+// > 0) draws dashed lines at -bound and +bound, `bound_label` naming them, and bins wholly
+// beyond it in red.
 std::string signed_histogram(const nlohmann::json& hist, double bound, const std::string& bound_label,
                              const std::string& title);
 

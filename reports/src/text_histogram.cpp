@@ -24,16 +24,24 @@ std::string histogram_text(const nlohmann::json& h, int width) {
   std::int64_t maxc = h.value("zero", std::int64_t{0});
   for (const auto& b : h["buckets"]) maxc = std::max({maxc, b["negative"].get<std::int64_t>(), b["positive"].get<std::int64_t>()});
   const std::string unit = h["unit"];
-  std::string s = fmt::format("  {:>18}  {:>9} {:>{}}│{:<{}} {:<9}\n", "|error| in " + unit, "negative", "", width, "",
-                              width, "positive");
+  // A ratio histogram's unit is the element's own bound: a line marks where |ratio| passes 1.
+  const bool ratio = unit == "bound";
+  bool marked = !ratio;
+  std::string s = fmt::format("  {:>18}  {:>9} {:>{}}│{:<{}} {:<9}\n", ratio ? "|error| / bound" : "|error| in " + unit,
+                              "negative", "", width, "", width, "positive");
   if (h.value("zero", 0) > 0)
     s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", "0 (exact)", "", std::string(width, ' '),
                      bar(h["zero"], maxc, width, true), h["zero"].get<std::int64_t>());
   for (const auto& b : h["buckets"]) {
     const auto n = b["negative"].get<std::int64_t>(), p = b["positive"].get<std::int64_t>();
+    if (!marked && (!b["upper"].is_number() || b["upper"].get<double>() > 1)) {
+      s += fmt::format("  {:>18}  {}\n", "", "-- the bound (|ratio| = 1): rows below are beyond it --");
+      marked = true;
+    }
     s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", b["range"].get<std::string>(), n ? std::to_string(n) : "",
                      bar(n, maxc, width, false), bar(p, maxc, width, true), p ? std::to_string(p) : "");
   }
+  if (!marked) s += fmt::format("  {:>18}  {}\n", "", "-- every element within its bound (|ratio| <= 1) --");
   s += fmt::format("  {:>18}  (bar length: log scale)\n", "");
   // Elements with no finite error (NaN, infinities) are listed, not dropped.
   std::string unscored;

@@ -84,6 +84,30 @@ struct DtypeRun {
                                  opts.ref);
   }
 
+  // A recipe that holds eps in float32 (recipes.hpp) folds with float(eps), which moves
+  // var + eps by |float(eps) - eps| and so the scale 1/sqrt(var + eps) by half that relative
+  // to var + eps: invisible in float32, hundreds of float64 ULP for a fresh BatchNorm. The
+  // bound charges it (eps_value); these facts let a report say so beside the row (one ULP
+  // is 2u to u relative to the value). None for PyTorch, the exact fold or an exact eps.
+  std::optional<json> eps_facts(Recipe r, DType wdt) const {
+    const ref::BnParams& bn = data.graph.nodes[1].bn;
+    const double eps32 = static_cast<double>(static_cast<float>(bn.eps)), shift = std::fabs(eps32 - bn.eps);
+    if (r == Recipe::Exact || !eps_through_float32(r) || shift == 0) return std::nullopt;
+    double rel = 0;
+    for (const double v : bn.var) rel = std::max(rel, 0.5 * shift / std::fabs(v + bn.eps));
+    const double u = info(wdt).unit_roundoff;
+    return json{{"recipe", name(r)}, {"eps", bn.eps}, {"eps_used", eps32}, {"max_relative_scale_shift", rel},
+                {"ulp_min", rel / (2 * u)}, {"ulp_max", rel / u}, {"dtype", name(wdt)}};
+  }
+
+  // Why a folded bias compared nothing: every exact folded bias is 0 (a fresh BatchNorm with
+  // no conv bias), or each rounds to 0 or an infinity in the type.
+  std::string mistrusted_bias_cause() const {
+    for (const ref::Value& b : bexact)
+      if (b.approx.hi != 0) return "rounds_to_zero_or_infinity";
+    return "all_exact_zero";
+  }
+
   // One recipe's folded weights and biases against the exact fold.
   json folded_parameters(const Graph& fused, Recipe r, const Arithmetic& ar) {
     const Node& fc = fused.nodes[0];
@@ -95,6 +119,7 @@ struct DtypeRun {
     const Comparison wc = compare(fc.weight.data, wexact, wdt, &wb);
     json wj{{"recipe", name(r)}, {"arithmetic", ar.label()}, {"weight_dtype", name(wdt)}, {"chain", describe(r)}};
     wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
+    if (const auto eps = eps_facts(r, wdt)) wj["weights"]["eps_held_in_float32"] = *eps;
     // Drift of folded weights relative to the originals (what users print).
     double max_drift = 0;
     for (std::size_t k = 0; k < wb.size(); ++k)
@@ -104,6 +129,8 @@ struct DtypeRun {
       for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
       const Comparison bc = compare(fc.bias, bexact, dt, &bb);
       wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
+      if (bc.verdict == Verdict::Mistrusted) wj["bias"]["mistrusted_cause"] = mistrusted_bias_cause();
+      else if (const auto eps = eps_facts(r, dt)) wj["bias"]["eps_held_in_float32"] = *eps;
       overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
     } else {
       wj["bias"] = nullptr;

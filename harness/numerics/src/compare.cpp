@@ -147,8 +147,11 @@ inline void score_ppm(Comparison& c, std::vector<double>& ppms, double v, const 
 }
 
 // Distance d of element i against its deterministic bound: the worst ratio, UNEXPECTED beyond it.
-inline void check_bound(Comparison& c, long double d, double bound, std::size_t i, const ref::DoubleDouble& x, DType t) {
+inline void check_bound(Comparison& c, double v, long double d, double bound, std::size_t i, const ref::DoubleDouble& x,
+                        DType t) {
   const double ratio = bound_ratio(d, bound);
+  const bool below = v < x.hi || (v == x.hi && x.lo > 0);  // v - x < 0
+  c.bound_hist->add(below ? -ratio : ratio);
   if (!c.worst_bound_ratio || ratio > *c.worst_bound_ratio) {
     c.worst_bound_ratio = ratio;
     c.worst_bound_index = static_cast<std::int64_t>(i);
@@ -183,6 +186,7 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
   bool informative = false;
   double worst_abs_ulp = -1;
   const double min_normal = std::ldexp(1.0, info(t).emin);
+  if (bounds) c.bound_hist = Histogram::for_bound_ratio();
   for (std::size_t i = 0; i < v.size(); ++i) {
     const ref::Value xi = x[i];
     const double xh = xi.approx.hi;
@@ -194,7 +198,9 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
     score_ulp(c, ulps, worst_abs_ulp, i, v[i], xi.approx, rounded, t);
     const long double d = distance(v[i], xi.approx);
     score_ppm(c, ppms, v[i], xi.approx);
-    if (bounds) check_bound(c, d, (*bounds)[i], i, xi.approx, t);
+    if (bounds) check_bound(c, v[i], d, (*bounds)[i], i, xi.approx, t);
+    if (bounds && c.worst_index == static_cast<std::int64_t>(i))
+      c.bound_ulp_at_max_ulp = (*bounds)[i] / ulp(t, xi.approx.hi, xi.approx.lo);
     if (probabilistic) check_probabilistic(c, d, (*probabilistic)[i]);
   }
   c.ulp = summarize(std::move(ulps));
@@ -273,10 +279,16 @@ nlohmann::json to_json(const Comparison& c) {
   j["histograms"]["ulp"]["unscored"] = unscored;
   j["histograms"]["ppm"]["unscored"] = unscored;
   j["histograms"]["ppm"]["unscored"]["ppm_undefined"] = c.kinds.ppm_undefined;
+  if (c.bound_hist) {
+    j["histograms"]["bound"] = to_json(*c.bound_hist);
+    j["histograms"]["bound"]["scale"] = "log2 of |error| / the element's bound";
+    j["histograms"]["bound"]["unscored"] = unscored;
+  }
   if (c.worst_bound_ratio) {
     j["bound_check"] = {{"worst_ratio", *c.worst_bound_ratio},
                         {"worst_index", c.worst_bound_index},
                         {"bound_ulp_at_worst", c.worst_bound_ulp},
+                        {"bound_ulp_at_max_ulp", c.bound_ulp_at_max_ulp},
                         {"beyond_bound", c.beyond_bound}};
   }
   if (c.worst_probabilistic_ratio) {

@@ -15,11 +15,17 @@ Histogram make(const char* unit, int lo, int hi) {
   h.pos = h.neg;
   return h;
 }
-std::string edge(double x) { return fmt::format("{:g}", x); }
+// An edge as a number; a ratio histogram's small edges as powers of two ("2^-12"), which
+// stay short where decimals would not.
+std::string edge(double x, const std::string& unit) {
+  if (unit == "bound" && x < 0x1p-4) return fmt::format("2^{}", std::ilogb(x));
+  return fmt::format("{:g}", x);
+}
 }  // namespace
 
 Histogram Histogram::for_ulp() { return make("ulp", -4, 24); }
 Histogram Histogram::for_ppm() { return make("ppm", -10, 20); }
+Histogram Histogram::for_bound_ratio() { return make("bound", -20, 10); }
 
 void Histogram::add(double e) {
   if (std::isnan(e)) return;
@@ -45,10 +51,10 @@ double Histogram::upper_edge(std::size_t i) const {
 }
 
 std::string Histogram::label(std::size_t i) const {
-  if (i == 0) return fmt::format("(0, {}]", edge(std::ldexp(1.0, lo)));
-  if (i + 1 == buckets()) return fmt::format("> {}", edge(std::ldexp(1.0, hi)));
-  return fmt::format("({}, {}]", edge(std::ldexp(1.0, lo + static_cast<int>(i) - 1)),
-                     edge(std::ldexp(1.0, lo + static_cast<int>(i))));
+  if (i == 0) return fmt::format("(0, {}]", edge(std::ldexp(1.0, lo), unit));
+  if (i + 1 == buckets()) return fmt::format("> {}", edge(std::ldexp(1.0, hi), unit));
+  return fmt::format("({}, {}]", edge(std::ldexp(1.0, lo + static_cast<int>(i) - 1), unit),
+                     edge(std::ldexp(1.0, lo + static_cast<int>(i)), unit));
 }
 
 nlohmann::json to_json(const Histogram& h) {

@@ -3,9 +3,11 @@
 // as a one-entry suite (compare_reports.hpp's as_report):
 //  - Markdown: a summary that fits a CI job summary or a PR comment;
 //  - HTML: one self-contained page (inline CSS, inline SVG charts, a few lines of inline
-//    script that only count what was drawn; no network): per case, signed ULP and ppm
-//    histograms of every path with its bound drawn, stage-attribution bars, the paths'
-//    table; per model, the per-layer table in verdict colours and a per-layer max |ULP|
+//    script that only count what was drawn; no network): per case, the answer first, then
+//    for the paths not EXPECTED or nearest their bounds a histogram of each element's signed
+//    error / its own bound (1 is the line on every chart) with the ULP and ppm views folded
+//    under it, stage-attribution bars, the paths' table (identical rows shown once, notes
+//    in place); per model, the per-layer table in verdict colours and a per-layer max |ULP|
 //    chart; the explanation text of each entry;
 //  - JUnit XML: each entry a test case, failing when its verdict is not the one expected.
 // Each is a pure function of the report JSON: the same report gives the same bytes.

@@ -22,7 +22,9 @@ nlohmann::json summarize(const nlohmann::json& result);
 
 // The headline of a summary for tables: {"worst_ratio" (largest bound ratio of any path,
 // folded set or layer; null if none), "worst_where", "max_p99_9_ulp" (largest p99.9 |ULP|
-// of the outputs), "not_expected": [keys of paths/layers whose verdict is not EXPECTED]}.
+// of the outputs), "max_p99_9_ulp_cancelled" (that p99.9 is above its EXPECTED path's bound
+// in ULP at the element nearest the bound: ULP of cancelled results, row_notes.hpp),
+// "not_expected": [keys of paths/layers whose verdict is not EXPECTED]}.
 nlohmann::json headline(const nlohmann::json& summary);
 
 }  // namespace foldcheck::reports

@@ -62,12 +62,19 @@ struct Comparison {
   std::int64_t elements = 0, exact_matches = 0;
   Distribution ulp, ppm;
   Histogram ulp_hist = Histogram::for_ulp(), ppm_hist = Histogram::for_ppm();
+  // With bounds: each scored element's (v - x) / bound, signed (the error's sign), the same
+  // scale on every path whatever its magnitude: |ratio| <= 1 is within the bound.
+  std::optional<Histogram> bound_hist;
   KindCounts kinds;
   std::int64_t worst_index = -1;  // element with the largest |ULP|
   // With bounds: the largest |v - x| / bound, and how many elements exceed their bound.
   std::optional<double> worst_bound_ratio;
   std::int64_t worst_bound_index = -1;
   double worst_bound_ulp = 0.0;  // the bound at that element, in ULP
+  // The bound, in ULP, at the element of the largest |ULP| (worst_index): much larger than
+  // worst_bound_ulp where that element is a cancelled result (|x| far below the magnitudes
+  // its bound scales with), which is how a large |ULP| stays within its bound.
+  double bound_ulp_at_max_ulp = 0.0;
   std::int64_t beyond_bound = 0;
   // With probabilistic bounds: the largest |v - x| / probabilistic bound, elements beyond.
   std::optional<double> worst_probabilistic_ratio;

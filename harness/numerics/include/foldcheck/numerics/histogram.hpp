@@ -2,7 +2,9 @@
 // Log2-bucketed histogram of signed errors, with separate negative and positive sides.
 //
 // Buckets of |e|: exactly 0; (0, 2^lo]; (2^(k-1), 2^k] for k = lo+1 .. hi; (2^hi, inf).
-// For ULP errors lo = -4 (1/16 ULP), hi = 24; for ppm lo = -10, hi = 20.
+// For ULP errors lo = -4 (1/16 ULP), hi = 24; for ppm lo = -10, hi = 20. For the ratio of
+// an error to its element's bound (unit "bound") lo = -20, hi = 10: 1 = 2^0 is a bucket
+// edge, so (1/2, 1] is the last bucket within the bound and (1, 2] the first beyond it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@ struct Histogram {
 
   static Histogram for_ulp();
   static Histogram for_ppm();
+  static Histogram for_bound_ratio();
   void add(double e);
   std::size_t buckets() const { return neg.size(); }
   std::string label(std::size_t i) const;  // "(0.25, 0.5]"

@@ -1,0 +1,36 @@
+// Identical table rows shown once (identical_rows.hpp).
+#include "identical_rows.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace foldcheck::reports {
+
+std::vector<std::vector<std::size_t>> identical_groups(const std::vector<std::string>& keys) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::map<std::string, std::size_t> group_of;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto [it, added] = group_of.emplace(keys[i], groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  return groups;
+}
+
+std::string merged_label(const std::vector<std::string>& values, const std::string& plural) {
+  if (values.size() == 1) return values[0];
+  if (values.size() == 2) return values[0] + ", " + values[1];
+  return fmt::format("{} {}", values.size(), plural);
+}
+
+std::vector<std::string> distinct_column(const std::vector<std::vector<std::string>>& labels,
+                                         const std::vector<std::size_t>& group, std::size_t column) {
+  std::vector<std::string> v;
+  for (const std::size_t i : group)
+    if (std::find(v.begin(), v.end(), labels[i][column]) == v.end()) v.push_back(labels[i][column]);
+  return v;
+}
+
+}  // namespace foldcheck::reports
