@@ -292,6 +292,14 @@ TEST_CASE("accuracy-diff text: whose weights the end-to-end runs used, and the s
   const std::string m = (dir / "model.onnx").string();
   const Result corrupt = run("accuracy-diff " + m + " --observed " + (dir / "corrupt.onnx").string() + " -q --no-timing");
   CHECK(corrupt.code == 1);
+  // An observed output beyond its bound is named in the answer, and as why the verdicts differ.
+  const Result bad_out = run("accuracy-diff " + m + " --observed " + (dir / "folded.onnx").string() + " --observed-output " +
+                             (dir / "y_corrupt.npy").string() + " --input " + (dir / "x.npy").string() + " -q --no-timing");
+  INFO(bad_out.out);
+  CHECK(bad_out.code == 1);
+  CHECK(std::regex_search(bad_out.out, std::regex("answer: UNEXPECTED: The observed output is UNEXPECTED: [0-9.e+]+ times its "
+                                                  "end-to-end rounding-error bound\\.")));
+  CHECK_THAT(bad_out.out, Catch::Contains("also judges the observed output against the end-to-end bound"));
   CHECK_THAT(corrupt.out, Catch::Contains("fused = foldcheck's own pytorch fold of the original model, not the observed "
                                           "model's weights") &&
                               Catch::Contains("end-to-end verdict of foldcheck's own runs: EXPECTED") &&
@@ -387,7 +395,7 @@ TEST_CASE("html report: the nightly suite under 1 MB and a corrupted model's ans
   CHECK_THAT(std::string(m[1]), Catch::Contains("Layer conv_b is UNEXPECTED") && Catch::Contains("(channel 3)"));
   // The end-to-end runs used foldcheck's own fold: the page says so and why the verdicts differ.
   CHECK_THAT(model, Catch::Contains("s own pytorch fold of the original model, not the observed model") &&
-                        Catch::Contains("The overall verdict (UNEXPECTED) differs from the end-to-end one (EXPECTED)"));
+                        Catch::Contains("The overall verdict (UNEXPECTED) differs from that of foldcheck's own end-to-end runs (EXPECTED)"));
   REQUIRE(std::regex_search(nightly, m, std::regex("data-ratio-charts=\"([0-9]+)\"")));
   CHECK(std::stoi(m[1]) >= 2);
 }
@@ -419,9 +427,16 @@ TEST_CASE("run reports: ratio charts first, identical rows once, explanations in
   CHECK_THAT(t.out, Catch::Contains("histogram: float32 sequential unfused, error / its bound") &&
                         Catch::Contains("-- every element within its bound (|ratio| <= 1) --"));
   CHECK_THAT(t.out, Catch::Contains("2 paths, identical") && Catch::Contains("      = fused/tvm, fused/pytorch\n"));
-  CHECK_THAT(t.out, Catch::Contains("-> tvm holds eps in float32 (1e-05 becomes 9.99999975e-06)"));
-  CHECK(t.out.find("exact holds eps") == std::string::npos);
-  CHECK(t.out.find("pytorch holds eps") == std::string::npos);
+  CHECK_THAT(t.out, Catch::Contains("-> this recipe holds eps in float32 (1e-05 becomes 9.99999975e-06)") && Catch::Contains("3 recipes' weights, identical"));
+  for (const json& d : r["dtypes"])  // the facts: TVM, ONNX Runtime, onnxoptimizer in float64 only
+    for (const json& f : d["folded_parameters"]) {
+      const bool held = f["recipe"] != "pytorch" && f["recipe"] != "exact" && d["dtype"] == "float64";
+      CHECK(f["weights"].contains("eps_held_in_float32") == (held || (f["recipe"] != "pytorch" && f["recipe"] != "exact")));
+      if (f["weights"].contains("eps_held_in_float32"))
+        CHECK((f["weights"]["eps_held_in_float32"]["ulp_min"].get<double>() >= 1) == held);
+    }
+  // Weights (w' = w s) never cancel: no weights row carries the cancellation note.
+  CHECK_FALSE(std::regex_search(t.out, std::regex("weights[^\\n]*\\n(      = [^\\n]*\\n)?      -> max \\|ULP\\|")));
   CHECK_THAT(t.out, Catch::Contains("-> MISTRUSTED: every exact folded bias is 0") &&
                         Catch::Contains("it does not count toward the verdict"));
   CHECK(std::regex_search(t.out, std::regex("-> max \\|ULP\\| [0-9]+ is a cancelled result, within its own bound of")));

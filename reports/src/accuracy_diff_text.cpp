@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "foldcheck/reports/summary.hpp"
+#include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/layer_names.hpp"
 #include "foldcheck/reports/text.hpp"
 
@@ -63,6 +65,11 @@ std::string heading(const json& r, bool observed) {
       s += (i == 0 ? "  answer: " + r["verdict"].get<std::string>() + ": " : std::string("    ")) + why[i].get<std::string>() + "\n";
     return s;
   }
+  // The answer first (run_answer.hpp), from the result's summary, as every other format has it.
+  const AnswerLines a = answer_lines(summarize(r)["answer"]);
+  s += "  answer: " + a.headline + "\n";
+  for (const std::string& m : a.more) s += "    " + m + "\n";
+  s += "\n";
   s += fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<{}} {:>10} {:>7} {:>10} {:>7} {:<13} {}\n", "layer", "verdict",
                    "w |ULP|", "b |ULP|", "ratio", "recipe", recipe_width(r), "fused p99.9", "ratio", "unfused", "ratio", "dominant",
                    observed ? "worst channel" : "");
@@ -178,9 +185,13 @@ std::string end_to_end_text(const json& r) {
   s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict{}: {}\n",
                    e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
                    observed ? " of foldcheck's own runs" : "", e["verdict"].get<std::string>());
-  if (e["verdict"] != r["verdict"])
+  if (e["verdict"] != r["verdict"]) {
+    const bool out_bad = e.contains("observed_output") && e["observed_output"]["verdict"] != "EXPECTED";
     s += fmt::format("    (the overall verdict, {}, also judges {})\n", r["verdict"].get<std::string>(),
-                     observed ? "the observed model's folded weights per layer" : "each layer's fold");
+                     out_bad    ? "the observed output against the end-to-end bound"
+                     : observed ? "the observed model's folded weights per layer"
+                                : "each layer's fold");
+  }
   return s;
 }
 

@@ -122,7 +122,7 @@ json reasoning(const json& r, const std::vector<Scored>& sets) {
   if (out.empty()) {
     const Scored* c = closest_output(sets);
     std::string s = "Every output path and folded parameter set is within its rounding-error bound";
-    if (c) s += fmt::format(" (closest: {}, element {} at {} of its bound of {:.3g} ULP)", c->label, c->index, ratio_text(c->ratio), c->bound_ulp);
+    if (c) s += fmt::format(" (closest output path: {}, element {} at {} of its bound of {:.3g} ULP)", c->label, c->index, ratio_text(c->ratio), c->bound_ulp);
     out.push_back(s + (ow ? "; the observed weights are a correct fold." : "."));
   }
   std::set<std::string> dtypes;
@@ -180,6 +180,28 @@ std::pair<double, std::string> layer_worst(const json& l) {
 
 }  // namespace
 
+namespace {
+
+// The end to end's part of a model's answer: an observed output that is not EXPECTED (with
+// its ratio to the end-to-end bound), else foldcheck's own end-to-end runs beyond their bound.
+std::string end_to_end_reason(const json& s) {
+  if (!s.contains("end_to_end") || !s["end_to_end"].is_object()) return "";
+  const json& e = s["end_to_end"];
+  const json o = e.value("observed_output", json());
+  if (o.is_object() && o.value("verdict", "EXPECTED") != "EXPECTED") {
+    const json r = o.value("bound_ratio", json());
+    return fmt::format("The observed output is {}{}.", o["verdict"].get<std::string>(),
+                       r.is_number() ? fmt::format(": {} times its end-to-end rounding-error bound", ratio_text(r.get<double>()))
+                                     : std::string());
+  }
+  if (e.value("verdict", json()) == "UNEXPECTED")
+    return "foldcheck's own end-to-end runs of the model are UNEXPECTED: some layer's outputs leave their bound on its "
+           "real activations.";
+  return "";
+}
+
+}  // namespace
+
 json model_answer(const json& summary) {
   json why = summary.value("reasoning", json::array());  // nothing compared: why, and what to do
   if (why.empty()) {
@@ -193,6 +215,8 @@ json model_answer(const json& summary) {
         wr = r;
       }
     }
+    const std::string e2e = end_to_end_reason(summary);
+    if (!e2e.empty() && !(worst && (*worst)["verdict"] != "EXPECTED")) why.push_back(e2e);  // the cause: it leads
     if (worst && (*worst)["verdict"] != "EXPECTED")
       why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", (*worst)["name"].get<std::string>(),
                                 (*worst)["verdict"].get<std::string>(), wr.second, ratio_text(wr.first),
@@ -203,6 +227,7 @@ json model_answer(const json& summary) {
       why.push_back(fmt::format("Every layer's folded parameters and outputs are within their rounding-error bounds "
                                 "(closest: layer {}, its {} at {} of the bound).",
                                 (*worst)["name"].get<std::string>(), wr.second, ratio_text(wr.first)));
+    if (!e2e.empty() && why.front() != e2e) why.push_back(e2e);
   }
   return {{"verdict", summary["verdict"]}, {"reasoning", why}, {"observed_weights", nullptr}, {"tolerances", json::array()}};
 }

@@ -35,7 +35,7 @@ std::string kinds(const json& c) {
 }
 
 std::string scored_cells(const std::string& label, const json& c) {
-  return fmt::format("    {:<30} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7} {:>7}{}\n", label,
+  return fmt::format("    {:<32} {:<11} {:>9.4g} {:>8.3g} {:>7.3g} {:>7.3g} {:>9.3g} {:>10.4g} {:>9} {:>7} {:>7}{}\n", label,
                      c["verdict"].get<std::string>(), c["ulp"]["max_abs"].get<double>(), c["ulp"]["p99_9"].get<double>(),
                      c["ulp"]["p99"].get<double>(), c["ulp"]["p50"].get<double>(), c["ulp"]["mean_abs"].get<double>(),
                      c["ppm"]["max_abs"].get<double>(), bound_ulp(c), ratio(c), pratio(c), kinds(c));
@@ -74,7 +74,7 @@ std::string scored_rows(const std::vector<std::pair<std::string, const json*>>& 
 
 
 std::string header(const std::string& first) {
-  return fmt::format("    {:<30} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7} {:>7}\n", first, "verdict", "max|ULP|",
+  return fmt::format("    {:<32} {:<11} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9} {:>7} {:>7}\n", first, "verdict", "max|ULP|",
                      "p99.9", "p99", "p50", "mean|ULP|", "max|ppm|", "bound ULP", "ratio", "p-ratio");
 }
 

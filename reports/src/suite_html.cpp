@@ -102,7 +102,7 @@ std::string why_shown(const json& p) {
   if (p["verdict"] == "UNEXPECTED") return fmt::format("not EXPECTED: {} element(s) beyond the bound", p.value("beyond_bound", 0));
   if (p["verdict"] == "SUSPICIOUS") return "SUSPICIOUS: beyond the probabilistic bound";
   if (p["verdict"] == "MISTRUSTED") return "MISTRUSTED: nothing informative was compared";
-  return r.is_number() ? fmt::format("near its bound: the worst element at {:.3g} of it", r.get<double>()) : "no bound";
+  return r.is_number() ? fmt::format("the worst element at {:.3g} of its bound", r.get<double>()) : "no bound";
 }
 
 // The answer first: the verdict with its reason, the observed weights with the recipes that
@@ -157,7 +157,8 @@ std::string more_cards(const json& paths) {
                               "EXPECTED, of {} (every path's numbers are in the table; its histograms in report.json)"
                               "</summary><div class=\"grid\">",
                               shown.size(), paths.size());
-  for (const std::size_t i : shown) h += path_card(paths[i], why_shown(paths[i]));
+  for (const std::size_t i : shown)
+    h += path_card(paths[i], (paths[i]["verdict"] == "EXPECTED" ? "among the nearest their bounds — " : "") + why_shown(paths[i]));
   return h + "</div></details>";
 }
 
@@ -255,15 +256,15 @@ std::string case_section(const json& s, const std::string& id) {
     }
   h += "<div class=\"grid\">";
   if (!paths.empty())
-    h += path_card(paths[worst], (worst == 0 ? "the case's first path and the nearest its bound, " : "the path nearest its bound, ") +
+    h += path_card(paths[worst], (worst == 0 ? "the case's first path and the nearest its bound — " : "the path nearest its bound — ") +
                                      why_shown(paths[worst]));
-  if (worst != 0) h += path_card(paths[0], "the case's first path, " + why_shown(paths[0]));
+  if (worst != 0) h += path_card(paths[0], "the case's first path — " + why_shown(paths[0]));
   h += "</div>";
   h += paths_table(paths) + more_cards(paths);
   if (!s["folded"].empty()) h += folded_table(s["folded"]);
   bool cancelled = false;
   for (const json& p : paths) cancelled = cancelled || shows_cancellation(p);
-  for (const json& f : s["folded"]) cancelled = cancelled || shows_cancellation(f["weights"]) || shows_cancellation(f["bias"]);
+  for (const json& f : s["folded"]) cancelled = cancelled || shows_cancellation(f["bias"]);  // weights do not cancel
   if (cancelled) h += std::string("<p class=\"muted\">") + escape(kCancellationNote) + "</p>";
   return h;
 }
@@ -310,13 +311,15 @@ std::string model_section(const json& s, const std::string& id) {
     if (e.contains("observed_output"))
       h += fmt::format("<p class=\"explain\">Observed output: {} (worst ratio to the end-to-end bound {})</p>",
                        badge(e["observed_output"]["verdict"]), num(e["observed_output"]["bound_ratio"]));
-    if (e["not_run"].is_null() && e["verdict"] != s["verdict"])  // e.g. a corrupted observed fold under own runs in bound
-      h += fmt::format("<p class=\"muted\">The overall verdict ({}) differs from the end-to-end one ({}): the overall "
-                       "also judges {}.</p>",
-                       escape(s["verdict"]), escape(e["verdict"]), !e.value("observed_model", false) ? "each layer's fold"
-                       : e.contains("observed_output") ? "the observed model's folded weights, per layer"
-                                                       : "the observed model's folded weights, per layer (its outputs are "
-                                                         "checked end to end with --observed-output)");
+    if (e["not_run"].is_null() && e["verdict"] != s["verdict"]) {  // e.g. a corrupted observed fold
+      const bool out_bad = e.contains("observed_output") && e["observed_output"]["verdict"] != "EXPECTED";
+      const std::string also = out_bad ? "the observed output, against the end-to-end bound"
+                               : e.value("observed_model", false) ? "the observed model's folded weights, per layer"
+                                                                  : "each layer's fold";
+      h += fmt::format("<p class=\"muted\">The overall verdict ({}) differs from that of foldcheck's own end-to-end runs ({}): "
+                       "the overall also judges {}.</p>",
+                       escape(s["verdict"]), escape(e["verdict"]), also);
+    }
   }
   return h;
 }

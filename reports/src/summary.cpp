@@ -195,7 +195,8 @@ json summarize_accuracy_diff(const json& r) {
     }
     if (e.contains("observed_output"))
       ee["observed_output"] = {{"verdict", e["observed_output"]["verdict"]},
-                               {"bound_ratio", e["observed_output"]["comparison"]["bound_check"]["worst_ratio"]},
+                               {"bound_ratio", e["observed_output"]["comparison"].value("bound_check", json::object())
+                                                   .value("worst_ratio", json())},  // none when nothing finite compared
                                {"ulp", stats(e["observed_output"]["comparison"]["ulp"])}};
     s["end_to_end"] = ee;
   }

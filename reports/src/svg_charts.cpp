@@ -159,8 +159,9 @@ std::string x_labels(const Layout& l, const std::vector<Bin>& bins, const json& 
                        top + ph + 12, slot < n ? "-" : "", power_label(bins[i].upper));
   }
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">0</text>", l.slot_x(n) + sw / 2, top + ph + 12);
-  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">error ({}, log2 bins; counts log scale)</text>",
-                   Layout::left + l.pw / 2, Layout::H - 6, escape(hist.value("unit", std::string())));
+  const std::string unit = hist.value("unit", std::string());
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">{} (log2 bins; counts log scale)</text>",
+                   Layout::left + l.pw / 2, Layout::H - 6, unit == "bound" ? "error / its bound" : "error (" + escape(unit) + ")");
   return s;
 }
 

@@ -15,10 +15,10 @@ Histogram make(const char* unit, int lo, int hi) {
   h.pos = h.neg;
   return h;
 }
-// An edge as a number; a ratio histogram's small edges as powers of two ("2^-12"), which
+// An edge as a number; a ratio histogram's edges below 1 as powers of two ("2^-12"), which
 // stay short where decimals would not.
 std::string edge(double x, const std::string& unit) {
-  if (unit == "bound" && x < 0x1p-4) return fmt::format("2^{}", std::ilogb(x));
+  if (unit == "bound" && x < 1) return fmt::format("2^{}", std::ilogb(x));
   return fmt::format("{:g}", x);
 }
 }  // namespace
