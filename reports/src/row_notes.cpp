@@ -49,7 +49,6 @@ std::string cancellation_note(const json& c) {
                      max_ulp, own, at_worst);
 }
 
-
 // A run's facts on eps held in float32 (run_case.cpp), when the shift is at least an ULP.
 std::string eps_note(const json& c) {
   const json e = c.value("eps_held_in_float32", json());
