@@ -412,6 +412,15 @@ std::map<std::string, Setup> setups() {
     put(d / "s" / "report.json", rep.dump(1));
     return "merge " + (d / "s" / "report.json").string() + " -o " + (d / "m").string();
   }, false, "", [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "m")); }};
+  s["merge-passed-contradicts-verdict"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}]})");
+    REQUIRE(run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing").code == 0);
+    nlohmann::json rep = nlohmann::json::parse(slurp(d / "s" / "report.json"));
+    rep["entries"][0]["summary"]["verdict"] = "UNEXPECTED";  // still "passed": true
+    put(d / "s" / "report.json", rep.dump(1));
+    return "merge " + (d / "s" / "report.json").string() + " -o " + (d / "m").string();
+  }, false, "", [](const fs::path& d) { CHECK_FALSE(fs::exists(d / "m")); }};
   s["merge-result-link-outside"] = {[](const fs::path& d) {
     case_with(d, "");
     put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}]})");

@@ -243,6 +243,23 @@ std::int64_t shard_number(const json& v, const std::string& what) {
 }
 }  // namespace
 
+namespace {
+
+// An entry's "passed" is derived: its verdict is the one expected. A report where it is not
+// was edited by hand; merging it would count a failure as a pass (or the reverse) and render
+// a table that contradicts itself, so it is refused.
+void check_passed(const json& e) {
+  const json& s = e.value("summary", json::object());
+  const json verdict = s.is_object() ? s.value("verdict", json()) : json();
+  const bool passed = e.value("passed", false);
+  if (!verdict.is_string() || !e.value("expect", json()).is_string() || passed != (verdict == e["expect"]))
+    throw InputError(fmt::format("merge: entry index {} says passed {} but its verdict {} against the expected {} says {}",
+                                 e["index"].dump(), passed, verdict.dump(), e.value("expect", json()).dump(),
+                                 verdict.is_string() && verdict == e.value("expect", json())));
+}
+
+}  // namespace
+
 json merge_reports(const std::vector<json>& reports) {
   if (reports.empty()) throw InputError("merge: no reports given");
   const json& first = reports[0];
@@ -268,6 +285,7 @@ json merge_reports(const std::vector<json>& reports) {
       const std::int64_t i = e["index"].get<std::int64_t>();
       if (i < 0 || i >= total) throw InputError(fmt::format("merge: entry index {} is outside the suite's {} entries", i, total));
       if (!by_index.emplace(i, e).second) throw InputError(fmt::format("merge: entry index {} appears in two shards", i));
+      check_passed(e);
     }
   }
   const std::int64_t count = shard_number(first["suite"]["shard_count"], "shard count");
