@@ -254,6 +254,12 @@ TEST_CASE("markdown of a single run: the answer, no suite wording", "[cli][repor
   CHECK_THAT(r.out, Catch::Contains("- float32 sequential fused/tvm: rtol="));
   for (const char* suite_words : {"passed", "results/", "expected EXPECTED", "entries"})
     CHECK(r.out.find(suite_words) == std::string::npos);
+  // The evidence: every output path's ratio to its bound, identical rows once, notes once.
+  CHECK_THAT(r.out, Catch::Contains("| path | dtype | verdict | worst ratio to bound |") &&
+                        Catch::Contains("| 3 paths, identical (sequential fused/tvm, sequential fused/onnxruntime, "
+                                        "sequential fused/onnxoptimizer) [1] | float64 |"));
+  CHECK_THAT(r.out, Catch::Contains("\n† A cancelled result") && Catch::Contains("\n[1] this recipe holds eps in float32"));
+  CHECK(r.out.find("[2]") == std::string::npos);  // the eps note once, not per row
 }
 
 TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and channel - a pass says why", "[cli][reports][suite]") {
@@ -300,6 +306,9 @@ TEST_CASE("accuracy-diff text: whose weights the end-to-end runs used, and the s
   CHECK(std::regex_search(bad_out.out, std::regex("answer: UNEXPECTED: The observed output is UNEXPECTED: [0-9.e+]+ times its "
                                                   "end-to-end rounding-error bound\\.")));
   CHECK_THAT(bad_out.out, Catch::Contains("also judges the observed output against the end-to-end bound"));
+  const Result bad_md = run("accuracy-diff " + m + " --observed " + (dir / "folded.onnx").string() + " --observed-output " +
+                            (dir / "y_corrupt.npy").string() + " --input " + (dir / "x.npy").string() + " -q --format markdown");
+  CHECK(std::regex_search(bad_md.out, std::regex("Worst ratio to its rounding-error bound: [0-9]{3}[^\n]*observed output")));
   CHECK_THAT(corrupt.out, Catch::Contains("fused = foldcheck's own pytorch fold of the original model, not the observed "
                                           "model's weights") &&
                               Catch::Contains("end-to-end verdict of foldcheck's own runs: EXPECTED") &&
@@ -448,7 +457,7 @@ TEST_CASE("run reports: ratio charts first, identical rows once, explanations in
   const std::string page = slurp(html);
   CHECK(page.find("bound of the element closest to its own") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("<title>signed error / its bound") && Catch::Contains("<p class=\"muted why\">shown: "));
-  CHECK_THAT(page, Catch::Contains("identical</span>") && Catch::Contains("<tr class=\"note\">"));
+  CHECK_THAT(page, Catch::Contains("rows, identical)</span>") && Catch::Contains("<tr class=\"note\">"));
   CHECK_THAT(page, Catch::Contains("holds eps in float32") && Catch::Contains("every exact folded bias is 0"));
   std::smatch m;
   REQUIRE(std::regex_search(page, m, std::regex("<table class=\"paths\">([\\s\\S]*?)</table>")));

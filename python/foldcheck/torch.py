@@ -201,7 +201,11 @@ def _pairs_by_running(model, example):
 
     def on_bn_pre(mod, inputs):
         count(mod)
-        bn_of.setdefault(id(inputs[0]), []).append(names[mod])
+        # Only a conv's output (kept alive in `produced`) is recorded: another input may be freed
+        # during the run and its id reused by a later conv's output, which would then seem to
+        # feed two BatchNorms (seen: Branchy's c3 -> bn3 missed now and then).
+        if id(inputs[0]) in produced:
+            bn_of.setdefault(id(inputs[0]), []).append(names[mod])
         inside_bn.append(mod)
 
     def on_bn_post(mod, inputs, out):

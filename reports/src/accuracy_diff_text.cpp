@@ -179,12 +179,15 @@ std::string end_to_end_text(const json& r) {
   if (e.contains("observed_output")) {
     s += observed_output_text(e["observed_output"]);
     if (e["observed_output"]["verdict"] != "EXPECTED" && folds_expected(r))
-      s += "      every folded layer above is within its bound: was the observed output computed from this input "
-           "(--input)?\n";
+      s += observed ? "      every folded layer above is within its bound: was the observed output computed from this input "
+                      "(--input)?\n"
+                    : "      every layer above is within its bound with foldcheck's own folds: was the observed output "
+                      "computed from this input (--input), and are the engine's folded weights right (--observed "
+                      "FOLDED.onnx)?\n";
   }
   s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict{}: {}\n",
                    e["first_layer_beyond_bound"].is_null() ? "none" : e["first_layer_beyond_bound"].get<std::string>(),
-                   observed ? " of foldcheck's own runs" : "", e["verdict"].get<std::string>());
+                   " of foldcheck's own runs", e["verdict"].get<std::string>());
   if (e["verdict"] != r["verdict"]) {
     const bool out_bad = e.contains("observed_output") && e["observed_output"]["verdict"] != "EXPECTED";
     s += fmt::format("    (the overall verdict, {}, also judges {})\n", r["verdict"].get<std::string>(),

@@ -23,8 +23,9 @@ std::string exact_text(const json& e) {
 
 std::string explain_text(const json& j) {
   std::string s;
-  s += fmt::format("foldcheck explain — {} weights, BatchNorm from {} (eps {:g})\n\n", j["dtype"].get<std::string>(),
-                   j["bn"]["source"].get<std::string>(), j["bn"]["eps"].get<double>());
+  const std::string source = j["bn"]["source"];  // eps once: a source that states it is not followed by it again
+  s += fmt::format("foldcheck explain — {} weights, BatchNorm from {}{}\n\n", j["dtype"].get<std::string>(), source,
+                   source.find("eps ") == std::string::npos ? fmt::format(" (eps {:g})", j["bn"]["eps"].get<double>()) : "");
   const auto& el = j["elements"];
   const std::size_t show = std::min<std::size_t>(el.size(), 40);
   // Each element's label: its flat index, or its own weight index [o,c,kh,kw] when the

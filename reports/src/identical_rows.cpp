@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <map>
 
-#include <fmt/format.h>
 
 namespace foldcheck::reports {
 
@@ -17,12 +16,6 @@ std::vector<std::vector<std::size_t>> identical_groups(const std::vector<std::st
     groups[it->second].push_back(i);
   }
   return groups;
-}
-
-std::string merged_label(const std::vector<std::string>& values, const std::string& plural) {
-  if (values.size() == 1) return values[0];
-  if (values.size() == 2) return values[0] + ", " + values[1];
-  return fmt::format("{} {}", values.size(), plural);
 }
 
 std::vector<std::string> distinct_column(const std::vector<std::vector<std::string>>& labels,

@@ -13,10 +13,6 @@ namespace foldcheck::reports {
 // allowed to differ), in the order of each group's first row.
 std::vector<std::vector<std::size_t>> identical_groups(const std::vector<std::string>& keys);
 
-// A label column of a merged row: the one value, two joined by ", ", or "N <plural>" for
-// more (the caller lists them in a tooltip or a note).
-std::string merged_label(const std::vector<std::string>& values, const std::string& plural);
-
 // The distinct values of column `column` over the rows `group` of `labels`, in first order.
 std::vector<std::string> distinct_column(const std::vector<std::vector<std::string>>& labels,
                                          const std::vector<std::size_t>& group, std::size_t column);

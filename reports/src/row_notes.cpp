@@ -38,8 +38,6 @@ bool shows_cancellation(const json& c) {
          own > 2 * at_worst;
 }
 
-namespace {
-
 std::string cancellation_note(const json& c) {
   if (!shows_cancellation(c)) return "";
   const double max_ulp = number(c, "ulp", "max_abs"), at_worst = field(c, "bound_ulp_at_worst"),
@@ -49,13 +47,15 @@ std::string cancellation_note(const json& c) {
                      max_ulp, own, at_worst);
 }
 
+namespace {
+
 // A run's facts on eps held in float32 (run_case.cpp), when the shift is at least an ULP.
 std::string eps_note(const json& c) {
   const json e = c.value("eps_held_in_float32", json());
   if (!e.is_object() || e.value("ulp_min", 0.0) < 1) return "";
   return fmt::format("this recipe holds eps in float32 ({:g} becomes {:.9g}): the scale of the channel with the smallest "
-                     "var + eps moves by {:.3g} relative, {:.3g} to {:.3g} {} ULP of its folded values (less in the "
-                     "others); the engine's choice, charged in the bound",
+                     "var + eps moves by {:.3g} relative, {:.3g} to {:.3g} {} ULP of the values it scales (less in the "
+                     "other channels); the engine's choice, charged in the bound",
                      e.value("eps", 0.0), e.value("eps_used", 0.0), e.value("max_relative_scale_shift", 0.0),
                      e.value("ulp_min", 0.0), e.value("ulp_max", 0.0), e.value("dtype", ""));
 }

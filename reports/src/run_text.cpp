@@ -85,7 +85,7 @@ const char* const kStages[] = {"var_eps", "rsqrt", "scale", "weight", "bias", "a
 std::string attribution_table(const json& paths, bool histograms, bool headline_histograms) {
   const auto& first = paths[0]["attribution"];
   std::string s = fmt::format("  attribution over {} elements: typical share of each element's squared error "
-                              "(share_mean), and max |contribution| in ULP\n",
+                              "(share_mean), and max |contribution| in ULP of the output\n",
                               first["elements"].get<long>());
   s += fmt::format("    {:<22}", "path");
   for (const char* st : kStages) s += fmt::format(" {:>14}", st);
@@ -159,7 +159,8 @@ std::string case_heading(const json& r) {
                    r["reference"].value("fast_path_compensated", 0L), r["reference"].value("fast_path_fallbacks", 0L),
                    r["reference"]["precision_bits"].get<long>(),
                    r["reference"]["escalations"].get<long>());
-  s += "  ratio = worst |error| / deterministic bound (> 1: UNEXPECTED); bound ULP = that bound at the worst element;\n"
+  s += "  ratio = worst |error| / deterministic bound (> 1: UNEXPECTED); bound ULP = that bound, in ULP, at the element of\n"
+       "  the worst ratio (not the max-|ULP| element);\n"
        "  p-ratio = worst |error| / probabilistic bound (> 1 within the deterministic bound: SUSPICIOUS)\n";
   if (any_cancellation(r)) s += "  " + std::string(kCancellationNote) + "\n";
   return s;

@@ -1,5 +1,6 @@
 // The self-contained HTML report (suite_reports.hpp).
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -154,7 +155,7 @@ std::string more_cards(const json& paths) {
     if (paths[i]["verdict"] != "EXPECTED" || others++ < kMoreCards) shown.push_back(i);
   std::sort(shown.begin(), shown.end());
   std::string h = fmt::format("<details><summary>histograms and attribution of the {} path(s) nearest their bounds or not "
-                              "EXPECTED, of {} (every path's numbers are in the table; its histograms in report.json)"
+                              "EXPECTED, of {} (every path's numbers are in the table; its histograms in the JSON result)"
                               "</summary><div class=\"grid\">",
                               shown.size(), paths.size());
   for (const std::size_t i : shown)
@@ -162,28 +163,30 @@ std::string more_cards(const json& paths) {
   return h + "</div></details>";
 }
 
-// A merged row's label cells: each column's one value, or how many (all of them in the
-// tooltip), and "×N identical" after the last when rows were merged.
+// A merged row's label cells: each column's values, and "(N rows, identical)" after the last
+// when rows were merged.
 std::string label_cells(const std::vector<std::vector<std::string>>& labels, const std::vector<std::size_t>& group,
-                        const std::vector<std::string>& plurals) {
+                        std::size_t columns) {
   std::string h;
-  for (std::size_t c = 0; c < plurals.size(); ++c) {
+  for (std::size_t c = 0; c < columns; ++c) {
     const auto v = distinct_column(labels, group, c);
     std::string all;
     for (const std::string& x : v) all += (all.empty() ? "" : ", ") + x;
-    h += fmt::format("<td{}>{}", v.size() > 2 ? " title=\"" + escape(all) + "\"" : "", escape(merged_label(v, plurals[c])));
-    if (c + 1 == plurals.size() && group.size() > 1)
-      h += fmt::format(" <span class=\"muted\">×{} identical</span>", group.size());
+    h += "<td>" + escape(all);  // every name visible: a reader looks for the one they ran
+    if (c + 1 == columns && group.size() > 1)
+      h += fmt::format(" <span class=\"muted\">({} rows, identical)</span>", group.size());
     h += "</td>";
   }
   return h;
 }
 
-// Explanations in place (row_notes.hpp): a row under the row, spanning the table.
-std::string note_rows(const json& notes, std::size_t columns) {
+// Explanations in place (row_notes.hpp): a row under the row, spanning the table; a note the
+// table has already shown (`shown`) is not repeated.
+std::string note_rows(const json& notes, std::size_t columns, std::set<std::string>& shown) {
   std::string h;
   for (const json& n : notes)
-    h += fmt::format("<tr class=\"note\"><td colspan=\"{}\" class=\"muted\">↳ {}</td></tr>", columns, escape(n));
+    if (shown.insert(n.get<std::string>()).second)
+      h += fmt::format("<tr class=\"note\"><td colspan=\"{}\" class=\"muted\">↳ {}</td></tr>", columns, escape(n));
   return h;
 }
 
@@ -199,12 +202,13 @@ std::string paths_table(const json& paths) {
                                num(p["ulp"]["max_abs"]), num(p.value("bound_ratio", json())), p.value("beyond_bound", 0)) +
                    "\x1f" + p.value("notes", json::array()).dump());
   }
+  std::set<std::string> shown;
   std::string h = "<table class=\"paths\"><tr><th>order</th><th>arithmetic</th><th>path</th><th>dtype</th><th>verdict</th>"
                   "<th>|ULP| p50</th><th>p99.9</th><th>max</th><th>bound ratio</th><th>beyond bound</th></tr>";
   for (const auto& g : identical_groups(keys)) {
     const std::string& k = keys[g[0]];
-    h += "<tr>" + label_cells(labels, g, {"orders", "arithmetics", "paths"}) + k.substr(0, k.find('\x1f')) + "</tr>";
-    h += note_rows(paths[g[0]].value("notes", json::array()), 10);
+    h += "<tr>" + label_cells(labels, g, 3) + k.substr(0, k.find('\x1f')) + "</tr>";
+    h += note_rows(paths[g[0]].value("notes", json::array()), 10, shown);
   }
   return h + "</table>";
 }
@@ -224,15 +228,16 @@ std::string folded_table(const json& folded) {
     keys.push_back("<td>" + escape(f["dtype"]) + "</td>" + part(f["weights"]) + part(f["bias"]) + "\x1f" +
                    notes(f["weights"]).dump() + notes(f["bias"]).dump());
   }
+  std::set<std::string> shown;
   std::string h = "<h4>Folded parameters against the exact fold</h4><table class=\"folded\"><tr><th>recipe</th>"
                   "<th>arithmetic</th><th>dtype</th><th>weights</th><th>max |ULP|</th><th>ratio</th><th>bias</th>"
                   "<th>max |ULP|</th><th>ratio</th></tr>";
   for (const auto& g : identical_groups(keys)) {
     const std::string& k = keys[g[0]];
-    h += "<tr>" + label_cells(labels, g, {"recipes", "arithmetics"}) + k.substr(0, k.find('\x1f')) + "</tr>";
+    h += "<tr>" + label_cells(labels, g, 2) + k.substr(0, k.find('\x1f')) + "</tr>";
     json all = notes(folded[g[0]]["weights"]);
     for (const json& n : notes(folded[g[0]]["bias"])) all.push_back(n);
-    h += note_rows(all, 9);
+    h += note_rows(all, 9, shown);
   }
   return h + "</table>";
 }
@@ -273,8 +278,11 @@ std::string model_section(const json& s, const std::string& id) {
   std::string h = answer_block(s, id) + explanation(s);
   std::vector<svg::LayerValue> fused, fold;
   for (const json& l : s["layers"]) {
-    if (l.contains("fused")) fused.push_back({l["name"], l["fused"].value("max_abs_ulp", 0.0), l["verdict"]});
-    if (l.contains("weights")) fold.push_back({l["name"], l["weights"]["ulp"].value("max_abs", 0.0), l["verdict"]});
+    // Each bar in the colour of what it measures: a layer UNEXPECTED by its fold has fused
+    // outputs that may be well within their bound.
+    if (l.contains("fused")) fused.push_back({l["name"], l["fused"].value("max_abs_ulp", 0.0), l["fused"].value("verdict", "")});
+    if (l.contains("weights"))
+      fold.push_back({l["name"], l["weights"]["ulp"].value("max_abs", 0.0), l["weights"].value("verdict", "")});
   }
   h += "<div class=\"grid\">";
   if (!fused.empty())

@@ -1,6 +1,9 @@
 // Markdown summary of a suite report (suite_reports.hpp).
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "identical_rows.hpp"
 #include "markdown_cell.hpp"
 
 #include "foldcheck/reports/compare_reports.hpp"
@@ -34,6 +37,46 @@ std::string answer_markdown(const json& summary) {
   return s;
 }
 
+// A run's output paths under a fold: the ratio to the bound first, rows identical but for
+// their order, arithmetic and path shown once; a cancelled result's row marked † with the
+// explanation once, every other note (row_notes.hpp) once as a numbered footnote.
+std::string paths_markdown(const json& paths) {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> labels;
+  for (const json& p : paths) {
+    const std::string ar = p["arithmetic"];
+    labels.push_back({p["accumulation"].get<std::string>() + (ar == "default" ? "" : " " + ar) + " " +
+                      p["path"].get<std::string>()});
+    keys.push_back(fmt::format("| {} | {} | {} | {}{} | {} |", cell(p["dtype"]), p["verdict"].get<std::string>(),
+                               num(p.value("bound_ratio", json())), num(p["ulp"]["max_abs"]),
+                               shows_cancellation(p) ? " †" : "", num(p["ulp"]["p99_9"])) +
+                   "\x1f" + p.value("notes", json::array()).dump());
+  }
+  std::string t = "| path | dtype | verdict | worst ratio to bound | max \\|ULP\\| | p99.9 \\|ULP\\| |\n|---|---|---|---:|---:|---:|\n";
+  std::vector<std::string> notes;  // footnote n is notes[n - 1]
+  bool cancelled = false;
+  for (const auto& g : identical_groups(keys)) {
+    const json& p = paths[g[0]];
+    const auto names = distinct_column(labels, g, 0);
+    std::string all, marks;
+    for (const std::string& x : names) all += (all.empty() ? "" : ", ") + x;
+    const std::string label = names.size() > 2 ? fmt::format("{} paths, identical ({})", names.size(), all) : all;
+    cancelled = cancelled || shows_cancellation(p);
+    for (const json& x : p.value("notes", json::array())) {
+      const std::string n = x.get<std::string>();
+      if (n == cancellation_note(p)) continue;
+      auto it = std::find(notes.begin(), notes.end(), n);
+      if (it == notes.end()) it = notes.insert(notes.end(), n);
+      marks += fmt::format(" [{}]", it - notes.begin() + 1);
+    }
+    t += "| " + cell(label) + marks + " " + keys[g[0]].substr(0, keys[g[0]].find('\x1f')) + "\n";
+  }
+  std::string foot = cancelled ? "\n† " + cell(kCancellationNote) + "\n" : "";
+  for (std::size_t i = 0; i < notes.size(); ++i) foot += fmt::format("\n[{}] {}\n", i + 1, cell(notes[i]));
+  return "<details><summary>Every output path: worst |error| / its bound (&gt; 1: beyond)</summary>\n\n" + t + foot +
+         "\n</details>\n\n";
+}
+
 // One `run` or `accuracy-diff` result: its verdict and answer, the description, the worst
 // bound ratio; no suite wording.
 std::string single_markdown(const json& r) {
@@ -45,6 +88,7 @@ std::string single_markdown(const json& r) {
   out += answer_markdown(s);
   const std::string desc = s.value("description", "");
   if (!desc.empty()) out += cell(desc) + "\n\n";
+  if (s["command"] == "run" && !s.value("paths", json::array()).empty()) out += paths_markdown(s["paths"]);
   if (s["command"] != "run" && !h["worst_where"].get<std::string>().empty())  // a run's answer has said it
     out += fmt::format("Worst ratio to its rounding-error bound: {} ({}; > 1: beyond the bound).\n", num(h["worst_ratio"]),
                        cell(h["worst_where"]));

@@ -261,6 +261,11 @@ json headline(const json& s) {
       }
     if (l["verdict"] != "EXPECTED") bad.push_back(l["key"]);
   }
+  if (s.contains("end_to_end") && s["end_to_end"].is_object() && s["end_to_end"].contains("observed_output")) {
+    const json& o = s["end_to_end"]["observed_output"];  // the engine's own output against the end-to-end bound
+    ratio(o.value("bound_ratio", json()), "observed output");
+    if (o.value("verdict", "EXPECTED") != "EXPECTED") bad.push_back("observed output");
+  }
   return {{"worst_ratio", worst < 0 ? json(nullptr) : json(worst)},
           {"worst_where", where},
           {"max_p99_9_ulp", p999 < 0 ? json(nullptr) : json(p999)},

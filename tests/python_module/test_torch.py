@@ -385,8 +385,9 @@ def test_pairs_are_only_single_use_modules_and_outputs():
     assert fct.conv_bn_pairs(ConvTwice().eval()) == []
     m = trained_like(Branchy(), 9).eval()
     x = torch.randn(1, 3, 8, 8)
-    for _ in range(3):  # the same answer every time (no tensor identity reused)
-        assert fct.conv_bn_pairs(m, x) == [["c3", "bn3"]]
+    for k in range(40):  # the same answer every time (no tensor identity reused, whatever sizes come and go)
+        assert fct.conv_bn_pairs(m, torch.randn(1 + k % 3, 3, 8 + k % 5, 8)) == [["c3", "bn3"]]
+    assert fct.conv_bn_pairs(m, x) == [["c3", "bn3"]]
     assert not m.training
 
 

@@ -213,6 +213,7 @@ struct DtypeRun {
       const Recipe r = spec.recipes[k];
       json pf = scored_output(std::string("fused/") + name(r), fs[k].cmp, fs[k].bounds, exact.y);
       pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
+      if (const auto eps = eps_facts(r, dt)) pf["eps_held_in_float32"] = *eps;  // its outputs carry the shift too
       const std::optional<Attribution> af = attribution(r, pol, fs[k], sample);
       if (af) pf["attribution"] = to_json(*af);
       paths.push_back(pf);

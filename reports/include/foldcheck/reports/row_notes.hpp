@@ -25,6 +25,8 @@ std::vector<std::string> row_notes(const nlohmann::json& c);
 // Whether c's row carries the cancellation note (its max |ULP| is above the bound ULP column
 // and within its own element's bound).
 bool shows_cancellation(const nlohmann::json& c);
+// That note alone ("" when the row does not carry it).
+std::string cancellation_note(const nlohmann::json& c);
 
 // Once per report, beside the first cancellation note: why a large |ULP| can be within.
 inline constexpr const char* kCancellationNote =

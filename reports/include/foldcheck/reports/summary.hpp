@@ -24,7 +24,8 @@ nlohmann::json summarize(const nlohmann::json& result);
 // folded set or layer; null if none), "worst_where", "max_p99_9_ulp" (largest p99.9 |ULP|
 // of the outputs), "max_p99_9_ulp_cancelled" (that p99.9 is above its EXPECTED path's bound
 // in ULP at the element nearest the bound: ULP of cancelled results, row_notes.hpp),
-// "not_expected": [keys of paths/layers whose verdict is not EXPECTED]}.
+// "not_expected": [keys of paths/layers whose verdict is not EXPECTED, and "observed output"
+// when an accuracy-diff's observed output is not]}; the worst ratio counts the observed output.
 nlohmann::json headline(const nlohmann::json& summary);
 
 }  // namespace foldcheck::reports
