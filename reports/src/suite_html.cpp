@@ -190,13 +190,15 @@ std::string note_rows(const json& notes, std::size_t columns, std::set<std::stri
   return h;
 }
 
-// Every path's numbers; rows identical but for their order, arithmetic or path shown once.
+// Every path's numbers; rows of one order and arithmetic identical but for their path shown
+// once (merging across two label columns would let a reader take every combination for one).
 std::string paths_table(const json& paths) {
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> labels;
   for (const json& p : paths) {
     labels.push_back({p["accumulation"], p["arithmetic"], p["path"]});
-    keys.push_back(fmt::format("<td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
+    keys.push_back(p["accumulation"].get<std::string>() + "\x1e" + p["arithmetic"].get<std::string>() + "\x1e" +
+                   fmt::format("<td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
                                "<td class=n>{}</td>",
                                escape(p["dtype"]), badge(p["verdict"]), num(p["ulp"]["p50"]), num(p["ulp"]["p99_9"]),
                                num(p["ulp"]["max_abs"]), num(p.value("bound_ratio", json())), p.value("beyond_bound", 0)) +
@@ -207,13 +209,14 @@ std::string paths_table(const json& paths) {
                   "<th>|ULP| p50</th><th>p99.9</th><th>max</th><th>bound ratio</th><th>beyond bound</th></tr>";
   for (const auto& g : identical_groups(keys)) {
     const std::string& k = keys[g[0]];
-    h += "<tr>" + label_cells(labels, g, 3) + k.substr(0, k.find('\x1f')) + "</tr>";
+    const std::size_t cells = k.rfind('\x1e') + 1;  // after the order and arithmetic that keep rows apart
+    h += "<tr>" + label_cells(labels, g, 3) + k.substr(cells, k.find('\x1f') - cells) + "</tr>";
     h += note_rows(paths[g[0]].value("notes", json::array()), 10, shown);
   }
   return h + "</table>";
 }
 
-// The folded parameters per recipe; rows identical but for their recipe or arithmetic shown once.
+// The folded parameters per recipe; rows of one arithmetic identical but for their recipe shown once.
 std::string folded_table(const json& folded) {
   auto part = [&](const json& c) {
     if (!c.is_object()) return std::string("<td>–</td><td class=n>–</td><td class=n>–</td>");
@@ -225,7 +228,8 @@ std::string folded_table(const json& folded) {
   std::vector<std::vector<std::string>> labels;
   for (const json& f : folded) {
     labels.push_back({f["recipe"], f["arithmetic"]});
-    keys.push_back("<td>" + escape(f["dtype"]) + "</td>" + part(f["weights"]) + part(f["bias"]) + "\x1f" +
+    keys.push_back(f["arithmetic"].get<std::string>() + "\x1e" + "<td>" + escape(f["dtype"]) + "</td>" + part(f["weights"]) +
+                   part(f["bias"]) + "\x1f" +
                    notes(f["weights"]).dump() + notes(f["bias"]).dump());
   }
   std::set<std::string> shown;
@@ -234,7 +238,8 @@ std::string folded_table(const json& folded) {
                   "<th>max |ULP|</th><th>ratio</th></tr>";
   for (const auto& g : identical_groups(keys)) {
     const std::string& k = keys[g[0]];
-    h += "<tr>" + label_cells(labels, g, 2) + k.substr(0, k.find('\x1f')) + "</tr>";
+    const std::size_t cells = k.find('\x1e') + 1;
+    h += "<tr>" + label_cells(labels, g, 2) + k.substr(cells, k.find('\x1f') - cells) + "</tr>";
     json all = notes(folded[g[0]]["weights"]);
     for (const json& n : notes(folded[g[0]]["bias"])) all.push_back(n);
     h += note_rows(all, 9, shown);
