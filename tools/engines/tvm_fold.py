@@ -33,16 +33,17 @@ PASSES = ("FoldBatchnormToConv2D", "FoldConstant")
 SEED_WEIGHTS = [2.1122932, 5.5735774, 2.0870073]
 
 
-def conv_bn_module(w, bn, eps):
-    """A Relax function x -> batch_norm(conv2d(x, w))[0] with every parameter a constant."""
+def conv_bn_module(w, bn, eps, x_shape=None):
+    """A Relax function x -> batch_norm(conv2d(x, w))[0] with every parameter a constant; the
+    conv pads (K - 1) / 2 on each side (foldcheck's default), x is NCHW float32."""
     o, c, kh, kw = w.shape
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, c, kh + 2, kw + 2), "float32"))
+    x = relax.Var("x", relax.TensorType(tuple(x_shape or (1, c, kh + 2, kw + 2)), "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w)))
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[(kh - 1) // 2, (kw - 1) // 2]))
             n = bb.emit(relax.op.nn.batch_norm(y, *(relax.const(bn[k]) for k in ("gamma", "beta", "mean", "var")),
-                                               axis=1, epsilon=eps))
+                                               axis=1, epsilon=eps, training=False))  # Relax defaults to training
             out = bb.emit_output(relax.TupleGetItem(n, 0))
         bb.emit_func_output(out)
     return bb.get()

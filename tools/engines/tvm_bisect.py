@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Real TVM as the compiler of `foldcheck bisect --cmd` (issue 24).
+
+  tvm_bisect.py --enabled {enabled} --disabled {disabled} -o {out} --input X.npy --weights W.npy
+                [--bn BN.npz] [--inject-bad-eps]
+
+Compiles one conv + BatchNorm layer (the weights OIHW, padding (K - 1) / 2, the BatchNorm's
+gamma, beta, mean, var, eps from BN.npz, a fresh BatchNorm's for a key left out) with
+apache-tvm's Relax: the passes in PASSES that `{enabled}` names run, in that order, inside a
+PassContext(opt_level=3, disabled_pass=the rest), then relax.build for the CPU (llvm) and
+its VM runs X; the output is written to OUT (.npy, float32). `{disabled}` is taken as
+given: TVM skips a pass named in disabled_pass wherever it appears, relax.build's own
+pipeline included.
+
+--inject-bad-eps adds the pass BadEpsilon (first in PASSES): it rewrites every batch_norm's
+epsilon to 1e-3 (Keras' default) — a frontend that reads the wrong attribute, in TVM's own
+pass machinery — so that a bisect has a real, broken pass to name.
+
+  foldcheck bisect --cmd '.venv/bin/python tools/engines/tvm_bisect.py --enabled {enabled} \\
+      --disabled {disabled} -o {out} --input x.npy --weights w.npy --bn bn.npz' \\
+      --passes FoldBatchnormToConv2D,FoldConstant --input x.npy --weights w.npy --bn bn.npz
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import tvm
+from tvm import relax
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tvm_fold import conv_bn_module  # noqa: E402
+
+PASSES = ["FoldBatchnormToConv2D", "FoldConstant"]
+
+
+@relax.expr_functor.mutator
+class _WrongEps(relax.PyExprMutator):
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if getattr(call.op, "name", "") == "relax.nn.batch_norm":
+            a = call.attrs
+            return relax.op.nn.batch_norm(*call.args, axis=int(a.axis), epsilon=1e-3, center=bool(a.center),
+                                          scale=bool(a.scale), momentum=float(a.momentum), training=bool(a.training))
+        return call
+
+
+@tvm.transform.module_pass(opt_level=0, name="BadEpsilon")
+def bad_epsilon(mod, ctx):  # noqa: ARG001 (the pass signature)
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, relax.Function):
+            mod[gv] = _WrongEps().visit_expr(f)
+    return mod
+
+
+def names(text):
+    return [n for n in (text or "").split(",") if n]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--enabled", default="")
+    ap.add_argument("--disabled", default="")
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--bn")
+    ap.add_argument("--inject-bad-eps", action="store_true")
+    a = ap.parse_args()
+    x, w = np.load(a.input).astype(np.float32), np.load(a.weights).astype(np.float32)
+    z = dict(np.load(a.bn)) if a.bn else {}
+    o = w.shape[0]
+    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
+    bn = {k: np.asarray(z.get(k, np.full(o, v)), np.float32).reshape(o) for k, v in fresh.items()}
+    eps = float(z.get("eps", 1e-5))
+    available = {"BadEpsilon": bad_epsilon} if a.inject_bad_eps else {}
+    available.update({p: getattr(relax.transform, p)() for p in PASSES})
+    unknown = [n for n in names(a.enabled) if n not in available]
+    if unknown:
+        sys.exit(f"tvm_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(available)})")
+    mod = conv_bn_module(w, bn, eps, x.shape)
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=names(a.disabled)):
+        mod = tvm.transform.Sequential([available[n] for n in available if n in names(a.enabled)])(mod)
+        ex = relax.build(mod, target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    y = vm["main"](tvm.runtime.tensor(x)).numpy()
+    np.save(a.out, y.astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
