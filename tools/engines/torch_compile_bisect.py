@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""PyTorch's torch.compile (Inductor) as the compiler of `foldcheck bisect --cmd` (issue 24).
+
+  torch_compile_bisect.py --enabled {enabled} --disabled {disabled} -o {out} --input X.npy
+                          --weights W.npy [--bn BN.npz] [--inject-bad-eps]
+
+Builds one layer in eval mode — Conv2d (no bias, padding (K - 1) / 2) then BatchNorm2d with
+gamma, beta, mean, var, eps from BN.npz (a fresh BatchNorm's for a key left out) — compiles
+it with torch.compile under torch.no_grad() and writes its float32 output on X to OUT. The
+"passes" are Inductor's own switches (torch._inductor.config), each set True when named in
+`{enabled}` and False when named in `{disabled}`:
+
+  freezing                         constant-folds the frozen parameters: the conv + BN fold
+  pattern_matcher                  Inductor's pattern rewrites (the freezing fold's patterns)
+  efficient_conv_bn_eval_fx_passes the eval conv + BN rewrite of the FX graph
+  joint_graph_constant_folding     constant folding of the joint graph
+
+--inject-bad-eps adds the pass BadEpsilon: a pre-grad custom pass (Inductor's own hook,
+config.pre_grad_custom_pass) that sets every batch_norm's eps to 1e-3 (Keras' default), so
+that a bisect has a real, broken pass to name.
+"""
+import argparse
+import hashlib
+
+import numpy as np
+import torch
+import torch._inductor.config as inductor
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+SWITCHES = ["freezing", "pattern_matcher", "efficient_conv_bn_eval_fx_passes", "joint_graph_constant_folding"]
+
+
+class BadEpsilon(CustomGraphPass):
+    """Every batch_norm call's eps set to 1e-3 (its last positional argument, or `eps=`)."""
+
+    def __call__(self, graph):
+        for n in graph.nodes:
+            if n.op == "call_function" and "batch_norm" in str(n.target):
+                if "eps" in n.kwargs:
+                    n.kwargs = {**n.kwargs, "eps": 1e-3}
+                else:
+                    n.args = (*n.args[:-1], 1e-3)
+
+    def uuid(self):
+        return hashlib.sha256(b"foldcheck BadEpsilon 1e-3").hexdigest()
+
+
+def layer(w, bn, eps):
+    o, c, kh, kw = w.shape
+    conv = torch.nn.Conv2d(c, o, (kh, kw), padding=((kh - 1) // 2, (kw - 1) // 2), bias=False)
+    norm = torch.nn.BatchNorm2d(o, eps=eps)
+    with torch.no_grad():
+        conv.weight.copy_(torch.from_numpy(w))
+        for k, p in (("gamma", norm.weight), ("beta", norm.bias), ("mean", norm.running_mean), ("var", norm.running_var)):
+            p.copy_(torch.from_numpy(bn[k]))
+    return torch.nn.Sequential(conv, norm).eval()
+
+
+def names(text):
+    return [n for n in (text or "").split(",") if n]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--enabled", default="")
+    ap.add_argument("--disabled", default="")
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--bn")
+    ap.add_argument("--inject-bad-eps", action="store_true")
+    a = ap.parse_args()
+    known = SWITCHES + (["BadEpsilon"] if a.inject_bad_eps else [])
+    unknown = [n for n in names(a.enabled) + names(a.disabled) if n not in known]
+    if unknown:
+        ap.exit(2, f"torch_compile_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(known)})\n")
+    x, w = np.load(a.input).astype(np.float32), np.load(a.weights).astype(np.float32)
+    z = dict(np.load(a.bn)) if a.bn else {}
+    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
+    bn = {k: np.asarray(z.get(k, np.full(w.shape[0], v)), np.float32).reshape(w.shape[0]) for k, v in fresh.items()}
+    model = layer(w, bn, float(z.get("eps", 1e-5)))
+    for s in SWITCHES:
+        if s in names(a.enabled) or s in names(a.disabled):
+            setattr(inductor, s, s in names(a.enabled))
+    if "BadEpsilon" in names(a.enabled):
+        inductor.pre_grad_custom_pass = BadEpsilon()
+    with torch.no_grad():
+        y = torch.compile(model)(torch.from_numpy(x))
+    np.save(a.out, y.numpy().astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
