@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""A Keras Conv2D + BatchNormalization folded by the TensorFlow Lite converter (issue 24).
+
+  tflite_fold.py --weights W.npy [--bn BN.npz] --input X.npy OUTDIR
+
+Builds the layer in Keras — Conv2D (no bias, padding "same") then BatchNormalization with
+Keras' defaults, epsilon 1e-3 and momentum 0.99, or the eps BN.npz gives — with the weights
+(OIHW, written to Keras' HWIO) and the BatchNorm's gamma, beta, mean, var from BN.npz (a fresh
+BatchNorm's for a key left out); converts it with tf.lite.TFLiteConverter.from_keras_model
+(the converter folds the BatchNorm into the conv); reads the converted conv's weights (OHWI,
+written back as OIHW) and bias; runs the converted model on X (NCHW, given to TFLite as NHWC)
+with the TFLite interpreter. Writes OUTDIR/folded_weights.npy, folded_bias.npy, output.npy
+(NCHW), model.tflite and bn.npz (the parameters and the eps Keras used). Exit 2 with a
+message when the converter did not fold the BatchNorm (no conv with a bias in the model).
+"""
+import argparse
+import os
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+
+def keras_layer(w, bn, eps):
+    o, c, kh, kw = w.shape
+    x = tf.keras.Input((None, None, c), batch_size=1)
+    conv = tf.keras.layers.Conv2D(o, (kh, kw), padding="same", use_bias=False)
+    norm = tf.keras.layers.BatchNormalization(epsilon=eps, momentum=0.99)
+    model = tf.keras.Model(x, norm(conv(x)))
+    conv.set_weights([np.transpose(w, (2, 3, 1, 0))])
+    norm.set_weights([bn[k] for k in ("gamma", "beta", "mean", "var")])
+    return model
+
+
+def convert(model, x_nhwc):
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    flat = converter.convert()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        it = tf.lite.Interpreter(model_content=flat)
+    it.resize_tensor_input(it.get_input_details()[0]["index"], x_nhwc.shape)
+    it.allocate_tensors()
+    return flat, it
+
+
+def folded_conv(it, o):
+    """The conv's weights (OHWI) and bias: the 4-D constant with o outputs, the 1-D one of o."""
+    w = b = None
+    for d in it.get_tensor_details():
+        try:
+            t = it.get_tensor(d["index"])
+        except ValueError:
+            continue
+        if t.ndim == 4 and t.shape[0] == o and "convolution" in d["name"] and w is None:
+            w = t.copy()
+        elif t.ndim == 1 and t.shape[0] == o and "batchnorm" in d["name"]:
+            b = t.copy()
+    return w, b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("outdir")
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--bn")
+    ap.add_argument("--input", required=True)
+    a = ap.parse_args()
+    w, x = np.load(a.weights).astype(np.float32), np.load(a.input).astype(np.float32)
+    z = dict(np.load(a.bn)) if a.bn else {}
+    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
+    bn = {k: np.asarray(z.get(k, np.full(w.shape[0], v)), np.float32).reshape(w.shape[0]) for k, v in fresh.items()}
+    eps = float(z.get("eps", 1e-3))
+    x_nhwc = np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
+    flat, it = convert(keras_layer(w, bn, eps), x_nhwc)
+    fw, fb = folded_conv(it, w.shape[0])
+    if fw is None or fb is None:
+        ap.exit(2, "tflite_fold.py: the converter left no conv with a folded bias (the BatchNorm was not folded)\n")
+    it.set_tensor(it.get_input_details()[0]["index"], x_nhwc)
+    it.invoke()
+    y = it.get_tensor(it.get_output_details()[0]["index"])
+    os.makedirs(a.outdir, exist_ok=True)
+    np.save(os.path.join(a.outdir, "folded_weights.npy"), np.ascontiguousarray(np.transpose(fw, (0, 3, 1, 2))))
+    np.save(os.path.join(a.outdir, "folded_bias.npy"), fb)
+    np.save(os.path.join(a.outdir, "output.npy"), np.ascontiguousarray(np.transpose(y, (0, 3, 1, 2))))
+    np.savez(os.path.join(a.outdir, "bn.npz"), eps=np.float64(eps), **bn)
+    with open(os.path.join(a.outdir, "model.tflite"), "wb") as f:
+        f.write(flat)
+    print(f"tensorflow {tf.__version__}: Keras Conv2D + BatchNormalization(epsilon={eps:g}) folded by the TFLite "
+          f"converter into {a.outdir}")
+
+
+if __name__ == "__main__":
+    main()
