@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
+from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
@@ -73,23 +74,10 @@ def test_bisect_through_real_tvm_names_an_injected_pass_and_none_when_honest(tmp
     """tools/engines/tvm_bisect.py as `foldcheck bisect --cmd`: TVM's own passes and relax.build
     on one layer with trained-like statistics. Honest: EXPECTED, no culprit. With BadEpsilon
     (a pass that sets batch_norm's epsilon to 1e-3, Keras' default): that pass is named."""
-    rng = np.random.default_rng(7)
-    np.save(tmp_path / "x.npy", rng.standard_normal((1, 4, 8, 8)).astype(np.float32))
-    np.save(tmp_path / "w.npy", rng.normal(0, 0.2, (8, 4, 3, 3)).astype(np.float32))
-    np.savez(tmp_path / "bn.npz", gamma=rng.normal(1, 0.2, 8).astype(np.float32),
-             beta=rng.normal(0, 0.1, 8).astype(np.float32), mean=rng.normal(0, 0.3, 8).astype(np.float32),
-             var=rng.uniform(0.1, 2, 8).astype(np.float32), eps=np.float32(1e-5))
-    layer = ["--input", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "w.npy"), "--bn", str(tmp_path / "bn.npz")]
+    layer = layer_files(tmp_path, 7)
     cmd = (f"{sys.executable} {ROOT / 'tools' / 'engines' / 'tvm_bisect.py'} --enabled {{enabled}} --disabled {{disabled}} "
            f"-o {{out}} " + " ".join(layer))
-
-    def bisect(command, passes):
-        r = subprocess.run([FOLDCHECK, "bisect", "--cmd", command, "--passes", passes, *layer, "--format", "json"],
-                           capture_output=True, text=True, check=False)
-        assert r.returncode in (0, 1), r.stdout + r.stderr
-        return r.returncode, json.loads(r.stdout)
-
-    code, honest = bisect(cmd, "FoldBatchnormToConv2D,FoldConstant")
+    code, honest = bisect(cmd, "FoldBatchnormToConv2D,FoldConstant", layer)
     assert code == 0 and honest["verdict"] == "EXPECTED" and honest["culprit"] is None
-    code, broken = bisect(cmd + " --inject-bad-eps", "BadEpsilon,FoldBatchnormToConv2D,FoldConstant")
+    code, broken = bisect(cmd + " --inject-bad-eps", "BadEpsilon,FoldBatchnormToConv2D,FoldConstant", layer)
     assert code == 1 and broken["culprit"] == "BadEpsilon"

@@ -18,8 +18,13 @@ import os
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import sys
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bisect_layer import batchnorm  # noqa: E402
 
 
 def keras_layer(w, bn, eps):
@@ -67,10 +72,7 @@ def main():
     ap.add_argument("--input", required=True)
     a = ap.parse_args()
     w, x = np.load(a.weights).astype(np.float32), np.load(a.input).astype(np.float32)
-    z = dict(np.load(a.bn)) if a.bn else {}
-    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
-    bn = {k: np.asarray(z.get(k, np.full(w.shape[0], v)), np.float32).reshape(w.shape[0]) for k, v in fresh.items()}
-    eps = float(z.get("eps", 1e-3))
+    bn, eps = batchnorm(a.bn, w.shape[0], 1e-3)  # Keras' default eps
     x_nhwc = np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
     flat, it = convert(keras_layer(w, bn, eps), x_nhwc)
     fw, fb = folded_conv(it, w.shape[0])

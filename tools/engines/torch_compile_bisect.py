@@ -19,13 +19,17 @@ it with torch.compile under torch.no_grad() and writes its float32 output on X t
 config.pre_grad_custom_pass) that sets every batch_norm's eps to 1e-3 (Keras' default), so
 that a bisect has a real, broken pass to name.
 """
-import argparse
 import hashlib
+import os
+import sys
 
 import numpy as np
 import torch
 import torch._inductor.config as inductor
 from torch._inductor.custom_graph_pass import CustomGraphPass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bisect_layer import layer, names, parser  # noqa: E402
 
 SWITCHES = ["freezing", "pattern_matcher", "efficient_conv_bn_eval_fx_passes", "joint_graph_constant_folding"]
 
@@ -45,7 +49,7 @@ class BadEpsilon(CustomGraphPass):
         return hashlib.sha256(b"foldcheck BadEpsilon 1e-3").hexdigest()
 
 
-def layer(w, bn, eps):
+def eval_layer(w, bn, eps):
     o, c, kh, kw = w.shape
     conv = torch.nn.Conv2d(c, o, (kh, kw), padding=((kh - 1) // 2, (kw - 1) // 2), bias=False)
     norm = torch.nn.BatchNorm2d(o, eps=eps)
@@ -56,29 +60,14 @@ def layer(w, bn, eps):
     return torch.nn.Sequential(conv, norm).eval()
 
 
-def names(text):
-    return [n for n in (text or "").split(",") if n]
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--enabled", default="")
-    ap.add_argument("--disabled", default="")
-    ap.add_argument("-o", "--out", required=True)
-    ap.add_argument("--input", required=True)
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--bn")
-    ap.add_argument("--inject-bad-eps", action="store_true")
-    a = ap.parse_args()
+    a = parser(__doc__).parse_args()
     known = SWITCHES + (["BadEpsilon"] if a.inject_bad_eps else [])
     unknown = [n for n in names(a.enabled) + names(a.disabled) if n not in known]
     if unknown:
-        ap.exit(2, f"torch_compile_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(known)})\n")
-    x, w = np.load(a.input).astype(np.float32), np.load(a.weights).astype(np.float32)
-    z = dict(np.load(a.bn)) if a.bn else {}
-    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
-    bn = {k: np.asarray(z.get(k, np.full(w.shape[0], v)), np.float32).reshape(w.shape[0]) for k, v in fresh.items()}
-    model = layer(w, bn, float(z.get("eps", 1e-5)))
+        sys.exit(f"torch_compile_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(known)})")
+    x, w, bn, eps = layer(a)
+    model = eval_layer(w, bn, eps)
     for s in SWITCHES:
         if s in names(a.enabled) or s in names(a.disabled):
             setattr(inductor, s, s in names(a.enabled))

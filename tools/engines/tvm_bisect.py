@@ -20,7 +20,6 @@ pass machinery — so that a bisect has a real, broken pass to name.
       --disabled {disabled} -o {out} --input x.npy --weights w.npy --bn bn.npz' \\
       --passes FoldBatchnormToConv2D,FoldConstant --input x.npy --weights w.npy --bn bn.npz
 """
-import argparse
 import os
 import sys
 
@@ -29,6 +28,7 @@ import tvm
 from tvm import relax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bisect_layer import layer, names, parser  # noqa: E402
 from tvm_fold import conv_bn_module  # noqa: E402
 
 PASSES = ["FoldBatchnormToConv2D", "FoldConstant"]
@@ -53,26 +53,9 @@ def bad_epsilon(mod, ctx):  # noqa: ARG001 (the pass signature)
     return mod
 
 
-def names(text):
-    return [n for n in (text or "").split(",") if n]
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--enabled", default="")
-    ap.add_argument("--disabled", default="")
-    ap.add_argument("-o", "--out", required=True)
-    ap.add_argument("--input", required=True)
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--bn")
-    ap.add_argument("--inject-bad-eps", action="store_true")
-    a = ap.parse_args()
-    x, w = np.load(a.input).astype(np.float32), np.load(a.weights).astype(np.float32)
-    z = dict(np.load(a.bn)) if a.bn else {}
-    o = w.shape[0]
-    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
-    bn = {k: np.asarray(z.get(k, np.full(o, v)), np.float32).reshape(o) for k, v in fresh.items()}
-    eps = float(z.get("eps", 1e-5))
+    a = parser(__doc__).parse_args()
+    x, w, bn, eps = layer(a)
     available = {"BadEpsilon": bad_epsilon} if a.inject_bad_eps else {}
     available.update({p: getattr(relax.transform, p)() for p in PASSES})
     unknown = [n for n in names(a.enabled) if n not in available]
