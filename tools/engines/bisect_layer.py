@@ -16,13 +16,14 @@ FRESH = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
 
 def parser(doc):
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("--enabled", default="")
-    ap.add_argument("--disabled", default="")
-    ap.add_argument("-o", "--out", required=True)
-    ap.add_argument("--input", required=True)
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--bn")
-    ap.add_argument("--inject-bad-eps", action="store_true")
+    ap.add_argument("--enabled", default="", help="passes to run, comma-separated ({enabled})")
+    ap.add_argument("--disabled", default="", help="passes to leave out, comma-separated ({disabled})")
+    ap.add_argument("-o", "--out", required=True, help="the layer's output on the input, .npy ({out})")
+    ap.add_argument("--input", required=True, help="the layer's input, NCHW float32 .npy")
+    ap.add_argument("--weights", required=True, help="conv weights, OIHW .npy")
+    ap.add_argument("--bn", help=".npz with gamma, beta, mean, var, eps (a key left out: a fresh BatchNorm's)")
+    ap.add_argument("--inject-bad-eps", action="store_true",
+                    help="add BadEpsilon, a pass that sets batch_norm's eps to 1e-3 (for a bisect to find)")
     return ap
 
 

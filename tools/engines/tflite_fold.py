@@ -14,6 +14,8 @@ with the TFLite interpreter. Writes OUTDIR/folded_weights.npy, folded_bias.npy, 
 message when the converter did not fold the BatchNorm (no conv with a bias in the model).
 """
 import argparse
+import contextlib
+import io
 import os
 import warnings
 
@@ -40,7 +42,8 @@ def keras_layer(w, bn, eps):
 
 def convert(model, x_nhwc):
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    flat = converter.convert()
+    with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the exported signature
+        flat = converter.convert()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         it = tf.lite.Interpreter(model_content=flat)
@@ -67,9 +70,9 @@ def folded_conv(it, o):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outdir")
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--bn")
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--weights", required=True, help="conv weights, OIHW .npy")
+    ap.add_argument("--bn", help=".npz with gamma, beta, mean, var, eps (default eps: Keras' 1e-3)")
+    ap.add_argument("--input", required=True, help="an input, NCHW float32 .npy")
     a = ap.parse_args()
     w, x = np.load(a.weights).astype(np.float32), np.load(a.input).astype(np.float32)
     bn, eps = batchnorm(a.bn, w.shape[0], 1e-3)  # Keras' default eps
