@@ -58,7 +58,7 @@ def main():
     x, w, bn, eps = layer(a)
     available = {"BadEpsilon": bad_epsilon} if a.inject_bad_eps else {}
     available.update({p: getattr(relax.transform, p)() for p in PASSES})
-    unknown = [n for n in names(a.enabled) if n not in available]
+    unknown = [n for n in names(a.enabled) + names(a.disabled) if n not in available]
     if unknown:
         sys.exit(f"tvm_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(available)})")
     mod = conv_bn_module(w, bn, eps, x.shape)
