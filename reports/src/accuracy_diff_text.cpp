@@ -191,9 +191,7 @@ std::string end_to_end_text(const json& r) {
   if (e["verdict"] != r["verdict"]) {
     const bool out_bad = e.contains("observed_output") && e["observed_output"]["verdict"] != "EXPECTED";
     s += fmt::format("    (the overall verdict, {}, also judges {})\n", r["verdict"].get<std::string>(),
-                     out_bad    ? "the observed output against the end-to-end bound"
-                     : observed ? "the observed model's folded weights per layer"
-                                : "each layer's fold");
+                     overall_also_judges(out_bad, observed));
   }
   return s;
 }

@@ -26,4 +26,11 @@ std::vector<std::string> distinct_column(const std::vector<std::vector<std::stri
   return v;
 }
 
+std::string joined_column(const std::vector<std::vector<std::string>>& labels, const std::vector<std::size_t>& group,
+                          std::size_t column) {
+  std::string all;
+  for (const std::string& v : distinct_column(labels, group, column)) all += (all.empty() ? "" : ", ") + v;
+  return all;
+}
+
 }  // namespace foldcheck::reports

@@ -17,4 +17,8 @@ std::vector<std::vector<std::size_t>> identical_groups(const std::vector<std::st
 std::vector<std::string> distinct_column(const std::vector<std::vector<std::string>>& labels,
                                          const std::vector<std::size_t>& group, std::size_t column);
 
+// Those values joined by ", " (a merged row's names).
+std::string joined_column(const std::vector<std::vector<std::string>>& labels, const std::vector<std::size_t>& group,
+                          std::size_t column);
+
 }  // namespace foldcheck::reports

@@ -202,6 +202,12 @@ std::string end_to_end_reason(const json& s) {
 
 }  // namespace
 
+std::string overall_also_judges(bool observed_output_bad, bool observed_model) {
+  return observed_output_bad ? "the observed output against the end-to-end bound"
+         : observed_model    ? "the observed model's folded weights, per layer"
+                             : "each layer's fold";
+}
+
 json model_answer(const json& summary) {
   json why = summary.value("reasoning", json::array());  // nothing compared: why, and what to do
   if (why.empty()) {
@@ -216,8 +222,9 @@ json model_answer(const json& summary) {
       }
     }
     const std::string e2e = end_to_end_reason(summary);
-    if (!e2e.empty() && !(worst && (*worst)["verdict"] != "EXPECTED")) why.push_back(e2e);  // the cause: it leads
-    if (worst && (*worst)["verdict"] != "EXPECTED")
+    const bool layer_bad = worst && (*worst)["verdict"] != "EXPECTED";
+    if (!e2e.empty() && !layer_bad) why.push_back(e2e);  // the cause: it leads
+    if (layer_bad)
       why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", (*worst)["name"].get<std::string>(),
                                 (*worst)["verdict"].get<std::string>(), wr.second, ratio_text(wr.first),
                                 (*worst).value("worst_channel", json()).is_number()
@@ -227,7 +234,7 @@ json model_answer(const json& summary) {
       why.push_back(fmt::format("Every layer's folded parameters and outputs are within their rounding-error bounds "
                                 "(closest: layer {}, its {} at {} of the bound).",
                                 (*worst)["name"].get<std::string>(), wr.second, ratio_text(wr.first)));
-    if (!e2e.empty() && why.front() != e2e) why.push_back(e2e);
+    if (!e2e.empty() && layer_bad) why.push_back(e2e);
   }
   return {{"verdict", summary["verdict"]}, {"reasoning", why}, {"observed_weights", nullptr}, {"tolerances", json::array()}};
 }

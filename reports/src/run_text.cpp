@@ -49,7 +49,7 @@ std::string scored_row(const std::string& label, const json& c) {
 }
 
 // Rows (label, comparison) with identical numbers printed once (identical_rows.hpp): "3 paths,
-// identical" with the names on the next line, or "a, b" for two.
+// identical" with the names on the next line.
 std::string scored_rows(const std::vector<std::pair<std::string, const json*>>& rows, const std::string& plural) {
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> labels;
@@ -64,9 +64,8 @@ std::string scored_rows(const std::vector<std::pair<std::string, const json*>>& 
       s += scored_row(names[0], *rows[g[0]].second);
       continue;
     }
-    std::string all;
-    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
-    s += scored_cells(fmt::format("{} {}, identical", names.size(), plural), *rows[g[0]].second) + "      = " + all + "\n";
+    s += scored_cells(fmt::format("{} {}, identical", names.size(), plural), *rows[g[0]].second) + "      = " +
+         joined_column(labels, g, 0) + "\n";
     for (const std::string& n : row_notes(*rows[g[0]].second)) s += "      -> " + n + "\n";
   }
   return s;
@@ -136,7 +135,7 @@ bool any_cancellation(const json& r) {
       for (const auto& p : o["paths"])
         if (shows_cancellation(p)) return true;
     for (const auto& f : d["folded_parameters"])
-      if (shows_cancellation(f["weights"]) || shows_cancellation(f["bias"])) return true;
+      if (shows_cancellation(f["bias"])) return true;  // weights do not cancel
   }
   return false;
 }
@@ -224,9 +223,7 @@ std::string fused_vs_unfused_text(const json& o) {
   }
   std::string s;
   for (const auto& g : identical_groups(keys)) {
-    std::string all;
-    for (const std::string& n : distinct_column(names, g, 0)) all += (all.empty() ? "" : ", ") + n;
-    s += "    " + all + keys[g[0]];
+    s += "    " + joined_column(names, g, 0) + keys[g[0]];
   }
   return s;
 }

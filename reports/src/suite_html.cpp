@@ -169,10 +169,7 @@ std::string label_cells(const std::vector<std::vector<std::string>>& labels, con
                         std::size_t columns) {
   std::string h;
   for (std::size_t c = 0; c < columns; ++c) {
-    const auto v = distinct_column(labels, group, c);
-    std::string all;
-    for (const std::string& x : v) all += (all.empty() ? "" : ", ") + x;
-    h += "<td>" + escape(all);  // every name visible: a reader looks for the one they ran
+    h += "<td>" + escape(joined_column(labels, group, c));  // every name visible: a reader looks for the one they ran
     if (c + 1 == columns && group.size() > 1)
       h += fmt::format(" <span class=\"muted\">({} rows, identical)</span>", group.size());
     h += "</td>";
@@ -326,9 +323,7 @@ std::string model_section(const json& s, const std::string& id) {
                        badge(e["observed_output"]["verdict"]), num(e["observed_output"]["bound_ratio"]));
     if (e["not_run"].is_null() && e["verdict"] != s["verdict"]) {  // e.g. a corrupted observed fold
       const bool out_bad = e.contains("observed_output") && e["observed_output"]["verdict"] != "EXPECTED";
-      const std::string also = out_bad ? "the observed output, against the end-to-end bound"
-                               : e.value("observed_model", false) ? "the observed model's folded weights, per layer"
-                                                                  : "each layer's fold";
+      const std::string also = overall_also_judges(out_bad, e.value("observed_model", false));
       h += fmt::format("<p class=\"muted\">The overall verdict ({}) differs from that of foldcheck's own end-to-end runs ({}): "
                        "the overall also judges {}.</p>",
                        escape(s["verdict"]), escape(e["verdict"]), also);

@@ -58,8 +58,8 @@ std::string paths_markdown(const json& paths) {
   for (const auto& g : identical_groups(keys)) {
     const json& p = paths[g[0]];
     const auto names = distinct_column(labels, g, 0);
-    std::string all, marks;
-    for (const std::string& x : names) all += (all.empty() ? "" : ", ") + x;
+    const std::string all = joined_column(labels, g, 0);
+    std::string marks;
     const std::string label = names.size() > 2 ? fmt::format("{} paths, identical ({})", names.size(), all) : all;
     cancelled = cancelled || shows_cancellation(p);
     for (const json& x : p.value("notes", json::array())) {

@@ -38,6 +38,11 @@ struct AnswerLines {
   std::string observed;                 // "" without observed weights
   std::vector<std::string> tolerances;  // "float32 fused/tvm: rtol=9.87e-06, atol=0.000195 (or atol=0.000232 alone)"
 };
+// What an accuracy-diff's overall verdict judges besides foldcheck's own end-to-end runs, for
+// the sentence where the two differ: the observed output when it is not EXPECTED, else the
+// observed model's folds per layer, else each layer's fold.
+std::string overall_also_judges(bool observed_output_bad, bool observed_model);
+
 AnswerLines answer_lines(const nlohmann::json& answer);
 
 }  // namespace foldcheck::reports
