@@ -5,7 +5,11 @@ What it guards: the converter's folded weights are within every recipe's bound (
 none of foldcheck's recipes reproduces them bit for bit: the converter folds in its own order);
 the converted model's output on an input is the layer as given with Keras' eps (diagnose
 EXPECTED); held to a PyTorch-style eps of 1e-5 instead, diagnose names eps_mismatch and
-recovers eps = 1e-3 — the hypothesis meets its real source.
+recovers eps = 1e-3 — the hypothesis meets its real source. And the converter as the compiler
+of `foldcheck bisect --cmd` (tools/engines/tflite_bisect.py, its options as the passes): the
+float32-preserving options name none; an option that leaves float32 (float16 weights, int8
+weights where the layer has 1024 or more) is named, as is BadEpsilon, a frontend that drops
+the layer's eps for Keras' 1e-3.
 
 FOLDCHECK: the binary under test (the test suite sets it).
 """
@@ -16,6 +20,7 @@ import subprocess
 import sys
 
 import numpy as np
+from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
@@ -57,3 +62,30 @@ def test_keras_layer_folded_by_the_tflite_converter(tmp_path):
     assert d["verdict"] == "UNEXPECTED" and d["best"] == "eps_mismatch"
     h = next(x for x in d["hypotheses"] if x["name"] == "eps_mismatch")
     assert h["parameters"]["eps_recovered"] == 1e-3
+
+
+BISECT = (f"{sys.executable} {ROOT / 'tools' / 'engines' / 'tflite_bisect.py'} --enabled {{enabled}} "
+          "--disabled {disabled} -o {out} ")
+HONEST = "sparsity,reduce_type_precision,unfold_large_splat_constant,disable_fuse_mul_and_fc"
+
+
+def test_bisect_through_the_tflite_converter_names_the_option_that_leaves_float32(tmp_path):
+    layer = layer_files(tmp_path, 11)  # 8x4x3x3: 288 weights, below dynamic-range quantization's 1024
+    cmd = BISECT + " ".join(layer)
+    code, honest = bisect(cmd, HONEST + ",dynamic_range_int8", layer)
+    assert code == 0 and honest["verdict"] == "EXPECTED" and honest["culprit"] is None
+    code, f16 = bisect(cmd, "reduce_type_precision,float16_weights,sparsity", layer)
+    assert code == 1 and f16["culprit"] == "float16_weights"
+    code, eps = bisect(cmd + " --inject-bad-eps", "sparsity,BadEpsilon,reduce_type_precision", layer)
+    assert code == 1 and eps["culprit"] == "BadEpsilon"
+
+
+def test_bisect_names_dynamic_range_quantization_where_it_quantizes(tmp_path):
+    rng = np.random.default_rng(5)
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 8, 6, 6)).astype(np.float32))
+    np.save(tmp_path / "w.npy", rng.normal(0, 0.2, (16, 8, 3, 3)).astype(np.float32))  # 1152 weights
+    np.savez(tmp_path / "bn.npz", gamma=rng.normal(1, 0.2, 16).astype(np.float32),
+             var=rng.uniform(0.1, 2, 16).astype(np.float32), eps=np.float32(1e-3))  # mean, beta: a fresh BN's
+    layer = ["--input", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "w.npy"), "--bn", str(tmp_path / "bn.npz")]
+    code, r = bisect(BISECT + " ".join(layer), "sparsity,dynamic_range_int8,reduce_type_precision", layer)
+    assert code == 1 and r["culprit"] == "dynamic_range_int8"

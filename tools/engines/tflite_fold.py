@@ -17,16 +17,39 @@ import argparse
 import contextlib
 import io
 import os
+import sys
+import tempfile
 import warnings
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-import sys
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bisect_layer import batchnorm  # noqa: E402
+
+
+def _import_tensorflow():
+    """tensorflow, with the lines it writes to stderr while loading held back (absl's notes on
+    oneDNN and CUDA stubs, written before any log level applies: in a bisect's error message
+    they would bury the adapter's own); replayed when the import fails."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            import tensorflow  # noqa: PLC0415 (held back on purpose)
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    return tensorflow
+
+
+tf = _import_tensorflow()
 
 
 def keras_layer(w, bn, eps):
@@ -40,8 +63,12 @@ def keras_layer(w, bn, eps):
     return model
 
 
-def convert(model, x_nhwc):
+def convert(model, x_nhwc, configure=None):
+    """The converted model (flatbuffer) and a TFLite interpreter of it sized for x_nhwc;
+    configure(converter), when given, sets the converter's options first."""
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if configure:
+        configure(converter)
     with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the exported signature
         flat = converter.convert()
     with warnings.catch_warnings():
