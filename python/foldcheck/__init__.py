@@ -7,6 +7,7 @@
 The commands of the `foldcheck` program as functions returning typed results (results.py):
 explain, diagnose, fold_check, quant_check, run, accuracy_diff, engines, bisect.
 PyTorch modules in, verdicts out: foldcheck.torch (check_fold, check_model, diagnose).
+A Keras model and its TFLite conversion, layer by layer: foldcheck.keras (check_tflite).
 A pytest assertion whose tolerance is a proven bound: foldcheck.testing.assert_fold_close.
 """
 from . import _core
@@ -27,8 +28,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name):  # foldcheck.torch and foldcheck.testing load on first use (torch only then)
-    if name in ("torch", "testing"):
+def __getattr__(name):  # foldcheck.torch, .testing, .keras load on first use (torch, tensorflow only then)
+    if name in ("torch", "testing", "keras"):
         import importlib  # noqa: PLC0415
 
         return importlib.import_module(f".{name}", __name__)

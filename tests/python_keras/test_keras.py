@@ -1,0 +1,162 @@
+"""foldcheck.keras (issue 24): a Keras model's conv + BatchNorm layers as the TFLite converter
+folds them, checked layer by layer — folded weights and bias against the exact fold, and each
+converted conv's output on its own input against the Keras layer.
+
+What it guards: a correct conversion is EXPECTED in every layer of a model with the shapes
+that make the reading hard (SAME padding with a stride, where TF pads the far side more; a
+depthwise conv; a conv bias; fused ReLU and ReLU6, whose outputs are read before the
+activation; a model nested in a model); a layer the converter cannot fold into (a conv with
+its own activation) is listed, not judged. One channel of one folded conv changed by a few
+ULP is named, layer and channel, and no other layer moves. Held to PyTorch's eps instead of
+Keras' own, every layer's output is eps_mismatch with eps recovered as 1e-3 (the Keras
+default): the port bug, found in the model. float16 weight quantization leaves float32's
+bounds and says why; a model with no pair is MISTRUSTED, never a pass.
+"""
+import contextlib
+import io
+
+import foldcheck.keras as fck  # tensorflow is pinned (tools/python/requirements.txt): never skipped
+import numpy as np
+import pytest
+
+tf = fck.tf
+L = tf.keras.layers
+
+
+def _trained(model, seed):
+    """BatchNorm statistics like a trained model's (the fold then differs by recipe)."""
+    rng = np.random.default_rng(seed)
+    for layer in fck._layers(model):
+        if isinstance(layer, L.BatchNormalization):
+            c = layer.gamma.shape[0]
+            layer.set_weights([rng.normal(1, 0.2, c), rng.normal(0, 0.1, c), rng.normal(0, 0.3, c),
+                               rng.uniform(0.1, 2, c)])
+    return model
+
+
+def _model(seed=3):
+    x = tf.keras.Input((11, 11, 3), batch_size=1)
+    h = L.Conv2D(8, 3, padding="same", use_bias=False, name="c1")(x)
+    h = L.ReLU()(L.BatchNormalization(name="b1")(h))
+    h = L.DepthwiseConv2D(3, strides=2, padding="same", name="dw")(h)  # 11 -> 6: TF pads 0 before, 1 after
+    h = L.Activation("relu6")(L.BatchNormalization(name="b2")(h))
+    h = L.Conv2D(6, 2, strides=2, padding="same", use_bias=True, name="c3")(h)  # an even kernel, a conv bias
+    h = L.BatchNormalization(name="b3")(h)
+    inner = tf.keras.Sequential([tf.keras.Input((3, 3, 6)), L.Conv2D(5, 3, padding="valid", name="c5"),
+                                 L.BatchNormalization(name="b5")], name="inner")
+    h = L.Conv2D(6, 1, padding="same", activation="relu", name="c4")(h)
+    h = inner(L.BatchNormalization(name="b4")(h))
+    return _trained(tf.keras.Model(x, h), seed)
+
+
+def _input(seed=1):
+    return np.random.default_rng(seed).standard_normal((1, 11, 11, 3)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _model()
+
+
+def test_a_correct_conversion_is_expected_in_every_layer(model):
+    r = fck.check_tflite(model, _input())
+    assert r.verdict == "EXPECTED" and r.passed and r.exit_code == 0, str(r)
+    assert [x["layer"] for x in r.layers] == ["c1 + b1", "dw + b2", "c3 + b3", "c5 + b5"]
+    assert [x["activation"] for x in r.layers] == ["RELU", "RELU6", "NONE", "NONE"]
+    for x in r.layers:  # both checks ran, on a real comparison
+        assert x["weights"].verdict == "EXPECTED" and x["output"] is not None and x["output"].verdict == "EXPECTED"
+        assert 0 < x["output"]["as_given"]["max_ratio_to_bound"] <= 1
+    assert [b for b, _ in r.skipped] == ["b4"] and "own activation" in r.skipped[0][1]
+    text = str(r)
+    assert text.startswith("check_tflite: EXPECTED") and "not folded: b4" in text and "DEPTHWISE_CONV_2D+RELU6" in text
+    assert r.to_dict()["layers"][1]["output"]["verdict"] == "EXPECTED"
+
+
+def _changed(flat, layer_weights, channel, factor):
+    """The converted model with one channel of the conv whose weights are `layer_weights`
+    (OHWI) multiplied by `factor`."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    m = flatbuffer_utils.convert_bytearray_to_object(bytearray(flat))
+    for t in m.subgraphs[0].tensors:
+        data = m.buffers[t.buffer].data
+        if data is None or t.type != 0 or list(t.shape) != list(layer_weights.shape):  # 0: FLOAT32
+            continue
+        w = np.frombuffer(bytes(data), np.float32).reshape(layer_weights.shape).copy()
+        if np.array_equal(w, layer_weights):
+            w[channel] *= np.float32(factor)
+            m.buffers[t.buffer].data = np.frombuffer(w.tobytes(), np.uint8)
+            return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+    raise AssertionError("no such weights in the converted model")
+
+
+def test_one_channel_changed_by_a_few_ulp_is_named_layer_and_channel(model):
+    flat = fck.convert(model)
+    x = _input()
+    convs = fck._converted_convs(flat, fck._run(flat, x))
+    c3 = next(c for c in convs if c["weight"].shape == (6, 8, 2, 2))
+    ohwi = np.ascontiguousarray(np.transpose(c3["weight"], (0, 2, 3, 1)))
+    r = fck.check_tflite(model, x, tflite=_changed(flat, ohwi, 4, 1 + 2e-6))  # about 17 to 34 ULP
+    verdicts = {row["layer"]: row["verdict"] for row in r.layers}
+    assert verdicts == {"c1 + b1": "EXPECTED", "dw + b2": "EXPECTED", "c3 + b3": "UNEXPECTED", "c5 + b5": "EXPECTED"}
+    bad = r.unexpected[0]
+    assert bad["weights"].worst_channel == 4 and bad["weights"].verdict == "UNEXPECTED"
+
+
+def test_held_to_pytorch_eps_every_layer_is_an_eps_mismatch_recovering_keras_default(model):
+    r = fck.check_tflite(model, _input(), eps=1e-5)
+    assert r.verdict == "UNEXPECTED" and len(r.unexpected) == 4
+    for x in r.layers:
+        assert x["output"].best == "eps_mismatch", str(r)
+        h = next(h for h in x["output"].hypotheses if h["name"] == "eps_mismatch")
+        assert h["parameters"]["eps_recovered"] == 1e-3
+
+
+def test_float16_weights_leave_float32_bounds_and_say_why(model):
+    c = tf.lite.TFLiteConverter.from_keras_model(model)
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.target_spec.supported_types = [tf.float16]
+    with contextlib.redirect_stdout(io.StringIO()):
+        flat = c.convert()
+    r = fck.check_tflite(model, _input(), tflite=flat)
+    assert r.verdict == "UNEXPECTED"
+    for x in r.layers:  # the weights read from their float16 store, not a delegate's scratch
+        assert x["weight_type"] == "float16" and "float16" in x["note"]
+        assert 1 < x["weights"].worst_ratio < 1e5
+
+
+def test_a_model_without_a_pair_is_mistrusted():
+    x = tf.keras.Input((5, 5, 2), batch_size=1)
+    m = tf.keras.Model(x, L.Conv2D(3, 3)(x))
+    r = fck.check_tflite(m, np.zeros((1, 5, 5, 2), np.float32))
+    assert r.verdict == "MISTRUSTED" and not r.passed and r.exit_code == 1 and r.layers == []
+    assert "no conv + BatchNorm layer to judge" in str(r)
+
+
+@pytest.mark.parametrize("after", ["rescaling", "multiply", "lambda"])
+def test_a_constant_op_the_converter_folds_in_too_is_mistrusted_not_unexpected(after):
+    """TFLite folds a constant multiply or add after the BatchNorm into the conv as well: not
+    a wrong fold, and not one foldcheck models. Never UNEXPECTED, never a pass."""
+    x = tf.keras.Input((7, 7, 3), batch_size=1)
+    h = L.Dropout(0.1)(L.BatchNormalization()(L.Conv2D(4, 3, padding="same")(x)))
+    h = {"rescaling": lambda t: L.Rescaling(2.0, 0.5)(t), "multiply": lambda t: t * 3.0,
+         "lambda": lambda t: L.Lambda(lambda v: v - 0.25)(t)}[after](h)
+    m = _trained(tf.keras.Model(x, L.ReLU()(h)), 7)
+    r = fck.check_tflite(m, _input()[:, :7, :7])
+    assert r.verdict == "MISTRUSTED" and not r.passed, str(r)
+    assert "folded it into this conv as well" in r.layers[0]["note"]
+
+
+def test_a_constant_op_that_changes_nothing_leaves_the_layer_expected():
+    x = tf.keras.Input((7, 7, 3), batch_size=1)
+    m = _trained(tf.keras.Model(x, L.BatchNormalization()(L.Conv2D(4, 3, padding="same")(x)) * 1.0), 7)
+    assert fck.check_tflite(m, _input()[:, :7, :7]).verdict == "EXPECTED"
+
+
+def test_the_op_after_a_nested_model_ending_in_a_batchnorm_is_seen():
+    inner = tf.keras.Sequential([tf.keras.Input((7, 7, 3)), L.Conv2D(4, 3, padding="same"), L.BatchNormalization()])
+    x = tf.keras.Input((7, 7, 3), batch_size=1)
+    m = _trained(tf.keras.Model(x, L.Rescaling(2.0)(inner(x))), 8)
+    r = fck.check_tflite(m, _input()[:, :7, :7])
+    assert r.verdict == "MISTRUSTED" and "rescaling" in r.layers[0]["note"], str(r)
+    assert fck.check_tflite(_trained(tf.keras.Model(x, L.ReLU()(inner(x))), 8), _input()[:, :7, :7]).passed
