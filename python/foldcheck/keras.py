@@ -33,6 +33,8 @@ import contextlib
 import io
 import json
 import os
+import sys
+import tempfile
 import warnings
 
 import numpy as np
@@ -42,9 +44,26 @@ from .results import VERDICTS
 
 
 def _tensorflow():
+    """tensorflow, with what it writes to stderr while it loads held back (absl's notes on
+    oneDNN and CUDA stubs, written before any log level applies); replayed if the import
+    fails. Already imported: taken as it is."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import tensorflow  # noqa: PLC0415
-
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            import tensorflow  # noqa: PLC0415
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
     return tensorflow
 
 
@@ -165,6 +184,10 @@ def _run(flat, x_nhwc, preserve=True):
     i = it.get_input_details()
     if len(i) != 1:
         raise ValueError(f"check_tflite: the converted model has {len(i)} inputs; one is supported")
+    fixed = [(d, n) for d, n in zip(i[0]["shape_signature"], x_nhwc.shape) if d != -1]
+    if len(i[0]["shape_signature"]) != x_nhwc.ndim or any(d != n for d, n in fixed):
+        raise ValueError(f"check_tflite: the converted model takes an input of shape "
+                         f"{[int(d) for d in i[0]['shape_signature']]} (-1: free), x has {list(x_nhwc.shape)}")
     it.resize_tensor_input(i[0]["index"], x_nhwc.shape)
     it.allocate_tensors()
     it.set_tensor(i[0]["index"], x_nhwc)
@@ -277,10 +300,14 @@ def _conv_values(flat, x_nhwc, run, conv):
         return x, y, None
     again = _run(_without_activation(flat, conv["index"]), x_nhwc)
     x2, pre = again.get_tensor(conv["input"]), again.get_tensor(conv["output"]).copy()
-    if not np.array_equal(x2, x) or not np.array_equal(act(pre), y):
+    if not _same_bits(x2, x) or not _same_bits(act(pre), y):
         return None, None, (f"with its fused {name} removed the conv's output is not the model's before {name} "
                             "(a different kernel ran): output not checked")
     return x, pre, None
+
+
+def _same_bits(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def _same_padding(size, k, stride, dilation):
@@ -369,7 +396,25 @@ def _per_layer_run(flat, x_nhwc):
     run = _run(flat, x_nhwc, preserve=True)
     plain = _run(flat, x_nhwc, preserve=False)
     a, b = (r.get_tensor(r.get_output_details()[0]["index"]) for r in (run, plain))
-    return run if np.array_equal(a, b) else None
+    return run if _same_bits(a, b) else None
+
+
+def _taken_by(model, x):
+    """x as float32 NHWC, refused (ValueError) unless the Keras model runs on it: a shape the
+    model does not take would reach TFLite's kernels, which do not all check it."""
+    x = np.ascontiguousarray(np.asarray(x, np.float32))
+    if x.ndim != 4:
+        raise ValueError(f"check_tflite: x must be one NHWC input (4-D), got shape {list(x.shape)}")
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:  # as the command line refuses it: nothing downstream would be a comparison
+        raise ValueError(f"check_tflite: x has {'NaN' if np.isnan(x.flat[bad[0]]) else 'an infinity'} at index "
+                         f"{int(bad[0])}")
+    try:
+        model(x, training=False)
+    except Exception as e:  # noqa: BLE001 (Keras raises many kinds for a shape it does not take)
+        raise ValueError(f"check_tflite: the Keras model does not run on x of shape {list(x.shape)}: "
+                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+    return x
 
 
 def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
@@ -386,8 +431,10 @@ def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
     if isinstance(tflite, (str, os.PathLike)):
         with open(tflite, "rb") as f:
             tflite = f.read()
+    if eps is not None and not (np.isfinite(eps) and eps > 0):
+        raise ValueError(f"check_tflite: eps must be finite and > 0, got {eps}")
+    x_nhwc = _taken_by(model, x)
     flat = bytes(tflite) if tflite is not None else convert(model)
-    x_nhwc = np.ascontiguousarray(np.asarray(x, np.float32))
     pairs, skipped = conv_bn_pairs(model)
     arrays = [keras_layer(c, b) for c, b, _ in pairs]
     for p in arrays if eps is not None else ():
@@ -461,9 +508,11 @@ def _cell(r, key):
 def _text(c):
     n = len(c.layers)
     layers = f"{n} conv + BatchNorm layer{'s' if n != 1 else ''}"
-    head = {"EXPECTED": f"{'the' if n == 1 else 'every one of the'} {layers} the converter folded "
-                        f"{'is' if n == 1 else 'are each'} within the rounding-error bounds (folded weights and bias, "
-                        "and the layer's output on its own input)",
+    unchecked = sum(r["output"] is None for r in c.layers)
+    what = "folded weights and bias, and the layer's output on its own input" if not unchecked else \
+        f"folded weights and bias; the output of {unchecked} of them not checked, see the notes"
+    head = {"EXPECTED": f"{'the' if n == 1 else 'each of the'} {layers} the converter folded is within its "
+                        f"rounding-error bounds ({what})",
             "MISTRUSTED": "no conv + BatchNorm layer to judge" if not n else
                           f"{sum(r['verdict'] == 'MISTRUSTED' for r in c.layers)} of {layers} not judged (see the notes)"}
     width = max([len(r["layer"]) for r in c.layers] + [5])
@@ -480,3 +529,51 @@ def _text(c):
             lines.append(f"    note: {r['note']}")
     lines += [f"  not folded: {b}: {why}" for b, why in c.skipped]
     return "\n".join(lines)
+
+
+def _input_for(model, path, seed):
+    """x from an .npy (NHWC float32), or drawn from a seeded normal in the model's input shape
+    (batch 1 where it is free); refuses a model of several inputs or free spatial sizes."""
+    if path:
+        return np.load(path).astype(np.float32)
+    if len(model.inputs) != 1:
+        raise ValueError(f"the model has {len(model.inputs)} inputs; give one with --input")
+    shape = [1 if d is None and i == 0 else d for i, d in enumerate(model.inputs[0].shape)]
+    if any(d is None for d in shape):
+        raise ValueError(f"the model's input shape {tuple(model.inputs[0].shape)} has free sizes; give --input")
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def main(argv=None):
+    """python -m foldcheck.keras MODEL.keras [--input X.npy | --seed S] [--tflite M.tflite]
+    [--eps E] [--format text|json]: check_tflite from the command line; exit 0 EXPECTED,
+    1 anything else, 2 bad input."""
+    import argparse  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser(prog="python -m foldcheck.keras", description=(
+        "Is the TFLite converter's fold of every conv + BatchNorm of a Keras model correct, layer by layer? "
+        "Exit 0 EXPECTED, 1 SUSPICIOUS/UNEXPECTED/MISTRUSTED, 2 bad input."))
+    ap.add_argument("model", help="a Keras model (.keras or .h5, as tf.keras.models.load_model reads it)")
+    ap.add_argument("--input", help="the model's input, NHWC float32 .npy (default: seeded normal, batch 1)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the default input (default 0)")
+    ap.add_argument("--tflite", help="the converted model (default: converted here, the converter's defaults)")
+    ap.add_argument("--eps", type=float, help="the BatchNorm epsilon to hold the layers to (default: each layer's)")
+    ap.add_argument("--format", choices=("text", "json"), default="text")
+    a = ap.parse_args(argv)
+    try:  # a file that is not what its flag says: bad input, whatever the reader raised
+        model = tf.keras.models.load_model(a.model, compile=False)
+        x = _input_for(model, a.input, a.seed)
+    except Exception as e:  # noqa: BLE001
+        ap.exit(2, f"python -m foldcheck.keras: error: {type(e).__name__}: {e}\n")
+    try:
+        r = check_tflite(model, x, tflite=a.tflite, eps=a.eps)
+    except (OSError, ValueError, TypeError, RuntimeError) as e:  # a refused input (foldcheck.InputError too)
+        ap.exit(2, f"python -m foldcheck.keras: error: {type(e).__name__}: {e}\n")
+    if not a.input and a.format == "text":
+        print(f"input: seeded normal {list(x.shape)}, seed {a.seed}")
+    print(r.report(a.format))
+    return r.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -160,3 +160,30 @@ def test_the_op_after_a_nested_model_ending_in_a_batchnorm_is_seen():
     r = fck.check_tflite(m, _input()[:, :7, :7])
     assert r.verdict == "MISTRUSTED" and "rescaling" in r.layers[0]["note"], str(r)
     assert fck.check_tflite(_trained(tf.keras.Model(x, L.ReLU()(inner(x))), 8), _input()[:, :7, :7]).passed
+
+
+def _cli(*args, cwd):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "foldcheck.keras", *args], capture_output=True, text=True,
+                          cwd=cwd, check=False, timeout=600)
+
+
+def test_the_command_line_exits_0_1_and_2_and_refuses_bad_inputs_by_name(model, tmp_path):
+    model.save(tmp_path / "m.keras")
+    ok = _cli("m.keras", cwd=tmp_path)
+    assert ok.returncode == 0 and "seed 0" in ok.stdout and "check_tflite: EXPECTED" in ok.stdout, ok.stderr[-2000:]
+    eps = _cli("m.keras", "--eps", "1e-5", "--format", "json", cwd=tmp_path)
+    assert eps.returncode == 1 and '"verdict": "UNEXPECTED"' in eps.stdout
+    np.save(tmp_path / "hwc.npy", _input()[0])
+    np.save(tmp_path / "small.npy", _input()[:, :5, :5])
+    np.save(tmp_path / "nan.npy", np.where(np.arange(363).reshape(1, 11, 11, 3) == 7, np.nan, _input()))
+    (tmp_path / "bad.tflite").write_bytes(b"not a flatbuffer")
+    refused = {("--input", "hwc.npy"): "4-D", ("--input", "small.npy"): "does not run on x",
+               ("--input", "nan.npy"): "NaN at index 7", ("--input", "/dev/null"): "error",
+               ("--tflite", "bad.tflite"): "error", ("--eps", "0"): "eps must be finite and > 0",
+               ("--eps", "nan"): "eps must be finite and > 0"}
+    for args, says in refused.items():
+        r = _cli("m.keras", *args, cwd=tmp_path)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+    assert _cli("missing.keras", cwd=tmp_path).returncode == 2
