@@ -18,7 +18,6 @@ import contextlib
 import io
 import os
 import sys
-import tempfile
 import warnings
 
 import numpy as np
@@ -27,29 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bisect_layer import batchnorm  # noqa: E402
 
 
-def _import_tensorflow():
-    """tensorflow, with the lines it writes to stderr while loading held back (absl's notes on
-    oneDNN and CUDA stubs, written before any log level applies: in a bisect's error message
-    they would bury the adapter's own); replayed when the import fails."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            import tensorflow  # noqa: PLC0415 (held back on purpose)
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-    return tensorflow
-
-
-tf = _import_tensorflow()
+# tensorflow as foldcheck.keras loads it (its start-up notes on stderr held back): the build's
+# package, which tools/python/link_build.sh puts in the project's .venv.
+from foldcheck.keras import tf  # noqa: E402
 
 
 def keras_layer(w, bn, eps):
