@@ -9,22 +9,22 @@ Keras model, layer by layer (tensorflow is imported when this module is).
 The TFLite converter folds each BatchNormalization into the Conv2D or DepthwiseConv2D before
 it (w' = w·s, b' = (b − μ)·s + β, s = γ/√(σ² + ε), in its own order: none of foldcheck's
 recipes is its bit for bit) and may fuse a following ReLU/ReLU6 into the conv. Every such
-pair of the Keras model is checked twice:
-- its folded weights and bias, read from the converted model, against the exact fold of the
-  Keras layer's weights and BatchNorm, with each recipe's rounding-error bound (fold_check);
-- the converted conv's output on its own input, both read from one interpreter run on x
-  (TFLite's default kernels, XNNPACK on CPU), against the Keras layer computed exactly
-  (diagnose: rounding, or which common bug — an ε that is not the Keras layer's, ...). Where
-  the converter fused an activation, the output before it is read from a run of the same
-  model with that one conv's activation removed, and is used only if the activation of it
-  is the first run's output bit for bit.
-A converted conv is matched to its Keras pair by its folded weights: among the pairs of the
-same shape, the one whose exact fold is nearest (a wrong fold is still nearest its own
-layer's unless two layers of one shape have near-equal weights). A pair with no converted
-conv (the converter left its BatchNorm as ops) is MISTRUSTED, never a pass. So is a layer
-beyond its bounds whose BatchNorm feeds a one-input op the converter may have folded into
-the conv as well (a constant multiply or add: Rescaling, a Lambda, x * 3.0; see
-absorbable_after): foldcheck models conv + BatchNorm (+ ReLU, ReLU6) only.
+pair of the Keras model (_keras_graph.py) is matched to the converted conv at its place —
+the conv whose input, in one interpreter run on x, is nearest the Keras conv's input on x
+(ties, as for two convs of one input: the nearest folded weights) — and checked:
+- its stride, dilation and padding, and its fused activation, against the Keras layer's
+  (the activation where Keras' op after the BatchNorm says which: ReLU, ReLU6 or none);
+- its folded weights and bias against the exact fold of the Keras layer's weights and
+  BatchNorm, with each recipe's rounding-error bound (fold_check);
+- its output on its own input (TFLite's default kernels, XNNPACK on CPU; before a fused
+  activation, _tflite_model.py) against the Keras layer computed exactly (diagnose:
+  rounding, or which common bug — an ε that is not the Keras layer's, ...).
+A pair with no converted conv (the converter left its BatchNorm as ops) is MISTRUSTED, never a
+pass. So is a layer beyond its bounds next to a one-input op the converter may have folded
+into the conv as well (a constant multiply or add: Rescaling or Normalization before the
+conv, a Lambda, x * 3.0 or another BatchNorm after it): foldcheck models conv + BatchNorm
+(+ ReLU, ReLU6) only. Pairs it does not model (SeparableConv2D, Conv1D, Dense, a conv in a
+nested model apart from its BatchNorm) are listed as not judged.
 
 Import torchvision (if at all) before this module: tensorflow 2.21 loaded first makes
 torchvision 0.29's import crash the interpreter.
@@ -32,229 +32,23 @@ torchvision 0.29's import crash the interpreter.
 import contextlib
 import io
 import json
+import math
 import os
-import sys
-import tempfile
-import warnings
 
 import numpy as np
 
 from . import _commands
+from . import _tflite_model as tfl
+from ._keras_graph import conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
+from ._tensorflow import tf
 from .results import VERDICTS
 
 
-def _tensorflow():
-    """tensorflow, with what it writes to stderr while it loads held back (absl's notes on
-    oneDNN and CUDA stubs, written before any log level applies); replayed if the import
-    fails. Already imported: taken as it is."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            import tensorflow  # noqa: PLC0415
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-    return tensorflow
-
-
-tf = _tensorflow()
-_CONV_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D")
-# TFLite's fused activations a conv can carry (schema ActivationFunctionType), as functions.
-_ACTIVATIONS = {0: ("NONE", lambda y: y), 1: ("RELU", lambda y: np.maximum(y, 0)),
-                2: ("RELU_N1_TO_1", lambda y: np.clip(y, -1, 1)), 3: ("RELU6", lambda y: np.clip(y, 0, 6))}
-
-
-def conv_bn_pairs(model):
-    """Every (conv, BatchNormalization, absorbable_after) of a built Keras model that a
-    converter can fold: a Conv2D or DepthwiseConv2D with no activation of its own, channels
-    last, whose output goes to that BatchNormalization (over the channel axis) and nowhere
-    else. Returns (pairs, skipped): skipped is [(BatchNormalization name, why not)] for those
-    after a conv that cannot be folded into."""
-    pairs, skipped = [], []
-    for bn, parents in _layers(model, parents=()):
-        if not isinstance(bn, tf.keras.layers.BatchNormalization) or not bn._inbound_nodes:
-            continue
-        producer = bn._inbound_nodes[0].input_tensors[0]._keras_history.operation
-        if not isinstance(producer, (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D)):
-            continue
-        why = _unfoldable(producer, bn)
-        if why:
-            skipped.append((bn.name, why))
-        else:
-            pairs.append((producer, bn, absorbable_after(bn, parents)))
-    return pairs, skipped
-
-
-def _layers(model, parents=None):
-    """Every layer of the model, those of models nested in it included, in order; with
-    parents=(), (layer, the nested models it is in, outermost first)."""
-    for layer in model.layers:
-        if isinstance(layer, tf.keras.Model):
-            yield from _layers(layer, None if parents is None else (*parents, layer))
-        else:
-            yield layer if parents is None else (layer, parents)
-
-
-# After a BatchNorm, ops that change nothing at inference (the converter drops them) and
-# layers that cannot be folded into the conv before them; everything else that takes one
-# tensor (Rescaling, a Lambda, x * 3.0, ...) may be a constant multiply or add, which TFLite
-# folds into the conv's weights and bias too.
-_TRANSPARENT = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-                "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Identity")
-_NOT_FOLDED = ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Dense",
-               "BatchNormalization", "LayerNormalization", "MaxPooling2D", "AveragePooling2D",
-               "GlobalAveragePooling2D", "GlobalMaxPooling2D", "Flatten", "Reshape", "ZeroPadding2D", "Cropping2D",
-               "UpSampling2D", "Softmax", "LeakyReLU", "PReLU", "ELU", "Permute", "Resizing")
-
-
-def absorbable_after(bn, parents=()):
-    """What after `bn` the converter may have folded into the conv as well (its name and
-    type), or None: the first op that takes only bn's output, past ops that do nothing at
-    inference, unless it is an activation or a layer no converter folds into weights. Where
-    bn's output leaves a nested model (`parents`: the models it is in, outermost first), the
-    search goes on after that model in the one around it."""
-    op = bn
-    while True:
-        nodes = op._outbound_nodes
-        if not nodes and parents:
-            op, parents = parents[-1], parents[:-1]
-            continue
-        if len(nodes) != 1:  # the model's output, or used twice: nothing after it is folded in
-            return None
-        nxt = nodes[0].operation
-        kind = type(nxt).__name__
-        linear = isinstance(nxt, tf.keras.layers.Activation) and getattr(nxt.activation, "__name__", "") == "linear"
-        if kind in _TRANSPARENT or linear:
-            op = nxt
-            continue
-        # An activation is not linear: never in the weights (a ReLU or ReLU6 the conv carries).
-        # A nested model taking bn's output is not looked into: it may begin with such an op.
-        if kind in _NOT_FOLDED or isinstance(nxt, (tf.keras.layers.Activation, tf.keras.layers.ReLU)) \
-                or len(nodes[0].input_tensors) != 1:
-            return None
-        return nxt.name, kind
-
-
-def _unfoldable(conv, bn):
-    if getattr(conv.activation, "__name__", "linear") != "linear":
-        return f"{conv.name} has its own activation ({conv.activation.__name__}) before the BatchNorm"
-    if conv.data_format != "channels_last":
-        return f"{conv.name} is channels_first"
-    if bn.axis not in (-1, [-1], 3, [3]):
-        return f"the BatchNorm normalizes axis {bn.axis}, not the conv's channels"
-    if len(conv._outbound_nodes) != 1 or len(bn._inbound_nodes) != 1:
-        return f"{conv.name}'s output is used by more than the BatchNorm (or a layer is called twice)"
-    return None
-
-
-def keras_layer(conv, bn):
-    """A pair's arrays as foldcheck reads them: weight OIHW (depthwise: O = C·multiplier, I = 1),
-    the conv bias (or None), gamma, beta, mean, var (float32) and eps."""
-    k = np.asarray(conv.kernel.numpy(), np.float32)
-    if isinstance(conv, tf.keras.layers.DepthwiseConv2D):  # (kh, kw, C, m) -> channel c·m + j
-        kh, kw, c, m = k.shape
-        w = np.transpose(k.reshape(kh, kw, c * m), (2, 0, 1))[:, None]
-    else:  # (kh, kw, I, O)
-        w = np.transpose(k, (3, 2, 0, 1))
-    o = w.shape[0]
-    bias = np.asarray(conv.bias.numpy(), np.float32) if conv.use_bias else None
-    one = lambda v, fresh: np.asarray(v.numpy() if v is not None else np.full(o, fresh), np.float32)  # noqa: E731
-    return dict(weight=np.ascontiguousarray(w), bias=bias, gamma=one(bn.gamma, 1.0), beta=one(bn.beta, 0.0),
-                mean=one(bn.moving_mean, 0.0), var=one(bn.moving_variance, 1.0), eps=float(bn.epsilon))
-
-
-def _interpreter(flat, preserve=False):
-    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation, preserve_all_tensors' memory note
-        warnings.simplefilter("ignore")
-        return tf.lite.Interpreter(model_content=bytes(flat), experimental_preserve_all_tensors=preserve)
-
-
-def _run(flat, x_nhwc, preserve=True):
-    it = _interpreter(flat, preserve)
-    i = it.get_input_details()
-    if len(i) != 1:
-        raise ValueError(f"check_tflite: the converted model has {len(i)} inputs; one is supported")
-    fixed = [(d, n) for d, n in zip(i[0]["shape_signature"], x_nhwc.shape) if d != -1]
-    if len(i[0]["shape_signature"]) != x_nhwc.ndim or any(d != n for d, n in fixed):
-        raise ValueError(f"check_tflite: the converted model takes an input of shape "
-                         f"{[int(d) for d in i[0]['shape_signature']]} (-1: free), x has {list(x_nhwc.shape)}")
-    it.resize_tensor_input(i[0]["index"], x_nhwc.shape)
-    it.allocate_tensors()
-    it.set_tensor(i[0]["index"], x_nhwc)
-    it.invoke()
-    return it
-
-
-def _options(flat):
-    """Per operator index of subgraph 0: (stride, dilation, padding "SAME"/"VALID", activation)."""
-    from tensorflow.lite.python import schema_py_generated as schema  # noqa: PLC0415
-
-    g = schema.Model.GetRootAsModel(bytes(flat), 0).Subgraphs(0)
-    out = {}
-    for k in range(g.OperatorsLength()):
-        op = g.Operators(k)
-        table = op.BuiltinOptions()
-        t = op.BuiltinOptionsType()
-        cls = {schema.BuiltinOptions.Conv2DOptions: schema.Conv2DOptions,
-               schema.BuiltinOptions.DepthwiseConv2DOptions: schema.DepthwiseConv2DOptions}.get(t)
-        if cls is None or table is None:
-            continue
-        o = cls()
-        o.Init(table.Bytes, table.Pos)
-        out[k] = ((o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor()),
-                  "SAME" if o.Padding() == schema.Padding.SAME else "VALID", o.FusedActivationFunction())
-    return out
-
-
-def _values(it, index):
-    """A tensor's values in float32 (float16 and per-channel int8 weights dequantized), and
-    the type the model stores it in."""
-    d = next(t for t in it.get_tensor_details() if t["index"] == index)
-    v = it.get_tensor(index)
-    q = d.get("quantization_parameters") or {}
-    if v.dtype == np.int8 and len(q.get("scales", [])):
-        axis = int(q.get("quantized_dimension", 0))
-        shape = [1] * v.ndim
-        shape[axis] = -1
-        v = (v.astype(np.float32) - np.reshape(q["zero_points"], shape)) * np.reshape(q["scales"], shape)
-    return np.asarray(v, np.float32), str(d["dtype"].__name__)
-
-
-def _constant(it, index, dequantized_from):
-    """A constant's values as _values reads them; a DEQUANTIZE's output (float16 weights) is
-    read from its stored input: a delegate (XNNPACK) unpacks such weights once, inside it, and
-    never writes the DEQUANTIZE's output tensor."""
-    return _values(it, dequantized_from.get(index, index))
-
-
-def _converted_convs(flat, it):
-    """Each conv op of the converted model: its index, kind, tensors and options, and its
-    weight (as OIHW) and bias as stored."""
-    options, ops = _options(flat), it._get_ops_details()
-    dequantized_from = {int(op["outputs"][0]): int(op["inputs"][0]) for op in ops if op["op_name"] == "DEQUANTIZE"}
-    convs = []
-    for op in ops:
-        if op["op_name"] not in _CONV_OPS or op["index"] not in options or len(op["inputs"]) < 3:
-            continue
-        x, f, b = (int(t) for t in op["inputs"][:3])
-        w, stored = _constant(it, f, dequantized_from)
-        w = np.transpose(w, (0, 3, 1, 2)) if op["op_name"] == "CONV_2D" else np.transpose(w, (3, 0, 1, 2))
-        bias = _constant(it, b, dequantized_from)[0] if b >= 0 else None
-        stride, dilation, padding, act = options[op["index"]]
-        convs.append(dict(index=op["index"], kind=op["op_name"], input=x, output=int(op["outputs"][0]),
-                          weight=np.ascontiguousarray(w), bias=bias, weight_type=stored, stride=stride,
-                          dilation=dilation, padding=padding, activation=act))
-    return convs
+def _nearest(a, b):
+    """max |a − b| / max |b| (inf for different shapes)."""
+    if a is None or b is None or a.shape != b.shape:
+        return math.inf
+    return float(np.max(np.abs(a.astype(np.float64) - b))) / max(float(np.max(np.abs(b))), np.finfo(float).tiny)
 
 
 def _exact_fold(p):
@@ -262,81 +56,32 @@ def _exact_fold(p):
     return p["weight"].astype(np.float64) * s.reshape(-1, 1, 1, 1)
 
 
-def _match(layers, convs):
-    """Each Keras pair's converted conv (or None): greedily, the nearest (relative max
-    distance of the folded weights to the pair's exact fold) among those of its shape."""
-    distances = []
-    for i, p in enumerate(layers):
+def _match(arrays, keras_inputs, convs, run):
+    """Each Keras pair's converted conv (or None), by place: greedily, the conv of its weight
+    shape whose input is nearest the Keras conv's (or, where a ZeroPadding2D makes it, that
+    padding's input: the converter may merge the two), then whose weights are nearest its
+    exact fold. Without per-layer values (run None): by the weights alone."""
+    scores = []
+    for i, p in enumerate(arrays):
         exact = _exact_fold(p)
-        scale = max(float(np.max(np.abs(exact))), np.finfo(np.float64).tiny)
         for j, c in enumerate(convs):
             if c["weight"].shape == exact.shape:
-                distances.append((float(np.max(np.abs(c["weight"] - exact))) / scale, i, j))
-    found, used = [None] * len(layers), set()
-    for _, i, j in sorted(distances):
+                place = min(_nearest(run.get_tensor(c["input"]), k) for k in keras_inputs[i]) if run else 0.0
+                scores.append((place, _nearest(c["weight"], exact), i, j))
+    found, used = [None] * len(arrays), set()
+    for _, _, i, j in sorted(scores):
         if found[i] is None and j not in used:
             found[i] = convs[j]
             used.add(j)
     return found
 
 
-def _without_activation(flat, index):
-    """The converted model with operator `index`'s fused activation removed (nothing else)."""
-    from tensorflow.lite.tools import flatbuffer_utils  # noqa: PLC0415
-
-    m = flatbuffer_utils.convert_bytearray_to_object(bytearray(flat))
-    m.subgraphs[0].operators[index].builtinOptions.fusedActivationFunction = 0
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
-
-
-def _conv_values(flat, x_nhwc, run, conv):
-    """The conv's input and its output before any fused activation, from `run` (NHWC), or
-    (None, None, why not)."""
-    x, y = run.get_tensor(conv["input"]).copy(), run.get_tensor(conv["output"]).copy()
-    name, act = _ACTIVATIONS.get(conv["activation"], (None, None))
-    if act is None:
-        return None, None, f"fused activation {conv['activation']} is not modelled: output not checked"
-    if name == "NONE":
-        return x, y, None
-    again = _run(_without_activation(flat, conv["index"]), x_nhwc)
-    x2, pre = again.get_tensor(conv["input"]), again.get_tensor(conv["output"]).copy()
-    if not _same_bits(x2, x) or not _same_bits(act(pre), y):
-        return None, None, (f"with its fused {name} removed the conv's output is not the model's before {name} "
-                            "(a different kernel ran): output not checked")
-    return x, pre, None
-
-
-def _same_bits(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-
-
-def _same_padding(size, k, stride, dilation):
-    out = -(-size // stride)
-    total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
-    return total // 2, total - total // 2
-
-
-def _layer_input(x_nhwc, conv):
-    """The conv's input as NCHW with TFLite's padding applied as zeros (SAME pads the far side
-    more when the total is odd, which a symmetric padding cannot say), or None when the
-    geometry is not one diagnose takes (unequal strides or dilations)."""
-    (sh, sw), (dh, dw) = conv["stride"], conv["dilation"]
-    if sh != sw or dh != dw:
-        return None
-    x = np.transpose(x_nhwc, (0, 3, 1, 2))
-    if conv["padding"] == "SAME":
-        kh, kw = conv["weight"].shape[2:]
-        ph, pw = _same_padding(x.shape[2], kh, sh, dh), _same_padding(x.shape[3], kw, sw, dw)
-        x = np.pad(x, ((0, 0), (0, 0), ph, pw))
-    return np.ascontiguousarray(x, np.float32)
-
-
-def _check_output(p, conv, flat, x_nhwc, run, precision, threads):
+def _check_output(p, conv, values, precision, threads):
     """diagnose of the converted conv's output on its own input, or (None, why not)."""
-    x, y, why = _conv_values(flat, x_nhwc, run, conv)
+    x, y, why = values
     if why:
         return None, why
-    xin = _layer_input(x, conv)
+    xin = tfl.layer_input(x, conv)
     if xin is None:
         return None, f"strides {conv['stride']} / dilations {conv['dilation']} differ by axis: output not checked"
     observed = np.ascontiguousarray(np.transpose(y, (0, 3, 1, 2)))
@@ -350,37 +95,102 @@ def _worst(verdicts):
     return max(verdicts, key=VERDICTS.index)
 
 
-def _check_layer(name, p, conv, flat, x_nhwc, run, precision, threads):
+def _join(*notes):
+    return "; ".join(n for n in notes if n) or None
+
+
+def _mismatches(p, ctx, conv, keras):
+    """How the converted conv computes something else than the Keras layer besides its
+    numbers: its stride, dilation, output shape (with those equal, the same output shape is
+    the same padding: SAME pads (out − 1)·stride + (K − 1)·dilation + 1 − in > 0 where VALID
+    has one output fewer; a ZeroPadding2D the converter merged gives the same shape too), its
+    fused activation."""
+    out = []
+    mine = (tuple(conv["stride"]), tuple(conv["dilation"]))
+    if mine != p["geometry"][:2]:
+        out.append(f"the converted conv has stride {mine[0]}, dilation {mine[1]}; the Keras layer "
+                   f"{p['geometry'][0]}, {p['geometry'][1]}")
+    keras_out = keras.get(id(ctx["conv"]), (None, None))[1]
+    if keras_out is not None and conv["output_shape"] != tuple(keras_out.shape):
+        out.append(f"the converted conv's output has shape {list(conv['output_shape'])}, the Keras layer's "
+                   f"{list(keras_out.shape)} (padding {conv['padding']} against Keras' {p['geometry'][2]})")
+    fused = tfl.ACTIVATIONS.get(conv["activation"], (str(conv["activation"]),))[0]
+    if ctx["activation"] is not None and fused != ctx["activation"]:
+        out.append(f"the converted conv applies {fused} after it; the Keras layer {ctx['activation']}")
+    return out
+
+
+def _absorbed(ctx, keras, values):
+    """The ops next to the pair that the converter folded into this conv as well, each with
+    whether that is known: [(where, op, True)] where the converted conv's input is nearer
+    Keras' input of an op before than Keras' input of the conv (or of its ZeroPadding2D), or
+    its output (before any fused activation) nearer Keras' output of the op after than of the
+    BatchNorm; [(where, op, None)] where the values cannot tell (shapes that differ, values
+    not read): possibly folded. Nearest, not a tolerance: a folded constant multiply or add
+    moves them by far more than rounding."""
+    x, y, _ = values
+
+    def distances(value, ops, k):
+        return [_nearest(value, keras[id(op)][k]) if value is not None and id(op) in keras else math.inf
+                for op in ops if op is not None]
+
+    out = []
+    for where, others, value, own, k in (("before", ctx["before"], x, (ctx["conv"], ctx["pad"]), 0),
+                                         ("after", [ctx["after"]] if ctx["after"] else [], y, (ctx["bn"],), 1)):
+        if not others:
+            continue
+        mine, theirs = min(distances(value, own, k)), distances(value, others, k)
+        if min(theirs) < mine:  # folded: every op from the conv to the one whose value is nearest
+            out += [(where, op, True) for op in others[:theirs.index(min(theirs)) + 1]]
+        elif math.isinf(mine):
+            out.append((where, others[0], None))
+    return out
+
+
+def _absorbed_verdict(row, absorbed):
+    """A conv the converter folded more into is MISTRUSTED (foldcheck models conv + BatchNorm,
+    + ReLU, ReLU6, only); one that may have been, MISTRUSTED only if beyond its bounds (never a
+    pass either way; within them it stays EXPECTED)."""
+    sure = [f"{op.name} ({type(op).__name__}, {where} the layer)" for where, op, known in absorbed if known]
+    maybe = [f"{op.name} ({type(op).__name__}, {where} the layer)" for where, op, known in absorbed if known is None]
+    if sure:
+        why = (f"the converter folded {' and '.join(sure)} into this conv as well (its values are nearer Keras' "
+               "with it than without), which foldcheck does not model: not judged")
+    elif maybe and row["verdict"] not in ("EXPECTED", "MISTRUSTED"):
+        why = (f"beyond its bounds ({row['verdict']}) next to {' and '.join(maybe)}: if that is a constant multiply "
+               "or add, the converter folded it into this conv as well, which foldcheck does not model; not judged")
+    else:
+        return row
+    return {**row, "verdict": "MISTRUSTED", "note": _join(why, row["note"])}
+
+
+def _check_layer(name, p, ctx, conv, keras, flat, x_nhwc, run, precision, threads):
     row = {"layer": name, "verdict": "MISTRUSTED", "weights": None, "output": None, "note": None}
     if conv is None:
         row["note"] = "no conv of the converted model carries this layer's fold (its BatchNorm was not folded)"
         return row
-    row.update(kind=conv["kind"], activation=_ACTIVATIONS.get(conv["activation"], (str(conv["activation"]),))[0],
+    row.update(kind=conv["kind"], activation=tfl.ACTIVATIONS.get(conv["activation"], (str(conv["activation"]),))[0],
                weight_type=conv["weight_type"])
     row["weights"] = _commands.fold_check(p["weight"], p["bias"], conv["weight"], conv["bias"], gamma=p["gamma"],
                                           beta=p["beta"], mean=p["mean"], var=p["var"], eps=p["eps"],
                                           precision=precision, threads=threads)
-    row["output"], row["note"] = _check_output(p, conv, flat, x_nhwc, run, precision, threads) if run \
-        else (None, "the interpreter's per-layer values are not its plain run's: output not checked")
+    values = tfl.conv_values(flat, x_nhwc, run, conv) if run else \
+        (None, None, "the interpreter's per-layer values are not its plain run's: output not checked")
+    row["output"], row["note"] = _check_output(p, conv, values, precision, threads)
     if conv["weight_type"] != "float32":
-        row["note"] = "; ".join(filter(None, [f"weights stored in {conv['weight_type']} (the converter's "
-                                              "quantization): held to float32's bounds, which quantization leaves "
-                                              "by design", row["note"]]))
-    row["verdict"] = _worst([r.verdict for r in (row["weights"], row["output"]) if r is not None])
-    return row
-
-
-def _absorbed(row, after):
-    """A layer beyond its bounds right before an op the converter may have folded into it too
-    is MISTRUSTED, not UNEXPECTED: its conv may compute that op as well, which foldcheck does
-    not model (never a pass either way; a layer within its bounds stays EXPECTED)."""
-    if after is None or row["verdict"] in ("EXPECTED", "MISTRUSTED"):
-        return row
-    name, kind = after
-    why = (f"beyond its bounds ({row['verdict']}), and the BatchNorm is followed by {name} ({kind}): if that is a "
-           "constant multiply or add, the converter folded it into this conv as well, which foldcheck does not "
-           "model; not judged")
-    return {**row, "verdict": "MISTRUSTED", "note": "; ".join(filter(None, [why, row["note"]]))}
+        row["note"] = _join(f"weights stored in {conv['weight_type']} (the converter's quantization): held to "
+                            "float32's bounds, which quantization leaves by design", row["note"])
+    results = [r for r in (row["weights"], row["output"]) if r is not None]
+    row["verdict"] = _worst([r.verdict for r in results])
+    if row["verdict"] == "MISTRUSTED":  # say why here: the table shows verdicts, not reasons
+        row["note"] = _join(row["note"], *(f"{r.command}: {r.get('summary') or r.get('reasoning')}"
+                                           for r in results if r.verdict == "MISTRUSTED"))
+    absorbed = _absorbed(ctx, keras, values)
+    after_folded = any(w == "after" for w, _, k in absorbed if k)  # then the activation follows that op
+    wrong = _mismatches(p, {**ctx, "activation": None} if after_folded else ctx, conv, keras)
+    if wrong:
+        row["verdict"], row["note"] = "UNEXPECTED", _join(*wrong, row["note"])
+    return _absorbed_verdict(row, absorbed) if not wrong else row
 
 
 def convert(model):
@@ -390,31 +200,31 @@ def convert(model):
         return bytes(converter.convert())
 
 
-def _per_layer_run(flat, x_nhwc):
-    """The run whose intermediate tensors are read, if its output is the plain run's bit for
-    bit (the values it keeps are the deployed computation's), else None."""
-    run = _run(flat, x_nhwc, preserve=True)
-    plain = _run(flat, x_nhwc, preserve=False)
-    a, b = (r.get_tensor(r.get_output_details()[0]["index"]) for r in (run, plain))
-    return run if _same_bits(a, b) else None
-
-
-def _taken_by(model, x):
-    """x as float32 NHWC, refused (ValueError) unless the Keras model runs on it: a shape the
-    model does not take would reach TFLite's kernels, which do not all check it."""
-    x = np.ascontiguousarray(np.asarray(x, np.float32))
+def _taken_by(x):
+    """x as float32 NHWC, refused (ValueError) unless it is 4-D, real and finite."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise ValueError(f"check_tflite: x must be real numbers, got dtype {a.dtype}")
+    x = np.ascontiguousarray(a, np.float32)
     if x.ndim != 4:
         raise ValueError(f"check_tflite: x must be one NHWC input (4-D), got shape {list(x.shape)}")
     bad = np.flatnonzero(~np.isfinite(x))
     if bad.size:  # as the command line refuses it: nothing downstream would be a comparison
         raise ValueError(f"check_tflite: x has {'NaN' if np.isnan(x.flat[bad[0]]) else 'an infinity'} at index "
                          f"{int(bad[0])}")
+    return x
+
+
+def _keras_values(model, x, pairs):
+    """Each pair's conv, BatchNorm and neighbouring ops' input and output as Keras computes
+    them on x, by id (also refusing, as ValueError, an x the Keras model does not run on:
+    TFLite's kernels do not all check a shape)."""
+    ops = [op for c, b, ctx in pairs for op in (c, b, *ctx["before"], ctx["after"], ctx["pad"]) if op is not None]
     try:
-        model(x, training=False)
+        return record(model, x, ops)
     except Exception as e:  # noqa: BLE001 (Keras raises many kinds for a shape it does not take)
         raise ValueError(f"check_tflite: the Keras model does not run on x of shape {list(x.shape)}: "
                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
-    return x
 
 
 def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
@@ -433,23 +243,30 @@ def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
             tflite = f.read()
     if eps is not None and not (np.isfinite(eps) and eps > 0):
         raise ValueError(f"check_tflite: eps must be finite and > 0, got {eps}")
-    x_nhwc = _taken_by(model, x)
-    flat = bytes(tflite) if tflite is not None else convert(model)
+    x_nhwc = _taken_by(x)
     pairs, skipped = conv_bn_pairs(model)
+    keras = _keras_values(model, x_nhwc, pairs)
+    for c, b, ctx in pairs:
+        ctx.update(conv=c, bn=b)
+    flat = bytes(tflite) if tflite is not None else convert(model)
     arrays = [keras_layer(c, b) for c, b, _ in pairs]
     for p in arrays if eps is not None else ():
         p["eps"] = float(eps)
-    run = _per_layer_run(flat, x_nhwc)
-    convs = _converted_convs(flat, run or _run(flat, x_nhwc))
-    rows = [_absorbed(_check_layer(f"{c.name} + {b.name}", p, conv, flat, x_nhwc, run, precision, threads), after)
-            for (c, b, after), p, conv in zip(pairs, arrays, _match(arrays, convs))]
+    run = tfl.per_layer_run(flat, x_nhwc)
+    convs = tfl.converted_convs(flat, run or tfl.run(flat, x_nhwc))
+    keras_inputs = {i: [keras.get(id(op), (None,))[0] for op in (c, ctx["pad"]) if op is not None]
+                    for i, (c, _, ctx) in enumerate(pairs)}
+    rows = [_check_layer(f"{c.name} + {b.name}", p, ctx, conv, keras, flat, x_nhwc, run, precision, threads)
+            for (c, b, ctx), p, conv in zip(pairs, arrays, _match(arrays, keras_inputs, convs, run))]
     return TFLiteCheck(rows, skipped)
 
 
 class TFLiteCheck:
     """check_tflite's result. .layers: [{"layer": "conv + batchnorm", "verdict", "kind",
     "activation", "weight_type", "weights": FoldCheckResult, "output": DiagnoseResult or None,
-    "note"}]; the verdict is the worst layer's (MISTRUSTED when no pair was checked)."""
+    "note"}]; .skipped: [(BatchNorm, why not judged, whether the converter may have folded
+    it)]; the verdict is the worst judged layer's (MISTRUSTED when no pair was judged; the
+    answer counts the pairs the converter may have folded that were not judged)."""
 
     def __init__(self, layers, skipped):
         self.layers = layers
@@ -477,7 +294,7 @@ class TFLiteCheck:
 
         return {"command": "check_tflite", "verdict": self.verdict,
                 "layers": [{**r, "weights": part(r["weights"]), "output": part(r["output"])} for r in self.layers],
-                "skipped": [{"batchnorm": b, "reason": why} for b, why in self.skipped]}
+                "skipped": [{"batchnorm": b, "reason": why, "may_be_folded": folded} for b, why, folded in self.skipped]}
 
     def to_json(self, indent=None):
         return json.dumps(self.to_dict(), indent=indent)
@@ -497,27 +314,41 @@ class TFLiteCheck:
 
 
 def _cell(r, key):
+    """A result's verdict, worst ratio to its bound and what is closest ("inf"/"nan" as the
+    JSON gives a ratio that is not finite)."""
     if r is None:
         return "-"
     v = r.to_dict()
     ratio = v.get("worst_ratio") if key == "fold" else (v.get("as_given") or {}).get("max_ratio_to_bound")
     best = v.get("best") if key == "output" else v.get("closest_recipe")
-    return f"{r.verdict} {ratio:.3g}" + (f" ({best})" if best else "") if ratio is not None else r.verdict
+    shown = "" if ratio is None else f" {ratio:.3g}" if isinstance(ratio, (int, float)) else f" {ratio}"
+    return f"{r.verdict}{shown}" + (f" ({best})" if best else "")
 
 
-def _text(c):
+def _headline(c):
     n = len(c.layers)
-    layers = f"{n} conv + BatchNorm layer{'s' if n != 1 else ''}"
+    layers_ = f"{n} conv + BatchNorm layer{'s' if n != 1 else ''}"
     unchecked = sum(r["output"] is None for r in c.layers)
     what = "folded weights and bias, and the layer's output on its own input" if not unchecked else \
         f"folded weights and bias; the output of {unchecked} of them not checked, see the notes"
-    head = {"EXPECTED": f"{'the' if n == 1 else 'each of the'} {layers} the converter folded is within its "
-                        f"rounding-error bounds ({what})",
-            "MISTRUSTED": "no conv + BatchNorm layer to judge" if not n else
-                          f"{sum(r['verdict'] == 'MISTRUSTED' for r in c.layers)} of {layers} not judged (see the notes)"}
+    if c.verdict == "EXPECTED":
+        return f"{'the' if n == 1 else 'each of the'} {layers_} the converter folded is within its rounding-error " \
+               f"bounds ({what})"
+    if c.verdict == "MISTRUSTED":
+        return "no conv + BatchNorm layer to judge" if not n else \
+            f"{sum(r['verdict'] == 'MISTRUSTED' for r in c.layers)} of {layers_} not judged (see the notes)"
+    return f"{len(c.unexpected)} of {layers_} beyond their rounding-error bounds, or not what Keras computes"
+
+
+def _not_judged(c):
+    n = sum(folded for _, _, folded in c.skipped)
+    return f"; {n} more conv + BatchNorm pair{'s' if n != 1 else ''} the converter may have folded not judged " \
+           "(not modelled, below)" if n else ""
+
+
+def _text(c):
     width = max([len(r["layer"]) for r in c.layers] + [5])
-    lines = [f"check_tflite: {c.verdict}: " + head.get(c.verdict, f"{len(c.unexpected)} of {layers} beyond their "
-                                                                  "rounding-error bounds"),
+    lines = [f"check_tflite: {c.verdict}: {_headline(c)}{_not_judged(c)}",
              "  worst |error| / bound per layer; weights: the nearest recipe's; output: the layer as given, or the "
              "bug that explains it",
              f"  {'layer':<{width}}  {'op':<24} {'weights':<32} output"]
@@ -527,15 +358,15 @@ def _text(c):
                      f"{_cell(r['output'], 'output')}")
         if r["note"]:
             lines.append(f"    note: {r['note']}")
-    lines += [f"  not folded: {b}: {why}" for b, why in c.skipped]
+    lines += [f"  not judged: {b}: {why}" for b, why, _ in c.skipped]
     return "\n".join(lines)
 
 
 def _input_for(model, path, seed):
-    """x from an .npy (NHWC float32), or drawn from a seeded normal in the model's input shape
-    (batch 1 where it is free); refuses a model of several inputs or free spatial sizes."""
+    """x from an .npy (NHWC), or drawn from a seeded normal in the model's input shape (batch
+    1 where it is free); refuses a model of several inputs or free spatial sizes."""
     if path:
-        return np.load(path).astype(np.float32)
+        return np.load(path, allow_pickle=False)
     if len(model.inputs) != 1:
         raise ValueError(f"the model has {len(model.inputs)} inputs; give one with --input")
     shape = [1 if d is None and i == 0 else d for i, d in enumerate(model.inputs[0].shape)]

@@ -26,7 +26,7 @@ L = tf.keras.layers
 def _trained(model, seed):
     """BatchNorm statistics like a trained model's (the fold then differs by recipe)."""
     rng = np.random.default_rng(seed)
-    for layer in fck._layers(model):
+    for layer in fck.layers(model):
         if isinstance(layer, L.BatchNormalization):
             c = layer.gamma.shape[0]
             layer.set_weights([rng.normal(1, 0.2, c), rng.normal(0, 0.1, c), rng.normal(0, 0.3, c),
@@ -66,9 +66,9 @@ def test_a_correct_conversion_is_expected_in_every_layer(model):
     for x in r.layers:  # both checks ran, on a real comparison
         assert x["weights"].verdict == "EXPECTED" and x["output"] is not None and x["output"].verdict == "EXPECTED"
         assert 0 < x["output"]["as_given"]["max_ratio_to_bound"] <= 1
-    assert [b for b, _ in r.skipped] == ["b4"] and "own activation" in r.skipped[0][1]
+    assert [b for b, _, _ in r.skipped] == ["b4"] and "own activation" in r.skipped[0][1] and not r.skipped[0][2]
     text = str(r)
-    assert text.startswith("check_tflite: EXPECTED") and "not folded: b4" in text and "DEPTHWISE_CONV_2D+RELU6" in text
+    assert text.startswith("check_tflite: EXPECTED") and "not judged: b4" in text and "DEPTHWISE_CONV_2D+RELU6" in text
     assert r.to_dict()["layers"][1]["output"]["verdict"] == "EXPECTED"
 
 
@@ -93,7 +93,7 @@ def _changed(flat, layer_weights, channel, factor):
 def test_one_channel_changed_by_a_few_ulp_is_named_layer_and_channel(model):
     flat = fck.convert(model)
     x = _input()
-    convs = fck._converted_convs(flat, fck._run(flat, x))
+    convs = fck.tfl.converted_convs(flat, fck.tfl.run(flat, x))
     c3 = next(c for c in convs if c["weight"].shape == (6, 8, 2, 2))
     ohwi = np.ascontiguousarray(np.transpose(c3["weight"], (0, 2, 3, 1)))
     r = fck.check_tflite(model, x, tflite=_changed(flat, ohwi, 4, 1 + 2e-6))  # about 17 to 34 ULP
@@ -133,18 +133,23 @@ def test_a_model_without_a_pair_is_mistrusted():
     assert "no conv + BatchNorm layer to judge" in str(r)
 
 
-@pytest.mark.parametrize("after", ["rescaling", "multiply", "lambda"])
-def test_a_constant_op_the_converter_folds_in_too_is_mistrusted_not_unexpected(after):
-    """TFLite folds a constant multiply or add after the BatchNorm into the conv as well: not
-    a wrong fold, and not one foldcheck models. Never UNEXPECTED, never a pass."""
+@pytest.mark.parametrize("op", ["rescaling", "multiply", "lambda", "batchnorm", "rescaling before", "x*2 before"])
+def test_a_constant_op_the_converter_folds_in_too_is_mistrusted_not_unexpected(op):
+    """TFLite folds a constant multiply or add next to the conv into it as well (after the
+    BatchNorm: Rescaling, x * 3, a Lambda, another BatchNorm; before the conv: Rescaling,
+    x * 2): not a wrong fold, and not one foldcheck models. Never UNEXPECTED, never a pass."""
     x = tf.keras.Input((7, 7, 3), batch_size=1)
-    h = L.Dropout(0.1)(L.BatchNormalization()(L.Conv2D(4, 3, padding="same")(x)))
+    before = {"rescaling before": lambda t: L.Rescaling(1 / 255)(t), "x*2 before": lambda t: t * 2.0}
+    h = L.Conv2D(4, 3, padding="valid" if op == "x*2 before" else "same")(before.get(op, lambda t: t)(x))
+    h = L.Dropout(0.1)(L.BatchNormalization()(h))
     h = {"rescaling": lambda t: L.Rescaling(2.0, 0.5)(t), "multiply": lambda t: t * 3.0,
-         "lambda": lambda t: L.Lambda(lambda v: v - 0.25)(t)}[after](h)
+         "lambda": lambda t: L.Lambda(lambda v: v - 0.25)(t),
+         "batchnorm": lambda t: L.BatchNormalization()(t)}.get(op, lambda t: t)(h)
     m = _trained(tf.keras.Model(x, L.ReLU()(h)), 7)
     r = fck.check_tflite(m, _input()[:, :7, :7])
     assert r.verdict == "MISTRUSTED" and not r.passed, str(r)
-    assert "folded it into this conv as well" in r.layers[0]["note"]
+    assert "into this conv as well" in r.layers[0]["note"]
+    assert ("before the layer" if "before" in op else "after the layer") in r.layers[0]["note"]
 
 
 def test_a_constant_op_that_changes_nothing_leaves_the_layer_expected():
@@ -187,3 +192,102 @@ def test_the_command_line_exits_0_1_and_2_and_refuses_bad_inputs_by_name(model, 
         r = _cli("m.keras", *args, cwd=tmp_path)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
     assert _cli("missing.keras", cwd=tmp_path).returncode == 2
+
+
+def _mutated(flat, change):
+    """The converted model with its conv ops (and their weight and bias tensors) given to
+    change(ops, model) to alter: [(op, weight tensor, bias tensor)] in graph order."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    m = flatbuffer_utils.convert_bytearray_to_object(bytearray(flat))
+    g = m.subgraphs[0]
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes]
+    convs = [(op, g.tensors[op.inputs[1]], g.tensors[op.inputs[2]]) for op in g.operators
+             if codes[op.opcodeIndex] in (3, 4)]  # CONV_2D, DEPTHWISE_CONV_2D
+    change(convs, m)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+
+
+def _times(tensor, model, index, factor):
+    """One value of a float32 tensor of the flatbuffer model multiplied by factor."""
+    data = np.frombuffer(bytes(model.buffers[tensor.buffer].data), np.float32).copy()
+    data[index] *= np.float32(factor)
+    model.buffers[tensor.buffer].data = np.frombuffer(data.tobytes(), np.uint8)
+
+
+def _swap(convs, _):
+    (_, w1, b1), (_, w2, b2) = convs[:2]
+    w1.buffer, w2.buffer, b1.buffer, b2.buffer = w2.buffer, w1.buffer, b2.buffer, b1.buffer
+
+
+CHANGES = {  # each makes the converted model compute something else than the Keras model
+    "weights and bias of two layers swapped": _swap,
+    "RELU6 made RELU": lambda c, _: setattr(c[0][0].builtinOptions, "fusedActivationFunction", 1),
+    "RELU6 dropped": lambda c, _: setattr(c[0][0].builtinOptions, "fusedActivationFunction", 0),
+    "stride 2": lambda c, _: setattr(c[1][0].builtinOptions, "strideH", 2),
+    "padding VALID": lambda c, _: setattr(c[1][0].builtinOptions, "padding", 1),
+    "dilation 2": lambda c, _: setattr(c[1][0].builtinOptions, "dilationWFactor", 2),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_converted_model_computing_something_else_is_unexpected(change):
+    """Its folds can each be right and still be at the wrong layer, with the wrong geometry or
+    activation: matched by place, compared with the Keras layer's geometry and activation."""
+    x = tf.keras.Input((9, 9, 8), batch_size=1)
+    h = L.ReLU(6.0)(L.BatchNormalization(name="b1")(L.Conv2D(8, 3, padding="same", name="c1")(x)))
+    m = _trained(tf.keras.Model(x, L.BatchNormalization(name="b2")(L.Conv2D(8, 3, padding="same", name="c2")(h))), 2)
+    xin = np.random.default_rng(0).standard_normal((1, 9, 9, 8)).astype(np.float32)
+    flat = fck.convert(m)
+    assert fck.check_tflite(m, xin, tflite=flat).verdict == "EXPECTED"
+    r = fck.check_tflite(m, xin, tflite=_mutated(flat, CHANGES[change]))
+    assert r.verdict == "UNEXPECTED", str(r)
+
+
+@pytest.mark.parametrize("between", ["dropout", "linear activation"])
+def test_a_pair_with_an_inference_no_op_between_is_judged(between):
+    x = tf.keras.Input((7, 7, 3), batch_size=1)
+    h = L.Conv2D(4, 3, padding="same", name="c")(x)
+    h = L.Dropout(0.3)(h) if between == "dropout" else L.Activation("linear")(h)
+    m = _trained(tf.keras.Model(x, L.BatchNormalization(name="b")(h)), 3)
+    xin = _input()[:, :7, :7]
+    flat = fck.convert(m)
+    r = fck.check_tflite(m, xin, tflite=flat)
+    assert [row["layer"] for row in r.layers] == ["c + b"] and r.passed, str(r)
+    bad = fck.check_tflite(m, xin, tflite=_mutated(flat, lambda c, model: _times(c[0][2], model, 2, 1 + 1e-5)))
+    assert bad.verdict == "UNEXPECTED" and bad.layers[0]["weights"].worst_channel == 2
+
+
+@pytest.mark.parametrize("conv", ["separable", "conv1d"])
+def test_a_pair_foldcheck_does_not_model_is_listed_not_judged_and_counted(conv):
+    if conv == "conv1d":
+        x = tf.keras.Input((9, 3), batch_size=1)
+        m = tf.keras.Model(x, L.BatchNormalization(name="b")(L.Conv1D(4, 3, name="c")(x)))
+        xin = np.ones((1, 9, 3), np.float32)
+    else:
+        x = tf.keras.Input((7, 7, 3), batch_size=1)
+        m = tf.keras.Model(x, L.BatchNormalization(name="b")(L.SeparableConv2D(4, 3, name="c")(x)))
+        xin = _input()[:, :7, :7]
+    if conv == "conv1d":
+        with pytest.raises(ValueError, match="4-D"):
+            fck.check_tflite(m, xin)
+        assert fck.conv_bn_pairs(m)[1][0][2]
+        return
+    r = fck.check_tflite(m, xin)
+    assert r.verdict == "MISTRUSTED" and r.skipped[0][0] == "b" and r.skipped[0][2]
+    assert "not judged: b" in str(r)
+
+
+def test_a_ratio_that_is_not_finite_is_reported_not_a_crash():
+    x = tf.keras.Input((5, 5, 2), batch_size=1)
+    m = _trained(tf.keras.Model(x, L.BatchNormalization()(L.Conv2D(3, 3, padding="same")(x))), 4)
+    xin = np.ones((1, 5, 5, 2), np.float32)
+    r = fck.check_tflite(m, xin, tflite=_mutated(fck.convert(m), lambda c, model: _times(c[0][1], model, 0, np.nan)))
+    assert r.verdict != "EXPECTED" and r.layers[0]["weights"].verdict != "EXPECTED"
+    assert str(r).startswith("check_tflite: ")
+
+
+def test_x_that_is_not_real_numbers_is_refused():
+    m = _model()
+    with pytest.raises(ValueError, match="real numbers"):
+        fck.check_tflite(m, _input().astype(np.complex64))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The TensorFlow Lite converter as the compiler of `foldcheck bisect --cmd` (issue 24).
+"""The TensorFlow Lite converter as the compiler of `foldcheck bisect --cmd`.
 
   tflite_bisect.py --enabled {enabled} --disabled {disabled} -o {out} --input X.npy
                    --weights W.npy [--bn BN.npz] [--inject-bad-eps]
@@ -40,7 +40,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import layer, names, parser  # noqa: E402
+from bisect_layer import layer, names, parser, refuse_unknown  # noqa: E402
 
 KERAS_EPS = 1e-3
 
@@ -55,8 +55,8 @@ def _float16(c):
 
 
 def _tf():
-    from tflite_fold import tf  # noqa: PLC0415 (tensorflow loads after the arguments are read)
-    return tf
+    from tflite_fold import _tf as tensorflow  # noqa: PLC0415 (tensorflow loads after the arguments are read)
+    return tensorflow()
 
 
 # Each option's setter, applied to a TFLiteConverter; the names are the passes.
@@ -73,11 +73,8 @@ SWITCHES = {
 def main():
     ap = parser(__doc__)
     a = ap.parse_args()
-    known = (["BadEpsilon"] if a.inject_bad_eps else []) + list(SWITCHES)
-    unknown = [n for n in names(a.enabled) + names(a.disabled) if n not in known]
-    if unknown:
-        ap.exit(2, f"tflite_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(known)})\n")
-    x, w, bn, eps = layer(a)
+    refuse_unknown(ap, a, (["BadEpsilon"] if a.inject_bad_eps else []) + list(SWITCHES))
+    x, w, bn, eps = layer(a, ap)
     if w.shape[2] % 2 == 0 or w.shape[3] % 2 == 0:
         ap.exit(2, f"tflite_bisect.py: a {w.shape[2]}x{w.shape[3]} kernel: Keras' padding 'same' is symmetric "
                    "for odd kernels only\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Keras Conv2D + BatchNormalization folded by the TensorFlow Lite converter (issue 24).
+"""A Keras Conv2D + BatchNormalization folded by the TensorFlow Lite converter.
 
   tflite_fold.py --weights W.npy [--bn BN.npz] --input X.npy OUTDIR
 
@@ -23,15 +23,20 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import batchnorm  # noqa: E402
+from bisect_layer import batchnorm, load  # noqa: E402
 
 
-# tensorflow as foldcheck.keras loads it (its start-up notes on stderr held back): the build's
-# package, which tools/python/link_build.sh puts in the project's .venv.
-from foldcheck.keras import tf  # noqa: E402
+def _tf():
+    """tensorflow as foldcheck.keras loads it (its start-up notes on stderr held back; the
+    build's package, which tools/python/link_build.sh puts in the project's .venv), on first
+    use: --help and a refused argument answer before it loads."""
+    from foldcheck.keras import tf  # noqa: PLC0415
+
+    return tf
 
 
 def keras_layer(w, bn, eps):
+    tf = _tf()
     o, c, kh, kw = w.shape
     x = tf.keras.Input((None, None, c), batch_size=1)
     conv = tf.keras.layers.Conv2D(o, (kh, kw), padding="same", use_bias=False)
@@ -45,6 +50,7 @@ def keras_layer(w, bn, eps):
 def convert(model, x_nhwc, configure=None):
     """The converted model (flatbuffer) and a TFLite interpreter of it sized for x_nhwc;
     configure(converter), when given, sets the converter's options first."""
+    tf = _tf()
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if configure:
         configure(converter)
@@ -80,8 +86,13 @@ def main():
     ap.add_argument("--bn", help=".npz with gamma, beta, mean, var, eps (default eps: Keras' 1e-3)")
     ap.add_argument("--input", required=True, help="an input, NCHW float32 .npy")
     a = ap.parse_args()
-    w, x = np.load(a.weights).astype(np.float32), np.load(a.input).astype(np.float32)
-    bn, eps = batchnorm(a.bn, w.shape[0], 1e-3)  # Keras' default eps
+    w, x = load(ap, "--weights", a.weights, 4), load(ap, "--input", a.input, 4)
+    if x.shape[1] != w.shape[1]:
+        ap.exit(2, f"{ap.prog}: --input has {x.shape[1]} channels (NCHW), --weights takes {w.shape[1]} (OIHW)\n")
+    if w.shape[2] % 2 == 0 or w.shape[3] % 2 == 0:
+        ap.exit(2, f"{ap.prog}: a {w.shape[2]}x{w.shape[3]} kernel: Keras' padding 'same' is symmetric for odd "
+                   "kernels only\n")
+    bn, eps = batchnorm(a.bn, w.shape[0], 1e-3, ap)  # Keras' default eps
     x_nhwc = np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
     flat, it = convert(keras_layer(w, bn, eps), x_nhwc)
     fw, fb = folded_conv(it, w.shape[0])
@@ -97,7 +108,7 @@ def main():
     np.savez(os.path.join(a.outdir, "bn.npz"), eps=np.float64(eps), **bn)
     with open(os.path.join(a.outdir, "model.tflite"), "wb") as f:
         f.write(flat)
-    print(f"tensorflow {tf.__version__}: Keras Conv2D + BatchNormalization(epsilon={eps:g}) folded by the TFLite "
+    print(f"tensorflow {_tf().__version__}: Keras Conv2D + BatchNormalization(epsilon={eps:g}) folded by the TFLite "
           f"converter into {a.outdir}")
 
 

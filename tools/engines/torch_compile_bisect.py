@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's torch.compile (Inductor) as the compiler of `foldcheck bisect --cmd` (issue 24).
+"""PyTorch's torch.compile (Inductor) as the compiler of `foldcheck bisect --cmd`.
 
   torch_compile_bisect.py --enabled {enabled} --disabled {disabled} -o {out} --input X.npy
                           --weights W.npy [--bn BN.npz] [--inject-bad-eps]
@@ -24,32 +24,32 @@ import os
 import sys
 
 import numpy as np
-import torch
-import torch._inductor.config as inductor
-from torch._inductor.custom_graph_pass import CustomGraphPass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import layer, names, parser  # noqa: E402
+from bisect_layer import layer, names, parser, refuse_unknown  # noqa: E402
 
 SWITCHES = ["freezing", "pattern_matcher", "efficient_conv_bn_eval_fx_passes", "joint_graph_constant_folding"]
 
 
-class BadEpsilon(CustomGraphPass):
-    """Every batch_norm call's eps set to 1e-3 (its last positional argument, or `eps=`)."""
+def bad_epsilon_pass(custom_graph_pass):
+    """BadEpsilon: every batch_norm call's eps set to 1e-3 (its last positional argument, or `eps=`)."""
 
-    def __call__(self, graph):
-        for n in graph.nodes:
-            if n.op == "call_function" and "batch_norm" in str(n.target):
-                if "eps" in n.kwargs:
-                    n.kwargs = {**n.kwargs, "eps": 1e-3}
-                else:
-                    n.args = (*n.args[:-1], 1e-3)
+    class BadEpsilon(custom_graph_pass):
+        def __call__(self, graph):
+            for n in graph.nodes:
+                if n.op == "call_function" and "batch_norm" in str(n.target):
+                    if "eps" in n.kwargs:
+                        n.kwargs = {**n.kwargs, "eps": 1e-3}
+                    else:
+                        n.args = (*n.args[:-1], 1e-3)
 
-    def uuid(self):
-        return hashlib.sha256(b"foldcheck BadEpsilon 1e-3").hexdigest()
+        def uuid(self):
+            return hashlib.sha256(b"foldcheck BadEpsilon 1e-3").hexdigest()
+
+    return BadEpsilon()
 
 
-def eval_layer(w, bn, eps):
+def eval_layer(torch, w, bn, eps):
     o, c, kh, kw = w.shape
     conv = torch.nn.Conv2d(c, o, (kh, kw), padding=((kh - 1) // 2, (kw - 1) // 2), bias=False)
     norm = torch.nn.BatchNorm2d(o, eps=eps)
@@ -61,18 +61,20 @@ def eval_layer(w, bn, eps):
 
 
 def main():
-    a = parser(__doc__).parse_args()
-    known = SWITCHES + (["BadEpsilon"] if a.inject_bad_eps else [])
-    unknown = [n for n in names(a.enabled) + names(a.disabled) if n not in known]
-    if unknown:
-        sys.exit(f"torch_compile_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(known)})")
-    x, w, bn, eps = layer(a)
-    model = eval_layer(w, bn, eps)
+    ap = parser(__doc__)
+    a = ap.parse_args()
+    refuse_unknown(ap, a, SWITCHES + (["BadEpsilon"] if a.inject_bad_eps else []))
+    x, w, bn, eps = layer(a, ap)
+    import torch  # noqa: PLC0415 (torch loads once the arguments are read)
+    import torch._inductor.config as inductor  # noqa: PLC0415
+    from torch._inductor.custom_graph_pass import CustomGraphPass  # noqa: PLC0415
+
+    model = eval_layer(torch, w, bn, eps)
     for s in SWITCHES:
         if s in names(a.enabled) or s in names(a.disabled):
             setattr(inductor, s, s in names(a.enabled))
     if "BadEpsilon" in names(a.enabled):
-        inductor.pre_grad_custom_pass = BadEpsilon()
+        inductor.pre_grad_custom_pass = bad_epsilon_pass(CustomGraphPass)
     with torch.no_grad():
         y = torch.compile(model)(torch.from_numpy(x))
     np.save(a.out, y.numpy().astype(np.float32))

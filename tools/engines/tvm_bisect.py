@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real TVM as the compiler of `foldcheck bisect --cmd` (issue 24).
+"""Real TVM as the compiler of `foldcheck bisect --cmd`.
 
   tvm_bisect.py --enabled {enabled} --disabled {disabled} -o {out} --input X.npy --weights W.npy
                 [--bn BN.npz] [--inject-bad-eps]
@@ -24,43 +24,48 @@ import os
 import sys
 
 import numpy as np
-import tvm
-from tvm import relax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import layer, names, parser  # noqa: E402
-from tvm_fold import conv_bn_module  # noqa: E402
+from bisect_layer import layer, names, parser, refuse_unknown  # noqa: E402
 
 PASSES = ["FoldBatchnormToConv2D", "FoldConstant"]
 
 
-@relax.expr_functor.mutator
-class _WrongEps(relax.PyExprMutator):
-    def visit_call_(self, call):
-        call = super().visit_call_(call)
-        if getattr(call.op, "name", "") == "relax.nn.batch_norm":
-            a = call.attrs
-            return relax.op.nn.batch_norm(*call.args, axis=int(a.axis), epsilon=1e-3, center=bool(a.center),
-                                          scale=bool(a.scale), momentum=float(a.momentum), training=bool(a.training))
-        return call
+def bad_epsilon_pass(tvm, relax):
+    """BadEpsilon: a module pass rewriting every relax.nn.batch_norm's epsilon to 1e-3."""
 
+    @relax.expr_functor.mutator
+    class WrongEps(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if getattr(call.op, "name", "") == "relax.nn.batch_norm":
+                a = call.attrs
+                return relax.op.nn.batch_norm(*call.args, axis=int(a.axis), epsilon=1e-3, center=bool(a.center),
+                                              scale=bool(a.scale), momentum=float(a.momentum),
+                                              training=bool(a.training))
+            return call
 
-@tvm.transform.module_pass(opt_level=0, name="BadEpsilon")
-def bad_epsilon(mod, ctx):  # noqa: ARG001 (the pass signature)
-    for gv, f in list(mod.functions.items()):
-        if isinstance(f, relax.Function):
-            mod[gv] = _WrongEps().visit_expr(f)
-    return mod
+    @tvm.transform.module_pass(opt_level=0, name="BadEpsilon")
+    def bad_epsilon(mod, ctx):  # noqa: ARG001 (the pass signature)
+        for gv, f in list(mod.functions.items()):
+            if isinstance(f, relax.Function):
+                mod[gv] = WrongEps().visit_expr(f)
+        return mod
+
+    return bad_epsilon
 
 
 def main():
-    a = parser(__doc__).parse_args()
-    x, w, bn, eps = layer(a)
-    available = {"BadEpsilon": bad_epsilon} if a.inject_bad_eps else {}
+    ap = parser(__doc__)
+    a = ap.parse_args()
+    refuse_unknown(ap, a, (["BadEpsilon"] if a.inject_bad_eps else []) + PASSES)
+    x, w, bn, eps = layer(a, ap)
+    import tvm  # noqa: PLC0415 (TVM loads once the arguments are read)
+    from tvm import relax  # noqa: PLC0415
+    from tvm_fold import conv_bn_module  # noqa: PLC0415
+
+    available = {"BadEpsilon": bad_epsilon_pass(tvm, relax)} if a.inject_bad_eps else {}
     available.update({p: getattr(relax.transform, p)() for p in PASSES})
-    unknown = [n for n in names(a.enabled) + names(a.disabled) if n not in available]
-    if unknown:
-        sys.exit(f"tvm_bisect.py: no pass {', '.join(unknown)} (this adapter's: {', '.join(available)})")
     mod = conv_bn_module(w, bn, eps, x.shape)
     with tvm.transform.PassContext(opt_level=3, disabled_pass=names(a.disabled)):
         mod = tvm.transform.Sequential([available[n] for n in available if n in names(a.enabled)])(mod)

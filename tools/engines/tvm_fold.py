@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fold a conv + BatchNorm with real TVM and write what TVM computed (issue 24).
+"""Fold a conv + BatchNorm with real TVM and write what TVM computed.
 
   tvm_fold.py --weights W.npy [--gamma G.npy --beta B.npy --mean M.npy --var V.npy] [--eps E] OUTDIR
   tvm_fold.py --seed OUTDIR      the TVM forum thread's workload (below)
@@ -26,16 +26,26 @@ import os
 import sys
 
 import numpy as np
-import tvm
-from tvm import relax
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bisect_layer import FRESH, load, per_channel  # noqa: E402
 
 PASSES = ("FoldBatchnormToConv2D", "FoldConstant")
 SEED_WEIGHTS = [2.1122932, 5.5735774, 2.0870073]
 
 
+def _tvm():
+    """tvm and tvm.relax, loaded on first use (--help and a refused argument answer first)."""
+    import tvm  # noqa: PLC0415
+    from tvm import relax  # noqa: PLC0415
+
+    return tvm, relax
+
+
 def conv_bn_module(w, bn, eps, x_shape=None):
     """A Relax function x -> batch_norm(conv2d(x, w))[0] with every parameter a constant; the
     conv pads (K - 1) / 2 on each side (foldcheck's default), x is NCHW float32."""
+    _, relax = _tvm()
     o, c, kh, kw = w.shape
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(tuple(x_shape or (1, c, kh + 2, kw + 2)), "float32"))
@@ -51,6 +61,7 @@ def conv_bn_module(w, bn, eps, x_shape=None):
 
 def tvm_fold(w, bn, eps):
     """TVM's folded weights and bias: the constants of conv2d + add after the passes."""
+    tvm, relax = _tvm()
     with tvm.transform.PassContext(opt_level=3):
         folded = tvm.transform.Sequential([getattr(relax.transform, p)() for p in PASSES])(conv_bn_module(w, bn, eps))
     calls = [b.value for b in folded["main"].body.blocks[0].bindings]
@@ -60,11 +71,11 @@ def tvm_fold(w, bn, eps):
     return calls[0].args[1].value.numpy(), calls[1].args[1].value.numpy().reshape(-1)
 
 
-def parameters(a, o):
-    """The BatchNorm's parameters: each a .npy or the fresh BatchNorm's value."""
-    fresh = {"gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 1.0}
-    return {k: (np.load(getattr(a, k)) if getattr(a, k) else np.full(o, v)).astype(np.float32).reshape(o)
-            for k, v in fresh.items()}
+def parameters(ap, a, o):
+    """The BatchNorm's parameters: each a .npy (one value, or one per output channel) or the
+    fresh BatchNorm's value."""
+    return {k: per_channel(ap, f"--{k} {getattr(a, k)}", load(ap, "--" + k, getattr(a, k)) if getattr(a, k) else v, o)
+            for k, v in FRESH.items()}
 
 
 def main():
@@ -74,15 +85,16 @@ def main():
     ap.add_argument("--weights", help="conv weights, OIHW .npy")
     for k in ("gamma", "beta", "mean", "var"):
         ap.add_argument("--" + k, help=f"BatchNorm {k}, one per output channel (.npy); default: a fresh BatchNorm's")
-    ap.add_argument("--eps", type=float, default=1e-5)
+    ap.add_argument("--eps", type=float, default=1e-5, help="BatchNorm epsilon (default 1e-5, PyTorch's and TVM's)")
     a = ap.parse_args()
     if a.seed == bool(a.weights):
         ap.error("give --seed or --weights")
-    w = np.array(SEED_WEIGHTS, np.float32).reshape(1, 1, 1, 3) if a.seed else np.load(a.weights).astype(np.float32)
-    if w.ndim != 4:
-        ap.error(f"--weights: an OIHW array, not shape {w.shape}")
-    bn = parameters(a, w.shape[0])
+    if not np.isfinite(a.eps) or a.eps <= 0:
+        ap.error(f"--eps must be finite and > 0, got {a.eps}")
+    w = np.array(SEED_WEIGHTS, np.float32).reshape(1, 1, 1, 3) if a.seed else load(ap, "--weights", a.weights, 4)
+    bn = parameters(ap, a, w.shape[0])
     fw, fb = tvm_fold(w, bn, a.eps)
+    tvm, _ = _tvm()
     os.makedirs(a.outdir, exist_ok=True)
     np.save(os.path.join(a.outdir, "weights.npy"), w)
     np.save(os.path.join(a.outdir, "folded_weights.npy"), fw)
