@@ -266,7 +266,8 @@ TEST_CASE("bisect --cmd: 200 MB of stderr is not held in memory, the error shows
   REQUIRE(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 2);
   const std::string e = slurp(err);
-  CHECK_THAT(e, Catch::StartsWith("foldcheck: error: bisect: the command failed (exit 5)") && Catch::Contains("LAST-LINE-OF-STDERR") &&
+  // The last line it said comes first, before the command; the tail of its stderr after.
+  CHECK_THAT(e, Catch::StartsWith("foldcheck: error: bisect: the command failed (exit 5); it said: LAST-LINE-OF-STDERR: ") &&
                     Catch::Contains("bytes of stderr before this"));
   CHECK(e.size() < 4000);
   CHECK(ru.ru_maxrss < 100 * 1024);  // KiB: foldcheck and the children it reaped

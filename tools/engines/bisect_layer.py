@@ -49,9 +49,12 @@ def refuse_unknown(ap, a, known):
 def load(ap, flag, path, ndim=None):
     """The float32 array of the .npy a flag names, or exit 2 naming the flag and the file."""
     try:
-        v = np.asarray(np.load(path, allow_pickle=False), np.float32)
+        raw = np.load(path, allow_pickle=False)
+        if raw.dtype.kind not in "fiub":  # a complex or structured array would lose parts silently
+            raise ValueError(f"dtype {raw.dtype} is not real numbers")
+        v = np.asarray(raw, np.float32)
     except (OSError, ValueError, TypeError, EOFError) as e:
-        ap.exit(2, f"{ap.prog}: {flag} {path}: not a numeric .npy ({e})\n")
+        ap.exit(2, f"{ap.prog}: {flag} {path}: not a real-valued .npy ({e})\n")
     if ndim is not None and v.ndim != ndim:
         ap.exit(2, f"{ap.prog}: {flag} {path}: a {ndim}-D array expected, got shape {list(v.shape)}\n")
     return v

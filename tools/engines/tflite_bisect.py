@@ -82,9 +82,14 @@ def main():
     on = [n for n in SWITCHES if n in names(a.enabled)]
     model = keras_layer(w, bn, KERAS_EPS if "BadEpsilon" in names(a.enabled) else eps)
     x_nhwc = np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
-    _, it = convert(model, x_nhwc, lambda c: [SWITCHES[n](c) for n in on])
-    it.set_tensor(it.get_input_details()[0]["index"], x_nhwc)
-    it.invoke()
+    try:  # TFLite's refusal of a configuration (XNNPACK cannot take a sparse int8 conv, ...): one line
+        _, it = convert(model, x_nhwc, lambda c: [SWITCHES[n](c) for n in on])
+        it.set_tensor(it.get_input_details()[0]["index"], x_nhwc)
+        it.invoke()
+    except (RuntimeError, ValueError) as e:
+        lines = [t for t in str(e).splitlines() if t.strip()]
+        ap.exit(2, f"{ap.prog}: TFLite cannot convert or run the layer with {', '.join(on) or 'no option'} enabled: "
+                   f"{lines[-1] if lines else type(e).__name__}\n")
     y = it.get_tensor(it.get_output_details()[0]["index"])
     np.save(a.out, np.ascontiguousarray(np.transpose(y, (0, 3, 1, 2))).astype(np.float32))
 

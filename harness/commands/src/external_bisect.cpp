@@ -150,12 +150,12 @@ class CommandBisector {
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
     json j{{"enabled", on}, {"command", cmd}, {"seconds", r.seconds}};
     if (r.status == -1)
-      throw InputError(fmt::format(fmt::runtime("bisect: the command timed out after {:g} s (" + field("timeout_seconds") + "): {}{}"), o_.timeout_seconds, shown,
-                                   stderr_note(r)));
+      throw InputError(fmt::format(fmt::runtime("bisect: the command timed out after {:g} s (" + field("timeout_seconds") + "){}: {}{}"), o_.timeout_seconds,
+                                   said(r), shown, stderr_note(r)));
     if (r.status != 0)
-      throw InputError(fmt::format("bisect: the command failed ({}): {}{}",
+      throw InputError(fmt::format("bisect: the command failed ({}){}: {}{}",
                                    r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
-                                   shown, stderr_note(r)));
+                                   said(r), shown, stderr_note(r)));
     if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", shown));
     // Only a regular file is read: opening a FIFO left at {out} blocks for ever (past
     // --timeout, which covers the command only), and a link to /dev/zero never ends.
@@ -193,11 +193,24 @@ class CommandBisector {
   }
 
   // The end of the command's stderr, for a message (on its own lines after the first).
+  // What a failed command said on stderr: its last line (an adapter's own refusal, a
+  // traceback's exception), put before the command in the message ("; it said: LINE"), and
+  // the tail of it after ("\nits stderr (the end):\nTAIL"); "" when it said nothing.
+  static std::string stderr_text(const command::Outcome& r) {
+    std::string t = r.err.total() ? r.err.last(kStderrShown) : std::string();
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    return t;
+  }
+  static std::string said(const command::Outcome& r) {
+    const std::string t = stderr_text(r);
+    const std::size_t start = t.find_last_of('\n');
+    const std::string last = start == std::string::npos ? t : t.substr(start + 1);
+    if (last.empty()) return {};
+    return fmt::format("; it said: {}", last.size() <= 400 ? last : "…" + last.substr(last.size() - 400));
+  }
   static std::string stderr_note(const command::Outcome& r) {
-    if (!r.err.total()) return {};
-    std::string t = r.err.last(kStderrShown);
-    while (!t.empty() && t.back() == '\n') t.pop_back();
-    return "\n" + t;
+    const std::string t = stderr_text(r);
+    return t.empty() ? std::string() : "\nits stderr (the end):\n" + t;
   }
   static constexpr std::size_t kStderrShown = 2000;
 
