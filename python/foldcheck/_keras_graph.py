@@ -173,23 +173,63 @@ def zero_padding_before(conv, owner):
     return op if isinstance(op, L.ZeroPadding2D) and len(_outbound(op, owner)) == 1 else None
 
 
+# Activations TFLite never fuses into a conv: after one of them the conv carries none.
+_NEVER_FUSED = ("sigmoid", "swish", "silu", "gelu", "elu", "selu", "softplus", "softsign", "hard_sigmoid",
+                "hard_swish", "hard_silu", "leaky_relu", "mish", "exponential", "log_softmax", "softmax")
+# Ops an elementwise activation passes through (the converter fuses a ReLU across them).
+_RESHAPES = ("Reshape", "Flatten", "Permute")
+
+
+def _activation_of(op):
+    """The fused activation `op` is for TFLite ("RELU", "RELU6", "NONE" for one never fused),
+    or None when not known (an op that may be folded, or an activation TFLite may fuse as
+    something this module does not model, such as tanh)."""
+    if isinstance(op, L.ReLU):
+        if float(op.negative_slope) != 0 or float(op.threshold) != 0:
+            return "NONE"
+        return {None: "RELU", 6.0: "RELU6"}.get(None if op.max_value is None else float(op.max_value))
+    if isinstance(op, L.Activation):
+        name = getattr(op.activation, "__name__", "")
+        return {"relu": "RELU", "relu6": "RELU6"}.get(name, "NONE" if name in _NEVER_FUSED else None)
+    if isinstance(op, (L.LeakyReLU, L.PReLU, L.ELU, L.Softmax)):
+        return "NONE"
+    return {"Relu": "RELU", "Relu6": "RELU6"}.get(type(op).__name__)
+
+
 def activation_after(bn, owners):
     """The fused activation TFLite should give the folded conv — "NONE", "RELU" or "RELU6" —
-    from what follows the BatchNorm in Keras; None where that is not known (an op this
-    module does not classify, which the converter may or may not fuse, or one it may fold
-    into the conv before fusing what follows)."""
-    op, node = _next(bn, owners)
-    if op is None or _known_not_folded(op):
+    from what follows the BatchNorm in Keras (past a reshape, which an elementwise activation
+    passes; several identical activations of its output count as one, as the converter
+    merges them); None where that is not known (an op that may be folded in before the
+    activation, or an activation this module does not classify)."""
+    op, owners_at = bn, owners
+    while True:
+        nodes = _outbound(op, owners_at[-1])
+        if not nodes and len(owners_at) > 1:
+            op, owners_at = owners_at[-1], owners_at[:-1]
+            continue
+        if len(nodes) == 1 and (_transparent(nodes[0].operation) or type(nodes[0].operation).__name__ in _RESHAPES):
+            op = nodes[0].operation
+            continue
+        break
+    if not nodes:
         return "NONE"
-    if isinstance(op, L.ReLU):
-        plain = float(op.negative_slope) == 0 and float(op.threshold) == 0
-        return {None: "RELU", 6.0: "RELU6"}.get(None if op.max_value is None else float(op.max_value)) \
-            if plain else None
-    if isinstance(op, L.Activation):
-        return {"relu": "RELU", "relu6": "RELU6"}.get(getattr(op.activation, "__name__", ""))
-    if isinstance(op, (L.LeakyReLU, L.PReLU, L.ELU)):
-        return "NONE"
-    return None
+    kinds = {_activation_of(n.operation) if not _known_not_folded(n.operation) else "NONE" for n in nodes}
+    if len(nodes) > 1:  # used several times: one activation the converter can merge, else none
+        return kinds.pop() if len(kinds) == 1 and None not in kinds else "NONE"
+    if _may_fold(nodes[0].operation, nodes[0]) and _activation_of(nodes[0].operation) is None:
+        return None
+    return kinds.pop()
+
+
+def all_ops(model):
+    """Every op of the model's graph (layers and keras.ops calls), those of nested models too."""
+    g = getattr(model, "_functional", None) or model
+    for op in getattr(g, "operations", model.layers):
+        if isinstance(op, tf.keras.Model):
+            yield from all_ops(op)
+        else:
+            yield op
 
 
 def record(model, x, ops):
@@ -200,7 +240,7 @@ def record(model, x, ops):
     def recording(op, call):
         def wrapped(inputs, *args, **kwargs):
             out = call(inputs, *args, **kwargs)
-            seen[id(op)] = (np.asarray(inputs, np.float32), np.asarray(out, np.float32))
+            seen[id(op)] = (_array(inputs), _array(out))
             return out
         return wrapped
 
@@ -214,6 +254,14 @@ def record(model, x, ops):
         for op in unique:
             op.call = originals[id(op)]
     return seen
+
+
+def _array(t):
+    """A recorded tensor as float32, or None for what is not one tensor (a list of inputs)."""
+    try:
+        return np.asarray(t, np.float32)
+    except (TypeError, ValueError):
+        return None
 
 
 def keras_layer(conv, bn):

@@ -13,6 +13,7 @@ import numpy as np
 from ._tensorflow import tf
 
 CONV_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D")
+DEAD = "the interpreter kept no values for this conv"
 # TFLite's fused activations a conv can carry (schema ActivationFunctionType), as functions.
 ACTIVATIONS = {0: ("NONE", lambda y: y), 1: ("RELU", lambda y: np.maximum(y, 0)),
                2: ("RELU_N1_TO_1", lambda y: np.clip(y, -1, 1)), 3: ("RELU6", lambda y: np.clip(y, 0, 6))}
@@ -122,7 +123,10 @@ def conv_values(flat, x_nhwc, first, conv):
     (NHWC), or (None, None, why not). A fused activation is taken off by a run of the model
     with that one op's activation removed, used only if applying the activation to its output
     gives `first`'s bit for bit (the same kernel ran)."""
-    x, y = first.get_tensor(conv["input"]).copy(), first.get_tensor(conv["output"]).copy()
+    try:
+        x, y = first.get_tensor(conv["input"]).copy(), first.get_tensor(conv["output"]).copy()
+    except ValueError:  # a conv whose output nothing uses: the interpreter keeps no data for it
+        return None, None, f"{DEAD} (nothing uses its output): output not checked"
     name, act = ACTIVATIONS.get(conv["activation"], (None, None))
     if act is None:
         return None, None, f"fused activation {conv['activation']} is not modelled: output not checked"
@@ -149,24 +153,7 @@ def same_bits(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-def _same_padding(size, k, stride, dilation):
+def same_padding(size, k, stride, dilation):
     out = -(-size // stride)
     total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
     return total // 2, total - total // 2
-
-
-def layer_input(x_nhwc, conv):
-    """The conv's input as NCHW with TFLite's padding applied as zeros (SAME pads the far side
-    more when the total is odd, which a symmetric padding cannot say), or None when the
-    geometry is not one diagnose takes (unequal strides or dilations)."""
-    (sh, sw), (dh, dw) = conv["stride"], conv["dilation"]
-    if sh != sw or dh != dw:
-        return None
-    x = np.transpose(x_nhwc, (0, 3, 1, 2))
-    if conv["padding"] == "SAME":
-        kh, kw = conv["weight"].shape[2:]
-        ph, pw = _same_padding(x.shape[2], kh, sh, dh), _same_padding(x.shape[3], kw, sw, dw)
-        x = np.pad(x, ((0, 0), (0, 0), ph, pw))
-    return np.ascontiguousarray(x, np.float32)
-
-

@@ -12,19 +12,23 @@ recipes is its bit for bit) and may fuse a following ReLU/ReLU6 into the conv. E
 pair of the Keras model (_keras_graph.py) is matched to the converted conv at its place —
 the conv whose input, in one interpreter run on x, is nearest the Keras conv's input on x
 (ties, as for two convs of one input: the nearest folded weights) — and checked:
-- its stride, dilation and padding, and its fused activation, against the Keras layer's
-  (the activation where Keras' op after the BatchNorm says which: ReLU, ReLU6 or none);
+- that it is the Keras layer's computation: the same stride, dilation and output shape, the
+  fused activation Keras applies after the BatchNorm (where Keras says: ReLU, ReLU6, none),
+  an input no other tensor of the Keras model is nearer to, an output something uses;
 - its folded weights and bias against the exact fold of the Keras layer's weights and
   BatchNorm, with each recipe's rounding-error bound (fold_check);
 - its output on its own input (TFLite's default kernels, XNNPACK on CPU; before a fused
-  activation, _tflite_model.py) against the Keras layer computed exactly (diagnose:
-  rounding, or which common bug — an ε that is not the Keras layer's, ...).
+  activation, _tflite_model.py) against the Keras layer computed exactly with Keras' own
+  padding (diagnose: rounding, or which common bug — an ε not the Keras layer's, ...).
 A pair with no converted conv (the converter left its BatchNorm as ops) is MISTRUSTED, never a
-pass. So is a layer beyond its bounds next to a one-input op the converter may have folded
-into the conv as well (a constant multiply or add: Rescaling or Normalization before the
-conv, a Lambda, x * 3.0 or another BatchNorm after it): foldcheck models conv + BatchNorm
-(+ ReLU, ReLU6) only. Pairs it does not model (SeparableConv2D, Conv1D, Dense, a conv in a
-nested model apart from its BatchNorm) are listed as not judged.
+pass. So is a layer next to a one-input op the converter folded into the conv as well (a
+constant multiply or add: Rescaling or Normalization before the conv, x * 3.0, a Lambda or
+another BatchNorm after it; found by values), and a layer beyond its bounds before such an
+op that the converter may have split (the BatchNorm's shift moved past a spatial add):
+foldcheck models conv + BatchNorm (+ ReLU, ReLU6) only. Pairs it does not model
+(SeparableConv2D, Conv1D, Dense, a conv in a nested model apart from its BatchNorm) are
+listed and counted as not judged. Ops other than the pairs (a PAD, a concatenation) are not
+checked: two same-shape branches whose outputs a converter swapped are not seen.
 
 Import torchvision (if at all) before this module: tensorflow 2.21 loaded first makes
 torchvision 0.29's import crash the interpreter.
@@ -33,13 +37,14 @@ import contextlib
 import io
 import json
 import math
+import numbers
 import os
 
 import numpy as np
 
 from . import _commands
 from . import _tflite_model as tfl
-from ._keras_graph import conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
+from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
 from ._tensorflow import tf
 from .results import VERDICTS
 
@@ -49,6 +54,14 @@ def _nearest(a, b):
     if a is None or b is None or a.shape != b.shape:
         return math.inf
     return float(np.max(np.abs(a.astype(np.float64) - b))) / max(float(np.max(np.abs(b))), np.finfo(float).tiny)
+
+
+def _tensor(run, index):
+    """A tensor of the run, or None where the interpreter kept none (a value nothing uses)."""
+    try:
+        return run.get_tensor(index)
+    except ValueError:
+        return None
 
 
 def _exact_fold(p):
@@ -66,7 +79,7 @@ def _match(arrays, keras_inputs, convs, run):
         exact = _exact_fold(p)
         for j, c in enumerate(convs):
             if c["weight"].shape == exact.shape:
-                place = min(_nearest(run.get_tensor(c["input"]), k) for k in keras_inputs[i]) if run else 0.0
+                place = min(_nearest(_tensor(run, c["input"]), k) for k in keras_inputs[i]) if run else 0.0
                 scores.append((place, _nearest(c["weight"], exact), i, j))
     found, used = [None] * len(arrays), set()
     for _, _, i, j in sorted(scores):
@@ -76,19 +89,63 @@ def _match(arrays, keras_inputs, convs, run):
     return found
 
 
-def _check_output(p, conv, values, precision, threads):
-    """diagnose of the converted conv's output on its own input, or (None, why not)."""
+SHAPE_MISMATCH = "the converted conv's input has shape"
+
+
+def _as_keras_pads(x, p, ctx, keras):
+    """The converted conv's input x (NHWC) padded as Keras pads it before its conv — by a
+    ZeroPadding2D the converter merged into the conv (x is then that padding's input), then
+    by the conv's own SAME or VALID — as NCHW, or (None, why not): with the Keras layer's
+    geometry, a converted conv that pads otherwise (the far side for the near one) is seen."""
+    conv_in = keras.get(id(ctx["conv"]), (None,))[0]
+    pad = ctx["pad"]
+    if pad is not None and id(pad) in keras and x.shape == keras[id(pad)][0].shape and x.shape != conv_in.shape:
+        (t, b), (left, r) = pad.padding
+        x = np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)))
+    if conv_in is not None and x.shape != conv_in.shape:
+        return None, (f"{SHAPE_MISMATCH} {list(x.shape)}, the Keras layer's {list(conv_in.shape)} (a padding or "
+                      "reshape of its own outside the conv)")
+    (sh, sw), (dh, dw), padding = p["geometry"]
+    if sh != sw or dh != dw:
+        return None, f"strides {(sh, sw)} / dilations {(dh, dw)} differ by axis: output not checked"
+    if padding == "SAME":
+        kh, kw = p["weight"].shape[2:]
+        x = np.pad(x, ((0, 0), tfl.same_padding(x.shape[1], kh, sh, dh), tfl.same_padding(x.shape[2], kw, sw, dw),
+                       (0, 0)))
+    return np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2)), np.float32), None
+
+
+def _check_output(p, ctx, keras, values, precision, threads):
+    """diagnose of the converted conv's output on its own input, held to the Keras layer (its
+    padding, stride, dilation), or (None, why not)."""
     x, y, why = values
     if why:
         return None, why
-    xin = tfl.layer_input(x, conv)
-    if xin is None:
-        return None, f"strides {conv['stride']} / dilations {conv['dilation']} differ by axis: output not checked"
+    xin, why = _as_keras_pads(x, p, ctx, keras)
+    if why:
+        return None, why
+    (stride, _), (dilation, _), _ = p["geometry"]
     observed = np.ascontiguousarray(np.transpose(y, (0, 3, 1, 2)))
     r = _commands.diagnose(xin, observed, weight=p["weight"], bias=p["bias"], gamma=p["gamma"], beta=p["beta"],
-                           mean=p["mean"], var=p["var"], eps=p["eps"], stride=conv["stride"][0], padding=0,
-                           dilation=conv["dilation"][0], precision=precision, threads=threads)
+                           mean=p["mean"], var=p["var"], eps=p["eps"], stride=stride, padding=0,
+                           dilation=dilation, precision=precision, threads=threads)
     return r, None
+
+
+def _misplaced(x, ctx, keras, pool):
+    """Why the converted conv's input is not the Keras conv's, or None: some other tensor of
+    the Keras model (an op's output, the model's input) is strictly nearer it than the Keras
+    conv's input (or that of a ZeroPadding2D merged into it). Nearest, not a tolerance."""
+    if x is None:
+        return None
+    own = [keras[id(op)][0] for op in (ctx["conv"], ctx["pad"], *ctx["before"]) if op is not None and id(op) in keras]
+    mine = min((_nearest(x, v) for v in own), default=math.inf)
+    if math.isinf(mine):
+        return None  # nothing of its shape to compare with: the shape check says so
+    name, d = min(((n, _nearest(x, v)) for n, v in pool), key=lambda t: t[1], default=(None, math.inf))
+    if d < mine:
+        return f"the converted conv reads a tensor nearer Keras' {name} than the Keras conv's own input"
+    return None
 
 
 def _worst(verdicts):
@@ -125,8 +182,9 @@ def _absorbed(ctx, keras, values):
     whether that is known: [(where, op, True)] where the converted conv's input is nearer
     Keras' input of an op before than Keras' input of the conv (or of its ZeroPadding2D), or
     its output (before any fused activation) nearer Keras' output of the op after than of the
-    BatchNorm; [(where, op, None)] where the values cannot tell (shapes that differ, values
-    not read): possibly folded. Nearest, not a tolerance: a folded constant multiply or add
+    BatchNorm; [(where, op, None)] for an op after the BatchNorm otherwise (the converter may
+    fold the BatchNorm's scale into the conv and move its shift past a constant op after it),
+    and for one before the conv that the values cannot tell: possibly folded. Nearest, not a tolerance: a folded constant multiply or add
     moves them by far more than rounding."""
     x, y, _ = values
 
@@ -142,7 +200,7 @@ def _absorbed(ctx, keras, values):
         mine, theirs = min(distances(value, own, k)), distances(value, others, k)
         if min(theirs) < mine:  # folded: every op from the conv to the one whose value is nearest
             out += [(where, op, True) for op in others[:theirs.index(min(theirs)) + 1]]
-        elif math.isinf(mine):
+        elif where == "after" or math.isinf(mine):  # after: it may have split it (the shift moved past the op)
             out.append((where, others[0], None))
     return out
 
@@ -164,7 +222,8 @@ def _absorbed_verdict(row, absorbed):
     return {**row, "verdict": "MISTRUSTED", "note": _join(why, row["note"])}
 
 
-def _check_layer(name, p, ctx, conv, keras, flat, x_nhwc, run, precision, threads):
+def _check_layer(name, p, ctx, conv, keras, pool, run_state, precision, threads):
+    flat, x_nhwc, run = run_state
     row = {"layer": name, "verdict": "MISTRUSTED", "weights": None, "output": None, "note": None}
     if conv is None:
         row["note"] = "no conv of the converted model carries this layer's fold (its BatchNorm was not folded)"
@@ -176,7 +235,17 @@ def _check_layer(name, p, ctx, conv, keras, flat, x_nhwc, run, precision, thread
                                           precision=precision, threads=threads)
     values = tfl.conv_values(flat, x_nhwc, run, conv) if run else \
         (None, None, "the interpreter's per-layer values are not its plain run's: output not checked")
-    row["output"], row["note"] = _check_output(p, conv, values, precision, threads)
+    absorbed = _absorbed(ctx, keras, values)
+    after_folded = any(w == "after" for w, _, k in absorbed if k)  # then the activation follows that op
+    wrong = _mismatches(p, {**ctx, "activation": None} if after_folded else ctx, conv, keras)
+    wrong += [w for w in [_misplaced(values[0], ctx, keras, pool)] if w]
+    if values[2] and values[2].startswith(tfl.DEAD):
+        wrong.append("nothing in the converted model uses this conv's output; Keras uses its layer's")
+    if values[0] is not None and not wrong:
+        shape_why = _as_keras_pads(values[0], p, ctx, keras)[1]
+        wrong += [shape_why] if shape_why and shape_why.startswith(SHAPE_MISMATCH) else []
+    row["output"], row["note"] = _check_output(p, ctx, keras, values, precision, threads) if not wrong else \
+        (None, "output not checked")
     if conv["weight_type"] != "float32":
         row["note"] = _join(f"weights stored in {conv['weight_type']} (the converter's quantization): held to "
                             "float32's bounds, which quantization leaves by design", row["note"])
@@ -185,12 +254,9 @@ def _check_layer(name, p, ctx, conv, keras, flat, x_nhwc, run, precision, thread
     if row["verdict"] == "MISTRUSTED":  # say why here: the table shows verdicts, not reasons
         row["note"] = _join(row["note"], *(f"{r.command}: {r.get('summary') or r.get('reasoning')}"
                                            for r in results if r.verdict == "MISTRUSTED"))
-    absorbed = _absorbed(ctx, keras, values)
-    after_folded = any(w == "after" for w, _, k in absorbed if k)  # then the activation follows that op
-    wrong = _mismatches(p, {**ctx, "activation": None} if after_folded else ctx, conv, keras)
     if wrong:
-        row["verdict"], row["note"] = "UNEXPECTED", _join(*wrong, row["note"])
-    return _absorbed_verdict(row, absorbed) if not wrong else row
+        return {**row, "verdict": "UNEXPECTED", "note": _join(*wrong, row["note"])}
+    return _absorbed_verdict(row, absorbed)
 
 
 def convert(model):
@@ -216,15 +282,19 @@ def _taken_by(x):
 
 
 def _keras_values(model, x, pairs):
-    """Each pair's conv, BatchNorm and neighbouring ops' input and output as Keras computes
-    them on x, by id (also refusing, as ValueError, an x the Keras model does not run on:
-    TFLite's kernels do not all check a shape)."""
-    ops = [op for c, b, ctx in pairs for op in (c, b, *ctx["before"], ctx["after"], ctx["pad"]) if op is not None]
+    """Every op's input and output as Keras computes them on x, by id (also refusing, as
+    ValueError, an x the Keras model does not run on: TFLite's kernels do not all check a
+    shape), and the pool of the model's tensors: [(name, value)] of x and every op's output."""
+    ops = list(all_ops(model)) + [op for c, b, ctx in pairs for op in (c, b, *ctx["before"], ctx["after"], ctx["pad"])
+                                  if op is not None]
     try:
-        return record(model, x, ops)
+        seen = record(model, x, ops)
     except Exception as e:  # noqa: BLE001 (Keras raises many kinds for a shape it does not take)
         raise ValueError(f"check_tflite: the Keras model does not run on x of shape {list(x.shape)}: "
                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+    names = {id(op): op.name for op in ops}
+    pool = [("input", x)] + [(f"{names[i]} output", v[1]) for i, v in seen.items() if v[1] is not None]
+    return seen, pool
 
 
 def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
@@ -241,11 +311,12 @@ def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
     if isinstance(tflite, (str, os.PathLike)):
         with open(tflite, "rb") as f:
             tflite = f.read()
-    if eps is not None and not (np.isfinite(eps) and eps > 0):
-        raise ValueError(f"check_tflite: eps must be finite and > 0, got {eps}")
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps)
+                            or eps <= 0):
+        raise ValueError(f"check_tflite: eps must be a finite number > 0, got {eps!r}")
     x_nhwc = _taken_by(x)
     pairs, skipped = conv_bn_pairs(model)
-    keras = _keras_values(model, x_nhwc, pairs)
+    keras, pool = _keras_values(model, x_nhwc, pairs)
     for c, b, ctx in pairs:
         ctx.update(conv=c, bn=b)
     flat = bytes(tflite) if tflite is not None else convert(model)
@@ -256,7 +327,7 @@ def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
     convs = tfl.converted_convs(flat, run or tfl.run(flat, x_nhwc))
     keras_inputs = {i: [keras.get(id(op), (None,))[0] for op in (c, ctx["pad"]) if op is not None]
                     for i, (c, _, ctx) in enumerate(pairs)}
-    rows = [_check_layer(f"{c.name} + {b.name}", p, ctx, conv, keras, flat, x_nhwc, run, precision, threads)
+    rows = [_check_layer(f"{c.name} + {b.name}", p, ctx, conv, keras, pool, (flat, x_nhwc, run), precision, threads)
             for (c, b, ctx), p, conv in zip(pairs, arrays, _match(arrays, keras_inputs, convs, run))]
     return TFLiteCheck(rows, skipped)
 

@@ -186,8 +186,8 @@ def test_the_command_line_exits_0_1_and_2_and_refuses_bad_inputs_by_name(model, 
     (tmp_path / "bad.tflite").write_bytes(b"not a flatbuffer")
     refused = {("--input", "hwc.npy"): "4-D", ("--input", "small.npy"): "does not run on x",
                ("--input", "nan.npy"): "NaN at index 7", ("--input", "/dev/null"): "error",
-               ("--tflite", "bad.tflite"): "error", ("--eps", "0"): "eps must be finite and > 0",
-               ("--eps", "nan"): "eps must be finite and > 0"}
+               ("--tflite", "bad.tflite"): "error", ("--eps", "0"): "eps must be a finite number > 0",
+               ("--eps", "nan"): "eps must be a finite number > 0"}
     for args, says in refused.items():
         r = _cli("m.keras", *args, cwd=tmp_path)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
@@ -227,6 +227,7 @@ CHANGES = {  # each makes the converted model compute something else than the Ke
     "stride 2": lambda c, _: setattr(c[1][0].builtinOptions, "strideH", 2),
     "padding VALID": lambda c, _: setattr(c[1][0].builtinOptions, "padding", 1),
     "dilation 2": lambda c, _: setattr(c[1][0].builtinOptions, "dilationWFactor", 2),
+    "the second conv reading the model's input": lambda c, _: c[1][0].inputs.__setitem__(0, c[0][0].inputs[0]),
 }
 
 
@@ -291,3 +292,42 @@ def test_x_that_is_not_real_numbers_is_refused():
     m = _model()
     with pytest.raises(ValueError, match="real numbers"):
         fck.check_tflite(m, _input().astype(np.complex64))
+
+
+@pytest.mark.parametrize("after", ["swish", "sigmoid", "leaky relu"])
+def test_a_fused_relu_where_keras_has_another_activation_is_unexpected(after):
+    x = tf.keras.Input((7, 7, 3), batch_size=1)
+    act = {"swish": L.Activation("swish"), "sigmoid": L.Activation("sigmoid"), "leaky relu": L.LeakyReLU(0.1)}[after]
+    m = _trained(tf.keras.Model(x, L.Conv2D(4, 1)(act(L.BatchNormalization()(L.Conv2D(4, 3, padding="same")(x))))), 5)
+    xin = _input()[:, :7, :7]
+    flat = fck.convert(m)
+    assert fck.check_tflite(m, xin, tflite=flat).passed
+    r = fck.check_tflite(m, xin, tflite=_mutated(flat, lambda c, _: setattr(c[0][0].builtinOptions,
+                                                                          "fusedActivationFunction", 1)))
+    assert r.verdict == "UNEXPECTED" and "applies RELU" in r.layers[0]["note"], str(r)
+
+
+@pytest.mark.parametrize("shape", ["two identical ReLUs", "Reshape then ReLU", "Flatten then ReLU"])
+def test_a_relu_the_converter_fuses_across_a_reshape_or_merges_is_expected(shape):
+    """NASNetMobile feeds one BatchNorm to several identical ReLUs; the converter merges them and
+    fuses one into the conv, as it fuses a ReLU across a reshape."""
+    x = tf.keras.Input((6, 6, 3), batch_size=1)
+    h = L.BatchNormalization()(L.Conv2D(4, 3, padding="same")(x))
+    out = {"two identical ReLUs": lambda t: L.Concatenate()([L.ReLU()(t), L.ReLU()(t)]),
+           "Reshape then ReLU": lambda t: L.ReLU()(L.Reshape((36, 4))(t)),
+           "Flatten then ReLU": lambda t: L.ReLU()(L.Flatten()(t))}[shape](h)
+    m = _trained(tf.keras.Model(x, out), 6)
+    r = fck.check_tflite(m, _input()[:, :6, :6])
+    assert r.passed and r.layers[0]["output"] is not None, str(r)
+
+
+def test_a_batchnorm_shift_moved_past_a_spatial_constant_is_mistrusted_not_unexpected():
+    """Before an add of a constant that varies over space (a positional embedding), the
+    converter folds only the BatchNorm's scale into the conv and moves its shift into the add:
+    an honest model whose conv alone is not the fold. Not judged, and never a false alarm."""
+    x = tf.keras.Input((8, 8, 4), batch_size=1)
+    p = np.random.default_rng(4).normal(0, 1, (1, 8, 8, 6)).astype(np.float32)
+    h = L.BatchNormalization()(L.Conv2D(6, 3, padding="same")(x)) + p
+    m = _trained(tf.keras.Model(x, L.Conv2D(3, 1)(h)), 1)
+    r = fck.check_tflite(m, np.random.default_rng(0).standard_normal((1, 8, 8, 4)).astype(np.float32))
+    assert r.verdict == "MISTRUSTED" and "add" in r.layers[0]["note"], str(r)
