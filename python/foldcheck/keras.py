@@ -99,7 +99,8 @@ def _as_keras_pads(x, p, ctx, keras):
     geometry, a converted conv that pads otherwise (the far side for the near one) is seen."""
     conv_in = keras.get(id(ctx["conv"]), (None,))[0]
     pad = ctx["pad"]
-    if pad is not None and id(pad) in keras and x.shape == keras[id(pad)][0].shape and x.shape != conv_in.shape:
+    merged = conv_in is not None and x.shape != conv_in.shape
+    if merged and pad is not None and id(pad) in keras and x.shape == keras[id(pad)][0].shape:
         (t, b), (left, r) = pad.padding
         x = np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)))
     if conv_in is not None and x.shape != conv_in.shape:
