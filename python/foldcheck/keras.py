@@ -185,8 +185,8 @@ def _absorbed(ctx, keras, values):
     its output (before any fused activation) nearer Keras' output of the op after than of the
     BatchNorm; [(where, op, None)] for an op after the BatchNorm otherwise (the converter may
     fold the BatchNorm's scale into the conv and move its shift past a constant op after it),
-    and for one before the conv that the values cannot tell: possibly folded. Nearest, not a tolerance: a folded constant multiply or add
-    moves them by far more than rounding."""
+    and for one before the conv that the values cannot tell: possibly folded. Nearest, not a
+    tolerance: a folded constant multiply or add moves them by far more than rounding."""
     x, y, _ = values
 
     def distances(value, ops, k):
