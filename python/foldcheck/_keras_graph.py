@@ -14,7 +14,7 @@ from ._tensorflow import tf
 L = tf.keras.layers
 # Identity at inference: the converter removes them.
 TRANSPARENT = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-               "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Identity", "InputLayer")
+               "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Identity")
 # Layers no converter folds into the weights of a conv next to them (not a per-channel
 # constant multiply or add). A BatchNormalization is one, so it is not here.
 NOT_FOLDED = ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Dense",
@@ -53,7 +53,7 @@ def _inbound(op, owner):
 
 def _transparent(op):
     linear = isinstance(op, L.Activation) and getattr(op.activation, "__name__", "") == "linear"
-    return linear or (type(op).__name__ in TRANSPARENT and type(op).__name__ != "InputLayer")
+    return linear or type(op).__name__ in TRANSPARENT
 
 
 def _producer(layer, owner):
@@ -109,21 +109,26 @@ def _unfoldable(conv, bn, path, owner):
     return None
 
 
-def _next(op, owners):
-    """The one op after `op` (past ops that do nothing, out of nested models: `owners` are the
-    model and the nested models op is in, outermost first), with its node, or (None, None)
-    when op's output is the model's output or used more than once."""
+def _consumers(op, owners, through=_transparent):
+    """The nodes that use op's output, past ops `through` steps over (each its input's only
+    user) and out of nested models (`owners`: the model and the nested models op is in,
+    outermost first); [] for the model's output."""
     while True:
         nodes = _outbound(op, owners[-1])
         if not nodes and len(owners) > 1:
             op, owners = owners[-1], owners[:-1]
             continue
-        if len(nodes) != 1:
-            return None, None
-        if _transparent(nodes[0].operation):
+        if len(nodes) == 1 and through(nodes[0].operation):
             op = nodes[0].operation
             continue
-        return nodes[0].operation, nodes[0]
+        return nodes
+
+
+def _next(op, owners):
+    """The one op after `op` with its node, or (None, None) when op's output is the model's
+    output or used more than once."""
+    nodes = _consumers(op, owners)
+    return (nodes[0].operation, nodes[0]) if len(nodes) == 1 else (None, None)
 
 
 def _known_not_folded(op):
@@ -202,16 +207,7 @@ def activation_after(bn, owners):
     passes; several identical activations of its output count as one, as the converter
     merges them); None where that is not known (an op that may be folded in before the
     activation, or an activation this module does not classify)."""
-    op, owners_at = bn, owners
-    while True:
-        nodes = _outbound(op, owners_at[-1])
-        if not nodes and len(owners_at) > 1:
-            op, owners_at = owners_at[-1], owners_at[:-1]
-            continue
-        if len(nodes) == 1 and (_transparent(nodes[0].operation) or type(nodes[0].operation).__name__ in _RESHAPES):
-            op = nodes[0].operation
-            continue
-        break
+    nodes = _consumers(bn, owners, through=lambda op: _transparent(op) or type(op).__name__ in _RESHAPES)
     if not nodes:
         return "NONE"
     kinds = {_activation_of(n.operation) if not _known_not_folded(n.operation) else "NONE" for n in nodes}
