@@ -89,3 +89,18 @@ def test_bisect_names_dynamic_range_quantization_where_it_quantizes(tmp_path):
     layer = ["--input", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "w.npy"), "--bn", str(tmp_path / "bn.npz")]
     code, r = bisect(BISECT + " ".join(layer), "sparsity,dynamic_range_int8,reduce_type_precision", layer)
     assert code == 1 and r["culprit"] == "dynamic_range_int8"
+
+
+def test_a_fresh_batchnorm_folded_by_the_converter_is_read_from_the_conv_itself(tmp_path):
+    """With a fresh BatchNorm the converter names the folded bias "arith.constant": the fold is
+    read from the conv op's inputs, not from tensor names."""
+    rng = np.random.default_rng(13)
+    np.save(tmp_path / "w.npy", rng.normal(0, 0.2, (8, 4, 3, 3)).astype(np.float32))
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 4, 8, 8)).astype(np.float32))
+    out = tmp_path / "tflite"
+    r = subprocess.run([sys.executable, str(TOOL), "--weights", str(tmp_path / "w.npy"), "--input", str(tmp_path / "x.npy"),
+                        str(out)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    e = run("explain", "--original", str(tmp_path / "w.npy"), "--observed", str(out / "folded_weights.npy"), "--bn",
+            str(out / "bn.npz"))
+    assert e["verdict"] == "EXPECTED"

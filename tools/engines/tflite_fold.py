@@ -64,19 +64,14 @@ def convert(model, x_nhwc, configure=None):
     return flat, it
 
 
-def folded_conv(it, o):
-    """The conv's weights (OHWI) and bias: the 4-D constant with o outputs, the 1-D one of o."""
-    w = b = None
-    for d in it.get_tensor_details():
-        try:
-            t = it.get_tensor(d["index"])
-        except ValueError:
-            continue
-        if t.ndim == 4 and t.shape[0] == o and "convolution" in d["name"] and w is None:
-            w = t.copy()
-        elif t.ndim == 1 and t.shape[0] == o and "batchnorm" in d["name"]:
-            b = t.copy()
-    return w, b
+def folded_conv(flat, it):
+    """The converted conv's weights (OIHW) and bias, read by foldcheck.keras from the conv op's
+    own inputs (a tensor's name says nothing: a fresh BatchNorm's bias is "arith.constant"),
+    or (None, None) when the model has not exactly one conv."""
+    from foldcheck import _tflite_model  # noqa: PLC0415
+
+    convs = _tflite_model.converted_convs(flat, it)
+    return (convs[0]["weight"], convs[0]["bias"]) if len(convs) == 1 else (None, None)
 
 
 def main():
@@ -95,14 +90,14 @@ def main():
     bn, eps = batchnorm(a.bn, w.shape[0], 1e-3, ap)  # Keras' default eps
     x_nhwc = np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
     flat, it = convert(keras_layer(w, bn, eps), x_nhwc)
-    fw, fb = folded_conv(it, w.shape[0])
+    fw, fb = folded_conv(flat, it)
     if fw is None or fb is None:
         ap.exit(2, "tflite_fold.py: the converter left no conv with a folded bias (the BatchNorm was not folded)\n")
     it.set_tensor(it.get_input_details()[0]["index"], x_nhwc)
     it.invoke()
     y = it.get_tensor(it.get_output_details()[0]["index"])
     os.makedirs(a.outdir, exist_ok=True)
-    np.save(os.path.join(a.outdir, "folded_weights.npy"), np.ascontiguousarray(np.transpose(fw, (0, 3, 1, 2))))
+    np.save(os.path.join(a.outdir, "folded_weights.npy"), fw)
     np.save(os.path.join(a.outdir, "folded_bias.npy"), fb)
     np.save(os.path.join(a.outdir, "output.npy"), np.ascontiguousarray(np.transpose(y, (0, 3, 1, 2))))
     np.savez(os.path.join(a.outdir, "bn.npz"), eps=np.float64(eps), **bn)
