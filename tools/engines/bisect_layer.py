@@ -70,9 +70,9 @@ def per_channel(ap, what, value, out_channels):
     return v
 
 
-def batchnorm(path, out_channels, default_eps, ap=None):
-    """The BatchNorm's parameters (float32, one per output channel) and eps from an .npz."""
-    ap = ap or argparse.ArgumentParser()
+def batchnorm(path, out_channels, default_eps, ap):
+    """The BatchNorm's parameters (float32, one per output channel) and eps from an .npz, or
+    exit 2 through the command line's parser `ap`."""
     try:
         z = dict(np.load(path, allow_pickle=False)) if path else {}
         eps = float(np.asarray(z.get("eps", default_eps)).reshape(-1)[0])
