@@ -19,6 +19,10 @@ CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" .venv/bin/python -m pip wheel -q 
   { tail -n 30 "$work/build.log" >&2; echo "wheel_check: pip wheel failed" >&2; exit 1; }
 wheel="$(ls "$out"/foldcheck-*.whl)"
 echo "wheel_check: built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KB) in $(( $(date +%s) - t0 )) s"
+# The license text travels with the wheel (pyproject.toml's license-files).
+.venv/bin/python -c 'import sys, zipfile; names = zipfile.ZipFile(sys.argv[1]).namelist()
+sys.exit(not any(n.endswith(".dist-info/licenses/LICENSE") for n in names))' "$wheel" ||
+  { echo "wheel_check: the wheel carries no LICENSE" >&2; exit 1; }
 python="$(.venv/bin/python -c 'import sys; print(sys._base_executable)')"
 "$python" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel" >"$work/install.log" 2>&1 ||
