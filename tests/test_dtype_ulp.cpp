@@ -1,4 +1,4 @@
-// Rounding into storage types and the ULP convention (DEVELOPERS.md): ULP error =
+// Rounding into storage types and the ULP convention (compare.hpp): ULP error =
 // (v - x) / ulp_T(x), signed, with ulp_T floored at the subnormal spacing.
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 #pragma once
 // The English of a `diagnose` result ("summary"): written here with the rest of foldcheck's
-// wording for people, from the facts the harness found (harness/commands/diagnose.hpp), and
+// wording for people, from the facts the harness found (foldcheck/commands/diagnose.hpp), and
 // put into the result by its to_json.
 #include <cstddef>
 #include <optional>

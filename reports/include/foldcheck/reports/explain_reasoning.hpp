@@ -1,6 +1,6 @@
 #pragma once
 // The English of an `explain` result ("reasoning"): written here with the rest of foldcheck's
-// wording for people, from the facts the harness found (harness/commands/explain.hpp), and
+// wording for people, from the facts the harness found (foldcheck/commands/explain.hpp), and
 // put into the result by its to_json.
 #include <cstddef>
 #include <optional>

@@ -1,7 +1,7 @@
 #pragma once
 // Why an accuracy-diff compared nothing (MISTRUSTED: nothing compared is never a pass), and
 // what to do: written here with the rest of foldcheck's wording for people, from the facts
-// the harness found (harness/commands/accuracy_diff.cpp), put into the result's "reasoning".
+// the harness found (harness/commands/src/accuracy_diff.cpp), put into the result's "reasoning".
 #include <cstddef>
 #include <optional>
 #include <string>

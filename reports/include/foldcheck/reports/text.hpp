@@ -7,9 +7,9 @@
 
 namespace foldcheck::reports {
 
-// A signed log2 histogram as mirrored bars: negative errors to the left, positive to the right.
 // "  (1.2 s)" from a result's timing block; "" when the block is absent (--no-timing).
 std::string seconds_suffix(const nlohmann::json& result);
+// A signed log2 histogram as mirrored bars: negative errors to the left, positive to the right.
 std::string histogram_text(const nlohmann::json& hist, int bar_width = 28);
 
 std::string explain_text(const nlohmann::json& result);
