@@ -58,8 +58,7 @@ install(FILES ${PROJECT_BINARY_DIR}/foldcheckConfig.cmake ${PROJECT_BINARY_DIR}/
               cmake/FindMPFR.cmake cmake/FindLibZip.cmake
         DESTINATION ${_fc_cmake_dir})
 
-# The built-in engine adapters of `foldcheck engines` (tools/engines/README.md), found there
-# by the installed program (PREFIX/share/foldcheck/engines).
-install(FILES tools/engines/engine_common.py tools/engines/onnxruntime_engine.py tools/engines/onnxoptimizer_engine.py
-              tools/engines/openvino_engine.py
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/foldcheck/engines)
+# The built-in engine adapters of `foldcheck engines` (adapters/README.md; their list:
+# adapters/adapters.cmake), found there by the installed program (PREFIX/share/foldcheck/engines).
+include(${PROJECT_SOURCE_DIR}/adapters/adapters.cmake)
+install(FILES ${FOLDCHECK_PYTHON_ADAPTERS} DESTINATION ${CMAKE_INSTALL_DATADIR}/foldcheck/engines)

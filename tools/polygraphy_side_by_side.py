@@ -6,7 +6,7 @@
 
 For each relative change REL of output channel CHANNEL of each conv NODE (0: no change),
 ONNX Runtime's basic-level optimized model (its Conv+BatchNormalization fusion) is written
-by tools/engines/onnxruntime_engine.py --corrupt NODE:CHANNEL:REL, and then:
+by adapters/onnxruntime_engine.py --corrupt NODE:CHANNEL:REL, and then:
   polygraphy   the way its users check a model: the original run by ONNX Runtime with every
                tensor marked as an output (`--onnx-outputs mark all`, saved), against the
                optimized model run the same way (`--load-outputs`), with Polygraphy's default

@@ -33,7 +33,7 @@ std::string default_adapters_dir() {
   const fs::path installed = program_dir() / ".." / "share" / "foldcheck" / "engines";
   std::error_code ec;
   if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
-  return FOLDCHECK_SOURCE_DIR "/tools/engines";
+  return FOLDCHECK_SOURCE_DIR "/adapters";
 }
 
 // The Python that runs them: FOLDCHECK_PYTHON, else the project's environment (.venv, which
@@ -45,7 +45,7 @@ std::string default_python() {
   return "python3";
 }
 
-// foldcheck-onednn (tools/engines/onednn_engine.cpp): next to this program once installed,
+// foldcheck-onednn (adapters/onednn_engine.cpp): next to this program once installed,
 // else where the build made it; empty when it was not built.
 std::string onednn_adapter() {
   std::error_code ec;
@@ -76,7 +76,7 @@ class EnginesCommand : public Command {
         }));
     cmd_->add_option("--adapter", adapters_,
                      "LABEL=COMMAND: your own adapter (/bin/sh); {model}, {input} and {outdir} are substituted as quoted "
-                     "words; it writes OUTDIR/manifest.json and .npy files (the protocol: tools/engines/README.md)");
+                     "words; it writes OUTDIR/manifest.json and .npy files (the protocol: adapters/README.md)");
     cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
     cmd_->add_option("--seed", opts_.seed, "Seed of the default input and of the honest computations' channel orders")
         ->check(integer_in(0, UINT64_MAX))

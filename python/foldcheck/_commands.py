@@ -125,7 +125,7 @@ def engines(model, engines=(), *, adapters=None, input=None, seed=0, confidence=
     """Run real engines on an ONNX model and check what they produced (`foldcheck engines`).
 
     engines: built-in names (engine_names()); adapters: {label: command template} of your own
-    ({model}, {input}, {outdir}; tools/engines/README.md). The Python adapters run with
+    ({model}, {input}, {outdir}; adapters/README.md). The Python adapters run with
     `python` (default: this interpreter)."""
     if isinstance(engines, str):
         engines = [engines]

@@ -46,6 +46,7 @@ from . import _commands
 from . import _tflite_model as tfl
 from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
 from ._tensorflow import tf
+from ._tflite_model import converted_convs  # noqa: F401 (public: a converted model's convs, adapters/tflite_fold.py)
 from .results import VERDICTS
 
 

@@ -85,7 +85,7 @@ def engines(model_dir, *args, expect=(0, 1)):
     return r.returncode, json.loads(r.stdout)
 
 
-ADAPTER = ROOT / "tools" / "engines" / "onnxruntime_engine.py"
+ADAPTER = ROOT / "adapters" / "onnxruntime_engine.py"
 
 
 def adapter(*args):
@@ -215,7 +215,7 @@ def test_a_broken_adapter_is_an_engine_failure_never_a_pass(model, command, reas
 
 def onednn_built():
     return subprocess.run([FOLDCHECK, "engines", "--help"], capture_output=True, text=True).returncode == 0 and \
-        pathlib.Path(FOLDCHECK).parent.parent.joinpath("tools", "engines", "foldcheck-onednn").exists()
+        pathlib.Path(FOLDCHECK).parent.parent.joinpath("adapters", "foldcheck-onednn").exists()
 
 
 @pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")

@@ -1,12 +1,12 @@
 """TensorFlow/Keras as a frontend (issue 24): a Keras Conv2D + BatchNormalization (epsilon 1e-3,
-momentum 0.99) folded by the TFLite converter, through tools/engines/tflite_fold.py.
+momentum 0.99) folded by the TFLite converter, through adapters/tflite_fold.py.
 
 What it guards: the converter's folded weights are within every recipe's bound (EXPECTED;
 none of foldcheck's recipes reproduces them bit for bit: the converter folds in its own order);
 the converted model's output on an input is the layer as given with Keras' eps (diagnose
 EXPECTED); held to a PyTorch-style eps of 1e-5 instead, diagnose names eps_mismatch and
 recovers eps = 1e-3 — the hypothesis meets its real source. And the converter as the compiler
-of `foldcheck bisect --cmd` (tools/engines/tflite_bisect.py, its options as the passes): the
+of `foldcheck bisect --cmd` (adapters/tflite_bisect.py, its options as the passes): the
 float32-preserving options name none; an option that leaves float32 (float16 weights, int8
 weights where the layer has 1024 or more) is named, as is BadEpsilon, a frontend that drops
 the layer's eps for Keras' 1e-3.
@@ -24,7 +24,7 @@ from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
-TOOL = ROOT / "tools" / "engines" / "tflite_fold.py"
+TOOL = ROOT / "adapters" / "tflite_fold.py"
 
 
 def run(*args):
@@ -64,7 +64,7 @@ def test_keras_layer_folded_by_the_tflite_converter(tmp_path):
     assert h["parameters"]["eps_recovered"] == 1e-3
 
 
-BISECT = (f"{sys.executable} {ROOT / 'tools' / 'engines' / 'tflite_bisect.py'} --enabled {{enabled}} "
+BISECT = (f"{sys.executable} {ROOT / 'adapters' / 'tflite_bisect.py'} --enabled {{enabled}} "
           "--disabled {disabled} -o {out} ")
 HONEST = "sparsity,reduce_type_precision,unfold_large_splat_constant,disable_fuse_mul_and_fc"
 

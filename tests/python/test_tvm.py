@@ -21,7 +21,7 @@ from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
-TOOL = ROOT / "tools" / "engines" / "tvm_fold.py"
+TOOL = ROOT / "adapters" / "tvm_fold.py"
 
 
 def fold(tmp, *args):
@@ -71,11 +71,11 @@ def test_relax_folds_by_division_not_relays_reciprocal(tmp_path):
 
 
 def test_bisect_through_real_tvm_names_an_injected_pass_and_none_when_honest(tmp_path):
-    """tools/engines/tvm_bisect.py as `foldcheck bisect --cmd`: TVM's own passes and relax.build
+    """adapters/tvm_bisect.py as `foldcheck bisect --cmd`: TVM's own passes and relax.build
     on one layer with trained-like statistics. Honest: EXPECTED, no culprit. With BadEpsilon
     (a pass that sets batch_norm's epsilon to 1e-3, Keras' default): that pass is named."""
     layer = layer_files(tmp_path, 7)
-    cmd = (f"{sys.executable} {ROOT / 'tools' / 'engines' / 'tvm_bisect.py'} --enabled {{enabled}} --disabled {{disabled}} "
+    cmd = (f"{sys.executable} {ROOT / 'adapters' / 'tvm_bisect.py'} --enabled {{enabled}} --disabled {{disabled}} "
            f"-o {{out}} " + " ".join(layer))
     code, honest = bisect(cmd, "FoldBatchnormToConv2D,FoldConstant", layer)
     assert code == 0 and honest["verdict"] == "EXPECTED" and honest["culprit"] is None

@@ -1,4 +1,4 @@
-// The built-in engines (engine_catalog.hpp): adapters in tools/engines/ and foldcheck-onednn.
+// The built-in engines (engine_catalog.hpp): adapters in adapters/ and foldcheck-onednn.
 #include "foldcheck/commands/engine_catalog.hpp"
 
 #include <filesystem>

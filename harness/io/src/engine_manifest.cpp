@@ -16,7 +16,7 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 [[noreturn]] void refuse(const std::string& where, const std::string& what) {
-  throw InputError(fmt::format("{}: {} (the adapter protocol: tools/engines/README.md)", where, what));
+  throw InputError(fmt::format("{}: {} (the adapter protocol: adapters/README.md)", where, what));
 }
 
 // A file the manifest names: relative, inside the directory, not empty.

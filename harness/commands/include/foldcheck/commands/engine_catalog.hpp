@@ -1,6 +1,6 @@
 #pragma once
 // The built-in engines of `foldcheck engines`: what each name stands for, as adapter commands
-// (the protocol of tools/engines/README.md). One catalogue for the `foldcheck` program and the
+// (the protocol of adapters/README.md). One catalogue for the `foldcheck` program and the
 // Python module; each says where its Python, its adapters and foldcheck-onednn are
 // (EngineTools), the catalogue only spells the commands.
 //

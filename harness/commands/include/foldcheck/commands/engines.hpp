@@ -2,7 +2,7 @@
 // `foldcheck engines MODEL.onnx --engine ...`: real engines run on the model, and everything
 // they produce scored against the certified reference with the bounds.
 //
-// Each engine is an adapter command (the protocol: engine_manifest.hpp, tools/engines/README.md)
+// Each engine is an adapter command (the protocol: engine_manifest.hpp, adapters/README.md)
 // that runs the engine on the model and the input and writes what it produced: its folded
 // model, its final outputs, and each conv's input and output of its fused run. Per engine:
 //   weights  the folded model, matched to the original by data flow (layer_match.hpp), each

@@ -1,5 +1,5 @@
 #pragma once
-// What an engine adapter wrote: the adapter protocol's manifest (tools/engines/README.md).
+// What an engine adapter wrote: the adapter protocol's manifest (adapters/README.md).
 //
 // An adapter is a command run with {model}, {input} and {outdir}; it leaves in OUTDIR a
 // manifest.json:

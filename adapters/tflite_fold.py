@@ -68,9 +68,9 @@ def folded_conv(flat, it):
     """The converted conv's weights (OIHW) and bias, read by foldcheck.keras from the conv op's
     own inputs (a tensor's name says nothing: a fresh BatchNorm's bias is "arith.constant"),
     or (None, None) when the model has not exactly one conv."""
-    from foldcheck import _tflite_model  # noqa: PLC0415
+    from foldcheck.keras import converted_convs  # noqa: PLC0415
 
-    convs = _tflite_model.converted_convs(flat, it)
+    convs = converted_convs(flat, it)
     return (convs[0]["weight"], convs[0]["bias"]) if len(convs) == 1 else (None, None)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""onnxoptimizer's fuse_bn_into_conv as a foldcheck engine (tools/engines/README.md).
+"""onnxoptimizer's fuse_bn_into_conv as a foldcheck engine (adapters/README.md).
 
   onnxoptimizer_engine.py MODEL INPUT OUTDIR
 

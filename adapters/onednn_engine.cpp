@@ -1,5 +1,5 @@
 // foldcheck-onednn: oneDNN's convolution as a foldcheck engine, in process (the adapter
-// protocol: tools/engines/README.md), a benchdnn-style differential with certified verdicts.
+// protocol: adapters/README.md), a benchdnn-style differential with certified verdicts.
 //
 //   foldcheck-onednn --recipe R [--algorithm direct|winograd] [--dtype f32|bf16] MODEL INPUT OUTDIR
 //

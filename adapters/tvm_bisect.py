@@ -16,7 +16,7 @@ pipeline included.
 epsilon to 1e-3 (Keras' default) — a frontend that reads the wrong attribute, in TVM's own
 pass machinery — so that a bisect has a real, broken pass to name.
 
-  foldcheck bisect --cmd '.venv/bin/python tools/engines/tvm_bisect.py --enabled {enabled} \\
+  foldcheck bisect --cmd '.venv/bin/python adapters/tvm_bisect.py --enabled {enabled} \\
       --disabled {disabled} -o {out} --input x.npy --weights w.npy --bn bn.npz' \\
       --passes FoldBatchnormToConv2D,FoldConstant --input x.npy --weights w.npy --bn bn.npz
 """

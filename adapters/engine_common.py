@@ -1,4 +1,4 @@
-"""What every built-in adapter shares (the adapter protocol: tools/engines/README.md)."""
+"""What every built-in adapter shares (the adapter protocol: adapters/README.md)."""
 import json
 import os
 import sys

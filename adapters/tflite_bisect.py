@@ -30,7 +30,7 @@ BatchNormalization with Keras' default epsilon 1e-3 instead of the layer's (the 
 PyTorch-to-Keras translation that drops the attribute); on a layer whose eps is 1e-3
 already it changes nothing.
 
-  foldcheck bisect --cmd '.venv/bin/python tools/engines/tflite_bisect.py --enabled {enabled} \\
+  foldcheck bisect --cmd '.venv/bin/python adapters/tflite_bisect.py --enabled {enabled} \\
       --disabled {disabled} -o {out} --input x.npy --weights w.npy --bn bn.npz' \\
       --passes reduce_type_precision,float16_weights,sparsity --input x.npy --weights w.npy --bn bn.npz
 """

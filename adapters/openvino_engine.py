@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""OpenVINO's CPU plugin as a foldcheck engine (tools/engines/README.md).
+"""OpenVINO's CPU plugin as a foldcheck engine (adapters/README.md).
 
   openvino_engine.py [--precision f32|bf16] MODEL INPUT OUTDIR
 

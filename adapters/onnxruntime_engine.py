@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ONNX Runtime as a foldcheck engine (the adapter protocol: tools/engines/README.md).
+"""ONNX Runtime as a foldcheck engine (the adapter protocol: adapters/README.md).
 
   onnxruntime_engine.py --level basic|extended|all [--corrupt NODE:CHANNEL:REL] MODEL INPUT OUTDIR
 
