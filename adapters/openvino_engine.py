@@ -14,7 +14,6 @@ INFERENCE_PRECISION_HINT (default f32: on a CPU with AVX-512 BF16 the plugin's o
 bf16, which is not float32 arithmetic). Exit 2 with a message when the model cannot be run.
 """
 import argparse
-import os
 
 import numpy as np
 import onnx
@@ -59,7 +58,8 @@ def main():
     man.fusion_preserved(y, [by_name[n] for n in outs])
     for n in names:
         man.value(n, by_name[n])
-    man.note("OpenVINO folds inside its CPU plugin and exposes no folded weights: layers are checked from their outputs")
+    man.note("OpenVINO folds inside its CPU plugin and exposes no folded weights: layers are checked from their "
+             "outputs")
     man.write()
 
 

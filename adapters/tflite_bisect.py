@@ -40,7 +40,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import layer, names, parser, refuse_unknown  # noqa: E402
+from bisect_layer import layer, names, parser, refuse_unknown
 
 KERAS_EPS = 1e-3
 

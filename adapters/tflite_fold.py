@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import batchnorm, load  # noqa: E402
+from bisect_layer import batchnorm, load
 
 
 def _tf():

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import layer, names, parser, refuse_unknown  # noqa: E402
+from bisect_layer import layer, names, parser, refuse_unknown
 
 SWITCHES = ["freezing", "pattern_matcher", "efficient_conv_bn_eval_fx_passes", "joint_graph_constant_folding"]
 
@@ -34,7 +34,7 @@ SWITCHES = ["freezing", "pattern_matcher", "efficient_conv_bn_eval_fx_passes", "
 def bad_epsilon_pass(custom_graph_pass):
     """BadEpsilon: every batch_norm call's eps set to 1e-3 (its last positional argument, or `eps=`)."""
 
-    class BadEpsilon(custom_graph_pass):
+    class BadEpsilon(custom_graph_pass):  # type: ignore[valid-type,misc]  # the class given
         def __call__(self, graph):
             for n in graph.nodes:
                 if n.op == "call_function" and "batch_norm" in str(n.target):
@@ -55,7 +55,8 @@ def eval_layer(torch, w, bn, eps):
     norm = torch.nn.BatchNorm2d(o, eps=eps)
     with torch.no_grad():
         conv.weight.copy_(torch.from_numpy(w))
-        for k, p in (("gamma", norm.weight), ("beta", norm.bias), ("mean", norm.running_mean), ("var", norm.running_var)):
+        for k, p in (("gamma", norm.weight), ("beta", norm.bias), ("mean", norm.running_mean),
+                     ("var", norm.running_var)):
             p.copy_(torch.from_numpy(bn[k]))
     return torch.nn.Sequential(conv, norm).eval()
 

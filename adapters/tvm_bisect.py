@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import layer, names, parser, refuse_unknown  # noqa: E402
+from bisect_layer import layer, names, parser, refuse_unknown
 
 PASSES = ["FoldBatchnormToConv2D", "FoldConstant"]
 
@@ -35,7 +35,7 @@ def bad_epsilon_pass(tvm, relax):
     """BadEpsilon: a module pass rewriting every relax.nn.batch_norm's epsilon to 1e-3."""
 
     @relax.expr_functor.mutator
-    class WrongEps(relax.PyExprMutator):
+    class WrongEps(relax.PyExprMutator):  # type: ignore[name-defined]  # relax: the module given
         def visit_call_(self, call):
             call = super().visit_call_(call)
             if getattr(call.op, "name", "") == "relax.nn.batch_norm":
@@ -46,7 +46,7 @@ def bad_epsilon_pass(tvm, relax):
             return call
 
     @tvm.transform.module_pass(opt_level=0, name="BadEpsilon")
-    def bad_epsilon(mod, ctx):  # noqa: ARG001 (the pass signature)
+    def bad_epsilon(mod, ctx):
         for gv, f in list(mod.functions.items()):
             if isinstance(f, relax.Function):
                 mod[gv] = WrongEps().visit_expr(f)
@@ -62,6 +62,7 @@ def main():
     x, w, bn, eps = layer(a, ap)
     import tvm  # noqa: PLC0415 (TVM loads once the arguments are read)
     from tvm import relax  # noqa: PLC0415
+
     from tvm_fold import conv_bn_module  # noqa: PLC0415
 
     available = {"BadEpsilon": bad_epsilon_pass(tvm, relax)} if a.inject_bad_eps else {}

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bisect_layer import FRESH, load, per_channel  # noqa: E402
+from bisect_layer import FRESH, load, per_channel
 
 PASSES = ("FoldBatchnormToConv2D", "FoldConstant")
 SEED_WEIGHTS = [2.1122932, 5.5735774, 2.0870073]

@@ -27,7 +27,7 @@ def row_name(name):
 
 def collect(data):
     """{shape: {entry: [runs]}} in the order the benchmarks ran."""
-    rows = {}
+    rows: dict[str, dict[str, list[dict]]] = {}
     for b in data.get("benchmarks", []):
         if b.get("run_type", "iteration") != "iteration" or not b.get("items_per_second"):
             continue
@@ -87,7 +87,8 @@ def table(data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("json", nargs="+", help="foldcheck_bench JSON output (--benchmark_out=FILE --benchmark_out_format=json)")
+    ap.add_argument("json", nargs="+",
+                    help="foldcheck_bench JSON output (--benchmark_out=FILE --benchmark_out_format=json)")
     a = ap.parse_args()
     status = 0
     for path in a.json:

@@ -25,7 +25,8 @@ CHECKED = ["harness", "reports", "python/src"]
 def long_functions(root):
     ctags = shutil.which("ctags")
     if not ctags:
-        raise SystemExit("check_function_length: ctags not found (Debian package universal-ctags; tools/bootstrap.sh test installs it)")
+        raise SystemExit("check_function_length: ctags not found (Debian package universal-ctags; "
+                         "tools/bootstrap.sh test installs it)")
     dirs = [d for d in CHECKED if os.path.isdir(os.path.join(root, d))]
     out = subprocess.run([ctags, "-R", "--languages=C++", "--kinds-C++=f", "--fields=+ne", "-x",
                           "--_xformat=%{end} %{line} %F %N"] + dirs,
@@ -34,19 +35,22 @@ def long_functions(root):
     for line in out.splitlines():
         end, start, path, name = line.split(" ", 3)
         if end.isdigit() and int(end) - int(start) + 1 > LIMIT:
-            found.append((int(end) - int(start) + 1, "%s:%s" % (path, start), name))
+            found.append((int(end) - int(start) + 1, f"{path}:{start}", name))
     return sorted(found, reverse=True)
 
 
 def self_test():
-    body = lambda n: "int f%d() {\n%s  return 0;\n}\n" % (n, "  int x = 0;\n" * (n - 3))
+    def body(n):
+        lines = "  int x = 0;\n" * (n - 3)
+        return f"int f{n}() {{\n{lines}  return 0;\n}}\n"
+
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "harness"))
         with open(os.path.join(root, "harness", "a.cpp"), "w") as f:
             f.write(body(81) + body(80))
         found = long_functions(root)
     if [(n, name) for n, _, name in found] != [(81, "f81")]:
-        print("check_function_length self-test: expected only the 81-line f81, found %s" % found)
+        print(f"check_function_length self-test: expected only the 81-line f81, found {found}")
         return 1
     return 0
 
@@ -57,7 +61,7 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     found = long_functions(root)
     for n, where, name in found:
-        print("%s: %s is %d lines (at most %d: split it into named steps)" % (where, name, n, LIMIT))
+        print(f"{where}: {name} is {n} lines (at most {LIMIT}: split it into named steps)")
     return 1 if found else 0
 
 

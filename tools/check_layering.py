@@ -69,16 +69,16 @@ def include_problem(floor, path, inc):
     parts = inc.split("/")
     if parts[0] == "foldcheck":
         if len(parts) == 2:
-            return "includes the flat header %s (headers live under foldcheck/FLOOR/)" % inc
+            return f"includes the flat header {inc} (headers live under foldcheck/FLOOR/)"
         if parts[1] not in STANDS_ON:
-            return "includes %s of no known floor" % inc
+            return f"includes {inc} of no known floor"
         if parts[1] not in allowed:
-            return "includes %s, but %s stands on %s only" % (inc, floor, ", ".join(sorted(below(floor))) or "nothing")
+            return f"includes {inc}, but {floor} stands on {', '.join(sorted(below(floor))) or 'nothing'} only"
         return None
     if "/" in inc or ".." in inc:
-        return "includes %s by a relative path (use foldcheck/FLOOR/NAME.hpp)" % inc
+        return f"includes {inc} by a relative path (use foldcheck/FLOOR/NAME.hpp)"
     if not os.path.exists(os.path.join(os.path.dirname(path), inc)):
-        return "includes %s, which is not an internal header beside it" % inc
+        return f"includes {inc}, which is not an internal header beside it"
     return None
 
 
@@ -113,25 +113,25 @@ def check(root):
     for floor, folder in FOLDERS.items():
         top = os.path.join(root, folder)
         if not os.path.isdir(top):
-            problems.append("%s: the folder of floor %s is missing" % (folder, floor))
+            problems.append(f"{folder}: the folder of floor {floor} is missing")
             continue
-        for dirpath, dirnames, files in os.walk(top):
+        for dirpath, _dirnames, files in os.walk(top):
             for name in files:
                 path = os.path.join(dirpath, name)
                 rel = os.path.relpath(path, root)
                 if name.endswith((".cpp", ".hpp")):
                     text = open(path, encoding="utf-8").read()
                     if floor in LIBRARY:
-                        problems.extend("%s: names the flag in %s (name the field: errors.hpp)" % (rel, lit)
+                        problems.extend(f"{rel}: names the flag in {lit} (name the field: errors.hpp)"
                                         for lit in flag_literals(text))
                     for inc in INCLUDE.findall(text):
                         p = include_problem(floor, path, inc)
                         if p:
-                            problems.append("%s: %s" % (rel, p))
+                            problems.append(f"{rel}: {p}")
                 elif name == "CMakeLists.txt" and floor != "cli":
                     for dep in LINK.findall(open(path, encoding="utf-8").read()):
                         if dep in STANDS_ON and dep != floor and dep not in below(floor):
-                            problems.append("%s: links foldcheck::%s, not below %s" % (rel, dep, floor))
+                            problems.append(f"{rel}: links foldcheck::{dep}, not below {floor}")
     return problems
 
 
@@ -162,9 +162,9 @@ def self_test():
     missed = [rel for rel in planted if not any(p.startswith(rel + ":") for p in found)]
     wrong = [p for p in found if not any(p.startswith(rel + ":") for rel in planted)]
     for m in missed:
-        print("check_layering self-test: the violation planted in %s was not found" % m)
+        print(f"check_layering self-test: the violation planted in {m} was not found")
     for w in wrong:
-        print("check_layering self-test: a false report: %s" % w)
+        print(f"check_layering self-test: a false report: {w}")
     return 1 if missed or wrong else 0
 
 
@@ -176,7 +176,7 @@ def main():
     for p in problems:
         print(p)
     if problems:
-        print("check_layering: %d include(s) or link(s) climb the floors (ARCHITECTURE.md)" % len(problems))
+        print(f"check_layering: {len(problems)} include(s) or link(s) climb the floors (ARCHITECTURE.md)")
     return 1 if problems else 0
 
 

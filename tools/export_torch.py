@@ -60,8 +60,8 @@ def randomize_bn(model, gen):
         if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)) and m.affine \
                 and m.track_running_stats:
             c = m.num_features
-            m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
-            m.running_var.copy_(0.5 + torch.rand(c, generator=gen))
+            m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))  # type: ignore[union-attr]  # tracked: not None
+            m.running_var.copy_(0.5 + torch.rand(c, generator=gen))  # type: ignore[union-attr]
             m.weight.data.copy_(0.5 + torch.rand(c, generator=gen))
             m.bias.data.copy_(0.1 * torch.randn(c, generator=gen))
 

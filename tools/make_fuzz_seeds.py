@@ -23,10 +23,10 @@ def npz_seeds():
     d = root / "fuzz_npz"
     for name, compress in (("stored.npz", False), ("deflated.npz", True)):
         buf = io.BytesIO()
-        arrays = dict(gamma=np.array([1.0, 0.5], np.float32), beta=np.zeros(2, np.float32),
+        arrays: dict[str, np.ndarray] = dict(gamma=np.array([1.0, 0.5], np.float32), beta=np.zeros(2, np.float32),
                       mean=np.array([0.1, -0.2], np.float32), var=np.array([1.0, 2.0], np.float32),
                       eps=np.array([1e-5], np.float64))
-        (np.savez_compressed if compress else np.savez)(buf, **arrays)
+        (np.savez_compressed if compress else np.savez)(buf, **arrays)  # type: ignore[arg-type]  # numpy#24624
         (d / name).write_bytes(buf.getvalue())
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -38,7 +38,7 @@ def npz_seeds():
 
 
 def conv_bn(weight, bn_dtype=np.float32, external=False, typed=False):
-    O = weight.shape[0]
+    o = weight.shape[0]
     w = numpy_helper.from_array(weight, "w")
     if typed:
         w = helper.make_tensor("w", TensorProto.FLOAT, weight.shape, weight.flatten().tolist())
@@ -52,18 +52,20 @@ def conv_bn(weight, bn_dtype=np.float32, external=False, typed=False):
             e = w.external_data.add()
             e.key, e.value = k, v
     inits = [w] + [numpy_helper.from_array(np.asarray(v, bn_dtype), n) for n, v in
-                   (("g", np.ones(O)), ("b", np.zeros(O)), ("m", np.linspace(-1, 1, O)), ("v", np.linspace(0.5, 2, O)))]
+                   (("g", np.ones(o)), ("b", np.zeros(o)), ("m", np.linspace(-1, 1, o)), ("v", np.linspace(0.5, 2, o)))]
     C = weight.shape[1]
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1], kernel_shape=list(weight.shape[2:])),
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1],
+                              kernel_shape=list(weight.shape[2:])),
              helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"], name="bn", epsilon=1e-5)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, O, 4, 4])], inits)
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, o, 4, 4])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="fuzz-seed")
 
 
 def gemm_bn():
     w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "w")
-    inits = [w] + [numpy_helper.from_array(np.full(3, v, np.float32), n) for n, v in (("g", 1), ("b", 0), ("m", 0), ("v", 1))]
+    inits = [w] + [numpy_helper.from_array(np.full(3, v, np.float32), n)
+                   for n, v in (("g", 1), ("b", 0), ("m", 0), ("v", 1))]
     nodes = [helper.make_node("Gemm", ["x", "w"], ["c"], transB=1),
              helper.make_node("Identity", ["c"], ["c2"]),
              helper.make_node("BatchNormalization", ["c2", "g", "b", "m", "v"], ["y"])]

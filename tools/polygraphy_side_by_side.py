@@ -50,8 +50,9 @@ def polygraphy_check(model, folded, inputs, work, extra):
 def foldcheck_check(fc, model, x, node, channel, rel):
     corrupt = f" --corrupt {node}:{channel}:{rel}" if rel else ""
     cmd = f"'{sys.executable}' '{ADAPTER}' --level basic{corrupt} {{model}} {{input}} {{outdir}}"
-    r = subprocess.run([fc, "engines", str(model), "--input", str(x), "--adapter", "ort=" + cmd, "--format", "json", "-q",
-                        "--output-samples", "0"], capture_output=True, text=True, env={**os.environ, "FOLDCHECK_PYTHON": sys.executable})
+    r = subprocess.run([fc, "engines", str(model), "--input", str(x), "--adapter", "ort=" + cmd, "--format", "json",
+                        "-q", "--output-samples", "0"], capture_output=True, text=True,
+                       env={**os.environ, "FOLDCHECK_PYTHON": sys.executable})
     if r.returncode not in (0, 1):
         raise SystemExit(f"foldcheck engines failed: {r.stderr}")
     e = json.loads(r.stdout)["engines"][0]
@@ -60,7 +61,7 @@ def foldcheck_check(fc, model, x, node, channel, rel):
         name = e[field]
         if not name:
             return "-"
-        layer = [l for l in e["layers"] if l["name"] == name][0]
+        layer = [lay for lay in e["layers"] if lay["name"] == name][0]
         ch = layer["weights"].get("worst_channel") if key == "w" else layer["outputs"]["channels"]["worst"]["channel"]
         return f"{name} ch {ch}"
 
@@ -77,20 +78,20 @@ def main():
     ap.add_argument("--foldcheck", default=str(ROOT / "build" / "harness" / "foldcheck"))
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
-    from polygraphy.json import save_json
+    from polygraphy.json import save_json  # noqa: PLC0415 (polygraphy loads once the arguments are read)
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         inputs = work / "inputs.json"
         save_json([{"input": np.load(a.x)}], str(inputs))
         head = ["model", "change", "polygraphy (rtol=atol=1e-5)", "polygraphy (median)", "foldcheck", "from weights",
                 "from layer outputs"]
-        rows = []
+        rows: list[list[str]] = []
         cases = [(None, 0.0)] + [(n, r) for n in a.layer for r in a.rel if r]
         for node, rel in cases:
             out = work / f"ort_{len(rows)}"
             corrupt = ["--corrupt", f"{node}:{a.channel}:{rel}"] if rel else []
-            subprocess.run([sys.executable, str(ADAPTER), "--level", "basic", *corrupt, str(a.model), str(a.x), str(out)],
-                           check=True, capture_output=True)
+            subprocess.run([sys.executable, str(ADAPTER), "--level", "basic", *corrupt, str(a.model), str(a.x),
+                            str(out)], check=True, capture_output=True)
             folded = out / "folded.onnx"
             p1 = polygraphy_check(a.model, folded, inputs, work, [])
             p2 = polygraphy_check(a.model, folded, inputs, work, ["--check-error-stat", "median"])

@@ -11,10 +11,19 @@ A Keras model and its TFLite conversion, layer by layer: foldcheck.keras (check_
 A pytest assertion whose tolerance is a proven bound: foldcheck.testing.assert_fold_close.
 """
 from . import _core
-from ._commands import (accuracy_diff, bisect, diagnose, engine_names, engines, explain, fold_check, quant_check,
-                        run)
-from .results import (VERDICTS, AccuracyDiffResult, BisectResult, DiagnoseResult, EnginesResult, ExplainResult,
-                      FoldCheckResult, QuantCheckResult, Result, RunResult)
+from ._commands import accuracy_diff, bisect, diagnose, engine_names, engines, explain, fold_check, quant_check, run
+from .results import (
+    VERDICTS,
+    AccuracyDiffResult,
+    BisectResult,
+    DiagnoseResult,
+    EnginesResult,
+    ExplainResult,
+    FoldCheckResult,
+    QuantCheckResult,
+    Result,
+    RunResult,
+)
 
 InputError = _core.InputError
 __version__ = _core.version

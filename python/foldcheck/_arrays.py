@@ -9,18 +9,26 @@ dtype being checked).
 """
 import os
 import tempfile
+from types import TracebackType
+from typing import Any, TypeAlias, TypeGuard, overload
 
 import numpy as np
+import numpy.typing as npt
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 
+# What the functions take as values: a numpy array, a torch tensor, a list or a number.
+ArrayIn: TypeAlias = npt.ArrayLike
+# What they take as a file: a path.
+PathIn: TypeAlias = str | os.PathLike[str]
 
-def _torch_tensor(x):
+
+def _torch_tensor(x: object) -> TypeGuard[Any]:  # a torch.Tensor, torch imported or not
     mod = type(x).__module__
     return mod.startswith("torch") and hasattr(x, "detach") and hasattr(x, "dtype")
 
 
-def numpy_dtype(name):
+def numpy_dtype(name: str) -> np.dtype[Any]:
     """numpy's dtype for foldcheck's dtype name ("bfloat16" through ml_dtypes)."""
     if name == "bfloat16":
         import ml_dtypes  # noqa: PLC0415
@@ -29,7 +37,13 @@ def numpy_dtype(name):
     return np.dtype(name)
 
 
-def as_array(x, name, dtype=None, list_dtype=None):
+@overload
+def as_array(x: None, name: str, dtype: npt.DTypeLike | None = None, list_dtype: str | None = None) -> None: ...
+@overload
+def as_array(x: ArrayIn, name: str, dtype: npt.DTypeLike | None = None,
+             list_dtype: str | None = None) -> npt.NDArray[Any]: ...
+def as_array(x: ArrayIn | None, name: str, dtype: npt.DTypeLike | None = None,
+             list_dtype: str | None = None) -> npt.NDArray[Any] | None:
     """x as a C-contiguous numpy array the core reads (`name` for messages). Values typed by
     nobody (a list, a Python number) are converted to `list_dtype` (rounded to it, as the
     command line rounds values typed as text), else to float64."""
@@ -55,7 +69,11 @@ def as_array(x, name, dtype=None, list_dtype=None):
     return np.ascontiguousarray(a)
 
 
-def scalar(x, name):
+@overload
+def scalar(x: None, name: str) -> None: ...
+@overload
+def scalar(x: ArrayIn, name: str) -> float: ...
+def scalar(x: ArrayIn | None, name: str) -> float | None:
     """A Python float from a number, a 0-d/1-element array or tensor; None stays None."""
     if x is None:
         return None
@@ -69,17 +87,17 @@ class NpyFiles:
     """Arrays the core reads from files (models' inputs, observed outputs): each written to a
     private temporary directory as .npy, removed when the block ends. A path is passed on."""
 
-    def __init__(self):
-        self._dir = None
+    def __init__(self) -> None:
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> "NpyFiles":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         if self._dir is not None:
             self._dir.cleanup()
 
-    def path(self, x, name):
+    def path(self, x: ArrayIn | PathIn | None, name: str) -> str | None:
         if x is None or isinstance(x, (str, os.PathLike)):
             return None if x is None else os.fspath(x)
         if self._dir is None:

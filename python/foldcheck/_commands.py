@@ -8,22 +8,37 @@ every core; the results are bit-identical for any thread count.
 """
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from . import _core
-from ._arrays import NpyFiles, as_array, scalar
-from .results import (AccuracyDiffResult, BisectResult, DiagnoseResult, EnginesResult, ExplainResult,
-                      FoldCheckResult, QuantCheckResult, RunResult)
+from ._arrays import ArrayIn, NpyFiles, PathIn, as_array, scalar
+from .results import (
+    AccuracyDiffResult,
+    BisectResult,
+    DiagnoseResult,
+    EnginesResult,
+    ExplainResult,
+    FoldCheckResult,
+    QuantCheckResult,
+    RunResult,
+)
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
+# `progress`: called with each status line of a long run (an exception it raises stops the run).
+Progress = Callable[[str], object]
 
-def _bn(gamma, beta, mean, var, eps):
+
+def _bn(gamma: ArrayIn | None, beta: ArrayIn | None, mean: ArrayIn | None, var: ArrayIn | None,
+        eps: ArrayIn | None) -> dict[str, Any]:
     return dict(gamma=as_array(gamma, "gamma"), beta=as_array(beta, "beta"), mean=as_array(mean, "mean"),
                 var=as_array(var, "var"), eps=scalar(eps, "eps"))
 
 
-def explain(original, observed, *, gamma=None, beta=None, mean=None, var=None, eps=None, dtype=None,
-            precision=256, threads=0):
+def explain(original: ArrayIn, observed: ArrayIn, *, gamma: ArrayIn | None = None, beta: ArrayIn | None = None,
+            mean: ArrayIn | None = None, var: ArrayIn | None = None, eps: ArrayIn | None = None,
+            dtype: str | None = None, precision: int = 256, threads: int = 0) -> ExplainResult:
     """Is `observed` the fold of `original` by a BatchNorm?  (`foldcheck explain`)
 
     original, observed: the weights before and after the fold (channels on axis 0), in the
@@ -33,14 +48,17 @@ def explain(original, observed, *, gamma=None, beta=None, mean=None, var=None, e
     Returns an ExplainResult: the recipes that reproduce `observed` bit for bit, each
     element's residual against the exact fold in ULP, the bound, the verdict."""
     typed = dtype or "float32"  # a list's values: float32 unless said, as the command line's
-    r = _core.explain(as_array(original, "original", list_dtype=typed), as_array(observed, "observed", list_dtype=typed),
+    r = _core.explain(as_array(original, "original", list_dtype=typed),
+                      as_array(observed, "observed", list_dtype=typed),
                       dtype=dtype,
                       precision=precision, threads=threads, **_bn(gamma, beta, mean, var, eps))
     return ExplainResult(r)
 
 
-def diagnose(x, observed, *, weight=None, bias=None, gamma=None, beta=None, mean=None, var=None, eps=None,
-             stride=1, padding=None, dilation=1, precision=256, threads=0):
+def diagnose(x: ArrayIn, observed: ArrayIn, *, weight: ArrayIn | None = None, bias: ArrayIn | None = None,
+             gamma: ArrayIn | None = None, beta: ArrayIn | None = None, mean: ArrayIn | None = None,
+             var: ArrayIn | None = None, eps: ArrayIn | None = None, stride: int = 1, padding: int | None = None,
+             dilation: int = 1, precision: int = 256, threads: int = 0) -> DiagnoseResult:
     """Is `observed` what conv (weight, bias) + BatchNorm computes on `x`, up to rounding?
     If not, which common bug explains it?  (`foldcheck diagnose`)
 
@@ -49,14 +67,16 @@ def diagnose(x, observed, *, weight=None, bias=None, gamma=None, beta=None, mean
     missing sqrt, gamma/beta swapped, mean not subtracted, NHWC read as NCHW, bias dropped, BN
     applied twice. Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
     r = _core.diagnose(as_array(x, "x"), as_array(observed, "observed"), weight=as_array(weight, "weight"),
-                       bias=as_array(bias, "bias"), stride=int(stride), padding=None if padding is None else int(padding),
+                       bias=as_array(bias, "bias"), stride=int(stride),
+                       padding=None if padding is None else int(padding),
                        dilation=int(dilation), precision=precision, threads=threads,
                        **_bn(gamma, beta, mean, var, eps))
     return DiagnoseResult(r)
 
 
-def fold_check(weight, bias, observed_weight, observed_bias=None, *, gamma, beta, mean, var, eps=1e-5,
-               precision=256, threads=0):
+def fold_check(weight: ArrayIn, bias: ArrayIn | None, observed_weight: ArrayIn, observed_bias: ArrayIn | None = None,
+               *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn, var: ArrayIn, eps: ArrayIn = 1e-5,
+               precision: int = 256, threads: int = 0) -> FoldCheckResult:
     """A fused layer's weight and bias against the exact fold of (weight, bias) and the
     BatchNorm, with each engine recipe's bound (as accuracy_diff checks a folded model).
     Returns a FoldCheckResult (.closest_recipe, .worst_channel, .worst_ratio)."""
@@ -66,8 +86,10 @@ def fold_check(weight, bias, observed_weight, observed_bias=None, *, gamma, beta
     return FoldCheckResult(r)
 
 
-def quant_check(weight, found=None, *, gamma, beta, mean, var, eps=1e-5, scales=None, bits=8, per_channel=False,
-                pow2=True, rounding="half_even", precision=256, threads=0):
+def quant_check(weight: ArrayIn, found: ArrayIn | None = None, *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn,
+                var: ArrayIn, eps: ArrayIn = 1e-5, scales: ArrayIn | None = None, bits: int = 8,
+                per_channel: bool = False, pow2: bool = True, rounding: str = "half_even", precision: int = 256,
+                threads: int = 0) -> QuantCheckResult:
     """Are dumped integers `found` the quantized fold of `weight` by the BatchNorm?
     (`foldcheck quant-check`). A one-step flip at a rounding tie within a correct float fold's
     error bound is EXPECTED. Without `found`: where each recipe's float fold flips an integer."""
@@ -81,7 +103,9 @@ def quant_check(weight, found=None, *, gamma, beta, mean, var, eps=1e-5, scales=
     return QuantCheckResult(r)
 
 
-def run(case, *, seed=None, attribution=True, attribution_elements=1024, precision=256, threads=0, progress=None):
+def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attribution: bool = True,
+        attribution_elements: int = 1024, precision: int = 256, threads: int = 0,
+        progress: Progress | None = None) -> RunResult:
     """A case (a case file's path, or its content as a dict): its layer in every dtype, fused and
     unfused paths against the certified reference, with bounds and attribution (`foldcheck run`)."""
     import json  # noqa: PLC0415
@@ -92,9 +116,11 @@ def run(case, *, seed=None, attribution=True, attribution_elements=1024, precisi
     return RunResult(r)
 
 
-def accuracy_diff(model, *, observed=None, input=None, seed=0, observed_output=None, output_samples=32,  # noqa: A002
-                  weights_only=False, recipe="pytorch", attribution=True, attribution_elements=256, confidence=0.999,
-                  precision=256, threads=0, progress=None):
+def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: ArrayIn | PathIn | None = None,  # noqa: A002
+                  seed: int = 0, observed_output: ArrayIn | PathIn | None = None, output_samples: int = 32,
+                  weights_only: bool = False, recipe: str = "pytorch", attribution: bool = True,
+                  attribution_elements: int = 256, confidence: float = 0.999, precision: int = 256, threads: int = 0,
+                  progress: Progress | None = None) -> AccuracyDiffResult:
     """Every Conv -> BatchNormalization pair of an ONNX model, and, with `observed`, another
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
     input / observed_output: arrays or .npy paths."""
@@ -103,25 +129,28 @@ def accuracy_diff(model, *, observed=None, input=None, seed=0, observed_output=N
                                 input=files.path(input, "input"), seed=seed,
                                 observed_output=files.path(observed_output, "observed_output"),
                                 output_samples=output_samples, weights_only=weights_only, recipe=recipe,
-                                attribution=attribution, attribution_elements=attribution_elements, confidence=confidence,
+                                attribution=attribution, attribution_elements=attribution_elements,
+                                confidence=confidence,
                                 precision=precision, threads=threads, progress=progress)
     return AccuracyDiffResult(r)
 
 
-def engine_names():
+def engine_names() -> list[str]:
     """The built-in engines of `engines`."""
     return list(_core.engine_names())
 
 
-def _engine_tools(python):
+def _engine_tools(python: str | None) -> Any:
     onednn = os.path.join(_PACKAGE, "bin", "foldcheck-onednn")
     adapters = os.environ.get("FOLDCHECK_ENGINES_DIR") or os.path.join(_PACKAGE, "share", "foldcheck", "engines")
     return _core.EngineTools(python or sys.executable, adapters, onednn if os.path.isfile(onednn) else "")
 
 
-def engines(model, engines=(), *, adapters=None, input=None, seed=0, confidence=0.999,  # noqa: A002
-            channel_samples=16, output_samples=32, timeout=3600.0, work_dir=None, python=None, precision=256,
-            threads=0, progress=None):
+def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mapping[str, str] | None = None,
+            input: ArrayIn | PathIn | None = None, seed: int = 0, confidence: float = 0.999,  # noqa: A002
+            channel_samples: int = 16, output_samples: int = 32, timeout: float = 3600.0,
+            work_dir: PathIn | None = None, python: str | None = None, precision: int = 256, threads: int = 0,
+            progress: Progress | None = None) -> EnginesResult:
     """Run real engines on an ONNX model and check what they produced (`foldcheck engines`).
 
     engines: built-in names (engine_names()); adapters: {label: command template} of your own
@@ -139,9 +168,12 @@ def engines(model, engines=(), *, adapters=None, input=None, seed=0, confidence=
     return EnginesResult(r)
 
 
-def bisect(target=None, *, passes=(), opt_level=None, disabled=(), mode="search", threshold_ulp=None, dtype=None,
-           input=None, seed=0, command=None, model=None, reference=None, timeout=600.0, precision=256,  # noqa: A002
-           threads=0, progress=None):
+def bisect(target: PathIn | Mapping[str, Any] | None = None, *, passes: str | Sequence[str] = (),
+           opt_level: int | None = None, disabled: str | Sequence[str] = (), mode: str = "search",
+           threshold_ulp: float | None = None, dtype: str | None = None,
+           input: ArrayIn | PathIn | None = None, seed: int = 0, command: str | None = None,  # noqa: A002
+           model: PathIn | None = None, reference: ArrayIn | PathIn | None = None, timeout: float = 600.0,
+           precision: int = 256, threads: int = 0, progress: Progress | None = None) -> BisectResult:
     """Find the compiler pass that takes a drift past what rounding explains (`foldcheck bisect`).
 
     Internal: `target` is a case file (or dict) or an ONNX model, through foldcheck's pass

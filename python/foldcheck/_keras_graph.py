@@ -153,6 +153,7 @@ def absorbable_before(conv, owners):
     ops (Rescaling, Normalization, x * 2), each making the next one's input and nothing else,
     looked for past a ZeroPadding2D (a scale passes through zero padding) and out of nested
     models."""
+    chain: list[object]
     chain, op, owner_at = [], conv, len(owners)
     while True:
         op, _ = _producer(op, owners[owner_at - 1])

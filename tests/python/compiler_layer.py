@@ -17,8 +17,9 @@ def layer_files(d, seed):
     rng = np.random.default_rng(seed)
     np.save(d / "x.npy", rng.standard_normal((1, 4, 8, 8)).astype(np.float32))
     np.save(d / "w.npy", rng.normal(0, 0.2, (8, 4, 3, 3)).astype(np.float32))
-    np.savez(d / "bn.npz", gamma=rng.normal(1, 0.2, 8).astype(np.float32), beta=rng.normal(0, 0.1, 8).astype(np.float32),
-             mean=rng.normal(0, 0.3, 8).astype(np.float32), var=rng.uniform(0.1, 2, 8).astype(np.float32),
+    np.savez(d / "bn.npz", gamma=rng.normal(1, 0.2, 8).astype(np.float32),
+             beta=rng.normal(0, 0.1, 8).astype(np.float32), mean=rng.normal(0, 0.3, 8).astype(np.float32),
+             var=rng.uniform(0.1, 2, 8).astype(np.float32),
              eps=np.float32(1e-5))
     return ["--input", str(d / "x.npy"), "--weights", str(d / "w.npy"), "--bn", str(d / "bn.npz")]
 

@@ -62,7 +62,8 @@ def residual_model(path, seed=3):
     e = relu(nodes, conv_bn(rng, nodes, inits, p, "head", 16, 24, 1, stride=2), "head.relu")
     nodes.append(helper.make_node("GlobalAveragePool", [e], ["pool"], name="pool"))
     nodes.append(helper.make_node("Flatten", ["pool"], ["y"], name="flatten"))
-    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 20, 20])],
+    graph = helper.make_graph(nodes, "residual",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 20, 20])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 24])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="test_engines")
     onnx.checker.check_model(model)
@@ -103,7 +104,7 @@ def test_honest_engine_is_expected_in_every_layer(model, engine):
     assert code == 0 and r["verdict"] == "EXPECTED", e
     assert e["failed"] is None and e["fusion_preserved"] is True
     assert [f["name"] for f in e["final_outputs"]] == ["y"] and e["final_outputs"][0]["verdict"] == "EXPECTED"
-    assert [l["name"] for l in e["layers"]] == LAYERS
+    assert [lay["name"] for lay in e["layers"]] == LAYERS
     for layer in e["layers"]:
         assert layer["verdict"] == "EXPECTED", layer
         out = layer["outputs"]
@@ -116,7 +117,7 @@ def test_honest_engine_is_expected_in_every_layer(model, engine):
 
 def test_extended_fused_conv_is_read_with_its_activation(model):
     _, r = engines(model, "--engine", "onnxruntime:extended")
-    acts = {l["name"]: l["outputs"]["activation"] for l in r["engines"][0]["layers"]}
+    acts = {lay["name"]: lay["outputs"]["activation"] for lay in r["engines"][0]["layers"]}
     assert acts["stem"] == "Relu" and acts["head"] == "Relu"  # Conv + Relu became FusedConv
     assert acts["block.conv2"] is None  # its Relu comes after the Add: not fused
     assert acts["proj"] is None  # linear
@@ -131,15 +132,16 @@ def test_all_level_blocked_layout_is_refused_naming_the_domain(model):
 
 @pytest.mark.parametrize("layer, channel", [("block.conv1", 3), ("proj", 9), ("head", 17)])
 def test_a_2ppm_channel_is_named_from_weights_and_outputs(model, layer, channel):
-    code, r = engines(model, "--adapter", "ort-corrupt=" + adapter("--level basic", f"--corrupt {layer}:{channel}:2e-6"))
+    code, r = engines(model, "--adapter",
+                      "ort-corrupt=" + adapter("--level basic", f"--corrupt {layer}:{channel}:2e-6"))
     e = r["engines"][0]
     assert code == 1 and e["verdict"] == "UNEXPECTED"
     assert e["first_weights_beyond"] == layer and e["first_outputs_beyond"] == layer
-    bad = [l for l in e["layers"] if l["name"] == layer][0]
+    bad = [lay for lay in e["layers"] if lay["name"] == layer][0]
     assert bad["weights"]["worst_channel"] == channel
     worst = bad["outputs"]["channels"]["worst"]
     assert worst["channel"] == channel and abs(worst["rho_ppm"] - 2.0) < 0.5
-    assert all(l["verdict"] == "EXPECTED" for l in e["layers"] if l["name"] != layer)
+    assert all(lay["verdict"] == "EXPECTED" for lay in e["layers"] if lay["name"] != layer)
 
 
 WRONG_OUTPUT = r'''
@@ -165,7 +167,7 @@ def test_a_wrong_final_output_is_unexpected(model, tmp_path):
     e = r["engines"][0]
     assert code == 1 and e["verdict"] == "UNEXPECTED"
     assert e["final_outputs"][0]["verdict"] == "UNEXPECTED"
-    assert all(l["verdict"] == "EXPECTED" for l in e["layers"])  # every layer was right
+    assert all(lay["verdict"] == "EXPECTED" for lay in e["layers"])  # every layer was right
 
 
 FAKE_ENGINE = r'''
@@ -192,7 +194,7 @@ def test_an_engine_without_weights_is_judged_from_its_outputs(model, tmp_path):
     e = r["engines"][0]
     assert code == 1 and e["folded_model"] is False
     assert e["first_weights_beyond"] is None and e["first_outputs_beyond"] == "head"
-    head = [l for l in e["layers"] if l["name"] == "head"][0]
+    head = [lay for lay in e["layers"] if lay["name"] == "head"][0]
     assert head["weights"] is None and head["outputs"]["channels"]["worst"]["channel"] == 5
 
 
@@ -204,7 +206,8 @@ def test_an_engine_without_weights_is_judged_from_its_outputs(model, tmp_path):
     ("echo '{\"protocol\": 2, \"engine\": \"x\"}' > {outdir}/manifest.json", "`protocol` must be 1"),
     ("echo '{\"protocol\": 1, \"engine\": \"x\", \"values\": {\"a\": \"/etc/passwd\"}}' > {outdir}/manifest.json",
      "absolute path"),
-    ("echo '{\"protocol\": 1, \"engine\": \"x\", \"values\": {\"a\": \"../x.npy\"}}' > {outdir}/manifest.json", "\"..\""),
+    ("echo '{\"protocol\": 1, \"engine\": \"x\", \"values\": {\"a\": \"../x.npy\"}}' > {outdir}/manifest.json",
+     "\"..\""),
 ])
 def test_a_broken_adapter_is_an_engine_failure_never_a_pass(model, command, reason):
     code, r = engines(model, "--adapter", "broken=" + command)
@@ -225,7 +228,7 @@ def test_onednn_every_recipe_is_expected(model, engine, runs):
     assert code == 0 and r["verdict"] == "EXPECTED", r
     assert len(r["engines"]) == runs
     for e in r["engines"]:
-        assert all(l["verdict"] == "EXPECTED" and l["outputs"]["elements"] > 0 for l in e["layers"]), e
+        assert all(lay["verdict"] == "EXPECTED" and lay["outputs"]["elements"] > 0 for lay in e["layers"]), e
 
 
 @pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")
@@ -244,9 +247,9 @@ def test_onednn_output_is_onednns_not_the_next_layers_input(model, tmp_path):
 def test_onednn_winograd_left_out_layers_are_reported_not_passed(model):
     _, r = engines(model, "--engine", "onednn:winograd")
     e = r["engines"][0]
-    left = [l for l in e["layers"] if l["verdict"] == "LEFT OUT"]
-    assert all("left_out" in l["outputs"] for l in left)
-    judged = [l for l in e["layers"] if l["verdict"] != "LEFT OUT"]
+    left = [lay for lay in e["layers"] if lay["verdict"] == "LEFT OUT"]
+    assert all("left_out" in lay["outputs"] for lay in left)
+    judged = [lay for lay in e["layers"] if lay["verdict"] != "LEFT OUT"]
     assert e["verdict"] == ("MISTRUSTED" if not judged else "EXPECTED")
 
 
@@ -298,7 +301,7 @@ def test_tampered_adapter_output_is_never_a_pass(model, tmp_path, mode, layer, v
     if layer is None:
         assert reason in tampered["failed"] and tampered["layers"] == []
     else:
-        bad = [l for l in tampered["layers"] if l["name"] == layer][0]
+        bad = [lay for lay in tampered["layers"] if lay["name"] == layer][0]
         assert bad["verdict"] == verdict and reason in json.dumps(bad)
 
 
@@ -314,22 +317,26 @@ def test_the_last_conv_whose_output_is_the_graph_output_is_checked(tmp_path):
     code, r = engines(tmp_path, "--engine", "onnxruntime:basic", "--engine", "openvino")
     assert code == 0, r
     for e in r["engines"]:
-        assert [l["outputs"]["elements"] for l in e["layers"]] == [8 * 144, 8 * 144], e
+        assert [lay["outputs"]["elements"] for lay in e["layers"]] == [8 * 144, 8 * 144], e
 
 
 def test_usage_errors_exit_2(model, tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "mine.txt").write_text("keep me")
-    for args, msg in [(["--engine", "onnxruntime:basic", "--work-dir", str(tmp_path / "busy")], "must be an empty directory"),
+    for args, msg in [(["--engine", "onnxruntime:basic", "--work-dir", str(tmp_path / "busy")],
+                       "must be an empty directory"),
                       (["--engine", "nosuch"], "unknown engine 'nosuch'"),
                       (["--adapter", "a=true", "--adapter", "a=true"], "given twice"),
                       (["--engine", "onnxruntime:basic", "--python", str(tmp_path / "nopython")], "--python")]:
-        r = subprocess.run([FOLDCHECK, "engines", str(model / "model.onnx"), *args], capture_output=True, text=True, env=ENV)
+        r = subprocess.run([FOLDCHECK, "engines", str(model / "model.onnx"), *args], capture_output=True, text=True,
+                           env=ENV)
         assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
     assert (tmp_path / "busy" / "mine.txt").read_text() == "keep me"
     nopair = tmp_path / "nopair.onnx"
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(nopair))
-    r = subprocess.run([FOLDCHECK, "engines", str(nopair), "--engine", "onnxruntime:basic"], capture_output=True, text=True, env=ENV)
+    r = subprocess.run([FOLDCHECK, "engines", str(nopair), "--engine", "onnxruntime:basic"], capture_output=True,
+                       text=True, env=ENV)
     assert r.returncode == 2 and "no layer -> BatchNormalization pair" in r.stderr

@@ -80,7 +80,8 @@ def save_model(path, layers, eps, folded=None):
             bn = "bn" + n[-2:]
             for key in ("gamma", "beta", "mean", "var"):
                 inits.append(tensor(f"{bn}.{key}", layer[key], raw))
-            nodes.append(helper.make_node("BatchNormalization", [x] + [f"{bn}.{k}" for k in ("gamma", "beta", "mean", "var")],
+            nodes.append(helper.make_node("BatchNormalization",
+                                          [x] + [f"{bn}.{k}" for k in ("gamma", "beta", "mean", "var")],
                                           [bn + ".y"], name=bn, epsilon=eps))
             x = bn + ".y"
         if i + 1 < len(layers):
@@ -120,8 +121,8 @@ def test_correct_fold_is_expected_in_every_layer(models):
     code, report = accuracy_diff(d / "model.onnx", d / "folded.onnx")
     assert code == 0
     assert report["verdict"] == "EXPECTED"
-    assert [l["name"] for l in report["layers"]] == [l["name"] for l in layers]
-    assert all(l["verdict"] == "EXPECTED" for l in report["layers"])
+    assert [lay["name"] for lay in report["layers"]] == [lay["name"] for lay in layers]
+    assert all(lay["verdict"] == "EXPECTED" for lay in report["layers"])
 
 
 @pytest.mark.parametrize("layer_index, channel", [(0, 4), (1, 2)])
@@ -135,8 +136,8 @@ def test_one_channel_off_by_2ppm_is_found_by_layer_and_channel(models, tmp_path,
     code, report = accuracy_diff(d / "model.onnx", tmp_path / "corrupt.onnx")
     assert code == 1
     assert report["verdict"] == "UNEXPECTED"
-    flagged = [l for l in report["layers"] if l["verdict"] != "EXPECTED"]
-    assert [l["name"] for l in flagged] == [layers[layer_index]["name"]]
+    flagged = [lay for lay in report["layers"] if lay["verdict"] != "EXPECTED"]
+    assert [lay["name"] for lay in flagged] == [layers[layer_index]["name"]]
     assert flagged[0]["worst_channel"] == channel
 
 
@@ -148,4 +149,4 @@ def test_eps_mismatch_is_not_excused(models, tmp_path):
     code, report = accuracy_diff(d / "model.onnx", tmp_path / "keras_eps.onnx")
     assert code == 1
     assert len(report["layers"]) == len(layers)
-    assert all(l["verdict"] == "UNEXPECTED" for l in report["layers"])
+    assert all(lay["verdict"] == "UNEXPECTED" for lay in report["layers"])

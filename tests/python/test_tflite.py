@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 import numpy as np
+
 from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -42,8 +43,9 @@ def test_keras_layer_folded_by_the_tflite_converter(tmp_path):
     np.save(tmp_path / "x.npy", rng.standard_normal((1, 4, 8, 8)).astype(np.float32))
     np.savez(tmp_path / "keras.npz", **{k: v.astype(np.float32) for k, v in bn.items()})  # Keras' own eps
     out = tmp_path / "tflite"
-    r = subprocess.run([sys.executable, str(TOOL), "--weights", str(tmp_path / "w.npy"), "--bn", str(tmp_path / "keras.npz"),
-                        "--input", str(tmp_path / "x.npy"), str(out)], capture_output=True, text=True, check=False)
+    r = subprocess.run([sys.executable, str(TOOL), "--weights", str(tmp_path / "w.npy"),
+                        "--bn", str(tmp_path / "keras.npz"), "--input", str(tmp_path / "x.npy"), str(out)],
+                       capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     z = dict(np.load(out / "bn.npz"))
     assert float(z["eps"]) == 1e-3
@@ -55,7 +57,8 @@ def test_keras_layer_folded_by_the_tflite_converter(tmp_path):
             "--eps", "1e-3")
     assert e["verdict"] == "EXPECTED"
     assert set(e["explained_by"]) >= {"pytorch", "tvm", "onnxruntime", "onnxoptimizer"}
-    layer = ["--input", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "w.npy"), "--observed", str(out / "output.npy")]
+    layer = ["--input", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "w.npy"),
+             "--observed", str(out / "output.npy")]
     assert run("diagnose", *layer, "--bn", str(out / "bn.npz"))["verdict"] == "EXPECTED"
     np.savez(tmp_path / "torch.npz", **{**{k: z[k] for k in ("gamma", "beta", "mean", "var")}, "eps": np.float64(1e-5)})
     d = run("diagnose", *layer, "--bn", str(tmp_path / "torch.npz"))
@@ -98,8 +101,8 @@ def test_a_fresh_batchnorm_folded_by_the_converter_is_read_from_the_conv_itself(
     np.save(tmp_path / "w.npy", rng.normal(0, 0.2, (8, 4, 3, 3)).astype(np.float32))
     np.save(tmp_path / "x.npy", rng.standard_normal((1, 4, 8, 8)).astype(np.float32))
     out = tmp_path / "tflite"
-    r = subprocess.run([sys.executable, str(TOOL), "--weights", str(tmp_path / "w.npy"), "--input", str(tmp_path / "x.npy"),
-                        str(out)], capture_output=True, text=True, check=False)
+    r = subprocess.run([sys.executable, str(TOOL), "--weights", str(tmp_path / "w.npy"),
+                        "--input", str(tmp_path / "x.npy"), str(out)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     e = run("explain", "--original", str(tmp_path / "w.npy"), "--observed", str(out / "folded_weights.npy"), "--bn",
             str(out / "bn.npz"))

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
+
 from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

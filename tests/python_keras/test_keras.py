@@ -15,9 +15,10 @@ bounds and says why; a model with no pair is MISTRUSTED, never a pass.
 import contextlib
 import io
 
-import foldcheck.keras as fck  # tensorflow is pinned (tools/python/requirements.txt): never skipped
 import numpy as np
 import pytest
+
+import foldcheck.keras as fck  # tensorflow is pinned (tools/python/requirements.txt): never skipped
 
 tf = fck.tf
 L = tf.keras.layers
@@ -75,7 +76,7 @@ def test_a_correct_conversion_is_expected_in_every_layer(model):
 def _changed(flat, layer_weights, channel, factor):
     """The converted model with one channel of the conv whose weights are `layer_weights`
     (OHWI) multiplied by `factor`."""
-    from tensorflow.lite.tools import flatbuffer_utils
+    from tensorflow.lite.tools import flatbuffer_utils  # noqa: PLC0415
 
     m = flatbuffer_utils.convert_bytearray_to_object(bytearray(flat))
     for t in m.subgraphs[0].tensors:
@@ -168,8 +169,8 @@ def test_the_op_after_a_nested_model_ending_in_a_batchnorm_is_seen():
 
 
 def _cli(*args, cwd):
-    import subprocess
-    import sys
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
     return subprocess.run([sys.executable, "-m", "foldcheck.keras", *args], capture_output=True, text=True,
                           cwd=cwd, check=False, timeout=600)
 
@@ -197,7 +198,7 @@ def test_the_command_line_exits_0_1_and_2_and_refuses_bad_inputs_by_name(model, 
 def _mutated(flat, change):
     """The converted model with its conv ops (and their weight and bias tensors) given to
     change(ops, model) to alter: [(op, weight tensor, bias tensor)] in graph order."""
-    from tensorflow.lite.tools import flatbuffer_utils
+    from tensorflow.lite.tools import flatbuffer_utils  # noqa: PLC0415
 
     m = flatbuffer_utils.convert_bytearray_to_object(bytearray(flat))
     g = m.subgraphs[0]

@@ -12,12 +12,11 @@ bit for bit; diagnose names a training-mode BatchNorm on a live module.
 """
 import copy
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
-import torch.fx.experimental.optimization  # noqa: E402
+import torch.fx.experimental.optimization  # noqa: E402, F811
 from torch._inductor import config as inductor  # noqa: E402
 
 import foldcheck.torch as fct  # noqa: E402
@@ -234,7 +233,8 @@ import torch
 class TinyNet(torch.nn.Module):
     def __init__(self, width=4):
         super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, padding=1, bias=False), torch.nn.BatchNorm2d(width))
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, padding=1, bias=False),
+                                        torch.nn.BatchNorm2d(width))
         self.head = torch.nn.Conv2d(width, 2 * width, 1)
         self.head_bn = torch.nn.BatchNorm2d(2 * width)
     def forward(self, x):
@@ -244,9 +244,10 @@ class TinyNet(torch.nn.Module):
 
 @pytest.mark.parametrize("fuser", ["fuse_conv_bn_eval", "fx"])
 def test_export_tool_takes_any_module_by_import_path(tmp_path, root, fuser):
-    import foldcheck  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
+
+    import foldcheck  # noqa: PLC0415
 
     (tmp_path / "mynets.py").write_text(TINY)
     tool = [sys.executable, str(root / "tools" / "export_torch.py"), "--model", "mynets:TinyNet", "--kwargs",
@@ -255,7 +256,8 @@ def test_export_tool_takes_any_module_by_import_path(tmp_path, root, fuser):
         p = subprocess.run(tool + ["--out", out] + extra, cwd=tmp_path, capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         assert "2 Conv+BN pairs folded" in p.stderr
-    good = foldcheck.accuracy_diff(tmp_path / "good" / "TinyNet.onnx", observed=tmp_path / "good" / "TinyNet_folded.onnx",
+    good = foldcheck.accuracy_diff(tmp_path / "good" / "TinyNet.onnx",
+                                   observed=tmp_path / "good" / "TinyNet_folded.onnx",
                                    input=tmp_path / "good" / "x.npy", output_samples=8)
     assert good.verdict == "EXPECTED", good.report()
     bad = foldcheck.accuracy_diff(tmp_path / "bad" / "TinyNet.onnx", observed=tmp_path / "bad" / "TinyNet_folded.onnx",
@@ -504,10 +506,10 @@ def test_a_half_precision_model_is_folded_in_its_own_type_and_checked_so(dtype, 
 def test_a_default_export_is_mistrusted_with_the_exporters_explanation(tmp_path, foldcheck_bin, dynamo):
     """torch.onnx.export with its defaults folds the BatchNorms itself (both exporters): accuracy-diff has
     nothing to compare, exits 1 and says why and how to export; swapped models are named as such."""
-    import subprocess
-    import warnings
+    import subprocess  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
 
-    import foldcheck
+    import foldcheck  # noqa: PLC0415
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
     x = torch.randn(1, 3, 16, 16)
     default = str(tmp_path / "default.onnx")
