@@ -9,17 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "foldcheck/io/case_file.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/case_file.hpp"
 #include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/limits.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/io/suite_file.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/model/model_run.hpp"
-#include "foldcheck/io/npy.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
-#include "foldcheck/commands/suite.hpp"
 
 namespace foldcheck::fuzz {
 namespace {

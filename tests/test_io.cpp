@@ -9,14 +9,14 @@
 #include <functional>
 #include <unistd.h>
 
-#include "foldcheck/io/case_file.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/case_file.hpp"
+#include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/limits.hpp"
 #include "foldcheck/io/npy.hpp"
 #include "foldcheck/io/number_list.hpp"
-#include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/output_file.hpp"
-#include "foldcheck/commands/suite.hpp"
+#include "foldcheck/io/suite_file.hpp"
 #include "npy_bytes.hpp"
 
 using namespace foldcheck;

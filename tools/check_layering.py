@@ -7,12 +7,14 @@ stands on (directly or through them) and its own internal headers, nothing else:
     reference   certified arithmetic            <- nothing
     reports     renderers of the versioned JSON <- nothing
     base        errors, envelope, task pool     <- nothing
+    platform    processes and signals           <- nothing
     numerics                                    <- base, reference
     layer                                       <- numerics
     io                                          <- layer
+    diagnosis   diagnose's hypotheses           <- numerics
     model                                       <- io
     quant                                       <- io
-    commands                                    <- model, quant, reports
+    commands                                    <- model, quant, diagnosis, platform, reports
     cli                                         <- commands, reports
     python      the Python module's C++ core    <- commands, reports
 
@@ -34,19 +36,21 @@ import sys
 import tempfile
 
 STANDS_ON = {
-    "reference": [], "reports": [], "base": [],
+    "reference": [], "reports": [], "base": [], "platform": [],
     "numerics": ["base", "reference"],
     "layer": ["numerics"],
     "io": ["layer"],
+    "diagnosis": ["numerics"],
     "model": ["io"],
     "quant": ["io"],
-    "commands": ["model", "quant", "reports"],
+    "commands": ["model", "quant", "diagnosis", "platform", "reports"],
     "cli": ["commands", "reports"],
     "python": ["commands", "reports"],
 }
 FOLDERS = {"reference": "reference", "reports": "reports", "cli": "harness/cli", "python": "python/src"}
-FOLDERS.update({f: "harness/" + f for f in ["base", "numerics", "layer", "io", "model", "quant", "commands"]})
-LIBRARY = {"base", "numerics", "layer", "io", "model", "quant", "commands"}
+FOLDERS.update({f: "harness/" + f for f in ["base", "platform", "numerics", "layer", "io", "diagnosis", "model", "quant",
+                                              "commands"]})
+LIBRARY = {"base", "platform", "numerics", "layer", "io", "diagnosis", "model", "quant", "commands"}
 # A string literal (on one line) holding --word, outside comments.
 FLAG_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*?(?<![\w-])--[a-z][a-z0-9-]*(?:[^"\\\n]|\\.)*"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

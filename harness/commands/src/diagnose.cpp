@@ -5,20 +5,20 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/envelope.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/diagnosis/hypotheses.hpp"
 #include "foldcheck/io/layer_files.hpp"
-#include "diagnose_models.hpp"
 #include "foldcheck/reports/diagnose_summary.hpp"
 
 namespace foldcheck {
 namespace {
 
-using namespace detail;
+using namespace diagnosis;
 
 using json = nlohmann::json;
 
-ModelFit fit(const Score& s, const Layer& L, const std::vector<double>& obs, const Model& h) {
+ModelFit fit(const Score& s, const Layer& L, const std::vector<double>& obs, const AffineModel& h) {
   ModelFit f;
   f.expected = s.expected();
   f.vacuous = s.vacuous();
@@ -43,7 +43,7 @@ ModelFit fit(const Score& s, const Layer& L, const std::vector<double>& obs, con
 // is overflow, not rounding, and no rounding bound describes it (the ratio to the bound is
 // inf or 0/0): nothing was compared, so the verdict is MISTRUSTED, as explain's is for
 // folds past the range. Records the first such value in r.
-void find_overflow(const Layer& L, const Model& given, DiagnoseResult& r) {
+void find_overflow(const Layer& L, const AffineModel& given, DiagnoseResult& r) {
   for (std::size_t i = 0; i < L.c.size(); ++i) {
     const std::size_t ch = L.channel(i, given.nhwc);
     const ld y = (L.c[i] - given.m[ch]) * given.a[ch] + given.beta[ch];
@@ -147,12 +147,12 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   r.eps_given = in.eps_given;
   r.k = L.k;
   r.u = info(info(L.dtype).arithmetic).unit_roundoff;
-  const Model given = as_given(in.bn);
+  const AffineModel given = as_given(in.bn);
   find_overflow(L, given, r);
   r.as_given = fit(score(given, L, obs), L, obs, given);
-  const std::vector<Model> hyps = hypotheses(in.bn, L, obs);
-  std::vector<std::pair<Score, const Model*>> scored;
-  for (const Model& h : hyps) scored.emplace_back(score(h, L, obs), &h);
+  const std::vector<AffineModel> hyps = hypotheses(in.bn, L, obs);
+  std::vector<std::pair<Score, const AffineModel*>> scored;
+  for (const AffineModel& h : hyps) scored.emplace_back(score(h, L, obs), &h);
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     if (a.first.max_ratio != b.first.max_ratio) return a.first.max_ratio < b.first.max_ratio;
     return a.first.rms_ulp < b.first.rms_ulp;

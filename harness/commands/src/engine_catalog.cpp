@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
-#include "command_process.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/platform/process.hpp"
 
 namespace foldcheck {
 namespace {

@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "command_process.hpp"
 #include "engine_layers.hpp"
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/errors.hpp"
@@ -22,6 +21,7 @@
 #include "foldcheck/model/model_run.hpp"
 #include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/platform/process.hpp"
 
 namespace foldcheck {
 namespace {

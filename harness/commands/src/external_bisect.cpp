@@ -11,12 +11,12 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/commands/bisect.hpp"
-#include "foldcheck/numerics/compare.hpp"
-#include "foldcheck/base/errors.hpp"
-#include "foldcheck/io/npy.hpp"
 #include "foldcheck/base/envelope.hpp"
-#include "command_process.hpp"
+#include "foldcheck/base/errors.hpp"
+#include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/platform/process.hpp"
 #include "foldcheck/reports/bisect_notes.hpp"
 #include "output_judge.hpp"
 

@@ -1,6 +1,8 @@
 #pragma once
-// Running an external command for `foldcheck bisect --cmd` without leaving anything behind
-// (internal to the harness; external_bisect.cpp is its user).
+// Running an external command without leaving anything behind: the floor of the harness
+// that talks to the operating system (POSIX processes and signals, Linux's /proc and child
+// subreaper). Its users: `bisect --cmd` (commands/src/external_bisect.cpp) and `engines`
+// (commands/src/engines.cpp runs the adapters; engine_catalog.cpp quotes their words).
 //
 // Contract of the seams:
 //   SignalScope      while alive: SIGINT, SIGTERM and SIGHUP are caught (unless they were

@@ -1,4 +1,5 @@
-#include "diagnose_models.hpp"
+// The hypothesis catalogue and its scores (foldcheck/diagnosis/hypotheses.hpp).
+#include "foldcheck/diagnosis/hypotheses.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +8,7 @@
 
 #include "foldcheck/numerics/bounded.hpp"
 
-namespace foldcheck::detail {
+namespace foldcheck::diagnosis {
 namespace {
 
 using json = nlohmann::json;
@@ -29,8 +30,8 @@ std::vector<ld> widen(const std::vector<double>& v) { return std::vector<ld>(v.b
 
 }  // namespace
 
-Model as_given(const ref::BnParams& bn) {
-  Model h;
+AffineModel as_given(const ref::BnParams& bn) {
+  AffineModel h;
   h.name = "as_given";
   h.description = "the layer as given: eval-mode BatchNorm with the running statistics";
   h.m = widen(bn.mean);
@@ -41,8 +42,8 @@ Model as_given(const ref::BnParams& bn) {
 
 namespace {
 
-Model batch_stats(const ref::BnParams& bn, const Layer& L, bool unbiased) {
-  Model h = as_given(bn);
+AffineModel batch_stats(const ref::BnParams& bn, const Layer& L, bool unbiased) {
+  AffineModel h = as_given(bn);
   h.name = unbiased ? "training_mode_unbiased_variance" : "training_mode_batch_statistics";
   h.description = unbiased ? "BatchNorm normalised with the batch mean and the unbiased (N-1) batch variance"
                            : "BatchNorm in training mode: normalised with the batch mean and biased batch variance";
@@ -81,17 +82,17 @@ Model batch_stats(const ref::BnParams& bn, const Layer& L, bool unbiased) {
 }
 
 // The layer as given, renamed: each hypothesis then changes what it assumes.
-Model named(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix) {
-  Model h = as_given(bn);
+AffineModel named(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix) {
+  AffineModel h = as_given(bn);
   h.name = name;
   h.description = desc;
   h.fix = fix;
   return h;
 }
 
-Model with_var(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix,
-               const std::vector<ld>& var) {
-  Model h = named(bn, name, desc, fix);
+AffineModel with_var(const ref::BnParams& bn, const std::string& name, const std::string& desc, const std::string& fix,
+                     const std::vector<ld>& var) {
+  AffineModel h = named(bn, name, desc, fix);
   h.a = scale_of(bn, var, bn.eps);
   return h;
 }
@@ -120,10 +121,10 @@ std::optional<double> recover_eps(const ref::BnParams& bn, const Layer& L, const
   return est;
 }
 
-Model eps_model(const ref::BnParams& bn, double eps) {
+AffineModel eps_model(const ref::BnParams& bn, double eps) {
   ref::BnParams b = bn;
   b.eps = eps;
-  Model h = as_given(b);
+  AffineModel h = as_given(b);
   h.name = "eps_mismatch";
   h.description = fmt::format("BatchNorm computed with eps = {:g} instead of {:g}", eps, bn.eps);
   h.fix = fmt::format("the engine used eps = {:g}; the model's eps is {:g} (Keras/TF default 1e-3, PyTorch/ONNX/TVM "
@@ -135,7 +136,7 @@ Model eps_model(const ref::BnParams& bn, double eps) {
 
 }  // namespace
 
-Score score(const Model& h, const Layer& L, const std::vector<double>& obs) {
+Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs) {
   const DTypeInfo& si = info(L.dtype);
   const double u = info(si.arithmetic).unit_roundoff, us = si.unit_roundoff;
   const double g8 = gamma_k(8, u), gk8 = gamma_k(L.k + 8, u);
@@ -191,7 +192,7 @@ namespace {
 
 // Batch statistics instead of running ones (training mode), and another eps.
 void statistics_hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs,
-                           std::vector<Model>& hyps) {
+                           std::vector<AffineModel>& hyps) {
   const std::int64_t M = L.N * L.plane;
   hyps.push_back(batch_stats(bn, L, false));
   if (M >= 2) hyps.push_back(batch_stats(bn, L, true));
@@ -204,7 +205,7 @@ void statistics_hypotheses(const ref::BnParams& bn, const Layer& L, const std::v
         break;
       }
     if (best != bn.eps) {
-      Model h = eps_model(bn, best);
+      AffineModel h = eps_model(bn, best);
       h.params["eps_estimate"] = *e;
       hyps.push_back(h);
     }
@@ -213,7 +214,7 @@ void statistics_hypotheses(const ref::BnParams& bn, const Layer& L, const std::v
 
 // The BatchNorm's parameters misused: variance vs standard deviation, no sqrt, gamma and
 // beta swapped, the mean not subtracted.
-void parameter_hypotheses(const ref::BnParams& bn, std::vector<Model>& hyps) {
+void parameter_hypotheses(const ref::BnParams& bn, std::vector<AffineModel>& hyps) {
   {
     std::vector<ld> v1(bn.var.size()), v2(bn.var.size()), ve(bn.var.size());
     for (std::size_t o = 0; o < bn.var.size(); ++o) {
@@ -224,14 +225,14 @@ void parameter_hypotheses(const ref::BnParams& bn, std::vector<Model>& hyps) {
                             "running_var must hold the variance sigma^2, not sigma", v1));
     hyps.push_back(with_var(bn, "var_passed_as_std", "the variance was used as a standard deviation (squared)",
                             "pass the variance unchanged; the engine squared it as if it were sigma", v2));
-    Model ms = named(bn, "missing_sqrt", "divided by var + eps instead of sqrt(var + eps)",
-                      "divide by sqrt(var + eps)");
+    AffineModel ms =
+        named(bn, "missing_sqrt", "divided by var + eps instead of sqrt(var + eps)", "divide by sqrt(var + eps)");
     for (std::size_t o = 0; o < bn.var.size(); ++o) ms.a[o] = bn.gamma[o] / (static_cast<ld>(bn.var[o]) + bn.eps);
     hyps.push_back(ms);
   }
   {
-    Model h = named(bn, "gamma_beta_swapped", "gamma and beta swapped",
-                      "gamma is BatchNorm's weight (scale), beta its bias (shift): swap them back");
+    AffineModel h = named(bn, "gamma_beta_swapped", "gamma and beta swapped",
+                          "gamma is BatchNorm's weight (scale), beta its bias (shift): swap them back");
     for (std::size_t o = 0; o < bn.gamma.size(); ++o) {
       h.a[o] = bn.beta[o] / std::sqrt(static_cast<ld>(bn.var[o]) + bn.eps);
       h.beta[o] = bn.gamma[o];
@@ -239,8 +240,8 @@ void parameter_hypotheses(const ref::BnParams& bn, std::vector<Model>& hyps) {
     hyps.push_back(h);
   }
   {
-    Model h = named(bn, "mean_not_subtracted", "the running mean was not subtracted",
-                      "subtract the running mean: b' = (b - mean) * s + beta");
+    AffineModel h = named(bn, "mean_not_subtracted", "the running mean was not subtracted",
+                          "subtract the running mean: b' = (b - mean) * s + beta");
     std::fill(h.m.begin(), h.m.end(), 0.0L);
     hyps.push_back(h);
   }
@@ -248,16 +249,17 @@ void parameter_hypotheses(const ref::BnParams& bn, std::vector<Model>& hyps) {
 
 // The wrong axis, a dropped bias or shift, a conv bias left out of the fold, the BatchNorm
 // applied twice.
-void layout_and_bias_hypotheses(const ref::BnParams& bn, const Layer& L, std::vector<Model>& hyps) {
-  const Model given = as_given(bn);
+void layout_and_bias_hypotheses(const ref::BnParams& bn, const Layer& L, std::vector<AffineModel>& hyps) {
+  const AffineModel given = as_given(bn);
   if (L.C > 1 && L.plane > 1) {
-    Model h = named(bn, "channel_axis_nhwc", "an NHWC tensor read as NCHW (BatchNorm applied along the wrong axis)",
-                      "the data is NHWC: permute it to NCHW (x.permute(0, 3, 1, 2)) or set the channel axis to -1");
+    AffineModel h =
+        named(bn, "channel_axis_nhwc", "an NHWC tensor read as NCHW (BatchNorm applied along the wrong axis)",
+              "the data is NHWC: permute it to NCHW (x.permute(0, 3, 1, 2)) or set the channel axis to -1");
     h.nhwc = true;
     hyps.push_back(h);
   }
   {
-    Model h = as_given(bn);
+    AffineModel h = as_given(bn);
     h.name = "bias_dropped";
     h.fix = "add the folded bias b' = (b - mean) * gamma / sqrt(var + eps) + beta";
     if (L.has_conv) {
@@ -270,14 +272,15 @@ void layout_and_bias_hypotheses(const ref::BnParams& bn, const Layer& L, std::ve
     hyps.push_back(h);
   }
   if (!L.bias.empty()) {
-    Model h = named(bn, "conv_bias_dropped", "the fold ignored the conv's own bias: b' = -mean * s + beta",
-                      "fold the conv bias too: b' = (b - mean) * s + beta");
+    AffineModel h = named(bn, "conv_bias_dropped", "the fold ignored the conv's own bias: b' = -mean * s + beta",
+                          "fold the conv bias too: b' = (b - mean) * s + beta");
     for (std::size_t o = 0; o < h.m.size(); ++o) h.m[o] = static_cast<ld>(bn.mean[o]) + L.bias[o];
     hyps.push_back(h);
   }
   {
-    Model h = named(bn, "bn_applied_twice", "BatchNorm applied twice (a folded conv still followed by its BatchNorm)",
-                      "remove the BatchNorm node after folding it into the conv");
+    AffineModel h =
+        named(bn, "bn_applied_twice", "BatchNorm applied twice (a folded conv still followed by its BatchNorm)",
+              "remove the BatchNorm node after folding it into the conv");
     for (std::size_t o = 0; o < h.a.size(); ++o) {
       const ld t = given.a[o];
       h.a[o] = t * t;
@@ -289,12 +292,12 @@ void layout_and_bias_hypotheses(const ref::BnParams& bn, const Layer& L, std::ve
 
 }  // namespace
 
-std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
-  std::vector<Model> hyps;
+std::vector<AffineModel> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
+  std::vector<AffineModel> hyps;
   statistics_hypotheses(bn, L, obs, hyps);
   parameter_hypotheses(bn, hyps);
   layout_and_bias_hypotheses(bn, L, hyps);
   return hyps;
 }
 
-}  // namespace foldcheck::detail
+}  // namespace foldcheck::diagnosis

@@ -1,5 +1,5 @@
-// Running an external command without leaving anything behind (command_process.hpp).
-#include "command_process.hpp"
+// Running an external command without leaving anything behind (foldcheck/platform/process.hpp).
+#include "foldcheck/platform/process.hpp"
 
 #include <dirent.h>
 #include <errno.h>

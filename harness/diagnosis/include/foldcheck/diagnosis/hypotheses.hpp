@@ -1,7 +1,9 @@
 #pragma once
-// diagnose's models: the layer (exact conv output), per-channel affine models of the
-// BatchNorm (the layer as given and each common bug), and their scores against an
-// observation with the bound stated in diagnose.hpp. Internal to the harness.
+// diagnose's hypothesis catalogue: the layer (exact conv output), per-channel affine models
+// of the BatchNorm (the layer as given and each common bug: another eps, training-mode
+// statistics, the variance used as a standard deviation, a missing sqrt, ...), and their
+// scores against an observation with the bound stated in commands/diagnose.hpp. Its user is
+// `diagnose` (commands/src/diagnose.cpp), which ranks the scores and types the result.
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,7 +13,7 @@
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reference/layer.hpp"
 
-namespace foldcheck::detail {
+namespace foldcheck::diagnosis {
 
 using ld = long double;
 
@@ -29,7 +31,9 @@ struct Layer {
   }
 };
 
-struct Model {
+// One model of the layer's output, y = (c - m[ch]) * a[ch] + beta[ch]: the layer as given, or
+// a hypothesis of what went wrong (its name, what it assumes, and the fix it implies).
+struct AffineModel {
   std::string name, description, fix;
   std::vector<ld> m, a, beta;  // per channel
   bool nhwc = false;
@@ -48,10 +52,10 @@ struct Score {
   bool vacuous() const { return expected() && nonzero == 0; }
 };
 
-Score score(const Model& h, const Layer& L, const std::vector<double>& obs);
+Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs);
 // The layer as given: eval-mode BatchNorm with the running statistics.
-Model as_given(const ref::BnParams& bn);
+AffineModel as_given(const ref::BnParams& bn);
 // Every hypothesis that applies to this layer (best first is decided by the caller).
-std::vector<Model> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs);
+std::vector<AffineModel> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs);
 
-}  // namespace foldcheck::detail
+}  // namespace foldcheck::diagnosis
