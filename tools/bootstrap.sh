@@ -62,6 +62,9 @@ test_packages=(
   debootstrap          # tools/fresh_machine.sh: the bare Debian 12 root
   git                  # tools/fresh_machine.sh: clones the project into that root
   universal-ctags      # tools/check_function_length.py: each function's first and last line
+  clang-format         # tools/check_format.py (ctest format_check): .clang-format on changed
+                       #   lines, through git-clang-format (in the same package) ...
+  clang-tidy           # ... and .clang-tidy's checks on them
   python3              # the Python tests run in .venv, made by ...
   python3-venv         # ... Debian's venv module when the machine's python3 has none
   python3-dev          # the Python module (python/: pybind11) compiles against Python's headers
