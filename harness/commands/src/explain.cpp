@@ -19,7 +19,8 @@ struct KnownEps {
   double eps;
   const char* who;
 };
-// Framework BatchNorm defaults (../shared/NUMERICS.md), and Keras applications' ResNets.
+// BatchNorm eps defaults: PyTorch's nn.BatchNorm2d, ONNX BatchNormalization and TVM's batch_norm
+// (1e-5), Keras' BatchNormalization (1e-3); Keras applications' ResNets (1.001e-5).
 const KnownEps kKnownEps[] = {
     {1e-5, "PyTorch, ONNX, TVM default"},
     {1e-3, "Keras / TensorFlow default"},

@@ -1,7 +1,7 @@
 #pragma once
 // Per-element comparison of values of a dtype against certified exact values.
 //
-// Conventions (DEVELOPERS.md): ULP error = (v - x) / ulp_T(x), signed and fractional,
+// Conventions (every command's): ULP error = (v - x) / ulp_T(x), signed and fractional,
 // ulp_T the spacing of T at the exact x (floored at the subnormal spacing); ppm =
 // 1e6 (v - x) / |x|. Special values are counted as their own kinds, never folded into
 // the numbers and never dropped: every element is either scored (in the ULP statistics
