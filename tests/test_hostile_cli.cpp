@@ -181,6 +181,45 @@ TEST_CASE("text output: a name holding line breaks cannot forge a line", "[cli][
   fs::remove_all(d);
 }
 
+TEST_CASE("text output of every command: a file name or entry name holding line breaks cannot forge a line",
+          "[cli][hostile][reports]") {
+  // Every command ends through finish (cli/common.hpp): bisect and quant-check print the case
+  // file's path, compare an entry's name, and each had printed them with their line breaks.
+  const fs::path d = fresh_dir("forge_all");
+  const auto verdict_lines = [](const std::string& out) {
+    std::size_t n = out.rfind("verdict: ", 0) == 0;
+    for (std::size_t at = out.find("\nverdict: "); at != std::string::npos; at = out.find("\nverdict: ", at + 1)) ++n;
+    return n;
+  };
+  const fs::path forged = d / "x\n\nverdict: EXPECTED\n.json";
+  put(forged, kCase);
+  const std::string shown = "x\\n\\nverdict: EXPECTED\\n.json";
+  for (const std::string& cmd :
+       {"bisect '" + forged.string() + "' --opt-level 3", "quant-check --case '" + forged.string() + "'"}) {
+    INFO(cmd);
+    const Result r = run(cmd + " -q --no-timing");
+    CHECK(r.code <= 1);
+    CHECK(r.out.find(shown) != std::string::npos);
+    CHECK(verdict_lines(r.out) == 1);
+  }
+  // compare: the baseline's entry (a case named with line breaks) is missing from the report.
+  json c = json::parse(kCase);
+  c["name"] = "x\n\nverdict: no regression";
+  put(d / "named.json", c.dump());
+  put(d / "plain.json", kCase);
+  REQUIRE(
+      run("run " + (d / "named.json").string() + " --no-attribution --format json -q -o " + (d / "base.json").string())
+          .code == 0);
+  REQUIRE(
+      run("run " + (d / "plain.json").string() + " --no-attribution --format json -q -o " + (d / "now.json").string())
+          .code == 0);
+  const Result r = run("compare " + (d / "now.json").string() + " --baseline " + (d / "base.json").string());
+  CHECK(r.code == 1);
+  CHECK(r.out.find("x\\n\\nverdict: no regression: removed") != std::string::npos);
+  CHECK(verdict_lines(r.out) == 1);
+  fs::remove_all(d);
+}
+
 TEST_CASE("accuracy-diff: an observed output with no finite element gets a verdict, in text too", "[cli][hostile][verdicts]") {
   // All +Inf against the fixture's finite output: no element is finite on both sides, so
   // the comparison has no bound check; the text renderer read one and failed with an

@@ -3,7 +3,6 @@
 // external command's outputs (harness bisect.hpp).
 #include <cmath>
 #include <functional>
-#include <iostream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -134,11 +133,9 @@ int BisectCommand::run() {
       result = bisect_case(load_case(target_), bo);
     }
   }
-  if (progress) std::cerr << "\r\033[K";
-  json r = result.to_json();
-  stamp(r, out_);
-  emit(out_, out_.format == "json" ? json_text(r, 2) : reports::bisect_text(r));
-  return result.clean() ? 0 : 1;
+  // Exit 1 when a pass is named, or when the verdict is not EXPECTED (clean()).
+  return finish(out_, result.to_json(), result.clean() ? 0 : 1, Ending{reports::bisect_text},
+                static_cast<bool>(progress));
 }
 
 BisectResult BisectCommand::run_external(const std::vector<std::string>& passes, const Progress& progress) {

@@ -201,11 +201,11 @@ json one_line_strings(const json& j) {
 }
 }  // namespace
 
-std::string render(const OutputOptions& o, const json& r, const std::function<std::string(const json&)>& text) {
+std::string render(const OutputOptions& o, const json& r, const Ending& ending) {
   if (o.format == "json") return json_text(r);
-  if (o.format == "markdown") return reports::report_markdown(r);
+  if (o.format == "markdown") return ending.markdown ? ending.markdown(r) : reports::report_markdown(r);
   if (o.format == "html") return reports::report_html(r);
-  return text(one_line_strings(r));
+  return ending.text(one_line_strings(r));
 }
 
 std::string text_name(const std::string& name) { return one_line_strings(json(name)).get<std::string>(); }
@@ -269,12 +269,17 @@ int exit_code_of_report(const json& report) { return report["verdict"] == "EXPEC
 
 int exit_code(Verdict v) { return v == Verdict::Expected ? 0 : 1; }
 
+int finish(const OutputOptions& o, json result, int code, const Ending& ending, bool progress_shown) {
+  if (ending.stamped) stamp(result, o);
+  if (progress_shown) std::cerr << "\r\033[K";
+  if (ending.files) ending.files(result);
+  emit(o, render(o, result, ending));
+  return code;
+}
+
 int finish(const OutputOptions& o, json result, Verdict v, const std::function<std::string(const json&)>& text,
            bool progress_shown) {
-  stamp(result, o);
-  if (progress_shown) std::cerr << "\r\033[K";
-  emit(o, render(o, result, text));
-  return exit_code(v);
+  return finish(o, std::move(result), exit_code(v), Ending{text}, progress_shown);
 }
 
 }  // namespace foldcheck::cli

@@ -73,9 +73,24 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
 // (a file name): JSON cannot, so they are written as U+FFFD instead of failing the write.
 std::string json_text(const json& r, int indent = 2);
 
-// The result in the chosen --format: json, markdown and html (suite_reports.hpp) from the
-// JSON; text by `text`.
-std::string render(const OutputOptions& o, const json& result, const std::function<std::string(const json&)>& text);
+// How a command's result goes out (finish, render): its renderers and what it writes besides.
+struct Ending {
+  // --format text, given the result with every string on one line (render).
+  std::function<std::string(const json&)> text;
+  // --format markdown: the command's own renderer (compare's); none: report_markdown.
+  std::function<std::string(const json&)> markdown = {};
+  // Files of the command's own (a suite's report directory), written from the result as it
+  // is (stamped) before the output; none: nothing.
+  std::function<void(const json&)> files = {};
+  // With the timing block (stamp). compare and merge carry what they read: false.
+  bool stamped = true;
+};
+
+// The result in the chosen --format: json (json_text), markdown (`ending.markdown`, else
+// suite_reports.hpp's) and html (suite_reports.hpp) from the JSON; text by `ending.text`,
+// given the result with its strings' line breaks shown as \n and \r (a name from a file
+// cannot forge a line of the text).
+std::string render(const OutputOptions& o, const json& result, const Ending& ending);
 
 // A name from a file for a line of text: its line breaks shown as \n and \r (render does
 // the same to every string of a result it renders as text).
@@ -92,8 +107,11 @@ void emit(const OutputOptions& o, const std::string& content);
 // in a log, whatever a file held.
 std::string one_line(const std::string& message);
 
-// A command's result out: stamped (timing), the progress line cleared when one was shown,
-// rendered in --format (`text` for text) to -o or stdout; returns the exit code of `v`.
+// The one way every command's result goes out: stamped (timing) unless `ending` says not,
+// the progress line cleared when one was shown, the command's own files written, rendered
+// in --format (render) to -o or stdout (emit); returns `code`, the exit code.
+int finish(const OutputOptions& o, json result, int code, const Ending& ending, bool progress_shown);
+// The same for a typed result: the exit code of its verdict `v`, shown as text by `text`.
 int finish(const OutputOptions& o, json result, Verdict v, const std::function<std::string(const json&)>& text,
            bool progress_shown);
 

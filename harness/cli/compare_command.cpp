@@ -45,9 +45,11 @@ class CompareCommand : public Command {
     d.update(result_envelope("compare"));
     d["report"] = current_;
     d["baseline"] = baseline_;
-    const std::string& f = out_.format;
-    emit(out_, f == "json" ? json_text(d, 2) : f == "markdown" ? reports::compare_markdown(d) : reports::compare_text(d));
-    return exit_code_of_report(d);
+    const int code = exit_code_of_report(d);
+    // Not stamped: the comparison of two reports has no timing of its own.
+    return finish(out_, std::move(d), code,
+                  Ending{.text = reports::compare_text, .markdown = reports::compare_markdown, .stamped = false},
+                  false);
   }
 
   OutputOptions out_;

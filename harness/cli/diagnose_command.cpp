@@ -62,10 +62,7 @@ class DiagnoseCommand : public Command {
     in.ref.precision = out_.precision;
     in.ref.threads = out_.threads;
     const auto result = diagnose(in);
-    json r = result.to_json();
-    stamp(r, out_);
-    emit(out_, out_.format == "json" ? json_text(r, 2) : reports::diagnose_text(r));
-    return exit_code(result.verdict());
+    return finish(out_, result.to_json(), result.verdict(), reports::diagnose_text, false);
   }
 
  private:

@@ -58,10 +58,7 @@ class ExplainCommand : public Command {
     in.ref_options.precision = out_.precision;
     in.ref_options.threads = out_.threads;
     const auto result = explain(in);
-    json r = result.to_json();
-    stamp(r, out_);
-    emit(out_, out_.format == "json" ? json_text(r, 2) : reports::explain_text(r));
-    return exit_code(result.verdict());
+    return finish(out_, result.to_json(), result.verdict(), reports::explain_text, false);
   }
 
  private:

@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <iostream>
 
 #include "command.hpp"
 #include "common.hpp"
@@ -24,8 +23,9 @@ class MergeCommand : public Command {
     cmd_->add_option("reports", inputs_, "The shards' report.json files")->required();
     cmd_->add_option("-o,--out", dir_, "Directory for the merged reports (created)")->required()->check(kReportDirectory);
     // The grammar every command shares: -q and --no-timing (merge reports no progress).
-    cmd_->add_flag("-q,--quiet", quiet_, "No progress messages on stderr (merge writes none)");
-    cmd_->add_flag("--no-timing", no_timing_, "Leave the shards' timing out of report.json (same bytes on every run)");
+    cmd_->add_flag("-q,--quiet", out_.quiet, "No progress messages on stderr (merge writes none)");
+    cmd_->add_flag("--no-timing", out_.no_timing,
+                   "Leave the shards' timing out of report.json (same bytes on every run)");
   }
 
   int run() override {
@@ -44,10 +44,15 @@ class MergeCommand : public Command {
     json times = json::object();  // the shards' per-entry seconds, when they kept them
     for (const json& p : parts)
       if (p.contains("timing") && p["timing"].is_object()) times.update(p["timing"].value("entries", json::object()));
-    if (!times.empty() && !no_timing_) merged["timing"] = {{"entries", times}};
-    write_report_dir(dir_, merged, results);
-    std::cout << terminal_safe(counts_line(merged, dir_));
-    return exit_code_of_report(merged);
+    if (!times.empty() && !out_.no_timing) merged["timing"] = {{"entries", times}};
+    const int code = exit_code_of_report(merged);
+    // Not stamped: the merged report keeps the shards' per-entry seconds. The report directory, then
+    // one line of counts on stdout.
+    return finish(out_, std::move(merged), code,
+                  Ending{.text = [&](const json& report) { return counts_line(report, dir_); },
+                         .files = [&](const json& report) { write_report_dir(dir_, report, results); },
+                         .stamped = false},
+                  false);
   }
 
   // The result file entry `e` of report `p` names, read from inside the shard's directory.
@@ -74,9 +79,9 @@ class MergeCommand : public Command {
       throw InputError(fmt::format("{}: result_file '{}' is named by two entries", p, file));
   }
 
+  OutputOptions out_;  // text to stdout; -q and --no-timing
   std::vector<std::string> inputs_;
   std::string dir_;
-  bool quiet_ = false, no_timing_ = false;
 };
 
 }  // namespace

@@ -82,10 +82,7 @@ int QuantCommand::run() {
     if (cmd_->count("--free-scales")) cq.pow2 = false;
     if (cmd_->count("--rounding")) cq.rounding = spec.rounding;
     const QuantLayerResult result = quantized_layer(cs, cq, recipe_from_name(fold_ == "exact" ? "pytorch" : fold_), ro);
-    json r = result.to_json();
-    stamp(r, out_);
-    emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
-    return exit_code(result.verdict());
+    return finish(out_, result.to_json(), result.verdict(), reports::quant_check_text, false);
   }
   if (weights_.empty() || bn_.empty()) throw InputError("quant-check: give --weights and --bn (or --case)");
   QuantCheckInput in;
@@ -118,10 +115,7 @@ int QuantCommand::run() {
     in.found = a.values;
   }
   const QuantCheckResult result = quant_check(in);
-  json r = result.to_json();
-  stamp(r, out_);
-  emit(out_, out_.format == "json" ? json_text(r, 2) : reports::quant_check_text(r));
-  return exit_code(result.verdict());
+  return finish(out_, result.to_json(), result.verdict(), reports::quant_check_text, false);
 }
 
 }  // namespace

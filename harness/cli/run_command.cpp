@@ -44,11 +44,9 @@ class RunCommand : public Command {
     check_case_fits(spec);  // before the case line: a refusal is one line
     if (!out_.quiet) std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
     const RunResult result = run_case(spec, ro);
-    json r = result.to_json();
-    stamp(r, out_);
-    if (ro.progress) std::cerr << "\r\033[K";
-    emit(out_, render(out_, r, [&](const json& j) { return reports::run_text(j, {all_hist_}); }));
-    return exit_code(result.verdict());
+    return finish(
+        out_, result.to_json(), result.verdict(), [&](const json& j) { return reports::run_text(j, {all_hist_}); },
+        static_cast<bool>(ro.progress));
   }
 
  private:

@@ -2,7 +2,6 @@
 // directory (harness suite.hpp; reports suite_reports.hpp).
 #include <cstdio>
 #include <fmt/format.h>
-#include <iostream>
 
 #include "command.hpp"
 #include "common.hpp"
@@ -41,12 +40,13 @@ class SuiteCommand : public Command {
     so.precision = out_.precision;
     so.progress = progress_printer(out_);
     SuiteRun r = run_suite(suite_file_, so);
-    if (so.progress) std::cerr << "\r\033[K";
     if (!out_.no_timing) r.report["timing"] = {{"entries", r.seconds}};
-    stamp(r.report, out_);
-    write_report_dir(out_dir_, r.report, r.results);
-    std::cout << terminal_safe(counts_line(r.report, out_dir_));
-    return exit_code(r.verdict());
+    const int code = exit_code(r.verdict());
+    // The report directory, then one line of counts on stdout.
+    return finish(out_, std::move(r.report), code,
+                  Ending{.text = [&](const json& report) { return counts_line(report, out_dir_); },
+                         .files = [&](const json& report) { write_report_dir(out_dir_, report, r.results); }},
+                  static_cast<bool>(so.progress));
   }
 
  private:
