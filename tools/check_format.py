@@ -23,6 +23,7 @@ than judge every line or none. A file moved (git mv) after the base is judged wh
 diffs it against no file there: format it, or move the base. Tools: Debian's clang-format and
 clang-tidy (14), installed by tools/bootstrap.sh test; git-clang-format comes with clang-format.
 """
+import hashlib
 import json
 import os
 import re
@@ -88,18 +89,42 @@ def tidy_one(root: str, build: str, name: str, lines: list[list[int]]) -> str:
     return r.stdout if found else ""
 
 
+def tidy_key(root: str, commands: dict[str, str], name: str, lines: list[list[int]]) -> str:
+    """What a file's clang-tidy result depends on here: its text, its changed lines, .clang-tidy
+    and its compile command (a header's: none of its own)."""
+    command = commands.get(os.path.realpath(os.path.join(root, name)), "")
+    h = hashlib.sha256(json.dumps([name, lines, command]).encode())
+    for path in (os.path.join(root, name), os.path.join(root, ".clang-tidy")):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
 def tidy_findings(root: str, build: str, ranges: dict[str, list[list[int]]]) -> str:
-    """clang-tidy on every changed file the build compiles (headers through a neighbour's flags)."""
+    """clang-tidy on every changed file the build compiles (headers through a neighbour's flags).
+    A file whose key (tidy_key) is unchanged since a clean run in this build is not run again
+    (BUILD_DIR/format_check_tidy.json), so the check stays quick as the base ages."""
     with open(os.path.join(build, "compile_commands.json"), encoding="utf-8") as f:
-        compiled = {os.path.realpath(e["file"]) for e in json.load(f)}
+        commands = {os.path.realpath(e["file"]): e.get("command", " ".join(e.get("arguments", [])))
+                    for e in json.load(f)}
+    cache_path = os.path.join(build, "format_check_tidy.json")
+    try:
+        with open(cache_path, encoding="utf-8") as f:
+            clean = set(json.load(f))
+    except (OSError, ValueError):
+        clean = set()
     todo = {}
     for name, lines in ranges.items():
-        if name.endswith((".cpp", ".cc")) and os.path.realpath(os.path.join(root, name)) not in compiled:
+        if name.endswith((".cpp", ".cc")) and os.path.realpath(os.path.join(root, name)) not in commands:
             print(f"check_format: {name} is not compiled in {build}; clang-tidy skips it")
         elif os.path.exists(os.path.join(root, name)):
-            todo[name] = lines
+            todo[name] = (lines, tidy_key(root, commands, name, lines))
     with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
-        return "".join(pool.map(lambda item: tidy_one(root, build, *item), sorted(todo.items())))
+        run = sorted(n for n in todo if todo[n][1] not in clean)
+        outputs = dict(zip(run, pool.map(lambda n: tidy_one(root, build, n, todo[n][0]), run), strict=True))
+    with open(cache_path, "w", encoding="utf-8") as f:
+        json.dump(sorted({key for n, (_, key) in todo.items() if not outputs.get(n)}), f)
+    return "".join(outputs[n] for n in run)
 
 
 def check(root: str, build: str, tidy: bool) -> int:
