@@ -27,7 +27,7 @@
 include(CMakePackageConfigHelpers)
 
 set(_fc_json_assert "SHELL:-include \"$<INSTALL_PREFIX>/${CMAKE_INSTALL_INCLUDEDIR}/foldcheck/json_assert.hpp\"")
-set(_fc_parts reference reports harness)
+set(_fc_parts reference result reports harness)
 foreach(concern ${FOLDCHECK_HARNESS_CONCERNS})
   list(APPEND _fc_parts ${concern})
   list(APPEND _fc_harness_includes harness/${concern}/include/)
@@ -42,7 +42,7 @@ list(TRANSFORM _fc_parts PREPEND foldcheck_ OUTPUT_VARIABLE _fc_targets)
 install(TARGETS ${_fc_targets} EXPORT foldcheckTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS foldcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY reference/include/ ${_fc_harness_includes} reports/include/
+install(DIRECTORY reference/include/ result/include/ ${_fc_harness_includes} reports/include/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES cmake/json_assert.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/foldcheck)
 install(FILES reports/schema/foldcheck.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/foldcheck)

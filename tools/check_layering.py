@@ -5,10 +5,11 @@ Every folder below is one floor; a floor may include the public headers of the f
 stands on (directly or through them) and its own internal headers, nothing else:
 
     reference   certified arithmetic            <- nothing
-    reports     renderers of the versioned JSON <- nothing
+    result      verdicts and their judgement    <- nothing
+    reports     renderers of the versioned JSON <- result
     base        errors, envelope, task pool     <- nothing
     platform    processes and signals           <- nothing
-    numerics                                    <- base, reference
+    numerics                                    <- base, reference, result
     layer                                       <- numerics
     io                                          <- layer
     diagnosis   diagnose's hypotheses           <- numerics
@@ -43,8 +44,8 @@ import tempfile
 from collections.abc import Callable
 
 STANDS_ON = {
-    "reference": [], "reports": [], "base": [], "platform": [],
-    "numerics": ["base", "reference"],
+    "reference": [], "result": [], "reports": ["result"], "base": [], "platform": [],
+    "numerics": ["base", "reference", "result"],
     "layer": ["numerics"],
     "io": ["layer"],
     "diagnosis": ["numerics"],
@@ -54,9 +55,10 @@ STANDS_ON = {
     "cli": ["commands", "reports"],
     "python": ["commands", "reports"],
 }
-FOLDERS = {"reference": "reference", "reports": "reports", "cli": "harness/cli", "python": "python/src"}
-FOLDERS.update({f: "harness/" + f for f in ["base", "platform", "numerics", "layer", "io", "diagnosis", "model", "quant",
-                                              "commands"]})
+FOLDERS = {"reference": "reference", "result": "result", "reports": "reports", "cli": "harness/cli",
+           "python": "python/src"}
+FOLDERS.update({f: "harness/" + f for f in ["base", "platform", "numerics", "layer", "io", "diagnosis", "model",
+                                              "quant", "commands"]})
 LIBRARY = {"base", "platform", "numerics", "layer", "io", "diagnosis", "model", "quant", "commands"}
 # A string literal (on one line) holding --word, outside comments.
 FLAG_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*?(?<![\w-])--[a-z][a-z0-9-]*(?:[^"\\\n]|\\.)*"')

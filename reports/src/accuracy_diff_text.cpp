@@ -3,10 +3,11 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/reports/summary.hpp"
-#include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/layer_names.hpp"
+#include "foldcheck/reports/run_answer.hpp"
+#include "foldcheck/reports/summary.hpp"
 #include "foldcheck/reports/text.hpp"
+#include "shown_recipe.hpp"
 
 namespace foldcheck::reports {
 
@@ -23,14 +24,6 @@ std::string kinds_text(const json& kinds) {
   for (const auto& [k, v] : kinds.items())
     if (v.is_number() && v.get<double>() != 0) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", k, v.dump());
   return s.empty() ? std::string("no special values") : s;
-}
-
-// The recipe a layer's row reports in full (observed: the closest; otherwise the largest ratio).
-const json& shown_recipe(const json& f) {
-  const json* shown = &f["recipes"][0];
-  for (const json& rc : f["recipes"])
-    if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
-  return *shown;
 }
 
 // The recipe column's width: its longest entry ("pytorch (float16 arithmetic)"), at least 13.

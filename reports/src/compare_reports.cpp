@@ -9,6 +9,7 @@
 #include "markdown_cell.hpp"
 
 #include "foldcheck/reports/summary.hpp"
+#include "foldcheck/result/judgement.hpp"
 
 namespace foldcheck::reports {
 
@@ -16,14 +17,9 @@ using json = nlohmann::json;
 
 namespace {
 
-int verdict_rank(const json& v) {
-  if (!v.is_string()) return -1;
-  const std::string s = v;
-  if (s == "EXPECTED") return 0;
-  if (s == "SUSPICIOUS") return 1;
-  if (s == "MISTRUSTED") return 2;
-  if (s == "UNEXPECTED") return 3;
-  return -1;
+// A verdict as a report file holds it (absent for anything but a verdict's spelling).
+std::optional<Verdict> verdict_in(const json& v) {
+  return v.is_string() ? verdict_named(v.get<std::string>()) : std::nullopt;
 }
 
 std::string show(const json& v) {
@@ -42,7 +38,7 @@ class Differ {
   }
   void verdict(const std::string& where, const json& a, const json& b, const char* stat = "verdict") {
     if (a == b) return;
-    change(where, stat, a, b, verdict_rank(b) > verdict_rank(a));
+    change(where, stat, a, b, judgement::is_regression(verdict_in(a), verdict_in(b)));
   }
   // A size statistic (non-negative: |ULP| percentiles, ppm, ratios), floor in its unit.
   void size(const std::string& where, const std::string& stat, const json& a, const json& b, double floor) {
@@ -225,12 +221,15 @@ json compare_reports(const json& current_in, const json& baseline_in, const Comp
     if (by_name.count(e["name"].get<std::string>())) record(e["name"], "added", json::array());
   return {{"command", "compare"},
           {"tolerance",
-           {{"relative", o.tolerance}, {"ulp_floor", o.ulp_floor}, {"ppm_floor", o.ppm_floor}, {"ratio_floor", o.ratio_floor},
+           {{"relative", o.tolerance},
+            {"ulp_floor", o.ulp_floor},
+            {"ppm_floor", o.ppm_floor},
+            {"ratio_floor", o.ratio_floor},
             {"share_change", o.share_change}}},
           {"entries", entries},
           {"regressions", regressions},
           {"changes", changed},
-          {"verdict", regressions ? "UNEXPECTED" : "EXPECTED"}};
+          {"verdict", name(judgement::of_check({.failed = regressions > 0}))}};
 }
 
 namespace {

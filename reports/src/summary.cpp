@@ -3,6 +3,7 @@
 
 #include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
+#include "shown_recipe.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -154,9 +155,7 @@ json summarize_accuracy_diff(const json& r) {
     json e{{"key", l["name"]}, {"name", l["name"]}, {"op", l["op"]}, {"verdict", l["verdict"]}};
     if (l.contains("fold")) {
       const json& f = l["fold"];
-      const json* shown = &f["recipes"][0];
-      for (const json& rc : f["recipes"])
-        if (rc["recipe"] == f["shown_recipe"]) shown = &rc;
+      const json* shown = &shown_recipe(f);
       e["recipe"] = (*shown)["recipe"];
       e["fold_ratio"] = (*shown)["worst_ratio"];
       e["weights"] = comparison((*shown)["weights"]);

@@ -59,7 +59,9 @@ json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp
     const Comparison cmp = compare(y, exact.y, DType::Float32, &br.bound, &br.probabilistic);
     json pj = ulp_summary(cmp);
     pj["bound"] = br.formula;
-    verdict = worst(verdict, cmp.verdict == Verdict::Suspicious ? Verdict::Expected : cmp.verdict);
+    // foldcheck's own run is the modelled computation: a per-element probabilistic excess is no
+    // evidence of a bug here (judgement::deterministic_only).
+    verdict = worst(verdict, judgement::deterministic_only(cmp.verdict));
     pj["probabilistic_worst_ratio"] = cmp.worst_probabilistic_ratio ? json(*cmp.worst_probabilistic_ratio) : json(nullptr);
     if (o.attribution && fused) {  // reported for the fused path only (its dominant stage)
       std::vector<std::size_t> worst_idx;
@@ -365,16 +367,18 @@ json output_json(const ValueInfo& vi, const Runs& rr, bool& compared_nothing) {
   return oj;
 }
 
-// The end-to-end verdict: every analysed layer within its bounds on its activations (a
-// MISTRUSTED layer compared nothing: it makes the whole MISTRUSTED, never a pass), the
-// float32 runs within the end-to-end bound when it is computed, and every output compared.
+// The end-to-end verdict: every analysed layer within its deterministic bounds on its
+// activations (their verdicts are deterministic_only already; a MISTRUSTED layer compared
+// nothing: it makes the whole MISTRUSTED, never a pass), foldcheck's own float32 runs within
+// the end-to-end bound when it is computed (the bound's self-check: anything but EXPECTED there
+// is UNEXPECTED), and every output compared (MISTRUSTED otherwise).
 void judge_end_to_end(EndToEnd& e, const std::vector<LayerDiff>& layers) {
   e.verdict = Verdict::Expected;
   for (const LayerDiff& d : layers) {
     if (!d.activations_verdict) continue;
-    const Verdict lv = *d.activations_verdict == Verdict::Suspicious ? Verdict::Unexpected : *d.activations_verdict;
-    if (lv == Verdict::Unexpected && !e.first_layer_beyond_bound) e.first_layer_beyond_bound = d.identity["name"];
-    e.verdict = worst(e.verdict, lv);
+    if (*d.activations_verdict == Verdict::Unexpected && !e.first_layer_beyond_bound)
+      e.first_layer_beyond_bound = d.identity["name"];
+    e.verdict = worst(e.verdict, *d.activations_verdict);
   }
   if (e.observed_output && worst(e.observed_output->unfused.verdict, e.observed_output->fused.verdict) != Verdict::Expected)
     e.verdict = Verdict::Unexpected;
@@ -406,9 +410,7 @@ EndToEnd end_to_end(const Model& model, const BnPatterns& pat, const Runs& rr, c
 
 Verdict LayerDiff::fold_verdict() const { return observed_not_folded || !fold ? Verdict::Unexpected : fold->verdict; }
 
-Verdict LayerDiff::verdict() const {
-  return activations_verdict ? worst(fold_verdict(), *activations_verdict) : fold_verdict();
-}
+Verdict LayerDiff::verdict() const { return judgement::of_layer(fold_verdict(), activations_verdict); }
 
 namespace {
 
@@ -483,15 +485,16 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
   return r;
 }
 
+// The model: its layers are its judged parts (none: MISTRUSTED, nothing checked is not a pass);
+// the observed output against its bound (one deterministic check: never SUSPICIOUS) and the
+// doubt of end-to-end runs that compared nothing join them. The end-to-end runs' other
+// verdicts are the layers' own, already counted.
 Verdict AccuracyDiffResult::verdict() const {
-  Verdict v = Verdict::Expected;
-  if (end_to_end && end_to_end->observed_output) v = worst(v, end_to_end->observed_output->observed.verdict == Verdict::Suspicious
-                                                                   ? Verdict::Unexpected
-                                                                   : end_to_end->observed_output->observed.verdict);
-  if (end_to_end && !end_to_end->not_run && end_to_end->verdict == Verdict::Mistrusted) v = worst(v, Verdict::Mistrusted);
-  for (const LayerDiff& d : layers) v = worst(v, d.verdict());
-  // Nothing checked is not a pass (a model without foldable pairs, checked against nothing).
-  return layers.empty() ? Verdict::Mistrusted : v;
+  judgement::Tally t;
+  if (end_to_end && end_to_end->observed_output) t.also(end_to_end->observed_output->observed.verdict);
+  if (end_to_end && !end_to_end->not_run && end_to_end->verdict == Verdict::Mistrusted) t.also(Verdict::Mistrusted);
+  for (const LayerDiff& d : layers) t.add(d.verdict());
+  return t.verdict();
 }
 
 namespace {
@@ -499,7 +502,7 @@ namespace {
 json layer_json(const LayerDiff& d) {
   json j = d.identity;
   if (d.observed_not_folded) {
-    j["verdict"] = name(Verdict::Unexpected);
+    j["verdict"] = name(d.verdict());  // UNEXPECTED: not folded
     j["observed_note"] = "the observed model still applies a BatchNormalization after this layer: not folded";
   } else {
     j["fold"] = to_json(*d.fold);
@@ -508,8 +511,7 @@ json layer_json(const LayerDiff& d) {
       j["worst_channel"] = d.fold->verdict == Verdict::Expected ? json(nullptr) : json(b.worst_channel);
       j["closest_recipe"] = b.label();
     }
-    // A fold beyond its bound stays the layer's verdict whatever its activations say.
-    j["verdict"] = name(d.fold_verdict() == Verdict::Unexpected ? Verdict::Unexpected : d.verdict());
+    j["verdict"] = name(d.verdict());
   }
   if (d.activations) {
     j["activations"] = *d.activations;

@@ -83,8 +83,7 @@ class Bisector {
       const BoundReport br = error_bounds(ieee.graph, layer.exact, ieee.policy, o_.confidence, &ieee.input);
       const Comparison c = compare(y, layer.exact.y, layer.graph.dtype, &br.bound, &br.probabilistic);
       // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
-      bad = bad || (o_.threshold_ulp ? c.ulp.max_abs > *o_.threshold_ulp
-                                     : c.verdict != Verdict::Expected && c.verdict != Verdict::Mistrusted);
+      bad = bad || (o_.threshold_ulp ? c.ulp.max_abs > *o_.threshold_ulp : judgement::counts_against(c.verdict));
       verdict = worst(verdict, c.verdict);
       const double wr = c.worst_bound_ratio.value_or(0);
       if (wr >= ratio) {
@@ -255,9 +254,11 @@ BisectResult run_bisect(Bisector& b, const BisectOptions& o) {
 
 }  // namespace
 
+// A bad pipeline is UNEXPECTED (SUSPICIOUS when every bad step was beyond a probabilistic bound
+// only); one whose every step compared nothing is MISTRUSTED (judgement::of_check).
 Verdict BisectResult::verdict() const {
-  if (bad) return suspicious_only ? Verdict::Suspicious : Verdict::Unexpected;
-  return nothing_compared ? Verdict::Mistrusted : Verdict::Expected;
+  return judgement::of_check(
+      {.failed = bad && !suspicious_only, .suspicious = bad && suspicious_only, .informative = !nothing_compared});
 }
 
 json BisectResult::to_json() const {

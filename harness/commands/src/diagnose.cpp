@@ -168,9 +168,9 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   return r;
 }
 
-Verdict ModelFit::verdict() const {
-  return vacuous ? Verdict::Mistrusted : expected ? Verdict::Expected : Verdict::Unexpected;
-}
+// A fit beyond its bound is UNEXPECTED; within it but vacuous (every model value zero),
+// MISTRUSTED (judgement::of_check; vacuous implies within).
+Verdict ModelFit::verdict() const { return judgement::of_check({.failed = !expected, .informative = !vacuous}); }
 
 std::optional<std::size_t> DiagnoseResult::best() const {
   if (overflow_element || as_given.vacuous || as_given.expected || hypotheses.empty() || !hypotheses.front().expected)
@@ -178,11 +178,9 @@ std::optional<std::size_t> DiagnoseResult::best() const {
   return 0;
 }
 
-Verdict DiagnoseResult::verdict() const {
-  return overflow_element || as_given.vacuous ? Verdict::Mistrusted
-         : as_given.expected                  ? Verdict::Expected
-                                              : Verdict::Unexpected;
-}
+// The layer as given. An element that overflowed leaves the bounds without meaning there: no
+// evidence either way (MISTRUSTED), whatever the fit.
+Verdict DiagnoseResult::verdict() const { return overflow_element ? Verdict::Mistrusted : as_given.verdict(); }
 
 namespace {
 

@@ -3,6 +3,7 @@
 
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/commands/engines.hpp"
+#include "foldcheck/result/judgement.hpp"
 
 namespace foldcheck {
 namespace {
@@ -23,14 +24,11 @@ json outputs_json(const EngineLayer& L) {
   if (!L.outputs) return nullptr;
   const Comparison& c = *L.outputs;
   json j = L.outputs_detail;
-  // The per-element verdict and the channel statistic's, and the outputs' as the worst of both.
-  const Verdict elements = c.verdict == Verdict::Suspicious ? Verdict::Expected : c.verdict;
-  const Verdict channels = L.channels_beyond > 0         ? Verdict::Unexpected
-                           : L.channels_suspicious > 0   ? Verdict::Suspicious
-                                                         : Verdict::Expected;
-  if (j.contains("channels")) j["channels"]["verdict"] = name(channels);
-  j["elements_verdict"] = name(elements);
-  j["verdict"] = name(worst(elements, channels));
+  // The per-element verdict and the channel statistic's, and the outputs' (EngineLayer::outputs_verdict).
+  if (j.contains("channels"))
+    j["channels"]["verdict"] = name(judgement::of_channels(L.channels_beyond, L.channels_suspicious));
+  j["elements_verdict"] = name(judgement::deterministic_only(c.verdict));
+  j["verdict"] = name(L.outputs_verdict());
   j["elements"] = c.elements;
   j["max_abs_ulp"] = c.ulp.max_abs;
   j["worst_ratio"] = c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr);
@@ -38,6 +36,16 @@ json outputs_json(const EngineLayer& L) {
   j["beyond_bound"] = c.beyond_bound;
   j["beyond_probabilistic"] = c.beyond_probabilistic;
   return j;
+}
+
+json final_outputs_json(const EngineRun& r) {
+  json list = json::array();
+  for (const EngineRun::FinalOutput& f : r.final_outputs) {
+    json j = f.detail;
+    j["verdict"] = name(f.verdict);
+    list.push_back(j);
+  }
+  return list;
 }
 
 json run_json(const EngineRun& r) {
@@ -62,51 +70,47 @@ json run_json(const EngineRun& r) {
           {"fusion_preserved", r.fusion_preserved ? json(*r.fusion_preserved) : json(nullptr)},
           {"first_weights_beyond", r.first_weights_beyond ? json(*r.first_weights_beyond) : json(nullptr)},
           {"first_outputs_beyond", r.first_outputs_beyond ? json(*r.first_outputs_beyond) : json(nullptr)},
-          {"final_outputs", r.final_outputs},
+          {"final_outputs", final_outputs_json(r)},
           {"final_not_checked", r.final_not_checked ? json(*r.final_not_checked) : json(nullptr)},
           {"layers", layers}};
 }
 
 }  // namespace
 
+// The outputs: per element against the deterministic bound only, the channel statistic
+// deciding SUSPICIOUS (judgement::deterministic_only, of_channels).
+Verdict EngineLayer::outputs_verdict() const {
+  return worst(judgement::deterministic_only(outputs->verdict),
+               judgement::of_channels(channels_beyond, channels_suspicious));
+}
+
+// An engine's input to the layer that is not what it was given is UNEXPECTED whatever else; the
+// folded parameters (when folded) and the outputs are the judged parts; outputs the adapter gave
+// but none usable for this layer add doubt (MISTRUSTED); nothing judged is MISTRUSTED.
 Verdict EngineLayer::verdict() const {
-  bool checked = false;
-  Verdict v = Verdict::Expected;
   if (input_mismatch) return Verdict::Unexpected;
-  if (outputs_missing) v = Verdict::Mistrusted;
-  if (weights && !not_folded) {
-    checked = true;
-    v = worst(v, weights->verdict);
-  }
-  if (outputs) {
-    checked = true;
-    v = worst(v, outputs->verdict == Verdict::Suspicious ? Verdict::Expected : outputs->verdict);
-    if (channels_beyond > 0) v = worst(v, Verdict::Unexpected);
-    if (channels_suspicious > 0) v = worst(v, Verdict::Suspicious);
-  }
-  return checked ? v : Verdict::Mistrusted;
+  judgement::Tally t;
+  if (outputs_missing) t.also(Verdict::Mistrusted);
+  if (weights && !not_folded) t.add(weights->verdict);
+  if (outputs) t.add(outputs_verdict());
+  return t.verdict();
 }
 
 // Layers the engine left out (an algorithm it does not offer for them) are reported, not
-// judged; a run that judged no layer is MISTRUSTED.
+// judged; the final outputs join the verdict but a run that judged no layer is MISTRUSTED.
 Verdict EngineRun::verdict() const {
   if (failed) return Verdict::Mistrusted;
-  Verdict v = Verdict::Expected;
-  bool any = false;
+  judgement::Tally t;
   for (const EngineLayer& L : layers)
-    if (!L.left_out || L.weights) {
-      v = worst(v, L.verdict());
-      any = true;
-    }
-  for (const json& f : final_outputs) v = worst(v, *verdict_named(f["verdict"].get<std::string>()));
-  return any ? v : Verdict::Mistrusted;
+    if (!L.left_out || L.weights) t.add(L.verdict());
+  for (const FinalOutput& f : final_outputs) t.also(f.verdict);
+  return t.verdict();
 }
 
 Verdict EnginesResult::verdict() const {
-  if (runs.empty()) return Verdict::Mistrusted;
-  Verdict v = Verdict::Expected;
-  for (const EngineRun& r : runs) v = worst(v, r.verdict());
-  return v;
+  judgement::Tally t;
+  for (const EngineRun& r : runs) t.add(r.verdict());
+  return t.verdict();
 }
 
 json EnginesResult::to_json() const {

@@ -277,8 +277,9 @@ bool ExplainResult::explained() const {
 // marks it MISTRUSTED).
 bool ExplainResult::vacuous() const { return explained() && summary.verdict == Verdict::Mistrusted; }
 
+// Unexplained is UNEXPECTED; explained but vacuous, MISTRUSTED (judgement::of_check).
 Verdict ExplainResult::verdict() const {
-  return vacuous() ? Verdict::Mistrusted : explained() ? Verdict::Expected : Verdict::Unexpected;
+  return judgement::of_check({.failed = !explained(), .informative = summary.verdict != Verdict::Mistrusted});
 }
 
 namespace {

@@ -156,7 +156,7 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
     j["beyond_probabilistic"] = c.beyond_probabilistic;
     decisive = c.worst_bound_index;
     // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
-    bad = bad || c.verdict == Verdict::Unexpected || c.verdict == Verdict::Suspicious;
+    bad = bad || judgement::counts_against(c.verdict);
   } else {
     // Not an approximation of the reference at all, in any run (the all-disabled one too,
     // which the limits cannot judge): an error as large as the largest |reference| of the

@@ -131,7 +131,7 @@ struct DtypeRun {
       wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
       if (bc.verdict == Verdict::Mistrusted) wj["bias"]["mistrusted_cause"] = mistrusted_bias_cause();
       else if (const auto eps = eps_facts(r, dt)) wj["bias"]["eps_held_in_float32"] = *eps;
-      overall = worst(overall, bc.verdict == Verdict::Mistrusted ? Verdict::Expected : bc.verdict);
+      overall = worst(overall, judgement::unless_vacuous(bc.verdict));  // the weights compared the same fold
     } else {
       wj["bias"] = nullptr;
       wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";

@@ -69,7 +69,7 @@ bool check_recipe(const LayerParams& L, const std::optional<ObservedFold>& obs, 
       }
     }
   }
-  rc.verdict = rc.worst_ratio <= 1 ? Verdict::Expected : Verdict::Unexpected;
+  rc.verdict = judgement::of_check({.failed = !(rc.worst_ratio <= 1)});
   return true;
 }
 
@@ -83,9 +83,7 @@ Verdict overall_verdict(const FoldCheck& out, bool observed, const ExactFold& ex
     for (const RecipeFoldCheck& rc : out.recipes) v = worst(v, rc.verdict);
   bool all_zero = std::all_of(exact.bias.begin(), exact.bias.end(), [](const ref::Value& x) { return x.approx.hi == 0; });
   for (std::size_t k = 0; all_zero && k < exact.weight.size(); ++k) all_zero = exact.weight.approx(k).hi == 0;
-  if (v == Verdict::Expected && all_zero)
-    v = Verdict::Mistrusted;
-  return v;
+  return judgement::unless_uninformative(v, !all_zero);
 }
 
 }  // namespace

@@ -5,24 +5,6 @@
 
 namespace foldcheck {
 
-const char* name(Verdict v) {
-  switch (v) {
-    case Verdict::Expected: return "EXPECTED";
-    case Verdict::Suspicious: return "SUSPICIOUS";
-    case Verdict::Unexpected: return "UNEXPECTED";
-    case Verdict::Mistrusted: return "MISTRUSTED";
-  }
-  return "?";
-}
-
-std::optional<Verdict> verdict_named(const std::string& text) {
-  for (const Verdict v : {Verdict::Expected, Verdict::Suspicious, Verdict::Unexpected, Verdict::Mistrusted})
-    if (text == name(v)) return v;
-  return std::nullopt;
-}
-
-Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
-
 double ulp_error(double v, const ref::DoubleDouble& x, DType t) {
   const long double d = (static_cast<long double>(v) - x.hi) - x.lo;
   return static_cast<double>(d / ulp(t, x.hi, x.lo));
@@ -86,10 +68,7 @@ Distribution summarize(std::vector<double> signed_vals) {
 inline bool count_nan_reference(Comparison& c, double v, double xh) {
   if (!std::isnan(xh)) return false;
   if (std::isnan(v)) ++c.kinds.nan_match;
-  else {
-    ++c.kinds.reference_nan;
-    c.verdict = Verdict::Unexpected;
-  }
+  else ++c.kinds.reference_nan;
   return true;
 }
 
@@ -98,18 +77,12 @@ inline bool count_nan_reference(Comparison& c, double v, double xh) {
 inline bool count_unscored(Comparison& c, double v, double xh, double rounded) {
   if (std::isnan(v)) {
     ++c.kinds.nan;
-    c.verdict = Verdict::Unexpected;
     return true;
   }
   if (!std::isinf(v) && !std::isinf(xh)) return false;
   if (v == rounded) ++c.kinds.overflow_match;
-  else if (std::isinf(v)) {
-    ++c.kinds.inf_mismatch;
-    c.verdict = Verdict::Unexpected;
-  } else {
-    ++c.kinds.inf_missed;
-    c.verdict = Verdict::Unexpected;
-  }
+  else if (std::isinf(v)) ++c.kinds.inf_mismatch;
+  else ++c.kinds.inf_missed;
   return true;
 }
 
@@ -157,10 +130,7 @@ inline void check_bound(Comparison& c, double v, long double d, double bound, st
     c.worst_bound_index = static_cast<std::int64_t>(i);
     c.worst_bound_ulp = bound / ulp(t, x.hi, x.lo);
   }
-  if (ratio > 1) {
-    ++c.beyond_bound;
-    c.verdict = Verdict::Unexpected;
-  }
+  if (ratio > 1) ++c.beyond_bound;
 }
 
 // Distance d against the element's probabilistic bound: the worst ratio, and a count beyond it.
@@ -205,8 +175,11 @@ Comparison compare(const std::vector<double>& v, const ref::ValueArray& x, DType
   }
   c.ulp = summarize(std::move(ulps));
   c.ppm = summarize(std::move(ppms));
-  if (c.verdict == Verdict::Expected && c.beyond_probabilistic > 0) c.verdict = Verdict::Suspicious;
-  if (!informative && c.verdict == Verdict::Expected) c.verdict = Verdict::Mistrusted;
+  // UNEXPECTED: a NaN or spurious infinity (the kinds counted so), or an element beyond its bound.
+  const KindCounts& k = c.kinds;
+  const bool failed = k.nan + k.reference_nan + k.inf_mismatch + k.inf_missed + c.beyond_bound > 0;
+  c.verdict =
+      judgement::of_check({.failed = failed, .suspicious = c.beyond_probabilistic > 0, .informative = informative});
   return c;
 }
 

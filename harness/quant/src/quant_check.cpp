@@ -179,7 +179,7 @@ QuantizedFold quantized_fold(const QuantCheckInput& in, const std::string& fold)
 }
 
 Verdict FoundCheck::verdict() const {
-  return unexpected ? Verdict::Unexpected : nonzero == 0 ? Verdict::Mistrusted : Verdict::Expected;
+  return judgement::of_check({.failed = unexpected > 0, .informative = nonzero > 0});
 }
 
 json QuantCheckResult::to_json() const {

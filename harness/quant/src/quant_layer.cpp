@@ -260,9 +260,8 @@ QuantLayerResult layer_paths(const CaseData& d, const CaseSpec& spec, const Quan
 }  // namespace
 
 Verdict QuantLayerResult::verdict() const {
-  return fake_quant.unexpected || integer.unexpected ? Verdict::Unexpected
-         : informative == 0                            ? Verdict::Mistrusted
-                                                       : Verdict::Expected;
+  return judgement::of_check(
+      {.failed = fake_quant.unexpected > 0 || integer.unexpected > 0, .informative = informative > 0});
 }
 
 json QuantLayerResult::to_json() const {

@@ -55,7 +55,7 @@ struct LayerDiff {
   std::optional<Verdict> activations_verdict;  // absent: not analysed (no runs, or a ConvTranspose pair)
 
   Verdict fold_verdict() const;     // UNEXPECTED when not folded
-  Verdict verdict() const;          // the fold's, worst the activations'
+  Verdict verdict() const;          // judgement::of_layer: an UNEXPECTED fold, else the worse of fold and activations
 };
 
 // The other engine's outputs against the float64 run and the end-to-end bound.

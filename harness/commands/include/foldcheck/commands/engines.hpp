@@ -72,6 +72,7 @@ struct EngineLayer {
   std::optional<std::string> left_out;  // the engine did not compute this layer (why): not judged
   bool outputs_missing = false;  // the adapter gave per-layer values, but none usable for this layer: MISTRUSTED
   std::optional<std::string> input_mismatch;  // the engine's input to it is not what it was given: UNEXPECTED
+  Verdict outputs_verdict() const;            // with `outputs`: the elements' (deterministic bound) and the channels'
   Verdict verdict() const;
 };
 
@@ -85,8 +86,12 @@ struct EngineRun {
   std::vector<EngineLayer> layers;      // the original's pairs, graph order
   std::optional<std::string> first_weights_beyond, first_outputs_beyond;
   // The engine's final outputs against the float64 run with the end-to-end bound
-  // (output_bound.hpp), one entry per graph output it wrote; each has "verdict".
-  nlohmann::json final_outputs = nlohmann::json::array();
+  // (output_bound.hpp), one per graph output it wrote.
+  struct FinalOutput {
+    nlohmann::json detail;  // name, worst_ratio, max_abs_ulp, bound, samples
+    Verdict verdict = Verdict::Expected;
+  };
+  std::vector<FinalOutput> final_outputs;
   std::optional<std::string> final_not_checked;
   std::optional<std::string> failed;    // the adapter failed (message); nothing else is filled
   Verdict verdict() const;

@@ -35,16 +35,9 @@
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/numerics/histogram.hpp"
 #include "foldcheck/reference/certify.hpp"
+#include "foldcheck/result/judgement.hpp"  // Verdict, and how a comparison's facts become one (of_check)
 
 namespace foldcheck {
-
-// Ordered from best to worst. SUSPICIOUS: within the deterministic bound but beyond the
-// probabilistic one (possible for a correct computation, improbable under random rounding).
-enum class Verdict { Expected, Suspicious, Unexpected, Mistrusted };
-const char* name(Verdict v);
-// The verdict `name` spells so (absent for any other text).
-std::optional<Verdict> verdict_named(const std::string& text);
-Verdict worst(Verdict a, Verdict b);
 
 struct Distribution {
   double max_abs = 0, mean_abs = 0, mean = 0, rms = 0, p50 = 0, p99 = 0, p999 = 0;

@@ -1,0 +1,101 @@
+#pragma once
+// The one judgement module. Every verdict foldcheck reports is decided by a policy below: a
+// command gathers facts (values beyond a bound, whether anything informative was compared)
+// and these policies turn them into verdicts and combine verdicts up the result tree (an
+// element comparison, a path, a layer, a run, a suite). Nothing else combines verdicts:
+// renderers print the verdicts they are given, and the Python module binds these functions.
+//
+// What the verdicts mean at each level:
+//   a check      (one comparison of values with their bounds: of_check) EXPECTED within every
+//                bound; SUSPICIOUS within the deterministic bound but beyond a probabilistic
+//                one; UNEXPECTED beyond a deterministic bound; MISTRUSTED when nothing in it
+//                could have failed (no informative value) and nothing did.
+//   a statistic  (a channel statistic over many elements: of_channels) SUSPICIOUS beyond its
+//                stated false-alarm rate; per-element probabilistic excesses are then not
+//                evidence (deterministic_only): among N elements about (1 - c) N exceed a
+//                bound that holds with confidence c, by design.
+//   a layer      (its folded parameters and its outputs: of_layer) a fold beyond its bound is
+//                the layer's verdict whatever its outputs show.
+//   a node of parts (a run, an engine, a model, a suite: Tally) the worst of its judged parts;
+//                a node that judged no part is MISTRUSTED: nothing compared is never a pass.
+//   "not compared" a part left out because it compared nothing while its parent judged the same
+//                values otherwise (a folded bias that is exactly zero beside its weights:
+//                unless_vacuous) does not count; a bisect step that compared nothing is no
+//                evidence against a pass (counts_against).
+#include <cstdint>
+#include <optional>
+
+#include "foldcheck/result/verdict.hpp"
+
+namespace foldcheck {
+
+// The worse of two verdicts in the order EXPECTED < SUSPICIOUS < UNEXPECTED < MISTRUSTED: at a
+// node of independent parts, a part that could not be judged keeps the whole from passing.
+Verdict worst(Verdict a, Verdict b);
+
+namespace judgement {
+
+// The facts of one check of values against their bounds.
+struct CheckFacts {
+  bool failed = false;      // a value beyond its deterministic bound, a NaN or a spurious infinity
+  bool suspicious = false;  // a value beyond its probabilistic bound (a statistic: of_channels)
+  bool informative = true;  // some value could have shown a wrong scale or shift (an exact value
+                            // that rounds to a finite non-zero number of the compared type)
+};
+// Evidence before doubt: a check that failed is UNEXPECTED even when nothing else in it was
+// informative (a NaN where the exact value is zero is still wrong), one beyond a probabilistic
+// bound SUSPICIOUS; a check with no evidence either way is MISTRUSTED when nothing in it could
+// have failed, EXPECTED otherwise.
+Verdict of_check(const CheckFacts& f);
+
+// The same rule for a verdict already reached by other means: EXPECTED becomes MISTRUSTED when
+// nothing informative was compared; evidence (SUSPICIOUS, UNEXPECTED) stays.
+Verdict unless_uninformative(Verdict v, bool informative);
+
+// An element comparison's verdict where a statistic, not single elements, decides SUSPICIOUS
+// (engines' layer outputs; foldcheck's own runs of a layer, which are the modelled computation):
+// SUSPICIOUS becomes EXPECTED, every other verdict stays.
+Verdict deterministic_only(Verdict elements);
+// The per-channel statistic (layer/channel_bias.hpp): UNEXPECTED when a channel's mean error is
+// beyond its deterministic bound, SUSPICIOUS when beyond its probabilistic one (the statistic's
+// stated false-alarm rate), else EXPECTED.
+Verdict of_channels(std::int64_t beyond, std::int64_t suspicious);
+
+// A layer: its folded parameters' verdict and, when analysed, its outputs'. A fold beyond its
+// bound is the layer's verdict whatever its outputs show (UNEXPECTED over MISTRUSTED outputs);
+// otherwise the worse of the two.
+Verdict of_layer(Verdict fold, std::optional<Verdict> outputs);
+
+// A part that compared nothing while its parent judged the same values by other ones (a folded
+// bias exactly zero in every channel, beside the folded weights): MISTRUSTED is reported on the
+// part and left out of the parent (EXPECTED); any other verdict counts.
+Verdict unless_vacuous(Verdict part);
+// Whether a verdict is evidence against a pass (a bisect step, a pipeline): SUSPICIOUS or
+// UNEXPECTED. A MISTRUSTED comparison compared nothing: no evidence either way.
+bool counts_against(Verdict v);
+
+// A regression between two runs of the same check (`compare` of report files): the current
+// verdict ranks worse than the baseline's in the order EXPECTED < SUSPICIOUS < MISTRUSTED <
+// UNEXPECTED. For a nightly, a check that found a bug is worse than one that could not compare
+// (unlike worst(), where doubt keeps a node from passing). An absent or unknown verdict (a
+// report without one) ranks below EXPECTED.
+bool is_regression(std::optional<Verdict> baseline, std::optional<Verdict> current);
+
+// A node of parts. add(): a judged part; also(): a verdict that joins the node's but does not
+// by itself make the node judged (the end-to-end outputs of an engine run whose layers could not
+// be checked; the doubt of a part that was missing). verdict(): the worst of everything added,
+// MISTRUSTED when no part was judged.
+class Tally {
+ public:
+  void add(Verdict v);
+  void also(Verdict v);
+  bool judged() const { return judged_; }
+  Verdict verdict() const;
+
+ private:
+  Verdict worst_ = Verdict::Expected;
+  bool judged_ = false;
+};
+
+}  // namespace judgement
+}  // namespace foldcheck

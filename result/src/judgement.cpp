@@ -1,0 +1,62 @@
+// The one judgement module (judgement.hpp): the policies, each as its header states it.
+#include "foldcheck/result/judgement.hpp"
+
+namespace foldcheck {
+
+Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
+
+namespace judgement {
+
+Verdict of_check(const CheckFacts& f) {
+  if (f.failed) return Verdict::Unexpected;
+  if (f.suspicious) return Verdict::Suspicious;
+  return f.informative ? Verdict::Expected : Verdict::Mistrusted;
+}
+
+Verdict unless_uninformative(Verdict v, bool informative) {
+  return v == Verdict::Expected && !informative ? Verdict::Mistrusted : v;
+}
+
+Verdict deterministic_only(Verdict elements) { return elements == Verdict::Suspicious ? Verdict::Expected : elements; }
+
+Verdict of_channels(std::int64_t beyond, std::int64_t suspicious) {
+  return beyond > 0 ? Verdict::Unexpected : suspicious > 0 ? Verdict::Suspicious : Verdict::Expected;
+}
+
+Verdict of_layer(Verdict fold, std::optional<Verdict> outputs) {
+  if (fold == Verdict::Unexpected || !outputs) return fold;
+  return worst(fold, *outputs);
+}
+
+Verdict unless_vacuous(Verdict part) { return part == Verdict::Mistrusted ? Verdict::Expected : part; }
+
+bool counts_against(Verdict v) { return v == Verdict::Suspicious || v == Verdict::Unexpected; }
+
+namespace {
+int regression_rank(std::optional<Verdict> v) {
+  if (!v) return -1;
+  switch (*v) {
+    case Verdict::Expected: return 0;
+    case Verdict::Suspicious: return 1;
+    case Verdict::Mistrusted: return 2;
+    case Verdict::Unexpected: return 3;
+  }
+  return -1;
+}
+}  // namespace
+
+bool is_regression(std::optional<Verdict> baseline, std::optional<Verdict> current) {
+  return regression_rank(current) > regression_rank(baseline);
+}
+
+void Tally::add(Verdict v) {
+  worst_ = worst(worst_, v);
+  judged_ = true;
+}
+
+void Tally::also(Verdict v) { worst_ = worst(worst_, v); }
+
+Verdict Tally::verdict() const { return judged_ ? worst_ : Verdict::Mistrusted; }
+
+}  // namespace judgement
+}  // namespace foldcheck

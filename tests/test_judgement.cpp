@@ -1,0 +1,129 @@
+// The judgement module (result/judgement.hpp): each policy over every verdict it can meet, and
+// the result types that use them agree with what they write (a layer's JSON verdict is its
+// typed verdict; an engine run's final outputs count by their typed verdicts).
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <vector>
+
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/commands/engines.hpp"
+#include "foldcheck/result/judgement.hpp"
+
+using namespace foldcheck;
+
+namespace {
+
+const std::vector<Verdict> kAll = {Verdict::Expected, Verdict::Suspicious, Verdict::Unexpected, Verdict::Mistrusted};
+
+}  // namespace
+
+TEST_CASE("judgement: verdict names round-trip and nothing else parses", "[judgement]") {
+  for (const Verdict v : kAll) CHECK(verdict_named(name(v)) == v);
+  CHECK_FALSE(verdict_named("expected"));
+  CHECK_FALSE(verdict_named("LEFT OUT"));
+  CHECK_FALSE(verdict_named(""));
+}
+
+TEST_CASE("judgement: worst is a total order, MISTRUSTED worst", "[judgement]") {
+  for (std::size_t i = 0; i < kAll.size(); ++i)
+    for (std::size_t j = 0; j < kAll.size(); ++j) {
+      CHECK(worst(kAll[i], kAll[j]) == kAll[std::max(i, j)]);
+      CHECK(worst(kAll[i], kAll[j]) == worst(kAll[j], kAll[i]));
+    }
+}
+
+TEST_CASE("judgement: one check puts evidence before doubt", "[judgement]") {
+  using judgement::of_check;
+  for (const bool informative : {true, false}) {
+    CHECK(of_check({.failed = true, .suspicious = true, .informative = informative}) == Verdict::Unexpected);
+    CHECK(of_check({.failed = true, .suspicious = false, .informative = informative}) == Verdict::Unexpected);
+    CHECK(of_check({.failed = false, .suspicious = true, .informative = informative}) == Verdict::Suspicious);
+  }
+  CHECK(of_check({}) == Verdict::Expected);
+  CHECK(of_check({.informative = false}) == Verdict::Mistrusted);
+  for (const Verdict v : kAll) {
+    CHECK(judgement::unless_uninformative(v, true) == v);
+    CHECK(judgement::unless_uninformative(v, false) == (v == Verdict::Expected ? Verdict::Mistrusted : v));
+  }
+}
+
+TEST_CASE("judgement: statistics, vacuous parts and evidence against a pass", "[judgement]") {
+  for (const Verdict v : kAll) {
+    CHECK(judgement::deterministic_only(v) == (v == Verdict::Suspicious ? Verdict::Expected : v));
+    CHECK(judgement::unless_vacuous(v) == (v == Verdict::Mistrusted ? Verdict::Expected : v));
+    CHECK(judgement::counts_against(v) == (v == Verdict::Suspicious || v == Verdict::Unexpected));
+  }
+  CHECK(judgement::of_channels(0, 0) == Verdict::Expected);
+  CHECK(judgement::of_channels(0, 3) == Verdict::Suspicious);
+  CHECK(judgement::of_channels(1, 3) == Verdict::Unexpected);
+}
+
+TEST_CASE("judgement: a layer's fold beyond its bound is its verdict", "[judgement]") {
+  for (const Verdict outputs : kAll) CHECK(judgement::of_layer(Verdict::Unexpected, outputs) == Verdict::Unexpected);
+  for (const Verdict fold : {Verdict::Expected, Verdict::Suspicious, Verdict::Mistrusted}) {
+    CHECK(judgement::of_layer(fold, std::nullopt) == fold);
+    for (const Verdict outputs : kAll) CHECK(judgement::of_layer(fold, outputs) == worst(fold, outputs));
+  }
+}
+
+TEST_CASE("judgement: a node that judged nothing is MISTRUSTED", "[judgement]") {
+  judgement::Tally empty;
+  CHECK(empty.verdict() == Verdict::Mistrusted);
+  judgement::Tally only_also;
+  only_also.also(Verdict::Expected);
+  CHECK_FALSE(only_also.judged());
+  CHECK(only_also.verdict() == Verdict::Mistrusted);
+  for (const Verdict a : kAll)
+    for (const Verdict b : kAll) {
+      judgement::Tally t;
+      t.add(a);
+      t.also(b);
+      CHECK(t.verdict() == worst(a, b));
+    }
+}
+
+// Before the judgement module, a layer whose fold was UNEXPECTED and whose activations compared
+// nothing wrote "UNEXPECTED" in its JSON while its typed verdict (and so the model's) was
+// MISTRUSTED. Every combination now writes the typed verdict, and the model's is their tally.
+TEST_CASE("judgement: accuracy-diff writes each layer's typed verdict", "[judgement]") {
+  for (const Verdict fold : kAll)
+    for (const std::optional<Verdict> act :
+         {std::optional<Verdict>(), std::optional<Verdict>(Verdict::Expected),
+          std::optional<Verdict>(Verdict::Unexpected), std::optional<Verdict>(Verdict::Mistrusted)}) {
+      AccuracyDiffResult r;
+      r.model = nlohmann::json::object();
+      r.unpaired = nlohmann::json::array();
+      LayerDiff d;
+      d.identity = {{"name", "conv"}};
+      d.fold = FoldCheck{};
+      d.fold->verdict = fold;
+      if (act) {
+        d.activations = nlohmann::json::object();
+        d.activations_verdict = act;
+      }
+      r.layers.push_back(d);
+      const nlohmann::json j = r.to_json();
+      INFO("fold " << name(fold) << ", activations " << (act ? name(*act) : "none"));
+      CHECK(j["layers"][0]["verdict"] == name(r.layers[0].verdict()));
+      CHECK(j["verdict"] == name(r.verdict()));
+      CHECK(r.verdict() == judgement::of_layer(fold, act));
+    }
+  AccuracyDiffResult none;
+  CHECK(none.verdict() == Verdict::Mistrusted);
+}
+
+TEST_CASE("judgement: an engine run's final outputs count by their typed verdicts", "[judgement]") {
+  EngineRun run;
+  EngineLayer L;
+  L.name = "conv";
+  L.weights = FoldCheck{};
+  run.layers.push_back(L);
+  CHECK(run.verdict() == Verdict::Expected);
+  run.final_outputs.push_back({{{"name", "y"}}, Verdict::Unexpected});
+  CHECK(run.verdict() == Verdict::Unexpected);
+  EngineRun left_out = run;
+  left_out.layers[0].left_out = "not offered";
+  left_out.layers[0].weights.reset();
+  CHECK(left_out.verdict() == Verdict::Mistrusted);  // final outputs alone judge no layer
+}
