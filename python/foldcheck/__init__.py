@@ -12,6 +12,7 @@ A pytest assertion whose tolerance is a proven bound: foldcheck.testing.assert_f
 """
 from . import _core
 from ._commands import accuracy_diff, bisect, diagnose, engine_names, engines, explain, fold_check, quant_check, run
+from ._core import Verdict
 from .results import (
     VERDICTS,
     AccuracyDiffResult,
@@ -32,7 +33,7 @@ SCHEMA_VERSION = _core.schema_version
 __all__ = [
     "explain", "diagnose", "fold_check", "quant_check", "run", "accuracy_diff", "engines", "engine_names", "bisect",
     "Result", "ExplainResult", "DiagnoseResult", "FoldCheckResult", "QuantCheckResult", "RunResult",
-    "AccuracyDiffResult", "EnginesResult", "BisectResult", "InputError", "VERDICTS", "SCHEMA_VERSION",
+    "AccuracyDiffResult", "EnginesResult", "BisectResult", "InputError", "Verdict", "VERDICTS", "SCHEMA_VERSION",
     "__version__",
 ]
 

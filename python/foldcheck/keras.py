@@ -39,15 +39,17 @@ import json
 import math
 import numbers
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from . import _commands
 from . import _tflite_model as tfl
+from ._core import Verdict, counts_against, of_check, tally
 from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
 from ._tensorflow import tf
 from ._tflite_model import converted_convs  # noqa: F401 (public: a converted model's convs, adapters/tflite_fold.py)
-from .results import VERDICTS
 
 
 def _nearest(a, b):
@@ -150,10 +152,6 @@ def _misplaced(x, ctx, keras, pool):
     return None
 
 
-def _worst(verdicts):
-    return max(verdicts, key=VERDICTS.index)
-
-
 def _join(*notes):
     return "; ".join(n for n in notes if n) or None
 
@@ -194,7 +192,7 @@ def _absorbed(ctx, keras, values):
         return [_nearest(value, keras[id(op)][k]) if value is not None and id(op) in keras else math.inf
                 for op in ops if op is not None]
 
-    out = []
+    out: list[tuple[str, Any, bool | None]] = []
     for where, others, value, own, k in (("before", ctx["before"], x, (ctx["conv"], ctx["pad"]), 0),
                                          ("after", [ctx["after"]] if ctx["after"] else [], y, (ctx["bn"],), 1)):
         if not others:
@@ -216,17 +214,17 @@ def _absorbed_verdict(row, absorbed):
     if sure:
         why = (f"the converter folded {' and '.join(sure)} into this conv as well (its values are nearer Keras' "
                "with it than without), which foldcheck does not model: not judged")
-    elif maybe and row["verdict"] not in ("EXPECTED", "MISTRUSTED"):
+    elif maybe and counts_against(row["verdict"]):
         why = (f"beyond its bounds ({row['verdict']}) next to {' and '.join(maybe)}: if that is a constant multiply "
                "or add, the converter folded it into this conv as well, which foldcheck does not model; not judged")
     else:
         return row
-    return {**row, "verdict": "MISTRUSTED", "note": _join(why, row["note"])}
+    return {**row, "verdict": tally(()), "note": _join(why, row["note"])}  # not judged: nothing foldcheck models
 
 
 def _check_layer(name, p, ctx, conv, keras, pool, run_state, precision, threads):
     flat, x_nhwc, run = run_state
-    row = {"layer": name, "verdict": "MISTRUSTED", "weights": None, "output": None, "note": None}
+    row = {"layer": name, "verdict": tally(()), "weights": None, "output": None, "note": None}  # nothing judged yet
     if conv is None:
         row["note"] = "no conv of the converted model carries this layer's fold (its BatchNorm was not folded)"
         return row
@@ -252,16 +250,16 @@ def _check_layer(name, p, ctx, conv, keras, pool, run_state, precision, threads)
         row["note"] = _join(f"weights stored in {conv['weight_type']} (the converter's quantization): held to "
                             "float32's bounds, which quantization leaves by design", row["note"])
     results = [r for r in (row["weights"], row["output"]) if r is not None]
-    row["verdict"] = _worst([r.verdict for r in results])
-    if row["verdict"] == "MISTRUSTED":  # say why here: the table shows verdicts, not reasons
+    row["verdict"] = tally(r.verdict for r in results)
+    if row["verdict"] == Verdict.MISTRUSTED:  # say why here: the table shows verdicts, not reasons
         row["note"] = _join(row["note"], *(f"{r.command}: {r.get('summary') or r.get('reasoning')}"
-                                           for r in results if r.verdict == "MISTRUSTED"))
-    if wrong:
-        return {**row, "verdict": "UNEXPECTED", "note": _join(*wrong, row["note"])}
+                                           for r in results if r.verdict == Verdict.MISTRUSTED))
+    if wrong:  # the converted layer is not the Keras layer: evidence, whatever its values
+        return {**row, "verdict": of_check(failed=True), "note": _join(*wrong, row["note"])}
     return _absorbed_verdict(row, absorbed)
 
 
-def convert(model):
+def convert(model: Any) -> bytes:
     """The TFLite converter's model of `model`, default options (the flatbuffer's bytes)."""
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the exported signature
@@ -291,7 +289,7 @@ def _keras_values(model, x, pairs):
                                   if op is not None]
     try:
         seen = record(model, x, ops)
-    except Exception as e:  # noqa: BLE001 (Keras raises many kinds for a shape it does not take)
+    except Exception as e:  # Keras raises many kinds for a shape it does not take
         raise ValueError(f"check_tflite: the Keras model does not run on x of shape {list(x.shape)}: "
                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
     names = {id(op): op.name for op in ops}
@@ -299,7 +297,8 @@ def _keras_values(model, x, pairs):
     return seen, pool
 
 
-def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
+def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] | None = None, eps: float | None = None,
+                 precision: int = 256, threads: int = 0) -> "TFLiteCheck":
     """Is the TFLite converter's fold of every conv + BatchNorm of `model` correct, layer by
     layer, on input `x`? (see the module's documentation)
 
@@ -322,7 +321,8 @@ def check_tflite(model, x, *, tflite=None, eps=None, precision=256, threads=0):
     for c, b, ctx in pairs:
         ctx.update(conv=c, bn=b)
     flat = bytes(tflite) if tflite is not None else convert(model)
-    arrays = [keras_layer(c, b) for c, b, _ in pairs]
+    arrays: list[dict[str, Any]] = [keras_layer(c, b) for c, b, _ in pairs]
+    p: dict[str, Any]
     for p in arrays if eps is not None else ():
         p["eps"] = float(eps)
     run = tfl.per_layer_run(flat, x_nhwc)
@@ -341,48 +341,50 @@ class TFLiteCheck:
     it)]; the verdict is the worst judged layer's (MISTRUSTED when no pair was judged; the
     answer counts the pairs the converter may have folded that were not judged)."""
 
-    def __init__(self, layers, skipped):
+    def __init__(self, layers: list[dict[str, Any]],  # noqa: F811 (the parameter, not the helper)
+                 skipped: list[tuple[Any, str, bool]]) -> None:
         self.layers = layers
         self.skipped = skipped
 
     @property
-    def verdict(self):
-        return _worst([r["verdict"] for r in self.layers]) if self.layers else "MISTRUSTED"
+    def verdict(self) -> Verdict:
+        return tally(r["verdict"] for r in self.layers)
 
     @property
-    def passed(self):
-        return self.verdict == "EXPECTED"
+    def passed(self) -> bool:
+        return self.verdict == Verdict.EXPECTED
 
     @property
-    def exit_code(self):
+    def exit_code(self) -> int:
         return 0 if self.passed else 1
 
     @property
-    def unexpected(self):
-        return [r for r in self.layers if r["verdict"] != "EXPECTED"]
+    def unexpected(self) -> list[dict[str, Any]]:
+        return [r for r in self.layers if r["verdict"] != Verdict.EXPECTED]
 
-    def to_dict(self):
-        def part(r):
+    def to_dict(self) -> dict[str, Any]:
+        def part(r: Any) -> Any:
             return None if r is None else r.to_dict()
 
         return {"command": "check_tflite", "verdict": self.verdict,
                 "layers": [{**r, "weights": part(r["weights"]), "output": part(r["output"])} for r in self.layers],
-                "skipped": [{"batchnorm": b, "reason": why, "may_be_folded": folded} for b, why, folded in self.skipped]}
+                "skipped": [{"batchnorm": b, "reason": why, "may_be_folded": folded}
+                            for b, why, folded in self.skipped]}
 
-    def to_json(self, indent=None):
+    def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
-    def report(self, format="text"):  # noqa: A002 (the CLI's word)
+    def report(self, format: str = "text") -> str:  # noqa: A002 (the CLI's word)
         if format == "json":
             return self.to_json(2)
         if format != "text":
             raise ValueError(f"check_tflite reports text or json, not {format!r}")
         return _text(self)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.report()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<TFLiteCheck {self.verdict} layers: {len(self.layers)}>"
 
 
@@ -448,7 +450,7 @@ def _input_for(model, path, seed):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """python -m foldcheck.keras MODEL.keras [--input X.npy | --seed S] [--tflite M.tflite]
     [--eps E] [--format text|json]: check_tflite from the command line; exit 0 EXPECTED,
     1 anything else, 2 bad input."""

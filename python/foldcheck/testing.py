@@ -14,11 +14,12 @@ fails with the worst element, its ratio to the bound, the bound's formula and th
 torch.testing.assert_close's defaults (rtol 1.3e-6, atol 1e-5 for float32) are absolute for
 small weights: a 20 ppm change of one channel passes them; it does not pass this.
 """
+from typing import Any
+
 import numpy as np
 
 __all__ = ["assert_fold_close"]
 
-from . import _commands
 
 
 def _is_tensor(x):
@@ -56,7 +57,7 @@ _SHAPES = ("expected is the unfused original: (conv, bn), nn.Sequential(conv, bn
            "actual is the fused conv or model")
 
 
-def _pair(expected, torch):
+def _pair(expected: Any, torch: Any) -> tuple[Any, Any] | None:
     """(conv, bn) when `expected` is one layer, None when it is a model; anything else refused."""
     from .torch import _BNS, _CONVS  # noqa: PLC0415
 
@@ -64,7 +65,7 @@ def _pair(expected, torch):
         expected = tuple(expected)
     if isinstance(expected, (tuple, list)):
         if len(expected) == 2 and isinstance(expected[0], _CONVS) and isinstance(expected[1], _BNS):
-            return tuple(expected)
+            return expected[0], expected[1]
         raise TypeError(f"assert_fold_close: expected is a {type(expected).__name__} of "
                         f"{[type(e).__name__ for e in expected]}; {_SHAPES}")
     if isinstance(expected, _CONVS + _BNS) or not isinstance(expected, torch.nn.Module):
@@ -85,7 +86,8 @@ def _layer(fused, conv, bn, precision):
     if w.verdict != "EXPECTED":
         i = np.unravel_index(int(np.nanargmax(np.where(np.isnan(ratio), np.inf, ratio))), exact.shape)
         actual_w = fused.weight.detach().cpu().double().numpy()[i]
-        lines.append(f"Worst element: weight{list(map(int, i))} (channel {int(i[0])}): actual {actual_w:.9g}, exact fold "
+        lines.append(f"Worst element: weight{list(map(int, i))} (channel {int(i[0])}): actual {actual_w:.9g}, "
+                     f"exact fold "
                      f"{exact[i]:.9g}: {res[i]:+.1f} ULP from it, {ratio[i]:.1f} x its bound of {bound[i]:.2f} ULP.")
         lines.append(_weight_bound(w))
         lines.append("Likely cause: " + _weight_cause(exact, fused.weight.detach().cpu().double().numpy(), ratio,
@@ -115,9 +117,11 @@ def _bias_failure(r, fused, conv, bn):
     off = np.nonzero(np.abs(actual - exact) > 1e-5 * np.maximum(np.abs(exact), 1e-30))[0]
     f = r.parameters
     ratio = "inf" if f.worst_ratio is None else f"{f.worst_ratio:.3g}"
-    lines = [f"The weights are a correct fold (bit for bit: {', '.join(r.bit_exact_recipes) or 'no recipe'}); the bias is "
+    lines = [f"The weights are a correct fold (bit for bit: {', '.join(r.bit_exact_recipes) or 'no recipe'}); "
+             f"the bias is "
              f"not: worst channel {f.worst_channel}, {ratio} x the closest recipe's bound ({f.closest_recipe}).",
-             "Bound: |b' - ((b - mean)*gamma/sqrt(var+eps) + beta)| <= the running-error bound of the recipe's bias chain "
+             "Bound: |b' - ((b - mean)*gamma/sqrt(var+eps) + beta)| <= the running-error bound of the recipe's "
+             "bias chain "
              "(a-priori, every rounding of its operations)."]
     if fused.bias is None or (not np.any(actual) and np.any(exact)):
         cause = "the folded bias is missing (zero in every channel): add b' = (b - mean)*gamma/sqrt(var+eps) + beta."
@@ -220,7 +224,8 @@ def _model(actual, expected, x, precision):
         lines.append(f"  {layer['module']}: channel {layer['worst_channel']}, "
                      f"{'inf' if ratio is None else format(ratio, '.1f')} x the bound of the closest recipe "
                      f"({layer['closest_recipe']})")
-    lines.append("Bound: |w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta per weight, and the bias chain's running-error "
+    lines.append("Bound: |w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta per weight, and the bias chain's "
+                 "running-error "
                  "bound, of each engine recipe (a-priori, u the dtype's unit roundoff).")
     lines.append("Likely cause: see each layer above; foldcheck.torch.check_fold(conv, bn, fused_conv) on one of them "
                  "gives the element-level detail and the slip (eps, var vs std, a changed channel, the bias).")
@@ -239,7 +244,8 @@ def _outputs(actual, expected, conv, bn, x, precision):
     if expected is not None:
         e = fct.diagnose(bn, x, expected, conv=conv, precision=precision)
         if not e.passed:
-            failures.append(_output_failure("expected (the unfused output)", e, tuple(expected.shape), _values(expected)))
+            failures.append(_output_failure("expected (the unfused output)", e, tuple(expected.shape),
+                                            _values(expected)))
     return "\n".join(failures) or None
 
 

@@ -16,20 +16,24 @@ import contextlib
 import os
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
 __all__ = ["check_fold", "check_model", "diagnose", "conv_bn_pairs", "export_onnx", "bn_parameters", "frozen_fold",
            "compiled_fold", "FoldResult", "ModelCheck"]
 
-from . import _commands
-from .results import Result
+from . import _commands, _core
+from ._core import Verdict
+from .results import AccuracyDiffResult, DiagnoseResult, ExplainResult, FoldCheckResult, Result
 
 _CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 _BNS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
+ConvModule = torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d  # what the functions take as `conv`
 
 
-def bn_parameters(bn):
+def bn_parameters(bn: torch.nn.Module) -> dict[str, Any]:
     """A BatchNorm module's inference parameters: gamma, beta, mean, var (tensors) and eps.
     A BatchNorm without affine parameters has gamma 1 and beta 0; one without running
     statistics cannot be folded (its eval output uses batch statistics) and is refused."""
@@ -45,7 +49,7 @@ def bn_parameters(bn):
     return dict(gamma=gamma, beta=beta, mean=bn.running_mean.detach(), var=bn.running_var.detach(), eps=float(bn.eps))
 
 
-def _conv_arrays(conv, what):
+def _conv_arrays(conv: torch.nn.Module, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     if not isinstance(conv, _CONVS):
         raise TypeError(f"{what}: expected a torch.nn.Conv1d/2d/3d (channels on axis 0), got {type(conv).__name__}")
     return conv.weight.detach(), None if conv.bias is None else conv.bias.detach()
@@ -56,43 +60,42 @@ class FoldResult(Result):
     bit, residuals in ULP) and the weights with the bias (each recipe's bound). The verdict is
     the worse of the two."""
 
-    def __init__(self, weights, parameters):
+    def __init__(self, weights: ExplainResult, parameters: FoldCheckResult) -> None:
         super().__init__(parameters._core)
         self.weights = weights
         self.parameters = parameters
 
     @property
-    def verdict(self):
-        order = ("EXPECTED", "SUSPICIOUS", "UNEXPECTED", "MISTRUSTED")
-        return max(self.weights.verdict, self.parameters.verdict, key=order.index)
+    def verdict(self) -> Verdict:
+        return _core.worst(self.weights.verdict, self.parameters.verdict)
 
     @property
-    def exit_code(self):
+    def exit_code(self) -> int:
         return 0 if self.passed else 1
 
     @property
-    def bit_exact_recipes(self):
+    def bit_exact_recipes(self) -> list[str]:
         return self.weights.bit_exact_recipes
 
     @property
-    def recipe(self):
+    def recipe(self) -> str | None:
         """The recipe that reproduces the weights bit for bit (the first), else the closest one."""
         b = self.bit_exact_recipes
         return b[0] if b else self.parameters.closest_recipe
 
     @property
-    def worst_channel(self):
+    def worst_channel(self) -> int | None:
         return self.parameters.worst_channel
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
 
-    def to_json(self, indent=None):
+    def to_json(self, indent: int | None = None) -> str:
         import json  # noqa: PLC0415
 
         return json.dumps(self.to_dict(), indent=indent)
 
-    def report(self, format="text"):  # noqa: A002
+    def report(self, format: str = "text") -> str:  # noqa: A002
         if format == "json":
             return self.to_json(2)
         fold = self.parameters.to_dict()
@@ -107,11 +110,12 @@ class FoldResult(Result):
                  "bound, each recipe's", "", self.weights.report(format)]
         return "\n".join(lines)
 
-    def _repr_extra(self):
+    def _repr_extra(self) -> str:
         return f" recipe: {self.recipe}"
 
 
-def check_fold(conv, bn, fused, *, precision=256, threads=0):
+def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *, precision: int = 256,
+               threads: int = 0) -> FoldResult:
     """Is the conv `fused` the fold of `conv` followed by `bn` (eval mode)?
 
     Its weights against the exact fold w*gamma/sqrt(var+eps) with every engine recipe replayed
@@ -128,13 +132,14 @@ def check_fold(conv, bn, fused, *, precision=256, threads=0):
     return FoldResult(weights, parameters)
 
 
-def diagnose(bn, x, observed, *, conv=None, precision=256, threads=0):
+def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
+             precision: int = 256, threads: int = 0) -> DiagnoseResult:
     """Why does `observed` differ from what `bn` (eval mode: its running statistics), after
     `conv` if given, computes on `x`? The layer as given, then the common bugs: training-mode
     batch statistics, eps mismatch, variance read as std, missing sqrt, gamma/beta swapped,
     NHWC read as NCHW, ... Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
     p = bn_parameters(bn)
-    kw = {}
+    kw: dict[str, Any] = {}
     if conv is not None:
         w, b = _conv_arrays(conv, "conv")
         if conv.groups != 1 or len(set(conv.stride)) > 1 or len(set(conv.dilation)) > 1:
@@ -147,19 +152,19 @@ def diagnose(bn, x, observed, *, conv=None, precision=256, threads=0):
 
 # --- models ------------------------------------------------------------------------------
 
-def conv_bn_pairs(model, example=None):
+def conv_bn_pairs(model: torch.nn.Module, example: torch.Tensor | None = None) -> list[list[str]]:
     """The [conv, bn] module-name pairs of a model where the BatchNorm takes the conv's output,
     nothing else does, and each module is called once (what fuse_modules may fuse). Found by
     torch.fx tracing; a model fx cannot trace needs `example` (an input), and its pairs are then
     found by running it once, counting every use of each conv's output."""
     try:
         gm = torch.fx.symbolic_trace(model)
-    except Exception:  # noqa: BLE001 (fx cannot trace data-dependent Python)
+    except Exception:  # fx cannot trace data-dependent Python
         if example is None:
             raise
         return _pairs_by_running(model, example)
     mods = dict(gm.named_modules())
-    calls = {}
+    calls: dict[str, int] = {}
     for node in gm.graph.nodes:
         if node.op == "call_module":
             calls[node.target] = calls.get(node.target, 0) + 1
@@ -182,7 +187,12 @@ def _pairs_by_running(model, example):
     from torch.overrides import TorchFunctionMode  # noqa: PLC0415
 
     names = {m: n for n, m in model.named_modules()}
-    produced, other_uses, bn_of, calls, inside_bn, hooks = {}, {}, {}, {}, [], []
+    produced: dict[int, Any] = {}
+    other_uses: dict[Any, int] = {}
+    bn_of: dict[Any, Any] = {}
+    calls: dict[Any, int] = {}
+    inside_bn: list[Any] = []
+    hooks: list[Any] = []
 
     class Uses(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -225,7 +235,7 @@ def _pairs_by_running(model, example):
 
 
 @contextlib.contextmanager
-def _evaluating(model):
+def _evaluating(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     """The model in eval mode (no running statistic moves), every module's mode given back."""
     modes = [(m, m.training) for m in model.modules()]
     model.eval()
@@ -238,13 +248,13 @@ def _evaluating(model):
 
 
 @contextlib.contextmanager
-def _quiet_export():
+def _quiet_export() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
 
 
-def export_onnx(model, x, path, opset=17):
+def export_onnx(model: torch.nn.Module, x: torch.Tensor, path: str | os.PathLike[str], opset: int = 17) -> str:
     """Export `model` on input `x` to ONNX as foldcheck reads it: eval mode, BatchNorms kept as
     BatchNormalization nodes (training=PRESERVE on an eval model: EVAL would let the exporter
     fold them), no constant folding, parameters under their module names. The TorchScript
@@ -281,14 +291,14 @@ class ModelCheck(Result):
     .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
     .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result."""
 
-    def __init__(self, diff, names, fuser):
+    def __init__(self, diff: AccuracyDiffResult, names: dict[str, str], fuser: str | None) -> None:
         super().__init__(diff._core)
         self.accuracy_diff = diff
         self.fuser = fuser
         self._names = names
 
     @property
-    def layers(self):
+    def layers(self) -> list[dict[str, Any]]:
         out = []
         for layer in self.accuracy_diff.layers:
             fold = layer.get("fold") or {}
@@ -299,24 +309,25 @@ class ModelCheck(Result):
         return out
 
     @property
-    def unexpected(self):
+    def unexpected(self) -> list[dict[str, Any]]:
         """The layers that are not EXPECTED (each a dict as in .layers)."""
         return [x for x in self.layers if x["verdict"] != "EXPECTED"]
 
     @property
-    def reason(self):
+    def reason(self) -> str | None:
         """Why nothing was compared, when no layer was (else None)."""
         if self.layers:
             return None
         return self._no_pairs
 
-    _no_pairs = None
-    notes = ()  # what was not checked, and why
+    _no_pairs: str | None = None
+    notes: list[str] | tuple[str, ...] = ()  # what was not checked, and why
 
-    def report(self, format="text"):  # noqa: A002
+    def report(self, format: str = "text") -> str:  # noqa: A002
         if format != "text":
             return self.accuracy_diff.report(format)
-        rows = [f"verdict: {self.verdict}  ({len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''})"]
+        rows = [f"verdict: {self.verdict}  ({len(self.layers)} conv+BN layers"
+                f"{', fused by ' + self.fuser if self.fuser else ''})"]
         if self.reason:
             rows.append(f"  {self.reason}")
         rows.extend(f"  note: {n}" for n in self.notes)
@@ -331,7 +342,7 @@ class ModelCheck(Result):
             rows.append(f"  {x['verdict']:<11} {x['module']:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}{note}")
         return "\n".join(rows)
 
-    def _repr_extra(self):
+    def _repr_extra(self) -> str:
         bad = self.unexpected
         return f" layers: {len(self.layers)}" + (f", first bad: {bad[0]['module']}" if bad else "")
 
@@ -354,8 +365,10 @@ def _fused_module(model, fused, x):
     return rebuilt, fuser
 
 
-def check_model(model, fused, x, *, weights_only=False, output_samples=32, confidence=0.999, precision=256,
-                threads=0, progress=None, keep_dir=None):
+def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_only: bool = False,
+                output_samples: int = 32, confidence: float = 0.999, precision: int = 256, threads: int = 0,
+                progress: Callable[[str], object] | None = None,
+                keep_dir: str | os.PathLike[str] | None = None) -> ModelCheck:
     """Is `fused` a correct fold of every conv + BatchNorm of `model`, on input `x`?
 
     fused: the model after a fuser (an nn.Module, an fx GraphModule, a torch.jit.freeze'd
@@ -462,13 +475,13 @@ def _install_folds(model, folds, x):
             setattr(mods[parent] if parent else model, attr, torch.nn.Identity())
 
 
-def frozen_fold(frozen):
+def frozen_fold(frozen: torch.jit.ScriptModule) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
     """The (weight, bias) of every convolution of a torch.jit.freeze'd module, in graph order:
     constants after freezing (its conv-bn folding has run)."""
     kinds = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution"}
     graph = frozen.graph
     nodes = [n for n in graph.nodes() if n.kind() in kinds]
-    if sum(len(graph.findAllNodes(k)) for k in kinds) != len(nodes):
+    if sum(len(graph.findAllNodes(k)) for k in kinds) != len(nodes):  # type: ignore[attr-defined,misc]
         raise ValueError("a convolution inside a loop or branch of the frozen graph: its place is not known")
     return [(_constant(n.inputsAt(1)), _constant(n.inputsAt(2))) for n in nodes]
 
@@ -481,7 +494,7 @@ def _constant(value):
     return t if isinstance(t, torch.Tensor) else None
 
 
-def compiled_fold(compiled, x):
+def compiled_fold(compiled: Callable[..., Any], x: torch.Tensor) -> list[tuple[Any, Any]]:
     """The (weight, bias) of every convolution of a torch.compile'd model after inductor's
     freezing (torch._inductor.config.freezing = True: its constant folding folds each conv + BN),
     in graph order: read from the constants of the graph as the last post-grad pass leaves it
@@ -495,7 +508,7 @@ def compiled_fold(compiled, x):
 
     def read(graph):
         if theirs is not None:
-            theirs(graph)
+            theirs(graph)  # type: ignore[operator]  # a callable, as the caller set it
         gm = graph.owning_module
         for node in graph.nodes:
             if node.op == "call_function" and "convolution" in str(node.target):

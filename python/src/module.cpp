@@ -21,17 +21,21 @@ namespace {
 void bind_result(pyb::module_& m) {
   pyb::class_<Result>(m, "Result")
       .def_readonly("command", &Result::command)
-      .def_property_readonly("verdict", [](const Result& r) { return std::string(foldcheck::name(r.verdict)); })
+      .def_property_readonly("verdict", [](const Result& r) { return foldcheck::py::verdict_object(r.verdict); })
       .def_property_readonly("exit_code", &Result::exit_code)
-      .def("to_json", [](const Result& r, int indent) {
-             return r.json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-           }, pyb::arg("indent") = -1)
+      .def(
+          "to_json",
+          [](const Result& r, int indent) {
+            return r.json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+          },
+          pyb::arg("indent") = -1)
       .def("report", &Result::report, pyb::arg("format") = "text")
-      .def("array_names", [](const Result& r) {
-        std::vector<std::string> n;
-        for (const auto& [k, v] : r.arrays) n.push_back(k);
-        return n;
-      })
+      .def("array_names",
+           [](const Result& r) {
+             std::vector<std::string> n;
+             for (const auto& [k, v] : r.arrays) n.push_back(k);
+             return n;
+           })
       .def("array", [](pyb::object self, const std::string& name) {
         const Result& r = self.cast<const Result&>();
         const auto it = r.arrays.find(name);
@@ -47,6 +51,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("version") = foldcheck::kVersion;
   m.attr("schema_version") = foldcheck::kSchemaVersion;
   pyb::register_exception<foldcheck::InputError>(m, "InputError", PyExc_ValueError);
+  foldcheck::py::bind_judgement(m);
   bind_result(m);
   foldcheck::py::bind_layer(m);
   foldcheck::py::bind_model(m);

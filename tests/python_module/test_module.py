@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import foldcheck
+from foldcheck import _core
 
 TVM_ORIGINAL = np.array([2.1122932], dtype=np.float32)
 TVM_OBSERVED = np.array([2.1122828], dtype=np.float32)
@@ -270,3 +271,27 @@ def test_bisect_takes_pass_lists_as_text_and_refuses_bad_thresholds(root):
     for bad in (dict(threshold_ulp=float("nan")), dict(threshold_ulp=-1), dict(opt_level=99)):
         with pytest.raises(foldcheck.InputError):
             foldcheck.bisect(case, **({"passes": "FoldScaleAxis"} if "opt_level" not in bad else {}), **bad)
+
+
+def test_verdicts_and_their_judgement_come_from_the_core():
+    """foldcheck.Verdict is the C++ enum, in its order; a result's verdict is a member equal to its
+    spelling (old comparisons and json.dumps keep working); the policies Python combines verdicts
+    with are the C++ judgement module's."""
+    V = foldcheck.Verdict
+    assert [v.value for v in V] == ["EXPECTED", "SUSPICIOUS", "UNEXPECTED", "MISTRUSTED"]
+    assert foldcheck.VERDICTS == tuple(V)
+    r = foldcheck.explain(TVM_ORIGINAL, TVM_OBSERVED)
+    assert r.verdict is V.EXPECTED and r.verdict == "EXPECTED" and f"{r.verdict}" == "EXPECTED"
+    assert json.dumps({"v": r.verdict}) == '{"v": "EXPECTED"}'
+    assert _core.worst(V.EXPECTED, "SUSPICIOUS") is V.SUSPICIOUS
+    assert _core.worst(V.UNEXPECTED, V.MISTRUSTED) is V.MISTRUSTED
+    assert _core.tally([]) is V.MISTRUSTED  # nothing judged is never a pass
+    assert _core.tally([V.EXPECTED], also=[V.UNEXPECTED]) is V.UNEXPECTED
+    assert _core.tally([], also=[V.EXPECTED]) is V.MISTRUSTED
+    assert _core.of_check(failed=False, informative=False) is V.MISTRUSTED
+    assert _core.of_check(failed=True, informative=False) is V.UNEXPECTED  # evidence before doubt
+    assert _core.of_layer(V.UNEXPECTED, V.MISTRUSTED) is V.UNEXPECTED
+    assert _core.of_layer(V.EXPECTED, None) is V.EXPECTED
+    assert [_core.counts_against(v) for v in V] == [False, True, True, False]
+    with pytest.raises(ValueError, match="not a verdict"):
+        _core.worst("expected")
