@@ -5,7 +5,7 @@ Every folder below is one floor; a floor may include the public headers of the f
 stands on (directly or through them) and its own internal headers, nothing else:
 
     reference   certified arithmetic            <- nothing
-    result      verdicts and their judgement    <- nothing
+    result      verdicts, judgement, views      <- nothing
     reports     renderers of the versioned JSON <- result
     base        errors, envelope, task pool     <- nothing
     platform    processes and signals           <- nothing
