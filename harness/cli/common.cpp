@@ -19,6 +19,7 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/io/output_file.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
+#include "foldcheck/result/views/json_io.hpp"
 
 namespace foldcheck::cli {
 
@@ -265,7 +266,10 @@ std::string one_line(const std::string& message) {
   return out;
 }
 
-int exit_code_of_report(const json& report) { return report["verdict"] == "EXPECTED" ? 0 : 1; }
+// A report's verdict restored by name (result/views/json_io.hpp); one without a verdict passes nothing.
+int exit_code_of_report(const json& report) {
+  return exit_code(result::views::optional_verdict(report, "verdict").value_or(Verdict::Mistrusted));
+}
 
 int exit_code(Verdict v) { return v == Verdict::Expected ? 0 : 1; }
 
