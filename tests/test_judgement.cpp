@@ -67,6 +67,33 @@ TEST_CASE("judgement: a layer's fold beyond its bound is its verdict", "[judgeme
   }
 }
 
+TEST_CASE("judgement: the per-layer judge over folds, outputs, doubt and the input", "[judgement]") {
+  using F = judgement::LayerFacts;
+  CHECK(judgement::of_layer(F{}) == Verdict::Mistrusted);  // nothing judged
+  for (const Verdict v : kAll) {
+    CHECK(judgement::of_layer(F{.fold = v}) == v);
+    CHECK(judgement::of_layer(F{.outputs = v}) == v);
+    CHECK(judgement::of_layer(F{.fold = v, .input_mismatch = true}) == Verdict::Unexpected);
+    // A fold beyond its bound wins over outputs that compared nothing and over doubt.
+    CHECK(judgement::of_layer(F{.fold = Verdict::Unexpected, .outputs = v, .doubt = true}) == Verdict::Unexpected);
+    // Doubt keeps a layer from passing; it judged nothing by itself.
+    CHECK(judgement::of_layer(F{.outputs = v, .doubt = true}) == worst(v, Verdict::Mistrusted));
+    CHECK(judgement::of_layer(F{.doubt = true}) == Verdict::Mistrusted);
+  }
+}
+
+TEST_CASE("judgement: an engine's layer with a fold beyond its bound is UNEXPECTED whatever its outputs show",
+          "[judgement]") {
+  EngineLayer L;
+  L.weights = FoldCheck{};
+  L.weights->verdict = Verdict::Unexpected;
+  L.outputs_missing = true;  // outputs given but none usable: MISTRUSTED before the one per-layer judge
+  CHECK(L.verdict() == Verdict::Unexpected);
+  L.outputs_missing = false;
+  L.not_folded = "the engine kept the BatchNorm";
+  CHECK(L.verdict() == Verdict::Mistrusted);  // nothing judged: the weights were not a fold
+}
+
 TEST_CASE("judgement: a node that judged nothing is MISTRUSTED", "[judgement]") {
   judgement::Tally empty;
   CHECK(empty.verdict() == Verdict::Mistrusted);

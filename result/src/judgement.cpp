@@ -23,10 +23,16 @@ Verdict of_channels(std::int64_t beyond, std::int64_t suspicious) {
   return beyond > 0 ? Verdict::Unexpected : suspicious > 0 ? Verdict::Suspicious : Verdict::Expected;
 }
 
-Verdict of_layer(Verdict fold, std::optional<Verdict> outputs) {
-  if (fold == Verdict::Unexpected || !outputs) return fold;
-  return worst(fold, *outputs);
+Verdict of_layer(const LayerFacts& f) {
+  if (f.input_mismatch || f.fold == Verdict::Unexpected) return Verdict::Unexpected;
+  Tally t;
+  if (f.doubt) t.also(Verdict::Mistrusted);
+  if (f.fold) t.add(*f.fold);
+  if (f.outputs) t.add(*f.outputs);
+  return t.verdict();
 }
+
+Verdict of_layer(Verdict fold, std::optional<Verdict> outputs) { return of_layer(LayerFacts{fold, outputs}); }
 
 Verdict unless_vacuous(Verdict part) { return part == Verdict::Mistrusted ? Verdict::Expected : part; }
 

@@ -84,16 +84,16 @@ Verdict EngineLayer::outputs_verdict() const {
                judgement::of_channels(channels_beyond, channels_suspicious));
 }
 
-// An engine's input to the layer that is not what it was given is UNEXPECTED whatever else; the
-// folded parameters (when folded) and the outputs are the judged parts; outputs the adapter gave
-// but none usable for this layer add doubt (MISTRUSTED); nothing judged is MISTRUSTED.
+// The per-layer judge (judgement::of_layer): the folded parameters when the engine folded them,
+// the outputs when compared, doubt when the adapter gave outputs but none usable for this layer,
+// and an input that is not what the engine was given.
 Verdict EngineLayer::verdict() const {
-  if (input_mismatch) return Verdict::Unexpected;
-  judgement::Tally t;
-  if (outputs_missing) t.also(Verdict::Mistrusted);
-  if (weights && !not_folded) t.add(weights->verdict);
-  if (outputs) t.add(outputs_verdict());
-  return t.verdict();
+  judgement::LayerFacts f;
+  if (weights && !not_folded) f.fold = weights->verdict;
+  if (outputs) f.outputs = outputs_verdict();
+  f.doubt = outputs_missing;
+  f.input_mismatch = input_mismatch.has_value();
+  return judgement::of_layer(f);
 }
 
 // Layers the engine left out (an algorithm it does not offer for them) are reported, not

@@ -61,9 +61,27 @@ Verdict deterministic_only(Verdict elements);
 // stated false-alarm rate), else EXPECTED.
 Verdict of_channels(std::int64_t beyond, std::int64_t suspicious);
 
-// A layer: its folded parameters' verdict and, when analysed, its outputs'. A fold beyond its
-// bound is the layer's verdict whatever its outputs show (UNEXPECTED over MISTRUSTED outputs);
-// otherwise the worse of the two.
+// A layer, as accuracy-diff and engines judge one (the one per-layer judge; bisect judges pass
+// prefixes, each step's outputs through counts_against). The facts:
+//   fold        the folded parameters' verdict, when they were checked (absent: not folded here,
+//               or not readable);
+//   outputs     the outputs' verdict, when they were compared (elements and channel statistic);
+//   doubt       outputs were given but none usable for this layer: MISTRUSTED joins the verdict
+//               (it cannot pass), yet nothing was judged by it;
+//   input_mismatch  the layer was run on another input than it was given: UNEXPECTED, whatever
+//               else (every comparison of it is against the wrong reference).
+// The rule: an input mismatch, else a fold beyond its bound, is UNEXPECTED whatever the outputs
+// show (a corrupted fold is a bug even when the outputs compared nothing: UNEXPECTED over
+// MISTRUSTED); otherwise the worst of what was judged and the doubt; a layer that judged nothing
+// is MISTRUSTED.
+struct LayerFacts {
+  std::optional<Verdict> fold;
+  std::optional<Verdict> outputs;
+  bool doubt = false;
+  bool input_mismatch = false;
+};
+Verdict of_layer(const LayerFacts& facts);
+// The same for a layer whose fold is always judged: of_layer({fold, outputs}).
 Verdict of_layer(Verdict fold, std::optional<Verdict> outputs);
 
 // A part that compared nothing while its parent judged the same values by other ones (a folded
