@@ -54,7 +54,9 @@ json& path_at(json& r, std::size_t d, std::size_t o, std::size_t p) { return r["
 // Variants of a run the shipped cases do not reach.
 std::string run_variants(const json& r) {
   std::string s = run_section("as run", r);
-  json v = r;  // a path beyond its bound, another SUSPICIOUS, folded weights MISTRUSTED
+  // A path beyond its bound, another SUSPICIOUS, folded weights MISTRUSTED: the answer cites the
+  // worst set in judgement's order (the MISTRUSTED weights), whatever the run's verdict says.
+  json v = r;
   v["verdict"] = "UNEXPECTED";
   path_at(v, 0, 0, 1)["verdict"] = "UNEXPECTED";
   path_at(v, 0, 0, 1)["bound"]["worst_ratio"] = 3.25;

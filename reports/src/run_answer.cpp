@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "foldcheck/result/judgement.hpp"
+
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
@@ -98,12 +100,20 @@ std::string bad_sentence(const Scored& s) {
                      name(s.verdict), s.index, ratio_text(s.ratio), s.bound_ulp);
 }
 
-// The worst set that is not EXPECTED (a MISTRUSTED folded bias aside: run leaves those out).
+// Whether set a is worse than set b: the worse verdict (judgement's order, the order in which
+// run combined them into its own), then, between equal verdicts, the higher ratio to its bound.
+bool worse(const Scored& a, const Scored& b) {
+  if (a.verdict != b.verdict) return worst(a.verdict, b.verdict) == a.verdict;
+  return a.ratio > b.ratio;
+}
+
+// The worst set that is not EXPECTED (a MISTRUSTED folded bias aside: run leaves those out):
+// the one whose verdict is the run's.
 const Scored* worst_bad(const std::vector<Scored>& sets) {
   const Scored* w = nullptr;
   for (const Scored& s : sets) {
     if (s.verdict == Verdict::Expected || (s.bias && s.verdict == Verdict::Mistrusted)) continue;
-    if (!w || s.ratio > w->ratio) w = &s;
+    if (!w || worse(s, *w)) w = &s;
   }
   return w;
 }
