@@ -150,3 +150,22 @@ TEST_CASE("run and explain renderers: byte-identical to the golden", "[reports][
   CHECK(got.size() == want.size());
   CHECK((got == want));
 }
+
+TEST_CASE("a run's answer restores from the JSON it writes; a malformed answer is refused, not rendered", "[reports]") {
+  const Result run_r = run("run " + src("cases/tvm_thread.json") + " --format json --no-timing -q");
+  REQUIRE(run_r.code == 0);
+  const json r = json::parse(run_r.out);
+  const json a = foldcheck::reports::run_answer(r);
+  CHECK(foldcheck::reports::RunAnswer::from_json(a).to_json() == a);
+  for (const char* key : {"verdict", "reasoning", "observed_weights", "tolerances"}) {
+    json bad = a;
+    bad.erase(key);
+    CHECK_THROWS_AS(foldcheck::reports::answer_lines(bad), nlohmann::json::exception);
+  }
+  json bad = a;
+  bad["verdict"] = "PASSED";  // not one of the four
+  CHECK_THROWS_AS(foldcheck::reports::answer_lines(bad), std::invalid_argument);
+  bad = a;
+  bad["tolerances"][0]["rtol"] = "small";
+  CHECK_THROWS_AS(foldcheck::reports::answer_lines(bad), nlohmann::json::exception);
+}
