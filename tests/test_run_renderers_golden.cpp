@@ -151,7 +151,8 @@ TEST_CASE("run and explain renderers: byte-identical to the golden", "[reports][
   CHECK((got == want));
 }
 
-TEST_CASE("a run's answer restores from the JSON it writes; a malformed answer is refused, not rendered", "[reports]") {
+TEST_CASE("a run's answer restores from the JSON it writes, and a malformed answer is refused, not rendered",
+          "[reports]") {
   const Result run_r = run("run " + src("cases/tvm_thread.json") + " --format json --no-timing -q");
   REQUIRE(run_r.code == 0);
   const json r = json::parse(run_r.out);
