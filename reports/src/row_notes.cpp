@@ -6,63 +6,43 @@
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
-
-namespace {
-
-double number(const json& c, const char* a, const char* b) {
-  if (!c.contains(a) || !c[a].is_object()) return -1;
-  const json v = c[a].value(b, json());
-  return v.is_number() ? v.get<double>() : -1;
-}
-
-// The bound in ULP at the element nearest its bound, and at the element of the largest |ULP|:
-// a run's comparison keeps them in bound_check, a summary's entry at its top level.
-double field(const json& c, const char* k) {
-  const double inside = number(c, "bound_check", k);
-  if (inside >= 0) return inside;
-  const json v = c.value(k, json());
-  return v.is_number() ? v.get<double>() : -1;
-}
-
-}  // namespace
+using result::views::NoteFacts;
 
 // Folded weights (w' = w s) cannot cancel: their bound is a fixed multiple of |w| and differs
 // in ULP between elements by the binade alone (a factor below 2 per scale), so a max |ULP| above
 // the bound ULP there is not cancellation. A row shows it when the max-|ULP| element's own
 // bound exceeds twice the bound ULP column, more than a binade explains.
-bool shows_cancellation(const json& c) {
-  if (!c.is_object() || c.value("name", "") == "weights") return false;
-  const double max_ulp = number(c, "ulp", "max_abs"), at_worst = field(c, "bound_ulp_at_worst"),
-               own = field(c, "bound_ulp_at_max_ulp");
-  return c.value("verdict", "") != "MISTRUSTED" && max_ulp > 0 && at_worst >= 0 && own >= max_ulp && max_ulp > at_worst &&
+bool shows_cancellation(const NoteFacts& c) {
+  if (!c.is_row || c.weights) return false;
+  const double max_ulp = c.max_ulp, at_worst = c.bound_ulp_at_worst, own = c.bound_ulp_at_max_ulp;
+  return c.verdict != Verdict::Mistrusted && max_ulp > 0 && at_worst >= 0 && own >= max_ulp && max_ulp > at_worst &&
          own > 2 * at_worst;
 }
 
-std::string cancellation_note(const json& c) {
+std::string cancellation_note(const NoteFacts& c) {
   if (!shows_cancellation(c)) return "";
-  const double max_ulp = number(c, "ulp", "max_abs"), at_worst = field(c, "bound_ulp_at_worst"),
-               own = field(c, "bound_ulp_at_max_ulp");
-  return fmt::format("max |ULP| {:.4g} is a cancelled result, within its own bound of {:.3g} ULP (bound ULP {:.3g} is at "
-                     "the element nearest its bound)",
-                     max_ulp, own, at_worst);
+  return fmt::format(
+      "max |ULP| {:.4g} is a cancelled result, within its own bound of {:.3g} ULP (bound ULP {:.3g} is at "
+      "the element nearest its bound)",
+      c.max_ulp, c.bound_ulp_at_max_ulp, c.bound_ulp_at_worst);
 }
 
 namespace {
 
 // A run's facts on eps held in float32 (run_case.cpp), when the shift is at least an ULP.
-std::string eps_note(const json& c) {
-  const json e = c.value("eps_held_in_float32", json());
-  if (!e.is_object() || e.value("ulp_min", 0.0) < 1) return "";
-  return fmt::format("this recipe holds eps in float32 ({:g} becomes {:.9g}): the scale of the channel with the smallest "
-                     "var + eps moves by {:.3g} relative, {:.3g} to {:.3g} {} ULP of the values it scales (less in the "
-                     "other channels); the engine's choice, charged in the bound",
-                     e.value("eps", 0.0), e.value("eps_used", 0.0), e.value("max_relative_scale_shift", 0.0),
-                     e.value("ulp_min", 0.0), e.value("ulp_max", 0.0), e.value("dtype", ""));
+std::string eps_note(const NoteFacts& c) {
+  if (!c.eps_held || c.eps_held->ulp_min < 1) return "";
+  const NoteFacts::EpsHeld& e = *c.eps_held;
+  return fmt::format(
+      "this recipe holds eps in float32 ({:g} becomes {:.9g}): the scale of the channel with the smallest "
+      "var + eps moves by {:.3g} relative, {:.3g} to {:.3g} {} ULP of the values it scales (less in the "
+      "other channels); the engine's choice, charged in the bound",
+      e.eps, e.eps_used, e.max_relative_scale_shift, e.ulp_min, e.ulp_max, e.dtype);
 }
 
-std::string mistrusted_note(const json& c) {
-  if (c.value("verdict", "") != "MISTRUSTED") return "";
-  const std::string cause = c.value("mistrusted_cause", "");
+std::string mistrusted_note(const NoteFacts& c) {
+  if (c.verdict != Verdict::Mistrusted) return "";
+  const std::string& cause = c.mistrusted_cause;
   if (cause == "all_exact_zero")
     return "MISTRUSTED: every exact folded bias is 0 (no conv bias, mean 0 and beta 0: a fresh BatchNorm), so there was "
            "nothing to compare; it does not count toward the verdict: the outputs, which add the bias, are scored in the paths";
@@ -75,14 +55,17 @@ std::string mistrusted_note(const json& c) {
 
 }  // namespace
 
-std::vector<std::string> row_notes(const json& c) {
+std::vector<std::string> row_notes(const NoteFacts& c) {
   std::vector<std::string> notes;
-  if (!c.is_object()) return notes;
+  if (!c.is_row) return notes;
   for (const std::string& n : {cancellation_note(c), eps_note(c), mistrusted_note(c)})
     if (!n.empty()) notes.push_back(n);
-  for (const json& n : c.value("notes", json::array()))  // a summary's entry: the notes rendered from its run
-    if (n.is_string()) notes.push_back(n.get<std::string>());
+  for (const std::string& n : c.notes) notes.push_back(n);  // a summary's entry: the notes rendered from its run
   return notes;
 }
+
+std::vector<std::string> row_notes(const json& c) { return row_notes(NoteFacts::from_json(c)); }
+bool shows_cancellation(const json& c) { return shows_cancellation(NoteFacts::from_json(c)); }
+std::string cancellation_note(const json& c) { return cancellation_note(NoteFacts::from_json(c)); }
 
 }  // namespace foldcheck::reports

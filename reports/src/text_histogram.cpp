@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "foldcheck/reports/text.hpp"
+#include "foldcheck/result/views/histogram.hpp"
+#include "foldcheck/result/views/run.hpp"
 
 namespace foldcheck::reports {
 
@@ -20,41 +22,45 @@ std::string bar(std::int64_t count, std::int64_t max, int width, bool right) {
 }
 }  // namespace
 
-std::string histogram_text(const nlohmann::json& h, int width) {
-  std::int64_t maxc = h.value("zero", std::int64_t{0});
-  for (const auto& b : h["buckets"]) maxc = std::max({maxc, b["negative"].get<std::int64_t>(), b["positive"].get<std::int64_t>()});
-  const std::string unit = h["unit"];
+std::string histogram_text(const result::views::Histogram& h, int width) {
+  std::int64_t maxc = h.zero;
+  for (const auto& b : h.buckets) maxc = std::max({maxc, b.negative, b.positive});
   // A ratio histogram's unit is the element's own bound: a line marks where |ratio| passes 1.
-  const bool ratio = unit == "bound";
+  const bool ratio = h.unit == "bound";
   bool marked = !ratio;
-  std::string s = fmt::format("  {:>18}  {:>9} {:>{}}│{:<{}} {:<9}\n", ratio ? "|error| / bound" : "|error| in " + unit,
-                              "negative", "", width, "", width, "positive");
-  if (h.value("zero", 0) > 0)
+  std::string s =
+      fmt::format("  {:>18}  {:>9} {:>{}}│{:<{}} {:<9}\n", ratio ? "|error| / bound" : "|error| in " + h.unit,
+                  "negative", "", width, "", width, "positive");
+  if (h.zero > 0)
     s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", "0 (exact)", "", std::string(width, ' '),
-                     bar(h["zero"], maxc, width, true), h["zero"].get<std::int64_t>());
-  for (const auto& b : h["buckets"]) {
-    const auto n = b["negative"].get<std::int64_t>(), p = b["positive"].get<std::int64_t>();
-    if (!marked && (!b["upper"].is_number() || b["upper"].get<double>() > 1)) {
+                     bar(h.zero, maxc, width, true), h.zero);
+  for (const auto& b : h.buckets) {
+    if (!marked && (!b.upper || *b.upper > 1)) {
       s += fmt::format("  {:>18}  {}\n", "", "-- the bound (|ratio| = 1): rows below are beyond it --");
       marked = true;
     }
-    s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", b["range"].get<std::string>(), n ? std::to_string(n) : "",
-                     bar(n, maxc, width, false), bar(p, maxc, width, true), p ? std::to_string(p) : "");
+    s += fmt::format("  {:>18}  {:>9} {}│{} {:<9}\n", b.range, b.negative ? std::to_string(b.negative) : "",
+                     bar(b.negative, maxc, width, false), bar(b.positive, maxc, width, true),
+                     b.positive ? std::to_string(b.positive) : "");
   }
   if (!marked) s += fmt::format("  {:>18}  {}\n", "", "-- every element within its bound (|ratio| <= 1) --");
   s += fmt::format("  {:>18}  (bar length: log scale)\n", "");
   // Elements with no finite error (NaN, infinities) are listed, not dropped.
   std::string unscored;
-  if (h.contains("unscored") && h["unscored"].is_object())
-    for (const auto& [k, v] : h["unscored"].items())
-      if (v.is_number_integer() && v.get<std::int64_t>() > 0) unscored += fmt::format(" {}={}", k, v.get<std::int64_t>());
+  for (const auto& [k, v] : h.unscored)
+    if (v > 0) unscored += fmt::format(" {}={}", k, v);
   if (!unscored.empty()) s += fmt::format("  {:>18}  not in the histogram:{}\n", "", unscored);
   return s;
 }
 
-std::string seconds_suffix(const nlohmann::json& r) {
-  if (!r.contains("timing") || !r["timing"].contains("seconds")) return "";
-  return fmt::format("  ({:.1f} s)", r["timing"]["seconds"].get<double>());
+std::string histogram_text(const nlohmann::json& h, int width) {
+  return histogram_text(result::views::Histogram::from_json(h), width);
 }
+
+std::string seconds_suffix(std::optional<double> seconds) {
+  return seconds ? fmt::format("  ({:.1f} s)", *seconds) : "";
+}
+
+std::string seconds_suffix(const nlohmann::json& r) { return seconds_suffix(result::views::timing_seconds(r)); }
 
 }  // namespace foldcheck::reports

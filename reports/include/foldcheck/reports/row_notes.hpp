@@ -19,13 +19,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/result/views/run.hpp"
+
 namespace foldcheck::reports {
 
+// Each takes the row's facts (views/run.hpp NoteFacts), or the row's JSON, restored first.
+std::vector<std::string> row_notes(const result::views::NoteFacts& c);
 std::vector<std::string> row_notes(const nlohmann::json& c);
 // Whether c's row carries the cancellation note (its max |ULP| is above the bound ULP column
 // and within its own element's bound).
+bool shows_cancellation(const result::views::NoteFacts& c);
 bool shows_cancellation(const nlohmann::json& c);
 // That note alone ("" when the row does not carry it).
+std::string cancellation_note(const result::views::NoteFacts& c);
 std::string cancellation_note(const nlohmann::json& c);
 
 // Once per report, beside the first cancellation note: why a large |ULP| can be within.

@@ -6,10 +6,12 @@
 // and explain's reasoning, and the assert_close tolerances the bound implies (the unfused
 // and first fused path of each dtype's first accumulation order; the others are in the JSON).
 //
-// Contract: a pure function of the `run` JSON. Returns
+// Contract: a pure function of the restored `run` result (views/run.hpp Run). Returns the
+// answer (views/run.hpp RunAnswer), whose to_json is
 //   {"verdict", "reasoning": [sentences], "observed_weights": null | {"verdict",
 //    "bit_exact": [recipes], "reasoning": [sentences], "note"}, "tolerances": [{"path",
-//    "dtype", "accumulation", "rtol", "atol", "atol_alone"}]}.
+//    "dtype", "accumulation", "rtol", "atol", "atol_alone"}]}
+// (what the JSON entry point returns, and a summary stores under "answer").
 // The first sentence: the observed weights when they are not EXPECTED (explain's sentence);
 // else the worst set that is not EXPECTED (SUSPICIOUS cites its probabilistic ratio); else
 // every set within its bound, with the output path closest to its bound (folded sets are
@@ -20,9 +22,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/result/views/run.hpp"
+
 namespace foldcheck::reports {
 
-nlohmann::json run_answer(const nlohmann::json& run_result);
+using RunAnswer = result::views::RunAnswer;
+
+RunAnswer run_answer(const result::views::Run& r);
+// The same of the run's JSON, restored first; returns the answer's JSON.
+nlohmann::json run_answer(const nlohmann::json& r);
 
 // The answer of an accuracy-diff summary (summary.hpp), in the same shape: why nothing was
 // compared; else the worst layer that is not EXPECTED (its folded parameters or its outputs,
@@ -43,6 +51,8 @@ struct AnswerLines {
 // observed model's folds per layer, else each layer's fold.
 std::string overall_also_judges(bool observed_output_bad, bool observed_model);
 
-AnswerLines answer_lines(const nlohmann::json& answer);
+AnswerLines answer_lines(const RunAnswer& a);
+// The same of an answer's JSON (a summary's "answer", a run's or a model's), restored first.
+AnswerLines answer_lines(const nlohmann::json& a);
 
 }  // namespace foldcheck::reports

@@ -1,0 +1,30 @@
+// Restoring a stored histogram (views/histogram.hpp).
+#include "foldcheck/result/views/histogram.hpp"
+
+#include "foldcheck/result/views/json_io.hpp"
+
+namespace foldcheck::result::views {
+
+using json = nlohmann::json;
+
+HistogramBucket HistogramBucket::from_json(const json& j) {
+  HistogramBucket b;
+  b.range = required<std::string>(j, "range");
+  b.negative = required<std::int64_t>(j, "negative");
+  b.positive = required<std::int64_t>(j, "positive");
+  if (auto it = j.find("upper"); it != j.end() && it->is_number()) b.upper = it->get<double>();
+  return b;
+}
+
+Histogram Histogram::from_json(const json& j) {
+  Histogram h;
+  h.unit = required<std::string>(j, "unit");
+  h.zero = optional<std::int64_t>(j, "zero").value_or(0);
+  for (const json& b : j.at("buckets")) h.buckets.push_back(HistogramBucket::from_json(b));
+  if (auto it = j.find("unscored"); it != j.end() && it->is_object())
+    for (const auto& [k, v] : it->items())
+      if (v.is_number_integer()) h.unscored.emplace_back(k, v.get<std::int64_t>());
+  return h;
+}
+
+}  // namespace foldcheck::result::views
