@@ -118,6 +118,14 @@ const Scored* worst_bad(const std::vector<Scored>& sets) {
   return w;
 }
 
+// The worst set that is evidence against the computation (UNEXPECTED or SUSPICIOUS), or none.
+const Scored* worst_evidence(const std::vector<Scored>& sets) {
+  const Scored* w = nullptr;
+  for (const Scored& s : sets)
+    if (judgement::counts_against(s.verdict) && (!w || worse(s, *w))) w = &s;
+  return w;
+}
+
 // The output path closest to its bound (folded sets are one rounding against a half-ULP
 // bound: always near 1, so they say nothing).
 const Scored* closest_output(const std::vector<Scored>& sets) {
@@ -159,7 +167,12 @@ std::vector<std::string> reasoning(const Run& r, const std::vector<Scored>& sets
   if (ow && ow->verdict != Verdict::Expected)
     out.push_back(fmt::format("The observed weights are {}{}", name(ow->verdict),
                               ow->reasoning.empty() ? std::string(".") : ": " + ow->reasoning[0]));
-  if (const Scored* bad = worst_bad(sets)) out.push_back(bad_sentence(*bad));
+  if (const Scored* bad = worst_bad(sets)) {
+    out.push_back(bad_sentence(*bad));
+    // Doubt leads (the run's verdict is MISTRUSTED), but evidence of a bug is not left unsaid.
+    if (const Scored* evidence = worst_evidence(sets); bad->verdict == Verdict::Mistrusted && evidence)
+      out.push_back(bad_sentence(*evidence));
+  }
   if (out.empty()) out.push_back(all_within(sets, ow != nullptr));
   if (std::string m = mistrusted_biases(sets); !m.empty()) out.push_back(std::move(m));
   return out;
