@@ -1,44 +1,44 @@
+// Terminal rendering of `foldcheck diagnose` results, from their typed view (views/diagnose.hpp).
 #include <fmt/format.h>
 
+#include "foldcheck/reports/model_text.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
+namespace v = result::views;
 
 namespace {
-std::string ratio(const json& s) {
-  const json& r = s["max_ratio_to_bound"];
-  return r.is_string() ? r.get<std::string>() : fmt::format("{:.3g}", r.get<double>());
-}
+std::string ratio(const v::DiagnoseRatio& r) { return r.value ? fmt::format("{:.3g}", *r.value) : r.text; }
 }  // namespace
 
-std::string diagnose_text(const json& r) {
+std::string diagnose_text(const v::Diagnose& r) {
   std::string s = "foldcheck diagnose — ";
-  const auto& L = r["layer"];
-  s += L["conv"].is_null() ? "BatchNorm alone" : "conv + BatchNorm";
-  s += fmt::format(", input {}, output {}, {}\n", L["input"].dump(), L["output"].dump(), r["dtype"].get<std::string>());
-  s += "  bound: " + r["bound"]["formula"].get<std::string>() + "\n";
-  const auto& g = r["as_given"];
-  s += fmt::format("  the layer as given: {} — max |difference| {:.3g}, max {:.4g} ULP (p99 {:.3g}, p50 {:.3g}), worst "
-                   "element {}x its bound\n",
-                   g["verdict"].get<std::string>(), g["max_abs_difference"].get<double>(), g["residual_ulp"]["max_abs"].get<double>(),
-                   g["residual_ulp"]["p99_abs"].get<double>(), g["residual_ulp"]["p50_abs"].get<double>(), ratio(g));
+  s += r.has_conv ? "conv + BatchNorm" : "BatchNorm alone";
+  s += fmt::format(", input {}, output {}, {}\n", r.input_shape.dump(), r.output_shape.dump(), r.dtype);
+  s += "  bound: " + r.bound_formula + "\n";
+  const v::DiagnoseFit& g = r.as_given;
+  s += fmt::format(
+      "  the layer as given: {} — max |difference| {:.3g}, max {:.4g} ULP (p99 {:.3g}, p50 {:.3g}), worst "
+      "element {}x its bound\n",
+      name(g.verdict), r.max_abs_difference, g.max_abs_ulp, g.p99_abs_ulp, g.p50_abs_ulp, ratio(g.ratio));
   s += "\n  hypotheses (best first): residual after assuming each, in ULP\n";
   s += fmt::format("    {:<34} {:<11} {:>10} {:>10} {:>10} {:>12}\n", "hypothesis", "verdict", "max|ULP|", "p99", "p50",
                    "x bound");
-  for (const auto& h : r["hypotheses"]) {
-    s += fmt::format("    {:<34} {:<11} {:>10.4g} {:>10.3g} {:>10.3g} {:>12}\n", h["name"].get<std::string>(),
-                     h["verdict"].get<std::string>(), h["residual_ulp"]["max_abs"].get<double>(),
-                     h["residual_ulp"]["p99_abs"].get<double>(), h["residual_ulp"]["p50_abs"].get<double>(), ratio(h));
-    if (h.contains("parameters") && h["parameters"].contains("eps_recovered"))
-      s += fmt::format("      eps recovered: {:g} (estimate {:.6g}; given {:g})\n",
-                       h["parameters"]["eps_recovered"].get<double>(), h["parameters"]["eps_estimate"].get<double>(),
-                       h["parameters"]["eps_given"].get<double>());
+  for (const v::DiagnoseHypothesis& h : r.hypotheses) {
+    const v::DiagnoseFit& f = h.fit;
+    s += fmt::format("    {:<34} {:<11} {:>10.4g} {:>10.3g} {:>10.3g} {:>12}\n", h.name, name(f.verdict), f.max_abs_ulp,
+                     f.p99_abs_ulp, f.p50_abs_ulp, ratio(f.ratio));
+    if (h.eps)
+      s += fmt::format("      eps recovered: {:g} (estimate {:.6g}; given {:g})\n", h.eps->recovered, h.eps->estimate,
+                       h.eps->given);
   }
-  s += "\nverdict: " + r["verdict"].get<std::string>() + " — " + r["summary"].get<std::string>() + "\n";
-  if (r.contains("fix")) s += "fix: " + r["fix"].get<std::string>() + "\n";
+  s += "\nverdict: " + std::string(name(r.verdict)) + " — " + r.summary + "\n";
+  if (r.fix) s += "fix: " + *r.fix + "\n";
   return s;
 }
+
+std::string diagnose_text(const json& result) { return diagnose_text(v::Diagnose::from_json(result)); }
 
 }  // namespace foldcheck::reports

@@ -1,0 +1,156 @@
+// Reading an `accuracy-diff` result into its view (views/accuracy_diff.hpp).
+#include "foldcheck/result/views/accuracy_diff.hpp"
+
+#include "model_views_common.hpp"
+
+namespace foldcheck::result::views {
+
+using json = nlohmann::json;
+
+namespace {
+
+// A comparison's max |ULP| (j[key]: {"ulp": {"max_abs"}}); none when j[key] is null or missing.
+std::optional<Figure> max_abs_ulp(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return optional<double>(it->at("ulp"), "max_abs");
+}
+
+// j[key] as T::from_json when present.
+template <class T>
+std::optional<T> present(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  return T::from_json(*it);
+}
+
+}  // namespace
+
+AdiffRecipe AdiffRecipe::from_json(const json& j) {
+  return {required<std::string>(j, "recipe"), required<std::string>(j, "worst_in"), optional<double>(j, "worst_ratio"),
+          max_abs_ulp(j, "weights"), max_abs_ulp(j, "bias")};
+}
+
+const AdiffRecipe& AdiffFold::shown() const {
+  const AdiffRecipe* s = &recipes.at(0);
+  for (const AdiffRecipe& rc : recipes)
+    if (shown_recipe && rc.recipe == *shown_recipe) s = &rc;
+  return *s;
+}
+
+AdiffFold AdiffFold::from_json(const json& j) {
+  return {required_verdict(j, "verdict"), list_of(j, "recipes", AdiffRecipe::from_json),
+          optional<std::string>(j, "shown_recipe")};
+}
+
+AdiffActivation AdiffActivation::from_json(const json& j) {
+  return {optional<double>(j, "p99_9_abs_ulp"), optional<double>(j, "worst_ratio"),
+          optional<std::string>(j, "dominant_stage")};
+}
+
+AdiffLayer AdiffLayer::from_json(const json& j) {
+  AdiffLayer l;
+  l.name = required<std::string>(j, "name");
+  l.verdict = required_verdict(j, "verdict");
+  l.fold = present<AdiffFold>(j, "fold");
+  l.observed_note = optional<std::string>(j, "observed_note");
+  if (auto a = j.find("activations"); a != j.end() && a->contains("fused")) {
+    l.fused = AdiffActivation::from_json(a->at("fused"));
+    l.unfused = AdiffActivation::from_json(a->at("unfused"));
+  }
+  l.worst_channel = optional<std::int64_t>(j, "worst_channel");
+  return l;
+}
+
+AdiffOutput AdiffOutput::from_json(const json& j) {
+  AdiffOutput o;
+  o.name = required<std::string>(j, "name");
+  o.shape = j.at("shape");
+  const json& u = j.at("unfused").at("ulp");
+  const json& f = j.at("fused").at("ulp");
+  o.unfused_p99_9 = optional<double>(u, "p99_9");
+  o.unfused_max_abs = optional<double>(u, "max_abs");
+  o.fused_p99_9 = optional<double>(f, "p99_9");
+  o.fused_max_abs = optional<double>(f, "max_abs");
+  if (auto t = j.find("top1_agreement"); t != j.end())
+    o.top1 =
+        AdiffTop1{required<std::int64_t>(*t, "rows"), required<std::int64_t>(*t, "unfused_vs_reference"),
+                  required<std::int64_t>(*t, "fused_vs_reference"), required<std::int64_t>(*t, "fused_vs_unfused")};
+  return o;
+}
+
+namespace {
+
+// The observed output's optional parts: its worst element, top-1 agreement and bound in ULP.
+void read_observed_extras(const json& j, AdiffObservedOutput& o) {
+  if (auto w = j.find("worst"); w != j.end())
+    o.worst = AdiffObservedOutput::Worst{w->at("index"), required<double>(*w, "observed"),
+                                         required<double>(*w, "reference"), required<double>(*w, "bound")};
+  if (auto t = j.find("top1_agreement"); t != j.end())
+    o.top1 = AdiffObservedOutput::Top1{required<std::int64_t>(*t, "observed_vs_reference"),
+                                       required<std::int64_t>(*t, "rows")};
+  if (auto b = j.find("bound_ulp"); b != j.end()) {
+    const json& runs = j.at("foldcheck_runs");
+    o.bound_ulp =
+        AdiffObservedOutput::BoundUlp{optional<double>(*b, "median"), optional<double>(*b, "min"),
+                                      optional<double>(*b, "max"), optional<double>(runs, "unfused_worst_ratio"),
+                                      optional<double>(runs, "fused_worst_ratio")};
+  }
+}
+
+}  // namespace
+
+AdiffObservedOutput AdiffObservedOutput::from_json(const json& j) {
+  AdiffObservedOutput o;
+  o.path = required<std::string>(j, "path");
+  o.bound = required<std::string>(j, "bound");
+  o.shape = j.at("shape");
+  o.verdict = required_verdict(j, "verdict");
+  const json& c = j.at("comparison");
+  const json& u = c.at("ulp");
+  o.ulp_p50 = optional<double>(u, "p50");
+  o.ulp_p99_9 = optional<double>(u, "p99_9");
+  o.ulp_max_abs = optional<double>(u, "max_abs");
+  if (auto b = c.find("bound_check"); b != c.end())
+    o.bound_check = BoundCheck{optional<double>(*b, "worst_ratio"), required<std::int64_t>(*b, "beyond_bound")};
+  else o.kinds = c.at("kinds");
+  read_observed_extras(j, o);
+  return o;
+}
+
+AdiffEndToEnd AdiffEndToEnd::from_json(const json& j) {
+  AdiffEndToEnd e;
+  e.not_run = optional<std::string>(j, "not_run");
+  e.fused_recipe = optional<std::string>(j, "fused_recipe");
+  if (e.not_run) return e;
+  e.input = required<std::string>(j, "input");
+  e.input_shape = j.at("input_shape");
+  e.reference = required<std::string>(j, "reference");
+  e.outputs = list_of(j, "outputs", AdiffOutput::from_json);
+  e.observed_output = present<AdiffObservedOutput>(j, "observed_output");
+  e.first_layer_beyond_bound = optional<std::string>(j, "first_layer_beyond_bound");
+  e.verdict = required_verdict(j, "verdict");
+  return e;
+}
+
+AccuracyDiff AccuracyDiff::from_json(const json& j) {
+  AccuracyDiff r;
+  const json& m = j.at("model");
+  r.model_path = required<std::string>(m, "path");
+  r.nodes = required<std::size_t>(m, "nodes");
+  r.opset = required<std::int64_t>(m, "opset");
+  r.producer = required<std::string>(m, "producer");
+  if (auto o = j.find("observed"); o != j.end())
+    r.observed = Observed{required<std::string>(*o, "path"), required<std::string>(*o, "matching")};
+  r.layers = list_of(j, "layers", AdiffLayer::from_json);
+  r.end_to_end = present<AdiffEndToEnd>(j, "end_to_end");
+  r.unpaired = list_of(j, "unpaired", [](const json& u) {
+    return Unpaired{required<std::string>(u, "batchnorm"), required<std::string>(u, "reason")};
+  });
+  r.reasoning = optional<std::vector<std::string>>(j, "reasoning").value_or(std::vector<std::string>{});
+  r.verdict = required_verdict(j, "verdict");
+  r.seconds = timing_seconds(j);
+  return r;
+}
+
+}  // namespace foldcheck::result::views

@@ -1,0 +1,47 @@
+// Reading a `diagnose` result into its view (views/diagnose.hpp).
+#include "foldcheck/result/views/diagnose.hpp"
+
+#include "foldcheck/result/views/json_io.hpp"
+
+namespace foldcheck::result::views {
+
+using json = nlohmann::json;
+
+DiagnoseRatio DiagnoseRatio::from_json(const json& j) {
+  if (j.is_string()) return {std::nullopt, j.get<std::string>()};
+  return {j.get<double>(), ""};
+}
+
+DiagnoseFit DiagnoseFit::from_json(const json& j) {
+  const json& u = j.at("residual_ulp");
+  return {required_verdict(j, "verdict"), required<double>(u, "max_abs"), required<double>(u, "p99_abs"),
+          required<double>(u, "p50_abs"), DiagnoseRatio::from_json(j.at("max_ratio_to_bound"))};
+}
+
+DiagnoseHypothesis DiagnoseHypothesis::from_json(const json& j) {
+  DiagnoseHypothesis h{required<std::string>(j, "name"), DiagnoseFit::from_json(j), std::nullopt};
+  auto p = j.find("parameters");
+  if (p != j.end() && p->is_object() && p->contains("eps_recovered"))
+    h.eps = DiagnoseEps{required<double>(*p, "eps_recovered"), required<double>(*p, "eps_estimate"),
+                        required<double>(*p, "eps_given")};
+  return h;
+}
+
+Diagnose Diagnose::from_json(const json& j) {
+  const json& layer = j.at("layer");
+  Diagnose d;
+  d.has_conv = !layer.at("conv").is_null();
+  d.input_shape = layer.at("input");
+  d.output_shape = layer.at("output");
+  d.dtype = required<std::string>(j, "dtype");
+  d.bound_formula = required<std::string>(j.at("bound"), "formula");
+  d.max_abs_difference = required<double>(j.at("as_given"), "max_abs_difference");
+  d.as_given = DiagnoseFit::from_json(j.at("as_given"));
+  d.hypotheses = list_of(j, "hypotheses", DiagnoseHypothesis::from_json);
+  d.verdict = required_verdict(j, "verdict");
+  d.summary = required<std::string>(j, "summary");
+  d.fix = optional<std::string>(j, "fix");
+  return d;
+}
+
+}  // namespace foldcheck::result::views
