@@ -15,6 +15,7 @@
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
+namespace views = result::views;
 
 namespace {
 
@@ -212,6 +213,8 @@ json summarize_accuracy_diff(const json& r) {
 
 }  // namespace
 
+views::Summary summary_of(const json& result) { return views::Summary::from_json(summarize(result)); }
+
 json summarize(const json& result) {
   const std::string cmd = result.value("command", "");
   if (cmd == "run") return summarize_run(result);
@@ -219,57 +222,79 @@ json summarize(const json& result) {
   throw std::invalid_argument("summarize: a run or accuracy-diff result expected, got command '" + cmd + "'");
 }
 
-json headline(const json& s) {
-  double worst = -1, p999 = -1;
-  std::string where;
-  json bad = json::array();
-  auto ratio = [&](const json& v, const std::string& w) {
-    if (v.is_number() && v.get<double>() > worst) {
-      worst = v.get<double>();
-      where = w;
+namespace {
+
+// The headline's running maxima: the worst bound ratio and where, the largest p99.9 |ULP| and
+// whether it is a cancelled result's (above its EXPECTED path's bound in ULP at the element
+// nearest the bound, though within: row_notes.hpp).
+struct Maxima {
+  Headline h;
+  void ratio(const std::optional<double>& v, const std::string& where) {
+    if (v && (!h.worst_ratio || *v > *h.worst_ratio)) {
+      h.worst_ratio = v;
+      h.worst_where = where;
     }
-  };
-  // cancelled: the largest p99.9 |ULP| is above its path's bound in ULP at the element nearest
-  // the bound, though within (row_notes.hpp: ULP of a result that cancelled to a small value).
-  bool cancelled = false;
-  auto ulp = [&](const json& v, const json& bound_ulp = json()) {
-    if (!v.is_number() || v.get<double>() <= p999) return;
-    p999 = v.get<double>();
-    cancelled = bound_ulp.is_number() && p999 > bound_ulp.get<double>();
-  };
-  for (const json& p : s.value("paths", json::array())) {
-    ratio(p.value("bound_ratio", json()), p["key"]);
-    ulp(p["ulp"].value("p99_9", json()), p["verdict"] == "EXPECTED" ? p.value("bound_ulp_at_worst", json()) : json());
-    if (p["verdict"] != "EXPECTED") bad.push_back(p["key"]);
   }
-  for (const json& f : s.value("folded", json::array())) {
+  void ulp(const std::optional<double>& v, const std::optional<double>& bound_ulp = std::nullopt) {
+    if (!v || (h.max_p99_9_ulp && *v <= *h.max_p99_9_ulp) || *v < 0) return;
+    h.max_p99_9_ulp = v;
+    h.max_p99_9_ulp_cancelled = bound_ulp && *v > *bound_ulp;
+  }
+};
+
+std::optional<double> p99_9(const std::optional<views::Stats>& s) { return s ? s->p99_9 : std::nullopt; }
+
+void add_run(Maxima& m, const views::Summary& s) {
+  for (const views::PathSummary& p : s.paths) {
+    m.ratio(p.bound_ratio, p.key);
+    const bool expected = p.verdict == Verdict::Expected;
+    m.ulp(p99_9(p.ulp), expected ? p.bound_ulp_at_worst : std::nullopt);
+    if (!expected) m.h.not_expected.push_back(p.key);
+  }
+  for (const views::FoldedSummary& f : s.folded) {
     bool unexpected = false;
-    for (const char* part : {"weights", "bias"}) {
-      if (!f[part].is_object()) continue;
-      ratio(f[part]["bound_ratio"], "folded " + f["key"].get<std::string>() + " " + part);
-      unexpected = unexpected || f[part]["verdict"] == "UNEXPECTED";
+    for (const auto& [part, c] : {std::pair{"weights", &f.weights}, std::pair{"bias", &f.bias}}) {
+      if (!*c) continue;
+      m.ratio((*c)->bound_ratio, "folded " + f.key + " " + part);
+      unexpected = unexpected || (*c)->verdict == Verdict::Unexpected;
     }
-    if (unexpected) bad.push_back("folded " + f["key"].get<std::string>());
+    if (unexpected) m.h.not_expected.push_back("folded " + f.key);
   }
-  for (const json& l : s.value("layers", json::array())) {
-    ratio(l.value("fold_ratio", json()), "layer " + l["key"].get<std::string>() + " fold");
-    for (const char* p : {"fused", "unfused"})
-      if (l.contains(p)) {
-        ratio(l[p]["bound_ratio"], "layer " + l["key"].get<std::string>() + " " + p);
-        ulp(l[p]["p99_9_abs_ulp"]);
+}
+
+void add_model(Maxima& m, const views::Summary& s) {
+  for (const views::LayerSummary& l : s.layers) {
+    if (l.fold) m.ratio(l.fold->fold_ratio, "layer " + l.key + " fold");
+    for (const auto& [p, a] : {std::pair{"fused", &l.fused}, std::pair{"unfused", &l.unfused}})
+      if (*a) {
+        m.ratio((*a)->bound_ratio, "layer " + l.key + " " + p);
+        m.ulp((*a)->p99_9_abs_ulp);
       }
-    if (l["verdict"] != "EXPECTED") bad.push_back(l["key"]);
+    if (l.verdict != Verdict::Expected) m.h.not_expected.push_back(l.key);
   }
-  if (s.contains("end_to_end") && s["end_to_end"].is_object() && s["end_to_end"].contains("observed_output")) {
-    const json& o = s["end_to_end"]["observed_output"];  // the engine's own output against the end-to-end bound
-    ratio(o.value("bound_ratio", json()), "observed output");
-    if (o.value("verdict", "EXPECTED") != "EXPECTED") bad.push_back("observed output");
+  if (s.end_to_end && s.end_to_end->observed_output) {
+    const views::ObservedOutput& o = *s.end_to_end->observed_output;  // the engine's own output, end-to-end bound
+    m.ratio(o.bound_ratio, "observed output");
+    if (o.verdict != Verdict::Expected) m.h.not_expected.emplace_back("observed output");
   }
-  return {{"worst_ratio", worst < 0 ? json(nullptr) : json(worst)},
-          {"worst_where", where},
-          {"max_p99_9_ulp", p999 < 0 ? json(nullptr) : json(p999)},
-          {"max_p99_9_ulp_cancelled", cancelled},
-          {"not_expected", bad}};
+}
+
+}  // namespace
+
+Headline headline(const views::Summary& s) {
+  Maxima m;
+  add_run(m, s);
+  add_model(m, s);
+  return m.h;
+}
+
+json headline(const json& s) {
+  const Headline h = headline(views::Summary::from_json(s));
+  return {{"worst_ratio", h.worst_ratio ? json(*h.worst_ratio) : json(nullptr)},
+          {"worst_where", h.worst_where},
+          {"max_p99_9_ulp", h.max_p99_9_ulp ? json(*h.max_p99_9_ulp) : json(nullptr)},
+          {"max_p99_9_ulp_cancelled", h.max_p99_9_ulp_cancelled},
+          {"not_expected", h.not_expected}};
 }
 
 }  // namespace foldcheck::reports
