@@ -251,7 +251,7 @@ views::ReportDiff compare_reports(const views::Report& cur, const views::Report&
     by_name.erase(it);
   }
   for (const views::ReportEntry& e : cur.entries)
-    if (by_name.count(e.name)) t.record(e.name, "added", {});
+    if (by_name.contains(e.name)) t.record(e.name, "added", {});
   t.d.verdict = judgement::of_check({.failed = t.d.regressions > 0});
   return t.d;
 }

@@ -61,7 +61,7 @@ std::string num(const std::optional<double>& v, const char* f = "{:.3g}") {
 }
 
 std::string badge(Verdict verdict) {
-  return fmt::format("<span class=\"badge\" style=\"background:{}\">{}</span>", svg::verdict_colour(verdict),
+  return fmt::format(R"(<span class="badge" style="background:{}">{}</span>)", svg::verdict_colour(verdict),
                      name(verdict));
 }
 

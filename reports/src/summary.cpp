@@ -242,7 +242,7 @@ views::Summary summarize_accuracy_diff(const json& r) {
   s.reasoning =
       views::list_of(r, "reasoning", [](const json& x) { return x.get<std::string>(); });  // why nothing was compared
   s.explanation = *s.reasoning;                                                            // the answer first
-  s.explanation.push_back(
+  s.explanation.emplace_back(
       "Per layer: each engine recipe's folded weights and biases against the exact fold (ratio = worst distance / "
       "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
   if (r.contains("observed"))
