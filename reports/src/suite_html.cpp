@@ -1,6 +1,7 @@
 // The self-contained HTML report (suite_reports.hpp).
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -12,9 +13,13 @@
 #include "identical_rows.hpp"
 #include "svg_charts.hpp"
 
+#include "foldcheck/result/views/json_io.hpp"
+
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
+namespace views = result::views;
+using result::views::CompactHistogram;
 using svg::escape;
 
 namespace {
@@ -51,25 +56,35 @@ constexpr const char* kScript = R"(
 })();
 )";
 
-std::string num(const json& v, const char* f = "{:.3g}") {
-  return v.is_number() ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("–");
+std::string num(const std::optional<double>& v, const char* f = "{:.3g}") {
+  return v ? fmt::format(fmt::runtime(f), *v) : std::string("–");
 }
 
-std::string badge(const std::string& verdict) {
-  return fmt::format("<span class=\"badge\" style=\"background:{}\">{}</span>", svg::verdict_colour(verdict), escape(verdict));
+std::string badge(Verdict verdict) {
+  return fmt::format(R"(<span class="badge" style="background:{}">{}</span>)", svg::verdict_colour(verdict),
+                     name(verdict));
 }
 
-std::string explanation(const json& s) {
+std::optional<double> stat(const std::optional<views::Stats>& s, std::optional<double> views::Stats::*field) {
+  return s ? (*s).*field : std::nullopt;
+}
+
+std::optional<CompactHistogram> histogram(const views::Histograms& hs, const char* name) {
+  const auto it = hs.find(name);
+  return it == hs.end() ? std::nullopt : it->second;
+}
+
+std::string explanation(const views::Summary& s) {
   std::string h;
-  for (const json& line : s.value("explanation", json::array())) h += "<p class=\"explain\">" + escape(line) + "</p>";
+  for (const std::string& line : s.explanation) h += "<p class=\"explain\">" + escape(line) + "</p>";
   return h;
 }
 
-std::map<std::string, double> shares_of(const json& p) {
+std::map<std::string, double> shares_of(const views::PathSummary& p) {
   std::map<std::string, double> m;
-  const json shares = p.value("shares", json::object());  // items() must not outlive it
-  for (const auto& [k, v] : shares.items())
-    if (v.is_number()) m[k] = v.get<double>();
+  if (p.shares)
+    for (const auto& [k, v] : *p.shares)
+      if (v) m[k] = *v;
   return m;
 }
 
@@ -78,54 +93,63 @@ std::map<std::string, double> shares_of(const json& p) {
 // path's elements have bounds of very different sizes in ULP (a cancelled output's bound is
 // many of its ULPs), so no single line on a ULP axis is "the bound". `why` says why the card
 // is drawn.
-std::string path_card(const json& p, const std::string& why) {
-  const std::string label = fmt::format("{} · {} · {} · {}", p["dtype"].get<std::string>(), p["accumulation"].get<std::string>(),
-                                        p["arithmetic"].get<std::string>(), p["path"].get<std::string>());
-  std::string h = "<div class=\"card\"><h4>" + escape(label) + " " + badge(p["verdict"]) + "</h4>";
+std::string path_card(const views::PathSummary& p, const std::string& why) {
+  const std::string label = fmt::format("{} · {} · {} · {}", p.dtype, p.accumulation, p.arithmetic, p.path);
+  std::string h = "<div class=\"card\"><h4>" + escape(label) + " " + badge(p.verdict) + "</h4>";
   if (!why.empty()) h += "<p class=\"muted why\">shown: " + escape(why) + "</p>";
-  const json& hs = p["histograms"];
-  if (hs.contains("bound") && hs["bound"].is_object())
-    h += svg::signed_histogram(hs["bound"], 1.0, "1 = each element's own bound",
+  if (const auto bound = histogram(p.histograms, "bound"))
+    h += svg::signed_histogram(bound, 1.0, "1 = each element's own bound",
                                "signed error / its bound (within: |ratio| <= 1)");
   else
     h += "<p class=\"muted\">no per-element bound for this path (nothing was compared against one)</p>";
   h += "<details class=\"views\"><summary class=\"muted\">ULP and ppm views</summary>" +
-       svg::signed_histogram(hs["ulp"], 0, "", "signed error, ULP of the exact value") + "<br>" +
-       svg::signed_histogram(hs["ppm"], 0, "", "signed error, ppm") + "</details>";
+       svg::signed_histogram(histogram(p.histograms, "ulp"), 0, "", "signed error, ULP of the exact value") + "<br>" +
+       svg::signed_histogram(histogram(p.histograms, "ppm"), 0, "", "signed error, ppm") + "</details>";
   const auto sh = shares_of(p);
   if (!sh.empty()) h += svg::stage_bars(sh, "stage attribution (mean share of the squared error)");
   return h + "</div>";
 }
 
 // Why a path's card is drawn: it is not EXPECTED, or it is near its bound.
-std::string why_shown(const json& p) {
-  const json r = p.value("bound_ratio", json());
-  if (p["verdict"] == "UNEXPECTED") return fmt::format("not EXPECTED: {} element(s) beyond the bound", p.value("beyond_bound", 0));
-  if (p["verdict"] == "SUSPICIOUS") return "SUSPICIOUS: beyond the probabilistic bound";
-  if (p["verdict"] == "MISTRUSTED") return "MISTRUSTED: nothing informative was compared";
-  return r.is_number() ? fmt::format("the worst element at {:.3g} of its bound", r.get<double>()) : "no bound";
+std::string why_shown(const views::PathSummary& p) {
+  switch (p.verdict) {
+    case Verdict::Unexpected: return fmt::format("not EXPECTED: {} element(s) beyond the bound", p.beyond_bound);
+    case Verdict::Suspicious: return "SUSPICIOUS: beyond the probabilistic bound";
+    case Verdict::Mistrusted: return "MISTRUSTED: nothing informative was compared";
+    case Verdict::Expected: break;
+  }
+  return p.bound_ratio ? fmt::format("the worst element at {:.3g} of its bound", *p.bound_ratio) : "no bound";
 }
 
 // The answer first: the verdict with its reason, the observed weights with the recipes that
 // reproduce them bit for bit, the other reasons, the assert_close tolerances. `id` makes the
-// block findable ("answer" on a single run's page, "answer-eK" per suite entry).
-std::string answer_block(const json& s, const std::string& id) {
-  if (!s.contains("answer")) return "";
-  const json& a = s["answer"];
+// block findable ("answer" on a single run's page, "answer-eK" per suite entry). The answer
+// is run_answer.hpp's JSON, read here as its renderers read it.
+std::string observed_weights(const json& ow, const std::string& id) {
+  std::string recipes;
+  for (const json& r : ow["bit_exact"]) recipes += (recipes.empty() ? "" : ", ") + escape(r);
+  const Verdict v = views::required_verdict(ow, "verdict");
+  std::string h =
+      fmt::format("<p class=\"observed\" id=\"{}-observed\"><b>Observed weights</b>{} {} — {}</p>", id,
+                  ow["note"].get<std::string>().empty() ? ""
+                                                        : " <span class=\"muted\">(" + escape(ow["note"]) + ")</span>",
+                  badge(v),
+                  recipes.empty() ? std::string("no recipe reproduces them bit for bit")
+                                  : "<b>BIT-EXACT</b>: " + recipes);
+  if (v == Verdict::Expected && !ow["reasoning"].empty())  // otherwise it is the lead sentence
+    h += "<p class=\"explain\">" + escape(ow["reasoning"][0]) + "</p>";
+  return h;
+}
+
+std::string answer_block(const views::Summary& s, const std::string& id) {
+  if (!s.answer) return "";
+  const json& a = *s.answer;
   const AnswerLines l = answer_lines(a);
-  std::string h = "<div class=\"answer\" id=\"" + id + "\"><p class=\"lead\">" + badge(a["verdict"]) + " " +
-                  escape(a["reasoning"].empty() ? std::string() : a["reasoning"][0].get<std::string>()) + "</p>";
-  if (a["observed_weights"].is_object()) {
-    const json& ow = a["observed_weights"];
-    std::string recipes;
-    for (const json& r : ow["bit_exact"]) recipes += (recipes.empty() ? "" : ", ") + escape(r);
-    h += fmt::format("<p class=\"observed\" id=\"{}-observed\"><b>Observed weights</b>{} {} — {}</p>", id,
-                     ow["note"].get<std::string>().empty() ? "" : " <span class=\"muted\">(" + escape(ow["note"]) + ")</span>",
-                     badge(ow["verdict"]),
-                     recipes.empty() ? std::string("no recipe reproduces them bit for bit") : "<b>BIT-EXACT</b>: " + recipes);
-    if (ow["verdict"] == "EXPECTED" && !ow["reasoning"].empty())  // otherwise it is the lead sentence
-      h += "<p class=\"explain\">" + escape(ow["reasoning"][0]) + "</p>";
-  }
+  const json& why = a["reasoning"];
+  std::string h = R"(<div class="answer" id=")" + id + R"("><p class="lead">)" +
+                  badge(views::required_verdict(a, "verdict")) + " " +
+                  escape(why.empty() ? std::string() : why[0].get<std::string>()) + "</p>";
+  if (a["observed_weights"].is_object()) h += observed_weights(a["observed_weights"], id);
   for (const std::string& m : l.more) h += "<p class=\"explain\">" + escape(m) + "</p>";
   if (!l.tolerances.empty()) {
     h += "<p class=\"muted\">assert_close tolerances implied by the bound:</p><ul class=\"muted\">";
@@ -141,25 +165,23 @@ std::string answer_block(const json& s, const std::string& id) {
 // pages of megabytes.
 constexpr std::size_t kMoreCards = 4;
 
-std::string more_cards(const json& paths) {
+std::string more_cards(const std::vector<views::PathSummary>& paths) {
   std::vector<std::size_t> order(paths.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto ratio = [&](std::size_t i) {
-    const json r = paths[i].value("bound_ratio", json());
-    return r.is_number() ? r.get<double>() : -1.0;
-  };
+  auto ratio = [&](std::size_t i) { return paths[i].bound_ratio.value_or(-1.0); };
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ratio(a) > ratio(b); });
   std::vector<std::size_t> shown;
   std::size_t others = 0;
   for (const std::size_t i : order)
-    if (paths[i]["verdict"] != "EXPECTED" || others++ < kMoreCards) shown.push_back(i);
+    if (paths[i].verdict != Verdict::Expected || others++ < kMoreCards) shown.push_back(i);
   std::sort(shown.begin(), shown.end());
   std::string h = fmt::format("<details><summary>histograms and attribution of the {} path(s) nearest their bounds or not "
                               "EXPECTED, of {} (every path's numbers are in the table; its histograms in the JSON result)"
                               "</summary><div class=\"grid\">",
                               shown.size(), paths.size());
   for (const std::size_t i : shown)
-    h += path_card(paths[i], (paths[i]["verdict"] == "EXPECTED" ? "among the nearest their bounds — " : "") + why_shown(paths[i]));
+    h += path_card(paths[i], (paths[i].verdict == Verdict::Expected ? "among the nearest their bounds — " : "") +
+                                 why_shown(paths[i]));
   return h + "</div></details>";
 }
 
@@ -179,27 +201,29 @@ std::string label_cells(const std::vector<std::vector<std::string>>& labels, con
 
 // Explanations in place (row_notes.hpp): a row under the row, spanning the table; a note the
 // table has already shown (`shown`) is not repeated.
-std::string note_rows(const json& notes, std::size_t columns, std::set<std::string>& shown) {
+std::string note_rows(const std::vector<std::string>& notes, std::size_t columns, std::set<std::string>& shown) {
   std::string h;
-  for (const json& n : notes)
-    if (shown.insert(n.get<std::string>()).second)
+  for (const std::string& n : notes)
+    if (shown.insert(n).second)
       h += fmt::format("<tr class=\"note\"><td colspan=\"{}\" class=\"muted\">↳ {}</td></tr>", columns, escape(n));
   return h;
 }
 
 // Every path's numbers; rows of one order and arithmetic identical but for their path shown
 // once (merging across two label columns would let a reader take every combination for one).
-std::string paths_table(const json& paths) {
+std::string paths_table(const std::vector<views::PathSummary>& paths) {
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> labels;
-  for (const json& p : paths) {
-    labels.push_back({p["accumulation"], p["arithmetic"], p["path"]});
-    keys.push_back(p["accumulation"].get<std::string>() + "\x1e" + p["arithmetic"].get<std::string>() + "\x1e" +
-                   fmt::format("<td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
-                               "<td class=n>{}</td>",
-                               escape(p["dtype"]), badge(p["verdict"]), num(p["ulp"]["p50"]), num(p["ulp"]["p99_9"]),
-                               num(p["ulp"]["max_abs"]), num(p.value("bound_ratio", json())), p.value("beyond_bound", 0)) +
-                   "\x1f" + p.value("notes", json::array()).dump());
+  for (const views::PathSummary& p : paths) {
+    labels.push_back({p.accumulation, p.arithmetic, p.path});
+    keys.push_back(
+        p.accumulation + "\x1e" + p.arithmetic + "\x1e" +
+        fmt::format("<td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
+                    "<td class=n>{}</td>",
+                    escape(p.dtype), badge(p.verdict), num(stat(p.ulp, &views::Stats::p50)),
+                    num(stat(p.ulp, &views::Stats::p99_9)), num(stat(p.ulp, &views::Stats::max_abs)),
+                    num(p.bound_ratio), p.beyond_bound) +
+        "\x1f" + json(p.note_list()).dump());
   }
   std::set<std::string> shown;
   std::string h = "<table class=\"paths\"><tr><th>order</th><th>arithmetic</th><th>path</th><th>dtype</th><th>verdict</th>"
@@ -208,26 +232,30 @@ std::string paths_table(const json& paths) {
     const std::string& k = keys[g[0]];
     const std::size_t cells = k.rfind('\x1e') + 1;  // after the order and arithmetic that keep rows apart
     h += "<tr>" + label_cells(labels, g, 3) + k.substr(cells, k.find('\x1f') - cells) + "</tr>";
-    h += note_rows(paths[g[0]].value("notes", json::array()), 10, shown);
+    h += note_rows(paths[g[0]].note_list(), 10, shown);
   }
   return h + "</table>";
 }
 
+// A folded part's cells: verdict, max |ULP|, ratio (dashes without the part).
+std::string folded_part(const std::optional<views::SetSummary>& c) {
+  if (!c) return "<td>–</td><td class=n>–</td><td class=n>–</td>";
+  return fmt::format("<td>{}</td><td class=n>{}</td><td class=n>{}</td>", badge(c->verdict),
+                     num(stat(c->ulp, &views::Stats::max_abs)), num(c->bound_ratio));
+}
+
+std::vector<std::string> notes_of(const std::optional<views::SetSummary>& c) {
+  return c ? c->note_list() : std::vector<std::string>{};
+}
+
 // The folded parameters per recipe; rows of one arithmetic identical but for their recipe shown once.
-std::string folded_table(const json& folded) {
-  auto part = [&](const json& c) {
-    if (!c.is_object()) return std::string("<td>–</td><td class=n>–</td><td class=n>–</td>");
-    return fmt::format("<td>{}</td><td class=n>{}</td><td class=n>{}</td>", badge(c["verdict"]), num(c["ulp"]["max_abs"]),
-                       num(c["bound_ratio"]));
-  };
-  auto notes = [](const json& c) { return c.is_object() ? c.value("notes", json::array()) : json::array(); };
+std::string folded_table(const std::vector<views::FoldedSummary>& folded) {
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> labels;
-  for (const json& f : folded) {
-    labels.push_back({f["recipe"], f["arithmetic"]});
-    keys.push_back(f["arithmetic"].get<std::string>() + "\x1e" + "<td>" + escape(f["dtype"]) + "</td>" + part(f["weights"]) +
-                   part(f["bias"]) + "\x1f" +
-                   notes(f["weights"]).dump() + notes(f["bias"]).dump());
+  for (const views::FoldedSummary& f : folded) {
+    labels.push_back({f.recipe, f.arithmetic});
+    keys.push_back(f.arithmetic + "\x1e" + "<td>" + escape(f.dtype) + "</td>" + folded_part(f.weights) +
+                   folded_part(f.bias) + "\x1f" + json(notes_of(f.weights)).dump() + json(notes_of(f.bias)).dump());
   }
   std::set<std::string> shown;
   std::string h = "<h4>Folded parameters against the exact fold</h4><table class=\"folded\"><tr><th>recipe</th>"
@@ -237,156 +265,201 @@ std::string folded_table(const json& folded) {
     const std::string& k = keys[g[0]];
     const std::size_t cells = k.find('\x1e') + 1;
     h += "<tr>" + label_cells(labels, g, 2) + k.substr(cells, k.find('\x1f') - cells) + "</tr>";
-    json all = notes(folded[g[0]]["weights"]);
-    for (const json& n : notes(folded[g[0]]["bias"])) all.push_back(n);
+    std::vector<std::string> all = notes_of(folded[g[0]].weights);
+    for (const std::string& n : notes_of(folded[g[0]].bias)) all.push_back(n);
     h += note_rows(all, 9, shown);
   }
   return h + "</table>";
 }
 
-std::string case_section(const json& s, const std::string& id) {
-  std::string h = answer_block(s, id);
-  const std::string desc = s.value("description", "");
-  if (!desc.empty()) h += "<p class=\"explain\">" + escape(desc) + "</p>";
-  h += "<details><summary class=\"muted\">bounds used</summary>";
-  for (const json& line : s.value("explanation", json::array()))
-    if (line != desc) h += "<p class=\"explain\">" + escape(line) + "</p>";
-  h += "</details>";
-  // Headline charts: the first path and the path closest to its bound.
-  const json& paths = s["paths"];
+// Headline charts: the first path and the path closest to its bound.
+std::string headline_cards(const std::vector<views::PathSummary>& paths) {
   std::size_t worst = 0;
   double wr = -1;
   for (std::size_t i = 0; i < paths.size(); ++i)
-    if (paths[i].value("bound_ratio", json()).is_number() && paths[i]["bound_ratio"].get<double>() > wr) {
-      wr = paths[i]["bound_ratio"].get<double>();
+    if (paths[i].bound_ratio && *paths[i].bound_ratio > wr) {
+      wr = *paths[i].bound_ratio;
       worst = i;
     }
-  h += "<div class=\"grid\">";
+  std::string h = "<div class=\"grid\">";
   if (!paths.empty())
     h += path_card(paths[worst], (worst == 0 ? "the case's first path and the nearest its bound — " : "the path nearest its bound — ") +
                                      why_shown(paths[worst]));
   if (worst != 0) h += path_card(paths[0], "the case's first path — " + why_shown(paths[0]));
-  h += "</div>";
-  h += paths_table(paths) + more_cards(paths);
-  if (!s["folded"].empty()) h += folded_table(s["folded"]);
-  bool cancelled = false;
-  for (const json& p : paths) cancelled = cancelled || shows_cancellation(p);
-  for (const json& f : s["folded"]) cancelled = cancelled || shows_cancellation(f["bias"]);  // weights do not cancel
-  if (cancelled) h += std::string("<p class=\"muted\">") + escape(kCancellationNote) + "</p>";
+  return h + "</div>";
+}
+
+// Whether a path or a folded bias shows the cancellation note (weights do not cancel).
+bool any_cancelled(const views::Summary& s) {
+  return std::ranges::any_of(s.paths, [](const views::PathSummary& p) { return shows_cancellation(p.to_json()); }) ||
+         std::ranges::any_of(s.folded, [](const views::FoldedSummary& f) {
+           return shows_cancellation(f.bias ? f.bias->to_json() : json());
+         });
+}
+
+std::string case_section(const views::Summary& s, const std::string& id) {
+  std::string h = answer_block(s, id);
+  const std::string& desc = s.description;
+  if (!desc.empty()) h += "<p class=\"explain\">" + escape(desc) + "</p>";
+  h += "<details><summary class=\"muted\">bounds used</summary>";
+  for (const std::string& line : s.explanation)
+    if (line != desc) h += "<p class=\"explain\">" + escape(line) + "</p>";
+  h += "</details>";
+  h += headline_cards(s.paths);
+  h += paths_table(s.paths) + more_cards(s.paths);
+  if (!s.folded.empty()) h += folded_table(s.folded);
+  if (any_cancelled(s)) h += std::string("<p class=\"muted\">") + escape(kCancellationNote) + "</p>";
   return h;
 }
 
-std::string model_section(const json& s, const std::string& id) {
-  std::string h = answer_block(s, id) + explanation(s);
+// The model's charts: per-layer max |ULP| of the fused outputs and of the folded weights, and
+// each end-to-end output's histogram. Each bar in the colour of what it measures: a layer
+// UNEXPECTED by its fold has fused outputs that may be well within their bound.
+std::string model_charts(const views::Summary& s) {
   std::vector<svg::LayerValue> fused, fold;
-  for (const json& l : s["layers"]) {
-    // Each bar in the colour of what it measures: a layer UNEXPECTED by its fold has fused
-    // outputs that may be well within their bound.
-    if (l.contains("fused")) fused.push_back({l["name"], l["fused"].value("max_abs_ulp", 0.0), l["fused"].value("verdict", "")});
-    if (l.contains("weights"))
-      fold.push_back({l["name"], l["weights"]["ulp"].value("max_abs", 0.0), l["weights"].value("verdict", "")});
+  for (const views::LayerSummary& l : s.layers) {
+    if (l.fused) fused.push_back({l.name, l.fused->max_abs_ulp.value_or(0.0), l.fused->verdict});
+    if (l.fold && l.fold->weights)
+      fold.push_back(
+          {l.name, stat(l.fold->weights->ulp, &views::Stats::max_abs).value_or(0.0), l.fold->weights->verdict});
   }
-  h += "<div class=\"grid\">";
+  std::string h = "<div class=\"grid\">";
   if (!fused.empty())
     h += "<div class=\"card\">" + svg::layer_chart(fused, "per layer: max |ULP| of the fused outputs on real activations", "ULP") +
          "</div>";
   if (!fold.empty())
     h += "<div class=\"card\">" + svg::layer_chart(fold, "per layer: max |ULP| of the folded weights", "ULP") + "</div>";
-  if (s.contains("end_to_end") && s["end_to_end"].contains("outputs"))
-    for (const json& o : s["end_to_end"]["outputs"])
+  if (s.end_to_end && s.end_to_end->outputs)
+    for (const views::EndToEndOutput& o : *s.end_to_end->outputs)
       h += "<div class=\"card\">" +
-           svg::signed_histogram(o["histograms"]["ulp"], 0, "", "end to end: fused float32 output vs float64, ULP") + "</div>";
-  h += "</div><table><tr><th>layer</th><th>op</th><th>verdict</th><th>recipe</th><th>fold ratio</th><th>weights max |ULP|</th>"
-       "<th>bias max |ULP|</th><th>fused p99.9</th><th>fused ratio</th><th>unfused p99.9</th><th>unfused ratio</th>"
-       "<th>dominant stage</th><th>worst channel</th></tr>";
-  for (const json& l : s["layers"]) {
-    auto f = [&](const char* p, const char* k) { return l.contains(p) ? num(l[p][k]) : std::string("–"); };
-    const std::string row_style = l["verdict"] == "EXPECTED" ? "" : " style=\"background:#ffebee\"";
-    h += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
-                     "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td></tr>",
-                     row_style, escape(l["name"]), escape(l["op"]), badge(l["verdict"]), escape(l.value("recipe", "")),
-                     num(l.value("fold_ratio", json())), l.contains("weights") ? num(l["weights"]["ulp"]["max_abs"]) : "–",
-                     l.contains("bias") ? num(l["bias"]["ulp"]["max_abs"]) : "–", f("fused", "p99_9_abs_ulp"),
-                     f("fused", "bound_ratio"), f("unfused", "p99_9_abs_ulp"), f("unfused", "bound_ratio"),
-                     l.contains("fused") ? escape(l["fused"].value("dominant_stage", "")) : "–",
-                     l.value("worst_channel", json()).is_number() ? std::to_string(l["worst_channel"].get<std::int64_t>()) : "–");
+           svg::signed_histogram(histogram(o.histograms, "ulp"), 0, "",
+                                 "end to end: fused float32 output vs float64, ULP") +
+           "</div>";
+  return h + "</div>";
+}
+
+// One layer's row of the model's table.
+std::string layer_row(const views::LayerSummary& l) {
+  auto f = [&](const std::optional<views::ActivationSummary>& a, std::optional<double> views::ActivationSummary::*k) {
+    return a ? num((*a).*k) : std::string("–");
+  };
+  auto part_max = [&](const std::optional<views::SetSummary> views::LayerFold::*part) {
+    return l.fold ? num(stat(((*l.fold).*part) ? ((*l.fold).*part)->ulp : std::nullopt, &views::Stats::max_abs)) : "–";
+  };
+  const std::string row_style = l.verdict == Verdict::Expected ? "" : " style=\"background:#ffebee\"";
+  const std::optional<std::int64_t> channel = l.fold ? l.fold->worst_channel : std::nullopt;
+  return fmt::format(
+      "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
+      "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td></tr>",
+      row_style, escape(l.name), escape(l.op), badge(l.verdict), escape(l.fold ? l.fold->recipe : ""),
+      num(l.fold ? l.fold->fold_ratio : std::nullopt), part_max(&views::LayerFold::weights),
+      part_max(&views::LayerFold::bias), f(l.fused, &views::ActivationSummary::p99_9_abs_ulp),
+      f(l.fused, &views::ActivationSummary::bound_ratio), f(l.unfused, &views::ActivationSummary::p99_9_abs_ulp),
+      f(l.unfused, &views::ActivationSummary::bound_ratio),
+      l.fused ? escape(l.fused->dominant_stage.value_or("")) : "–", channel ? std::to_string(*channel) : "–");
+}
+
+// The end to end under the table: not run (why), or its verdict; the observed output; why the
+// overall verdict differs from the end to end's.
+std::string end_to_end_lines(const views::Summary& s, const views::EndToEndSummary& e) {
+  std::string h;
+  const char* verdict = e.verdict ? name(*e.verdict) : "";
+  if (e.not_run) h += "<p class=\"explain\">End to end: not run (" + escape(*e.not_run) + ").</p>";
+  else
+    h += "<p class=\"explain\">End to end" + (e.fused_weights ? " (fused: " + escape(*e.fused_weights) + ")" : "") +
+         ": " + badge(*e.verdict) + "</p>";
+  if (e.observed_output)
+    h += fmt::format("<p class=\"explain\">Observed output: {} (worst ratio to the end-to-end bound {})</p>",
+                     badge(e.observed_output->verdict), num(e.observed_output->bound_ratio));
+  if (!e.not_run && e.verdict != s.verdict) {  // e.g. a corrupted observed fold
+    const bool out_bad = e.observed_output && e.observed_output->verdict != Verdict::Expected;
+    const std::string also = overall_also_judges(out_bad, e.observed_model.value_or(false));
+    h += fmt::format(
+        "<p class=\"muted\">The overall verdict ({}) differs from that of foldcheck's own end-to-end runs ({}): "
+        "the overall also judges {}.</p>",
+        name(s.verdict), verdict, also);
   }
+  return h;
+}
+
+std::string model_section(const views::Summary& s, const std::string& id) {
+  std::string h = answer_block(s, id) + explanation(s) + model_charts(s);
+  h +=
+      "<table><tr><th>layer</th><th>op</th><th>verdict</th><th>recipe</th><th>fold ratio</th><th>weights max |ULP|</th>"
+      "<th>bias max |ULP|</th><th>fused p99.9</th><th>fused ratio</th><th>unfused p99.9</th><th>unfused ratio</th>"
+      "<th>dominant stage</th><th>worst channel</th></tr>";
+  for (const views::LayerSummary& l : s.layers) h += layer_row(l);
   h += "</table>";
-  if (s.contains("end_to_end")) {
-    const json& e = s["end_to_end"];
-    if (!e["not_run"].is_null()) h += "<p class=\"explain\">End to end: not run (" + escape(e["not_run"]) + ").</p>";
-    else
-      h += "<p class=\"explain\">End to end" + (e.contains("fused_weights") ? " (fused: " + escape(e["fused_weights"]) + ")" : "") +
-           ": " + badge(e["verdict"]) + "</p>";
-    if (e.contains("observed_output"))
-      h += fmt::format("<p class=\"explain\">Observed output: {} (worst ratio to the end-to-end bound {})</p>",
-                       badge(e["observed_output"]["verdict"]), num(e["observed_output"]["bound_ratio"]));
-    if (e["not_run"].is_null() && e["verdict"] != s["verdict"]) {  // e.g. a corrupted observed fold
-      const bool out_bad = e.contains("observed_output") && e["observed_output"]["verdict"] != "EXPECTED";
-      const std::string also = overall_also_judges(out_bad, e.value("observed_model", false));
-      h += fmt::format("<p class=\"muted\">The overall verdict ({}) differs from that of foldcheck's own end-to-end runs ({}): "
-                       "the overall also judges {}.</p>",
-                       escape(s["verdict"]), escape(e["verdict"]), also);
-    }
-  }
+  if (s.end_to_end) h += end_to_end_lines(s, *s.end_to_end);
   return h;
 }
 
 // One `run` or `accuracy-diff` result as a page of its own: its verdict and answer, then the
 // evidence; no suite wording (entries, passed counts, results/ folders).
-std::string single_page(const json& r) {
-  const json& x = r["entries"][0];
-  const json& s = x["summary"];
-  std::string h = fmt::format("<header><h1>foldcheck {} <code>{}</code> {}</h1>"
-                              "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn"
-                              "</span></p></header>\n<section id=\"e0\">",
-                              escape(r["suite"]["single_command"]), escape(x["name"]), badge(s["verdict"]),
-                              escape(r.value("version", "")), r.value("schema_version", 0));
-  h += s["command"] == "run" ? case_section(s, "answer") : model_section(s, "answer");
+std::string single_page(const views::Report& r) {
+  const views::ReportEntry& x = r.entries.at(0);
+  const views::Summary& s = x.summary;
+  std::string h = fmt::format(
+      "<header><h1>foldcheck {} <code>{}</code> {}</h1>"
+      "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn"
+      "</span></p></header>\n<section id=\"e0\">",
+      escape(r.suite.single_command.value_or("")), escape(x.name), badge(s.verdict), escape(r.version),
+      r.schema_version);
+  h += s.is_run() ? case_section(s, "answer") : model_section(s, "answer");
   return h + "</section>\n";
 }
 
-}  // namespace
-
-std::string report_html(const json& in) {
-  const json r = as_report(in);
-  const std::string name = r["suite"]["name"];
-  std::int64_t passed = 0;
-  for (const json& x : r["entries"]) passed += x.value("passed", false);
-  const bool ok = passed == static_cast<std::int64_t>(r["entries"].size()) && !r["entries"].empty();
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
-  h += "<title>foldcheck: " + escape(name) + "</title><style>" + kStyle + "</style></head><body>\n";
-  if (r["suite"].contains("single_command")) return h + single_page(r) + "<script>" + kScript + "</script></body></html>\n";
-  h += fmt::format("<header><h1>foldcheck suite <code>{}</code> {}</h1><p>{} of {} entries passed. {}</p>"
-                   "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn</span></p></header>\n",
-                   escape(name), badge(ok ? "EXPECTED" : "UNEXPECTED"), passed, r["entries"].size(),
-                   escape(r["suite"].value("description", "")), escape(r.value("version", "")), r.value("schema_version", 0));
-  h += "<section><table><tr><th>entry</th><th>kind</th><th>verdict</th><th>expected</th><th>passed</th>"
-       "<th>worst bound ratio</th><th>where</th><th>max p99.9 |ULP|</th></tr>";
+// The suite's table of entries, with each entry's headline.
+std::string entries_table(const views::Report& r) {
+  std::string h =
+      "<section><table><tr><th>entry</th><th>kind</th><th>verdict</th><th>expected</th><th>passed</th>"
+      "<th>worst bound ratio</th><th>where</th><th>max p99.9 |ULP|</th></tr>";
   std::size_t k = 0;
-  for (const json& x : r["entries"]) {
-    const json hl = headline(x["summary"]);
-    h += fmt::format("<tr><td><a href=\"#e{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td>"
-                     "<td>{}</td><td class=n>{}</td></tr>",
-                     k++, escape(x["name"]), escape(x["kind"]), badge(x["summary"]["verdict"]), escape(x["expect"]),
-                     x.value("passed", false) ? "yes" : "<b style=\"color:#c62828\">no</b>", num(hl["worst_ratio"]),
-                     escape(hl["worst_where"]), num(hl["max_p99_9_ulp"]) + (hl["max_p99_9_ulp_cancelled"] == true ? " †" : ""));
+  for (const views::ReportEntry& x : r.entries) {
+    const Headline hl = headline(x.summary);
+    h += fmt::format(
+        "<tr><td><a href=\"#e{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td>"
+        "<td>{}</td><td class=n>{}</td></tr>",
+        k++, escape(x.name), escape(x.kind), badge(x.summary.verdict), name(x.expect),
+        x.passed.value_or(false) ? "yes" : "<b style=\"color:#c62828\">no</b>", num(hl.worst_ratio),
+        escape(hl.worst_where), num(hl.max_p99_9_ulp) + (hl.max_p99_9_ulp_cancelled ? " †" : ""));
   }
   h += "</table><p class=\"muted\">Ratios: worst |error| / its rounding-error bound (&gt; 1: beyond the bound). Histograms: "
        "each path's first chart is its elements' signed error / own bound in log2 bins (dashed red lines at ±1, bins beyond "
        "in red); bar heights on a log scale. " + escape(kP999Note) + "</p></section>\n";
-  k = 0;
-  for (const json& x : r["entries"]) {
-    const json& s = x["summary"];
-    h += fmt::format("<section id=\"e{}\"><h2>{} {} <span class=\"muted\">{} · expected {}{}</span></h2>", k++, escape(x["name"]),
-                     badge(s["verdict"]), escape(x["kind"]), escape(x["expect"]),
-                     x.contains("source") ? " · " + escape(x["source"]) : std::string());
-    const std::string id = fmt::format("answer-e{}", k - 1);
-    h += s["command"] == "run" ? case_section(s, id) : model_section(s, id);
+  return h;
+}
+
+}  // namespace
+
+std::string report_html(const views::Report& r) {
+  const std::string& suite = r.suite.name;
+  std::int64_t passed = 0;
+  for (const views::ReportEntry& x : r.entries) passed += x.passed.value_or(false);
+  const bool ok = passed == static_cast<std::int64_t>(r.entries.size()) && !r.entries.empty();
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
+  h += "<title>foldcheck: " + escape(suite) + "</title><style>" + kStyle + "</style></head><body>\n";
+  if (r.suite.single_command) return h + single_page(r) + "<script>" + kScript + "</script></body></html>\n";
+  h += fmt::format(
+      "<header><h1>foldcheck suite <code>{}</code> {}</h1><p>{} of {} entries passed. {}</p>"
+      "<p class=\"muted\">foldcheck {} · report schema {} · <span id=\"status\">charts not drawn</span></p></header>\n",
+      escape(suite), badge(ok ? Verdict::Expected : Verdict::Unexpected), passed, r.entries.size(),
+      escape(r.suite.description), escape(r.version), r.schema_version);
+  h += entries_table(r);
+  std::size_t k = 0;
+  for (const views::ReportEntry& x : r.entries) {
+    const views::Summary& s = x.summary;
+    h += fmt::format("<section id=\"e{}\"><h2>{} {} <span class=\"muted\">{} · expected {}{}</span></h2>", k,
+                     escape(x.name), badge(s.verdict), escape(x.kind), name(x.expect),
+                     x.source ? " · " + escape(*x.source) : std::string());
+    const std::string id = fmt::format("answer-e{}", k++);
+    h += s.is_run() ? case_section(s, id) : model_section(s, id);
     h += "</section>\n";
   }
   h += std::string("<script>") + kScript + "</script></body></html>\n";
   return h;
 }
+
+std::string report_html(const json& report) { return report_html(views::Report::from_json(as_report(report))); }
 
 }  // namespace foldcheck::reports

@@ -9,62 +9,59 @@
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
+namespace views = result::views;
 
 namespace {
 
-std::string ratio(const json& v) { return v.is_number() ? fmt::format("{:.3g}", v.get<double>()) : std::string("unbounded"); }
+std::string ratio(const std::optional<double>& v) { return v ? fmt::format("{:.3g}", *v) : std::string("unbounded"); }
 
-// Lines joined by newlines.
-std::string lines(const json& v) {
+// The entry's answer (a report written before answers existed has none): its reasons joined by
+// newlines; each failing layer is listed after it, once, from the headline.
+std::string reason(const views::Summary& summary) {
+  if (!summary.answer) return "";
   std::string s;
-  for (const json& line : v) {
+  for (const json& line : summary.answer->at("reasoning")) {
     if (!s.empty()) s.push_back('\n');
     s.append(line.get_ref<const std::string&>());
   }
   return s;
 }
 
-// The entry's answer (a report written before answers existed has none); each failing layer
-// is listed after it, once, from the headline.
-std::string reason(const json& summary) {
-  return summary.contains("answer") ? lines(summary["answer"]["reasoning"]) : std::string();
+std::string testcase(const views::ReportEntry& x, const std::string& suite,
+                     const std::map<std::string, double>& times) {
+  std::string time;
+  if (const auto t = times.find(x.name); t != times.end()) time = fmt::format(" time=\"{:.3f}\"", t->second);
+  std::string s = fmt::format(R"(    <testcase classname="foldcheck.{}.{}" name="{}"{})", svg::escape(suite), x.kind,
+                              svg::escape(x.name), time);
+  const Headline h = headline(x.summary);
+  const std::string why = reason(x.summary);
+  if (x.passed.value_or(false))  // a pass says why it passed
+    return s + fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", svg::escape(why));
+  const char* verdict = name(x.summary.verdict);
+  const std::string msg = fmt::format("verdict {}, expected {}: {}", verdict, name(x.expect),
+                                      h.worst_where.empty() ? std::string("nothing compared")
+                                                            : fmt::format("worst ratio to the bound {} at {}",
+                                                                          ratio(h.worst_ratio), h.worst_where));
+  std::string detail = why + "\n";
+  for (const std::string& w : h.not_expected) detail += "not EXPECTED: " + w + "\n";
+  return s + fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+                         svg::escape(msg), verdict, svg::escape(detail));
 }
 
 }  // namespace
 
-std::string report_junit(const json& in) {
-  const json r = as_report(in);
-  const std::string suite = r["suite"]["name"];
+std::string report_junit(const views::Report& r) {
+  const std::string& suite = r.suite.name;
   std::int64_t failures = 0;
-  for (const json& x : r["entries"]) failures += !x.value("passed", false);
-  const json times = r.contains("timing") ? r["timing"].value("entries", json::object()) : json::object();
+  for (const views::ReportEntry& x : r.entries) failures += !x.passed.value_or(false);
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s += fmt::format("<testsuites name=\"foldcheck\" tests=\"{}\" failures=\"{}\">\n", r["entries"].size(), failures);
-  s += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n", svg::escape(suite), r["entries"].size(),
-                   failures);
-  for (const json& x : r["entries"]) {
-    const std::string name = x["name"];
-    std::string time;
-    if (times.contains(name)) time = fmt::format(" time=\"{:.3f}\"", times[name].get<double>());
-    s += fmt::format("    <testcase classname=\"foldcheck.{}.{}\" name=\"{}\"{}", svg::escape(suite),
-                     x["kind"].get<std::string>(), svg::escape(name), time);
-    const json h = headline(x["summary"]);
-    const std::string why = reason(x["summary"]);
-    if (x.value("passed", false)) {  // a pass says why it passed
-      s += fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", svg::escape(why));
-      continue;
-    }
-    const std::string where = h["worst_where"].get<std::string>();
-    const std::string msg = fmt::format("verdict {}, expected {}: {}", x["summary"]["verdict"].get<std::string>(),
-                                        x["expect"].get<std::string>(),
-                                        where.empty() ? std::string("nothing compared")
-                                                      : fmt::format("worst ratio to the bound {} at {}", ratio(h["worst_ratio"]), where));
-    std::string detail = why + "\n";
-    for (const json& w : h["not_expected"]) detail += "not EXPECTED: " + w.get<std::string>() + "\n";
-    s += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n", svg::escape(msg),
-                     x["summary"]["verdict"].get<std::string>(), svg::escape(detail));
-  }
+  s += fmt::format("<testsuites name=\"foldcheck\" tests=\"{}\" failures=\"{}\">\n", r.entries.size(), failures);
+  s += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n", svg::escape(suite),
+                   r.entries.size(), failures);
+  for (const views::ReportEntry& x : r.entries) s += testcase(x, suite, r.seconds);
   return s + "  </testsuite>\n</testsuites>\n";
 }
+
+std::string report_junit(const json& report) { return report_junit(views::Report::from_json(as_report(report))); }
 
 }  // namespace foldcheck::reports

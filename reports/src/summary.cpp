@@ -5,6 +5,8 @@
 #include "foldcheck/reports/run_answer.hpp"
 #include "shown_recipe.hpp"
 
+#include "foldcheck/result/views/json_io.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,16 +17,27 @@
 namespace foldcheck::reports {
 
 using json = nlohmann::json;
+namespace views = result::views;
 
 namespace {
 
-json get_or_null(const json& j, const char* key) { return j.contains(key) ? j[key] : json(nullptr); }
+using views::optional;
+using views::optional_verdict;
+using views::required;
+using views::required_verdict;
+
+// The value of key in j, or null when j is not an object or has no such key.
+const json& member(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  const auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
 
 // Percentiles of a Distribution (compare.hpp's JSON), as absolute values where signed.
-json stats(const json& d) {
-  if (!d.is_object()) return nullptr;
-  return {{"p50", get_or_null(d, "p50")}, {"p99", get_or_null(d, "p99")}, {"p99_9", get_or_null(d, "p99_9")},
-          {"max_abs", get_or_null(d, "max_abs")}, {"rms", get_or_null(d, "rms")}, {"count", get_or_null(d, "count")}};
+std::optional<views::Stats> stats(const json& d) {
+  if (!d.is_object()) return std::nullopt;
+  return views::Stats::from_json(d);
 }
 
 // A histogram (histogram.hpp's JSON, which lists only non-empty buckets) in a compact
@@ -32,244 +45,296 @@ json stats(const json& d) {
 // are zeros), the negative and positive counts per bin, exact zeros, and the counts beyond
 // the histogram's last edge ("overflow"). "from_zero": the first bin is the histogram's
 // bottom one, (0, first_upper], rather than (first_upper / 2, first_upper].
-json compact_histogram(const json& h) {
-  if (!h.is_object()) return nullptr;
-  json over{{"negative", 0}, {"positive", 0}};
+std::optional<views::CompactHistogram> compact_histogram(const json& h) {
+  if (!h.is_object()) return std::nullopt;
+  views::CompactHistogram c;
   std::map<int, std::pair<std::int64_t, std::int64_t>> bins;  // log2(upper) -> counts
-  bool from_zero = false;
-  for (const json& b : h.value("buckets", json::array())) {
-    if (!b["upper"].is_number()) {
-      over = {{"negative", b["negative"]}, {"positive", b["positive"]}};
+  for (const json& b : views::list_of(h, "buckets", [](const json& b) { return b; })) {
+    if (!member(b, "upper").is_number()) {
+      c.overflow_negative = required<std::int64_t>(b, "negative");
+      c.overflow_positive = required<std::int64_t>(b, "positive");
       continue;
     }
-    const int e = static_cast<int>(std::lround(std::log2(b["upper"].get<double>())));
-    bins[e] = {b["negative"].get<std::int64_t>(), b["positive"].get<std::int64_t>()};
-    if (bins.begin()->first == e) from_zero = b.value("range", std::string()).rfind("(0,", 0) == 0;
+    const int e = static_cast<int>(std::lround(std::log2(required<double>(b, "upper"))));
+    bins[e] = {required<std::int64_t>(b, "negative"), required<std::int64_t>(b, "positive")};
+    if (bins.begin()->first == e) c.from_zero = optional<std::string>(b, "range").value_or("").rfind("(0,", 0) == 0;
   }
-  json neg = json::array(), pos = json::array(), first = nullptr;
   if (!bins.empty()) {
-    first = std::ldexp(1.0, bins.begin()->first);
+    c.first_upper = std::ldexp(1.0, bins.begin()->first);
     for (int e = bins.begin()->first; e <= bins.rbegin()->first; ++e) {
       const auto it = bins.find(e);
-      neg.push_back(it == bins.end() ? 0 : it->second.first);
-      pos.push_back(it == bins.end() ? 0 : it->second.second);
+      c.negative.push_back(it == bins.end() ? 0 : it->second.first);
+      c.positive.push_back(it == bins.end() ? 0 : it->second.second);
     }
   }
-  return {{"unit", h.value("unit", "")}, {"zero", h.value("zero", 0)}, {"first_upper", first}, {"from_zero", from_zero},
-          {"negative", neg}, {"positive", pos}, {"overflow", over}};
+  c.unit = optional<std::string>(h, "unit").value_or("");
+  c.zero = optional<std::int64_t>(h, "zero").value_or(0);
+  return c;
 }
 
-json compact_histograms(const json& hs) {
-  json r = json::object();
+views::Histograms compact_histograms(const json& hs) {
+  views::Histograms r;
   if (hs.is_object())
     for (const auto& [k, v] : hs.items()) r[k] = compact_histogram(v);
   return r;
 }
 
-// A Comparison's essentials (weights, biases, outputs).
-json comparison(const json& c) {
-  if (!c.is_object()) return nullptr;  // e.g. TVM's bias with a conv bias: a separate shift, no folded bias
-  json s{{"verdict", c.value("verdict", "")}, {"ulp", stats(get_or_null(c, "ulp"))}, {"ppm", stats(get_or_null(c, "ppm"))}};
-  s["bound_ratio"] = c.contains("bound_check") ? c["bound_check"]["worst_ratio"] : json(nullptr);
-  s["beyond_bound"] = c.contains("bound_check") ? c["bound_check"]["beyond_bound"] : json(0);
-  for (const char* k : {"bound_ulp_at_worst", "bound_ulp_at_max_ulp"})
-    if (c.contains("bound_check")) s[k] = get_or_null(c["bound_check"], k);
-  s["notes"] = row_notes(c);
+// A SetSummary's essentials (weights, biases, outputs).
+std::optional<views::SetSummary> comparison(const json& c) {
+  if (!c.is_object()) return std::nullopt;  // e.g. TVM's bias with a conv bias: a separate shift, no folded bias
+  views::SetSummary s;
+  s.verdict = required_verdict(c, "verdict");
+  s.ulp = stats(member(c, "ulp"));
+  s.ppm = stats(member(c, "ppm"));
+  if (const json& bc = member(c, "bound_check"); c.contains("bound_check")) {
+    s.bound_ratio = optional<double>(bc, "worst_ratio");
+    s.beyond_bound = optional<std::int64_t>(bc, "beyond_bound").value_or(0);
+    s.checked = true;
+    s.bound_ulp_at_worst = optional<double>(bc, "bound_ulp_at_worst");
+    s.bound_ulp_at_max_ulp = optional<double>(bc, "bound_ulp_at_max_ulp");
+  }
+  s.notes = row_notes(c);
   return s;
 }
 
-json summarize_run(const json& r) {
-  json s{{"command", "run"},
-         {"name", r["case"]["name"]},
-         {"description", r["case"].value("description", "")},
-         {"seed", r["seed"]},
-         {"verdict", r["verdict"]}};
-  json paths = json::array(), folded = json::array();
+// The bound facts of a run's path: its bound's ratio (and formula), its check, its
+// probabilistic bound and attribution.
+void path_bounds(views::PathSummary& e, const json& p, std::set<std::string>& formulas) {
+  if (const json& b = member(p, "bound"); p.contains("bound")) {
+    e.bounded = true;
+    e.bound_ratio = optional<double>(b, "worst_ratio");  // none when nothing was compared
+    e.bound_ulp_at_worst = optional<double>(b, "bound_ulp_at_worst");
+    formulas.insert(required<std::string>(b, "formula"));
+  }
+  if (const json& bc = member(p, "bound_check"); p.contains("bound_check")) {
+    e.beyond_bound = required<std::int64_t>(bc, "beyond_bound");
+    e.checked = true;
+    e.bound_ulp_at_max_ulp = optional<double>(bc, "bound_ulp_at_max_ulp");
+  }
+  if (p.contains("probabilistic_bound")) {
+    e.probabilistic = true;
+    e.probabilistic_ratio = optional<double>(member(p, "probabilistic_bound"), "worst_ratio");
+  }
+  if (const json& a = member(p, "attribution"); a.contains("stages")) {
+    e.shares.emplace();
+    for (const json& st : views::list_of(a, "stages", [](const json& x) { return x; }))
+      (*e.shares)[required<std::string>(st, "stage")] = optional<double>(st, "share_mean");
+  }
+}
+
+// One output path of one accumulation order of one dtype: its key and every fact.
+views::PathSummary path_summary(const std::string& key, const std::string& dt, const json& o, const json& p,
+                                std::set<std::string>& formulas) {
+  views::PathSummary e;
+  e.key = key;
+  e.dtype = dt;
+  e.accumulation = required<std::string>(o, "accumulation");
+  e.arithmetic = required<std::string>(o, "arithmetic");
+  e.path = required<std::string>(p, "name");
+  e.verdict = required_verdict(p, "verdict");
+  e.elements = required<std::int64_t>(p, "elements");
+  e.ulp = stats(member(p, "ulp"));
+  e.ppm = stats(member(p, "ppm"));
+  path_bounds(e, p, formulas);
+  e.notes = row_notes(p);
+  e.histograms = compact_histograms(member(p, "histograms"));
+  return e;
+}
+
+// A dtype's paths (keyed by order and the variant's index among that order's runs) and its
+// folded-parameter sets (keyed by recipe and index).
+void dtype_records(views::Summary& s, const json& d, std::set<std::string>& formulas) {
+  const std::string dt = required<std::string>(d, "dtype");
+  std::map<std::string, int> variant_of_order;  // accumulation label -> runs seen
+  for (const json& o : d.at("orders")) {
+    const std::string acc = required<std::string>(o, "accumulation");
+    const int k = variant_of_order[acc]++;
+    for (const json& p : o.at("paths"))
+      s.paths.push_back(path_summary(dt + "/" + acc + "#" + std::to_string(k) + "/" + required<std::string>(p, "name"),
+                                     dt, o, p, formulas));
+  }
+  std::map<std::string, int> variant_of_recipe;
+  for (const json& f : d.at("folded_parameters")) {
+    const std::string rc = required<std::string>(f, "recipe");
+    const int k = variant_of_recipe[rc]++;
+    s.folded.push_back({dt + "#" + std::to_string(k) + "/" + rc, dt, rc, required<std::string>(f, "arithmetic"),
+                        required<std::string>(f, "weight_dtype"), comparison(member(f, "weights")),
+                        comparison(member(f, "bias"))});
+  }
+}
+
+views::Summary summarize_run(const json& r) {
+  views::Summary s;
+  const json& c = r.at("case");
+  s.command = "run";
+  s.name = required<std::string>(c, "name");
+  s.description = optional<std::string>(c, "description").value_or("");
+  s.seed = r.at("seed");
+  s.verdict = required_verdict(r, "verdict");
   std::set<std::string> formulas;
-  for (const json& d : r["dtypes"]) {
-    const std::string dt = d["dtype"];
-    std::map<std::string, int> variant_of_order;  // accumulation label -> runs seen
-    for (const json& o : d["orders"]) {
-      const std::string acc = o["accumulation"];
-      const int k = variant_of_order[acc]++;
-      for (const json& p : o["paths"]) {
-        const std::string name = p["name"];
-        json e{{"key", dt + "/" + acc + "#" + std::to_string(k) + "/" + name},
-               {"dtype", dt},
-               {"accumulation", acc},
-               {"arithmetic", o["arithmetic"]},
-               {"path", name},
-               {"verdict", p["verdict"]},
-               {"elements", p["elements"]},
-               {"ulp", stats(p["ulp"])},
-               {"ppm", stats(p["ppm"])}};
-        if (p.contains("bound")) {
-          e["bound_ratio"] = p["bound"].value("worst_ratio", json());  // none when nothing was compared
-          e["bound_ulp_at_worst"] = p["bound"].value("bound_ulp_at_worst", json());
-          formulas.insert(p["bound"]["formula"].get<std::string>());
-        }
-        e["beyond_bound"] = p.contains("bound_check") ? p["bound_check"]["beyond_bound"] : json(0);
-        if (p.contains("bound_check")) e["bound_ulp_at_max_ulp"] = get_or_null(p["bound_check"], "bound_ulp_at_max_ulp");
-        e["notes"] = row_notes(p);
-        if (p.contains("probabilistic_bound")) e["probabilistic_ratio"] = p["probabilistic_bound"]["worst_ratio"];
-        if (p.contains("attribution") && p["attribution"].contains("stages")) {
-          json shares = json::object();
-          for (const json& st : p["attribution"]["stages"]) shares[st["stage"].get<std::string>()] = st["share_mean"];
-          e["shares"] = shares;
-        }
-        e["histograms"] = compact_histograms(p["histograms"]);
-        paths.push_back(std::move(e));
-      }
-    }
-    std::map<std::string, int> variant_of_recipe;
-    for (const json& f : d["folded_parameters"]) {
-      const std::string rc = f["recipe"];
-      const int k = variant_of_recipe[rc]++;
-      folded.push_back({{"key", dt + "#" + std::to_string(k) + "/" + rc},
-                        {"dtype", dt},
-                        {"recipe", rc},
-                        {"arithmetic", f["arithmetic"]},
-                        {"weight_dtype", f["weight_dtype"]},
-                        {"weights", comparison(f["weights"])},
-                        {"bias", comparison(f["bias"])}});
-    }
-  }
-  s["paths"] = paths;
-  s["folded"] = folded;
-  if (r.contains("observed_weights")) s["observed_weights_verdict"] = r["observed_weights"]["verdict"];
-  s["answer"] = run_answer(r);
-  json ex = json::array();
-  if (!s["description"].get<std::string>().empty()) ex.push_back(s["description"]);
-  for (const std::string& f : formulas) ex.push_back("bound: " + f);
-  s["explanation"] = ex;
+  for (const json& d : r.at("dtypes")) dtype_records(s, d, formulas);
+  if (r.contains("observed_weights"))
+    s.observed_weights_verdict = required_verdict(r.at("observed_weights"), "verdict");
+  s.answer = run_answer(r);
+  if (!s.description.empty()) s.explanation.push_back(s.description);
+  for (const std::string& f : formulas) s.explanation.push_back("bound: " + f);
   return s;
 }
 
-json summarize_accuracy_diff(const json& r) {
-  json s{{"command", "accuracy-diff"},
-         {"name", r["model"]["path"]},
-         {"description", ""},
-         {"verdict", r["verdict"]}};
-  json layers = json::array();
-  for (const json& l : r["layers"]) {
-    json e{{"key", l["name"]}, {"name", l["name"]}, {"op", l["op"]}, {"verdict", l["verdict"]}};
-    if (l.contains("fold")) {
-      const json& f = l["fold"];
-      const json* shown = &shown_recipe(f);
-      e["recipe"] = (*shown)["recipe"];
-      e["fold_ratio"] = (*shown)["worst_ratio"];
-      e["weights"] = comparison((*shown)["weights"]);
-      e["bias"] = comparison((*shown)["bias"]);
-      e["worst_channel"] = get_or_null(l, "worst_channel");
-    }
-    if (l.contains("activations") && l["activations"].contains("fused")) {
-      const json& a = l["activations"];
-      for (const char* p : {"fused", "unfused"}) {
-        e[p] = {{"verdict", a[p]["verdict"]},
-                {"p99_9_abs_ulp", a[p]["p99_9_abs_ulp"]},
-                {"max_abs_ulp", a[p]["max_abs_ulp"]},
-                {"bound_ratio", a[p]["worst_ratio"]}};
-        // Attributed paths only (accuracy-diff attributes the fused path, which it reports).
-        if (a[p].contains("dominant_stage")) e[p]["dominant_stage"] = a[p]["dominant_stage"];
-      }
-    }
-    layers.push_back(std::move(e));
+// A layer's fused or unfused outputs on its real input.
+views::ActivationSummary activation(const json& a) {
+  return {required_verdict(a, "verdict"), optional<double>(a, "p99_9_abs_ulp"), optional<double>(a, "max_abs_ulp"),
+          optional<double>(a, "worst_ratio"),
+          // Attributed paths only (accuracy-diff attributes the fused path, which it reports).
+          optional<std::string>(a, "dominant_stage")};
+}
+
+views::LayerSummary layer_summary(const json& l) {
+  views::LayerSummary e;
+  e.key = e.name = required<std::string>(l, "name");
+  e.op = required<std::string>(l, "op");
+  e.verdict = required_verdict(l, "verdict");
+  if (l.contains("fold")) {
+    const json& shown = shown_recipe(l.at("fold"));
+    e.fold = views::LayerFold{required<std::string>(shown, "recipe"), optional<double>(shown, "worst_ratio"),
+                              comparison(member(shown, "weights")), comparison(member(shown, "bias")),
+                              optional<std::int64_t>(l, "worst_channel")};
   }
-  s["layers"] = layers;
-  if (r.contains("end_to_end")) {
-    const json& e = r["end_to_end"];
-    json ee{{"verdict", get_or_null(e, "verdict")}, {"not_run", get_or_null(e, "not_run")}};
-    // Which weights the end-to-end runs used: always foldcheck's own fold of the original
-    // model (with an observed model, not its weights: those are judged per layer).
-    ee["observed_model"] = r.contains("observed");
-    if (e.contains("fused_recipe"))
-      ee["fused_weights"] = "foldcheck's own " + e["fused_recipe"].get<std::string>() + " fold of the original model" +
-                            (r.contains("observed") ? ", not the observed model's weights, which are judged per layer" : "");
-    if (e.contains("outputs")) {
-      json outs = json::array();
-      for (const json& o : e["outputs"])
-        outs.push_back({{"name", o["name"]}, {"unfused", comparison(o["unfused"])}, {"fused", comparison(o["fused"])},
-                        {"histograms", compact_histograms(o["fused"]["histograms"])}});
-      ee["outputs"] = outs;
-    }
-    if (e.contains("observed_output"))
-      ee["observed_output"] = {{"verdict", e["observed_output"]["verdict"]},
-                               {"bound_ratio", e["observed_output"]["comparison"].value("bound_check", json::object())
-                                                   .value("worst_ratio", json())},  // none when nothing finite compared
-                               {"ulp", stats(e["observed_output"]["comparison"]["ulp"])}};
-    s["end_to_end"] = ee;
+  if (const json& a = member(l, "activations"); a.contains("fused")) {
+    e.fused = activation(a.at("fused"));
+    e.unfused = activation(a.at("unfused"));
   }
-  s["reasoning"] = r.value("reasoning", json::array());  // why nothing was compared, when nothing was
-  json ex = json::array();
-  for (const json& line : s["reasoning"]) ex.push_back(line);  // the answer first
-  ex.push_back("Per layer: each engine recipe's folded weights and biases against the exact fold (ratio = worst distance / "
-               "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
-  if (r.contains("observed")) ex.push_back("Folded parameters from " + r["observed"]["path"].get<std::string>() + ".");
-  s["explanation"] = ex;
-  s["answer"] = model_answer(s);
+  return e;
+}
+
+views::EndToEndSummary end_to_end(const json& r, const json& e) {
+  views::EndToEndSummary ee;
+  ee.verdict = optional_verdict(e, "verdict");
+  ee.not_run = optional<std::string>(e, "not_run");
+  // Which weights the end-to-end runs used: always foldcheck's own fold of the original
+  // model (with an observed model, not its weights: those are judged per layer).
+  ee.observed_model = r.contains("observed");
+  if (const auto recipe = optional<std::string>(e, "fused_recipe"))
+    ee.fused_weights = "foldcheck's own " + *recipe + " fold of the original model" +
+                       (r.contains("observed") ? ", not the observed model's weights, which are judged per layer" : "");
+  if (e.contains("outputs"))
+    ee.outputs = views::list_of(e, "outputs", [](const json& o) {
+      return views::EndToEndOutput{required<std::string>(o, "name"), comparison(o.at("unfused")),
+                                   comparison(o.at("fused")), compact_histograms(member(o.at("fused"), "histograms"))};
+    });
+  if (const json& o = member(e, "observed_output"); e.contains("observed_output")) {
+    const json& c = o.at("comparison");
+    ee.observed_output = views::ObservedOutput{required_verdict(o, "verdict"),
+                                               optional<double>(member(c, "bound_check"),
+                                                                "worst_ratio"),  // none when nothing finite compared
+                                               stats(c.at("ulp"))};
+  }
+  return ee;
+}
+
+views::Summary summarize_accuracy_diff(const json& r) {
+  views::Summary s;
+  s.command = "accuracy-diff";
+  s.name = required<std::string>(r.at("model"), "path");
+  s.verdict = required_verdict(r, "verdict");
+  s.layers = views::list_of(r, "layers", layer_summary);
+  if (r.contains("end_to_end")) s.end_to_end = end_to_end(r, r.at("end_to_end"));
+  s.reasoning =
+      views::list_of(r, "reasoning", [](const json& x) { return x.get<std::string>(); });  // why nothing was compared
+  s.explanation = *s.reasoning;                                                            // the answer first
+  s.explanation.emplace_back(
+      "Per layer: each engine recipe's folded weights and biases against the exact fold (ratio = worst distance / "
+      "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
+  if (r.contains("observed"))
+    s.explanation.push_back("Folded parameters from " + required<std::string>(r.at("observed"), "path") + ".");
+  s.answer = model_answer(s);
   return s;
 }
 
 }  // namespace
 
-json summarize(const json& result) {
-  const std::string cmd = result.value("command", "");
+views::Summary summary_of(const json& result) {
+  const std::string cmd = result.is_object() ? optional<std::string>(result, "command").value_or("") : "";
   if (cmd == "run") return summarize_run(result);
   if (cmd == "accuracy-diff") return summarize_accuracy_diff(result);
   throw std::invalid_argument("summarize: a run or accuracy-diff result expected, got command '" + cmd + "'");
 }
 
-json headline(const json& s) {
-  double worst = -1, p999 = -1;
-  std::string where;
-  json bad = json::array();
-  auto ratio = [&](const json& v, const std::string& w) {
-    if (v.is_number() && v.get<double>() > worst) {
-      worst = v.get<double>();
-      where = w;
+json summarize(const json& result) { return summary_of(result).to_json(); }
+
+namespace {
+
+// The headline's running maxima: the worst bound ratio and where, the largest p99.9 |ULP| and
+// whether it is a cancelled result's (above its EXPECTED path's bound in ULP at the element
+// nearest the bound, though within: row_notes.hpp).
+struct Maxima {
+  Headline h;
+  void ratio(const std::optional<double>& v, const std::string& where) {
+    if (v && (!h.worst_ratio || *v > *h.worst_ratio)) {
+      h.worst_ratio = v;
+      h.worst_where = where;
     }
-  };
-  // cancelled: the largest p99.9 |ULP| is above its path's bound in ULP at the element nearest
-  // the bound, though within (row_notes.hpp: ULP of a result that cancelled to a small value).
-  bool cancelled = false;
-  auto ulp = [&](const json& v, const json& bound_ulp = json()) {
-    if (!v.is_number() || v.get<double>() <= p999) return;
-    p999 = v.get<double>();
-    cancelled = bound_ulp.is_number() && p999 > bound_ulp.get<double>();
-  };
-  for (const json& p : s.value("paths", json::array())) {
-    ratio(p.value("bound_ratio", json()), p["key"]);
-    ulp(p["ulp"].value("p99_9", json()), p["verdict"] == "EXPECTED" ? p.value("bound_ulp_at_worst", json()) : json());
-    if (p["verdict"] != "EXPECTED") bad.push_back(p["key"]);
   }
-  for (const json& f : s.value("folded", json::array())) {
+  void ulp(const std::optional<double>& v, const std::optional<double>& bound_ulp = std::nullopt) {
+    if (!v || (h.max_p99_9_ulp && *v <= *h.max_p99_9_ulp) || *v < 0) return;
+    h.max_p99_9_ulp = v;
+    h.max_p99_9_ulp_cancelled = bound_ulp && *v > *bound_ulp;
+  }
+};
+
+std::optional<double> p99_9(const std::optional<views::Stats>& s) { return s ? s->p99_9 : std::nullopt; }
+
+void add_run(Maxima& m, const views::Summary& s) {
+  for (const views::PathSummary& p : s.paths) {
+    m.ratio(p.bound_ratio, p.key);
+    const bool expected = p.verdict == Verdict::Expected;
+    m.ulp(p99_9(p.ulp), expected ? p.bound_ulp_at_worst : std::nullopt);
+    if (!expected) m.h.not_expected.push_back(p.key);
+  }
+  for (const views::FoldedSummary& f : s.folded) {
     bool unexpected = false;
-    for (const char* part : {"weights", "bias"}) {
-      if (!f[part].is_object()) continue;
-      ratio(f[part]["bound_ratio"], "folded " + f["key"].get<std::string>() + " " + part);
-      unexpected = unexpected || f[part]["verdict"] == "UNEXPECTED";
+    for (const auto& [part, c] : {std::pair{"weights", &f.weights}, std::pair{"bias", &f.bias}}) {
+      if (!*c) continue;
+      m.ratio((*c)->bound_ratio, "folded " + f.key + " " + part);
+      unexpected = unexpected || (*c)->verdict == Verdict::Unexpected;
     }
-    if (unexpected) bad.push_back("folded " + f["key"].get<std::string>());
+    if (unexpected) m.h.not_expected.push_back("folded " + f.key);
   }
-  for (const json& l : s.value("layers", json::array())) {
-    ratio(l.value("fold_ratio", json()), "layer " + l["key"].get<std::string>() + " fold");
-    for (const char* p : {"fused", "unfused"})
-      if (l.contains(p)) {
-        ratio(l[p]["bound_ratio"], "layer " + l["key"].get<std::string>() + " " + p);
-        ulp(l[p]["p99_9_abs_ulp"]);
+}
+
+void add_model(Maxima& m, const views::Summary& s) {
+  for (const views::LayerSummary& l : s.layers) {
+    if (l.fold) m.ratio(l.fold->fold_ratio, "layer " + l.key + " fold");
+    for (const auto& [p, a] : {std::pair{"fused", &l.fused}, std::pair{"unfused", &l.unfused}})
+      if (*a) {
+        m.ratio((*a)->bound_ratio, "layer " + l.key + " " + p);
+        m.ulp((*a)->p99_9_abs_ulp);
       }
-    if (l["verdict"] != "EXPECTED") bad.push_back(l["key"]);
+    if (l.verdict != Verdict::Expected) m.h.not_expected.push_back(l.key);
   }
-  if (s.contains("end_to_end") && s["end_to_end"].is_object() && s["end_to_end"].contains("observed_output")) {
-    const json& o = s["end_to_end"]["observed_output"];  // the engine's own output against the end-to-end bound
-    ratio(o.value("bound_ratio", json()), "observed output");
-    if (o.value("verdict", "EXPECTED") != "EXPECTED") bad.push_back("observed output");
+  if (s.end_to_end && s.end_to_end->observed_output) {
+    const views::ObservedOutput& o = *s.end_to_end->observed_output;  // the engine's own output, end-to-end bound
+    m.ratio(o.bound_ratio, "observed output");
+    if (o.verdict != Verdict::Expected) m.h.not_expected.emplace_back("observed output");
   }
-  return {{"worst_ratio", worst < 0 ? json(nullptr) : json(worst)},
-          {"worst_where", where},
-          {"max_p99_9_ulp", p999 < 0 ? json(nullptr) : json(p999)},
-          {"max_p99_9_ulp_cancelled", cancelled},
-          {"not_expected", bad}};
+}
+
+}  // namespace
+
+Headline headline(const views::Summary& s) {
+  Maxima m;
+  add_run(m, s);
+  add_model(m, s);
+  return m.h;
+}
+
+json headline(const json& s) {
+  const Headline h = headline(views::Summary::from_json(s));
+  return {{"worst_ratio", h.worst_ratio ? json(*h.worst_ratio) : json(nullptr)},
+          {"worst_where", h.worst_where},
+          {"max_p99_9_ulp", h.max_p99_9_ulp ? json(*h.max_p99_9_ulp) : json(nullptr)},
+          {"max_p99_9_ulp_cancelled", h.max_p99_9_ulp_cancelled},
+          {"not_expected", h.not_expected}};
 }
 
 }  // namespace foldcheck::reports

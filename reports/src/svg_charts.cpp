@@ -11,7 +11,7 @@
 
 namespace foldcheck::reports::svg {
 
-using json = nlohmann::json;
+using CompactHistogram = result::views::CompactHistogram;
 
 std::string escape(const std::string& s) {
   std::string r;
@@ -44,10 +44,13 @@ std::string escape(const std::string& s) {
   return r;
 }
 
-const char* verdict_colour(const std::string& v) {
-  if (v == "EXPECTED") return "#2e7d32";
-  if (v == "SUSPICIOUS") return "#ef8f00";
-  if (v == "UNEXPECTED") return "#c62828";
+const char* verdict_colour(Verdict v) {
+  switch (v) {
+    case Verdict::Expected: return "#2e7d32";
+    case Verdict::Suspicious: return "#ef8f00";
+    case Verdict::Unexpected: return "#c62828";
+    case Verdict::Mistrusted: break;
+  }
   return "#757575";
 }
 
@@ -64,29 +67,27 @@ struct Bin {
 };
 
 // The histogram's doubling bins (none without a numeric first_upper).
-std::vector<Bin> doubling_bins(const json& hist) {
+std::vector<Bin> doubling_bins(const CompactHistogram& hist) {
   std::vector<Bin> bins;
-  if (hist.value("first_upper", json()).is_number()) {
-    double upper = hist["first_upper"].get<double>();
-    const json& neg = hist["negative"];
-    const json& pos = hist["positive"];
+  if (hist.first_upper) {
+    double upper = *hist.first_upper;
+    const auto& neg = hist.negative;
+    const auto& pos = hist.positive;
     // at(), not operator[]: a hand-edited or truncated report may have sides of different
-    // lengths, and const operator[] past an array's end is undefined (found by
-    // fuzz_report_json; fuzz/regressions/fuzz_report_json/). A mismatch throws: bad input.
-    for (std::size_t i = 0; i < neg.size(); ++i, upper *= 2)
-      bins.push_back({upper, neg.at(i).get<std::int64_t>(), pos.at(i).get<std::int64_t>()});
+    // lengths (found by fuzz_report_json; fuzz/regressions/fuzz_report_json/). A mismatch
+    // throws: bad input.
+    for (std::size_t i = 0; i < neg.size(); ++i, upper *= 2) bins.push_back({upper, neg.at(i), pos.at(i)});
   }
   return bins;
 }
 
 // Extend with empty bins (each twice the last) until the bound falls inside the axis, then
 // add the overflow bin if it has counts.
-void extend_bins(std::vector<Bin>& bins, const json& hist, double bound) {
+void extend_bins(std::vector<Bin>& bins, const CompactHistogram& hist, double bound) {
   if (bound > 0 && !bins.empty())
     while (bins.back().upper < bound && bins.size() < 48) bins.push_back({bins.back().upper * 2, 0, 0});
-  const json over = hist.value("overflow", json::object());
-  if (over.value("negative", 0) + over.value("positive", 0) > 0)
-    bins.push_back({-1.0, over.value("negative", std::int64_t{0}), over.value("positive", std::int64_t{0})});
+  if (hist.overflow_negative + hist.overflow_positive > 0)
+    bins.push_back({-1.0, hist.overflow_negative, hist.overflow_positive});
 }
 
 // The chart's layout: 2n + 1 slots (negative bins mirrored, zero, positive bins), counts on a log scale.
@@ -122,7 +123,8 @@ std::string frame(const Layout& l, std::int64_t maxc, const std::string& title) 
 
 // The bars: negative bins mirrored left of the zero bar, positive ones to its right; a bin
 // wholly beyond `bound` (> 0) in red, so errors past their bound stand out on a ratio chart.
-std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zero, const json& hist, double bound) {
+std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zero, const CompactHistogram& hist,
+                 double bound) {
   std::string s;
   const std::size_t n = l.n;
   auto bar = [&](std::size_t slot, std::int64_t c, const char* fill, const std::string& tip) {
@@ -133,11 +135,11 @@ std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zer
   };
   auto range = [&](std::size_t i) {
     if (bins[i].upper <= 0) return std::string("overflow");
-    if (i == 0 && hist.value("from_zero", false)) return fmt::format("(0, {:g}]", bins[i].upper);
+    if (i == 0 && hist.from_zero) return fmt::format("(0, {:g}]", bins[i].upper);
     return fmt::format("({:g}, {:g}]", bins[i].upper / 2, bins[i].upper);
   };
   for (std::size_t i = 0; i < n; ++i) {
-    const double lower = bins[i].upper <= 0 ? HUGE_VAL : i == 0 && hist.value("from_zero", false) ? 0.0 : bins[i].upper / 2;
+    const double lower = bins[i].upper <= 0 ? HUGE_VAL : i == 0 && hist.from_zero ? 0.0 : bins[i].upper / 2;
     const bool beyond = bound > 0 && lower >= bound;
     bar(n - 1 - i, bins[i].neg, beyond ? "#c62828" : "#5c6bc0", "negative " + range(i));
     bar(n + 1 + i, bins[i].pos, beyond ? "#c62828" : "#26a69a", "positive " + range(i));
@@ -147,7 +149,7 @@ std::string bars(const Layout& l, const std::vector<Bin>& bins, std::int64_t zer
 }
 
 // x labels: every few bins, both sides; 0; the axis title with the unit.
-std::string x_labels(const Layout& l, const std::vector<Bin>& bins, const json& hist) {
+std::string x_labels(const Layout& l, const std::vector<Bin>& bins, const CompactHistogram& hist) {
   std::string s;
   const std::size_t n = l.n;
   const double top = Layout::top, ph = l.ph, sw = l.sw;
@@ -159,7 +161,7 @@ std::string x_labels(const Layout& l, const std::vector<Bin>& bins, const json& 
                        top + ph + 12, slot < n ? "-" : "", power_label(bins[i].upper));
   }
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">0</text>", l.slot_x(n) + sw / 2, top + ph + 12);
-  const std::string unit = hist.value("unit", std::string());
+  const std::string& unit = hist.unit;
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"middle\">{} (log2 bins; counts log scale)</text>",
                    Layout::left + l.pw / 2, Layout::H - 6, unit == "bound" ? "error / its bound" : "error (" + escape(unit) + ")");
   return s;
@@ -189,10 +191,12 @@ std::string bound_lines(const Layout& l, const std::vector<Bin>& bins, double bo
 
 }  // namespace
 
-std::string signed_histogram(const json& hist, double bound, const std::string& bound_label, const std::string& title) {
-  if (!hist.is_object()) return "";
+std::string signed_histogram(const std::optional<CompactHistogram>& histogram, double bound, const std::string& bound_label,
+                             const std::string& title) {
+  if (!histogram) return "";
+  const CompactHistogram& hist = *histogram;
   std::vector<Bin> bins = doubling_bins(hist);
-  const std::int64_t zero = hist.value("zero", std::int64_t{0});
+  const std::int64_t zero = hist.zero;
   extend_bins(bins, hist, bound);
   std::int64_t maxc = zero;
   for (const Bin& b : bins) maxc = std::max({maxc, b.neg, b.pos});
@@ -256,9 +260,11 @@ std::string layer_chart(const std::vector<LayerValue>& layers, const std::string
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerValue& l = layers[i];
     const double h = height(l.value), x = left + bw * static_cast<double>(i);
-    s += fmt::format("<rect class=\"bar\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: {:.4g} {} ({})</title></rect>",
-                     x + 1, top + ph - h, std::max(bw - 2, 1.0), h, verdict_colour(l.verdict), escape(l.name), l.value,
-                     escape(unit), escape(l.verdict));
+    s += fmt::format(
+        "<rect class=\"bar\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: "
+        "{:.4g} {} ({})</title></rect>",
+        x + 1, top + ph - h, std::max(bw - 2, 1.0), h, verdict_colour(l.verdict), escape(l.name), l.value, escape(unit),
+        name(l.verdict));
     std::string label = l.name.size() > 14 ? "…" + l.name.substr(l.name.size() - 13) : l.name;
     s += fmt::format("<text class=\"a\" transform=\"translate({:.1f},{:.1f}) rotate(-60)\" text-anchor=\"end\">{}</text>",
                      x + bw / 2 + 3, top + ph + 6, escape(label));

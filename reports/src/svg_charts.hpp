@@ -4,17 +4,20 @@
 #include <map>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "foldcheck/result/views/summary.hpp"
 
 namespace foldcheck::reports::svg {
 
 // A signed log2 histogram (a summary's compact form, summary.hpp: the first bin's upper
-// edge, negative and positive counts per doubling bin, exact zeros, overflow): negative errors mirrored to the left of zero,
-// positive to the right, bar heights on a log scale of the count. `bound` (same unit,
-// > 0) draws dashed lines at -bound and +bound, `bound_label` naming them, and bins wholly
-// beyond it in red.
-std::string signed_histogram(const nlohmann::json& hist, double bound, const std::string& bound_label,
-                             const std::string& title);
+// edge, negative and positive counts per doubling bin, exact zeros, overflow): negative errors mirrored to the left of
+// zero, positive to the right, bar heights on a log scale of the count. `bound` (same unit, > 0) draws dashed lines at
+// -bound and +bound, `bound_label` naming them, and bins wholly beyond it in red. No histogram (the summary had none of
+// that name): no chart.
+std::string signed_histogram(const std::optional<result::views::CompactHistogram>& hist, double bound,
+                             const std::string& bound_label, const std::string& title);
 
 // One horizontal bar split by stage shares (stage -> share in [0, 1]) with a legend.
 std::string stage_bars(const std::map<std::string, double>& shares, const std::string& title);
@@ -23,12 +26,12 @@ std::string stage_bars(const std::map<std::string, double>& shares, const std::s
 struct LayerValue {
   std::string name;
   double value = 0;
-  std::string verdict;
+  Verdict verdict = Verdict::Expected;
 };
 std::string layer_chart(const std::vector<LayerValue>& layers, const std::string& title, const std::string& unit);
 
 // A colour for a verdict (EXPECTED green, SUSPICIOUS amber, UNEXPECTED red, MISTRUSTED grey).
-const char* verdict_colour(const std::string& verdict);
+const char* verdict_colour(Verdict verdict);
 
 // Text escaped for HTML/XML content and attributes: markup characters as entities, tab and
 // line breaks as character references, every other control character (which XML 1.0 cannot

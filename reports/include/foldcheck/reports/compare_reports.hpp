@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/result/views/report.hpp"
+
 namespace foldcheck::reports {
 
 struct CompareOptions {
@@ -33,6 +35,10 @@ struct CompareOptions {
 // "baseline", "current", "regression"}]}], "regressions", "changes", "verdict"}.
 nlohmann::json compare_reports(const nlohmann::json& current, const nlohmann::json& baseline, const CompareOptions& opts);
 
+result::views::ReportDiff compare_reports(const result::views::Report& current, const result::views::Report& baseline,
+                                          const CompareOptions& opts);
+
+// diff: compare_reports()'s JSON (views::ReportDiff).
 std::string compare_text(const nlohmann::json& diff);
 std::string compare_markdown(const nlohmann::json& diff);
 

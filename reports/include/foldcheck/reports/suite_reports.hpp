@@ -15,10 +15,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/result/views/report.hpp"
+
 namespace foldcheck::reports {
 
+// report: a suite report, or a single result (shown through as_report).
 std::string report_markdown(const nlohmann::json& report);
 std::string report_html(const nlohmann::json& report);
 std::string report_junit(const nlohmann::json& report);
+
+std::string report_markdown(const result::views::Report& report);
+std::string report_html(const result::views::Report& report);
+std::string report_junit(const result::views::Report& report);
 
 }  // namespace foldcheck::reports

@@ -1,0 +1,104 @@
+// The answer of an accuracy-diff summary (run_answer.hpp's model_answer), from its typed
+// summary (views/summary.hpp).
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "foldcheck/reports/run_answer.hpp"
+#include "foldcheck/reports/summary.hpp"
+
+namespace foldcheck::reports {
+
+using json = nlohmann::json;
+namespace views = result::views;
+
+namespace {
+
+std::string ratio_text(double r) { return std::isinf(r) ? std::string("unbounded") : fmt::format("{:.3g}", r); }
+
+// A layer's worst ratio to a bound (-1: none): its fold's, or its fused or unfused activations'.
+std::pair<double, std::string> layer_worst(const views::LayerSummary& l) {
+  std::pair<double, std::string> w{l.fold ? l.fold->fold_ratio.value_or(-1.0) : -1.0, "folded parameters"};
+  for (const auto& [p, a] : {std::pair{"fused", &l.fused}, std::pair{"unfused", &l.unfused}})
+    if (*a && (*a)->bound_ratio.value_or(-1.0) > w.first)
+      w = {*(*a)->bound_ratio, std::string(p) + " outputs on its real input"};
+  return w;
+}
+
+// The end to end's part of a model's answer: an observed output that is not EXPECTED (with
+// its ratio to the end-to-end bound), else foldcheck's own end-to-end runs beyond their bound.
+std::string end_to_end_reason(const views::Summary& s) {
+  if (!s.end_to_end) return "";
+  const views::EndToEndSummary& e = *s.end_to_end;
+  if (e.observed_output && e.observed_output->verdict != Verdict::Expected) {
+    const std::optional<double> r = e.observed_output->bound_ratio;
+    return fmt::format("The observed output is {}{}.", name(e.observed_output->verdict),
+                       r ? fmt::format(": {} times its end-to-end rounding-error bound", ratio_text(*r))
+                         : std::string());
+  }
+  if (e.verdict == Verdict::Unexpected)
+    return "foldcheck's own end-to-end runs of the model are UNEXPECTED: some layer's outputs leave their bound on its "
+           "real activations.";
+  return "";
+}
+
+// The layer the answer names: the first not EXPECTED of the largest ratio, else the layer of
+// the largest ratio (nullptr without layers).
+const views::LayerSummary* worst_layer(const views::Summary& summary, std::pair<double, std::string>& wr) {
+  const views::LayerSummary* worst = nullptr;
+  wr = {-1, ""};
+  for (const views::LayerSummary& l : summary.layers) {
+    const auto r = layer_worst(l);
+    const bool bad = l.verdict != Verdict::Expected, worst_bad = worst && worst->verdict != Verdict::Expected;
+    if (!worst || (bad && !worst_bad) || (bad == worst_bad && r.first > wr.first)) {
+      worst = &l;
+      wr = r;
+    }
+  }
+  return worst;
+}
+
+std::vector<std::string> model_reasons(const views::Summary& summary) {
+  std::vector<std::string> why;
+  std::pair<double, std::string> wr;
+  const views::LayerSummary* worst = worst_layer(summary, wr);
+  const std::string e2e = end_to_end_reason(summary);
+  const bool layer_bad = worst && worst->verdict != Verdict::Expected;
+  if (!e2e.empty() && !layer_bad) why.push_back(e2e);  // the cause: it leads
+  const std::optional<std::int64_t> channel = worst && worst->fold ? worst->fold->worst_channel : std::nullopt;
+  if (layer_bad)
+    why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", worst->name,
+                              name(worst->verdict), wr.second, ratio_text(wr.first),
+                              channel ? fmt::format(" (channel {})", *channel) : std::string()));
+  else if (worst)
+    why.push_back(
+        fmt::format("Every layer's folded parameters and outputs are within their rounding-error bounds "
+                    "(closest: layer {}, its {} at {} of the bound).",
+                    worst->name, wr.second, ratio_text(wr.first)));
+  if (!e2e.empty() && layer_bad) why.push_back(e2e);
+  return why;
+}
+
+}  // namespace
+
+std::string overall_also_judges(bool observed_output_bad, bool observed_model) {
+  return observed_output_bad ? "the observed output against the end-to-end bound"
+         : observed_model    ? "the observed model's folded weights, per layer"
+                             : "each layer's fold";
+}
+
+json model_answer(const views::Summary& summary) {
+  // nothing compared: why, and what to do
+  const std::vector<std::string> why =
+      summary.reasoning && !summary.reasoning->empty() ? *summary.reasoning : model_reasons(summary);
+  return {{"verdict", name(summary.verdict)},
+          {"reasoning", why},
+          {"observed_weights", nullptr},
+          {"tolerances", json::array()}};
+}
+
+json model_answer(const json& summary) { return model_answer(views::Summary::from_json(summary)); }
+
+}  // namespace foldcheck::reports
