@@ -3,7 +3,7 @@
 
 #include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
-#include "shown_recipe.hpp"
+#include "foldcheck/result/views/accuracy_diff.hpp"
 
 #include "foldcheck/result/views/json_io.hpp"
 
@@ -195,7 +195,8 @@ views::LayerSummary layer_summary(const json& l) {
   e.op = required<std::string>(l, "op");
   e.verdict = required_verdict(l, "verdict");
   if (l.contains("fold")) {
-    const json& shown = shown_recipe(l.at("fold"));
+    const json& fold = l.at("fold");
+    const json& shown = fold.at("recipes").at(views::AdiffFold::from_json(fold).shown_index());
     e.fold = views::LayerFold{required<std::string>(shown, "recipe"), optional<double>(shown, "worst_ratio"),
                               comparison(member(shown, "weights")), comparison(member(shown, "bias")),
                               optional<std::int64_t>(l, "worst_channel")};

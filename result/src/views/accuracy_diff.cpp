@@ -31,12 +31,14 @@ AdiffRecipe AdiffRecipe::from_json(const json& j) {
           max_abs_ulp(j, "weights"), max_abs_ulp(j, "bias")};
 }
 
-const AdiffRecipe& AdiffFold::shown() const {
-  const AdiffRecipe* s = &recipes.at(0);
-  for (const AdiffRecipe& rc : recipes)
-    if (shown_recipe && rc.recipe == *shown_recipe) s = &rc;
-  return *s;
+std::size_t AdiffFold::shown_index() const {
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < recipes.size(); ++i)
+    if (shown_recipe && recipes[i].recipe == *shown_recipe) s = i;
+  return s;
 }
+
+const AdiffRecipe& AdiffFold::shown() const { return recipes.at(shown_index()); }
 
 AdiffFold AdiffFold::from_json(const json& j) {
   return {required_verdict(j, "verdict"), list_of(j, "recipes", AdiffRecipe::from_json),

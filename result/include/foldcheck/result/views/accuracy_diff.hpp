@@ -31,12 +31,15 @@ struct AdiffRecipe {
 };
 
 // A layer's fold check ("fold"). Required: "verdict", "recipes"; "shown_recipe" whenever there
-// is a recipe. shown(): the recipe reported in full, the one "shown_recipe" names, else the
-// first (the choice of reports/src/shown_recipe.hpp); only when recipes is not empty.
+// is a recipe. shown(): the recipe reported in full, the one "shown_recipe" names (fold_check.hpp's
+// FoldCheck::shown: observed -> the closest recipe; otherwise the one of the largest ratio), else
+// the first; shown_index() its place in recipes. The one choice every renderer shows (the
+// accuracy-diff text, the run summary); shown() only when recipes is not empty.
 struct AdiffFold {
   Verdict verdict = Verdict::Mistrusted;
   std::vector<AdiffRecipe> recipes;
   std::optional<std::string> shown_recipe;
+  std::size_t shown_index() const;
   const AdiffRecipe& shown() const;
   static AdiffFold from_json(const nlohmann::json& j);
 };
