@@ -191,8 +191,8 @@ std::string bound_lines(const Layout& l, const std::vector<Bin>& bins, double bo
 
 }  // namespace
 
-std::string signed_histogram(const std::optional<CompactHistogram>& histogram, double bound, const std::string& bound_label,
-                             const std::string& title) {
+std::string signed_histogram(const std::optional<CompactHistogram>& histogram, double bound,
+                             const std::string& bound_label, const std::string& title) {
   if (!histogram) return "";
   const CompactHistogram& hist = *histogram;
   std::vector<Bin> bins = doubling_bins(hist);

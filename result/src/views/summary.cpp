@@ -43,7 +43,8 @@ Histograms histograms_of(const json& j, const char* key) {
   Histograms h;
   auto it = j.find(key);
   if (it == j.end() || !it->is_object()) return h;
-  for (const auto& [k, v] : it->items()) h[k] = v.is_object() ? std::optional(CompactHistogram::from_json(v)) : std::nullopt;
+  for (const auto& [k, v] : it->items())
+    h[k] = v.is_object() ? std::optional(CompactHistogram::from_json(v)) : std::nullopt;
   return h;
 }
 
