@@ -67,9 +67,10 @@ FoldArgs fold_args(const pyb::array& weight, const OptArray& bias, const OptArra
   return a;
 }
 
-Result py_fold_check(const pyb::array& weight, OptArray bias, OptArray gamma, OptArray beta, OptArray mean,
-                     OptArray var, std::optional<double> eps, const pyb::array& observed_weight, OptArray observed_bias,
-                     long precision, unsigned threads) {
+Result py_fold_check(const pyb::array& weight, const OptArray& bias, const OptArray& gamma, const OptArray& beta,
+                     const OptArray& mean, const OptArray& var, std::optional<double> eps,
+                     const pyb::array& observed_weight, const OptArray& observed_bias, long precision,
+                     unsigned threads) {
   const FoldArgs a = fold_args(weight, bias, gamma, beta, mean, var, eps, observed_weight, observed_bias);
   const ref::Options ro = reference_options(precision, threads);
   const FoldCheck f = released([&] { return check_fold(a.layer, a.observed, ro); });
@@ -91,9 +92,10 @@ const std::vector<double>& array_of(const Result& r, const char* name, std::size
 // The cause of a fold's failure: its weights' (explained: explain's result on them, whose
 // residuals and bounds in ULP say which elements are beyond the cited recipe's bound) and its
 // bias's. Names a cause; the verdicts are explain's and fold_check's.
-FoldDiagnosis py_diagnose_fold(const Result& explained, const pyb::array& weight, OptArray bias, OptArray gamma,
-                               OptArray beta, OptArray mean, OptArray var, std::optional<double> eps,
-                               const pyb::array& observed_weight, OptArray observed_bias) {
+FoldDiagnosis py_diagnose_fold(const Result& explained, const pyb::array& weight, const OptArray& bias,
+                               const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
+                               std::optional<double> eps, const pyb::array& observed_weight,
+                               const OptArray& observed_bias) {
   const FoldArgs a = fold_args(weight, bias, gamma, beta, mean, var, eps, observed_weight, observed_bias);
   diagnosis::FoldedConv f{a.layer.dtype,     a.layer.channels, a.layer.per_channel, a.layer.weight,
                           a.observed.weight, a.layer.bias,     a.observed.bias,     a.layer.bn};

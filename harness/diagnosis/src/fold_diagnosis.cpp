@@ -55,6 +55,7 @@ std::optional<double> recover_eps(const FoldedConv& f) {
   std::stable_sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   cand.resize(std::max<std::size_t>(1, cand.size() / 4));
   std::vector<double> e;
+  e.reserve(cand.size());
   for (const auto& c : cand) e.push_back(c.second);
   const double est = median(e);
   if (!std::isfinite(est) || est < 0) return std::nullopt;
