@@ -86,6 +86,21 @@ def fold_check(weight: ArrayIn, bias: ArrayIn | None, observed_weight: ArrayIn, 
     return FoldCheckResult(r)
 
 
+def diagnose_fold(explained: ExplainResult, weight: ArrayIn, bias: ArrayIn | None, observed_weight: ArrayIn,
+                  observed_bias: ArrayIn | None = None, *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn,
+                  var: ArrayIn, eps: ArrayIn = 1e-5) -> Any:
+    """Why a fused layer is not the fold of (weight, bias) and the BatchNorm: the core's
+    weight-level diagnosis (diagnosis/fold_diagnosis.hpp), each cause within its rounding-error
+    bound. explained: explain's result on these weights (which elements are beyond the cited
+    recipe's bound). Returns a foldcheck._core.FoldDiagnosis: .weights (.worst, .worst_ratio,
+    .channels_beyond, .slip, .cause) and .bias (.off, .missing, .cause); it names a cause, the
+    verdicts are explain's and fold_check's."""
+    return _core.diagnose_fold(explained._core, as_array(weight, "weight"), as_array(bias, "bias"),
+                               observed_weight=as_array(observed_weight, "observed_weight"),
+                               observed_bias=as_array(observed_bias, "observed_bias"),
+                               **_bn(gamma, beta, mean, var, eps))
+
+
 def quant_check(weight: ArrayIn, found: ArrayIn | None = None, *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn,
                 var: ArrayIn, eps: ArrayIn = 1e-5, scales: ArrayIn | None = None, bits: int = 8,
                 per_channel: bool = False, pow2: bool = True, rounding: str = "half_even", precision: int = 256,
@@ -116,10 +131,18 @@ def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attributio
     return RunResult(r)
 
 
+# accuracy_diff's and engines' defaults: the C++ options structs' (AccuracyDiffOptions,
+# EnginesOptions), the one place they are written, read through the core.
+AD: dict[str, Any] = dict(_core.accuracy_diff_defaults)
+ENG: dict[str, Any] = dict(_core.engines_defaults)
+
+
 def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: ArrayIn | PathIn | None = None,  # noqa: A002
-                  seed: int = 0, observed_output: ArrayIn | PathIn | None = None, output_samples: int = 32,
-                  weights_only: bool = False, recipe: str = "pytorch", attribution: bool = True,
-                  attribution_elements: int = 256, confidence: float = 0.999, precision: int = 256, threads: int = 0,
+                  seed: int = AD["seed"], observed_output: ArrayIn | PathIn | None = None,
+                  output_samples: int = AD["output_samples"], weights_only: bool = AD["weights_only"],
+                  recipe: str = AD["recipe"], attribution: bool = AD["attribution"],
+                  attribution_elements: int = AD["attribution_elements"], confidence: float = AD["confidence"],
+                  precision: int = AD["precision"], threads: int = AD["threads"],
                   progress: Progress | None = None) -> AccuracyDiffResult:
     """Every Conv -> BatchNormalization pair of an ONNX model, and, with `observed`, another
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
@@ -147,10 +170,11 @@ def _engine_tools(python: str | None) -> Any:
 
 
 def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mapping[str, str] | None = None,
-            input: ArrayIn | PathIn | None = None, seed: int = 0, confidence: float = 0.999,  # noqa: A002
-            channel_samples: int = 16, output_samples: int = 32, timeout: float = 3600.0,
-            work_dir: PathIn | None = None, python: str | None = None, precision: int = 256, threads: int = 0,
-            progress: Progress | None = None) -> EnginesResult:
+            input: ArrayIn | PathIn | None = None, seed: int = ENG["seed"],  # noqa: A002
+            confidence: float = ENG["confidence"], channel_samples: int = ENG["channel_samples"],
+            output_samples: int = ENG["output_samples"], timeout: float = ENG["timeout"],
+            work_dir: PathIn | None = None, python: str | None = None, precision: int = ENG["precision"],
+            threads: int = ENG["threads"], progress: Progress | None = None) -> EnginesResult:
     """Run real engines on an ONNX model and check what they produced (`foldcheck engines`).
 
     engines: built-in names (engine_names()); adapters: {label: command template} of your own

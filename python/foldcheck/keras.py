@@ -50,6 +50,7 @@ from ._core import Verdict, counts_against, of_check, tally
 from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
 from ._tensorflow import tf
 from ._tflite_model import converted_convs  # noqa: F401 (public: a converted model's convs, adapters/tflite_fold.py)
+from .results import Result
 
 
 def _nearest(a, b):
@@ -334,25 +335,28 @@ def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] |
     return TFLiteCheck(rows, skipped)
 
 
-class TFLiteCheck:
+class TFLiteCheck(Result):
     """check_tflite's result. .layers: [{"layer": "conv + batchnorm", "verdict", "kind",
     "activation", "weight_type", "weights": FoldCheckResult, "output": DiagnoseResult or None,
     "note"}]; .skipped: [(BatchNorm, why not judged, whether the converter may have folded
     it)]; the verdict is the worst judged layer's (MISTRUSTED when no pair was judged; the
-    answer counts the pairs the converter may have folded that were not judged)."""
+    answer counts the pairs the converter may have folded that were not judged). A Result made
+    of the core's results per layer (no one core result of its own): its text report is answer
+    first ("check_tflite: VERDICT: why"), then the table of layers."""
 
     def __init__(self, layers: list[dict[str, Any]],  # noqa: F811 (the parameter, not the helper)
                  skipped: list[tuple[Any, str, bool]]) -> None:
+        super().__init__(None)
         self.layers = layers
         self.skipped = skipped
 
     @property
-    def verdict(self) -> Verdict:
-        return tally(r["verdict"] for r in self.layers)
+    def command(self) -> str:
+        return "check_tflite"
 
     @property
-    def passed(self) -> bool:
-        return self.verdict == Verdict.EXPECTED
+    def verdict(self) -> Verdict:
+        return tally(r["verdict"] for r in self.layers)
 
     @property
     def exit_code(self) -> int:
@@ -360,7 +364,7 @@ class TFLiteCheck:
 
     @property
     def unexpected(self) -> list[dict[str, Any]]:
-        return [r for r in self.layers if r["verdict"] != Verdict.EXPECTED]
+        return [r for r in self.layers if Verdict(r["verdict"]) is not Verdict.EXPECTED]
 
     def to_dict(self) -> dict[str, Any]:
         def part(r: Any) -> Any:
@@ -374,15 +378,26 @@ class TFLiteCheck:
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    @property
+    def reason(self) -> str | None:
+        return f"{_headline(self)}{_not_judged(self)}"
+
+    def answer(self) -> str:
+        return f"check_tflite: {self.verdict}: {self.reason}"
+
     def report(self, format: str = "text") -> str:  # noqa: A002 (the CLI's word)
         if format == "json":
             return self.to_json(2)
         if format != "text":
             raise ValueError(f"check_tflite reports text or json, not {format!r}")
-        return _text(self)
+        return "\n".join([self.answer(), self.details()])
 
-    def __str__(self) -> str:
-        return self.report()
+    def details(self) -> str:
+        return _table(self)
+
+    @property
+    def arrays(self) -> dict[str, Any]:
+        return {}
 
     def __repr__(self) -> str:
         return f"<TFLiteCheck {self.verdict} layers: {len(self.layers)}>"
@@ -406,12 +421,12 @@ def _headline(c):
     unchecked = sum(r["output"] is None for r in c.layers)
     what = "folded weights and bias, and the layer's output on its own input" if not unchecked else \
         f"folded weights and bias; the output of {unchecked} of them not checked, see the notes"
-    if c.verdict == "EXPECTED":
+    if c.verdict is Verdict.EXPECTED:
         return f"{'the' if n == 1 else 'each of the'} {layers_} the converter folded is within its rounding-error " \
                f"bounds ({what})"
-    if c.verdict == "MISTRUSTED":
-        return "no conv + BatchNorm layer to judge" if not n else \
-            f"{sum(r['verdict'] == 'MISTRUSTED' for r in c.layers)} of {layers_} not judged (see the notes)"
+    if c.verdict is Verdict.MISTRUSTED:
+        not_judged = sum(Verdict(r["verdict"]) is Verdict.MISTRUSTED for r in c.layers)
+        return f"{not_judged} of {layers_} not judged (see the notes)" if n else "no conv + BatchNorm layer to judge"
     return f"{len(c.unexpected)} of {layers_} beyond their rounding-error bounds, or not what Keras computes"
 
 
@@ -421,10 +436,10 @@ def _not_judged(c):
            "(not modelled, below)" if n else ""
 
 
-def _text(c):
+def _table(c):
+    """The layers, one row each (and its note), then the pairs not judged."""
     width = max([len(r["layer"]) for r in c.layers] + [5])
-    lines = [f"check_tflite: {c.verdict}: {_headline(c)}{_not_judged(c)}",
-             "  worst |error| / bound per layer; weights: the nearest recipe's; output: the layer as given, or the "
+    lines = ["  worst |error| / bound per layer; weights: the nearest recipe's; output: the layer as given, or the "
              "bug that explains it",
              f"  {'layer':<{width}}  {'op':<24} {'weights':<32} output"]
     for r in c.layers:

@@ -10,7 +10,10 @@ text report, and per-element data as read-only numpy views of the core's memory.
     r.passed         r.verdict == Verdict.EXPECTED (nothing compared is never a pass: MISTRUSTED)
     r.exit_code      what the `foldcheck` command would exit with (0 or 1)
     r.to_json()      the JSON text; r.to_dict() the parsed dict; r["key"] one of its fields
-    r.report()       the text report ("json", "markdown", "html" also)
+    r.report()       the text report, answer first: the verdict and its reason, then the
+                     command's report by the core's renderer, long per-element listings capped
+                     ("json", "markdown", "html" also: the core's, whole)
+    r.reason         the sentence that gives the verdict's reason (None when the result has none)
     r.arrays         {name: numpy view} of per-element data (explain: residual_ulp, ...)
 """
 import json
@@ -22,6 +25,7 @@ import numpy.typing as npt
 from ._core import Verdict
 
 VERDICTS = tuple(Verdict)  # in the C++ enum's order, best to worst
+SHOWN = 24  # rows of a per-element (or per-layer) listing a text report shows; the rest are counted
 
 
 class Result:
@@ -62,7 +66,29 @@ class Result:
         return self.to_dict().get(key, default)
 
     def report(self, format: str = "text") -> str:  # noqa: A002 (the CLI's word)
-        return self._core.report(format)
+        """The report: text is answer first (answer(), then details()); json, markdown and html
+        are the core's."""
+        if format != "text":
+            return self._core.report(format)
+        return "\n\n".join(part for part in (self.answer(), self.details()) if part)
+
+    def answer(self) -> str:
+        """The verdict and the sentence that gives its reason: the first line of every report
+        (the core's answer renderer for run and accuracy-diff, reports/run_answer.hpp)."""
+        core = self._core.answer() if self._core is not None else ""
+        return core or f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else "")
+
+    @property
+    def reason(self) -> str | None:
+        """The result's first reasoning sentence, or its summary, when its command writes one."""
+        r = self.reasoning
+        summary = self.get("summary")
+        return r[0] if r else summary if isinstance(summary, str) else None
+
+    def details(self) -> str:
+        """What the text report shows after the answer: the command's text report (the core's
+        renderer)."""
+        return self._core.report("text")
 
     @property
     def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
@@ -110,6 +136,10 @@ class ExplainResult(Result):
     def exact(self) -> npt.NDArray[np.float64]:
         """The certified exact fold w*gamma/sqrt(var+eps), per element (to double)."""
         return self._core.array("exact")
+
+    def details(self) -> str:
+        """explain's text report with its element table capped to SHOWN rows."""
+        return capped(self._core.report("text"), "index ", "rows")
 
     def _repr_extra(self) -> str:
         b = self.bit_exact_recipes
@@ -162,7 +192,7 @@ class AccuracyDiffResult(Result):
     @property
     def first_unexpected_layer(self) -> str | None:
         for layer in self.layers:
-            if layer["verdict"] != "EXPECTED":
+            if Verdict(layer["verdict"]) is not Verdict.EXPECTED:
                 return layer["name"]
         return None
 
@@ -193,5 +223,26 @@ class BisectResult(Result):
     def culprit(self) -> str | None:
         return self.get("culprit")
 
+    @property
+    def reason(self) -> str | None:
+        c = self.culprit
+        return f"the culprit is {c}" if c else super().reason
+
     def _repr_extra(self) -> str:
         return f" culprit: {self.culprit}" if self.culprit else ""
+
+
+def capped(text: str, header: str, what: str, shown: int = SHOWN) -> str:
+    """`text` with the rows of its table that starts with the line `header` (a per-element
+    listing, up to the next blank line) cut to `shown`, and a line that says how many were left
+    out and where they all are."""
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    if start is None:
+        return text
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    rows = end - start - 1
+    if rows <= shown:
+        return text
+    note = f"  ... {rows - shown} more {what} not shown (report('json') and .arrays have every element)"
+    return "\n".join(lines[:start + 1 + shown] + [note] + lines[end:])

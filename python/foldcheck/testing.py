@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ._core import Verdict
+
 __all__ = ["assert_fold_close"]
 
 
@@ -74,26 +76,30 @@ def _pair(expected: Any, torch: Any) -> tuple[Any, Any] | None:
 
 
 def _layer(fused, conv, bn, precision):
+    """The failure message of a fused conv: the verdicts are check_fold's (explain's on the
+    weights, fold_check's on weights and bias), the cause the core's weight-level diagnosis
+    (FoldResult.diagnosis, foldcheck._core.diagnose_fold: the slip every weight fits, the
+    channels that changed, the bias), each within its rounding-error bound; nothing is judged
+    here."""
     from . import torch as fct  # noqa: PLC0415
 
     r = fct.check_fold(conv, bn, fused, precision=precision)
     if r.passed:
         return None
-    w = r.weights
-    exact, res, bound = w.exact, w.residual_ulp, w.bound_ulp
-    ratio = np.abs(res) / np.where(bound > 0, bound, np.inf)
+    w, d = r.weights, r.diagnosis
     lines = [f"The fused conv is not a fold of the conv and BatchNorm ({r.verdict})."]
-    if w.verdict != "EXPECTED":
-        i = np.unravel_index(int(np.nanargmax(np.where(np.isnan(ratio), np.inf, ratio))), exact.shape)
+    if not w.passed:
+        exact, res, bound = w.exact, w.residual_ulp, w.bound_ulp
+        i = np.unravel_index(d.weights.worst, exact.shape)
         actual_w = fused.weight.detach().cpu().double().numpy()[i]
         lines.append(f"Worst element: weight{list(map(int, i))} (channel {int(i[0])}): actual {actual_w:.9g}, "
                      f"exact fold "
-                     f"{exact[i]:.9g}: {res[i]:+.1f} ULP from it, {ratio[i]:.1f} x its bound of {bound[i]:.2f} ULP.")
+                     f"{exact[i]:.9g}: {res[i]:+.1f} ULP from it, {d.weights.worst_ratio:.1f} x its bound of "
+                     f"{bound[i]:.2f} ULP.")
         lines.append(_weight_bound(w))
-        lines.append("Likely cause: " + _weight_cause(exact, fused.weight.detach().cpu().double().numpy(), ratio,
-                                                      conv, bn))
+        lines.append("Likely cause: " + d.weights.cause)
     else:
-        lines.extend(_bias_failure(r, fused, conv, bn))
+        lines.extend(_bias_failure(r, d.bias))
     return "\n".join(lines)
 
 
@@ -106,97 +112,18 @@ def _weight_bound(w):
             "recipe's bound holds).")
 
 
-def _bias_failure(r, fused, conv, bn):
-    """The weights are right, the bias is not: which channels, and whether it was dropped."""
-    from .torch import bn_parameters  # noqa: PLC0415
-
-    p = {k: (v.detach().double().numpy() if hasattr(v, "detach") else v) for k, v in bn_parameters(bn).items()}
-    b = np.zeros(p["mean"].shape) if conv.bias is None else conv.bias.detach().double().numpy()
-    exact = (b - p["mean"]) * p["gamma"] / np.sqrt(p["var"] + p["eps"]) + p["beta"]
-    actual = np.zeros(exact.shape) if fused.bias is None else fused.bias.detach().double().numpy()
-    off = np.nonzero(np.abs(actual - exact) > 1e-5 * np.maximum(np.abs(exact), 1e-30))[0]
+def _bias_failure(r, bias):
+    """The weights are right, the bias is not: which channels, and whether it was dropped (the
+    core's diagnosis, `bias`)."""
     f = r.parameters
     ratio = "inf" if f.worst_ratio is None else f"{f.worst_ratio:.3g}"
-    lines = [f"The weights are a correct fold (bit for bit: {', '.join(r.bit_exact_recipes) or 'no recipe'}); "
-             f"the bias is "
-             f"not: worst channel {f.worst_channel}, {ratio} x the closest recipe's bound ({f.closest_recipe}).",
-             "Bound: |b' - ((b - mean)*gamma/sqrt(var+eps) + beta)| <= the running-error bound of the recipe's "
-             "bias chain "
-             "(a-priori, every rounding of its operations)."]
-    if fused.bias is None or (not np.any(actual) and np.any(exact)):
-        cause = "the folded bias is missing (zero in every channel): add b' = (b - mean)*gamma/sqrt(var+eps) + beta."
-    elif len(off) == len(exact):
-        cause = ("the bias is off in every channel: mean or beta not folded (or folded twice), or the conv's own bias "
-                 "dropped or added twice.")
-    else:
-        cause = (f"the bias is off in {len(off)} of {len(exact)} channels ({', '.join(map(str, off[:5]))}): those "
-                 "channels' mean or beta, or a corrupted or mis-indexed channel.")
-    return lines + ["Likely cause: " + cause]
-
-
-def _scale_hypotheses(scale, p, u):
-    """Per-channel fold scales s = w'/w (each the median over its channel: within a few
-    roundings, 8u relative, of the scale the fold used) against common slips: another eps
-    (recovered from the scales, and only when it differs from the module's by more than what 8u
-    allows), the variance read as the standard deviation, the square root left out. The slip
-    whose scale matches every channel within 8u, or None."""
-    gamma, var, eps = p["gamma"], p["var"], p["eps"]
-    ok = np.isfinite(scale) & (scale != 0)
-    if not ok.any():
-        return None
-    tol = 8 * u
-
-    def fits(model):
-        return bool(np.all(np.abs(model[ok] / scale[ok] - 1) < tol))
-    e = float(np.median((gamma[ok] / scale[ok]) ** 2 - var[ok]))
-    if e > 0 and abs(e - eps) > 4 * tol * float(np.median(var[ok] + e)) and fits(gamma / np.sqrt(var + e)):
-        return (f"the fold used eps = {e:.3g} where the BatchNorm's eps is {eps:g} (Keras/TF default 1e-3, "
-                "PyTorch/ONNX 1e-5): fold with the module's eps.")
-    if fits(gamma / np.sqrt(np.sqrt(var) + eps)):
-        return "the variance read as the standard deviation (sqrt(var) + eps under the root): use running_var as is."
-    if fits(gamma / (var + eps)):
-        return "the square root left out (gamma / (var + eps)): the scale is gamma / sqrt(var + eps)."
-    return None
-
-
-def _channel_change(e, v, ratio, ch):
-    """How one channel changed: by a common factor (its median ppm), or in a few elements."""
-    out = np.nonzero(ratio > 1)[0]
-    if not np.all(np.isfinite(v)):
-        return f"channel {ch}: {int(np.sum(~np.isfinite(v)))} NaN or infinite weight(s)"
-    if len(out) <= max(1, len(e) // 4):
-        i = int(out[np.argmax(ratio[out])])
-        return f"channel {ch}: {len(out)} of {len(e)} weights (element {i}: {v[i]:.9g}, exact {e[i]:.9g})"
-    k = np.abs(e) > 0
-    ppm = float(np.median((v[k] - e[k]) / np.abs(e[k]))) * 1e6 if k.any() else float("nan")
-    return f"channel {ch} {ppm:+.3g} ppm"
-
-
-def _weight_cause(exact, actual, ratio, conv, bn):
-    """The pattern of the channels beyond their bound: a slip that changes every channel's scale
-    (recovered eps, var vs std, no sqrt), else which channels changed and by how much."""
-    from .torch import bn_parameters  # noqa: PLC0415
-
-    c = exact.shape[0]
-    beyond = np.nonzero((np.nan_to_num(ratio, nan=np.inf) > 1).reshape(c, -1).any(axis=1))[0]
-    w = conv.weight.detach().cpu().double().numpy().reshape(c, -1)
-    a = actual.reshape(c, -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.array([np.median((a[k] / w[k])[w[k] != 0]) if np.any(w[k] != 0) else np.nan for k in range(c)])
-    p = {k: (v.detach().double().numpy() if hasattr(v, "detach") else v) for k, v in bn_parameters(bn).items()}
-    u = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(
-        str(conv.weight.dtype).replace("torch.", ""), 2.0 ** -24)
-    slip = _scale_hypotheses(scale, p, u)
-    if slip:
-        return slip
-    shown = ", ".join(_channel_change(exact[ch].reshape(-1), actual[ch].reshape(-1),
-                                      np.nan_to_num(ratio[ch].reshape(-1), nan=np.inf), int(ch)) for ch in beyond[:5])
-    if len(beyond) == c and c > 1:
-        return (f"every channel is off, each by its own amount ({shown}, ...), matching no common slip (another eps, "
-                "the variance read as std, no sqrt): different BatchNorm parameters (another layer's, or stale "
-                "running statistics), or a second transformation of the weights.")
-    return (f"{len(beyond)} of {c} channels changed after or during the fold ({shown}); the others are within their "
-            "bounds: a corrupted or mis-indexed channel, or that channel's BatchNorm parameters differ.")
+    return [f"The weights are a correct fold (bit for bit: {', '.join(r.bit_exact_recipes) or 'no recipe'}); "
+            f"the bias is "
+            f"not: worst channel {f.worst_channel}, {ratio} x the closest recipe's bound ({f.closest_recipe}).",
+            "Bound: |b' - ((b - mean)*gamma/sqrt(var+eps) + beta)| <= the running-error bound of the recipe's "
+            "bias chain "
+            "(a-priori, every rounding of its operations).",
+            "Likely cause: " + bias.cause]
 
 
 def _model(actual, expected, x, precision):
@@ -210,7 +137,7 @@ def _model(actual, expected, x, precision):
     lines = [f"The fused model is not a correct fold of the model ({r.verdict}): "
              f"{len(r.unexpected)} of {len(r.layers)} conv + BatchNorm layers are not."]
     e2e = (r.accuracy_diff.get("end_to_end") or {}).get("observed_output") or {}
-    if e2e.get("verdict") not in (None, "EXPECTED"):
+    if e2e.get("verdict") is not None and Verdict(e2e["verdict"]) is not Verdict.EXPECTED:
         worst = e2e.get("worst") or {}
         ratio = worst.get("ratio")
         lines.append(f"  its outputs end to end: {e2e['verdict']} (worst element {worst.get('index')}, "

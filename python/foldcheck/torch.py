@@ -26,8 +26,9 @@ __all__ = ["check_fold", "check_model", "diagnose", "conv_bn_pairs", "export_onn
 
 from . import _commands, _core
 from ._core import Verdict
-from .results import AccuracyDiffResult, DiagnoseResult, ExplainResult, FoldCheckResult, Result
+from .results import SHOWN, AccuracyDiffResult, DiagnoseResult, ExplainResult, FoldCheckResult, Result
 
+_AD = _commands.AD  # accuracy_diff's defaults (the C++ AccuracyDiffOptions'), check_model's too
 _CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 _BNS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
 ConvModule = torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d  # what the functions take as `conv`
@@ -58,12 +59,16 @@ def _conv_arrays(conv: torch.nn.Module, what: str) -> tuple[torch.Tensor, torch.
 class FoldResult(Result):
     """check_fold's result: the folded weights (explain: the recipes that reproduce them bit for
     bit, residuals in ULP) and the weights with the bias (each recipe's bound). The verdict is
-    the worse of the two."""
+    the worse of the two; when it is not EXPECTED, .diagnosis is the core's cause (the slip the
+    weights are, the channels that changed, or the bias), and the report's first line says it."""
 
-    def __init__(self, weights: ExplainResult, parameters: FoldCheckResult) -> None:
+    def __init__(self, weights: ExplainResult, parameters: FoldCheckResult,
+                 diagnose: Callable[[], Any] | None = None) -> None:
         super().__init__(parameters._core)
         self.weights = weights
         self.parameters = parameters
+        self._diagnose = diagnose
+        self._diagnosis: Any = None
 
     @property
     def verdict(self) -> Verdict:
@@ -87,6 +92,26 @@ class FoldResult(Result):
     def worst_channel(self) -> int | None:
         return self.parameters.worst_channel
 
+    @property
+    def diagnosis(self) -> Any:
+        """The core's cause of a failure (foldcheck._core.FoldDiagnosis: .weights.cause,
+        .weights.slip, .weights.channels_beyond, .bias.cause, .bias.off), None for a pass."""
+        if self._diagnosis is None and self._diagnose is not None and not self.passed:
+            self._diagnosis = self._diagnose()
+        return self._diagnosis
+
+    @property
+    def reason(self) -> str | None:
+        if self.passed:
+            return (f"the weights and bias are a fold within {self.recipe}'s bound"
+                    f"{' (its fold bit for bit)' if self.bit_exact_recipes else ''}")
+        d = self.diagnosis
+        if d is None:
+            return None
+        if not self.weights.passed:
+            return f"the weights are not a fold of the conv and BatchNorm: {d.weights.cause}"
+        return f"the weights are, the bias is not: {d.bias.cause}"
+
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
 
@@ -98,20 +123,31 @@ class FoldResult(Result):
     def report(self, format: str = "text") -> str:  # noqa: A002
         if format == "json":
             return self.to_json(2)
+        return super().report(format)
+
+    def details(self) -> str:
         fold = self.parameters.to_dict()
         ratio = fold.get("worst_ratio")
         channel = fold.get("worst_channel")
-        lines = [f"verdict: {self.verdict}",
-                 f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
+        lines = [f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
                  f"weights and bias: {fold['verdict']} (closest recipe {fold.get('closest_recipe')}, worst ratio to "
                  f"its bound {'inf' if ratio is None else f'{ratio:.3g}'}"
                  f"{'' if channel is None else f', worst channel {channel}'})",
                  "bound: |w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta per weight and the bias chain's running-error "
-                 "bound, each recipe's", "", self.weights.report(format)]
+                 "bound, each recipe's", "", self.weights.details()]
         return "\n".join(lines)
 
     def _repr_extra(self) -> str:
         return f" recipe: {self.recipe}"
+
+
+def _fold_arrays(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) -> dict[str, Any]:
+    """check_fold's arrays: the conv's weight and bias, the fused conv's, the BatchNorm's."""
+    w, b = _conv_arrays(conv, "conv")
+    fw, fb = _conv_arrays(fused, "fused")
+    if fw.shape != w.shape:
+        raise ValueError(f"fused: weight shape {tuple(fw.shape)}, the conv's is {tuple(w.shape)}")
+    return dict(weight=w, bias=b, observed_weight=fw, observed_bias=fb, **bn_parameters(bn))
 
 
 def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *, precision: int = 256,
@@ -121,15 +157,13 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
     Its weights against the exact fold w*gamma/sqrt(var+eps) with every engine recipe replayed
     bit for bit (which one reproduces them) and bounded; its weights and bias together against
     each recipe's bound, as accuracy_diff checks a folded model. Returns a FoldResult
-    (.verdict, .recipe, .bit_exact_recipes, .worst_channel, .weights, .parameters)."""
-    w, b = _conv_arrays(conv, "conv")
-    fw, fb = _conv_arrays(fused, "fused")
+    (.verdict, .recipe, .bit_exact_recipes, .worst_channel, .weights, .parameters, .diagnosis)."""
+    a = _fold_arrays(conv, bn, fused)
     p = bn_parameters(bn)
-    if fw.shape != w.shape:
-        raise ValueError(f"fused: weight shape {tuple(fw.shape)}, the conv's is {tuple(w.shape)}")
-    weights = _commands.explain(w, fw, precision=precision, threads=threads, **p)
-    parameters = _commands.fold_check(w, b, fw, fb, precision=precision, threads=threads, **p)
-    return FoldResult(weights, parameters)
+    weights = _commands.explain(a["weight"], a["observed_weight"], precision=precision, threads=threads, **p)
+    parameters = _commands.fold_check(a["weight"], a["bias"], a["observed_weight"], a["observed_bias"],
+                                      precision=precision, threads=threads, **p)
+    return FoldResult(weights, parameters, lambda: _commands.diagnose_fold(weights, **a))
 
 
 def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
@@ -311,7 +345,7 @@ class ModelCheck(Result):
     @property
     def unexpected(self) -> list[dict[str, Any]]:
         """The layers that are not EXPECTED (each a dict as in .layers)."""
-        return [x for x in self.layers if x["verdict"] != "EXPECTED"]
+        return [x for x in self.layers if Verdict(x["verdict"]) is not Verdict.EXPECTED]
 
     @property
     def reason(self) -> str | None:
@@ -335,11 +369,17 @@ class ModelCheck(Result):
         if e2e.get("observed_output"):
             o = e2e["observed_output"]
             rows.append(f"  the fused model's outputs end to end: {o.get('verdict')}")
-        for x in self.layers:
+        shown = 0
+        for x in self.layers:  # every layer not EXPECTED; the others up to SHOWN rows in all
+            if Verdict(x["verdict"]) is Verdict.EXPECTED and shown >= SHOWN:
+                continue
+            shown += 1
             ch = "" if x["worst_channel"] is None else f"  channel {x['worst_channel']}"
             ratio = "" if x["worst_ratio"] is None else f"  ratio {x['worst_ratio']:.3g}"
             note = f"  {x['note']}" if x["note"] else ""
             rows.append(f"  {x['verdict']:<11} {x['module']:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}{note}")
+        if shown < len(self.layers):
+            rows.append(f"  ... {len(self.layers) - shown} more layers EXPECTED, not shown (.layers lists every one)")
         return "\n".join(rows)
 
     def _repr_extra(self) -> str:
@@ -365,8 +405,9 @@ def _fused_module(model, fused, x):
     return rebuilt, fuser
 
 
-def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_only: bool = False,
-                output_samples: int = 32, confidence: float = 0.999, precision: int = 256, threads: int = 0,
+def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_only: bool = _AD["weights_only"],
+                output_samples: int = _AD["output_samples"], confidence: float = _AD["confidence"],
+                precision: int = _AD["precision"], threads: int = _AD["threads"],
                 progress: Callable[[str], object] | None = None,
                 keep_dir: str | os.PathLike[str] | None = None) -> ModelCheck:
     """Is `fused` a correct fold of every conv + BatchNorm of `model`, on input `x`?

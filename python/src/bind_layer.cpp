@@ -1,28 +1,23 @@
-// explain, diagnose and quant_check on arrays (bind.hpp).
+// explain, diagnose and quant_check on arrays (bind.hpp); the BatchNorm arguments (bn_args.hpp).
 #include <optional>
 
 #include <pybind11/stl.h>
 
 #include "arrays.hpp"
 #include "bind.hpp"
+#include "bn_args.hpp"
 #include "call.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/commands/diagnose.hpp"
 #include "foldcheck/commands/explain.hpp"
 #include "foldcheck/io/bn_params.hpp"
 #include "foldcheck/layer/bn_check.hpp"
-#include "foldcheck/model/fold_check.hpp"
 #include "foldcheck/quant/quant_check.hpp"
 #include "foldcheck/reports/text.hpp"
 #include "result.hpp"
 
 namespace foldcheck::py {
-namespace {
 
-using OptArray = std::optional<pyb::array>;
-
-// The BatchNorm arguments as the library's one rule reads them (bn_params.hpp): each given
-// array replaces a fresh BatchNorm's default, one value broadcasts to every channel.
 BnSources bn_sources(const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
                      std::optional<double> eps) {
   BnSources s;
@@ -38,6 +33,8 @@ BnSources bn_sources(const OptArray& gamma, const OptArray& beta, const OptArray
   s.eps = eps;
   return s;
 }
+
+namespace {
 
 Result py_explain(const pyb::array& original, const pyb::array& observed, std::optional<std::string> dtype,
                   OptArray gamma, OptArray beta, OptArray mean, OptArray var, std::optional<double> eps,
@@ -142,50 +139,6 @@ Result py_quant_check(const pyb::array& weight, OptArray found, OptArray scales,
   return make_result("quant-check", r.to_json(), r.verdict(), reports::quant_check_text);
 }
 
-// A fused conv's weight and bias against the exact fold of the conv and BatchNorm, each engine
-// recipe's bound on weights and bias (fold_check.hpp), as accuracy_diff checks a folded model's
-// layer. Channels are axis 0 of the weight; a missing observed bias is all zero.
-Result py_fold_check(const pyb::array& weight, OptArray bias, OptArray gamma, OptArray beta, OptArray mean,
-                     OptArray var, std::optional<double> eps, const pyb::array& observed_weight,
-                     OptArray observed_bias, long precision, unsigned threads) {
-  const Tensor w = tensor_arg(weight, "weight"), ow = tensor_arg(observed_weight, "observed_weight");
-  require_finite(w, "weight");
-  if (w.shape.size() < 2 || w.data.empty()) throw InputError("weight: needs an output-channel axis and a value");
-  require_values_of(ow, w.dtype, "observed_weight");
-  if (ow.shape != w.shape)
-    throw InputError("observed_weight: shape " + shape_string(ow.shape) + ", weight's is " + shape_string(w.shape));
-  LayerParams p;
-  p.dtype = w.dtype;
-  p.weight_shape = w.shape;
-  p.channels = w.shape[0];
-  p.per_channel = w.size() / p.channels;
-  p.weight = w.data;
-  for (std::size_t i = 0; i < w.data.size(); ++i) p.index.push_back(i);
-  auto per_channel = [&](const OptArray& a, const char* field) {  // observed_bias may hold NaN: it is judged
-    if (!a) return std::vector<double>{};
-    const Tensor t = tensor_arg(*a, field);
-    if (std::string(field) == "bias") require_finite(t, field);
-    require_values_of(t, w.dtype, field);
-    if (t.size() != p.channels)
-      throw InputError(std::string(field) + ": " + std::to_string(t.size()) + " values for " +
-                       std::to_string(p.channels) + " channels");
-    return t.data;
-  };
-  p.bias = per_channel(bias, "bias");
-  BnRule rule;
-  rule.fresh_defaults = false;
-  rule.channels = static_cast<std::size_t>(p.channels);
-  rule.dtype = w.dtype;
-  BnSources s = bn_sources(gamma, beta, mean, var, eps);
-  for (ValueSource* v : {&s.gamma, &s.beta, &s.mean, &s.var})
-    if (!v->given()) throw InputError(v->label + ": the fold check needs the BatchNorm's four parameters");
-  p.bn = load_bn_params(s, rule).bn;
-  ObservedFold of{ow.data, per_channel(observed_bias, "observed_bias")};
-  const ref::Options ro = reference_options(precision, threads);
-  const FoldCheck f = released([&] { return check_fold(p, of, ro); });
-  return make_result("fold-check", to_json(f), f.verdict, [](const nlohmann::json& j) { return j.dump(2); });
-}
-
 }  // namespace
 
 void bind_layer(pyb::module_& m) {
@@ -197,8 +150,6 @@ void bind_layer(pyb::module_& m) {
         arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
         arg("eps") = pyb::none(), arg("stride") = 1, arg("padding") = pyb::none(), arg("dilation") = 1,
         arg("precision") = 256, arg("threads") = 0);
-  m.def("fold_check", &py_fold_check, arg("weight"), arg("bias"), arg("gamma"), arg("beta"), arg("mean"), arg("var"),
-        arg("eps"), arg("observed_weight"), arg("observed_bias"), arg("precision") = 256, arg("threads") = 0);
   m.def("quant_check", &py_quant_check, arg("weight"), arg("found") = pyb::none(), arg("scales") = pyb::none(),
         arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
         arg("eps") = pyb::none(), arg("bits") = 8, arg("per_channel") = false, arg("pow2") = true,

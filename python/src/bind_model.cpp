@@ -67,6 +67,37 @@ Result py_engines(const std::string& model, const std::vector<std::string>& name
   return make_result("engines", r.to_json(), r.verdict(), reports::engines_text);
 }
 
+// The defaults of accuracy_diff and engines: the options structs' own (default-constructed), the
+// one place they are written; the keyword defaults here and in the Python layer read them
+// (_core.accuracy_diff_defaults, _core.engines_defaults).
+pyb::dict accuracy_diff_defaults() {
+  const AccuracyDiffOptions d;
+  pyb::dict o;
+  o["seed"] = d.seed;
+  o["output_samples"] = d.output_samples;
+  o["weights_only"] = d.weights_only;
+  o["recipe"] = std::string(name(d.recipe));
+  o["attribution"] = d.attribution;
+  o["attribution_elements"] = d.attribution_elements;
+  o["confidence"] = d.confidence;
+  o["precision"] = d.ref.precision;
+  o["threads"] = d.ref.threads;
+  return o;
+}
+
+pyb::dict engines_defaults() {
+  const EnginesOptions d;
+  pyb::dict o;
+  o["seed"] = d.seed;
+  o["confidence"] = d.confidence;
+  o["channel_samples"] = d.channel_samples;
+  o["output_samples"] = d.output_samples;
+  o["timeout"] = d.timeout_seconds;
+  o["precision"] = d.ref.precision;
+  o["threads"] = d.ref.threads;
+  return o;
+}
+
 }  // namespace
 
 void bind_model(pyb::module_& m) {
@@ -74,14 +105,22 @@ void bind_model(pyb::module_& m) {
   pyb::class_<EngineTools>(m, "EngineTools")
       .def(pyb::init<std::string, std::string, std::string>(), arg("python"), arg("adapters_dir"), arg("onednn"));
   m.def("engine_names", &builtin_engine_names);
+  const pyb::dict a = accuracy_diff_defaults(), e = engines_defaults();
+  m.attr("accuracy_diff_defaults") = a;
+  m.attr("engines_defaults") = e;
   m.def("accuracy_diff", &py_accuracy_diff, arg("model"), arg("observed") = pyb::none(), arg("input") = pyb::none(),
-        arg("seed") = 0, arg("observed_output") = pyb::none(), arg("output_samples") = 32, arg("weights_only") = false,
-        arg("recipe") = "pytorch", arg("attribution") = true, arg("attribution_elements") = 256, arg("confidence") = 0.999, arg("precision") = 256,
-        arg("threads") = 0, arg("progress") = pyb::none());
+        arg("seed") = pyb::object(a["seed"]), arg("observed_output") = pyb::none(),
+        arg("output_samples") = pyb::object(a["output_samples"]), arg("weights_only") = pyb::object(a["weights_only"]),
+        arg("recipe") = pyb::object(a["recipe"]), arg("attribution") = pyb::object(a["attribution"]),
+        arg("attribution_elements") = pyb::object(a["attribution_elements"]),
+        arg("confidence") = pyb::object(a["confidence"]), arg("precision") = pyb::object(a["precision"]),
+        arg("threads") = pyb::object(a["threads"]), arg("progress") = pyb::none());
   m.def("engines", &py_engines, arg("model"), arg("names"), arg("adapters"), arg("tools"), arg("input") = pyb::none(),
-        arg("seed") = 0, arg("confidence") = 0.999, arg("channel_samples") = 16, arg("output_samples") = 32,
-        arg("timeout") = 3600.0, arg("work_dir") = pyb::none(), arg("precision") = 256, arg("threads") = 0,
-        arg("progress") = pyb::none());
+        arg("seed") = pyb::object(e["seed"]), arg("confidence") = pyb::object(e["confidence"]),
+        arg("channel_samples") = pyb::object(e["channel_samples"]),
+        arg("output_samples") = pyb::object(e["output_samples"]), arg("timeout") = pyb::object(e["timeout"]),
+        arg("work_dir") = pyb::none(), arg("precision") = pyb::object(e["precision"]),
+        arg("threads") = pyb::object(e["threads"]), arg("progress") = pyb::none());
 }
 
 }  // namespace foldcheck::py

@@ -30,6 +30,7 @@ void bind_result(pyb::module_& m) {
           },
           pyb::arg("indent") = -1)
       .def("report", &Result::report, pyb::arg("format") = "text")
+      .def("answer", &Result::answer)
       .def("array_names",
            [](const Result& r) {
              std::vector<std::string> n;
@@ -54,6 +55,7 @@ PYBIND11_MODULE(_core, m) {
   foldcheck::py::bind_judgement(m);
   bind_result(m);
   foldcheck::py::bind_layer(m);
+  foldcheck::py::bind_fold(m);
   foldcheck::py::bind_model(m);
   foldcheck::py::bind_case(m);
 }

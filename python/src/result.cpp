@@ -2,7 +2,9 @@
 #include "result.hpp"
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
+#include "foldcheck/reports/summary.hpp"
 
 namespace foldcheck::py {
 
@@ -16,6 +18,13 @@ std::string Result::report(const std::string& format) const {
   if (format == "markdown") return reports::report_markdown(json);
   if (format == "html") return reports::report_html(json);
   throw InputError("format '" + format + "': expected text, json, markdown or html");
+}
+
+std::string Result::answer() const {
+  if (command == "run") return "verdict: " + reports::answer_lines(reports::run_answer(json)).headline;
+  if (command == "accuracy-diff")
+    return "verdict: " + reports::answer_lines(reports::summarize(json).at("answer")).headline;
+  return "";
 }
 
 void Result::add(const std::string& name, std::vector<double> data, std::vector<std::int64_t> shape) {

@@ -35,6 +35,9 @@ struct Result {
 
   int exit_code() const { return exit ? *exit : verdict == Verdict::Expected ? 0 : 1; }  // the command's
   std::string report(const std::string& format) const;  // text, json, markdown, html
+  // The answer line of the core's renderers (reports/run_answer.hpp): "verdict: " and the
+  // headline, the verdict with its reason, for run and accuracy-diff; "" for the others.
+  std::string answer() const;
   void add(const std::string& name, std::vector<double> data, std::vector<std::int64_t> shape = {});
 };
 

@@ -14,6 +14,7 @@ bounds and says why; a model with no pair is MISTRUSTED, never a pass.
 """
 import contextlib
 import io
+import json
 
 import numpy as np
 import pytest
@@ -287,6 +288,18 @@ def test_a_ratio_that_is_not_finite_is_reported_not_a_crash():
     r = fck.check_tflite(m, xin, tflite=_mutated(fck.convert(m), lambda c, model: _times(c[0][1], model, 0, np.nan)))
     assert r.verdict != "EXPECTED" and r.layers[0]["weights"].verdict != "EXPECTED"
     assert str(r).startswith("check_tflite: ")
+
+
+def test_tflite_check_is_a_result_answer_first(model):
+    """TFLiteCheck derives from foldcheck.results.Result: its report's first line is the answer
+    (the verdict and its reason), the table after it."""
+    from foldcheck.results import Result  # noqa: PLC0415
+
+    r = fck.check_tflite(model, _input())
+    assert isinstance(r, Result) and r.command == "check_tflite" and r.passed and r.exit_code == 0, str(r)
+    lines = r.report().splitlines()
+    assert lines[0] == r.answer() == f"check_tflite: EXPECTED: {r.reason}" and "layer" in lines[2], str(r)
+    assert json.loads(r.to_json())["verdict"] == "EXPECTED" and r["command"] == "check_tflite"
 
 
 def test_x_that_is_not_real_numbers_is_refused():

@@ -522,3 +522,42 @@ def test_a_default_export_is_mistrusted_with_the_exporters_explanation(tmp_path,
     kept = fct.export_onnx(m, x, str(tmp_path / "kept.onnx"))
     r = foldcheck.accuracy_diff(default, observed=kept, weights_only=True)
     assert r.verdict == "MISTRUSTED" and "are the two swapped?" in r.reasoning[0], r.reasoning
+
+
+def test_check_fold_answers_first_with_the_cores_diagnosis():
+    """A slipped fold: the verdict and the core's cause (diagnose_fold: the slip every weight
+    fits, eps recovered) are the report's first line; the element listing after it is capped.
+    A bias off in one channel is named by the core too."""
+    from foldcheck import _core  # noqa: PLC0415
+    from foldcheck.results import SHOWN, Result  # noqa: PLC0415
+
+    m = small_model(eps=1e-3)
+    conv, bn = m[0], m[1]
+    r = fct.check_fold(conv, bn, fold_by_hand(conv, bn, eps=1e-5))
+    assert isinstance(r, Result) and r.verdict == "UNEXPECTED"
+    slip = r.diagnosis.weights.slip
+    assert slip.name == "eps_mismatch" and slip.params["eps_recovered"] == 1e-5, r.diagnosis.weights.cause
+    first = str(r).splitlines()[0]
+    assert first.startswith("verdict: UNEXPECTED: the weights are not a fold") and "eps = 1e-05" in first, first
+    table = [line for line in str(r).splitlines() if line[:5].strip().isdigit()]
+    assert len(table) == SHOWN and "more rows not shown" in str(r), str(r)
+    bad = fold_by_hand(conv, bn)
+    with torch.no_grad():
+        bad.bias[2] += 1e-3
+    d = fct.check_fold(conv, bn, bad).diagnosis
+    assert list(d.bias.off) == [2] and not d.bias.missing and "1 of 8 channels (2)" in d.bias.cause
+    assert isinstance(d, _core.FoldDiagnosis) and fct.check_fold(conv, bn, fold_by_hand(conv, bn)).diagnosis is None
+
+
+def test_model_check_defaults_are_the_cores():
+    import inspect  # noqa: PLC0415
+
+    import foldcheck  # noqa: PLC0415
+    from foldcheck import _core  # noqa: PLC0415
+
+    d = _core.accuracy_diff_defaults
+    assert d["output_samples"] == 32 and d["confidence"] == 0.999 and d["recipe"] == "pytorch"
+    for f in (foldcheck.accuracy_diff, fct.check_model):
+        params = inspect.signature(f).parameters
+        assert params["output_samples"].default == d["output_samples"]
+        assert params["confidence"].default == d["confidence"]

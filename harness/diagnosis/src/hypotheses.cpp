@@ -121,7 +121,9 @@ std::optional<double> recover_eps(const ref::BnParams& bn, const Layer& L, const
   return est;
 }
 
-AffineModel eps_model(const ref::BnParams& bn, double eps) {
+}  // namespace
+
+AffineModel eps_mismatch(const ref::BnParams& bn, double eps) {
   ref::BnParams b = bn;
   b.eps = eps;
   AffineModel h = as_given(b);
@@ -134,7 +136,23 @@ AffineModel eps_model(const ref::BnParams& bn, double eps) {
   return h;
 }
 
-}  // namespace
+std::vector<AffineModel> variance_misuses(const ref::BnParams& bn) {
+  std::vector<ld> v1(bn.var.size()), v2(bn.var.size());
+  for (std::size_t o = 0; o < bn.var.size(); ++o) {
+    v1[o] = std::sqrt(static_cast<ld>(bn.var[o]));
+    v2[o] = static_cast<ld>(bn.var[o]) * bn.var[o];
+  }
+  std::vector<AffineModel> out;
+  out.push_back(with_var(bn, "std_passed_as_var", "the variance slot held the standard deviation",
+                         "running_var must hold the variance sigma^2, not sigma", v1));
+  out.push_back(with_var(bn, "var_passed_as_std", "the variance was used as a standard deviation (squared)",
+                         "pass the variance unchanged; the engine squared it as if it were sigma", v2));
+  AffineModel ms =
+      named(bn, "missing_sqrt", "divided by var + eps instead of sqrt(var + eps)", "divide by sqrt(var + eps)");
+  for (std::size_t o = 0; o < bn.var.size(); ++o) ms.a[o] = bn.gamma[o] / (static_cast<ld>(bn.var[o]) + bn.eps);
+  out.push_back(std::move(ms));
+  return out;
+}
 
 Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs) {
   const DTypeInfo& si = info(L.dtype);
@@ -201,11 +219,11 @@ void statistics_hypotheses(const ref::BnParams& bn, const Layer& L, const std::v
     double best = *e;
     for (double c : {1e-5, 1e-3, 1e-4, 1e-6, 1e-2, 1e-1, 1e-12, 0.0})
       if (std::fabs(*e - c) <= 0.02 * std::max(c, 1e-9)) {
-        if (score(eps_model(bn, c), L, obs).expected()) best = c;
+        if (score(eps_mismatch(bn, c), L, obs).expected()) best = c;
         break;
       }
     if (best != bn.eps) {
-      AffineModel h = eps_model(bn, best);
+      AffineModel h = eps_mismatch(bn, best);
       h.params["eps_estimate"] = *e;
       hyps.push_back(h);
     }
@@ -215,21 +233,7 @@ void statistics_hypotheses(const ref::BnParams& bn, const Layer& L, const std::v
 // The BatchNorm's parameters misused: variance vs standard deviation, no sqrt, gamma and
 // beta swapped, the mean not subtracted.
 void parameter_hypotheses(const ref::BnParams& bn, std::vector<AffineModel>& hyps) {
-  {
-    std::vector<ld> v1(bn.var.size()), v2(bn.var.size()), ve(bn.var.size());
-    for (std::size_t o = 0; o < bn.var.size(); ++o) {
-      v1[o] = std::sqrt(static_cast<ld>(bn.var[o]));
-      v2[o] = static_cast<ld>(bn.var[o]) * bn.var[o];
-    }
-    hyps.push_back(with_var(bn, "std_passed_as_var", "the variance slot held the standard deviation",
-                            "running_var must hold the variance sigma^2, not sigma", v1));
-    hyps.push_back(with_var(bn, "var_passed_as_std", "the variance was used as a standard deviation (squared)",
-                            "pass the variance unchanged; the engine squared it as if it were sigma", v2));
-    AffineModel ms =
-        named(bn, "missing_sqrt", "divided by var + eps instead of sqrt(var + eps)", "divide by sqrt(var + eps)");
-    for (std::size_t o = 0; o < bn.var.size(); ++o) ms.a[o] = bn.gamma[o] / (static_cast<ld>(bn.var[o]) + bn.eps);
-    hyps.push_back(ms);
-  }
+  for (AffineModel& h : variance_misuses(bn)) hyps.push_back(std::move(h));
   {
     AffineModel h = named(bn, "gamma_beta_swapped", "gamma and beta swapped",
                           "gamma is BatchNorm's weight (scale), beta its bias (shift): swap them back");

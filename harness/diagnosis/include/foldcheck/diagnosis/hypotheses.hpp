@@ -55,6 +55,12 @@ struct Score {
 Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs);
 // The layer as given: eval-mode BatchNorm with the running statistics.
 AffineModel as_given(const ref::BnParams& bn);
+// BatchNorm computed with another eps (the layer as given otherwise); params: eps_recovered,
+// eps_given.
+AffineModel eps_mismatch(const ref::BnParams& bn, double eps);
+// The variance misused: read as the standard deviation (std_passed_as_var), squared as if it
+// were one (var_passed_as_std), the square root left out (missing_sqrt); in this order.
+std::vector<AffineModel> variance_misuses(const ref::BnParams& bn);
 // Every hypothesis that applies to this layer (best first is decided by the caller).
 std::vector<AffineModel> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs);
 
