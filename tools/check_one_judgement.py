@@ -86,7 +86,8 @@ def self_test():
         "python/foldcheck/c.py": 'if row["verdict"] not in ("EXPECTED", "MISTRUSTED"):\n    pass\n',
     }
     clean = {
-        "reports/src/a.cpp": "// a comment may say == \"UNEXPECTED\"\nbool ok(Verdict v) { return v == Verdict::Unexpected; }\n",
+        "reports/src/a.cpp": ("// a comment may say == \"UNEXPECTED\"\n"
+                              "bool ok(Verdict v) { return v == Verdict::Unexpected; }\n"),
         "harness/io/src/suite_file.cpp": 'auto v = verdict_named(text);\n',
         "python/foldcheck/c.py": "if r.verdict == Verdict.EXPECTED:  # not \"EXPECTED\" == text\n    pass\n",
     }
