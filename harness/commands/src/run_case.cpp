@@ -195,15 +195,15 @@ struct DtypeRun {
     out.arithmetic = ar;
     const std::optional<Attribution> au = attribution(std::nullopt, pol, u, sample);
     out.paths.push_back(path_node(std::nullopt, data.graph, u));
-    out.paths.back().attribution = au;
+    if (au) out.paths.back().attribution = to_json(*au);
     for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
       const Recipe r = spec.recipes[k];
-      RunPath pf = path_node(r, fused[k], fs[k]);
-      pf.attribution = attribution(r, pol, fs[k], sample);
-      FusedVsUnfusedPair pair = fused_vs_unfused(r, fs[k], u);
-      if (pf.attribution && au) pair.fold_order = FusedVsUnfusedPair::FoldOrder{*pf.attribution, *au};
-      out.paths.push_back(std::move(pf));
-      out.fused_vs_unfused.push_back(std::move(pair));
+      out.paths.push_back(path_node(r, fused[k], fs[k]));
+      out.fused_vs_unfused.push_back(fused_vs_unfused(r, fs[k], u));
+      if (const std::optional<Attribution> af = attribution(r, pol, fs[k], sample)) {
+        out.paths.back().attribution = to_json(*af);
+        if (au) out.fused_vs_unfused.back().fold_order = fold_order_json(*af, *au);
+      }
     }
     return out;
   }

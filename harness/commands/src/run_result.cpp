@@ -58,7 +58,7 @@ json RunPath::to_json() const {
   j.update({{"path", recipe ? "fused" : "unfused"},
             {"recipe", recipe ? json(foldcheck::name(*recipe)) : json(nullptr)},
             {"graph", graph}});
-  if (attribution) j["attribution"] = foldcheck::to_json(*attribution);
+  if (attribution) j["attribution"] = *attribution;
   return j;
 }
 
@@ -69,7 +69,7 @@ json FusedVsUnfusedPair::to_json() const {
          {"max_abs_ulp", max_abs_ulp},
          {"beyond_combined_bound", beyond_combined_bound},
          {"histogram", foldcheck::to_json(histogram)}};
-  if (fold_order) j["attribution"] = fold_order_json(fold_order->fused, fold_order->unfused);
+  if (fold_order) j["attribution"] = *fold_order;
   return j;
 }
 

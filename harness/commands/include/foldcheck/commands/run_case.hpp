@@ -14,8 +14,9 @@
 
 #include "foldcheck/commands/explain.hpp"
 #include "foldcheck/io/case_file.hpp"
-#include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/layer/order.hpp"
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/histogram.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck {
@@ -86,36 +87,40 @@ struct ScoredCheck {
   nlohmann::json to_json() const;
 };
 
+// An attribution as the result keeps it: the layer floor's summary (attribution.hpp: to_json
+// of a path's Attribution, fold_order_json of a fused and an unfused one), taken as soon as it
+// is computed. Not the per-element Attribution: holding every path's until the result is
+// written would multiply the run's memory by its number of paths (with attribution_elements 0,
+// a dozen doubles per output per path, past check_case_fits' estimate). It carries no verdict.
+using AttributionSummary = nlohmann::json;
+
 // One evaluated path of an order: unfused (recipe absent) or fused with a recipe; its graph
 // ("Conv -> BatchNorm", ...), its outputs scored against the reference and, when attribution
-// was asked for (RunOptions::attribution), the attribution of its error to stages. Its verdict
-// is its outputs'. Writes the scored check with "path" ("unfused" / "fused"), "recipe" (null /
-// its name), "graph" and "attribution" (absent when not computed).
+// was asked for (RunOptions::attribution), the summary of its error's attribution to stages.
+// Its verdict is its outputs'. Writes the scored check with "path" ("unfused" / "fused"),
+// "recipe" (null / its name), "graph" and "attribution" (absent when not computed).
 struct RunPath {
   std::optional<Recipe> recipe;
   std::string graph;
   ScoredCheck scored;
-  std::optional<Attribution> attribution;
+  std::optional<AttributionSummary> attribution;
   Verdict verdict() const { return scored.verdict(); }
   nlohmann::json to_json() const;
 };
 
 // A fused path against the unfused one of the same order, per element in ULP of the exact
 // value: how many differ, the largest difference, how many exceed the sum of both paths'
-// bounds, and their histogram. fold_order: both paths' attributions (over the same elements)
-// when both were computed, written as the fold-order decomposition (attribution.hpp
-// fold_order_json). Not judged: each path is, against the reference. Writes {"a":
-// "fused/<recipe>", "b": "unfused", "elements_differing", "max_abs_ulp",
-// "beyond_combined_bound", "histogram", "attribution"?}.
+// bounds, and their histogram. fold_order: the fold-order decomposition of their difference
+// (attribution.hpp fold_order_json over both paths' attributions), when both were computed.
+// Not judged: each path is, against the reference. Writes {"a": "fused/<recipe>", "b":
+// "unfused", "elements_differing", "max_abs_ulp", "beyond_combined_bound", "histogram",
+// "attribution"?: fold_order}.
 struct FusedVsUnfusedPair {
-  struct FoldOrder {
-    Attribution fused, unfused;
-  };
   Recipe recipe = Recipe::Exact;
   std::int64_t elements_differing = 0, beyond_combined_bound = 0;
   double max_abs_ulp = 0;
   Histogram histogram = Histogram::for_ulp();
-  std::optional<FoldOrder> fold_order;
+  std::optional<AttributionSummary> fold_order;
   nlohmann::json to_json() const;
 };
 
