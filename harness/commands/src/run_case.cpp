@@ -30,32 +30,16 @@ ref::LayerData layer_of(const Graph& g, const std::vector<double>& x) {
   return L;
 }
 
-json scored(const std::string& label, const Comparison& c, const std::string& formula) {
-  json j = to_json(c);
-  j["name"] = label;
-  j["bound"] = {{"kind", "deterministic"}, {"formula", formula}};
-  if (c.worst_bound_ratio) {
-    j["bound"]["worst_ratio"] = *c.worst_bound_ratio;
-    j["bound"]["bound_ulp_at_worst"] = c.worst_bound_ulp;
-  }
-  return j;
+ScoredCheck scored(const std::string& label, const Comparison& c, const std::string& formula) {
+  ScoredCheck s;
+  s.name = label;
+  s.comparison = c;
+  s.formula = formula;
+  return s;
 }
 
-// An output path scored with both bounds, and the tolerances its bound implies.
-json scored_output(const std::string& label, const Comparison& c, const BoundReport& b, const ref::ValueArray& x) {
-  json j = scored(label, c, b.formula);
-  j["probabilistic_bound"] = {
-      {"model", "Higham & Mary 2019 Thm 3.1 on the accumulation: gt_k(lambda) = exp(lambda sqrt(k) u + k u^2/(1-u)) - 1"},
-      {"lambda", b.lambda},
-      {"confidence", b.confidence},
-      {"worst_ratio", c.worst_probabilistic_ratio ? json(*c.worst_probabilistic_ratio) : json(nullptr)},
-      {"beyond", c.beyond_probabilistic}};
-  j["tolerance"] = to_json(tolerance_from_bounds(b.bound, x));
-  return j;
-}
-
-// What one dtype's run shares: the case, its data, the reference, the exact fold, and
-// the running verdict. Each method scores one part and folds its verdicts in.
+// What one dtype's run shares: the case, its data, the reference and the exact fold. Each
+// method scores one part and returns its typed node.
 struct DtypeRun {
   const CaseSpec& spec;
   const RunOptions& opts;
@@ -64,7 +48,6 @@ struct DtypeRun {
   const CaseData& data;
   const ref::LayerResult& exact;
   std::vector<ref::Value> wexact, bexact;  // exact fold of every weight and bias
-  Verdict overall = Verdict::Expected;
   std::size_t internal_errors = 0;  // attribution replays that did not reproduce evaluate()
 
   const Node& conv() const { return data.graph.nodes[0]; }
@@ -89,55 +72,51 @@ struct DtypeRun {
   // to var + eps: invisible in float32, hundreds of float64 ULP for a fresh BatchNorm. The
   // bound charges it (eps_value); these facts let a report say so beside the row (one ULP
   // is 2u to u relative to the value). None for PyTorch, the exact fold or an exact eps.
-  std::optional<json> eps_facts(Recipe r, DType wdt) const {
+  std::optional<EpsHeldInFloat32> eps_facts(Recipe r, DType wdt) const {
     const ref::BnParams& bn = data.graph.nodes[1].bn;
     const double eps32 = static_cast<double>(static_cast<float>(bn.eps)), shift = std::fabs(eps32 - bn.eps);
     if (r == Recipe::Exact || !eps_through_float32(r) || shift == 0) return std::nullopt;
     double rel = 0;
     for (const double v : bn.var) rel = std::max(rel, 0.5 * shift / std::fabs(v + bn.eps));
     const double u = info(wdt).unit_roundoff;
-    return json{{"recipe", name(r)}, {"eps", bn.eps}, {"eps_used", eps32}, {"max_relative_scale_shift", rel},
-                {"ulp_min", rel / (2 * u)}, {"ulp_max", rel / u}, {"dtype", name(wdt)}};
+    return EpsHeldInFloat32{r, bn.eps, eps32, rel, rel / (2 * u), rel / u, wdt};
   }
 
   // Why a folded bias compared nothing: every exact folded bias is 0 (a fresh BatchNorm with
   // no conv bias), or each rounds to 0 or an infinity in the type.
-  std::string mistrusted_bias_cause() const {
+  BiasMistrust mistrusted_bias_cause() const {
     for (const ref::Value& b : bexact)
-      if (b.approx.hi != 0) return "rounds_to_zero_or_infinity";
-    return "all_exact_zero";
+      if (b.approx.hi != 0) return BiasMistrust::RoundsToZeroOrInfinity;
+    return BiasMistrust::AllExactZero;
   }
 
   // One recipe's folded weights and biases against the exact fold.
-  json folded_parameters(const Graph& fused, Recipe r, const Arithmetic& ar) {
+  FoldedParameterCheck folded_parameters(const Graph& fused, Recipe r, const Arithmetic& ar) const {
     const Node& fc = fused.nodes[0];
     const FoldInfo& fi = *fc.fold;
     const std::vector<double>& w = conv().weight.data;
-    const DType wdt = ar.weight_dtype.value_or(dt);
+    FoldedParameterCheck out;
+    out.recipe = r;
+    out.arithmetic = ar;
+    out.weight_dtype = ar.weight_dtype.value_or(dt);
     std::vector<double> wb(wexact.size()), bb(bexact.size());
     for (std::size_t k = 0; k < wb.size(); ++k) wb[k] = fi.weight_bound(k / static_cast<std::size_t>(per_channel()), w[k]);
-    const Comparison wc = compare(fc.weight.data, wexact, wdt, &wb);
-    json wj{{"recipe", name(r)}, {"arithmetic", ar.label()}, {"weight_dtype", name(wdt)}, {"chain", describe(r)}};
-    wj["weights"] = scored("weights", wc, "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
-    if (const auto eps = eps_facts(r, wdt)) wj["weights"]["eps_held_in_float32"] = *eps;
+    out.weights = scored("weights", compare(fc.weight.data, wexact, out.weight_dtype, &wb),
+                         "|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta (recipe chain)");
+    out.weights.eps_held = eps_facts(r, out.weight_dtype);
     // Drift of folded weights relative to the originals (what users print).
-    double max_drift = 0;
     for (std::size_t k = 0; k < wb.size(); ++k)
-      if (w[k] != 0) max_drift = std::max(max_drift, std::fabs(1e6 * (fc.weight.data[k] - w[k]) / w[k]));
-    wj["max_drift_ppm_vs_original"] = max_drift;
+      if (w[k] != 0)
+        out.max_drift_ppm = std::max(out.max_drift_ppm, std::fabs(1e6 * (fc.weight.data[k] - w[k]) / w[k]));
     if (!fi.has_post_add) {
       for (std::size_t o = 0; o < bb.size(); ++o) bb[o] = fi.bias[o].e;
-      const Comparison bc = compare(fc.bias, bexact, dt, &bb);
-      wj["bias"] = scored("bias", bc, "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
-      if (bc.verdict == Verdict::Mistrusted) wj["bias"]["mistrusted_cause"] = mistrusted_bias_cause();
-      else if (const auto eps = eps_facts(r, dt)) wj["bias"]["eps_held_in_float32"] = *eps;
-      overall = worst(overall, judgement::unless_vacuous(bc.verdict));  // the weights compared the same fold
-    } else {
-      wj["bias"] = nullptr;
-      wj["bias_note"] = "TVM keeps b*s and the shift as two adds; scored through the outputs";
+      ScoredCheck b = scored("bias", compare(fc.bias, bexact, dt, &bb),
+                             "running-error bound of the recipe's bias chain (scales with |b-mean|*|s| and |beta|)");
+      if (b.verdict() == Verdict::Mistrusted) b.mistrusted_cause = mistrusted_bias_cause();
+      else b.eps_held = eps_facts(r, dt);
+      out.bias = std::move(b);
     }
-    overall = worst(overall, wc.verdict);
-    return wj;
+    return out;
   }
 
   // One evaluated path: its output, bounds and comparison with the reference.
@@ -154,6 +133,18 @@ struct DtypeRun {
     return p;
   }
 
+  // A path's node: its outputs scored with both bounds and the tolerances its bound implies.
+  RunPath path_node(const std::optional<Recipe>& r, const Graph& g, const Path& p) const {
+    RunPath out;
+    out.recipe = r;
+    out.graph = g.describe();
+    out.scored = scored(r ? std::string("fused/") + name(*r) : std::string("unfused"), p.cmp, p.bounds.formula);
+    out.scored.outputs =
+        ScoredCheck::OutputBounds{p.bounds.lambda, p.bounds.confidence, tolerance_from_bounds(p.bounds.bound, exact.y)};
+    if (r) out.scored.eps_held = eps_facts(*r, dt);  // its outputs carry the shift too
+    return out;
+  }
+
   std::optional<Attribution> attribution(const std::optional<Recipe>& r, const Policy& pol, const Path& p,
                                          const std::vector<std::size_t>& sample) {
     if (!opts.attribution) return std::nullopt;
@@ -164,24 +155,22 @@ struct DtypeRun {
 
   // Fused vs unfused, per element, in ULP of the exact value; both sit within their
   // bounds of the same exact value, so |yf - yu| <= bf + bu.
-  json fused_vs_unfused(Recipe r, const Path& f, const Path& u) const {
-    Histogram h = Histogram::for_ulp();
-    std::int64_t differ = 0, beyond = 0;
-    double maxd = 0;
+  FusedVsUnfusedPair fused_vs_unfused(Recipe r, const Path& f, const Path& u) const {
+    FusedVsUnfusedPair out;
+    out.recipe = r;
     for (std::size_t i = 0; i < f.y.size(); ++i) {
       const double d = (f.y[i] - u.y[i]) / ulp(dt, exact.y[i].approx.hi, exact.y[i].approx.lo);
-      h.add(d);
-      if (f.y[i] != u.y[i]) ++differ;
-      maxd = std::max(maxd, std::fabs(d));
+      out.histogram.add(d);
+      if (f.y[i] != u.y[i]) ++out.elements_differing;
+      out.max_abs_ulp = std::max(out.max_abs_ulp, std::fabs(d));
       if (bound_ratio(std::fabs(static_cast<long double>(f.y[i]) - u.y[i]), f.bounds.bound[i] + u.bounds.bound[i]) > 1)
-        ++beyond;
+        ++out.beyond_combined_bound;
     }
-    return {{"a", std::string("fused/") + name(r)}, {"b", "unfused"},          {"elements_differing", differ},
-            {"max_abs_ulp", maxd},                   {"beyond_combined_bound", beyond}, {"histogram", to_json(h)}};
+    return out;
   }
 
   // Every path of one accumulation order and arithmetic variant, with attribution.
-  json order(const Order& acc, const Arithmetic& ar, const std::vector<Graph>& fused) {
+  RunOrder order(const Order& acc, const Arithmetic& ar, const std::vector<Graph>& fused) {
     Policy pol;
     pol.order = acc;
     pol.bn_form = spec.bn_form;
@@ -190,61 +179,52 @@ struct DtypeRun {
     const std::string al = ar.label();
     say(fmt::format("{}: {} {} unfused", name(dt), acc.label(), al));
     const Path u = evaluate_path(data.graph, pol);
-    overall = worst(overall, u.cmp.verdict);
     std::vector<Path> fs;
     std::vector<std::size_t> worst_idx;
     if (u.cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(u.cmp.worst_index));
     for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
       say(fmt::format("{}: {} {} fused/{}", name(dt), acc.label(), al, name(spec.recipes[k])));
       fs.push_back(evaluate_path(fused[k], pol));
-      overall = worst(overall, fs.back().cmp.verdict);
       if (fs.back().cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(fs.back().cmp.worst_index));
     }
     // Attribution over the same elements for every path of this order and variant.
     const std::vector<std::size_t> sample = attribution_sample(exact.y.size(), opts.attribution_elements, worst_idx);
     say(fmt::format("{}: {} {} attribution ({} elements per path)", name(dt), acc.label(), al, sample.size()));
+    RunOrder out;
+    out.accumulation = acc;
+    out.arithmetic = ar;
     const std::optional<Attribution> au = attribution(std::nullopt, pol, u, sample);
-    json paths = json::array(), pairs = json::array();
-    json pu = scored_output("unfused", u.cmp, u.bounds, exact.y);
-    pu.update({{"path", "unfused"}, {"recipe", nullptr}, {"graph", data.graph.describe()}});
-    if (au) pu["attribution"] = to_json(*au);
-    paths.push_back(pu);
+    out.paths.push_back(path_node(std::nullopt, data.graph, u));
+    if (au) out.paths.back().attribution = to_json(*au);
     for (std::size_t k = 0; k < spec.recipes.size(); ++k) {
       const Recipe r = spec.recipes[k];
-      json pf = scored_output(std::string("fused/") + name(r), fs[k].cmp, fs[k].bounds, exact.y);
-      pf.update({{"path", "fused"}, {"recipe", name(r)}, {"graph", fused[k].describe()}});
-      if (const auto eps = eps_facts(r, dt)) pf["eps_held_in_float32"] = *eps;  // its outputs carry the shift too
-      const std::optional<Attribution> af = attribution(r, pol, fs[k], sample);
-      if (af) pf["attribution"] = to_json(*af);
-      paths.push_back(pf);
-      json pair = fused_vs_unfused(r, fs[k], u);
-      if (af && au) pair["attribution"] = fold_order_json(*af, *au);
-      pairs.push_back(pair);
+      out.paths.push_back(path_node(r, fused[k], fs[k]));
+      out.fused_vs_unfused.push_back(fused_vs_unfused(r, fs[k], u));
+      if (const std::optional<Attribution> af = attribution(r, pol, fs[k], sample)) {
+        out.paths.back().attribution = to_json(*af);
+        if (au) out.fused_vs_unfused.back().fold_order = fold_order_json(*af, *au);
+      }
     }
-    return {{"accumulation", acc.label()}, {"arithmetic", al}, {"paths", paths}, {"fused_vs_unfused", pairs}};
+    return out;
   }
 
-  json run() {
+  RunDtype run() {
     fold_exactly();
-    json weights = json::array(), orders = json::array();
+    RunDtype out;
+    out.dtype = dt;
+    out.outputs = conv().geometry.output_size();
+    out.terms_per_output = per_channel();
+    out.reference.add(exact);
     for (const Arithmetic& ar : spec.variants) {
       std::vector<Graph> fused;
       for (Recipe r : spec.recipes) {
         say(fmt::format("{}: fold with {} ({})", name(dt), name(r), ar.label()));
         fused.push_back(fold_batchnorm(data.graph, r, opts.ref, ar));
-        weights.push_back(folded_parameters(fused.back(), r, ar));
+        out.folded_parameters.push_back(folded_parameters(fused.back(), r, ar));
       }
-      for (const Order& acc : spec.accumulations) orders.push_back(order(acc, ar, fused));
+      for (const Order& acc : spec.accumulations) out.orders.push_back(order(acc, ar, fused));
     }
-    return {{"dtype", name(dt)},
-            {"outputs", conv().geometry.output_size()},
-            {"terms_per_output", per_channel()},
-            {"reference_escalations", exact.escalations},
-            {"reference_fast_certified", exact.fast_certified},
-            {"reference_compensated", exact.compensated},
-            {"reference_fallbacks", exact.fallbacks},
-            {"folded_parameters", weights},
-            {"orders", orders}};
+    return out;
   }
 };
 
@@ -315,41 +295,38 @@ ObservedWeights observed_weights(const CaseSpec& spec, const std::vector<double>
     ei.bn.var.push_back(bn.var[o]);
     ei.bn.eps = bn.eps;
   }
-  const ExplainResult er = explain(ei);
-  json ej = er.to_json();
+  ObservedWeights out{explain(ei), {}, spec.observed_note};
   // explain() sees one BatchNorm channel per observed element, so its "channel" is the
   // element's position; label each element by its own OIHW index and output channel.
   const std::int64_t khw = spec.geometry.KH * spec.geometry.KW;
-  for (json& e : ej["elements"]) {
-    const std::int64_t k = e["index"].get<std::int64_t>();
+  for (const ExplainElement& e : out.explanation.elements) {
+    const std::int64_t k = static_cast<std::int64_t>(e.index);
     const std::int64_t o = k / per_channel, r = k % per_channel;
-    e["channel"] = o;
-    e["weight_index"] = {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW};
+    out.labels.push_back({o, {o, r / khw, (r % khw) / spec.geometry.KW, r % spec.geometry.KW}});
   }
-  ej["note"] = spec.observed_note;
-  return {er.verdict(), std::move(ej)};
+  return out;
 }
 
 }  // namespace
 
 Verdict RunResult::verdict() const {
-  Verdict v = Verdict::Expected;
-  for (const RunDtype& d : dtypes) v = worst(v, d.verdict);
-  if (observed) v = worst(v, observed->verdict());
-  return v;
+  judgement::Tally t;
+  for (const RunDtype& d : dtypes) t.add(d.verdict());
+  if (observed) t.add(observed->verdict());
+  return t.verdict();
 }
 
 json RunResult::to_json() const {
   json out = result_envelope("run");
   json per_dtype = json::array();
-  for (const RunDtype& d : dtypes) per_dtype.push_back(d.detail);
+  for (const RunDtype& d : dtypes) per_dtype.push_back(d.to_json());
   out.update(json{{"case", {{"name", case_name}, {"path", case_path}, {"description", description}}},
                   {"seed", seed},
                   {"layer", layer_json(*this)},
                   {"reference", reference_json(reference, precision)},
                   {"dtypes", per_dtype},
                   {"verdict", name(verdict())}});
-  if (observed) out["observed_weights"] = observed->detail;
+  if (observed) out["observed_weights"] = observed->to_json();
   return out;
 }
 
@@ -388,8 +365,7 @@ RunResult run_case(const CaseSpec& spec, const RunOptions& opts) {
     const ref::LayerResult exact = ref::conv_bn(layer_of(data.graph, data.input), ro);
     out.reference.add(exact);
     DtypeRun run{spec, opts, say, dt, data, exact, {}, {}};
-    json detail = run.run();
-    out.dtypes.push_back({dt, run.overall, std::move(detail)});
+    out.dtypes.push_back(run.run());
     internal_errors += run.internal_errors;
   }
   if (spec.observed_weights_prefix) out.observed = observed_weights(spec, first_weights, first_bn, opts);
