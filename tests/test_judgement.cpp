@@ -119,15 +119,14 @@ TEST_CASE("judgement: accuracy-diff writes each layer's typed verdict", "[judgem
          {std::optional<Verdict>(), std::optional<Verdict>(Verdict::Expected),
           std::optional<Verdict>(Verdict::Unexpected), std::optional<Verdict>(Verdict::Mistrusted)}) {
       AccuracyDiffResult r;
-      r.model = nlohmann::json::object();
-      r.unpaired = nlohmann::json::array();
       LayerDiff d;
-      d.identity = {{"name", "conv"}};
+      d.identity.name = "conv";
       d.fold = FoldCheck{};
       d.fold->verdict = fold;
-      if (act) {
-        d.activations = nlohmann::json::object();
-        d.activations_verdict = act;
+      if (act) {  // both paths of this verdict: the activations' is theirs
+        d.activations.emplace();
+        d.activations->unfused.comparison.verdict = *act;
+        d.activations->fused.comparison.verdict = *act;
       }
       r.layers.push_back(d);
       const nlohmann::json j = r.to_json();

@@ -27,22 +27,20 @@
 namespace foldcheck {
 namespace {
 
-using json = nlohmann::json;
-
-// A comparison's ULP summary for the table.
-json ulp_summary(const Comparison& c) {
-  return {{"verdict", name(c.verdict)},
-          {"max_abs_ulp", c.ulp.max_abs},
-          {"p99_9_abs_ulp", c.ulp.p999},
-          {"worst_ratio", c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr)},
-          {"beyond_bound", c.beyond_bound}};
+// The fused path's stage attribution on a sample of its outputs (the worst among them).
+Attribution attribution_of(const Graph& g, const Tensor& x, const ref::LayerResult& exact, const std::vector<double>& y,
+                           const Comparison& cmp, const AccuracyDiffOptions& o, const Policy& pol) {
+  std::vector<std::size_t> worst_idx;
+  if (cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cmp.worst_index));
+  const auto sample = attribution_sample(y.size(), o.attribution_elements, worst_idx);
+  return attribute(g, x.data, exact, PathSpec{std::optional<Recipe>(o.recipe), pol}, y, sample, o.ref, o.ref.threads);
 }
 
 // A Conv layer -> BatchNorm pair on its real input: the unfused path and the fused path
 // (recipe `r`) in float32 against the certified reference, with their bounds, and the
 // fused path's dominant error stage (stage attribution on a sample of outputs).
-json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp, Tensor x, const AccuracyDiffOptions& o,
-                          Verdict& verdict) {
+LayerActivations layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp, Tensor x,
+                                      const AccuracyDiffOptions& o) {
   const Graph g = pair_graph(m, p, lp, x, DType::Float32);
   const Node& c = g.nodes[0];
   ref::Options ro = o.ref;
@@ -51,42 +49,23 @@ json layer_on_activations(const Model& m, const BnPair& p, const LayerParams& lp
   const ref::LayerResult exact = ref::conv_bn(L, ro);
   Policy pol;
   pol.threads = o.ref.threads;
-  json j{{"input_shape", x.shape}, {"outputs", exact.y.size()}, {"terms_per_output", c.geometry.terms_per_output()}};
+  LayerActivations a;
+  a.input_shape = x.shape;
+  a.outputs = exact.y.size();
+  a.terms_per_output = c.geometry.terms_per_output();
   for (const bool fused : {false, true}) {
     const Graph path = fused ? fold_batchnorm(g, o.recipe, o.ref) : g;
     const std::vector<double> y = evaluate(path, x.data, pol);
     const BoundReport br = error_bounds(path, exact, pol, o.confidence, &x.data);
-    const Comparison cmp = compare(y, exact.y, DType::Float32, &br.bound, &br.probabilistic);
-    json pj = ulp_summary(cmp);
-    pj["bound"] = br.formula;
-    // foldcheck's own run is the modelled computation: a per-element probabilistic excess is no
-    // evidence of a bug here (judgement::deterministic_only).
-    verdict = worst(verdict, judgement::deterministic_only(cmp.verdict));
-    pj["probabilistic_worst_ratio"] = cmp.worst_probabilistic_ratio ? json(*cmp.worst_probabilistic_ratio) : json(nullptr);
-    if (o.attribution && fused) {  // reported for the fused path only (its dominant stage)
-      std::vector<std::size_t> worst_idx;
-      if (cmp.worst_index >= 0) worst_idx.push_back(static_cast<std::size_t>(cmp.worst_index));
-      const auto sample = attribution_sample(y.size(), o.attribution_elements, worst_idx);
-      const Attribution a = attribute(g, x.data, exact, PathSpec{fused ? std::optional<Recipe>(o.recipe) : std::nullopt, pol},
-                                      y, sample, o.ref, o.ref.threads);
-      double best = -1;
-      std::string dominant;
-      for (unsigned s = 0; s < kNumStages; ++s) {
-        if (a.contribution[s].empty()) continue;
-        double ss = 0;
-        for (const double v : a.contribution[s]) ss += v * v;
-        if (ss > best) {
-          best = ss;
-          dominant = name(static_cast<Stage>(s));
-        }
-      }
-      pj["dominant_stage"] = dominant;
-      pj["attributed_elements"] = sample.size();
-    }
-    j[fused ? "fused" : "unfused"] = pj;
+    PathOnActivations& pa = fused ? a.fused : a.unfused;
+    pa.comparison = compare(y, exact.y, DType::Float32, &br.bound, &br.probabilistic);
+    pa.bound = br.formula;
+    if (!fused) continue;
+    pa.recipe = o.recipe;
+    // Reported for the fused path only (its dominant stage).
+    if (o.attribution) pa.attribution = attribution_of(g, x, exact, y, pa.comparison, o, pol);
   }
-  j["fused"]["recipe"] = name(o.recipe);
-  return j;
+  return a;
 }
 
 // Argmax of each row of an [N, K] output: class scores. Other ranks (a feature map
@@ -168,41 +147,35 @@ ObservedOutputCheck observed_output_check(const Model& model, const BnPatterns& 
   std::vector<double> yv = y.data;
   for (double& v : yv) v = round_to(DType::Float32, v);  // float64 files: the float32 value an engine would hold
   ObservedOutputCheck r;
+  r.path = *opts.observed_output;
+  r.shape = y.shape;
+  r.bound = ob.formula;
+  r.lambda = ob.lambda;
+  r.sqrt_c = ob.inflation;
+  r.samples = ob.samples;
+  r.seed = ob.seed;
+  r.confidence = ob.confidence;
   r.observed = compare(yv, refv, DType::Float32, &bound);
   r.unfused = compare(rr.out32.at(out).data, refv, DType::Float32, &bound);
   r.fused = compare(rr.out32f.at(out).data, refv, DType::Float32, &bound);
   const Comparison& c = r.observed;
-  r.detail = {{"path", *opts.observed_output}, {"shape", y.shape},       {"bound", ob.formula},
-              {"lambda", ob.lambda},           {"sqrt_c", ob.inflation}, {"samples", ob.samples},
-              {"seed", ob.seed},               {"confidence", ob.confidence}, {"comparison", to_json(c)}};
   // The bound's size, in float32 ULP of the reference (how tight the check is).
   std::vector<double> bulp;
   for (std::size_t i = 0; i < bound.size(); ++i) bulp.push_back(bound[i] / ulp(DType::Float32, refv.approx(i).hi, refv.approx(i).lo));
   std::sort(bulp.begin(), bulp.end());
-  if (!bulp.empty()) r.detail["bound_ulp"] = {{"median", bulp[bulp.size() / 2]}, {"max", bulp.back()}, {"min", bulp.front()}};
+  if (!bulp.empty()) r.bound_ulp = ObservedOutputCheck::BoundUlp{bulp[bulp.size() / 2], bulp.back(), bulp.front()};
   if (c.worst_bound_index >= 0) {
     const auto i = static_cast<std::size_t>(c.worst_bound_index);
-    r.detail["worst"] = {{"index", unravel_index(y.shape, i)}, {"flat_index", i}, {"observed", yv[i]},
-                         {"reference", refv.approx(i).hi}, {"bound", bound[i]}, {"ratio", *c.worst_bound_ratio}};
+    r.worst = ObservedOutputCheck::Worst{unravel_index(y.shape, i), i,        yv[i],
+                                         refv.approx(i).hi,         bound[i], *c.worst_bound_ratio};
   }
   const auto t64 = top1(ob.reference.at(out)), to = top1(Tensor{y.shape, yv, DType::Float32});
   if (!t64.empty() && y.shape.back() > 1) {
     std::int64_t agree = 0;
     for (std::size_t i = 0; i < t64.size(); ++i) agree += to[i] == t64[i];
-    r.detail["top1_agreement"] = {{"rows", t64.size()}, {"observed_vs_reference", agree}};
+    r.top1 = ObservedOutputCheck::Top1{t64.size(), agree};
   }
   return r;
-}
-
-json ratio_json(const Comparison& c) { return c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr); }
-
-json observed_output_json(const ObservedOutputCheck& o) {
-  json j = o.detail;
-  j["verdict"] = name(o.observed.verdict);
-  j["foldcheck_runs"] = {{"unfused_worst_ratio", ratio_json(o.unfused)},
-                         {"fused_worst_ratio", ratio_json(o.fused)},
-                         {"verdict", name(worst(o.unfused.verdict, o.fused.verdict))}};
-  return j;
 }
 
 // A message naming the model file once: some already begin with it (the layer's own checks).
@@ -272,20 +245,20 @@ struct Observed {
 LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, const ref::Options& ref_opts) {
   const LayerParams lp = layer_params(model, p);
   LayerDiff d;
-  d.identity = {{"name", p.name},        {"op", p.op},
-                {"batchnorm", model.nodes[p.bn].name}, {"dtype", name(lp.dtype)},
-                {"weight_shape", lp.weight_shape},     {"output_channels", lp.channels},
-                {"conv_bias", !lp.bias.empty()},       {"eps", lp.bn.eps}};
-  if (!p.through.empty()) {
-    json ids = json::array();
-    for (const std::size_t i : p.through) ids.push_back(model.nodes[i].name);
-    d.identity["through_identity"] = ids;
-  }
+  d.identity.name = p.name;
+  d.identity.op = p.op;
+  d.identity.batchnorm = model.nodes[p.bn].name;
+  d.identity.dtype = lp.dtype;
+  d.identity.weight_shape = lp.weight_shape;
+  d.identity.output_channels = lp.channels;
+  d.identity.conv_bias = !lp.bias.empty();
+  d.identity.eps = lp.bn.eps;
+  for (const std::size_t i : p.through) d.identity.through_identity.push_back(model.nodes[i].name);
   std::optional<ObservedFold> of;
   if (obs.model) {
     const std::size_t on = obs.match.at(p.layer);
     const ModelNode& node = obs.model->nodes[on];
-    d.identity["observed_node"] = node.name.empty() ? node.inputs[1] : node.name;
+    d.identity.observed_node = node.name.empty() ? node.inputs[1] : node.name;
     // The observed layer must itself carry the fold: no BatchNormalization left after it.
     for (const std::size_t c : obs.model->consumers_of(node.outputs.at(0)))
       d.observed_not_folded = d.observed_not_folded || obs.model->nodes[c].op == "BatchNormalization";
@@ -327,13 +300,11 @@ std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, c
       [&](std::size_t k) {
         const BnPair& p = pat.pairs[k];
         if (p.op == "ConvTranspose") {
-          layers[k].activations = json{{"note", "ConvTranspose pairs: weight-level check only"}};
+          layers[k].activations_note = "ConvTranspose pairs: weight-level check only";
           return;
         }
         const LayerParams lp = layer_params(model, p);
-        Verdict v = Verdict::Expected;
-        layers[k].activations = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), one, v);
-        layers[k].activations_verdict = v;
+        layers[k].activations = layer_on_activations(model, p, lp, rr.acts.at(model.nodes[p.layer].inputs[0]), one);
       },
       [&](std::size_t k, std::size_t done) {
         say(fmt::format("layers on their activations {} ({})", bar(done, np), pat.pairs[k].name));
@@ -342,77 +313,38 @@ std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, c
 }
 
 // Per output: foldcheck's float32 runs against the float64 run, and top-1 agreement.
-json output_json(const ValueInfo& vi, const Runs& rr, bool& compared_nothing) {
+OutputRuns output_runs(const ValueInfo& vi, const Runs& rr) {
   const Tensor& y64 = rr.out64.at(vi.name);
   const ref::ValueArray refv = approximate_values(y64.data, DType::Float32);
-  json oj{{"name", vi.name}, {"shape", y64.shape}};
-  const Comparison cu = compare(rr.out32.at(vi.name).data, refv, DType::Float32);
-  const Comparison cf = compare(rr.out32f.at(vi.name).data, refv, DType::Float32);
-  // An output whose reference is all zero or not finite (a Div by zero) compared nothing:
-  // the end-to-end verdict cannot be a pass.
-  if (cu.verdict == Verdict::Mistrusted || cf.verdict == Verdict::Mistrusted) compared_nothing = true;
-  oj["unfused"] = to_json(cu);
-  oj["fused"] = to_json(cf);
+  OutputRuns o;
+  o.name = vi.name;
+  o.shape = y64.shape;
+  o.unfused = compare(rr.out32.at(vi.name).data, refv, DType::Float32);
+  o.fused = compare(rr.out32f.at(vi.name).data, refv, DType::Float32);
   const auto t64 = top1(y64), tu = top1(rr.out32.at(vi.name)), tf = top1(rr.out32f.at(vi.name));
   if (!t64.empty() && y64.shape.back() > 1) {
-    std::int64_t au = 0, af = 0, uf = 0;
+    Top1Agreement t;
+    t.rows = static_cast<std::int64_t>(t64.size());
     for (std::size_t i = 0; i < t64.size(); ++i) {
-      au += tu[i] == t64[i];
-      af += tf[i] == t64[i];
-      uf += tu[i] == tf[i];
+      t.unfused_vs_reference += tu[i] == t64[i];
+      t.fused_vs_reference += tf[i] == t64[i];
+      t.fused_vs_unfused += tu[i] == tf[i];
     }
-    oj["top1_agreement"] = {{"rows", t64.size()}, {"unfused_vs_reference", au}, {"fused_vs_reference", af},
-                            {"fused_vs_unfused", uf}};
+    o.top1 = t;
   }
-  return oj;
+  return o;
 }
 
-// The end-to-end verdict: every analysed layer within its deterministic bounds on its
-// activations (their verdicts are deterministic_only already; a MISTRUSTED layer compared
-// nothing: it makes the whole MISTRUSTED, never a pass), foldcheck's own float32 runs within
-// the end-to-end bound when it is computed (the bound's self-check: anything but EXPECTED there
-// is UNEXPECTED), and every output compared (MISTRUSTED otherwise).
-void judge_end_to_end(EndToEnd& e, const std::vector<LayerDiff>& layers) {
-  e.verdict = Verdict::Expected;
-  for (const LayerDiff& d : layers) {
-    if (!d.activations_verdict) continue;
-    if (*d.activations_verdict == Verdict::Unexpected && !e.first_layer_beyond_bound)
-      e.first_layer_beyond_bound = d.identity["name"];
-    e.verdict = worst(e.verdict, *d.activations_verdict);
-  }
-  if (e.observed_output && worst(e.observed_output->unfused.verdict, e.observed_output->fused.verdict) != Verdict::Expected)
-    e.verdict = Verdict::Unexpected;
-  if (e.outputs_compared_nothing) e.verdict = worst(e.verdict, Verdict::Mistrusted);
-}
-
-EndToEnd end_to_end(const Model& model, const BnPatterns& pat, const Runs& rr, const std::vector<LayerDiff>& layers,
-                    const std::optional<Tensor>& observed_y, const AccuracyDiffOptions& opts, const Say& say) {
+EndToEnd end_to_end(const Model& model, const BnPatterns& pat, const Runs& rr, const std::optional<Tensor>& observed_y,
+                    const AccuracyDiffOptions& opts, const Say& say) {
   EndToEnd e;
-  json outs = json::array();
-  for (const ValueInfo& vi : model.outputs) outs.push_back(output_json(vi, rr, e.outputs_compared_nothing));
-  e.runs = {{"reference", "float64 run of the unfused model (each operation within 2^-53 relative)"},
-            {"fused_recipe", name(opts.recipe)},
-            {"input", opts.input ? json(*opts.input) : json(fmt::format("seeded standard normal, seed {}", opts.seed))},
-            {"input_shape", rr.x.shape}};
-  if (observed_y) {
-    e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
-    for (json& oj : outs) {  // foldcheck's own float32 runs against the same bound
-      oj["unfused"]["worst_bound_ratio"] = ratio_json(e.observed_output->unfused);
-      oj["fused"]["worst_bound_ratio"] = ratio_json(e.observed_output->fused);
-    }
-  }
-  e.runs["outputs"] = outs;
-  judge_end_to_end(e, layers);
+  for (const ValueInfo& vi : model.outputs) e.outputs.push_back(output_runs(vi, rr));
+  e.fused_recipe = opts.recipe;
+  e.input = opts.input ? *opts.input : fmt::format("seeded standard normal, seed {}", opts.seed);
+  e.input_shape = rr.x.shape;
+  if (observed_y) e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
   return e;
 }
-
-}  // namespace
-
-Verdict LayerDiff::fold_verdict() const { return observed_not_folded || !fold ? Verdict::Unexpected : fold->verdict; }
-
-Verdict LayerDiff::verdict() const { return judgement::of_layer(fold_verdict(), activations_verdict); }
-
-namespace {
 
 // Why no pair was found: the model's foldable layers and BatchNorms, and the observed model's pairs.
 reports::NoPairsFacts no_pairs_facts(const Model& model, const Model* observed) {
@@ -462,85 +394,17 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
   AccuracyDiffResult r;
   r.layers = check_layers(model, pat, obs, rr, runs, opts, say);
   if (!opts.weights_only) {
-    if (runs) r.end_to_end = end_to_end(model, pat, rr, r.layers, observed_y, opts, say);
+    if (runs) r.end_to_end = end_to_end(model, pat, rr, observed_y, opts, say);
     else {
       r.end_to_end.emplace();
       r.end_to_end->not_run = not_run;
     }
   }
   if (r.layers.empty()) r.reasoning = reports::no_pairs_reasoning(no_pairs_facts(model, observed_model ? &*observed_model : nullptr));
-  r.unpaired = json::array();
-  for (const UnpairedBn& u : pat.unpaired) r.unpaired.push_back({{"batchnorm", u.name}, {"reason", u.reason}});
-  json inputs = json::array();
-  for (const ValueInfo& v : model.inputs) inputs.push_back({{"name", v.name}, {"shape", v.shape}});
-  r.model = {{"path", model.path}, {"producer", model.producer}, {"opset", model.opset},
-             {"nodes", model.nodes.size()}, {"inputs", inputs}};
-  if (observed_model)
-    r.observed = json{{"path", observed_model->path},
-                      {"producer", observed_model->producer},
-                      {"matching", "foldable layers (Conv, ConvTranspose, Gemm, MatMul, com.microsoft:FusedConv with "
-                                   "initializer weights) by their place in the data flow from the graph inputs, op, weight "
-                                   "shape and group (node order, initializer names, removed BatchNorms and fused "
-                                   "activations do not matter); node names pair layers of a symmetric graph"}};
+  r.unpaired = pat.unpaired;
+  r.model = ModelFacts{model.path, model.producer, model.opset, model.nodes.size(), model.inputs};
+  if (observed_model) r.observed = ObservedModel{observed_model->path, observed_model->producer};
   return r;
-}
-
-// The model: its layers are its judged parts (none: MISTRUSTED, nothing checked is not a pass);
-// the observed output against its bound (one deterministic check: never SUSPICIOUS) and the
-// doubt of end-to-end runs that compared nothing join them. The end-to-end runs' other
-// verdicts are the layers' own, already counted.
-Verdict AccuracyDiffResult::verdict() const {
-  judgement::Tally t;
-  if (end_to_end && end_to_end->observed_output) t.also(end_to_end->observed_output->observed.verdict);
-  if (end_to_end && !end_to_end->not_run && end_to_end->verdict == Verdict::Mistrusted) t.also(Verdict::Mistrusted);
-  for (const LayerDiff& d : layers) t.add(d.verdict());
-  return t.verdict();
-}
-
-namespace {
-
-json layer_json(const LayerDiff& d) {
-  json j = d.identity;
-  if (d.observed_not_folded) {
-    j["verdict"] = name(d.verdict());  // UNEXPECTED: not folded
-    j["observed_note"] = "the observed model still applies a BatchNormalization after this layer: not folded";
-  } else {
-    j["fold"] = to_json(*d.fold);
-    if (d.identity.contains("observed_node")) {
-      const RecipeFoldCheck& b = d.fold->recipes[d.fold->best];
-      j["worst_channel"] = d.fold->verdict == Verdict::Expected ? json(nullptr) : json(b.worst_channel);
-      j["closest_recipe"] = b.label();
-    }
-    j["verdict"] = name(d.verdict());
-  }
-  if (d.activations) {
-    j["activations"] = *d.activations;
-    if (d.activations_verdict) j["activations"]["verdict"] = name(*d.activations_verdict);
-  }
-  return j;
-}
-
-json end_to_end_json(const EndToEnd& e) {
-  if (e.not_run) return {{"not_run", *e.not_run}};
-  json j = e.runs;
-  if (e.observed_output) j["observed_output"] = observed_output_json(*e.observed_output);
-  j["first_layer_beyond_bound"] = e.first_layer_beyond_bound ? json(*e.first_layer_beyond_bound) : json(nullptr);
-  j["verdict"] = name(e.verdict);
-  return j;
-}
-
-}  // namespace
-
-json AccuracyDiffResult::to_json() const {
-  json list = json::array();
-  for (const LayerDiff& d : layers) list.push_back(layer_json(d));
-  json out = result_envelope("accuracy-diff");
-  out.update(json{{"model", model}, {"pairs_found", layers.size()}, {"layers", list}, {"unpaired", unpaired}});
-  if (end_to_end) out["end_to_end"] = end_to_end_json(*end_to_end);
-  if (observed) out["observed"] = *observed;
-  out["verdict"] = name(verdict());
-  if (!reasoning.empty()) out["reasoning"] = reasoning;
-  return out;
 }
 
 }  // namespace foldcheck

@@ -229,7 +229,7 @@ void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man)
   for (std::size_t k = 0; k < ad.layers.size(); ++k) {
     const LayerDiff& ld = ad.layers[k];
     EngineLayer& L = run.layers[k];
-    if (ld.identity.contains("observed_node")) L.observed = ld.identity["observed_node"].get<std::string>();
+    if (ld.identity.observed_node) L.observed = *ld.identity.observed_node;
     if (ld.observed_not_folded) L.not_folded = "the engine's model still applies a BatchNormalization after it";
     L.weights = ld.fold;
   }

@@ -17,8 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/layer/attribution.hpp"
 #include "foldcheck/model/fold_check.hpp"
 #include "foldcheck/model/model.hpp"
+#include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/recipes.hpp"
 #include "foldcheck/reference/certify.hpp"
@@ -45,42 +47,171 @@ struct AccuracyDiffOptions {
   std::function<void(const std::string&)> progress;  // optional status lines
 };
 
-// One layer -> BatchNormalization pair.
+// The result tree. Each node holds typed facts and writes its part of the `accuracy-diff`
+// JSON with to_json() (the schema's keys; nlohmann objects are key-sorted); each verdict a node
+// writes is computed from its facts and its children by a judgement.hpp policy.
+
+// Which layer -> BatchNormalization pair a layer is (model_patterns.hpp) and its parameters'
+// shapes. Writes "name", "op", "batchnorm", "dtype", "weight_shape", "output_channels",
+// "conv_bias", "eps"; "through_identity" (the Identity nodes between layer and BatchNorm) only
+// when there are some; "observed_node" only with an observed model (its matched node: its
+// name, or its weight's name when it has none).
+struct LayerIdentity {
+  std::string name, op, batchnorm;
+  DType dtype = DType::Float32;
+  Shape weight_shape;
+  std::int64_t output_channels = 0;
+  bool conv_bias = false;
+  double eps = 0;
+  std::vector<std::string> through_identity;
+  std::optional<std::string> observed_node;
+  nlohmann::json to_json() const;
+};
+
+// One path of a layer (unfused, or fused by a recipe) run in float32 on the layer's real
+// input, against the certified reference and its bounds (layer_on_activations). `recipe` and
+// `attribution` only on the fused path: the fold it used and, when attribution was asked,
+// the stage attribution of a sample of its outputs. verdict(): the comparison's. Writes
+// "verdict", "max_abs_ulp", "p99_9_abs_ulp", "worst_ratio" (null: none), "beyond_bound",
+// "bound", "probabilistic_worst_ratio" (null: none); with a recipe "recipe"; with the
+// attribution "dominant_stage" (the stage of the largest sum of squared contributions, ""
+// when no stage contributed) and "attributed_elements".
+struct PathOnActivations {
+  Comparison comparison;
+  std::string bound;  // the bound's formula
+  std::optional<Recipe> recipe;
+  std::optional<Attribution> attribution;
+  Verdict verdict() const { return comparison.verdict; }
+  std::optional<Stage> dominant_stage() const;  // absent: no attribution, or no stage contributed
+  nlohmann::json to_json() const;
+};
+
+// A layer on its real input (the runs): its unfused and fused paths. verdict(): the worse of
+// the two paths after judgement::deterministic_only (foldcheck's own run is the modelled
+// computation: a per-element probabilistic excess is no evidence of a bug here). Writes
+// "input_shape", "outputs", "terms_per_output", "unfused", "fused" and "verdict".
+struct LayerActivations {
+  Shape input_shape;
+  std::size_t outputs = 0;
+  std::int64_t terms_per_output = 0;
+  PathOnActivations unfused, fused;
+  Verdict verdict() const;
+  nlohmann::json to_json() const;
+};
+
+// One layer -> BatchNormalization pair. `fold` is absent when the observed model did not fold
+// the layer (observed_not_folded); `activations` only when the runs were made and the layer
+// analysed on them; `activations_note` instead when the runs were made but the pair is not
+// analysed on activations (ConvTranspose: "activations": {"note"}).
 struct LayerDiff {
-  nlohmann::json identity;          // name, op, batchnorm, dtype, weight shape, channels, conv bias, eps, ...
+  LayerIdentity identity;
   bool observed_not_folded = false; // the observed model still applies a BatchNormalization after it
   std::optional<FoldCheck> fold;    // the folded parameters against the exact fold (absent when not folded)
-  // On its real input (the runs): each path against the certified reference, and the verdict.
-  std::optional<nlohmann::json> activations;
-  std::optional<Verdict> activations_verdict;  // absent: not analysed (no runs, or a ConvTranspose pair)
+  std::optional<LayerActivations> activations;
+  std::optional<std::string> activations_note;
 
   Verdict fold_verdict() const;     // UNEXPECTED when not folded
+  std::optional<Verdict> activations_verdict() const;  // absent: not analysed
   Verdict verdict() const;          // judgement::of_layer: an UNEXPECTED fold, else the worse of fold and activations
+  nlohmann::json to_json() const;   // identity's keys, "verdict", "fold" or "observed_note", "activations", ...
 };
 
-// The other engine's outputs against the float64 run and the end-to-end bound.
+// The top-1 agreement of an [N, K] output (K > 1): rows, and rows agreeing per pair of runs.
+struct Top1Agreement {
+  std::int64_t rows = 0, unfused_vs_reference = 0, fused_vs_reference = 0, fused_vs_unfused = 0;
+};
+
+// The other engine's outputs against the float64 run and the end-to-end bound
+// (output_bound.hpp). `bound_ulp` absent when the output has no element; `worst` when some
+// element was compared with its bound; `top1` only for an [N, K > 1] output. verdict():
+// the observed comparison's; foldcheck_runs_verdict(): the worse of foldcheck's own runs
+// against the same bound. Writes "path", "shape", "bound", "lambda", "sqrt_c", "samples",
+// "seed", "confidence", "comparison", "verdict", "foldcheck_runs", and when present
+// "bound_ulp", "worst", "top1_agreement".
 struct ObservedOutputCheck {
-  nlohmann::json detail;            // path, shape, bound, its size in ULP, worst element, top-1, comparison
+  std::string path;
+  Shape shape;
+  std::string bound;  // the bound's formula
+  double lambda = 0, sqrt_c = 0, confidence = 0;
+  std::size_t samples = 0;
+  std::uint64_t seed = 0;
   Comparison observed;              // the other engine's outputs
   Comparison unfused, fused;        // foldcheck's own float32 runs, held to the same bound
+  struct BoundUlp {                 // the bound's size in float32 ULP of the reference
+    double median = 0, max = 0, min = 0;
+  };
+  std::optional<BoundUlp> bound_ulp;
+  struct Worst {  // the element of the largest ratio to its bound
+    Shape index;
+    std::size_t flat_index = 0;
+    double observed = 0, reference = 0, bound = 0, ratio = 0;
+  };
+  std::optional<Worst> worst;
+  struct Top1 {
+    std::size_t rows = 0;
+    std::int64_t observed_vs_reference = 0;
+  };
+  std::optional<Top1> top1;
+  Verdict verdict() const { return observed.verdict; }
+  Verdict foldcheck_runs_verdict() const;
+  nlohmann::json to_json() const;
 };
 
-// The model end to end: float32 runs (unfused, fused) against a float64 run.
+// One graph output: foldcheck's float32 runs (unfused, fused) against the float64 run.
+// compared_nothing(): either run MISTRUSTED (a reference all zero or not finite). Writes
+// "name", "shape", "unfused", "fused" (the comparisons; with an observed-output check also
+// each run's "worst_bound_ratio" against its bound) and "top1_agreement" when present.
+struct OutputRuns {
+  std::string name;
+  Shape shape;
+  Comparison unfused, fused;
+  std::optional<Top1Agreement> top1;
+  bool compared_nothing() const;
+  nlohmann::json to_json(const ObservedOutputCheck* bound_check) const;
+};
+
+// The model end to end: float32 runs (unfused, fused) against a float64 run. With `not_run`
+// (why the runs could not be made) nothing else is set and it writes {"not_run"} alone.
+// Its children are the outputs, the observed-output check and the layers' activations (the
+// result's `layers`, passed in): verdict(layers) is the worst of the analysed layers'
+// activation verdicts, UNEXPECTED when foldcheck's own runs leave the end-to-end bound (the
+// bound's self-check), MISTRUSTED joining when an output compared nothing. Writes
+// "reference", "fused_recipe", "input", "input_shape", "outputs", "first_layer_beyond_bound"
+// (null: none), "verdict", and "observed_output" when checked.
 struct EndToEnd {
   std::optional<std::string> not_run;    // why the runs could not be made
-  nlohmann::json runs;                   // reference, fused recipe, input, and per output the comparisons and top-1
-  bool outputs_compared_nothing = false; // an output whose reference is all zero or not finite
+  Recipe fused_recipe = Recipe::PyTorch;
+  std::string input;  // the input file, or how the input was made
+  Shape input_shape;
+  std::vector<OutputRuns> outputs;  // graph order
   std::optional<ObservedOutputCheck> observed_output;
-  std::optional<std::string> first_layer_beyond_bound;
-  Verdict verdict = Verdict::Expected;   // from the layers' activation verdicts and the checks above
+  bool outputs_compared_nothing() const;
+  static std::optional<std::string> first_layer_beyond_bound(const std::vector<LayerDiff>& layers);
+  Verdict verdict(const std::vector<LayerDiff>& layers) const;
+  nlohmann::json to_json(const std::vector<LayerDiff>& layers) const;
+};
+
+// The model checked: writes "path", "producer", "opset", "nodes", "inputs" [{"name", "shape"}].
+struct ModelFacts {
+  std::string path, producer;
+  std::int64_t opset = 0;
+  std::size_t nodes = 0;
+  std::vector<ValueInfo> inputs;
+  nlohmann::json to_json() const;
+};
+
+// The observed (folded) model: writes "path", "producer", "matching" (the matching rule).
+struct ObservedModel {
+  std::string path, producer;
+  nlohmann::json to_json() const;
 };
 
 struct AccuracyDiffResult {
-  nlohmann::json model;                  // path, producer, opset, nodes, inputs
+  ModelFacts model;
   std::vector<LayerDiff> layers;         // graph order
-  nlohmann::json unpaired;               // BatchNorms without a foldable layer, with the reason
+  std::vector<UnpairedBn> unpaired;      // BatchNorms without a foldable layer: "batchnorm", "reason"
   std::optional<EndToEnd> end_to_end;    // absent with weights_only
-  std::optional<nlohmann::json> observed;  // the observed model and the matching rule
+  std::optional<ObservedModel> observed;  // with an observed model
   // When no layer -> BatchNormalization pair was found (MISTRUSTED): why, and what to do.
   std::vector<std::string> reasoning;
 
