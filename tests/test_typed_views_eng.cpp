@@ -135,3 +135,18 @@ TEST_CASE("typed views: an engines result's run, layer and final verdicts as the
   CHECK(r.runs[0].layers[1].verdict() == Verdict::Unexpected);
   CHECK(r.runs[0].verdict() == Verdict::Unexpected);
 }
+
+// The statistic not computed (a Winograd or unfused engine: no real engine here writes one)
+// writes what the hand-built JSON did: the bound, the activation, the reason and the verdict.
+TEST_CASE("typed views: an engine layer's channel statistic not computed writes the reason and its verdict",
+          "[views][engines]") {
+  EngineOutputsDetail d;
+  d.bound = "gamma_k";
+  d.channels.not_computed = "Winograd: the statistic models a direct sum";
+  const nlohmann::json want = nlohmann::json::parse(
+      R"({"bound": "gamma_k", "activation": null,
+          "channels": {"not_computed": "Winograd: the statistic models a direct sum", "verdict": "EXPECTED"}})");
+  CHECK(d.to_json() == want);
+  d.activation = "Relu";
+  CHECK(d.to_json()["activation"] == "Relu");
+}
