@@ -146,7 +146,7 @@ TEST_CASE("judgement: an engine run's final outputs count by their typed verdict
   L.weights = FoldCheck{};
   run.layers.push_back(L);
   CHECK(run.verdict() == Verdict::Expected);
-  run.final_outputs.push_back({{{"name", "y"}}, Verdict::Unexpected});
+  run.final_outputs.push_back({.name = "y", .verdict = Verdict::Unexpected});
   CHECK(run.verdict() == Verdict::Unexpected);
   EngineRun left_out = run;
   left_out.layers[0].left_out = "not offered";

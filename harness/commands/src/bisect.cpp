@@ -58,6 +58,19 @@ Layer make_layer(std::string name, Graph g, std::vector<double> x, const ref::Op
   return l;
 }
 
+// What the first layer's lowering under prefix k applied and how it computes; from prefix 1
+// on, the prefix's last pass and whether it applied (else why it was skipped).
+void describe_lowering(PipelineMeasures& m, const Lowering& l, const Realized& r, const Layer& layer,
+                       const std::vector<std::string>& passes, std::size_t k) {
+  m.enabled = l.applied;
+  m.how = r.note;
+  if (k == 0) return;
+  m.pass = passes[k - 1];
+  const Lowering before = lower(layer.graph, passes, k - 1);
+  m.applied = l.applied.size() > before.applied.size();
+  if (!*m.applied) m.skipped = l.skipped.back();
+}
+
 // Lowers and evaluates every layer under a pass prefix; a step is bad when any layer is.
 class Bisector {
  public:
@@ -69,12 +82,12 @@ class Bisector {
   BisectStep step(const std::vector<std::string>& passes, std::size_t k) {
     ++evaluations_;
     if (o_.progress) o_.progress(fmt::format("bisect: evaluation {} (first {} of {} passes)", evaluations_, k, passes.size()));
-    json j{{"prefix", k}};
-    double max_ulp = -1, p999 = 0, p50 = 0, ratio = 0, pratio = 0;
-    std::int64_t beyond = 0;
+    PipelineMeasures m;
+    m.prefix = k;
     Verdict verdict = Verdict::Expected;
     bool bad = false;
     std::string worst_layer;
+    bool first = true;
     for (const Layer& layer : layers_) {
       const Lowering l = lower(layer.graph, passes, k);
       const Realized r = realize(l, layer.graph, layer.x, o_.ref);
@@ -86,35 +99,21 @@ class Bisector {
       bad = bad || (o_.threshold_ulp ? c.ulp.max_abs > *o_.threshold_ulp : judgement::counts_against(c.verdict));
       verdict = worst(verdict, c.verdict);
       const double wr = c.worst_bound_ratio.value_or(0);
-      if (wr >= ratio) {
-        ratio = wr;
+      if (wr >= m.worst_ratio) {
+        m.worst_ratio = wr;
         worst_layer = layer.name;
       }
-      pratio = std::max(pratio, c.worst_probabilistic_ratio.value_or(0));
-      max_ulp = std::max(max_ulp, c.ulp.max_abs);
-      p999 = std::max(p999, c.ulp.p999);
-      p50 = std::max(p50, c.ulp.p50);
-      beyond += c.beyond_bound;
-      if (!j.contains("enabled")) {
-        j["enabled"] = l.applied;
-        j["how"] = r.note;
-        if (k > 0) {
-          j["pass"] = passes[k - 1];
-          const Lowering before = lower(layer.graph, passes, k - 1);
-          j["applied"] = l.applied.size() > before.applied.size();
-          if (!j["applied"].get<bool>()) j["skipped"] = l.skipped.back();
-        }
-      }
+      m.probabilistic_worst_ratio = std::max(m.probabilistic_worst_ratio, c.worst_probabilistic_ratio.value_or(0));
+      m.max_abs_ulp = std::max(m.max_abs_ulp, c.ulp.max_abs);
+      m.p99_9_abs_ulp = std::max(m.p99_9_abs_ulp, c.ulp.p999);
+      m.p50_abs_ulp = std::max(m.p50_abs_ulp, c.ulp.p50);
+      m.beyond_bound += c.beyond_bound;
+      if (first) describe_lowering(m, l, r, layer, passes, k);
+      first = false;
     }
-    j["max_abs_ulp"] = max_ulp;
-    j["p99_9_abs_ulp"] = p999;
-    j["p50_abs_ulp"] = p50;
-    j["worst_ratio"] = ratio;
-    j["probabilistic_worst_ratio"] = pratio;
-    j["beyond_bound"] = beyond;
-    if (layers_.size() > 1) j["worst_layer"] = worst_layer;
+    if (layers_.size() > 1) m.worst_layer = worst_layer;
     BisectStep st;
-    st.detail = std::move(j);
+    st.measures = std::move(m);
     st.bad = bad;
     st.verdict = verdict;
     return st;
@@ -122,8 +121,8 @@ class Bisector {
 
   // Which pass changed the conv weights (every prefix lowered; no evaluation), and whether
   // the weights it left are a correct fold of the layer.
-  json weights(const std::vector<std::string>& passes) {
-    json out = json::array();
+  std::vector<BisectWeightChange> weights(const std::vector<std::string>& passes) {
+    std::vector<BisectWeightChange> out;
     std::vector<std::vector<double>> prev;
     for (const Layer& layer : layers_) prev.push_back(layer.graph.nodes[0].weight.data);
     for (std::size_t k = 1; k <= passes.size(); ++k) {
@@ -169,18 +168,19 @@ class Bisector {
         }
       }
       if (changed == 0) continue;
-      json e{{"pass", passes[k - 1]}, {"changed", changed}, {"max_change_ppm", change}, {"max_drift_ppm_vs_original", drift}};
-      if (layers_.size() > 1) e["layers_changed"] = layers_changed;
+      BisectWeightChange e{.pass = passes[k - 1],
+                           .changed = changed,
+                           .max_change_ppm = change,
+                           .max_drift_ppm_vs_original = drift};
+      if (layers_.size() > 1) e.layers_changed = layers_changed;
       if (checked) {
-        e["fold_verdict"] = name(fold);
-        e["closest_recipe"] = closest;
-        e["fold_worst_ratio"] = fold_ratio;
-        e["max_abs_ulp_vs_exact_fold"] = fold_ulp;
-        if (layers_.size() > 1) e["worst_layer"] = worst_layer;
-      } else {
-        e["fold_verdict"] = nullptr;
+        e.fold_verdict = fold;
+        e.closest_recipe = closest;
+        e.fold_worst_ratio = fold_ratio;
+        e.max_abs_ulp_vs_exact_fold = fold_ulp;
+        if (layers_.size() > 1) e.worst_layer = worst_layer;
       }
-      out.push_back(e);
+      out.push_back(std::move(e));
     }
     return out;
   }
@@ -216,7 +216,7 @@ BisectResult run_bisect(Bisector& b, const BisectOptions& o) {
     }
   } else {
     steps.push_back(b.step(o.passes, n));
-    steps.back().detail["disabled"] = nullptr;  // listed: the step with none left out
+    steps.back().lists_disabled = true;  // listed: the step with none left out
     for (std::size_t i = 0; i < n; ++i) {
       std::vector<std::string> without;
       for (std::size_t k = 0; k < n; ++k)
@@ -230,20 +230,20 @@ BisectResult run_bisect(Bisector& b, const BisectOptions& o) {
       if (fixes.size() == 1) r.culprit = fixes[0];
     }
   }
-  r.detail = result_envelope("bisect");
-  r.detail.update(json{{"passes", o.passes},
-           {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
-           {"criterion", o.threshold_ulp ? fmt::format("max |ULP| > {:g}", *o.threshold_ulp)
-                                         : std::string("outside the deterministic or probabilistic bound of the lowered "
-                                                       "program with IEEE operations (fast-math approximations and int8 "
-                                                       "values are not rounding)")}});
+  r.setup.passes = o.passes;
+  r.setup.mode = o.mode;
+  r.setup.criterion = o.threshold_ulp ? fmt::format("max |ULP| > {:g}", *o.threshold_ulp)
+                                      : std::string(
+                                            "outside the deterministic or probabilistic bound of the lowered "
+                                            "program with IEEE operations (fast-math approximations and int8 "
+                                            "values are not rounding)");
   if (o.mode == BisectMode::LeaveOneOut && steps[0].bad)
     if (const std::vector<std::string> fixes = leave_one_out_fixes(steps); fixes.size() > 1) {
-      r.detail["note"] = reports::leave_one_out_note(fixes);
-      r.detail["candidates"] = fixes;
+      r.setup.note = reports::leave_one_out_note(fixes);
+      r.setup.candidates = fixes;
     }
-  r.detail["evaluations"] = b.evaluations();
-  r.detail["weights"] = b.weights(o.passes);
+  r.setup.evaluations = b.evaluations();
+  r.setup.weights = b.weights(o.passes);
   r.bad = o.mode == BisectMode::Linear ? r.culprit.has_value() : steps[0].bad;
   // Nothing compared is never a pass: a pipeline whose every step compared nothing
   // informative is MISTRUSTED, not EXPECTED.
@@ -262,11 +262,69 @@ Verdict BisectResult::verdict() const {
 }
 
 json BisectResult::to_json() const {
-  json out = detail;
+  json out = setup.to_json();
   out["culprit"] = culprit ? json(*culprit) : json(nullptr);
   out["steps"] = steps_json(steps);
   out["verdict"] = name(verdict());
   return out;
+}
+
+json PipelineMeasures::to_json() const {
+  json j{{"prefix", prefix},
+         {"enabled", enabled},
+         {"how", how},
+         {"max_abs_ulp", max_abs_ulp},
+         {"p99_9_abs_ulp", p99_9_abs_ulp},
+         {"p50_abs_ulp", p50_abs_ulp},
+         {"worst_ratio", worst_ratio},
+         {"probabilistic_worst_ratio", probabilistic_worst_ratio},
+         {"beyond_bound", beyond_bound}};
+  if (pass) j["pass"] = *pass;
+  if (applied) j["applied"] = *applied;
+  if (skipped) j["skipped"] = *skipped;
+  if (worst_layer) j["worst_layer"] = *worst_layer;
+  return j;
+}
+
+json BisectWeightChange::to_json() const {
+  json e{{"pass", pass},
+         {"changed", changed},
+         {"max_change_ppm", max_change_ppm},
+         {"max_drift_ppm_vs_original", max_drift_ppm_vs_original}};
+  if (layers_changed) e["layers_changed"] = *layers_changed;
+  if (!fold_verdict) {
+    e["fold_verdict"] = nullptr;
+    return e;
+  }
+  e["fold_verdict"] = name(*fold_verdict);
+  e["closest_recipe"] = closest_recipe;
+  e["fold_worst_ratio"] = fold_worst_ratio;
+  e["max_abs_ulp_vs_exact_fold"] = max_abs_ulp_vs_exact_fold;
+  if (worst_layer) e["worst_layer"] = *worst_layer;
+  return e;
+}
+
+json BisectSetup::to_json() const {
+  json j = result_envelope("bisect");
+  j["passes"] = passes;
+  j["mode"] = mode == BisectMode::Search ? "search" : mode == BisectMode::Linear ? "linear" : "leave-one-out";
+  j["criterion"] = criterion;
+  j["dtype"] = dtype;
+  j["evaluations"] = evaluations;
+  if (note) j["note"] = *note;
+  if (candidates) j["candidates"] = *candidates;
+  if (weights) {
+    j["weights"] = json::array();
+    for (const BisectWeightChange& w : *weights) j["weights"].push_back(w.to_json());
+  }
+  if (case_) j["case"] = {{"name", case_->name}, {"path", case_->path}, {"seed", case_->seed}};
+  if (model) j["model"] = {{"path", model->path}, {"pairs", model->pairs}, {"not_lowered", model->not_lowered}};
+  if (input) j["input"] = *input;
+  for (const auto& [key, v] : {std::pair{"external_command", &external_command}, std::pair{"reference", &reference},
+                               std::pair{"judged_by", &judged_by}, std::pair{"probabilistic_only", &probabilistic_only},
+                               std::pair{"mistrusted", &mistrusted}})
+    if (*v) j[key] = **v;
+  return j;
 }
 
 BisectResult bisect_case(const CaseSpec& spec, const BisectOptions& o) {
@@ -276,8 +334,8 @@ BisectResult bisect_case(const CaseSpec& spec, const BisectOptions& o) {
   layers.push_back(make_layer(spec.name, std::move(d.graph), std::move(d.input), o.ref));
   Bisector b(std::move(layers), o);
   BisectResult out = run_bisect(b, o);
-  out.detail["case"] = {{"name", spec.name}, {"path", spec.path}, {"seed", spec.seed}};
-  out.detail["dtype"] = name(dt);
+  out.setup.case_ = BisectSetup::Case{spec.name, spec.path, spec.seed};
+  out.setup.dtype = name(dt);
   return out;
 }
 
@@ -307,9 +365,9 @@ BisectResult bisect_model(const std::string& path, const std::optional<std::stri
   if (layers.empty()) throw InputError(path + ": no Conv/Gemm/MatMul -> BatchNormalization pair to lower");
   Bisector b(std::move(layers), o);
   BisectResult out = run_bisect(b, o);
-  out.detail["model"] = {{"path", path}, {"pairs", pat.pairs.size()}, {"not_lowered", skipped}};
-  out.detail["input"] = input ? json(*input) : json(fmt::format("seeded standard normal, seed {}", seed));
-  out.detail["dtype"] = "float32";
+  out.setup.model = BisectSetup::Model{path, pat.pairs.size(), skipped};
+  out.setup.input = input ? *input : fmt::format("seeded standard normal, seed {}", seed);
+  out.setup.dtype = "float32";
   return out;
 }
 

@@ -19,8 +19,6 @@
 namespace foldcheck {
 namespace {
 
-using json = nlohmann::json;
-
 // The bounds of every recipe in `recipes`, element by element the largest: valid for an
 // engine that folded by any of them. Per channel, the fold's common and per-weight relative
 // errors (channel_bias.hpp), also the largest.
@@ -141,42 +139,43 @@ void check_shapes(const LayerOutputCheck& c, const ref::ConvGeometry& g, const s
                                  c.pair->name, shape_string(c.y.shape), shape_string(want)));
 }
 
-// The channel statistic's summary for the layer's JSON, and the layer's channel fields.
-json channel_summary(const std::vector<ChannelBias>& cb, EngineLayer& layer) {
+// The channel statistic's summary: its counts, the worst channel and the thresholds' spreads.
+EngineChannels channel_summary(const std::vector<ChannelBias>& cb) {
+  EngineChannels ch;
   std::vector<double> thr, est;
+  std::int64_t worst = -1;
+  double worst_ratio = 0;
   for (std::size_t o = 0; o < cb.size(); ++o) {
     if (!cb[o].tested) continue;
-    ++layer.channels_tested;
+    ++ch.tested;
     thr.push_back(cb[o].threshold);
     est.push_back(cb[o].estimated_threshold);
-    if (cb[o].beyond()) ++layer.channels_beyond;
-    else if (cb[o].beyond_estimate()) ++layer.channels_suspicious;
+    if (cb[o].beyond()) ++ch.beyond_bound;
+    else if (cb[o].beyond_estimate()) ++ch.beyond_estimate;
     const double q = std::fabs(cb[o].rho) / cb[o].estimated_threshold;
-    if (layer.worst_channel < 0 || !(q <= layer.worst_channel_ratio)) {
-      layer.worst_channel = static_cast<std::int64_t>(o);
-      layer.worst_channel_ratio = q;
+    if (worst < 0 || !(q <= worst_ratio)) {
+      worst = static_cast<std::int64_t>(o);
+      worst_ratio = q;
     }
   }
+  if (worst < 0) return ch;
   std::sort(thr.begin(), thr.end());
   std::sort(est.begin(), est.end());
-  json j{{"tested", layer.channels_tested}, {"beyond_bound", layer.channels_beyond}, {"beyond_estimate", layer.channels_suspicious}};
-  if (layer.worst_channel >= 0) {
-    const ChannelBias& w = cb[static_cast<std::size_t>(layer.worst_channel)];
-    j["worst"] = {{"channel", layer.worst_channel},
-                  {"rho_ppm", w.rho * 1e6},
-                  {"threshold_ppm", w.threshold * 1e6},
-                  {"estimated_threshold_ppm", w.estimated_threshold * 1e6},
-                  {"allowance_ppm", w.allowance * 1e6},
-                  {"honest_rms_ppm", w.honest_rms * 1e6},
-                  {"ratio_to_estimate", layer.worst_channel_ratio},
-                  {"outputs", w.outputs}};
-    auto spread = [](const std::vector<double>& v) {
-      return json{{"min", v.front() * 1e6}, {"median", v[v.size() / 2] * 1e6}, {"max", v.back() * 1e6}};
-    };
-    j["threshold_ppm"] = spread(thr);
-    j["estimated_threshold_ppm"] = spread(est);
-  }
-  return j;
+  const ChannelBias& w = cb[static_cast<std::size_t>(worst)];
+  ch.worst = EngineWorstChannel{.channel = worst,
+                                .rho_ppm = w.rho * 1e6,
+                                .threshold_ppm = w.threshold * 1e6,
+                                .estimated_threshold_ppm = w.estimated_threshold * 1e6,
+                                .allowance_ppm = w.allowance * 1e6,
+                                .honest_rms_ppm = w.honest_rms * 1e6,
+                                .ratio_to_estimate = worst_ratio,
+                                .outputs = w.outputs};
+  auto spread = [](const std::vector<double>& v) {
+    return PpmSpread{v.front() * 1e6, v[v.size() / 2] * 1e6, v.back() * 1e6};
+  };
+  ch.threshold_ppm = spread(thr);
+  ch.estimated_threshold_ppm = spread(est);
+  return ch;
 }
 
 // The channel statistic (channel_bias.hpp) on the outputs in the activation's linear part,
@@ -278,19 +277,20 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
   const bool winograd = c.winograd && winograd_applies(geo);
   if (winograd || c.unfused) {  // the statistic models a direct sum of the folded weights' terms
-    layer.outputs_detail = {{"bound", pb.formula}, {"activation", c.activation.op.empty() ? json(nullptr) : json(c.activation.op)},
-                            {"channels", {{"not_computed", winograd ? "Winograd: the statistic models a direct sum"
-                                                                    : "not folded: the statistic models a folded conv"}}}};
+    layer.outputs_detail.bound = pb.formula;
+    layer.outputs_detail.activation = c.activation.op;
+    layer.outputs_detail.channels.not_computed =
+        winograd ? "Winograd: the statistic models a direct sum" : "not folded: the statistic models a folded conv";
     return;
   }
   const std::vector<ChannelBias> cb = channel_statistic(c, g, folded, x.data, exact, ystar, pb);
-  json recipes = json::array();
-  for (const Recipe r : c.recipes) recipes.push_back(name(r));
-  layer.outputs_detail = {{"bound", pb.formula},
-                          {"bound_recipes", recipes},
-                          {"activation", c.activation.op.empty() ? json(nullptr) : json(c.activation.op)},
-                          {"terms_per_output", geo.terms_per_output()},
-                          {"channels", channel_summary(cb, layer)}};
+  EngineOutputsDetail& d = layer.outputs_detail;
+  d.bound = pb.formula;
+  d.bound_recipes.emplace();
+  for (const Recipe r : c.recipes) d.bound_recipes->push_back(name(r));
+  d.activation = c.activation.op;
+  d.terms_per_output = geo.terms_per_output();
+  d.channels = channel_summary(cb);
 }
 
 }  // namespace foldcheck

@@ -190,12 +190,12 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
       throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", path, shape_string(y.shape), out, shape_string(ref.shape)));
     const ref::ValueArray refv = approximate_values(ref.data, DType::Float32);
     const Comparison c = compare(y.data, refv, DType::Float32, &ob->bound.at(out));
-    run.final_outputs.push_back({{{"name", out},
-                                  {"worst_ratio", c.worst_bound_ratio ? json(*c.worst_bound_ratio) : json(nullptr)},
-                                  {"max_abs_ulp", c.ulp.max_abs},
-                                  {"bound", ob->formula},
-                                  {"samples", ob->samples}},
-                                 c.verdict});
+    run.final_outputs.push_back({.name = out,
+                                 .worst_ratio = c.worst_bound_ratio,
+                                 .max_abs_ulp = c.ulp.max_abs,
+                                 .bound = ob->formula,
+                                 .samples = ob->samples,
+                                 .verdict = c.verdict});
   }
   if (run.final_outputs.empty()) run.final_not_checked = "none of the outputs it wrote is a graph output of the model";
 }
@@ -360,8 +360,9 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
 void first_beyond(EngineRun& run) {
   for (const EngineLayer& L : run.layers) {
     if (!run.first_weights_beyond && L.weights && L.weights->verdict == Verdict::Unexpected) run.first_weights_beyond = L.name;
-    const bool out_bad = (L.outputs && L.outputs->verdict == Verdict::Unexpected) || L.channels_beyond > 0 ||
-                         L.channels_suspicious > 0 || L.input_mismatch;
+    const bool out_bad = (L.outputs && L.outputs->verdict == Verdict::Unexpected) ||
+                         L.outputs_detail.channels.beyond_bound > 0 || L.outputs_detail.channels.beyond_estimate > 0 ||
+                         L.input_mismatch;
     if (!run.first_outputs_beyond && out_bad) run.first_outputs_beyond = L.name;
   }
 }
@@ -416,10 +417,8 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   if (m.inputs.size() != 1) throw InputError(fmt::format("{}: {} graph inputs; engines runs models with one", model_path, m.inputs.size()));
   Tensor x = model_input(m, o.input, o.seed);
   EnginesResult res;
-  res.model = {{"path", model_path}, {"producer", m.producer}, {"opset", m.opset}, {"nodes", m.nodes.size()}, {"pairs", pat.pairs.size()}};
-  res.input = {{"name", m.inputs[0].name}, {"shape", x.shape}};
-  if (o.input) res.input["path"] = *o.input;
-  else res.input["seed"] = o.seed;
+  res.model = {model_path, m.producer, m.opset, m.nodes.size(), pat.pairs.size()};
+  res.input = {m.inputs[0].name, x.shape, o.input, o.seed};
   double channels = 0;
   for (const BnPair& p : pat.pairs) channels += static_cast<double>(layer_params(m, p).channels);
   res.channel_alpha = (1 - o.confidence) / std::max(1.0, channels * static_cast<double>(o.engines.size()));

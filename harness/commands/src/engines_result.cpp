@@ -23,10 +23,8 @@ json outputs_json(const EngineLayer& L) {
   if (L.outputs_not_checked) return {{"not_checked", *L.outputs_not_checked}};
   if (!L.outputs) return nullptr;
   const Comparison& c = *L.outputs;
-  json j = L.outputs_detail;
-  // The per-element verdict and the channel statistic's, and the outputs' (EngineLayer::outputs_verdict).
-  if (j.contains("channels"))
-    j["channels"]["verdict"] = name(judgement::of_channels(L.channels_beyond, L.channels_suspicious));
+  json j = L.outputs_detail.to_json();
+  // The per-element verdict, and the outputs' (EngineLayer::outputs_verdict).
   j["elements_verdict"] = name(judgement::deterministic_only(c.verdict));
   j["verdict"] = name(L.outputs_verdict());
   j["elements"] = c.elements;
@@ -40,11 +38,7 @@ json outputs_json(const EngineLayer& L) {
 
 json final_outputs_json(const EngineRun& r) {
   json list = json::array();
-  for (const EngineRun::FinalOutput& f : r.final_outputs) {
-    json j = f.detail;
-    j["verdict"] = name(f.verdict);
-    list.push_back(j);
-  }
+  for (const EngineRun::FinalOutput& f : r.final_outputs) list.push_back(f.to_json());
   return list;
 }
 
@@ -75,13 +69,65 @@ json run_json(const EngineRun& r) {
           {"layers", layers}};
 }
 
+json spread_json(const PpmSpread& s) { return {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
+
 }  // namespace
+
+// The channels' verdict: beyond the bound UNEXPECTED, beyond the estimate only SUSPICIOUS.
+Verdict EngineChannels::verdict() const { return judgement::of_channels(beyond_bound, beyond_estimate); }
+
+json EngineChannels::to_json() const {
+  json j = not_computed
+               ? json{{"not_computed", *not_computed}}
+               : json{{"tested", tested}, {"beyond_bound", beyond_bound}, {"beyond_estimate", beyond_estimate}};
+  j["verdict"] = name(verdict());
+  if (!worst) return j;
+  j["worst"] = {{"channel", worst->channel},
+                {"rho_ppm", worst->rho_ppm},
+                {"threshold_ppm", worst->threshold_ppm},
+                {"estimated_threshold_ppm", worst->estimated_threshold_ppm},
+                {"allowance_ppm", worst->allowance_ppm},
+                {"honest_rms_ppm", worst->honest_rms_ppm},
+                {"ratio_to_estimate", worst->ratio_to_estimate},
+                {"outputs", worst->outputs}};
+  j["threshold_ppm"] = spread_json(threshold_ppm);
+  j["estimated_threshold_ppm"] = spread_json(estimated_threshold_ppm);
+  return j;
+}
+
+json EngineOutputsDetail::to_json() const {
+  json j{{"bound", bound},
+         {"activation", activation.empty() ? json(nullptr) : json(activation)},
+         {"channels", channels.to_json()}};
+  if (bound_recipes) j["bound_recipes"] = *bound_recipes;
+  if (terms_per_output) j["terms_per_output"] = *terms_per_output;
+  return j;
+}
+
+json EngineRun::FinalOutput::to_json() const {
+  return {{"name", name},
+          {"worst_ratio", worst_ratio ? json(*worst_ratio) : json(nullptr)},
+          {"max_abs_ulp", max_abs_ulp},
+          {"bound", bound},
+          {"samples", samples},
+          {"verdict", foldcheck::name(verdict)}};
+}
+
+json EnginesModel::to_json() const {
+  return {{"path", path}, {"producer", producer}, {"opset", opset}, {"nodes", nodes}, {"pairs", pairs}};
+}
+
+json EnginesInput::to_json() const {
+  json j{{"name", name}, {"shape", shape}};
+  if (path) j["path"] = *path;
+  else j["seed"] = seed;
+  return j;
+}
 
 // The outputs: per element against the deterministic bound only, the channel statistic
 // deciding SUSPICIOUS (judgement::deterministic_only, of_channels).
 Verdict EngineLayer::outputs_verdict() const {
-  return worst(judgement::deterministic_only(outputs->verdict),
-               judgement::of_channels(channels_beyond, channels_suspicious));
+  return worst(judgement::deterministic_only(outputs->verdict), outputs_detail.channels.verdict());
 }
 
 // The per-layer judge (judgement::of_layer): the folded parameters when the engine folded them,
@@ -118,8 +164,8 @@ json EnginesResult::to_json() const {
   json rs = json::array();
   for (const EngineRun& r : runs) rs.push_back(run_json(r));
   j["verdict"] = name(verdict());
-  j["model"] = model;
-  j["input"] = input;
+  j["model"] = model.to_json();
+  j["input"] = input.to_json();
   j["channel_statistic"] = {{"false_alarm_per_channel", channel_alpha},
                             {"rule", "per channel: |rho| <= allowance + s sqrt(2 ln(2/alpha)) (Azuma-Hoeffding; "
                                      "channel_bias.hpp); union bound over every channel of every engine"}};

@@ -115,7 +115,7 @@ class CommandBisector {
   BisectStep prefix(std::size_t k) {
     BisectStep st = run(std::vector<std::string>(o_.passes.begin(), o_.passes.begin() + static_cast<std::ptrdiff_t>(k)),
                         std::vector<std::string>(o_.passes.begin() + static_cast<std::ptrdiff_t>(k), o_.passes.end()));
-    st.detail["prefix"] = k;
+    std::get<RunMeasures>(st.measures).prefix = k;
     return st;
   }
   // Every pass but passes[i] enabled.
@@ -123,7 +123,7 @@ class CommandBisector {
     std::vector<std::string> on = o_.passes;
     on.erase(on.begin() + static_cast<std::ptrdiff_t>(i));
     BisectStep st = run(on, {o_.passes[i]});
-    st.detail["prefix"] = on.size();
+    std::get<RunMeasures>(st.measures).prefix = on.size();
     st.disabled = o_.passes[i];
     return st;
   }
@@ -148,7 +148,10 @@ class CommandBisector {
                                    id, cmd.size(), kMaxArgBytes, shown));
     if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, on.size(), n));
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
-    json j{{"enabled", on}, {"command", cmd}, {"seconds", r.seconds}};
+    RunMeasures m;
+    m.enabled = on;
+    m.command = cmd;
+    m.seconds = r.seconds;
     if (r.status == -1)
       throw InputError(fmt::format(fmt::runtime("bisect: the command timed out after {:g} s (" + field("timeout_seconds") + "){}: {}{}"), o_.timeout_seconds,
                                    said(r), shown, stderr_note(r)));
@@ -186,7 +189,7 @@ class CommandBisector {
     std::vector<double> v = y.data;
     for (double& x : v) x = round_to(t, x);
     BisectStep st;
-    st.detail = std::move(j);
+    st.measures = std::move(m);
     if (id == 1) judge_.judge_base(v, st);
     else judge_.judge(v, st);
     return st;
@@ -231,11 +234,48 @@ std::vector<std::string> leave_one_out_fixes(const std::vector<BisectStep>& step
 }
 
 json BisectStep::to_json() const {
-  json j = detail;
+  json j = std::visit([](const auto& m) { return m.to_json(); }, measures);
   j["bad"] = bad;
   if (verdict) j["verdict"] = name(*verdict);
   if (lists_informative) j["informative"] = informative;
   if (disabled) j["disabled"] = *disabled;
+  else if (lists_disabled) j["disabled"] = nullptr;
+  return j;
+}
+
+json BisectElement::to_json() const {
+  json e{{"flat_index", flat_index}, {"index", index},     {"observed", observed},
+         {"exact", exact},           {"channel", channel}, {"channel_scale", channel_scale}};
+  for (const auto& [key, v] :
+       {std::pair{"ulp", &ulp}, std::pair{"channel_units", &channel_units}, std::pair{"abs_sum", &abs_sum},
+        std::pair{"bound", &bound}, std::pair{"ratio", &ratio}, std::pair{"probabilistic_bound", &probabilistic_bound}})
+    if (*v) e[key] = **v;
+  return e;
+}
+
+json RunMeasures::to_json() const {
+  json j{{"prefix", prefix},
+         {"enabled", enabled},
+         {"command", command},
+         {"seconds", seconds},
+         {"max_abs_ulp", max_abs_ulp},
+         {"p99_9_abs_ulp", p99_9_abs_ulp},
+         {"p50_abs_ulp", p50_abs_ulp},
+         {"rms_ulp", rms_ulp},
+         {"nan", nan},
+         {"inf", inf},
+         {"worst_index", worst_index},
+         {"channel_units", {{"max", units_max}, {"p99_9", units_p99_9}, {"rms", units_rms}}}};
+  if (largest_ulp) j["largest_ulp"] = largest_ulp->to_json();
+  if (decisive) j["decisive"] = decisive->to_json();
+  if (bounds_verdict) j["bounds_verdict"] = name(*bounds_verdict);
+  if (bounds) {
+    j["worst_ratio"] = bounds->worst_ratio;
+    j["probabilistic_worst_ratio"] = bounds->probabilistic_worst_ratio;
+    j["beyond_bound"] = bounds->beyond_bound;
+    j["beyond_probabilistic"] = bounds->beyond_probabilistic;
+  }
+  if (gross) j["gross"] = *gross;
   return j;
 }
 
@@ -289,25 +329,25 @@ Verdict bad_verdict(const std::vector<BisectStep>& steps) {
 // named, why nothing was tested.
 void explain_outcome(BisectResult& r, const ExternalBisectOptions& o, bool base_bad, bool all_zero) {
   if (r.suspicious_only)
-    r.detail["probabilistic_only"] =
+    r.setup.probabilistic_only =
         "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
         "independent roundings, possible when they are correlated (many equal terms of one sign)";
   const std::vector<std::string> fixes = leave_one_out_fixes(r.steps);
-  if (base_bad) r.detail["note"] = "the output with every pass disabled is already bad: no pass is to blame";
+  if (base_bad) r.setup.note = "the output with every pass disabled is already bad: no pass is to blame";
   else if (fixes.size() > 1) {
-    r.detail["note"] = reports::leave_one_out_note(fixes);
-    r.detail["candidates"] = fixes;
-  } else if (r.bad && !r.culprit)
-    r.detail["note"] = reports::several_bad_passes_note();
+    r.setup.note = reports::leave_one_out_note(fixes);
+    r.setup.candidates = fixes;
+  } else if (r.bad && !r.culprit) r.setup.note = reports::several_bad_passes_note();
   if (r.verdict() != Verdict::Mistrusted) return;
   if (all_zero)
-    r.detail["mistrusted"] = fmt::format(
-        "every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
-        o.known ? "exact output of the computation" : "reference value");
+    r.setup.mistrusted =
+        fmt::format("every {} is 0: a command writing zeros matches it whatever its passes do, so nothing was tested",
+                    o.known ? "exact output of the computation" : "reference value");
   else
-    r.detail["mistrusted"] = fmt::format("no output is informative: every exact value rounds to 0 or to an infinity in {}, so "
-                                         "nothing was tested",
-                                         name(o.known ? o.known->dtype : o.dtype));
+    r.setup.mistrusted = fmt::format(
+        "no output is informative: every exact value rounds to 0 or to an infinity in {}, so "
+        "nothing was tested",
+        name(o.known ? o.known->dtype : o.dtype));
 }
 
 // The search, linear or leave-one-out run, the result as external_bisect returns it.
@@ -329,15 +369,14 @@ BisectResult search(const ExternalBisectOptions& o, const command::SignalScope& 
     all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
   for (const BisectStep& s : steps) informative = informative || s.informative;
   r.nothing_compared = all_zero || !informative;
-  r.detail = result_envelope("bisect");
-  r.detail.update(json{{"external_command", o.command},
-         {"passes", o.passes},
-         {"reference", o.known ? o.known->source : o.reference_source},
-         {"judged_by", o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units"},
-         {"dtype", name(o.known ? o.known->dtype : o.dtype)},
-         {"criterion", b.criterion()},
-         {"mode", o.mode == BisectMode::Search ? "search" : o.mode == BisectMode::Linear ? "linear" : "leave-one-out"},
-         {"evaluations", b.runs()}});
+  r.setup.external_command = o.command;
+  r.setup.passes = o.passes;
+  r.setup.reference = o.known ? o.known->source : o.reference_source;
+  r.setup.judged_by = o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units";
+  r.setup.dtype = name(o.known ? o.known->dtype : o.dtype);
+  r.setup.criterion = b.criterion();
+  r.setup.mode = o.mode;
+  r.setup.evaluations = b.runs();
   explain_outcome(r, o, base_bad, all_zero);
   return r;
 }

@@ -77,23 +77,23 @@ std::string OutputJudge::criterion() const {
 
 // What a reader needs to see whether an element's error is alarming: its exact value
 // beside its channel's scale (and, known, sum |x w| and its bound).
-json OutputJudge::element(std::size_t i, const std::vector<double>& v) const {
+BisectElement OutputJudge::element(std::size_t i, const std::vector<double>& v) const {
   const ref::DoubleDouble x = exact_.approx(i);
-  json e{{"flat_index", i},
-         {"index", unravel_index(shape_, i)},
-         {"observed", v[i]},
-         {"exact", x.hi},
-         {"channel", units_.channel(i)},
-         {"channel_scale", units_.scale(i)}};
+  BisectElement e{.flat_index = i,
+                  .index = unravel_index(shape_, i),
+                  .observed = v[i],
+                  .exact = x.hi,
+                  .channel = units_.channel(i),
+                  .channel_scale = units_.scale(i)};
   if (std::isfinite(v[i])) {
-    e["ulp"] = ulp_error(v[i], x, t_);
-    e["channel_units"] = static_cast<double>(distance(v[i], x)) / units_.unit(i);
+    e.ulp = ulp_error(v[i], x, t_);
+    e.channel_units = static_cast<double>(distance(v[i], x)) / units_.unit(i);
   }
-  if (known_ && !known_->abs_sum.empty()) e["abs_sum"] = known_->abs_sum[i];
+  if (known_ && !known_->abs_sum.empty()) e.abs_sum = known_->abs_sum[i];
   if (known_ && !known_->bound.empty() && std::isfinite(v[i])) {
-    e["bound"] = known_->bound[i];
-    e["ratio"] = bound_ratio(distance(v[i], x), known_->bound[i]);
-    e["probabilistic_bound"] = known_->probabilistic[i];
+    e.bound = known_->bound[i];
+    e.ratio = bound_ratio(distance(v[i], x), known_->bound[i]);
+    e.probabilistic_bound = known_->probabilistic[i];
   }
   return e;
 }
@@ -122,38 +122,38 @@ void OutputJudge::set_limits(const ScaledErrors& s) {
 }
 
 bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, bool base) {
-  json& j = step.detail;
+  RunMeasures& j = std::get<RunMeasures>(step.measures);
   const std::vector<double>* det = known_ && !known_->bound.empty() ? &known_->bound : nullptr;
   const std::vector<double>* prob = known_ ? &known_->probabilistic : nullptr;
   const Comparison c = compare(v, exact_, t_, det, det ? prob : nullptr);
   const ScaledErrors s = scaled_errors(v, exact_, units_);
-  j["max_abs_ulp"] = c.ulp.max_abs;
-  j["p99_9_abs_ulp"] = c.ulp.p999;
-  j["p50_abs_ulp"] = c.ulp.p50;
-  j["rms_ulp"] = c.ulp.rms;
-  j["nan"] = c.kinds.nan;
-  j["inf"] = c.kinds.inf_mismatch;
-  j["worst_index"] = c.worst_index;
-  j["channel_units"] = {{"max", s.max}, {"p99_9", s.p999}, {"rms", s.rms}};
+  j.max_abs_ulp = c.ulp.max_abs;
+  j.p99_9_abs_ulp = c.ulp.p999;
+  j.p50_abs_ulp = c.ulp.p50;
+  j.rms_ulp = c.ulp.rms;
+  j.nan = c.kinds.nan;
+  j.inf = c.kinds.inf_mismatch;
+  j.worst_index = c.worst_index;
+  j.units_max = s.max;
+  j.units_p99_9 = s.p999;
+  j.units_rms = s.rms;
   // No informative element (every exact value 0, or rounding to 0 or to an infinity in T):
   // this run compared nothing, whatever its errors.
   step.informative = c.verdict != Verdict::Mistrusted;
   step.lists_informative = true;
-  if (c.worst_index >= 0) j["largest_ulp"] = element(static_cast<std::size_t>(c.worst_index), v);
+  if (c.worst_index >= 0) j.largest_ulp = element(static_cast<std::size_t>(c.worst_index), v);
   // A NaN or an infinity (the reference is finite) is bad under every criterion.
   bool bad = c.kinds.nan > 0 || c.kinds.inf_mismatch > 0;
   std::int64_t decisive = -1;
   if (threshold_) {
     bad = bad || c.ulp.max_abs > *threshold_;
     decisive = c.worst_index;
-    if (known_) j["bounds_verdict"] = name(c.verdict);  // for the reader; the threshold decides
+    if (known_) j.bounds_verdict = c.verdict;  // for the reader; the threshold decides
     step.verdict = bad ? Verdict::Unexpected : Verdict::Expected;
   } else if (known_) {
     step.verdict = c.verdict;
-    j["worst_ratio"] = c.worst_bound_ratio.value_or(0);
-    j["probabilistic_worst_ratio"] = c.worst_probabilistic_ratio.value_or(0);
-    j["beyond_bound"] = c.beyond_bound;
-    j["beyond_probabilistic"] = c.beyond_probabilistic;
+    j.bounds = RunMeasures::Bounds{c.worst_bound_ratio.value_or(0), c.worst_probabilistic_ratio.value_or(0),
+                                   c.beyond_bound, c.beyond_probabilistic};
     decisive = c.worst_bound_index;
     // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
     bad = bad || judgement::counts_against(c.verdict);
@@ -167,7 +167,7 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
     std::int64_t gross = 0;
     for (std::size_t i = 0; i < v.size(); ++i)
       gross += std::isfinite(v[i]) && units_.largest() > 0 && static_cast<double>(distance(v[i], exact_.approx(i))) >= floor;
-    j["gross"] = gross;
+    j.gross = gross;
     if (base) set_limits(s);
     decisive = s.worst;
     bad = bad || gross > 0 || s.max > max_limit_ || s.p999 > p999_limit_;
@@ -179,7 +179,7 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
       decisive = static_cast<std::int64_t>(i);
       break;
     }
-  if (decisive >= 0) j["decisive"] = element(static_cast<std::size_t>(decisive), v);
+  if (decisive >= 0) j.decisive = element(static_cast<std::size_t>(decisive), v);
   step.bad = bad;
   return bad;
 }

@@ -69,7 +69,7 @@ struct ScaledErrors {
 };
 ScaledErrors scaled_errors(const std::vector<double>& v, const ref::ValueArray& exact, const ChannelUnits& u);
 
-// One run's output judged: its statistics into step.detail, bad / verdict / informative
+// One run's output judged: its statistics into step.measures (a RunMeasures), bad / verdict / informative
 // into its typed fields; returns whether it is bad.
 class OutputJudge {
  public:
@@ -85,7 +85,7 @@ class OutputJudge {
   bool judge_impl(const std::vector<double>& v, BisectStep& step, bool base);
   void set_limits(const ScaledErrors& baseline);
   static constexpr double kConfidence = 0.999;
-  nlohmann::json element(std::size_t i, const std::vector<double>& v) const;
+  BisectElement element(std::size_t i, const std::vector<double>& v) const;
 
   ref::ValueArray exact_;
   Shape shape_;

@@ -16,9 +16,11 @@
 // a correct fold (fold_check.hpp: within some engine recipe's bound).
 //
 // External (a command): see ExternalBisectOptions.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,24 +31,129 @@
 
 namespace foldcheck {
 
+enum class BisectMode { Search, Linear, LeaveOneOut };
+
+// An element of an external run's output (OutputJudge::element): its exact value beside its
+// channel's scale, and, the computation known, sum |x w| and its bounds. Writes {"flat_index",
+// "index", "observed", "exact", "channel", "channel_scale"} and each optional field present.
+struct BisectElement {
+  std::size_t flat_index = 0;
+  std::vector<std::int64_t> index;
+  double observed = 0, exact = 0;  // observed: NaN or an infinity written as JSON null
+  std::size_t channel = 0;
+  double channel_scale = 0;
+  std::optional<double> ulp, channel_units;                 // a finite observed value only (both or neither)
+  std::optional<double> abs_sum;                            // the computation known with its sum |x w|
+  std::optional<double> bound, ratio, probabilistic_bound;  // known with bounds, a finite observed value (all or none)
+  nlohmann::json to_json() const;
+};
+
+// The measures of one step of the built-in pipeline (Bisector::step), over its layers (the
+// largest of each figure; the worst layer's ratio). Writes every field but the optional ones
+// absent: "pass" with "applied" (and "skipped", the reason, when not applied) from prefix 1 on;
+// "worst_layer" when several layers are lowered.
+struct PipelineMeasures {
+  std::size_t prefix = 0;              // the first `prefix` passes of the step's list
+  std::vector<std::string> enabled;    // the passes the first layer's lowering applied
+  std::string how;                     // how the lowered program computes
+  std::optional<std::string> pass;     // the last pass of the prefix
+  std::optional<bool> applied;         // with pass: whether it changed the lowering
+  std::optional<std::string> skipped;  // with applied false: why
+  double max_abs_ulp = -1, p99_9_abs_ulp = 0, p50_abs_ulp = 0, worst_ratio = 0, probabilistic_worst_ratio = 0;
+  std::int64_t beyond_bound = 0;
+  std::optional<std::string> worst_layer;
+  nlohmann::json to_json() const;
+};
+
+// The measures of one run of an external command (CommandBisector::run, OutputJudge): the
+// command, its drift statistics, the elements that matter. Writes every field but the
+// optional ones absent: "largest_ulp" and "decisive" (none when nothing is scored);
+// "bounds_verdict" (a threshold decides, the computation known: the bounds' verdict, for the
+// reader); "worst_ratio", "probabilistic_worst_ratio", "beyond_bound", "beyond_probabilistic"
+// (the bounds decide); "gross" (a reference only).
+struct RunMeasures {
+  std::size_t prefix = 0;  // the enabled passes' count
+  std::vector<std::string> enabled;
+  std::string command;
+  double seconds = 0;
+  double max_abs_ulp = 0, p99_9_abs_ulp = 0, p50_abs_ulp = 0, rms_ulp = 0;
+  std::int64_t nan = 0, inf = 0, worst_index = -1;
+  double units_max = 0, units_p99_9 = 0, units_rms = 0;  // "channel_units": {"max", "p99_9", "rms"}
+  std::optional<BisectElement> largest_ulp, decisive;
+  std::optional<Verdict> bounds_verdict;
+  struct Bounds {
+    double worst_ratio = 0, probabilistic_worst_ratio = 0;
+    std::int64_t beyond_bound = 0, beyond_probabilistic = 0;
+  };
+  std::optional<Bounds> bounds;
+  std::optional<std::int64_t> gross;  // errors as large as the largest |reference|
+  nlohmann::json to_json() const;
+};
+
 // One configuration of a bisect (internal or external): what the search decides from, as
-// typed fields, and the measures the result lists (`detail`).
+// typed fields, and the measures the result lists (a pipeline step's or a command run's).
 struct BisectStep {
-  nlohmann::json detail;                // the step's measures, as the result lists them
+  std::variant<PipelineMeasures, RunMeasures> measures;
   bool bad = false;                     // beyond the criterion: the configuration is to blame
   std::optional<Verdict> verdict;       // against the bounds (absent: judged by channel units only)
   bool informative = true;              // some output compared (not every exact value 0 or not finite)
   bool lists_informative = false;       // listed by the external judge (the internal one always compares)
   std::optional<std::string> disabled;  // leave-one-out: the pass left out
-  nlohmann::json to_json() const;       // detail with the fields above
+  bool lists_disabled = false;          // internal leave-one-out's step with none left out: "disabled": null
+  nlohmann::json to_json() const;       // the measures with the fields above
 };
 // The steps as the result lists them.
 nlohmann::json steps_json(const std::vector<BisectStep>& steps);
 
+// A built-in pass's change to the conv weights (Bisector::weights; passes that change none
+// are not listed). "fold_verdict" null when the weights it left are not a fold (not checked);
+// when checked, "closest_recipe", "fold_worst_ratio", "max_abs_ulp_vs_exact_fold" (and
+// "worst_layer" with several layers) of the layer closest to its bound. "layers_changed"
+// with several layers.
+struct BisectWeightChange {
+  std::string pass;
+  std::int64_t changed = 0;  // weights changed against the previous prefix's
+  double max_change_ppm = 0, max_drift_ppm_vs_original = 0;
+  std::optional<std::int64_t> layers_changed;
+  std::optional<Verdict> fold_verdict;  // the worst layer's fold check
+  std::string closest_recipe;
+  double fold_worst_ratio = 0, max_abs_ulp_vs_exact_fold = 0;
+  std::optional<std::string> worst_layer;
+  nlohmann::json to_json() const;
+};
+
+// What was bisected and how, internal or external (the result's envelope and head): always
+// "passes", "mode", "criterion", "dtype", "evaluations"; the notes when set; internal:
+// "weights" and either "case" or "model" with "input"; external: "external_command",
+// "reference", "judged_by".
+struct BisectSetup {
+  std::vector<std::string> passes;
+  BisectMode mode = BisectMode::Search;
+  std::string criterion, dtype;
+  std::size_t evaluations = 0;
+  std::optional<std::string> note;                         // why no pass is named (or why several could be)
+  std::optional<std::vector<std::string>> candidates;      // leave-one-out, several passes each fix it alone
+  std::optional<std::vector<BisectWeightChange>> weights;  // internal
+  struct Case {
+    std::string name, path;
+    std::uint64_t seed = 0;
+  };
+  std::optional<Case> case_;  // internal on a case file
+  struct Model {
+    std::string path;
+    std::size_t pairs = 0;
+    std::vector<std::string> not_lowered;
+  };
+  std::optional<Model> model;                                         // internal on a model
+  std::optional<std::string> input;                                   // with model: its .npy or the seeded input
+  std::optional<std::string> external_command, reference, judged_by;  // external
+  std::optional<std::string> probabilistic_only, mistrusted;          // external notes
+  nlohmann::json to_json() const;                                     // with the result envelope
+};
+
 // The result of a bisect (internal or external), schema "bisect".
 struct BisectResult {
-  nlohmann::json detail;               // what was bisected and how: passes, mode, criterion, the case, model or
-                                       // command, evaluations, notes (and, internal, the weights per pass)
+  BisectSetup setup;                   // what was bisected and how
   std::vector<BisectStep> steps;       // every configuration run, in order
   std::optional<std::string> culprit;  // the pass to blame (internal --linear: "(none: the layer itself)" when
                                        // the plain evaluation is already bad)
@@ -59,10 +166,8 @@ struct BisectResult {
   // was compared (nothing compared is never a pass), else EXPECTED.
   Verdict verdict() const;
   bool clean() const { return !culprit && verdict() == Verdict::Expected; }  // no pass to blame, nothing wrong
-  nlohmann::json to_json() const;     // detail with the culprit, steps and verdict
+  nlohmann::json to_json() const;  // the setup with the culprit, steps and verdict
 };
-
-enum class BisectMode { Search, Linear, LeaveOneOut };
 
 struct BisectOptions {
   std::vector<std::string> passes;

@@ -57,6 +57,48 @@ struct EnginesOptions {
   std::function<void(const std::string&)> progress;
 };
 
+// The channel statistic's worst channel (the largest |rho| / estimated threshold), in ppm.
+// Writes every field ("channel", "rho_ppm", "threshold_ppm", "estimated_threshold_ppm",
+// "allowance_ppm", "honest_rms_ppm", "ratio_to_estimate", "outputs").
+struct EngineWorstChannel {
+  std::int64_t channel = -1;
+  double rho_ppm = 0, threshold_ppm = 0, estimated_threshold_ppm = 0, allowance_ppm = 0, honest_rms_ppm = 0;
+  double ratio_to_estimate = 0;  // |rho| / estimated threshold
+  std::int64_t outputs = 0;      // outputs the statistic used
+};
+
+// A spread over the tested channels, in ppm: {"min", "median", "max"}.
+struct PpmSpread {
+  double min = 0, median = 0, max = 0;
+};
+
+// The per-channel systematic-bias statistic of one layer's outputs (channel_bias.hpp). Either
+// not computed (why: the statistic models a direct sum of folded weights), writing
+// {"not_computed", "verdict"}, or computed, writing {"tested", "beyond_bound",
+// "beyond_estimate", "verdict"} and, when some channel was tested, "worst", "threshold_ppm"
+// and "estimated_threshold_ppm". Its verdict: judgement::of_channels of its counts.
+struct EngineChannels {
+  std::optional<std::string> not_computed;
+  std::int64_t tested = 0, beyond_bound = 0, beyond_estimate = 0;  // beyond the bound; the estimate only
+  std::optional<EngineWorstChannel> worst;                         // some channel tested
+  PpmSpread threshold_ppm, estimated_threshold_ppm;                // with worst
+  Verdict verdict() const;
+  nlohmann::json to_json() const;
+};
+
+// What a layer's outputs were judged with, beside the comparison: the bound's formula, the
+// recipes it covers, the fused activation and the channel statistic. Writes {"bound",
+// "activation" (null: none), "channels"} and, when the statistic was computed,
+// "bound_recipes" and "terms_per_output". Meaningful only with EngineLayer::outputs.
+struct EngineOutputsDetail {
+  std::string bound;
+  std::optional<std::vector<std::string>> bound_recipes;
+  std::string activation;  // "" none
+  std::optional<std::int64_t> terms_per_output;
+  EngineChannels channels;
+  nlohmann::json to_json() const;
+};
+
 // One layer of one engine.
 struct EngineLayer {
   std::string name;                     // the original's layer (conv) name
@@ -64,10 +106,7 @@ struct EngineLayer {
   std::optional<FoldCheck> weights;     // its folded parameters against the exact fold
   std::optional<std::string> not_folded;  // why the weights were not checked
   std::optional<Comparison> outputs;    // per element, against the bound
-  nlohmann::json outputs_detail;        // bound, recipe, activation, channel statistic summary
-  std::int64_t channels_beyond = 0, channels_suspicious = 0, channels_tested = 0;  // beyond the bound; the estimate only
-  std::int64_t worst_channel = -1;      // largest |rho| / estimated threshold
-  double worst_channel_ratio = 0;
+  EngineOutputsDetail outputs_detail;   // with outputs: bound, recipes, activation, channel statistic
   std::optional<std::string> outputs_not_checked;  // why
   std::optional<std::string> left_out;  // the engine did not compute this layer (why): not judged
   bool outputs_missing = false;  // the adapter gave per-layer values, but none usable for this layer: MISTRUSTED
@@ -86,10 +125,16 @@ struct EngineRun {
   std::vector<EngineLayer> layers;      // the original's pairs, graph order
   std::optional<std::string> first_weights_beyond, first_outputs_beyond;
   // The engine's final outputs against the float64 run with the end-to-end bound
-  // (output_bound.hpp), one per graph output it wrote.
+  // (output_bound.hpp), one per graph output it wrote. Writes every field ("worst_ratio" null
+  // when nothing was scored against the bound).
   struct FinalOutput {
-    nlohmann::json detail;  // name, worst_ratio, max_abs_ulp, bound, samples
+    std::string name;
+    std::optional<double> worst_ratio;
+    double max_abs_ulp = 0;
+    std::string bound;        // its formula
+    std::size_t samples = 0;  // of the Monte Carlo bound
     Verdict verdict = Verdict::Expected;
+    nlohmann::json to_json() const;
   };
   std::vector<FinalOutput> final_outputs;
   std::optional<std::string> final_not_checked;
@@ -97,8 +142,27 @@ struct EngineRun {
   Verdict verdict() const;
 };
 
+// The model the engines ran: writes {"path", "producer", "opset", "nodes", "pairs"}.
+struct EnginesModel {
+  std::string path, producer;
+  std::int64_t opset = 0;
+  std::size_t nodes = 0, pairs = 0;
+  nlohmann::json to_json() const;
+};
+
+// The input they ran on: writes {"name", "shape"} and "path" (a given .npy) or "seed" (the
+// seeded standard normal input).
+struct EnginesInput {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::optional<std::string> path;
+  std::uint64_t seed = 0;  // without path
+  nlohmann::json to_json() const;
+};
+
 struct EnginesResult {
-  nlohmann::json model, input;
+  EnginesModel model;
+  EnginesInput input;
   double channel_alpha = 0;             // per-channel false-alarm probability
   std::vector<EngineRun> runs;
   Verdict verdict() const;
