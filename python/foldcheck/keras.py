@@ -299,7 +299,8 @@ def _keras_values(model, x, pairs):
 
 
 def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] | None = None, eps: float | None = None,
-                 precision: int = 256, threads: int = 0) -> "TFLiteCheck":
+                 precision: int = _commands.DIAGNOSE["precision"],
+                 threads: int = _commands.DIAGNOSE["threads"]) -> "TFLiteCheck":
     """Is the TFLite converter's fold of every conv + BatchNorm of `model` correct, layer by
     layer, on input `x`? (see the module's documentation)
 

@@ -150,8 +150,8 @@ def _fold_arrays(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) 
     return dict(weight=w, bias=b, observed_weight=fw, observed_bias=fb, **bn_parameters(bn))
 
 
-def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *, precision: int = 256,
-               threads: int = 0) -> FoldResult:
+def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
+               precision: int = _commands.FOLD["precision"], threads: int = _commands.FOLD["threads"]) -> FoldResult:
     """Is the conv `fused` the fold of `conv` followed by `bn` (eval mode)?
 
     Its weights against the exact fold w*gamma/sqrt(var+eps) with every engine recipe replayed
@@ -167,7 +167,8 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
 
 
 def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
-             precision: int = 256, threads: int = 0) -> DiagnoseResult:
+             precision: int = _commands.DIAGNOSE["precision"],
+             threads: int = _commands.DIAGNOSE["threads"]) -> DiagnoseResult:
     """Why does `observed` differ from what `bn` (eval mode: its running statistics), after
     `conv` if given, computes on `x`? The layer as given, then the common bugs: training-mode
     batch statistics, eps mismatch, variance read as std, missing sqrt, gamma/beta swapped,
