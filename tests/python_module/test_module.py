@@ -292,6 +292,13 @@ def test_verdicts_and_their_judgement_come_from_the_core():
     assert _core.of_check(failed=True, informative=False) is V.UNEXPECTED  # evidence before doubt
     assert _core.of_layer(V.UNEXPECTED, V.MISTRUSTED) is V.UNEXPECTED
     assert _core.of_layer(V.EXPECTED, None) is V.EXPECTED
+    assert _core.of_layer() is V.MISTRUSTED  # a layer that judged nothing
+    assert _core.of_layer(V.EXPECTED, V.EXPECTED, not_the_layer=True, unmodelled="surely") is V.UNEXPECTED
+    assert _core.of_layer(V.UNEXPECTED, V.EXPECTED, unmodelled="surely") is V.MISTRUSTED  # not judged
+    assert _core.of_layer(V.SUSPICIOUS, unmodelled="possibly") is V.MISTRUSTED  # its excess may be the op's
+    assert _core.of_layer(V.EXPECTED, V.EXPECTED, unmodelled="possibly") is V.EXPECTED
+    with pytest.raises(ValueError, match="unmodelled"):
+        _core.of_layer(V.EXPECTED, unmodelled="maybe")
     assert [_core.counts_against(v) for v in V] == [False, True, True, False]
     with pytest.raises(ValueError, match="not a verdict"):
         _core.worst("expected")
