@@ -321,7 +321,8 @@ def _module_names(onnx_path):
 
 
 class ModelCheck(Result):
-    """check_model's result: accuracy_diff's, with each layer named by its PyTorch module.
+    """check_model's result: accuracy_diff's, with each layer named by its PyTorch module. Its
+    text report is answer first (the core's answer line of accuracy_diff), then its layers.
 
     .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
     .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result."""
@@ -361,8 +362,9 @@ class ModelCheck(Result):
     def report(self, format: str = "text") -> str:  # noqa: A002
         if format != "text":
             return self.accuracy_diff.report(format)
-        rows = [f"verdict: {self.verdict}  ({len(self.layers)} conv+BN layers"
-                f"{', fused by ' + self.fuser if self.fuser else ''})"]
+        # Answer first, as every result: the core's answer line of accuracy_diff's result (the
+        # verdict and its reason, reports/run_answer.hpp), then what was checked.
+        rows = [self.answer(), f"  {len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''}"]
         if self.reason:
             rows.append(f"  {self.reason}")
         rows.extend(f"  note: {n}" for n in self.notes)
