@@ -40,7 +40,7 @@ judgement::Unmodelled unmodelled_of(const std::optional<std::string>& u) {
   if (!u) return judgement::Unmodelled::No;
   if (*u == "possibly") return judgement::Unmodelled::Possibly;
   if (*u == "surely") return judgement::Unmodelled::Surely;
-  throw pyb::value_error("unmodelled: " + *u + " (None, \"possibly\" or \"surely\")");
+  throw pyb::value_error("unmodelled: " + *u + " (None, 'possibly' or 'surely')");
 }
 
 }  // namespace
