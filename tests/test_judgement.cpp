@@ -82,6 +82,23 @@ TEST_CASE("judgement: the per-layer judge over folds, outputs, doubt and the inp
   }
 }
 
+TEST_CASE("judgement: a layer that is another computation, or folded with an op foldcheck does not model",
+          "[judgement]") {
+  using F = judgement::LayerFacts;
+  using U = judgement::Unmodelled;
+  for (const Verdict v : kAll) {
+    // Another computation than the model's layer is evidence, whatever its values or ops beside it.
+    CHECK(judgement::of_layer(F{.fold = v, .not_the_layer = true, .unmodelled = U::Surely}) == Verdict::Unexpected);
+    // Surely folded with an unmodelled op: not judged, even with a fold beyond its bound.
+    CHECK(judgement::of_layer(F{.fold = v, .outputs = v, .unmodelled = U::Surely}) == Verdict::Mistrusted);
+    // Possibly: only a verdict that counts against the layer becomes MISTRUSTED; a pass stays.
+    const Verdict plain = judgement::of_layer(F{.fold = v, .outputs = Verdict::Expected});
+    CHECK(judgement::of_layer(F{.fold = v, .outputs = Verdict::Expected, .unmodelled = U::Possibly}) ==
+          (judgement::counts_against(plain) ? Verdict::Mistrusted : plain));
+  }
+  CHECK(judgement::of_layer(F{.unmodelled = U::Possibly}) == Verdict::Mistrusted);  // nothing judged
+}
+
 TEST_CASE("judgement: an engine's layer with a fold beyond its bound is UNEXPECTED whatever its outputs show",
           "[judgement]") {
   EngineLayer L;

@@ -4,7 +4,9 @@ Every function takes numpy arrays or torch tensors (read in place where the dtyp
 core reads) or paths, runs with the GIL released, and accepts `progress`, a callable given each
 status line of a long run (an exception it raises stops the run). `precision` is the certified
 reference's starting precision in bits (>= 64; it escalates as needed), `threads` 0 means
-every core; the results are bit-identical for any thread count.
+every core; the results are bit-identical for any thread count. Every default is the C++
+command's own (its options struct's, read through the core: EXPLAIN, RUN, ... below); `eps`
+left out is a fresh BatchNorm's (the core's BatchNorm loader).
 """
 import os
 import sys
@@ -29,6 +31,19 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # `progress`: called with each status line of a long run (an exception it raises stops the run).
 Progress = Callable[[str], object]
 
+# Every command's defaults: its C++ options struct's (ref::Options, ExplainInput, DiagnoseInput,
+# QuantCheckInput, RunOptions, BisectOptions, AccuracyDiffOptions, EnginesOptions), the one place
+# they are written, read through the core (python/src/bind_*.cpp). The signatures below take them
+# from here; tests/python_module/test_module.py checks every public function's against them.
+EXPLAIN: dict[str, Any] = dict(_core.explain_defaults)
+DIAGNOSE: dict[str, Any] = dict(_core.diagnose_defaults)
+FOLD: dict[str, Any] = dict(_core.fold_check_defaults)
+QUANT: dict[str, Any] = dict(_core.quant_check_defaults)
+RUN: dict[str, Any] = dict(_core.run_defaults)
+BISECT: dict[str, Any] = dict(_core.bisect_defaults)
+AD: dict[str, Any] = dict(_core.accuracy_diff_defaults)
+ENG: dict[str, Any] = dict(_core.engines_defaults)
+
 
 def _bn(gamma: ArrayIn | None, beta: ArrayIn | None, mean: ArrayIn | None, var: ArrayIn | None,
         eps: ArrayIn | None) -> dict[str, Any]:
@@ -38,12 +53,13 @@ def _bn(gamma: ArrayIn | None, beta: ArrayIn | None, mean: ArrayIn | None, var: 
 
 def explain(original: ArrayIn, observed: ArrayIn, *, gamma: ArrayIn | None = None, beta: ArrayIn | None = None,
             mean: ArrayIn | None = None, var: ArrayIn | None = None, eps: ArrayIn | None = None,
-            dtype: str | None = None, precision: int = 256, threads: int = 0) -> ExplainResult:
+            dtype: str | None = None, precision: int = EXPLAIN["precision"],
+            threads: int = EXPLAIN["threads"]) -> ExplainResult:
     """Is `observed` the fold of `original` by a BatchNorm?  (`foldcheck explain`)
 
     original, observed: the weights before and after the fold (channels on axis 0), in the
     dtype they are checked in (default: original's). gamma, beta, mean, var: one value or one
-    per channel; a parameter left out takes a fresh BatchNorm's value (eps 1e-5); with none
+    per channel; a parameter left out takes a fresh BatchNorm's value (the core's); with none
     given, the common scale is inferred from the numbers and matched to known defaults.
     Returns an ExplainResult: the recipes that reproduce `observed` bit for bit, each
     element's residual against the exact fold in ULP, the bound, the verdict."""
@@ -57,8 +73,9 @@ def explain(original: ArrayIn, observed: ArrayIn, *, gamma: ArrayIn | None = Non
 
 def diagnose(x: ArrayIn, observed: ArrayIn, *, weight: ArrayIn | None = None, bias: ArrayIn | None = None,
              gamma: ArrayIn | None = None, beta: ArrayIn | None = None, mean: ArrayIn | None = None,
-             var: ArrayIn | None = None, eps: ArrayIn | None = None, stride: int = 1, padding: int | None = None,
-             dilation: int = 1, precision: int = 256, threads: int = 0) -> DiagnoseResult:
+             var: ArrayIn | None = None, eps: ArrayIn | None = None, stride: int = DIAGNOSE["stride"],
+             padding: int | None = None, dilation: int = DIAGNOSE["dilation"], precision: int = DIAGNOSE["precision"],
+             threads: int = DIAGNOSE["threads"]) -> DiagnoseResult:
     """Is `observed` what conv (weight, bias) + BatchNorm computes on `x`, up to rounding?
     If not, which common bug explains it?  (`foldcheck diagnose`)
 
@@ -75,8 +92,8 @@ def diagnose(x: ArrayIn, observed: ArrayIn, *, weight: ArrayIn | None = None, bi
 
 
 def fold_check(weight: ArrayIn, bias: ArrayIn | None, observed_weight: ArrayIn, observed_bias: ArrayIn | None = None,
-               *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn, var: ArrayIn, eps: ArrayIn = 1e-5,
-               precision: int = 256, threads: int = 0) -> FoldCheckResult:
+               *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn, var: ArrayIn, eps: ArrayIn | None = None,
+               precision: int = FOLD["precision"], threads: int = FOLD["threads"]) -> FoldCheckResult:
     """A fused layer's weight and bias against the exact fold of (weight, bias) and the
     BatchNorm, with each engine recipe's bound (as accuracy_diff checks a folded model).
     Returns a FoldCheckResult (.closest_recipe, .worst_channel, .worst_ratio)."""
@@ -88,7 +105,7 @@ def fold_check(weight: ArrayIn, bias: ArrayIn | None, observed_weight: ArrayIn, 
 
 def diagnose_fold(explained: ExplainResult, weight: ArrayIn, bias: ArrayIn | None, observed_weight: ArrayIn,
                   observed_bias: ArrayIn | None = None, *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn,
-                  var: ArrayIn, eps: ArrayIn = 1e-5) -> Any:
+                  var: ArrayIn, eps: ArrayIn | None = None) -> Any:
     """Why a fused layer is not the fold of (weight, bias) and the BatchNorm: the core's
     weight-level diagnosis (diagnosis/fold_diagnosis.hpp), each cause within its rounding-error
     bound. explained: explain's result on these weights (which elements are beyond the cited
@@ -102,9 +119,10 @@ def diagnose_fold(explained: ExplainResult, weight: ArrayIn, bias: ArrayIn | Non
 
 
 def quant_check(weight: ArrayIn, found: ArrayIn | None = None, *, gamma: ArrayIn, beta: ArrayIn, mean: ArrayIn,
-                var: ArrayIn, eps: ArrayIn = 1e-5, scales: ArrayIn | None = None, bits: int = 8,
-                per_channel: bool = False, pow2: bool = True, rounding: str = "half_even", precision: int = 256,
-                threads: int = 0) -> QuantCheckResult:
+                var: ArrayIn, eps: ArrayIn | None = None, scales: ArrayIn | None = None, bits: int = QUANT["bits"],
+                per_channel: bool = QUANT["per_channel"], pow2: bool = QUANT["pow2"],
+                rounding: str = QUANT["rounding"], precision: int = QUANT["precision"],
+                threads: int = QUANT["threads"]) -> QuantCheckResult:
     """Are dumped integers `found` the quantized fold of `weight` by the BatchNorm?
     (`foldcheck quant-check`). A one-step flip at a rounding tie within a correct float fold's
     error bound is EXPECTED. Without `found`: where each recipe's float fold flips an integer."""
@@ -118,8 +136,9 @@ def quant_check(weight: ArrayIn, found: ArrayIn | None = None, *, gamma: ArrayIn
     return QuantCheckResult(r)
 
 
-def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attribution: bool = True,
-        attribution_elements: int = 1024, precision: int = 256, threads: int = 0,
+def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attribution: bool = RUN["attribution"],
+        attribution_elements: int = RUN["attribution_elements"], precision: int = RUN["precision"],
+        threads: int = RUN["threads"],
         progress: Progress | None = None) -> RunResult:
     """A case (a case file's path, or its content as a dict): its layer in every dtype, fused and
     unfused paths against the certified reference, with bounds and attribution (`foldcheck run`)."""
@@ -129,12 +148,6 @@ def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attributio
     r = _core.run(os.fspath(path), text=text, seed=seed, attribution=attribution,
                   attribution_elements=attribution_elements, precision=precision, threads=threads, progress=progress)
     return RunResult(r)
-
-
-# accuracy_diff's and engines' defaults: the C++ options structs' (AccuracyDiffOptions,
-# EnginesOptions), the one place they are written, read through the core.
-AD: dict[str, Any] = dict(_core.accuracy_diff_defaults)
-ENG: dict[str, Any] = dict(_core.engines_defaults)
 
 
 def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: ArrayIn | PathIn | None = None,  # noqa: A002
@@ -193,11 +206,12 @@ def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mappi
 
 
 def bisect(target: PathIn | Mapping[str, Any] | None = None, *, passes: str | Sequence[str] = (),
-           opt_level: int | None = None, disabled: str | Sequence[str] = (), mode: str = "search",
+           opt_level: int | None = None, disabled: str | Sequence[str] = (), mode: str = BISECT["mode"],
            threshold_ulp: float | None = None, dtype: str | None = None,
-           input: ArrayIn | PathIn | None = None, seed: int = 0, command: str | None = None,  # noqa: A002
-           model: PathIn | None = None, reference: ArrayIn | PathIn | None = None, timeout: float = 600.0,
-           precision: int = 256, threads: int = 0, progress: Progress | None = None) -> BisectResult:
+           input: ArrayIn | PathIn | None = None, seed: int = BISECT["seed"], command: str | None = None,  # noqa: A002
+           model: PathIn | None = None, reference: ArrayIn | PathIn | None = None, timeout: float = BISECT["timeout"],
+           precision: int = BISECT["precision"], threads: int = BISECT["threads"],
+           progress: Progress | None = None) -> BisectResult:
     """Find the compiler pass that takes a drift past what rounding explains (`foldcheck bisect`).
 
     Internal: `target` is a case file (or dict) or an ONNX model, through foldcheck's pass

@@ -46,7 +46,7 @@ import numpy as np
 
 from . import _commands
 from . import _tflite_model as tfl
-from ._core import Verdict, counts_against, of_check, tally
+from ._core import Verdict, of_layer, tally
 from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
 from ._tensorflow import tf
 from ._tflite_model import converted_convs  # noqa: F401 (public: a converted model's convs, adapters/tflite_fold.py)
@@ -206,26 +206,35 @@ def _absorbed(ctx, keras, values):
     return out
 
 
-def _absorbed_verdict(row, absorbed):
-    """A conv the converter folded more into is MISTRUSTED (foldcheck models conv + BatchNorm,
-    + ReLU, ReLU6, only); one that may have been, MISTRUSTED only if beyond its bounds (never a
-    pass either way; within them it stays EXPECTED)."""
-    sure = [f"{op.name} ({type(op).__name__}, {where} the layer)" for where, op, known in absorbed if known]
-    maybe = [f"{op.name} ({type(op).__name__}, {where} the layer)" for where, op, known in absorbed if known is None]
-    if sure:
-        why = (f"the converter folded {' and '.join(sure)} into this conv as well (its values are nearer Keras' "
-               "with it than without), which foldcheck does not model: not judged")
-    elif maybe and counts_against(row["verdict"]):
-        why = (f"beyond its bounds ({row['verdict']}) next to {' and '.join(maybe)}: if that is a constant multiply "
-               "or add, the converter folded it into this conv as well, which foldcheck does not model; not judged")
-    else:
-        return row
-    return {**row, "verdict": tally(()), "note": _join(why, row["note"])}  # not judged: nothing foldcheck models
+def _unmodelled(absorbed):
+    """The layer's unmodelled fact for of_layer (result/judgement.hpp LayerFacts): "surely"
+    when the converter folded an op next to it into this conv as well (its values show it),
+    "possibly" when it may have, else None."""
+    if any(known for _, _, known in absorbed):
+        return "surely"
+    return "possibly" if absorbed else None
+
+
+def _absorbed_note(absorbed, base, verdict):
+    """Why a conv the converter folded more into (or may have) is not judged, or None: the
+    ops, and for one it may have folded, the verdict without them (`base`) that of_layer made
+    MISTRUSTED (foldcheck models conv + BatchNorm, + ReLU, ReLU6, only)."""
+    def ops(which):
+        return " and ".join(f"{op.name} ({type(op).__name__}, {where} the layer)" for where, op, known in absorbed
+                            if known is which)
+
+    if _unmodelled(absorbed) == "surely":
+        return (f"the converter folded {ops(True)} into this conv as well (its values are nearer Keras' with it "
+                "than without), which foldcheck does not model: not judged")
+    if absorbed and verdict != base:  # of_layer did not judge it: its excess may be that op's
+        return (f"beyond its bounds ({base}) next to {ops(None)}: if that is a constant multiply or add, the "
+                "converter folded it into this conv as well, which foldcheck does not model; not judged")
+    return None
 
 
 def _check_layer(name, p, ctx, conv, keras, pool, run_state, precision, threads):
     flat, x_nhwc, run = run_state
-    row = {"layer": name, "verdict": tally(()), "weights": None, "output": None, "note": None}  # nothing judged yet
+    row = {"layer": name, "verdict": of_layer(), "weights": None, "output": None, "note": None}  # nothing judged
     if conv is None:
         row["note"] = "no conv of the converted model carries this layer's fold (its BatchNorm was not folded)"
         return row
@@ -251,13 +260,17 @@ def _check_layer(name, p, ctx, conv, keras, pool, run_state, precision, threads)
         row["note"] = _join(f"weights stored in {conv['weight_type']} (the converter's quantization): held to "
                             "float32's bounds, which quantization leaves by design", row["note"])
     results = [r for r in (row["weights"], row["output"]) if r is not None]
-    row["verdict"] = tally(r.verdict for r in results)
-    if row["verdict"] == Verdict.MISTRUSTED:  # say why here: the table shows verdicts, not reasons
+    facts = (row["weights"].verdict, None if row["output"] is None else row["output"].verdict)
+    base = of_layer(*facts)  # the layer's numbers alone
+    if base == Verdict.MISTRUSTED:  # say why here: the table shows verdicts, not reasons
         row["note"] = _join(row["note"], *(f"{r.command}: {r.get('summary') or r.get('reasoning')}"
                                            for r in results if r.verdict == Verdict.MISTRUSTED))
-    if wrong:  # the converted layer is not the Keras layer: evidence, whatever its values
-        return {**row, "verdict": of_check(failed=True), "note": _join(*wrong, row["note"])}
-    return _absorbed_verdict(row, absorbed)
+    # The converted layer not the Keras layer is evidence, whatever its values (UNEXPECTED); an
+    # op beside it the converter folded in too leaves it not judged (of_layer's policy).
+    row["verdict"] = of_layer(*facts, not_the_layer=bool(wrong), unmodelled=_unmodelled(absorbed))
+    note = None if wrong else _absorbed_note(absorbed, base, row["verdict"])
+    row["note"] = _join(*wrong, note, row["note"])
+    return row
 
 
 def convert(model: Any) -> bytes:
@@ -299,7 +312,8 @@ def _keras_values(model, x, pairs):
 
 
 def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] | None = None, eps: float | None = None,
-                 precision: int = 256, threads: int = 0) -> "TFLiteCheck":
+                 precision: int = _commands.DIAGNOSE["precision"],
+                 threads: int = _commands.DIAGNOSE["threads"]) -> "TFLiteCheck":
     """Is the TFLite converter's fold of every conv + BatchNorm of `model` correct, layer by
     layer, on input `x`? (see the module's documentation)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _commands
 from ._core import Verdict
 
 __all__ = ["assert_fold_close"]
@@ -28,7 +29,8 @@ def _is_tensor(x):
     return isinstance(x, np.ndarray) or (hasattr(x, "detach") and hasattr(x, "dtype") and not hasattr(x, "forward"))
 
 
-def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=None, precision=256):  # noqa: A002
+def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=None,  # noqa: A002
+                      precision=_commands.FOLD["precision"]):
     """Assert that `actual` is a correct fold of `expected` (see the module's documentation).
 
     actual / expected:

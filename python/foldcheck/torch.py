@@ -150,8 +150,8 @@ def _fold_arrays(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) 
     return dict(weight=w, bias=b, observed_weight=fw, observed_bias=fb, **bn_parameters(bn))
 
 
-def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *, precision: int = 256,
-               threads: int = 0) -> FoldResult:
+def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
+               precision: int = _commands.FOLD["precision"], threads: int = _commands.FOLD["threads"]) -> FoldResult:
     """Is the conv `fused` the fold of `conv` followed by `bn` (eval mode)?
 
     Its weights against the exact fold w*gamma/sqrt(var+eps) with every engine recipe replayed
@@ -167,7 +167,8 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
 
 
 def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
-             precision: int = 256, threads: int = 0) -> DiagnoseResult:
+             precision: int = _commands.DIAGNOSE["precision"],
+             threads: int = _commands.DIAGNOSE["threads"]) -> DiagnoseResult:
     """Why does `observed` differ from what `bn` (eval mode: its running statistics), after
     `conv` if given, computes on `x`? The layer as given, then the common bugs: training-mode
     batch statistics, eps mismatch, variance read as std, missing sqrt, gamma/beta swapped,
@@ -320,7 +321,8 @@ def _module_names(onnx_path):
 
 
 class ModelCheck(Result):
-    """check_model's result: accuracy_diff's, with each layer named by its PyTorch module.
+    """check_model's result: accuracy_diff's, with each layer named by its PyTorch module. Its
+    text report is answer first (the core's answer line of accuracy_diff), then its layers.
 
     .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
     .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result."""
@@ -360,8 +362,9 @@ class ModelCheck(Result):
     def report(self, format: str = "text") -> str:  # noqa: A002
         if format != "text":
             return self.accuracy_diff.report(format)
-        rows = [f"verdict: {self.verdict}  ({len(self.layers)} conv+BN layers"
-                f"{', fused by ' + self.fuser if self.fuser else ''})"]
+        # Answer first, as every result: the core's answer line of accuracy_diff's result (the
+        # verdict and its reason, reports/run_answer.hpp), then what was checked.
+        rows = [self.answer(), f"  {len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''}"]
         if self.reason:
             rows.append(f"  {self.reason}")
         rows.extend(f"  note: {n}" for n in self.notes)

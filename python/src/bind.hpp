@@ -8,7 +8,9 @@
 // Contract of every function: arguments are checked as the `foldcheck` command checks its
 // flags' values (bad input raises foldcheck.InputError, a ValueError, naming the argument);
 // the work runs with the GIL released (call.hpp); the return value is a Result (result.hpp).
-// The Python layer (python/foldcheck/) gives each its signature, defaults and documentation.
+// The Python layer (python/foldcheck/) gives each its signature and documentation; every default
+// is the C++ options struct's, exposed once as _core.<command>_defaults (explain_defaults, ...,
+// engines_defaults) and read by both the keyword defaults here and the Python signatures.
 #include <pybind11/pybind11.h>
 
 #include "foldcheck/result/verdict.hpp"

@@ -1,6 +1,7 @@
 // run and bisect: case files and pass pipelines (bind.hpp).
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include <pybind11/stl.h>
 
@@ -49,11 +50,21 @@ Result py_run(const std::string& path, OptPath text, std::optional<std::uint64_t
   return make_result("run", r.to_json(), r.verdict(), [](const nlohmann::json& j) { return reports::run_text(j); });
 }
 
+// bisect's modes by their Python names, the one table mode_of and mode_name read.
+constexpr std::pair<const char*, BisectMode> kModes[] = {{"search", BisectMode::Search},
+                                                         {"linear", BisectMode::Linear},
+                                                         {"leave_one_out", BisectMode::LeaveOneOut}};
+
 BisectMode mode_of(const std::string& m) {
-  if (m == "search") return BisectMode::Search;
-  if (m == "linear") return BisectMode::Linear;
-  if (m == "leave_one_out") return BisectMode::LeaveOneOut;
+  for (const auto& [n, mode] : kModes)
+    if (m == n) return mode;
   throw InputError("mode '" + m + "': expected search, linear or leave_one_out");
+}
+
+const char* mode_name(BisectMode m) {
+  for (const auto& [n, mode] : kModes)
+    if (m == mode) return n;
+  return kModes[0].first;
 }
 
 // A bisect's result; its exit status says whether it is clean (no pass named, nothing wrong).
@@ -123,18 +134,49 @@ Result py_bisect(OptPath target, OptPath target_text, std::vector<std::string> p
   return bisect_result(released([&] { return bisect_case(spec, bo); }));
 }
 
+// The defaults of run and bisect: their C++ options structs' own (default-constructed:
+// RunOptions; BisectOptions, ExternalBisectOptions's timeout, ModelComputationOptions's seed of
+// a model's input), the one place they are written; the keyword defaults here and in the Python
+// layer read them (_core.run_defaults, _core.bisect_defaults).
+pyb::dict run_defaults() {
+  const RunOptions d;
+  pyb::dict o;
+  o["attribution"] = d.attribution;
+  o["attribution_elements"] = d.attribution_elements;
+  add_reference_defaults(o, d.ref);
+  return o;
+}
+
+pyb::dict bisect_defaults() {
+  const BisectOptions d;
+  pyb::dict o;
+  o["mode"] = std::string(mode_name(d.mode));
+  o["seed"] = ModelComputationOptions{}.seed;
+  o["timeout"] = ExternalBisectOptions{}.timeout_seconds;
+  add_reference_defaults(o, d.ref);
+  return o;
+}
+
 }  // namespace
 
 void bind_case(pyb::module_& m) {
   using pyb::arg;
-  m.def("run", &py_run, arg("path"), arg("text") = pyb::none(), arg("seed") = pyb::none(), arg("attribution") = true,
-        arg("attribution_elements") = 1024, arg("precision") = 256, arg("threads") = 0, arg("progress") = pyb::none());
+  using pyb::object;
+  const pyb::dict r = run_defaults(), b = bisect_defaults();
+  m.attr("run_defaults") = r;
+  m.attr("bisect_defaults") = b;
+  m.def("run", &py_run, arg("path"), arg("text") = pyb::none(), arg("seed") = pyb::none(),
+        arg("attribution") = object(r["attribution"]), arg("attribution_elements") = object(r["attribution_elements"]),
+        arg("precision") = object(r["precision"]), arg("threads") = object(r["threads"]),
+        arg("progress") = pyb::none());
   m.def("bisect", &py_bisect, arg("target") = pyb::none(), arg("target_text") = pyb::none(),
         arg("passes") = std::vector<std::string>{}, arg("opt_level") = pyb::none(),
-        arg("disabled") = std::vector<std::string>{}, arg("mode") = "search", arg("threshold_ulp") = pyb::none(),
-        arg("dtype") = pyb::none(), arg("input") = pyb::none(), arg("seed") = 0, arg("command") = pyb::none(),
-        arg("model") = pyb::none(), arg("reference") = pyb::none(), arg("timeout") = 600.0, arg("precision") = 256,
-        arg("threads") = 0, arg("progress") = pyb::none());
+        arg("disabled") = std::vector<std::string>{}, arg("mode") = object(b["mode"]),
+        arg("threshold_ulp") = pyb::none(), arg("dtype") = pyb::none(), arg("input") = pyb::none(),
+        arg("seed") = object(b["seed"]), arg("command") = pyb::none(), arg("model") = pyb::none(),
+        arg("reference") = pyb::none(), arg("timeout") = object(b["timeout"]),
+        arg("precision") = object(b["precision"]), arg("threads") = object(b["threads"]),
+        arg("progress") = pyb::none());
 }
 
 }  // namespace foldcheck::py

@@ -146,13 +146,25 @@ void bind_diagnosis_types(pyb::module_& m) {
       .def_readonly("bias", &FoldDiagnosis::bias);
 }
 
+// fold_check's defaults: the reference options' own (ref::Options, default-constructed), the one
+// place they are written; the keyword defaults here and in the Python layer read them
+// (_core.fold_check_defaults). eps has none here: a missing eps is the BatchNorm loader's.
+pyb::dict fold_check_defaults() {
+  pyb::dict o;
+  add_reference_defaults(o, ref::Options{});
+  return o;
+}
+
 }  // namespace
 
 void bind_fold(pyb::module_& m) {
   using pyb::arg;
   bind_diagnosis_types(m);
+  const pyb::dict f = fold_check_defaults();
+  m.attr("fold_check_defaults") = f;
   m.def("fold_check", &py_fold_check, arg("weight"), arg("bias"), arg("gamma"), arg("beta"), arg("mean"), arg("var"),
-        arg("eps"), arg("observed_weight"), arg("observed_bias"), arg("precision") = 256, arg("threads") = 0);
+        arg("eps"), arg("observed_weight"), arg("observed_bias"), arg("precision") = pyb::object(f["precision"]),
+        arg("threads") = pyb::object(f["threads"]));
   m.def("diagnose_fold", &py_diagnose_fold, arg("explained"), arg("weight"), arg("bias"), arg("gamma"), arg("beta"),
         arg("mean"), arg("var"), arg("eps"), arg("observed_weight"), arg("observed_bias"));
 }

@@ -8,7 +8,9 @@
 //   worst(v, ...)           judgement's worst of one or more verdicts
 //   tally(judged, also=())  a node of parts (judgement::Tally): MISTRUSTED when nothing was judged
 //   of_check(failed, suspicious=False, informative=True)   one check's verdict
-//   of_layer(fold, outputs=None)                           a layer's
+//   of_layer(fold=None, outputs=None, *, doubt=False, input_mismatch=False, not_the_layer=False,
+//            unmodelled=None)  a layer's, from its facts (judgement::LayerFacts; unmodelled:
+//                           None, "possibly" or "surely"); of_layer() is a layer that judged nothing
 //   counts_against(v)       SUSPICIOUS or UNEXPECTED: evidence against a pass
 // A verdict argument is a Verdict member or its spelling; anything else raises ValueError.
 #include <optional>
@@ -32,6 +34,13 @@ Verdict verdict_of(const pyb::handle& v) {
   if (const std::optional<Verdict> r = verdict_named(text)) return *r;
   throw pyb::value_error("not a verdict: " + pyb::repr(v).cast<std::string>() +
                          " (EXPECTED, SUSPICIOUS, UNEXPECTED or MISTRUSTED)");
+}
+
+judgement::Unmodelled unmodelled_of(const std::optional<std::string>& u) {
+  if (!u) return judgement::Unmodelled::No;
+  if (*u == "possibly") return judgement::Unmodelled::Possibly;
+  if (*u == "surely") return judgement::Unmodelled::Surely;
+  throw pyb::value_error("unmodelled: " + *u + " (None, 'possibly' or 'surely')");
 }
 
 }  // namespace
@@ -74,12 +83,23 @@ void bind_judgement(pyb::module_& m) {
       "One check's verdict: UNEXPECTED if failed, SUSPICIOUS if suspicious, MISTRUSTED if nothing was informative.");
   m.def(
       "of_layer",
-      [](const pyb::handle& fold, const pyb::handle& outputs) {
-        const std::optional<Verdict> o = outputs.is_none() ? std::nullopt : std::optional<Verdict>(verdict_of(outputs));
-        return verdict_object(judgement::of_layer(verdict_of(fold), o));
+      [](const pyb::handle& fold, const pyb::handle& outputs, bool doubt, bool input_mismatch, bool not_the_layer,
+         const std::optional<std::string>& unmodelled) {
+        judgement::LayerFacts f;
+        if (!fold.is_none()) f.fold = verdict_of(fold);
+        if (!outputs.is_none()) f.outputs = verdict_of(outputs);
+        f.doubt = doubt;
+        f.input_mismatch = input_mismatch;
+        f.not_the_layer = not_the_layer;
+        f.unmodelled = unmodelled_of(unmodelled);
+        return verdict_object(judgement::of_layer(f));
       },
-      pyb::arg("fold"), pyb::arg("outputs") = pyb::none(),
-      "A layer's verdict: an UNEXPECTED fold, else the worse of the fold's and the outputs'.");
+      pyb::arg("fold") = pyb::none(), pyb::arg("outputs") = pyb::none(), pyb::kw_only(), pyb::arg("doubt") = false,
+      pyb::arg("input_mismatch") = false, pyb::arg("not_the_layer") = false, pyb::arg("unmodelled") = pyb::none(),
+      "A layer's verdict from its facts (result/judgement.hpp LayerFacts): another input or computation is "
+      "UNEXPECTED; surely folded with an op foldcheck does not model, MISTRUSTED; a fold beyond its bound, "
+      "UNEXPECTED; else the worst judged (MISTRUSTED when nothing was), MISTRUSTED if possibly folded with such an "
+      "op and it counts against the layer.");
   m.def(
       "counts_against", [](const pyb::handle& v) { return judgement::counts_against(verdict_of(v)); },
       "Whether the verdict is evidence against a pass (SUSPICIOUS or UNEXPECTED).");

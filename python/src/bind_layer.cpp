@@ -139,21 +139,59 @@ Result py_quant_check(const pyb::array& weight, OptArray found, OptArray scales,
   return make_result("quant-check", r.to_json(), r.verdict(), reports::quant_check_text);
 }
 
+// The defaults of explain, diagnose and quant_check: their C++ input structs' own
+// (default-constructed: ExplainInput, DiagnoseInput, QuantSpec and QuantCheckInput), the one place
+// they are written; the keyword defaults here and in the Python layer read them
+// (_core.explain_defaults, _core.diagnose_defaults, _core.quant_check_defaults).
+pyb::dict explain_defaults() {
+  const ExplainInput d;
+  pyb::dict o;
+  add_reference_defaults(o, d.ref_options);
+  return o;
+}
+
+pyb::dict diagnose_defaults() {
+  const DiagnoseInput d;
+  pyb::dict o;
+  o["stride"] = d.stride;
+  o["dilation"] = d.dilation;
+  add_reference_defaults(o, d.ref);
+  return o;
+}
+
+pyb::dict quant_check_defaults() {
+  const QuantCheckInput d;
+  pyb::dict o;
+  o["bits"] = d.spec.bits;
+  o["per_channel"] = d.spec.per_channel;
+  o["pow2"] = d.spec.pow2;
+  o["rounding"] = std::string(name(d.spec.rounding));
+  add_reference_defaults(o, d.ref);
+  return o;
+}
+
 }  // namespace
 
 void bind_layer(pyb::module_& m) {
   using pyb::arg;
-  m.def("explain", &py_explain, arg("original"), arg("observed"), arg("dtype") = pyb::none(), arg("gamma") = pyb::none(),
-        arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(), arg("eps") = pyb::none(),
-        arg("precision") = 256, arg("threads") = 0);
+  using pyb::object;
+  const pyb::dict e = explain_defaults(), d = diagnose_defaults(), q = quant_check_defaults();
+  m.attr("explain_defaults") = e;
+  m.attr("diagnose_defaults") = d;
+  m.attr("quant_check_defaults") = q;
+  m.def("explain", &py_explain, arg("original"), arg("observed"), arg("dtype") = pyb::none(),
+        arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
+        arg("eps") = pyb::none(), arg("precision") = object(e["precision"]), arg("threads") = object(e["threads"]));
   m.def("diagnose", &py_diagnose, arg("x"), arg("observed"), arg("weight") = pyb::none(), arg("bias") = pyb::none(),
         arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
-        arg("eps") = pyb::none(), arg("stride") = 1, arg("padding") = pyb::none(), arg("dilation") = 1,
-        arg("precision") = 256, arg("threads") = 0);
+        arg("eps") = pyb::none(), arg("stride") = object(d["stride"]), arg("padding") = pyb::none(),
+        arg("dilation") = object(d["dilation"]), arg("precision") = object(d["precision"]),
+        arg("threads") = object(d["threads"]));
   m.def("quant_check", &py_quant_check, arg("weight"), arg("found") = pyb::none(), arg("scales") = pyb::none(),
         arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
-        arg("eps") = pyb::none(), arg("bits") = 8, arg("per_channel") = false, arg("pow2") = true,
-        arg("rounding") = "half_even", arg("precision") = 256, arg("threads") = 0);
+        arg("eps") = pyb::none(), arg("bits") = object(q["bits"]), arg("per_channel") = object(q["per_channel"]),
+        arg("pow2") = object(q["pow2"]), arg("rounding") = object(q["rounding"]),
+        arg("precision") = object(q["precision"]), arg("threads") = object(q["threads"]));
 }
 
 }  // namespace foldcheck::py

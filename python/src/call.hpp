@@ -46,4 +46,12 @@ inline ref::Options reference_options(long precision, unsigned threads) {
   return o;
 }
 
+// A command's `precision` and `threads` defaults into its defaults dict (`_core.<command>_defaults`):
+// those of the reference options its C++ options struct holds (default-constructed), the one
+// place they are written.
+inline void add_reference_defaults(pybind11::dict& d, const ref::Options& r) {
+  d["precision"] = r.precision;
+  d["threads"] = r.threads;
+}
+
 }  // namespace foldcheck::py

@@ -24,12 +24,17 @@ Verdict of_channels(std::int64_t beyond, std::int64_t suspicious) {
 }
 
 Verdict of_layer(const LayerFacts& f) {
-  if (f.input_mismatch || f.fold == Verdict::Unexpected) return Verdict::Unexpected;
-  Tally t;
-  if (f.doubt) t.also(Verdict::Mistrusted);
-  if (f.fold) t.add(*f.fold);
-  if (f.outputs) t.add(*f.outputs);
-  return t.verdict();
+  if (f.input_mismatch || f.not_the_layer) return Verdict::Unexpected;
+  if (f.unmodelled == Unmodelled::Surely) return Verdict::Mistrusted;
+  Verdict v = Verdict::Unexpected;
+  if (f.fold != Verdict::Unexpected) {
+    Tally t;
+    if (f.doubt) t.also(Verdict::Mistrusted);
+    if (f.fold) t.add(*f.fold);
+    if (f.outputs) t.add(*f.outputs);
+    v = t.verdict();
+  }
+  return f.unmodelled == Unmodelled::Possibly && counts_against(v) ? Verdict::Mistrusted : v;
 }
 
 Verdict of_layer(Verdict fold, std::optional<Verdict> outputs) { return of_layer(LayerFacts{fold, outputs}); }

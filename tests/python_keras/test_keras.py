@@ -345,3 +345,14 @@ def test_a_batchnorm_shift_moved_past_a_spatial_constant_is_mistrusted_not_unexp
     m = _trained(tf.keras.Model(x, L.Conv2D(3, 1)(h)), 1)
     r = fck.check_tflite(m, np.random.default_rng(0).standard_normal((1, 8, 8, 4)).astype(np.float32))
     assert r.verdict == "MISTRUSTED" and "add" in r.layers[0]["note"], str(r)
+
+
+def test_defaults_are_the_cpp_commands():
+    """check_tflite's precision and threads are the C++ commands' (read through _core)."""
+    import inspect  # noqa: PLC0415
+
+    from foldcheck import _core  # noqa: PLC0415
+
+    ours = inspect.signature(fck.check_tflite).parameters
+    for name in ("precision", "threads"):
+        assert ours[name].default == _core.diagnose_defaults[name] == _core.fold_check_defaults[name], name

@@ -292,6 +292,43 @@ def test_verdicts_and_their_judgement_come_from_the_core():
     assert _core.of_check(failed=True, informative=False) is V.UNEXPECTED  # evidence before doubt
     assert _core.of_layer(V.UNEXPECTED, V.MISTRUSTED) is V.UNEXPECTED
     assert _core.of_layer(V.EXPECTED, None) is V.EXPECTED
+    assert _core.of_layer() is V.MISTRUSTED  # a layer that judged nothing
+    assert _core.of_layer(V.EXPECTED, V.EXPECTED, not_the_layer=True, unmodelled="surely") is V.UNEXPECTED
+    assert _core.of_layer(V.UNEXPECTED, V.EXPECTED, unmodelled="surely") is V.MISTRUSTED  # not judged
+    assert _core.of_layer(V.SUSPICIOUS, unmodelled="possibly") is V.MISTRUSTED  # its excess may be the op's
+    assert _core.of_layer(V.EXPECTED, V.EXPECTED, unmodelled="possibly") is V.EXPECTED
+    with pytest.raises(ValueError, match="unmodelled"):
+        _core.of_layer(V.EXPECTED, unmodelled="maybe")
     assert [_core.counts_against(v) for v in V] == [False, True, True, False]
     with pytest.raises(ValueError, match="not a verdict"):
         _core.worst("expected")
+
+
+def signature_defaults(f):
+    import inspect  # noqa: PLC0415
+
+    params = inspect.signature(f).parameters.items()
+    return {n: p.default for n, p in params if p.default is not inspect.Parameter.empty}
+
+
+def test_every_default_is_the_cpp_options_structs():
+    """Each function's defaults are its C++ command's (the options struct's, default-constructed,
+    read through _core.<command>_defaults): every one the core names is the function's default, of
+    the same value and type, so no number written in Python can drift from the command line's."""
+    from foldcheck import _commands, testing  # noqa: PLC0415
+
+    functions = [(foldcheck.explain, _core.explain_defaults), (foldcheck.diagnose, _core.diagnose_defaults),
+                 (foldcheck.fold_check, _core.fold_check_defaults), (foldcheck.quant_check, _core.quant_check_defaults),
+                 (foldcheck.run, _core.run_defaults), (foldcheck.bisect, _core.bisect_defaults),
+                 (foldcheck.accuracy_diff, _core.accuracy_diff_defaults), (foldcheck.engines, _core.engines_defaults),
+                 (testing.assert_fold_close, {"precision": _core.fold_check_defaults["precision"]})]
+    for f, cpp in functions:
+        ours = signature_defaults(f)
+        for name, value in cpp.items():
+            assert name in ours and ours[name] == value and type(ours[name]) is type(value), (f.__name__, name)
+    assert _core.run_defaults["attribution_elements"] > 0 and _core.bisect_defaults["mode"] == "search"
+    assert {_core.explain_defaults["precision"], _core.engines_defaults["precision"]} == {_commands.RUN["precision"]}
+    # A default the Python layer writes as a number of its own is one the core does not hold.
+    for f, cpp in functions:
+        numbers = {n for n, v in signature_defaults(f).items() if isinstance(v, (int, float)) and n not in cpp}
+        assert not numbers, (f.__name__, numbers)

@@ -561,3 +561,10 @@ def test_model_check_defaults_are_the_cores():
         params = inspect.signature(f).parameters
         assert params["output_samples"].default == d["output_samples"]
         assert params["confidence"].default == d["confidence"]
+    # No number written in Python: every numeric default of check_fold, diagnose and check_model
+    # is its C++ command's (the options structs', read through _core).
+    for f, cpp in [(fct.check_fold, _core.fold_check_defaults), (fct.diagnose, _core.diagnose_defaults),
+                   (fct.check_model, d)]:
+        for name, p in inspect.signature(f).parameters.items():
+            assert not isinstance(p.default, (int, float)) or p.default == cpp[name], (f.__name__, name)
+

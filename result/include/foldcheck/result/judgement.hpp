@@ -61,8 +61,9 @@ Verdict deterministic_only(Verdict elements);
 // stated false-alarm rate), else EXPECTED.
 Verdict of_channels(std::int64_t beyond, std::int64_t suspicious);
 
-// A layer, as accuracy-diff and engines judge one (the one per-layer judge; bisect judges pass
-// prefixes, each step's outputs through counts_against). The facts:
+// A layer, as accuracy-diff, engines and the Python module's check_tflite judge one (the one
+// per-layer judge; bisect judges pass prefixes, each step's outputs through counts_against). The
+// facts:
 //   fold        the folded parameters' verdict, when they were checked (absent: not folded here,
 //               or not readable);
 //   outputs     the outputs' verdict, when they were compared (elements and channel statistic);
@@ -70,15 +71,28 @@ Verdict of_channels(std::int64_t beyond, std::int64_t suspicious);
 //               (it cannot pass), yet nothing was judged by it;
 //   input_mismatch  the layer was run on another input than it was given: UNEXPECTED, whatever
 //               else (every comparison of it is against the wrong reference).
-// The rule: an input mismatch, else a fold beyond its bound, is UNEXPECTED whatever the outputs
-// show (a corrupted fold is a bug even when the outputs compared nothing: UNEXPECTED over
-// MISTRUSTED); otherwise the worst of what was judged and the doubt; a layer that judged nothing
-// is MISTRUSTED.
+//   not_the_layer   the engine's layer computes something else than the model's (another stride,
+//               dilation, output shape or fused activation, an input nearer another tensor of the
+//               model, an output nothing uses): UNEXPECTED, whatever else, as an input mismatch.
+//   unmodelled  an op next to the layer that the engine may have folded into it as well (a
+//               constant multiply or add), which foldcheck does not model: Surely (its values
+//               show it) leaves the layer not judged, MISTRUSTED whatever its comparisons show;
+//               Possibly (the values cannot tell) makes MISTRUSTED only a verdict that counts
+//               against the layer (its excess may be that op's), and leaves a pass a pass.
+// The rule: an input mismatch or another computation is UNEXPECTED; else a layer surely folded
+// with an op foldcheck does not model is MISTRUSTED; else a fold beyond its bound is UNEXPECTED
+// whatever the outputs show (a corrupted fold is a bug even when the outputs compared nothing:
+// UNEXPECTED over MISTRUSTED); otherwise the worst of what was judged and the doubt (a layer that
+// judged nothing is MISTRUSTED), made MISTRUSTED when possibly folded with such an op and it
+// counts against the layer.
+enum class Unmodelled { No, Possibly, Surely };
 struct LayerFacts {
   std::optional<Verdict> fold;
   std::optional<Verdict> outputs;
   bool doubt = false;
   bool input_mismatch = false;
+  bool not_the_layer = false;
+  Unmodelled unmodelled = Unmodelled::No;
 };
 Verdict of_layer(const LayerFacts& facts);
 // The same for a layer whose fold is always judged: of_layer({fold, outputs}).
