@@ -59,6 +59,20 @@ TEST_CASE("judgement: statistics, vacuous parts and evidence against a pass", "[
   CHECK(judgement::of_channels(1, 3) == Verdict::Unexpected);
 }
 
+TEST_CASE("judgement: a model end to end and a case's observed weights", "[judgement]") {
+  for (const Verdict layers : kAll) {
+    // The layers decide unless foldcheck's own runs left the bound; an output that compared
+    // nothing keeps the whole from passing.
+    CHECK(judgement::of_end_to_end(layers, false, false) == layers);
+    CHECK(judgement::of_end_to_end(layers, true, false) == Verdict::Unexpected);
+    CHECK(judgement::of_end_to_end(layers, false, true) == Verdict::Mistrusted);
+    CHECK(judgement::of_end_to_end(layers, true, true) == Verdict::Mistrusted);
+    // Weights given to be tested: only an explanation passes.
+    CHECK(judgement::of_observed_weights(layers) ==
+          (layers == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected));
+  }
+}
+
 TEST_CASE("judgement: a layer's fold beyond its bound is its verdict", "[judgement]") {
   for (const Verdict outputs : kAll) CHECK(judgement::of_layer(Verdict::Unexpected, outputs) == Verdict::Unexpected);
   for (const Verdict fold : {Verdict::Expected, Verdict::Suspicious, Verdict::Mistrusted}) {

@@ -39,6 +39,15 @@ Verdict of_layer(const LayerFacts& f) {
 
 Verdict of_layer(Verdict fold, std::optional<Verdict> outputs) { return of_layer(LayerFacts{fold, outputs}); }
 
+Verdict of_end_to_end(Verdict layers, bool own_runs_failed, bool compared_nothing) {
+  const Verdict v = own_runs_failed ? Verdict::Unexpected : layers;
+  return compared_nothing ? worst(v, Verdict::Mistrusted) : v;
+}
+
+Verdict of_observed_weights(Verdict explained) {
+  return explained == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected;
+}
+
 Verdict unless_vacuous(Verdict part) { return part == Verdict::Mistrusted ? Verdict::Expected : part; }
 
 bool counts_against(Verdict v) { return v == Verdict::Suspicious || v == Verdict::Unexpected; }

@@ -167,10 +167,8 @@ Verdict EndToEnd::verdict(const std::vector<LayerDiff>& layers) const {
   Verdict v = Verdict::Expected;
   for (const LayerDiff& d : layers)
     if (const std::optional<Verdict> a = d.activations_verdict()) v = worst(v, *a);
-  if (observed_output && observed_output->foldcheck_runs_verdict() != Verdict::Expected)
-    v = judgement::of_check({.failed = true});
-  if (outputs_compared_nothing()) v = worst(v, Verdict::Mistrusted);
-  return v;
+  const bool own_runs_failed = observed_output && observed_output->foldcheck_runs_verdict() != Verdict::Expected;
+  return judgement::of_end_to_end(v, own_runs_failed, outputs_compared_nothing());
 }
 
 json EndToEnd::to_json(const std::vector<LayerDiff>& layers) const {

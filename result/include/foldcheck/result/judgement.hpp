@@ -98,6 +98,25 @@ Verdict of_layer(const LayerFacts& facts);
 // The same for a layer whose fold is always judged: of_layer({fold, outputs}).
 Verdict of_layer(Verdict fold, std::optional<Verdict> outputs);
 
+// A folded model's outputs end to end (accuracy-diff: its float32 runs, unfused and fused,
+// against a float64 run). The facts:
+//   layers      the worst of the analysed layers' verdicts on their real inputs (EXPECTED when
+//               none was analysed): the end-to-end drift is the composition of every layer's
+//               rounding, so it is explained when each layer's is;
+//   own_runs_failed  foldcheck's own float32 runs (the modelled computation) are not EXPECTED
+//               against the end-to-end bound (--observed-output): the bound it states does not
+//               hold, or could not be checked, for the computation it models: UNEXPECTED
+//               whatever the layers show;
+//   compared_nothing  an output whose reference is all zero or not finite: MISTRUSTED joins.
+Verdict of_end_to_end(Verdict layers, bool own_runs_failed, bool compared_nothing);
+
+// Observed engine weights given with a case (run --observed-weights), explained against its
+// BatchNorm (explain's verdict): anything but EXPECTED is UNEXPECTED for the run. A weight no
+// recipe reproduces is a wrong fold, and weights that test nothing (MISTRUSTED) were given to be
+// tested: they are not a pass, and unlike a part left out (unless_vacuous) nothing else judged
+// the same values.
+Verdict of_observed_weights(Verdict explained);
+
 // A part that compared nothing while its parent judged the same values by other ones (a folded
 // bias exactly zero in every channel, beside the folded weights): MISTRUSTED is reported on the
 // part and left out of the parent (EXPECTED); any other verdict counts.

@@ -18,6 +18,7 @@
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/histogram.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/result/judgement.hpp"
 
 namespace foldcheck {
 
@@ -190,9 +191,7 @@ struct ObservedWeights {
   ExplainResult explanation;
   std::vector<Label> labels;
   std::string note;
-  Verdict verdict() const {
-    return explanation.verdict() == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected;
-  }
+  Verdict verdict() const { return judgement::of_observed_weights(explanation.verdict()); }
   nlohmann::json to_json() const;
 };
 
