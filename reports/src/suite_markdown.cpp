@@ -138,8 +138,7 @@ std::string failed_entry(const views::ReportEntry& x) {
     }
   }
   s += "\n";
-  const json why = x.summary.answer ? x.summary.answer->at("reasoning") : json::array();
-  if (!why.empty()) s += "  " + cell(why[0]) + "\n";
+  if (x.summary.answer && !x.summary.answer->reasoning.empty()) s += "  " + cell(x.summary.answer->reasoning[0]) + "\n";
   return s;
 }
 
@@ -168,6 +167,6 @@ std::string report_markdown(const views::Report& r) {
   return s;
 }
 
-std::string report_markdown(const json& report) { return report_markdown(views::Report::from_json(as_report(report))); }
+std::string report_markdown(const json& report) { return report_markdown(report_of(report)); }
 
 }  // namespace foldcheck::reports

@@ -282,7 +282,7 @@ Summary Summary::from_json(const json& j) {
   s.description = optional<std::string>(j, "description").value_or("");
   s.verdict = required_verdict(j, "verdict");
   s.explanation = strings(j, "explanation");
-  if (auto it = j.find("answer"); it != j.end() && it->is_object()) s.answer = *it;
+  if (auto it = j.find("answer"); it != j.end() && it->is_object()) s.answer = RunAnswer::from_json(*it);
   if (auto it = j.find("seed"); it != j.end()) s.seed = *it;
   s.paths = list_of(j, "paths", PathSummary::from_json);
   s.folded = list_of(j, "folded", FoldedSummary::from_json);
@@ -310,7 +310,7 @@ json Summary::to_json() const {
     if (end_to_end) s["end_to_end"] = end_to_end->to_json();
     if (reasoning) s["reasoning"] = *reasoning;
   }
-  if (answer) s["answer"] = *answer;
+  if (answer) s["answer"] = answer->to_json();
   s["explanation"] = explanation;
   return s;
 }

@@ -17,19 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/result/verdict.hpp"
+#include "foldcheck/result/views/run.hpp"
+#include "foldcheck/result/views/stats.hpp"
 
 namespace foldcheck::result::views {
-
-// Percentiles of a distribution of |ULP| or |ppm| (compare.hpp's Distribution, absolute where
-// signed). {"p50", "p99", "p99_9", "max_abs", "rms", "count"}: every key written, each null
-// when the distribution had none (nothing compared, or a NaN).
-struct Stats {
-  std::optional<double> p50, p99, p99_9, max_abs, rms;
-  std::optional<std::int64_t> count;
-  bool operator==(const Stats&) const = default;
-  static Stats from_json(const nlohmann::json& j);
-  nlohmann::json to_json() const;
-};
 
 // A histogram in compact form (summary.hpp): {"unit", "zero", "first_upper" (null: no
 // bucket below the overflow), "from_zero", "negative": [counts], "positive": [counts],
@@ -165,13 +156,14 @@ struct EndToEndSummary {
 // A summary: {"command" ("run" | "accuracy-diff"), "name", "description", "verdict",
 // "explanation", "answer"}; a run adds "seed", "paths", "folded" and, with observed weights,
 // "observed_weights_verdict"; an accuracy-diff adds "layers", "reasoning" and, when it ran
-// end to end, "end_to_end". "answer" (run_answer.hpp's shape, kept as JSON: its renderer owns
-// it) is absent from reports written before answers existed; "seed" is printed as stored.
+// end to end, "end_to_end". "answer" (run.hpp's RunAnswer: a run's answer, or an
+// accuracy-diff's model answer of the same shape) is absent from reports written before
+// answers existed; "seed" is printed as stored.
 struct Summary {
   std::string command, name, description;
   Verdict verdict = Verdict::Expected;
   std::vector<std::string> explanation;
-  std::optional<nlohmann::json> answer;
+  std::optional<RunAnswer> answer;
   // run
   nlohmann::json seed;
   std::vector<PathSummary> paths;
