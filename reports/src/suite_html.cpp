@@ -288,9 +288,9 @@ std::string headline_cards(const std::vector<views::PathSummary>& paths) {
 
 // Whether a path or a folded bias shows the cancellation note (weights do not cancel).
 bool any_cancelled(const views::Summary& s) {
-  return std::ranges::any_of(s.paths, [](const views::PathSummary& p) { return shows_cancellation(p.to_json()); }) ||
+  return std::ranges::any_of(s.paths, [](const views::PathSummary& p) { return shows_cancellation(p.note_facts()); }) ||
          std::ranges::any_of(s.folded, [](const views::FoldedSummary& f) {
-           return shows_cancellation(f.bias ? f.bias->to_json() : json());
+           return f.bias && shows_cancellation(f.bias->note_facts());
          });
 }
 

@@ -108,6 +108,34 @@ SetSummary SetSummary::from_json(const json& j) {
 }
 
 const std::vector<std::string>& SetSummary::note_list() const { return notes ? *notes : kNone; }
+
+namespace {
+
+// A summary entry's NoteFacts: bound_ulp_at_worst and bound_ulp_at_max_ulp as they are written
+// (nullopt: not written, or null).
+NoteFacts entry_facts(Verdict v, const std::optional<Stats>& ulp, const std::optional<double>& at_worst,
+                      const std::optional<double>& at_max_ulp, const std::vector<std::string>& notes) {
+  NoteFacts f;
+  f.is_row = true;
+  f.verdict = v;
+  f.max_ulp = ulp ? ulp->max_abs.value_or(-1) : -1;
+  f.bound_ulp_at_worst = at_worst.value_or(-1);
+  f.bound_ulp_at_max_ulp = at_max_ulp.value_or(-1);
+  f.notes = notes;
+  return f;
+}
+
+}  // namespace
+
+NoteFacts SetSummary::note_facts() const {
+  return entry_facts(verdict, ulp, checked ? bound_ulp_at_worst : std::nullopt,
+                     checked ? bound_ulp_at_max_ulp : std::nullopt, note_list());
+}
+
+NoteFacts PathSummary::note_facts() const {
+  return entry_facts(verdict, ulp, bounded ? bound_ulp_at_worst : std::nullopt,
+                     checked ? bound_ulp_at_max_ulp : std::nullopt, note_list());
+}
 const std::vector<std::string>& PathSummary::note_list() const { return notes ? *notes : kNone; }
 
 json SetSummary::to_json() const {

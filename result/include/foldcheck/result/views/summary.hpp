@@ -53,6 +53,10 @@ struct SetSummary {
   std::optional<double> bound_ulp_at_worst, bound_ulp_at_max_ulp;  // written only when checked
   std::optional<std::vector<std::string>> notes;                   // absent from reports written before notes existed
   const std::vector<std::string>& note_list() const;
+  // The facts row_notes reads (run.hpp NoteFacts), as NoteFacts::from_json finds them in
+  // to_json's object: a row, not weights, its verdict, ulp's max_abs and the bounds in ULP
+  // where written (-1 where not, or null), the notes; nothing of eps or a mistrusted cause.
+  NoteFacts note_facts() const;
   static SetSummary from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 };
@@ -75,6 +79,7 @@ struct PathSummary {
   std::optional<double> bound_ulp_at_max_ulp;
   std::optional<std::vector<std::string>> notes;  // absent from reports written before notes existed
   const std::vector<std::string>& note_list() const;
+  NoteFacts note_facts() const;  // as SetSummary's
   bool probabilistic = false;
   std::optional<double> probabilistic_ratio;
   std::optional<std::map<std::string, std::optional<double>>> shares;  // stage -> mean share
