@@ -186,9 +186,9 @@ Layer Layer::from_json(const json& j) {
 }
 
 std::optional<double> timing_seconds(const json& result) {
-  auto it = result.find("timing");
-  if (it == result.end() || !it->contains("seconds")) return std::nullopt;
-  return it->at("seconds").get<double>();
+  auto t = result.find("timing");
+  if (t == result.end() || !t->is_object()) return std::nullopt;
+  return optional<double>(*t, "seconds");
 }
 
 Run Run::from_json(const json& j) {

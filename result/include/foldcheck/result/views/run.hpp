@@ -177,7 +177,8 @@ struct Run {
   static Run from_json(const nlohmann::json& j);
 };
 
-// "timing": {"seconds"} of any command's result; nullopt when absent (--no-timing).
+// "timing": {"seconds"} of any command's result; nullopt when absent (--no-timing), when
+// "timing" is not an object, or when "seconds" is missing or null (another type is refused).
 std::optional<double> timing_seconds(const nlohmann::json& result);
 
 // The answer of a run (reports run_answer.hpp), as a summary stores it under "answer" (an
