@@ -215,7 +215,7 @@ std::string accuracy_diff_text(const v::AccuracyDiff& r, const std::optional<Ans
 std::string accuracy_diff_text(const json& result) {
   const v::AccuracyDiff r = v::AccuracyDiff::from_json(result);
   std::optional<AnswerLines> answer;
-  if (!r.layers.empty()) answer = answer_lines(summarize(result)["answer"]);
+  if (!r.layers.empty()) answer = answer_lines(*summary_of(r).answer);
   return accuracy_diff_text(r, answer);
 }
 

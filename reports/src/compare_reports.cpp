@@ -1,8 +1,10 @@
 // Report comparison (compare_reports.hpp).
 #include "foldcheck/reports/compare_reports.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -216,22 +218,21 @@ struct DiffTally {
 
 }  // namespace
 
-json as_report(const json& r) {
-  if (r.value("command", "") == "suite") return r;
-  const views::Summary s = summary_of(r);
-  const json sj = s.to_json();
-  return {{"tool", r.value("tool", "foldcheck")},
-          {"version", r.value("version", "")},
-          {"schema_version", r.value("schema_version", 0)},
-          {"command", "suite"},
-          {"suite", {{"name", s.name}, {"description", s.description}, {"single_command", s.command}}},
-          {"entries", json::array({json{{"index", 0},
-                                        {"name", s.name},
-                                        {"kind", s.is_run() ? "case" : "model"},
-                                        {"expect", "EXPECTED"},
-                                        {"passed", s.verdict == Verdict::Expected},
-                                        {"summary", sj}}})},
-          {"verdict", name(s.verdict)}};
+views::Report report_of(const json& r) {
+  const views::ResultEnvelope env = views::ResultEnvelope::from_json(r);
+  if (env.command == "suite") return views::Report::from_json(r);
+  views::Report rep;
+  rep.version = env.version;
+  rep.schema_version = env.schema_version;
+  views::ReportEntry e;
+  e.summary = summary_of(r);
+  rep.suite = {e.summary.name, e.summary.description, e.summary.command, std::nullopt, json()};
+  e.name = e.summary.name;
+  e.kind = e.summary.is_run() ? "case" : "model";
+  e.expect = Verdict::Expected;
+  e.passed = e.summary.verdict == Verdict::Expected;
+  rep.entries.push_back(std::move(e));
+  return rep;
 }
 
 views::ReportDiff compare_reports(const views::Report& cur, const views::Report& base, const CompareOptions& o) {
@@ -257,8 +258,7 @@ views::ReportDiff compare_reports(const views::Report& cur, const views::Report&
 }
 
 json compare_reports(const json& current, const json& baseline, const CompareOptions& o) {
-  return compare_reports(views::Report::from_json(as_report(current)), views::Report::from_json(as_report(baseline)), o)
-      .to_json();
+  return compare_reports(report_of(current), report_of(baseline), o).to_json();
 }
 
 namespace {
@@ -288,17 +288,22 @@ std::string entry_changes(const views::EntryDiff& e) {
   return s;
 }
 
+// How many of d's entries have status.
+std::ptrdiff_t with_status(const views::ReportDiff& d, std::string_view status) {
+  return std::count_if(d.entries.begin(), d.entries.end(),
+                       [&](const views::EntryDiff& e) { return e.status == status; });
+}
+
 std::string diff_text(const views::ReportDiff& d) {
   std::string s = "foldcheck compare — " + tolerance_line(d) + "\n";
-  std::map<std::string, int> counts;
   for (const views::EntryDiff& e : d.entries) {
-    ++counts[e.status];
     if (e.status == "unchanged") continue;
     s += fmt::format("  {}: {}\n", e.name, e.status);
     s += entry_changes(e);
   }
   s += fmt::format("{} entries: {} regressed, {} removed, {} changed, {} added, {} unchanged\n", d.entries.size(),
-                   counts["regressed"], counts["removed"], counts["changed"], counts["added"], counts["unchanged"]);
+                   with_status(d, "regressed"), with_status(d, "removed"), with_status(d, "changed"),
+                   with_status(d, "added"), with_status(d, "unchanged"));
   s += fmt::format("verdict: {}\n", d.regressions ? "REGRESSION" : "no regression");
   return s;
 }

@@ -89,16 +89,14 @@ std::string overall_also_judges(bool observed_output_bad, bool observed_model) {
                              : "each layer's fold";
 }
 
-json model_answer(const views::Summary& summary) {
+RunAnswer model_answer(const views::Summary& summary) {
+  RunAnswer a;
+  a.verdict = summary.verdict;
   // nothing compared: why, and what to do
-  const std::vector<std::string> why =
-      summary.reasoning && !summary.reasoning->empty() ? *summary.reasoning : model_reasons(summary);
-  return {{"verdict", name(summary.verdict)},
-          {"reasoning", why},
-          {"observed_weights", nullptr},
-          {"tolerances", json::array()}};
+  a.reasoning = summary.reasoning && !summary.reasoning->empty() ? *summary.reasoning : model_reasons(summary);
+  return a;
 }
 
-json model_answer(const json& summary) { return model_answer(views::Summary::from_json(summary)); }
+json model_answer(const json& summary) { return model_answer(views::Summary::from_json(summary)).to_json(); }
 
 }  // namespace foldcheck::reports

@@ -124,32 +124,29 @@ std::string why_shown(const views::PathSummary& p) {
 // The answer first: the verdict with its reason, the observed weights with the recipes that
 // reproduce them bit for bit, the other reasons, the assert_close tolerances. `id` makes the
 // block findable ("answer" on a single run's page, "answer-eK" per suite entry). The answer
-// is run_answer.hpp's JSON, read here as its renderers read it.
-std::string observed_weights(const json& ow, const std::string& id) {
+// is run_answer.hpp's (views/run.hpp RunAnswer).
+std::string observed_weights(const RunAnswer::Observed& ow, const std::string& id) {
   std::string recipes;
-  for (const json& r : ow["bit_exact"]) recipes += (recipes.empty() ? "" : ", ") + escape(r);
-  const Verdict v = views::required_verdict(ow, "verdict");
+  for (const std::string& r : ow.bit_exact) recipes += (recipes.empty() ? "" : ", ") + escape(r);
+  const Verdict v = ow.verdict;
   std::string h =
       fmt::format("<p class=\"observed\" id=\"{}-observed\"><b>Observed weights</b>{} {} — {}</p>", id,
-                  ow["note"].get<std::string>().empty() ? ""
-                                                        : " <span class=\"muted\">(" + escape(ow["note"]) + ")</span>",
-                  badge(v),
+                  ow.note.empty() ? "" : " <span class=\"muted\">(" + escape(ow.note) + ")</span>", badge(v),
                   recipes.empty() ? std::string("no recipe reproduces them bit for bit")
                                   : "<b>BIT-EXACT</b>: " + recipes);
-  if (v == Verdict::Expected && !ow["reasoning"].empty())  // otherwise it is the lead sentence
-    h += "<p class=\"explain\">" + escape(ow["reasoning"][0]) + "</p>";
+  if (v == Verdict::Expected && !ow.reasoning.empty())  // otherwise it is the lead sentence
+    h += "<p class=\"explain\">" + escape(ow.reasoning[0]) + "</p>";
   return h;
 }
 
 std::string answer_block(const views::Summary& s, const std::string& id) {
   if (!s.answer) return "";
-  const json& a = *s.answer;
+  const RunAnswer& a = *s.answer;
   const AnswerLines l = answer_lines(a);
-  const json& why = a["reasoning"];
-  std::string h = R"(<div class="answer" id=")" + id + R"("><p class="lead">)" +
-                  badge(views::required_verdict(a, "verdict")) + " " +
-                  escape(why.empty() ? std::string() : why[0].get<std::string>()) + "</p>";
-  if (a["observed_weights"].is_object()) h += observed_weights(a["observed_weights"], id);
+  const std::vector<std::string>& why = a.reasoning;
+  std::string h = R"(<div class="answer" id=")" + id + R"("><p class="lead">)" + badge(a.verdict) + " " +
+                  escape(why.empty() ? std::string() : why[0]) + "</p>";
+  if (a.observed_weights) h += observed_weights(*a.observed_weights, id);
   for (const std::string& m : l.more) h += "<p class=\"explain\">" + escape(m) + "</p>";
   if (!l.tolerances.empty()) {
     h += "<p class=\"muted\">assert_close tolerances implied by the bound:</p><ul class=\"muted\">";
@@ -291,9 +288,9 @@ std::string headline_cards(const std::vector<views::PathSummary>& paths) {
 
 // Whether a path or a folded bias shows the cancellation note (weights do not cancel).
 bool any_cancelled(const views::Summary& s) {
-  return std::ranges::any_of(s.paths, [](const views::PathSummary& p) { return shows_cancellation(p.to_json()); }) ||
+  return std::ranges::any_of(s.paths, [](const views::PathSummary& p) { return shows_cancellation(p.note_facts()); }) ||
          std::ranges::any_of(s.folded, [](const views::FoldedSummary& f) {
-           return shows_cancellation(f.bias ? f.bias->to_json() : json());
+           return f.bias && shows_cancellation(f.bias->note_facts());
          });
 }
 
@@ -460,6 +457,6 @@ std::string report_html(const views::Report& r) {
   return h;
 }
 
-std::string report_html(const json& report) { return report_html(views::Report::from_json(as_report(report))); }
+std::string report_html(const json& report) { return report_html(report_of(report)); }
 
 }  // namespace foldcheck::reports

@@ -20,9 +20,9 @@ std::string ratio(const std::optional<double>& v) { return v ? fmt::format("{:.3
 std::string reason(const views::Summary& summary) {
   if (!summary.answer) return "";
   std::string s;
-  for (const json& line : summary.answer->at("reasoning")) {
+  for (const std::string& line : summary.answer->reasoning) {
     if (!s.empty()) s.push_back('\n');
-    s.append(line.get_ref<const std::string&>());
+    s.append(line);
   }
   return s;
 }
@@ -62,6 +62,6 @@ std::string report_junit(const views::Report& r) {
   return s + "  </testsuite>\n</testsuites>\n";
 }
 
-std::string report_junit(const json& report) { return report_junit(views::Report::from_json(as_report(report))); }
+std::string report_junit(const json& report) { return report_junit(report_of(report)); }
 
 }  // namespace foldcheck::reports

@@ -44,10 +44,11 @@ std::string answer_markdown(const views::Summary& summary) {
 }
 
 // A row's footnote marks: each note but the cancellation's, numbered once in `notes`.
-std::string note_marks(const views::PathSummary& p, const json& pj, std::vector<std::string>& notes) {
+std::string note_marks(const views::PathSummary& p, std::vector<std::string>& notes) {
   std::string marks;
+  const std::string cancelled = cancellation_note(p.note_facts());
   for (const std::string& n : p.note_list()) {
-    if (n == cancellation_note(pj)) continue;
+    if (n == cancelled) continue;
     auto it = std::find(notes.begin(), notes.end(), n);
     if (it == notes.end()) it = notes.insert(notes.end(), n);
     marks += fmt::format(" [{}]", it - notes.begin() + 1);
@@ -61,12 +62,10 @@ std::string note_marks(const views::PathSummary& p, const json& pj, std::vector<
 std::string paths_markdown(const std::vector<views::PathSummary>& paths) {
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> labels;
-  std::vector<json> as_json;  // row_notes.hpp reads a path's JSON
   for (const views::PathSummary& p : paths) {
-    as_json.push_back(p.to_json());
     labels.push_back({p.accumulation + (p.arithmetic == "default" ? "" : " " + p.arithmetic) + " " + p.path});
     keys.push_back(fmt::format("| {} | {} | {} | {}{} | {} |", cell(p.dtype), name(p.verdict), num(p.bound_ratio),
-                               num(ulp_of(p, &views::Stats::max_abs)), shows_cancellation(as_json.back()) ? " †" : "",
+                               num(ulp_of(p, &views::Stats::max_abs)), shows_cancellation(p.note_facts()) ? " †" : "",
                                num(ulp_of(p, &views::Stats::p99_9))) +
                    "\x1f" + json(p.note_list()).dump());
   }
@@ -77,8 +76,8 @@ std::string paths_markdown(const std::vector<views::PathSummary>& paths) {
     const auto names = distinct_column(labels, g, 0);
     const std::string all = joined_column(labels, g, 0);
     const std::string label = names.size() > 2 ? fmt::format("{} paths, identical ({})", names.size(), all) : all;
-    cancelled = cancelled || shows_cancellation(as_json[g[0]]);
-    const std::string marks = note_marks(paths[g[0]], as_json[g[0]], notes);
+    cancelled = cancelled || shows_cancellation(paths[g[0]].note_facts());
+    const std::string marks = note_marks(paths[g[0]], notes);
     t += "| " + cell(label) + marks + " " + keys[g[0]].substr(0, keys[g[0]].find('\x1f')) + "\n";
   }
   std::string foot = cancelled ? "\n† " + cell(kCancellationNote) + "\n" : "";
@@ -138,8 +137,7 @@ std::string failed_entry(const views::ReportEntry& x) {
     }
   }
   s += "\n";
-  const json why = x.summary.answer ? x.summary.answer->at("reasoning") : json::array();
-  if (!why.empty()) s += "  " + cell(why[0]) + "\n";
+  if (x.summary.answer && !x.summary.answer->reasoning.empty()) s += "  " + cell(x.summary.answer->reasoning[0]) + "\n";
   return s;
 }
 
@@ -168,6 +166,6 @@ std::string report_markdown(const views::Report& r) {
   return s;
 }
 
-std::string report_markdown(const json& report) { return report_markdown(views::Report::from_json(as_report(report))); }
+std::string report_markdown(const json& report) { return report_markdown(report_of(report)); }
 
 }  // namespace foldcheck::reports

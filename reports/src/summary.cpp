@@ -5,7 +5,8 @@
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/result/views/accuracy_diff.hpp"
 
-#include "foldcheck/result/views/json_io.hpp"
+#include "foldcheck/result/views/report.hpp"
+#include "foldcheck/result/views/run.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -21,43 +22,27 @@ namespace views = result::views;
 
 namespace {
 
-using views::optional;
-using views::optional_verdict;
-using views::required;
-using views::required_verdict;
-
-// The value of key in j, or null when j is not an object or has no such key.
-const json& member(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  const auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-// Percentiles of a Distribution (compare.hpp's JSON), as absolute values where signed.
-std::optional<views::Stats> stats(const json& d) {
-  if (!d.is_object()) return std::nullopt;
-  return views::Stats::from_json(d);
-}
+// A ratio as the summary writes it: none when the result had none, or wrote null (an infinite
+// ratio, which the run's view restores as +inf).
+std::optional<double> finite(const std::optional<double>& r) { return r && !std::isinf(*r) ? r : std::nullopt; }
 
 // A histogram (histogram.hpp's JSON, which lists only non-empty buckets) in a compact
 // form: the first listed bin's upper edge (each next bin doubles it; empty bins in between
 // are zeros), the negative and positive counts per bin, exact zeros, and the counts beyond
 // the histogram's last edge ("overflow"). "from_zero": the first bin is the histogram's
 // bottom one, (0, first_upper], rather than (first_upper / 2, first_upper].
-std::optional<views::CompactHistogram> compact_histogram(const json& h) {
-  if (!h.is_object()) return std::nullopt;
+views::CompactHistogram compact_histogram(const views::Histogram& h) {
   views::CompactHistogram c;
   std::map<int, std::pair<std::int64_t, std::int64_t>> bins;  // log2(upper) -> counts
-  for (const json& b : views::list_of(h, "buckets", [](const json& b) { return b; })) {
-    if (!member(b, "upper").is_number()) {
-      c.overflow_negative = required<std::int64_t>(b, "negative");
-      c.overflow_positive = required<std::int64_t>(b, "positive");
+  for (const views::HistogramBucket& b : h.buckets) {
+    if (!b.upper) {
+      c.overflow_negative = b.negative;
+      c.overflow_positive = b.positive;
       continue;
     }
-    const int e = static_cast<int>(std::lround(std::log2(required<double>(b, "upper"))));
-    bins[e] = {required<std::int64_t>(b, "negative"), required<std::int64_t>(b, "positive")};
-    if (bins.begin()->first == e) c.from_zero = optional<std::string>(b, "range").value_or("").rfind("(0,", 0) == 0;
+    const int e = static_cast<int>(std::lround(std::log2(*b.upper)));
+    bins[e] = {b.negative, b.positive};
+    if (bins.begin()->first == e) c.from_zero = b.range.rfind("(0,", 0) == 0;
   }
   if (!bins.empty()) {
     c.first_upper = std::ldexp(1.0, bins.begin()->first);
@@ -67,197 +52,206 @@ std::optional<views::CompactHistogram> compact_histogram(const json& h) {
       c.positive.push_back(it == bins.end() ? 0 : it->second.second);
     }
   }
-  c.unit = optional<std::string>(h, "unit").value_or("");
-  c.zero = optional<std::int64_t>(h, "zero").value_or(0);
+  c.unit = h.unit;
+  c.zero = h.zero;
   return c;
 }
 
-views::Histograms compact_histograms(const json& hs) {
+views::Histograms compact_histograms(const std::map<std::string, std::optional<views::Histogram>>& hs) {
   views::Histograms r;
-  if (hs.is_object())
-    for (const auto& [k, v] : hs.items()) r[k] = compact_histogram(v);
+  for (const auto& [k, v] : hs) r[k] = v ? std::optional(compact_histogram(*v)) : std::nullopt;
   return r;
 }
 
-// A SetSummary's essentials (weights, biases, outputs).
-std::optional<views::SetSummary> comparison(const json& c) {
-  if (!c.is_object()) return std::nullopt;  // e.g. TVM's bias with a conv bias: a separate shift, no folded bias
+// A run's folded weight or bias set: its essentials, checked against its bound_check.
+views::SetSummary set_summary(const views::Comparison& c) {
   views::SetSummary s;
-  s.verdict = required_verdict(c, "verdict");
-  s.ulp = stats(member(c, "ulp"));
-  s.ppm = stats(member(c, "ppm"));
-  if (const json& bc = member(c, "bound_check"); c.contains("bound_check")) {
-    s.bound_ratio = optional<double>(bc, "worst_ratio");
-    s.beyond_bound = optional<std::int64_t>(bc, "beyond_bound").value_or(0);
+  s.verdict = c.verdict;
+  s.ulp = c.ulp_stats;
+  s.ppm = c.ppm_stats;
+  if (const auto& bc = c.bound_check) {
+    s.bound_ratio = finite(bc->worst_ratio);
+    s.beyond_bound = bc->beyond_bound.value_or(0);
     s.checked = true;
-    s.bound_ulp_at_worst = optional<double>(bc, "bound_ulp_at_worst");
-    s.bound_ulp_at_max_ulp = optional<double>(bc, "bound_ulp_at_max_ulp");
+    s.bound_ulp_at_worst = bc->bound_ulp_at_worst;
+    s.bound_ulp_at_max_ulp = bc->bound_ulp_at_max_ulp;
   }
-  s.notes = row_notes(c);
+  s.notes = row_notes(c.facts);
   return s;
+}
+
+// An accuracy-diff's comparison (a shown recipe's weights or bias, an end-to-end output): the same.
+views::SetSummary set_summary(const views::AdiffComparison& c) {
+  views::SetSummary s;
+  s.verdict = c.verdict;
+  s.ulp = c.ulp;
+  s.ppm = c.ppm;
+  if (const auto& bc = c.bound_check) {
+    s.bound_ratio = bc->worst_ratio;
+    s.beyond_bound = bc->beyond_bound;
+    s.checked = true;
+    s.bound_ulp_at_worst = bc->bound_ulp_at_worst;
+    s.bound_ulp_at_max_ulp = bc->bound_ulp_at_max_ulp;
+  }
+  s.notes = row_notes(c.facts);
+  return s;
+}
+
+template <class C>
+std::optional<views::SetSummary> set_summary(const std::optional<C>& c) {
+  return c ? std::optional(set_summary(*c)) : std::nullopt;
 }
 
 // The bound facts of a run's path: its bound's ratio (and formula), its check, its
 // probabilistic bound and attribution.
-void path_bounds(views::PathSummary& e, const json& p, std::set<std::string>& formulas) {
-  if (const json& b = member(p, "bound"); p.contains("bound")) {
+void path_bounds(views::PathSummary& e, const views::Path& p, std::set<std::string>& formulas) {
+  const views::Comparison& c = p.scored;
+  if (c.bound) {
     e.bounded = true;
-    e.bound_ratio = optional<double>(b, "worst_ratio");  // none when nothing was compared
-    e.bound_ulp_at_worst = optional<double>(b, "bound_ulp_at_worst");
-    formulas.insert(required<std::string>(b, "formula"));
+    e.bound_ratio = finite(c.bound->worst_ratio);  // none when nothing was compared
+    e.bound_ulp_at_worst = c.bound->bound_ulp_at_worst;
+    if (c.bound->formula) formulas.insert(*c.bound->formula);
   }
-  if (const json& bc = member(p, "bound_check"); p.contains("bound_check")) {
-    e.beyond_bound = required<std::int64_t>(bc, "beyond_bound");
+  if (c.bound_check) {
+    e.beyond_bound = c.bound_check->beyond_bound.value_or(0);
     e.checked = true;
-    e.bound_ulp_at_max_ulp = optional<double>(bc, "bound_ulp_at_max_ulp");
+    e.bound_ulp_at_max_ulp = c.bound_check->bound_ulp_at_max_ulp;
   }
-  if (p.contains("probabilistic_bound")) {
+  if (c.probabilistic_bound) {
     e.probabilistic = true;
-    e.probabilistic_ratio = optional<double>(member(p, "probabilistic_bound"), "worst_ratio");
+    e.probabilistic_ratio = c.probabilistic_bound->worst_ratio;
   }
-  if (const json& a = member(p, "attribution"); a.contains("stages")) {
+  if (p.attribution) {
     e.shares.emplace();
-    for (const json& st : views::list_of(a, "stages", [](const json& x) { return x; }))
-      (*e.shares)[required<std::string>(st, "stage")] = optional<double>(st, "share_mean");
+    for (const views::Attribution::Stage& st : p.attribution->stages) (*e.shares)[st.stage] = st.share_mean;
   }
 }
 
 // One output path of one accumulation order of one dtype: its key and every fact.
-views::PathSummary path_summary(const std::string& key, const std::string& dt, const json& o, const json& p,
-                                std::set<std::string>& formulas) {
+views::PathSummary path_summary(const std::string& key, const std::string& dt, const views::Order& o,
+                                const views::Path& p, std::set<std::string>& formulas) {
   views::PathSummary e;
   e.key = key;
   e.dtype = dt;
-  e.accumulation = required<std::string>(o, "accumulation");
-  e.arithmetic = required<std::string>(o, "arithmetic");
-  e.path = required<std::string>(p, "name");
-  e.verdict = required_verdict(p, "verdict");
-  e.elements = required<std::int64_t>(p, "elements");
-  e.ulp = stats(member(p, "ulp"));
-  e.ppm = stats(member(p, "ppm"));
+  e.accumulation = o.accumulation;
+  e.arithmetic = o.arithmetic.value_or("default");
+  e.path = p.name;
+  e.verdict = p.scored.verdict;
+  e.elements = p.elements;
+  e.ulp = p.scored.ulp_stats;
+  e.ppm = p.scored.ppm_stats;
   path_bounds(e, p, formulas);
-  e.notes = row_notes(p);
-  e.histograms = compact_histograms(member(p, "histograms"));
+  e.notes = row_notes(p.scored.facts);
+  e.histograms.emplace("ulp", compact_histogram(p.ulp_histogram));
+  if (p.ppm_histogram) e.histograms.emplace("ppm", compact_histogram(*p.ppm_histogram));
+  if (p.bound_histogram) e.histograms.emplace("bound", compact_histogram(*p.bound_histogram));
   return e;
 }
 
 // A dtype's paths (keyed by order and the variant's index among that order's runs) and its
 // folded-parameter sets (keyed by recipe and index).
-void dtype_records(views::Summary& s, const json& d, std::set<std::string>& formulas) {
-  const std::string dt = required<std::string>(d, "dtype");
+void dtype_records(views::Summary& s, const views::DtypeResult& d, std::set<std::string>& formulas) {
+  const std::string& dt = d.dtype;
   std::map<std::string, int> variant_of_order;  // accumulation label -> runs seen
-  for (const json& o : d.at("orders")) {
-    const std::string acc = required<std::string>(o, "accumulation");
-    const int k = variant_of_order[acc]++;
-    for (const json& p : o.at("paths"))
-      s.paths.push_back(path_summary(dt + "/" + acc + "#" + std::to_string(k) + "/" + required<std::string>(p, "name"),
-                                     dt, o, p, formulas));
+  for (const views::Order& o : d.orders) {
+    const int k = variant_of_order[o.accumulation]++;
+    for (const views::Path& p : o.paths)
+      s.paths.push_back(
+          path_summary(dt + "/" + o.accumulation + "#" + std::to_string(k) + "/" + p.name, dt, o, p, formulas));
   }
   std::map<std::string, int> variant_of_recipe;
-  for (const json& f : d.at("folded_parameters")) {
-    const std::string rc = required<std::string>(f, "recipe");
-    const int k = variant_of_recipe[rc]++;
-    s.folded.push_back({dt + "#" + std::to_string(k) + "/" + rc, dt, rc, required<std::string>(f, "arithmetic"),
-                        required<std::string>(f, "weight_dtype"), comparison(member(f, "weights")),
-                        comparison(member(f, "bias"))});
+  for (const views::FoldedParameters& f : d.folded_parameters) {
+    const int k = variant_of_recipe[f.recipe]++;
+    s.folded.push_back({dt + "#" + std::to_string(k) + "/" + f.recipe, dt, f.recipe, f.arithmetic.value_or("default"),
+                        f.weight_dtype, set_summary(f.weights), set_summary(f.bias)});
   }
 }
 
-views::Summary summarize_run(const json& r) {
+// A layer's fused or unfused outputs on its real input.
+views::ActivationSummary activation(const views::AdiffActivation& a) {
+  return {a.verdict, a.p99_9_abs_ulp, a.max_abs_ulp, a.worst_ratio,
+          // Attributed paths only (accuracy-diff attributes the fused path, which it reports).
+          a.dominant_stage};
+}
+
+views::LayerSummary layer_summary(const views::AdiffLayer& l) {
+  views::LayerSummary e;
+  e.key = e.name = l.name;
+  e.op = l.op;
+  e.verdict = l.verdict;
+  if (l.fold && !l.fold->recipes.empty()) {
+    const views::AdiffRecipe& shown = l.fold->shown();
+    e.fold = views::LayerFold{shown.recipe, shown.worst_ratio, set_summary(shown.weights), set_summary(shown.bias),
+                              l.worst_channel};
+  }
+  if (l.fused && l.unfused) {
+    e.fused = activation(*l.fused);
+    e.unfused = activation(*l.unfused);
+  }
+  return e;
+}
+
+views::EndToEndSummary end_to_end(const views::AccuracyDiff& r, const views::AdiffEndToEnd& e) {
+  views::EndToEndSummary ee;
+  ee.not_run = e.not_run;
+  if (!e.not_run) ee.verdict = e.verdict;
+  // Which weights the end-to-end runs used: always foldcheck's own fold of the original
+  // model (with an observed model, not its weights: those are judged per layer).
+  ee.observed_model = r.observed.has_value();
+  if (e.fused_recipe)
+    ee.fused_weights = "foldcheck's own " + *e.fused_recipe + " fold of the original model" +
+                       (r.observed ? ", not the observed model's weights, which are judged per layer" : "");
+  if (!e.not_run) {
+    ee.outputs.emplace();
+    for (const views::AdiffOutput& o : e.outputs)
+      ee.outputs->push_back(
+          {o.name, set_summary(o.unfused), set_summary(o.fused), compact_histograms(o.fused.histograms)});
+  }
+  if (const auto& o = e.observed_output)  // none when nothing finite compared
+    ee.observed_output =
+        views::ObservedOutput{o->verdict, o->bound_check ? o->bound_check->worst_ratio : std::nullopt, o->ulp_stats};
+  return ee;
+}
+
+}  // namespace
+
+views::Summary summary_of(const views::Run& r) {
   views::Summary s;
-  const json& c = r.at("case");
   s.command = "run";
-  s.name = required<std::string>(c, "name");
-  s.description = optional<std::string>(c, "description").value_or("");
-  s.seed = r.at("seed");
-  s.verdict = required_verdict(r, "verdict");
+  s.name = r.case_name;
+  s.description = r.case_description;
+  s.seed = r.seed;
+  s.verdict = r.verdict;
   std::set<std::string> formulas;
-  for (const json& d : r.at("dtypes")) dtype_records(s, d, formulas);
-  if (r.contains("observed_weights"))
-    s.observed_weights_verdict = required_verdict(r.at("observed_weights"), "verdict");
+  for (const views::DtypeResult& d : r.dtypes) dtype_records(s, d, formulas);
+  if (r.observed_weights) s.observed_weights_verdict = r.observed_weights->verdict;
   s.answer = run_answer(r);
   if (!s.description.empty()) s.explanation.push_back(s.description);
   for (const std::string& f : formulas) s.explanation.push_back("bound: " + f);
   return s;
 }
 
-// A layer's fused or unfused outputs on its real input.
-views::ActivationSummary activation(const json& a) {
-  return {required_verdict(a, "verdict"), optional<double>(a, "p99_9_abs_ulp"), optional<double>(a, "max_abs_ulp"),
-          optional<double>(a, "worst_ratio"),
-          // Attributed paths only (accuracy-diff attributes the fused path, which it reports).
-          optional<std::string>(a, "dominant_stage")};
-}
-
-views::LayerSummary layer_summary(const json& l) {
-  views::LayerSummary e;
-  e.key = e.name = required<std::string>(l, "name");
-  e.op = required<std::string>(l, "op");
-  e.verdict = required_verdict(l, "verdict");
-  if (l.contains("fold")) {
-    const json& fold = l.at("fold");
-    const json& shown = fold.at("recipes").at(views::AdiffFold::from_json(fold).shown_index());
-    e.fold = views::LayerFold{required<std::string>(shown, "recipe"), optional<double>(shown, "worst_ratio"),
-                              comparison(member(shown, "weights")), comparison(member(shown, "bias")),
-                              optional<std::int64_t>(l, "worst_channel")};
-  }
-  if (const json& a = member(l, "activations"); a.contains("fused")) {
-    e.fused = activation(a.at("fused"));
-    e.unfused = activation(a.at("unfused"));
-  }
-  return e;
-}
-
-views::EndToEndSummary end_to_end(const json& r, const json& e) {
-  views::EndToEndSummary ee;
-  ee.verdict = optional_verdict(e, "verdict");
-  ee.not_run = optional<std::string>(e, "not_run");
-  // Which weights the end-to-end runs used: always foldcheck's own fold of the original
-  // model (with an observed model, not its weights: those are judged per layer).
-  ee.observed_model = r.contains("observed");
-  if (const auto recipe = optional<std::string>(e, "fused_recipe"))
-    ee.fused_weights = "foldcheck's own " + *recipe + " fold of the original model" +
-                       (r.contains("observed") ? ", not the observed model's weights, which are judged per layer" : "");
-  if (e.contains("outputs"))
-    ee.outputs = views::list_of(e, "outputs", [](const json& o) {
-      return views::EndToEndOutput{required<std::string>(o, "name"), comparison(o.at("unfused")),
-                                   comparison(o.at("fused")), compact_histograms(member(o.at("fused"), "histograms"))};
-    });
-  if (const json& o = member(e, "observed_output"); e.contains("observed_output")) {
-    const json& c = o.at("comparison");
-    ee.observed_output = views::ObservedOutput{required_verdict(o, "verdict"),
-                                               optional<double>(member(c, "bound_check"),
-                                                                "worst_ratio"),  // none when nothing finite compared
-                                               stats(c.at("ulp"))};
-  }
-  return ee;
-}
-
-views::Summary summarize_accuracy_diff(const json& r) {
+views::Summary summary_of(const views::AccuracyDiff& r) {
   views::Summary s;
   s.command = "accuracy-diff";
-  s.name = required<std::string>(r.at("model"), "path");
-  s.verdict = required_verdict(r, "verdict");
-  s.layers = views::list_of(r, "layers", layer_summary);
-  if (r.contains("end_to_end")) s.end_to_end = end_to_end(r, r.at("end_to_end"));
-  s.reasoning =
-      views::list_of(r, "reasoning", [](const json& x) { return x.get<std::string>(); });  // why nothing was compared
-  s.explanation = *s.reasoning;                                                            // the answer first
+  s.name = r.model_path;
+  s.verdict = r.verdict;
+  for (const views::AdiffLayer& l : r.layers) s.layers.push_back(layer_summary(l));
+  if (r.end_to_end) s.end_to_end = end_to_end(r, *r.end_to_end);
+  s.reasoning = r.reasoning;    // why nothing was compared
+  s.explanation = r.reasoning;  // the answer first
   s.explanation.emplace_back(
       "Per layer: each engine recipe's folded weights and biases against the exact fold (ratio = worst distance / "
       "the recipe's bound), and the layer on its real input, fused and unfused, against the certified reference.");
-  if (r.contains("observed"))
-    s.explanation.push_back("Folded parameters from " + required<std::string>(r.at("observed"), "path") + ".");
+  if (r.observed) s.explanation.push_back("Folded parameters from " + r.observed->path + ".");
   s.answer = model_answer(s);
   return s;
 }
 
-}  // namespace
-
 views::Summary summary_of(const json& result) {
-  const std::string cmd = result.is_object() ? optional<std::string>(result, "command").value_or("") : "";
-  if (cmd == "run") return summarize_run(result);
-  if (cmd == "accuracy-diff") return summarize_accuracy_diff(result);
+  const std::string cmd = views::ResultEnvelope::from_json(result).command;
+  if (cmd == "run") return summary_of(views::Run::from_json(result));
+  if (cmd == "accuracy-diff") return summary_of(views::AccuracyDiff::from_json(result));
   throw std::invalid_argument("summarize: a run or accuracy-diff result expected, got command '" + cmd + "'");
 }
 

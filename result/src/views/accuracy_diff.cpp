@@ -24,11 +24,50 @@ std::optional<T> present(const json& j, const char* key) {
   return T::from_json(*it);
 }
 
+// j[key] as Stats when it is an object.
+std::optional<Stats> stats_of(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  return Stats::from_json(*it);
+}
+
+// j[key] as T::from_json when it is an object.
+template <class T>
+std::optional<T> object_of(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  return T::from_json(*it);
+}
+
 }  // namespace
 
+AdiffComparison AdiffComparison::from_json(const json& j) {
+  AdiffComparison c;
+  c.verdict = required_verdict(j, "verdict");
+  c.ulp = stats_of(j, "ulp");
+  c.ppm = stats_of(j, "ppm");
+  if (auto b = j.find("bound_check"); b != j.end()) {
+    Check check;
+    if (b->is_object())
+      check = {optional<double>(*b, "worst_ratio"), optional<double>(*b, "bound_ulp_at_worst"),
+               optional<double>(*b, "bound_ulp_at_max_ulp"), optional<std::int64_t>(*b, "beyond_bound").value_or(0)};
+    c.bound_check = check;
+  }
+  if (auto h = j.find("histograms"); h != j.end() && h->is_object())
+    for (const auto& [k, v] : h->items())
+      c.histograms[k] = v.is_object() ? std::optional(Histogram::from_json(v)) : std::nullopt;
+  c.facts = NoteFacts::from_json(j);
+  return c;
+}
+
 AdiffRecipe AdiffRecipe::from_json(const json& j) {
-  return {required<std::string>(j, "recipe"), required<std::string>(j, "worst_in"), optional<double>(j, "worst_ratio"),
-          max_abs_ulp(j, "weights"), max_abs_ulp(j, "bias")};
+  return {required<std::string>(j, "recipe"),
+          required<std::string>(j, "worst_in"),
+          optional<double>(j, "worst_ratio"),
+          max_abs_ulp(j, "weights"),
+          max_abs_ulp(j, "bias"),
+          object_of<AdiffComparison>(j, "weights"),
+          object_of<AdiffComparison>(j, "bias")};
 }
 
 std::size_t AdiffFold::shown_index() const {
@@ -46,13 +85,14 @@ AdiffFold AdiffFold::from_json(const json& j) {
 }
 
 AdiffActivation AdiffActivation::from_json(const json& j) {
-  return {optional<double>(j, "p99_9_abs_ulp"), optional<double>(j, "worst_ratio"),
-          optional<std::string>(j, "dominant_stage")};
+  return {required_verdict(j, "verdict"), optional<double>(j, "p99_9_abs_ulp"), optional<double>(j, "max_abs_ulp"),
+          optional<double>(j, "worst_ratio"), optional<std::string>(j, "dominant_stage")};
 }
 
 AdiffLayer AdiffLayer::from_json(const json& j) {
   AdiffLayer l;
   l.name = required<std::string>(j, "name");
+  l.op = required<std::string>(j, "op");
   l.verdict = required_verdict(j, "verdict");
   l.fold = present<AdiffFold>(j, "fold");
   l.observed_note = optional<std::string>(j, "observed_note");
@@ -74,6 +114,8 @@ AdiffOutput AdiffOutput::from_json(const json& j) {
   o.unfused_max_abs = optional<double>(u, "max_abs");
   o.fused_p99_9 = optional<double>(f, "p99_9");
   o.fused_max_abs = optional<double>(f, "max_abs");
+  o.unfused = AdiffComparison::from_json(j.at("unfused"));
+  o.fused = AdiffComparison::from_json(j.at("fused"));
   if (auto t = j.find("top1_agreement"); t != j.end())
     o.top1 =
         AdiffTop1{required<std::int64_t>(*t, "rows"), required<std::int64_t>(*t, "unfused_vs_reference"),
@@ -113,6 +155,7 @@ AdiffObservedOutput AdiffObservedOutput::from_json(const json& j) {
   o.ulp_p50 = optional<double>(u, "p50");
   o.ulp_p99_9 = optional<double>(u, "p99_9");
   o.ulp_max_abs = optional<double>(u, "max_abs");
+  o.ulp_stats = stats_of(c, "ulp");
   if (auto b = c.find("bound_check"); b != c.end())
     o.bound_check = BoundCheck{optional<double>(*b, "worst_ratio"), required<std::int64_t>(*b, "beyond_bound")};
   else o.kinds = c.at("kinds");

@@ -5,15 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/result/views/json_io.hpp"
+#include "foldcheck/result/views/run.hpp"
 
 namespace foldcheck::result::views {
 
-// The run's seconds ("timing": {"seconds"}); none when the block is absent (--no-timing).
-inline std::optional<double> timing_seconds(const nlohmann::json& j) {
-  auto t = j.find("timing");
-  if (t == j.end() || !t->is_object()) return std::nullopt;
-  return optional<double>(*t, "seconds");
-}
+// The run's seconds: views/run.hpp's timing_seconds (one definition for every view).
 
 // j[key] when it is a number; none when missing, null or anything else (a renderer's "-").
 inline std::optional<double> number_or_none(const nlohmann::json& j, const char* key) {

@@ -7,6 +7,12 @@ namespace foldcheck::result::views {
 
 using json = nlohmann::json;
 
+ResultEnvelope ResultEnvelope::from_json(const json& j) {
+  if (!j.is_object()) return {};
+  return {optional<std::string>(j, "command").value_or(""), optional<std::string>(j, "version").value_or(""),
+          optional<std::int64_t>(j, "schema_version").value_or(0)};
+}
+
 SuiteInfo SuiteInfo::from_json(const json& j) {
   SuiteInfo s;
   s.name = required<std::string>(j, "name");

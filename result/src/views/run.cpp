@@ -24,7 +24,10 @@ std::optional<double> number(const json& j, const char* key) {
 std::optional<Comparison::Bound> bound_of(const json& c, const char* key, bool deterministic) {
   auto it = c.find(key);
   if (it == c.end() || !it->is_object()) return std::nullopt;
-  Comparison::Bound b{number(*it, "worst_ratio"), number(*it, "bound_ulp_at_worst"), number(*it, "worst_index")};
+  Comparison::Bound b{number(*it, "worst_ratio"), number(*it, "bound_ulp_at_worst"), number(*it, "worst_index"),
+                      number(*it, "bound_ulp_at_max_ulp")};
+  if (auto n = it->find("beyond_bound"); n != it->end() && n->is_number()) b.beyond_bound = n->get<std::int64_t>();
+  if (auto f = it->find("formula"); f != it->end() && f->is_string()) b.formula = f->get<std::string>();
   if (deterministic && it->contains("worst_ratio") && it->at("worst_ratio").is_null()) b.worst_ratio = HUGE_VAL;
   return b;
 }
@@ -76,6 +79,8 @@ Comparison Comparison::from_json(const json& j) {
   c.verdict = required_verdict(j, "verdict");
   c.ulp = Distribution::from_json(j.at("ulp"));
   c.ppm_max_abs = required<double>(j.at("ppm"), "max_abs");
+  c.ulp_stats = Stats::from_json(j.at("ulp"));
+  c.ppm_stats = Stats::from_json(j.at("ppm"));
   c.bound = bound_of(j, "bound", true);
   c.bound_check = bound_of(j, "bound_check", true);
   c.probabilistic_bound = bound_of(j, "probabilistic_bound", false);
@@ -104,9 +109,11 @@ Attribution Attribution::from_json(const json& j) {
 Path Path::from_json(const json& j) {
   Path p;
   p.name = required<std::string>(j, "name");
+  p.elements = required<std::int64_t>(j, "elements");
   p.scored = Comparison::from_json(j);
   const json& h = j.at("histograms");
   p.ulp_histogram = Histogram::from_json(h.at("ulp"));
+  if (h.contains("ppm")) p.ppm_histogram = Histogram::from_json(h.at("ppm"));
   if (h.contains("bound")) p.bound_histogram = Histogram::from_json(h.at("bound"));
   if (j.contains("tolerance")) p.tolerance = Tolerance::from_json(j.at("tolerance"));
   if (j.contains("attribution")) p.attribution = Attribution::from_json(j.at("attribution"));
@@ -145,6 +152,7 @@ Order Order::from_json(const json& j) {
 FoldedParameters FoldedParameters::from_json(const json& j) {
   FoldedParameters f;
   f.recipe = required<std::string>(j, "recipe");
+  f.weight_dtype = required<std::string>(j, "weight_dtype");
   f.arithmetic = arithmetic_of(j);
   f.weights = Comparison::from_json(j.at("weights"));
   if (!j.at("bias").is_null()) f.bias = Comparison::from_json(j.at("bias"));
@@ -178,9 +186,9 @@ Layer Layer::from_json(const json& j) {
 }
 
 std::optional<double> timing_seconds(const json& result) {
-  auto it = result.find("timing");
-  if (it == result.end() || !it->contains("seconds")) return std::nullopt;
-  return it->at("seconds").get<double>();
+  auto t = result.find("timing");
+  if (t == result.end() || !t->is_object()) return std::nullopt;
+  return optional<double>(*t, "seconds");
 }
 
 Run Run::from_json(const json& j) {

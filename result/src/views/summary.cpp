@@ -108,6 +108,34 @@ SetSummary SetSummary::from_json(const json& j) {
 }
 
 const std::vector<std::string>& SetSummary::note_list() const { return notes ? *notes : kNone; }
+
+namespace {
+
+// A summary entry's NoteFacts: bound_ulp_at_worst and bound_ulp_at_max_ulp as they are written
+// (nullopt: not written, or null).
+NoteFacts entry_facts(Verdict v, const std::optional<Stats>& ulp, const std::optional<double>& at_worst,
+                      const std::optional<double>& at_max_ulp, const std::vector<std::string>& notes) {
+  NoteFacts f;
+  f.is_row = true;
+  f.verdict = v;
+  f.max_ulp = ulp ? ulp->max_abs.value_or(-1) : -1;
+  f.bound_ulp_at_worst = at_worst.value_or(-1);
+  f.bound_ulp_at_max_ulp = at_max_ulp.value_or(-1);
+  f.notes = notes;
+  return f;
+}
+
+}  // namespace
+
+NoteFacts SetSummary::note_facts() const {
+  return entry_facts(verdict, ulp, checked ? bound_ulp_at_worst : std::nullopt,
+                     checked ? bound_ulp_at_max_ulp : std::nullopt, note_list());
+}
+
+NoteFacts PathSummary::note_facts() const {
+  return entry_facts(verdict, ulp, bounded ? bound_ulp_at_worst : std::nullopt,
+                     checked ? bound_ulp_at_max_ulp : std::nullopt, note_list());
+}
 const std::vector<std::string>& PathSummary::note_list() const { return notes ? *notes : kNone; }
 
 json SetSummary::to_json() const {
@@ -282,7 +310,7 @@ Summary Summary::from_json(const json& j) {
   s.description = optional<std::string>(j, "description").value_or("");
   s.verdict = required_verdict(j, "verdict");
   s.explanation = strings(j, "explanation");
-  if (auto it = j.find("answer"); it != j.end() && it->is_object()) s.answer = *it;
+  if (auto it = j.find("answer"); it != j.end() && it->is_object()) s.answer = RunAnswer::from_json(*it);
   if (auto it = j.find("seed"); it != j.end()) s.seed = *it;
   s.paths = list_of(j, "paths", PathSummary::from_json);
   s.folded = list_of(j, "folded", FoldedSummary::from_json);
@@ -310,7 +338,7 @@ json Summary::to_json() const {
     if (end_to_end) s["end_to_end"] = end_to_end->to_json();
     if (reasoning) s["reasoning"] = *reasoning;
   }
-  if (answer) s["answer"] = *answer;
+  if (answer) s["answer"] = answer->to_json();
   s["explanation"] = explanation;
   return s;
 }

@@ -42,7 +42,10 @@ result::views::ReportDiff compare_reports(const result::views::Report& current, 
 std::string compare_text(const nlohmann::json& diff);
 std::string compare_markdown(const nlohmann::json& diff);
 
-// A single run / accuracy-diff result as a one-entry suite report (other reports unchanged).
-nlohmann::json as_report(const nlohmann::json& result_or_report);
+// A single run / accuracy-diff result as a one-entry suite report (a suite report restored as
+// it is): suite {name, description: the result's; single_command: its command}, one entry
+// {name, kind "case" (run) or "model", expect EXPECTED, passed: its verdict is EXPECTED,
+// summary}; the result's version and schema_version; no timing.
+result::views::Report report_of(const nlohmann::json& result_or_report);
 
 }  // namespace foldcheck::reports

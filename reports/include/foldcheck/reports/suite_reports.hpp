@@ -1,6 +1,6 @@
 #pragma once
 // The report files of a suite (suite.hpp) — or of one `run` / `accuracy-diff` result, shown
-// as a one-entry suite (compare_reports.hpp's as_report):
+// as a one-entry suite (compare_reports.hpp's report_of):
 //  - Markdown: a summary that fits a CI job summary or a PR comment;
 //  - HTML: one self-contained page (inline CSS, inline SVG charts, a few lines of inline
 //    script that only count what was drawn; no network): per case, the answer first, then
@@ -19,7 +19,7 @@
 
 namespace foldcheck::reports {
 
-// report: a suite report, or a single result (shown through as_report).
+// report: a suite report, or a single result (shown through report_of).
 std::string report_markdown(const nlohmann::json& report);
 std::string report_html(const nlohmann::json& report);
 std::string report_junit(const nlohmann::json& report);

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/result/views/accuracy_diff.hpp"
+#include "foldcheck/result/views/run.hpp"
 #include "foldcheck/result/views/summary.hpp"
 
 namespace foldcheck::reports {
@@ -26,6 +28,9 @@ namespace foldcheck::reports {
 // "paths" + "folded" (run) or "layers" + "end_to_end" (accuracy-diff)}.
 // summarize(): the same, as the JSON reports store (summary_of(result).to_json()).
 result::views::Summary summary_of(const nlohmann::json& result);
+// The same of a result already restored (views/run.hpp, views/accuracy_diff.hpp).
+result::views::Summary summary_of(const result::views::Run& r);
+result::views::Summary summary_of(const result::views::AccuracyDiff& r);
 nlohmann::json summarize(const nlohmann::json& result);
 
 // The headline of a summary for tables: {"worst_ratio" (largest bound ratio of any path,
@@ -45,6 +50,6 @@ Headline headline(const result::views::Summary& summary);
 nlohmann::json headline(const nlohmann::json& summary);
 
 // The answer of an accuracy-diff summary (run_answer.hpp's model_answer, which reads its JSON).
-nlohmann::json model_answer(const result::views::Summary& accuracy_diff_summary);
+result::views::RunAnswer model_answer(const result::views::Summary& accuracy_diff_summary);
 
 }  // namespace foldcheck::reports

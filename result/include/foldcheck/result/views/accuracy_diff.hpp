@@ -6,6 +6,7 @@
 // an infinite |ULP|) is restored as none: Figure. A shape or an index is kept as JSON: the text
 // prints it as the result wrote it.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,20 +14,44 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/result/verdict.hpp"
+#include "foldcheck/result/views/histogram.hpp"
+#include "foldcheck/result/views/run.hpp"
+#include "foldcheck/result/views/stats.hpp"
 
 namespace foldcheck::result::views {
 
 // A number, none when the result wrote null (infinite) or left it out.
 using Figure = std::optional<double>;
 
+// A scored comparison (numerics compare.hpp's JSON, with "bound_check" where it was checked):
+// a shown recipe's folded weights or bias, an end-to-end output, as the summary (reports
+// summary.hpp) condenses it. Required: "verdict". "ulp", "ppm": Stats, nullopt when not
+// objects. bound_check: present when the key is (even null); each of its figures nullopt when
+// absent or null, beyond_bound 0 when absent. histograms: each of "histograms" by name, nullopt
+// where not an object (none when the key is absent). facts: what the notes read (NoteFacts).
+struct AdiffComparison {
+  struct Check {
+    Figure worst_ratio, bound_ulp_at_worst, bound_ulp_at_max_ulp;
+    std::int64_t beyond_bound = 0;
+  };
+  Verdict verdict = Verdict::Mistrusted;
+  std::optional<Stats> ulp, ppm;
+  std::optional<Check> bound_check;
+  std::map<std::string, std::optional<Histogram>> histograms;
+  NoteFacts facts;
+  static AdiffComparison from_json(const nlohmann::json& j);
+};
+
 // One recipe's fold of a layer ("fold": {"recipes"} element). Required: "recipe", "worst_in";
 // "worst_ratio" a Figure; "weights", "bias": the comparison's max |ULP| ("ulp": {"max_abs"}),
 // none when null (the bias has no comparison of its own for some recipes; only the shown
-// recipe's comparisons are written).
+// recipe's comparisons are written). weights, bias: those comparisons in full, nullopt when
+// not objects.
 struct AdiffRecipe {
   std::string recipe, worst_in;
   Figure worst_ratio;
   std::optional<Figure> weights_max_abs_ulp, bias_max_abs_ulp;
+  std::optional<AdiffComparison> weights, bias;
   static AdiffRecipe from_json(const nlohmann::json& j);
 };
 
@@ -44,20 +69,22 @@ struct AdiffFold {
   static AdiffFold from_json(const nlohmann::json& j);
 };
 
-// One run of a layer on its real input ("activations": {"fused"|"unfused"}): "p99_9_abs_ulp"
-// and "worst_ratio" Figures; "dominant_stage" optional (fused only).
+// One run of a layer on its real input ("activations": {"fused"|"unfused"}): "verdict"
+// required; "p99_9_abs_ulp", "max_abs_ulp" and "worst_ratio" Figures; "dominant_stage"
+// optional (fused only).
 struct AdiffActivation {
-  Figure p99_9_abs_ulp, worst_ratio;
+  Verdict verdict = Verdict::Mistrusted;
+  Figure p99_9_abs_ulp, max_abs_ulp, worst_ratio;
   std::optional<std::string> dominant_stage;
   static AdiffActivation from_json(const nlohmann::json& j);
 };
 
-// A layer -> BatchNormalization pair ("layers" element). Required: "name", "verdict".
+// A layer -> BatchNormalization pair ("layers" element). Required: "name", "op", "verdict".
 // Optional: "fold" (absent when the observed model could not be matched: "observed_note" says
 // why), "activations" with "fused" and "unfused" (only when the layer ran), "worst_channel"
 // (observed model, null when within its bound).
 struct AdiffLayer {
-  std::string name;
+  std::string name, op;
   Verdict verdict = Verdict::Mistrusted;
   std::optional<AdiffFold> fold;
   std::optional<std::string> observed_note;
@@ -72,11 +99,13 @@ struct AdiffTop1 {
 };
 
 // An end-to-end graph output ("end_to_end": {"outputs"} element). Required: "name", "shape",
-// "unfused" and "fused" {"ulp": {"p99_9", "max_abs"}} (Figures); optional "top1_agreement".
+// "unfused" and "fused" {"ulp": {"p99_9", "max_abs"}} (Figures), each also in full (unfused,
+// fused: AdiffComparison); optional "top1_agreement".
 struct AdiffOutput {
   std::string name;
   nlohmann::json shape;
   Figure unfused_p99_9, unfused_max_abs, fused_p99_9, fused_max_abs;
+  AdiffComparison unfused, fused;
   std::optional<AdiffTop1> top1;
   static AdiffOutput from_json(const nlohmann::json& j);
 };
@@ -84,7 +113,8 @@ struct AdiffOutput {
 // The observed output against the reference ("end_to_end": {"observed_output"}). Required:
 // "path", "shape", "verdict", "bound", "comparison" {"ulp": {"p50", "p99_9", "max_abs"},
 // "kinds" (kept as JSON: each kind's count printed as written)} with "bound_check"
-// {"worst_ratio", "beyond_bound"} (absent when no element was finite on both sides).
+// {"worst_ratio", "beyond_bound"} (absent when no element was finite on both sides); ulp_stats:
+// its "ulp" as Stats (nullopt when not an object).
 // Optional: "worst" {"index" (JSON), "observed", "reference", "bound"}, "top1_agreement"
 // {"observed_vs_reference", "rows"}, "bound_ulp" {"median", "min", "max"} with
 // "foldcheck_runs" {"unfused_worst_ratio", "fused_worst_ratio"}.
@@ -93,6 +123,7 @@ struct AdiffObservedOutput {
   nlohmann::json shape;
   Verdict verdict = Verdict::Mistrusted;
   Figure ulp_p50, ulp_p99_9, ulp_max_abs;
+  std::optional<Stats> ulp_stats;
   nlohmann::json kinds;
   struct BoundCheck {
     Figure worst_ratio;

@@ -1,6 +1,6 @@
 #pragma once
 // A suite report (report.json of `suite` and `merge`, or one run / accuracy-diff result shown
-// as a one-entry suite: reports/compare_reports.hpp's as_report) and the comparison of two
+// as a one-entry suite: reports/compare_reports.hpp's report_of) and the comparison of two
 // (`compare`), typed for the renderers (Markdown, HTML, JUnit, compare's text).
 //
 // Contract: from_json restores what the renderers read; required keys that are missing or of
@@ -21,6 +21,15 @@
 
 namespace foldcheck::result::views {
 
+// What any command's result or report says of itself at its top level: "command" ("" when
+// absent, or when the JSON is not an object), "version" ("" when absent), "schema_version" (0
+// when absent). Values of another type are refused (json_io.hpp).
+struct ResultEnvelope {
+  std::string command, version;
+  std::int64_t schema_version = 0;
+  static ResultEnvelope from_json(const nlohmann::json& j);
+};
+
 // "suite": {"name", "description" (optional: ""), "single_command" (only for one result shown
 // as a suite), "shard_count" and "shards" (only in a sharded or merged report)}.
 struct SuiteInfo {
@@ -32,7 +41,7 @@ struct SuiteInfo {
 };
 
 // One entry: {"name", "kind" ("case" | "model"), "expect" (the verdict the suite expects),
-// "passed" (optional in old reports: absent), "source" (optional: as_report's entries have
+// "passed" (optional in old reports: absent), "source" (optional: report_of's entries have
 // none), "summary"}.
 struct ReportEntry {
   std::string name, kind;

@@ -12,6 +12,7 @@
 #include "foldcheck/result/verdict.hpp"
 #include "foldcheck/result/views/explain.hpp"
 #include "foldcheck/result/views/histogram.hpp"
+#include "foldcheck/result/views/stats.hpp"
 
 namespace foldcheck::result::views {
 
@@ -51,13 +52,19 @@ struct Distribution {
 // bound_check's) is absent when nothing was compared and null in a file when it was infinite
 // (restored as +inf, as run held it); the probabilistic worst_ratio null or absent is nullopt;
 // a bound in ULP or an index that is null is nullopt. worst_index: also on the comparison's
-// top level. kinds: every count of special values, in the file's order.
+// top level. kinds: every count of special values, in the file's order. For the summary
+// (reports summary.hpp): ulp_stats, ppm_stats, the same distributions as Stats (each figure
+// null: nullopt); a bound's formula ("bound" only), bound_ulp_at_max_ulp and beyond_bound
+// ("bound_check" only), each nullopt when absent (beyond_bound also when not a number).
 struct Comparison {
   struct Bound {
-    std::optional<double> worst_ratio, bound_ulp_at_worst, worst_index;
+    std::optional<double> worst_ratio, bound_ulp_at_worst, worst_index, bound_ulp_at_max_ulp;
+    std::optional<std::int64_t> beyond_bound;
+    std::optional<std::string> formula;
   };
   Verdict verdict = Verdict::Mistrusted;
   Distribution ulp;
+  Stats ulp_stats, ppm_stats;
   double ppm_max_abs = 0;
   std::optional<Bound> bound, bound_check, probabilistic_bound;
   std::optional<double> worst_index;
@@ -87,13 +94,15 @@ struct Attribution {
   static Attribution from_json(const nlohmann::json& j);
 };
 
-// One output path: its comparison, name, histograms ("ulp" always, "bound" when a bound
-// applied), tolerance and attribution (absent when not computed).
+// One output path: its comparison, name, elements compared, histograms ("ulp" always, "ppm"
+// when written, "bound" when a bound applied), tolerance and attribution (absent when not
+// computed).
 struct Path {
   std::string name;
+  std::int64_t elements = 0;
   Comparison scored;
   Histogram ulp_histogram;
-  std::optional<Histogram> bound_histogram;
+  std::optional<Histogram> ppm_histogram, bound_histogram;
   std::optional<Tolerance> tolerance;
   std::optional<Attribution> attribution;
   static Path from_json(const nlohmann::json& j);
@@ -123,9 +132,10 @@ struct Order {
 };
 
 // One recipe's folded parameters against the exact fold: bias is null (nullopt) when the
-// recipe folds no bias (TVM with a conv bias: a separate shift).
+// recipe folds no bias (TVM with a conv bias: a separate shift). weight_dtype: the type the
+// folded weights are stored in (required).
 struct FoldedParameters {
-  std::string recipe;
+  std::string recipe, weight_dtype;
   std::optional<std::string> arithmetic;
   Comparison weights;
   std::optional<Comparison> bias;
@@ -167,7 +177,8 @@ struct Run {
   static Run from_json(const nlohmann::json& j);
 };
 
-// "timing": {"seconds"} of any command's result; nullopt when absent (--no-timing).
+// "timing": {"seconds"} of any command's result; nullopt when absent (--no-timing), when
+// "timing" is not an object, or when "seconds" is missing or null (another type is refused).
 std::optional<double> timing_seconds(const nlohmann::json& result);
 
 // The answer of a run (reports run_answer.hpp), as a summary stores it under "answer" (an

@@ -17,19 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/result/verdict.hpp"
+#include "foldcheck/result/views/run.hpp"
+#include "foldcheck/result/views/stats.hpp"
 
 namespace foldcheck::result::views {
-
-// Percentiles of a distribution of |ULP| or |ppm| (compare.hpp's Distribution, absolute where
-// signed). {"p50", "p99", "p99_9", "max_abs", "rms", "count"}: every key written, each null
-// when the distribution had none (nothing compared, or a NaN).
-struct Stats {
-  std::optional<double> p50, p99, p99_9, max_abs, rms;
-  std::optional<std::int64_t> count;
-  bool operator==(const Stats&) const = default;
-  static Stats from_json(const nlohmann::json& j);
-  nlohmann::json to_json() const;
-};
 
 // A histogram in compact form (summary.hpp): {"unit", "zero", "first_upper" (null: no
 // bucket below the overflow), "from_zero", "negative": [counts], "positive": [counts],
@@ -62,6 +53,10 @@ struct SetSummary {
   std::optional<double> bound_ulp_at_worst, bound_ulp_at_max_ulp;  // written only when checked
   std::optional<std::vector<std::string>> notes;                   // absent from reports written before notes existed
   const std::vector<std::string>& note_list() const;
+  // The facts row_notes reads (run.hpp NoteFacts), as NoteFacts::from_json finds them in
+  // to_json's object: a row, not weights, its verdict, ulp's max_abs and the bounds in ULP
+  // where written (-1 where not, or null), the notes; nothing of eps or a mistrusted cause.
+  NoteFacts note_facts() const;
   static SetSummary from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 };
@@ -84,6 +79,7 @@ struct PathSummary {
   std::optional<double> bound_ulp_at_max_ulp;
   std::optional<std::vector<std::string>> notes;  // absent from reports written before notes existed
   const std::vector<std::string>& note_list() const;
+  NoteFacts note_facts() const;  // as SetSummary's
   bool probabilistic = false;
   std::optional<double> probabilistic_ratio;
   std::optional<std::map<std::string, std::optional<double>>> shares;  // stage -> mean share
@@ -165,13 +161,14 @@ struct EndToEndSummary {
 // A summary: {"command" ("run" | "accuracy-diff"), "name", "description", "verdict",
 // "explanation", "answer"}; a run adds "seed", "paths", "folded" and, with observed weights,
 // "observed_weights_verdict"; an accuracy-diff adds "layers", "reasoning" and, when it ran
-// end to end, "end_to_end". "answer" (run_answer.hpp's shape, kept as JSON: its renderer owns
-// it) is absent from reports written before answers existed; "seed" is printed as stored.
+// end to end, "end_to_end". "answer" (run.hpp's RunAnswer: a run's answer, or an
+// accuracy-diff's model answer of the same shape) is absent from reports written before
+// answers existed; "seed" is printed as stored.
 struct Summary {
   std::string command, name, description;
   Verdict verdict = Verdict::Expected;
   std::vector<std::string> explanation;
-  std::optional<nlohmann::json> answer;
+  std::optional<RunAnswer> answer;
   // run
   nlohmann::json seed;
   std::vector<PathSummary> paths;
