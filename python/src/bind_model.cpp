@@ -80,8 +80,7 @@ pyb::dict accuracy_diff_defaults() {
   o["attribution"] = d.attribution;
   o["attribution_elements"] = d.attribution_elements;
   o["confidence"] = d.confidence;
-  o["precision"] = d.ref.precision;
-  o["threads"] = d.ref.threads;
+  add_reference_defaults(o, d.ref);
   return o;
 }
 
@@ -93,8 +92,7 @@ pyb::dict engines_defaults() {
   o["channel_samples"] = d.channel_samples;
   o["output_samples"] = d.output_samples;
   o["timeout"] = d.timeout_seconds;
-  o["precision"] = d.ref.precision;
-  o["threads"] = d.ref.threads;
+  add_reference_defaults(o, d.ref);
   return o;
 }
 
