@@ -117,6 +117,31 @@ TEST_CASE("fold diagnosis: one channel changed by 20 ppm is named with its facto
   CHECK(diagnosis::diagnose_weights(f, ratio, exact).worst == 3 * kN + 5);
 }
 
+// The factor's sign is the change's, not the weights': a channel of mixed signs (most negative)
+// grown or shrunk by 20 ppm is named +20 or -20 (a per-element relative change over |exact|
+// named a grown channel of negative weights -20).
+TEST_CASE("fold diagnosis: a channel's factor has the sign of its change whatever its weights' signs", "[diagnose]") {
+  for (const double change : {20e-6, -20e-6}) {
+    FoldedConv f = correct();
+    for (std::size_t i = 3 * kN; i < 4 * kN; ++i)
+      if ((i % 3 != 0) != (f.weight[i] < 0)) {  // two in three negative: negating w negates its fold exactly
+        f.weight[i] = -f.weight[i];
+        f.observed_weight[i] = -f.observed_weight[i];
+      }
+    std::vector<double> ratio(f.weight.size(), 0.25), exact(f.weight.size());
+    const auto a = diagnosis::as_given(f.bn).a;
+    for (std::size_t i = 0; i < f.weight.size(); ++i) exact[i] = static_cast<double>(f.weight[i] * a[i / kN]);
+    for (std::size_t i = 3 * kN; i < 4 * kN; ++i) {
+      f.observed_weight[i] = static_cast<float>(f.observed_weight[i] * (1 + change));
+      ratio[i] = 40;
+    }
+    const diagnosis::WeightDiagnosis d = diagnosis::diagnose_weights(f, ratio, exact);
+    REQUIRE(d.shown.size() == 1);
+    CHECK(std::fabs(d.shown[0].ppm.value_or(0) - change * 1e6) < 0.2);
+    CHECK_THAT(d.cause, Catch::Contains(change > 0 ? "channel 3 +" : "channel 3 -"));
+  }
+}
+
 TEST_CASE("fold diagnosis: a wrong bias is missing, off everywhere, or off in some channels", "[diagnose]") {
   const FoldedConv good = correct();
   const auto missing = diagnosis::diagnose_bias(folded(

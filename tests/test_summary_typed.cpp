@@ -6,9 +6,13 @@
 // shipped model (the fixture with a corrupt observed fold: UNEXPECTED and EXPECTED layers).
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "cli_run.hpp"
 #include "foldcheck/reports/summary.hpp"
@@ -138,4 +142,47 @@ TEST_CASE("summary of an accuracy-diff: each verdict is the view's and the resto
   CHECK(back.answer->verdict == r.verdict);
   CHECK(seen[Verdict::Unexpected] > 0);
   CHECK(seen[Verdict::Expected] > 0);
+}
+
+// A result whose figures have the wrong type or range is refused with its file named (exit 2),
+// never read as none, as 0 or as a wrapped integer (result/views/json_io.hpp): each mutation of a
+// real run result, compared against the original.
+TEST_CASE("compare refuses a run result whose figures have the wrong type or range", "[reports][summary]") {
+  const Result res = run("run " + src("cases/tvm_thread.json") + " --format json --no-timing -q");
+  REQUIRE(res.code == 0);
+  const json original = json::parse(res.out);
+  const fs::path base = tmp("typed_base.json");
+  std::ofstream(base) << original.dump();
+  const std::vector<std::pair<std::string, json>> mutations{
+      {"/dtypes/0/orders/0/paths/0/bound_check/beyond_bound", "7"},
+      {"/dtypes/0/orders/0/paths/0/bound_check/worst_ratio", "12.5"},
+      {"/dtypes/0/orders/0/paths/0/bound/worst_ratio", json::array({99})},
+      {"/dtypes/0/orders/0/paths/0/bound_check/beyond_bound", 1e300},
+      {"/dtypes/0/orders/0/paths/0/bound_check/beyond_bound", 18446744073709551615ULL},
+      {"/dtypes/0/folded_parameters/0/arithmetic", 3},
+      {"/dtypes/0/orders/0/paths/0/verdict", "BOGUS"},
+  };
+  for (const auto& [pointer, value] : mutations) {
+    INFO(pointer << " = " << value.dump());
+    json mutated = original;
+    mutated[json::json_pointer(pointer)] = value;
+    const fs::path p = tmp("typed_mutated.json");
+    std::ofstream(p) << mutated.dump();
+    const Result c = run("compare " + p.string() + " --baseline " + base.string());
+    CHECK(c.code == 2);
+    CHECK_THAT(c.err, Catch::Contains("typed_mutated.json"));
+  }
+}
+
+TEST_CASE("a stored summary's counts are integers in range", "[reports][summary]") {
+  const Result res = run("run " + src("cases/tvm_thread.json") + " --format json --no-timing -q");
+  REQUIRE(res.code == 0);
+  const json s = foldcheck::reports::summary_of(views::Run::from_json(json::parse(res.out))).to_json();
+  REQUIRE(s.at("paths").at(0).contains("beyond_bound"));
+  for (const json& bad : {json(1e300), json(9.3e18), json(18446744073709551615ULL), json("0"), json(1.5)}) {
+    INFO(bad.dump());
+    json m = s;
+    m["paths"][0]["beyond_bound"] = bad;
+    CHECK_THROWS_AS(views::Summary::from_json(m), json::exception);
+  }
 }

@@ -98,7 +98,7 @@ ChannelChange channel_change(const FoldedConv& f, const std::vector<double>& rat
       worst = q;
       c.worst = static_cast<std::int64_t>(i);
     }
-    if (exact[i] != 0) rel.push_back((f.observed_weight[i] - exact[i]) / std::fabs(exact[i]));
+    if (exact[i] != 0) rel.push_back((f.observed_weight[i] - exact[i]) / exact[i]);  // the factor's change: signed
   }
   if (c.worst >= 0) {
     c.observed = f.observed_weight[static_cast<std::size_t>(c.worst)];

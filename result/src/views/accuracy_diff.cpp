@@ -24,19 +24,17 @@ std::optional<T> present(const json& j, const char* key) {
   return T::from_json(*it);
 }
 
-// j[key] as Stats when it is an object.
+// j[key] as Stats; none when missing or null (json_io.hpp object_at: another type throws).
 std::optional<Stats> stats_of(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_object()) return std::nullopt;
-  return Stats::from_json(*it);
+  const json* o = object_at(j, key);
+  return o ? std::optional(Stats::from_json(*o)) : std::nullopt;
 }
 
-// j[key] as T::from_json when it is an object.
+// j[key] as T::from_json; none when missing or null (another type throws).
 template <class T>
 std::optional<T> object_of(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_object()) return std::nullopt;
-  return T::from_json(*it);
+  const json* o = object_at(j, key);
+  return o ? std::optional(T::from_json(*o)) : std::nullopt;
 }
 
 }  // namespace
@@ -48,14 +46,14 @@ AdiffComparison AdiffComparison::from_json(const json& j) {
   c.ppm = stats_of(j, "ppm");
   if (auto b = j.find("bound_check"); b != j.end()) {
     Check check;
-    if (b->is_object())
+    if (object_or_null(*b))
       check = {optional<double>(*b, "worst_ratio"), optional<double>(*b, "bound_ulp_at_worst"),
                optional<double>(*b, "bound_ulp_at_max_ulp"), optional<std::int64_t>(*b, "beyond_bound").value_or(0)};
     c.bound_check = check;
   }
-  if (auto h = j.find("histograms"); h != j.end() && h->is_object())
+  if (const json* h = object_at(j, "histograms"))
     for (const auto& [k, v] : h->items())
-      c.histograms[k] = v.is_object() ? std::optional(Histogram::from_json(v)) : std::nullopt;
+      c.histograms[k] = object_or_null(v) ? std::optional(Histogram::from_json(v)) : std::nullopt;
   c.facts = NoteFacts::from_json(j);
   return c;
 }

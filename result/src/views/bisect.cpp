@@ -35,7 +35,7 @@ std::optional<BisectElement> element_if(const json& j, const char* key) {
 
 // The external kind's facts of a step.
 void read_external(const json& j, BisectStep& s) {
-  if (auto cu = j.find("channel_units"); cu != j.end() && cu->is_object()) {
+  if (const json* cu = object_at(j, "channel_units")) {
     s.channel_units_max = number_or_none(*cu, "max");
     s.channel_units_p99_9 = number_or_none(*cu, "p99_9");
   }

@@ -20,8 +20,8 @@ DiagnoseFit DiagnoseFit::from_json(const json& j) {
 
 DiagnoseHypothesis DiagnoseHypothesis::from_json(const json& j) {
   DiagnoseHypothesis h{required<std::string>(j, "name"), DiagnoseFit::from_json(j), std::nullopt};
-  auto p = j.find("parameters");
-  if (p != j.end() && p->is_object() && p->contains("eps_recovered"))
+  const json* p = object_at(j, "parameters");
+  if (p && p->contains("eps_recovered"))
     h.eps = DiagnoseEps{required<double>(*p, "eps_recovered"), required<double>(*p, "eps_estimate"),
                         required<double>(*p, "eps_given")};
   return h;

@@ -12,7 +12,7 @@ HistogramBucket HistogramBucket::from_json(const json& j) {
   b.range = required<std::string>(j, "range");
   b.negative = required<std::int64_t>(j, "negative");
   b.positive = required<std::int64_t>(j, "positive");
-  if (auto it = j.find("upper"); it != j.end() && it->is_number()) b.upper = it->get<double>();
+  if (const std::optional<double> upper = optional<double>(j, "upper")) b.upper = *upper;
   return b;
 }
 
@@ -21,9 +21,9 @@ Histogram Histogram::from_json(const json& j) {
   h.unit = required<std::string>(j, "unit");
   h.zero = optional<std::int64_t>(j, "zero").value_or(0);
   for (const json& b : j.at("buckets")) h.buckets.push_back(HistogramBucket::from_json(b));
-  if (auto it = j.find("unscored"); it != j.end() && it->is_object())
-    for (const auto& [k, v] : it->items())
-      if (v.is_number_integer()) h.unscored.emplace_back(k, v.get<std::int64_t>());
+  if (auto it = j.find("unscored"); it != j.end() && !it->is_null())
+    for (const auto& [k, v] : it->get_ref<const json::object_t&>())
+      h.unscored.emplace_back(k, value_as<std::int64_t>(v));
   return h;
 }
 

@@ -11,11 +11,10 @@ namespace foldcheck::result::views {
 
 // The run's seconds: views/run.hpp's timing_seconds (one definition for every view).
 
-// j[key] when it is a number; none when missing, null or anything else (a renderer's "-").
+// j[key] as a number; none when missing or null (a renderer's "-"); a value of another type is
+// a malformed result and throws (json_io.hpp).
 inline std::optional<double> number_or_none(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
+  return optional<double>(j, key);
 }
 
 }  // namespace foldcheck::result::views

@@ -40,7 +40,7 @@ Report Report::from_json(const json& j) {
   r.schema_version = optional<std::int64_t>(j, "schema_version").value_or(0);
   r.suite = SuiteInfo::from_json(j.at("suite"));
   r.entries = list_of(j, "entries", ReportEntry::from_json);
-  if (auto t = j.find("timing"); t != j.end() && t->is_object())
+  if (const json* t = object_at(j, "timing"))
     r.seconds = optional<std::map<std::string, double>>(*t, "entries").value_or(std::map<std::string, double>{});
   return r;
 }

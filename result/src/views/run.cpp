@@ -11,32 +11,32 @@ using json = nlohmann::json;
 
 namespace {
 
-// j[key] when it is a number, else nullopt (absent, null or another type: lenient).
+// j[key] as a number: nullopt when j is null (the part is absent) or key is missing or null.
+// Anything else that is not a number, j or its value, is a malformed result and throws
+// (json_io.hpp): a ratio written as "99" must not compare as none.
 std::optional<double> number(const json& j, const char* key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
+  if (j.is_null()) return std::nullopt;
+  const auto& o = j.get_ref<const json::object_t&>();  // throws for a non-object
+  auto it = o.find(key);
+  if (it == o.end() || it->second.is_null()) return std::nullopt;
+  return value_as<double>(it->second);
 }
 
-// A bound in the file (see Comparison): nullopt unless an object; a null deterministic
-// worst_ratio is +inf, a null probabilistic one absent.
+// A bound in the file (see Comparison): nullopt when absent or null (no bound applied); an
+// object otherwise, its figures held to their types. A null deterministic worst_ratio is +inf,
+// a null probabilistic one absent.
 std::optional<Comparison::Bound> bound_of(const json& c, const char* key, bool deterministic) {
   auto it = c.find(key);
-  if (it == c.end() || !it->is_object()) return std::nullopt;
+  if (it == c.end() || it->is_null()) return std::nullopt;
   Comparison::Bound b{number(*it, "worst_ratio"), number(*it, "bound_ulp_at_worst"), number(*it, "worst_index"),
                       number(*it, "bound_ulp_at_max_ulp")};
-  if (auto n = it->find("beyond_bound"); n != it->end() && n->is_number()) b.beyond_bound = n->get<std::int64_t>();
-  if (auto f = it->find("formula"); f != it->end() && f->is_string()) b.formula = f->get<std::string>();
+  b.beyond_bound = optional<std::int64_t>(*it, "beyond_bound");
+  b.formula = optional<std::string>(*it, "formula");
   if (deterministic && it->contains("worst_ratio") && it->at("worst_ratio").is_null()) b.worst_ratio = HUGE_VAL;
   return b;
 }
 
-std::optional<std::string> arithmetic_of(const json& j) {
-  auto it = j.find("arithmetic");
-  if (it == j.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
-}
+std::optional<std::string> arithmetic_of(const json& j) { return optional<std::string>(j, "arithmetic"); }
 
 // A value of NoteFacts: bound_check's when it is a non-negative number there, else the top level's.
 double note_field(const json& c, const char* key) {
@@ -45,8 +45,9 @@ double note_field(const json& c, const char* key) {
 }
 
 std::optional<NoteFacts::EpsHeld> eps_held_of(const json& c) {
-  const json e = c.value("eps_held_in_float32", json());
-  if (!e.is_object()) return std::nullopt;
+  const json* held = object_at(c, "eps_held_in_float32");
+  if (!held) return std::nullopt;
+  const json& e = *held;
   return NoteFacts::EpsHeld{e.value("eps", 0.0),     e.value("eps_used", 0.0), e.value("max_relative_scale_shift", 0.0),
                             e.value("ulp_min", 0.0), e.value("ulp_max", 0.0),  e.value("dtype", "")};
 }
@@ -55,7 +56,7 @@ std::optional<NoteFacts::EpsHeld> eps_held_of(const json& c) {
 
 NoteFacts NoteFacts::from_json(const json& c) {
   NoteFacts f;
-  if (!c.is_object()) return f;
+  if (!object_or_null(c)) return f;
   f.is_row = true;
   f.weights = c.value("name", "") == "weights";
   f.verdict = verdict_named(c.value("verdict", ""));
@@ -64,8 +65,7 @@ NoteFacts NoteFacts::from_json(const json& c) {
   f.bound_ulp_at_max_ulp = note_field(c, "bound_ulp_at_max_ulp");
   f.eps_held = eps_held_of(c);
   f.mistrusted_cause = c.value("mistrusted_cause", "");
-  for (const json& n : c.value("notes", json::array()))
-    if (n.is_string()) f.notes.push_back(n.get<std::string>());
+  for (const json& n : c.value("notes", json::array())) f.notes.push_back(value_as<std::string>(n));
   return f;
 }
 
@@ -85,7 +85,7 @@ Comparison Comparison::from_json(const json& j) {
   c.bound_check = bound_of(j, "bound_check", true);
   c.probabilistic_bound = bound_of(j, "probabilistic_bound", false);
   c.worst_index = number(j, "worst_index");
-  for (const auto& [k, v] : j.at("kinds").items()) c.kinds.emplace_back(k, v.get<std::int64_t>());
+  for (const auto& [k, v] : j.at("kinds").items()) c.kinds.emplace_back(k, value_as<std::int64_t>(v));
   c.facts = NoteFacts::from_json(j);
   return c;
 }
@@ -186,9 +186,8 @@ Layer Layer::from_json(const json& j) {
 }
 
 std::optional<double> timing_seconds(const json& result) {
-  auto t = result.find("timing");
-  if (t == result.end() || !t->is_object()) return std::nullopt;
-  return optional<double>(*t, "seconds");
+  const json* t = object_at(result, "timing");
+  return t ? optional<double>(*t, "seconds") : std::nullopt;
 }
 
 Run Run::from_json(const json& j) {

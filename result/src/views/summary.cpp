@@ -19,12 +19,12 @@ json or_null_json(const std::optional<T>& v) {
   return v ? v->to_json() : json(nullptr);
 }
 
-// An object's value restored by from(), or nullopt when key is missing or not an object.
+// An object's value restored by from(), or nullopt when key is missing or null (a value of
+// another type throws: json_io.hpp object_at).
 template <class T>
 std::optional<T> object_of(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_object()) return std::nullopt;
-  return T::from_json(*it);
+  const json* o = object_at(j, key);
+  return o ? std::optional(T::from_json(*o)) : std::nullopt;
 }
 
 std::vector<std::string> strings(const json& j, const char* key) {
@@ -41,10 +41,10 @@ const std::vector<std::string> kNone;
 
 Histograms histograms_of(const json& j, const char* key) {
   Histograms h;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_object()) return h;
-  for (const auto& [k, v] : it->items())
-    h[k] = v.is_object() ? std::optional(CompactHistogram::from_json(v)) : std::nullopt;
+  const json* o = object_at(j, key);
+  if (!o) return h;
+  for (const auto& [k, v] : o->items())
+    h[k] = object_or_null(v) ? std::optional(CompactHistogram::from_json(v)) : std::nullopt;
   return h;
 }
 
@@ -170,10 +170,10 @@ PathSummary PathSummary::from_json(const json& j) {
   p.notes = optional_strings(j, "notes");
   p.probabilistic = j.contains("probabilistic_ratio");
   p.probabilistic_ratio = optional<double>(j, "probabilistic_ratio");
-  if (auto it = j.find("shares"); it != j.end() && it->is_object()) {
+  if (const json* shares = object_at(j, "shares")) {
     p.shares.emplace();
-    for (const auto& [stage, v] : it->items())
-      (*p.shares)[stage] = v.is_null() ? std::nullopt : std::optional(v.get<double>());
+    for (const auto& [stage, v] : shares->items())
+      (*p.shares)[stage] = v.is_null() ? std::nullopt : std::optional(value_as<double>(v));
   }
   p.histograms = histograms_of(j, "histograms");
   return p;
@@ -277,9 +277,9 @@ EndToEndSummary EndToEndSummary::from_json(const json& j) {
       return EndToEndOutput{required<std::string>(o, "name"), object_of<SetSummary>(o, "unfused"),
                             object_of<SetSummary>(o, "fused"), histograms_of(o, "histograms")};
     });
-  if (auto it = j.find("observed_output"); it != j.end() && it->is_object())
-    e.observed_output = ObservedOutput{required_verdict(*it, "verdict"), optional<double>(*it, "bound_ratio"),
-                                       object_of<Stats>(*it, "ulp")};
+  if (const json* o = object_at(j, "observed_output"))
+    e.observed_output = ObservedOutput{required_verdict(*o, "verdict"), optional<double>(*o, "bound_ratio"),
+                                       object_of<Stats>(*o, "ulp")};
   return e;
 }
 
@@ -310,7 +310,7 @@ Summary Summary::from_json(const json& j) {
   s.description = optional<std::string>(j, "description").value_or("");
   s.verdict = required_verdict(j, "verdict");
   s.explanation = strings(j, "explanation");
-  if (auto it = j.find("answer"); it != j.end() && it->is_object()) s.answer = RunAnswer::from_json(*it);
+  if (const json* answer = object_at(j, "answer")) s.answer = RunAnswer::from_json(*answer);
   if (auto it = j.find("seed"); it != j.end()) s.seed = *it;
   s.paths = list_of(j, "paths", PathSummary::from_json);
   s.folded = list_of(j, "folded", FoldedSummary::from_json);

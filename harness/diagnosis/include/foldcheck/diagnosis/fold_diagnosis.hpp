@@ -40,12 +40,16 @@ struct FoldedConv {
 };
 
 // One channel beyond its bound: a few elements changed (the worst shown), or the whole channel
-// by a common factor (the median relative change, in ppm).
+// by a common factor 1 + d (d the median relative change, in ppm). d is the median of
+// (w' - exact) / exact, signed by the exact value: w' = exact (1 + d) gives d for a weight of
+// either sign, so d > 0 says the channel grew and d < 0 that it shrank. (Dividing by |exact|, as
+// a per-element ppm does, would give -d for the negative weights, and the median of a channel of
+// mixed signs would take either sign.)
 struct ChannelChange {
   std::int64_t channel = 0, elements = 0, beyond = 0, nonfinite = 0;
   std::int64_t worst = -1;  // flat index of its worst element (few changed)
   double observed = 0, exact = 0;
-  std::optional<double> ppm;  // many changed: the median of (w' - exact) / |exact| * 1e6 (NaN: no nonzero exact)
+  std::optional<double> ppm;  // many changed: the median of (w' - exact) / exact * 1e6 (NaN: no nonzero exact)
   std::string text() const;   // "channel 7 +20 ppm", "channel 3: 1 of 9 weights (element 4: ..., exact ...)"
 };
 

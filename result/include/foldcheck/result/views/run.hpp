@@ -19,10 +19,10 @@ namespace foldcheck::result::views {
 // The facts the explanations in place read (reports row_notes.hpp), from a run's scored
 // comparison or a summary's path or folded-parameter entry, which carry them differently: a
 // run keeps the bound in ULP under "bound_check", a summary's entry at its top level, with
-// the notes already rendered under "notes". Every field is optional and read leniently (a
-// missing or non-numeric number is -1, a non-object restores nothing): a row without a fact
-// simply carries no note. verdict is nullopt for a text that names no verdict (a summary's ""
-// where the comparison had none).
+// the notes already rendered under "notes". Every field is optional (a missing or null
+// number is -1, a null row restores nothing): a row without a fact simply carries no note; a
+// value of the wrong type is a malformed result and throws (json_io.hpp). verdict is nullopt for a text that names no
+// verdict (a summary's "" where the comparison had none).
 struct NoteFacts {
   struct EpsHeld {  // "eps_held_in_float32": the recipe holds eps in float32 (absent fields 0 / "")
     double eps = 0, eps_used = 0, max_relative_scale_shift = 0, ulp_min = 0, ulp_max = 0;
@@ -55,7 +55,7 @@ struct Distribution {
 // top level. kinds: every count of special values, in the file's order. For the summary
 // (reports summary.hpp): ulp_stats, ppm_stats, the same distributions as Stats (each figure
 // null: nullopt); a bound's formula ("bound" only), bound_ulp_at_max_ulp and beyond_bound
-// ("bound_check" only), each nullopt when absent (beyond_bound also when not a number).
+// ("bound_check" only), each nullopt when absent; a value of another type is refused.
 struct Comparison {
   struct Bound {
     std::optional<double> worst_ratio, bound_ulp_at_worst, worst_index, bound_ulp_at_max_ulp;
