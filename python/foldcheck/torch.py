@@ -112,6 +112,11 @@ class FoldResult(Result):
             return f"the weights are not a fold of the conv and BatchNorm: {d.weights.cause}"
         return f"the weights are, the bias is not: {d.bias.cause}"
 
+    def answer(self) -> str:
+        """The verdict with the cause above (the weights and the bias together), not the answer
+        of the parameters' check alone that the core gives for fold_check."""
+        return f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else "")
+
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
 

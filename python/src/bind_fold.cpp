@@ -14,6 +14,8 @@
 #include "foldcheck/diagnosis/fold_diagnosis.hpp"
 #include "foldcheck/io/bn_params.hpp"
 #include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/reports/model_text.hpp"
+#include "foldcheck/result/views/accuracy_diff.hpp"
 #include "result.hpp"
 
 namespace foldcheck::py {
@@ -74,7 +76,9 @@ Result py_fold_check(const pyb::array& weight, const OptArray& bias, const OptAr
   const FoldArgs a = fold_args(weight, bias, gamma, beta, mean, var, eps, observed_weight, observed_bias);
   const ref::Options ro = reference_options(precision, threads);
   const FoldCheck f = released([&] { return check_fold(a.layer, a.observed, ro); });
-  return make_result("fold-check", to_json(f), f.verdict, [](const nlohmann::json& j) { return j.dump(2); });
+  return make_result("fold-check", to_json(f), f.verdict, [](const nlohmann::json& j) {
+    return reports::fold_check_text(result::views::AdiffFold::from_json(j));
+  });
 }
 
 struct FoldDiagnosis {

@@ -2,6 +2,7 @@
 #include "result.hpp"
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/reports/model_text.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
@@ -24,6 +25,7 @@ std::string Result::answer() const {
   if (command == "run") return "verdict: " + reports::answer_lines(reports::run_answer(json)).headline;
   if (command == "accuracy-diff")
     return "verdict: " + reports::answer_lines(reports::summarize(json).at("answer")).headline;
+  if (command == "fold-check") return reports::fold_check_answer(result::views::AdiffFold::from_json(json));
   return "";
 }
 

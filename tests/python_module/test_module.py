@@ -65,6 +65,26 @@ def test_explain_names_a_corrupted_channel():
     assert worst[0] == 5
 
 
+def test_fold_check_text_is_answer_first_from_the_core():
+    # The answer names the verdict, the closest recipe's ratio and channel; then one row per
+    # recipe and the bound — the core's renderer (reports/fold_check_text.cpp), never raw JSON.
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    ones, zeros = np.ones(4, np.float32), np.zeros(4, np.float32)
+    folded = (w / np.sqrt(np.float32(1 + 1e-5))).astype(np.float32)
+    ok = foldcheck.fold_check(w, None, folded, gamma=ones, beta=zeros, mean=zeros, var=ones)
+    assert ok.verdict == "EXPECTED"
+    assert str(ok).splitlines()[0].startswith("verdict: EXPECTED: every folded weight and bias within pytorch's")
+    folded[1] *= np.float32(1.001)
+    bad = foldcheck.fold_check(w, None, folded, gamma=ones, beta=zeros, mean=zeros, var=ones)
+    text = str(bad)
+    assert text.splitlines()[0].startswith("verdict: UNEXPECTED: the folded values are ")
+    assert "(worst at channel 1, in the weights)" in text.splitlines()[0]
+    assert "{" not in text and text.count("verdict: ") == 1
+    rows = [line.split()[0] for line in text.splitlines() if line.endswith("UNEXPECTED")]
+    assert rows == ["pytorch", "tvm", "onnxruntime", "onnxoptimizer"]
+
+
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float64])
 def test_explain_takes_every_dtype(dtype):
     w = np.array([0.5, -1.25, 2.0, 0.375], dtype=dtype)

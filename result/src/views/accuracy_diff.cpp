@@ -65,7 +65,9 @@ AdiffRecipe AdiffRecipe::from_json(const json& j) {
           max_abs_ulp(j, "weights"),
           max_abs_ulp(j, "bias"),
           object_of<AdiffComparison>(j, "weights"),
-          object_of<AdiffComparison>(j, "bias")};
+          object_of<AdiffComparison>(j, "bias"),
+          optional_verdict(j, "verdict"),
+          optional<std::int64_t>(j, "worst_channel")};
 }
 
 std::size_t AdiffFold::shown_index() const {
@@ -78,8 +80,14 @@ std::size_t AdiffFold::shown_index() const {
 const AdiffRecipe& AdiffFold::shown() const { return recipes.at(shown_index()); }
 
 AdiffFold AdiffFold::from_json(const json& j) {
-  return {required_verdict(j, "verdict"), list_of(j, "recipes", AdiffRecipe::from_json),
-          optional<std::string>(j, "shown_recipe")};
+  AdiffFold f{required_verdict(j, "verdict"), list_of(j, "recipes", AdiffRecipe::from_json),
+              optional<std::string>(j, "shown_recipe")};
+  f.closest_recipe = optional<std::string>(j, "closest_recipe");
+  f.bound = optional<std::string>(j, "bound");
+  f.source = optional<std::string>(j, "source");
+  f.worst_channel = optional<std::int64_t>(j, "worst_channel");
+  f.worst_ratio = optional<double>(j, "worst_ratio");
+  return f;
 }
 
 AdiffActivation AdiffActivation::from_json(const json& j) {

@@ -23,5 +23,12 @@ std::string bisect_text(const result::views::Bisect& r);
 // answer: the summary's answer (summarize(), model_answer(), answer_lines()) when the result
 // has layers; none without (the result's own reasoning says why nothing was compared).
 std::string accuracy_diff_text(const result::views::AccuracyDiff& r, const std::optional<AnswerLines>& answer);
+// A fold check on its own (foldcheck.fold_check: fold_check.hpp's JSON, the schema of an
+// accuracy-diff layer's "fold"): fold_check_answer is its first line, "verdict: V: reason" (the
+// closest recipe's worst ratio and channel; none compared), fold_check_text what follows it (the
+// Python Result prints the two): where the folded values came from, one row per recipe (worst
+// ratio, where, channel, max |ULP| of weights and bias, its verdict) and the bound.
+std::string fold_check_answer(const result::views::AdiffFold& f);
+std::string fold_check_text(const result::views::AdiffFold& f);
 
 }  // namespace foldcheck::reports

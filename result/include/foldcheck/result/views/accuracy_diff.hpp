@@ -46,12 +46,15 @@ struct AdiffComparison {
 // "worst_ratio" a Figure; "weights", "bias": the comparison's max |ULP| ("ulp": {"max_abs"}),
 // none when null (the bias has no comparison of its own for some recipes; only the shown
 // recipe's comparisons are written). weights, bias: those comparisons in full, nullopt when
-// not objects.
+// not objects. verdict, worst_channel: the recipe's own (its check of every weight and bias;
+// the channel of its largest ratio), optional.
 struct AdiffRecipe {
   std::string recipe, worst_in;
   Figure worst_ratio;
   std::optional<Figure> weights_max_abs_ulp, bias_max_abs_ulp;
   std::optional<AdiffComparison> weights, bias;
+  std::optional<Verdict> verdict;
+  std::optional<std::int64_t> worst_channel;
   static AdiffRecipe from_json(const nlohmann::json& j);
 };
 
@@ -59,11 +62,18 @@ struct AdiffRecipe {
 // is a recipe. shown(): the recipe reported in full, the one "shown_recipe" names (fold_check.hpp's
 // FoldCheck::shown: observed -> the closest recipe; otherwise the one of the largest ratio), else
 // the first; shown_index() its place in recipes. The one choice every renderer shows (the
-// accuracy-diff text, the run summary); shown() only when recipes is not empty.
+// accuracy-diff text, the run summary); shown() only when recipes is not empty. Optional, as
+// fold_check.hpp's to_json writes them (a fold check on its own: foldcheck.fold_check's text):
+// "closest_recipe" (observed: the recipe whose worst ratio is smallest), "worst_channel" and
+// "worst_ratio" (that recipe's), "bound" (the bound's statement), "source" (where the folded
+// values came from).
 struct AdiffFold {
   Verdict verdict = Verdict::Mistrusted;
   std::vector<AdiffRecipe> recipes;
   std::optional<std::string> shown_recipe;
+  std::optional<std::string> closest_recipe, bound, source;
+  std::optional<std::int64_t> worst_channel;
+  Figure worst_ratio;
   std::size_t shown_index() const;
   const AdiffRecipe& shown() const;
   static AdiffFold from_json(const nlohmann::json& j);
