@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "diagnose_fold.hpp"
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/diagnosis/hypotheses.hpp"
@@ -105,6 +106,7 @@ Layer conv_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, json& laye
   L.k = static_cast<double>(g.terms_per_output()) + (in.conv_bias.empty() ? 0 : 1);
   L.C = g.O;
   L.plane = g.OH() * g.OW();
+  add_fold_terms(in, g.terms_per_output(), L);  // a 16-bit output: the fused path's terms
   layer = {{"conv", {{"weights", in.weights->shape}, {"groups", g.groups}, {"stride", in.stride}, {"padding", g.pad_top},
                      {"dilation", in.dilation}, {"bias", !in.conv_bias.empty()}}}};
   return L;
@@ -147,6 +149,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   r.eps_given = in.eps_given;
   r.k = L.k;
   r.u = info(info(L.dtype).arithmetic).unit_roundoff;
+  r.fused_path = !L.fold.empty();
   const AffineModel given = as_given(in.bn);
   find_overflow(L, given, r);
   r.as_given = fit(score(given, L, obs), L, obs, given);
@@ -183,6 +186,20 @@ std::optional<std::size_t> DiagnoseResult::best() const {
 Verdict DiagnoseResult::verdict() const { return overflow_element ? Verdict::Mistrusted : as_given.verdict(); }
 
 namespace {
+
+// The bound's formula (commands/diagnose.hpp states it with its reasoning).
+std::string bound_formula(bool fused_path) {
+  std::string f =
+      "|y - model| <= gamma_{k+8} |a| (sum|x w| + |b|) + gamma_8 (|a|(|c| + |m|) + |beta|) + "
+      "u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|) [+ batch-statistics error]";
+  if (fused_path)
+    f += ", or, for a fold computed and stored in the 16-bit dtype, the larger fused-path bound "
+         "e_t |c - b| + e_w sum|x w| + e_b + gamma_{k+1} ((|a| + e_t + e_w) sum|x w| + |b'|) + u_s (|y| + ...) "
+         "(e_t: the error of the channel's multiplier gamma / sqrt(var + eps), e_w: each folded weight's own "
+         "rounding to the dtype per unit |w|, e_b: the folded bias's; the largest over the fold recipes in "
+         "float32 and in the 16-bit arithmetic)";
+  return f + "; model y = (c - m) a + beta per channel";
+}
 
 json fit_json(const ModelFit& f) {
   json j{{"verdict", name(f.verdict())},
@@ -231,13 +248,7 @@ json DiagnoseResult::to_json() const {
   out.update(json{{"dtype", name(dtype)},
                   {"layer", layer},
                   {"bn", {{"channels", channels}, {"eps", eps}, {"eps_given", eps_given}}},
-                  {"bound",
-                   {{"kind", "deterministic"},
-                    {"formula", "|y - model| <= gamma_{k+8} |a| (sum|x w| + |b|) + gamma_8 (|a|(|c| + |m|) + |beta|) + "
-                                "u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|) [+ batch-statistics error]; "
-                                "model y = (c - m) a + beta per channel"},
-                    {"k", k},
-                    {"u", u}}},
+                  {"bound", {{"kind", "deterministic"}, {"formula", bound_formula(fused_path)}, {"k", k}, {"u", u}}},
                   {"as_given", fit_json(as_given)},
                   {"verdict", name(verdict())},
                   {"best", b ? json(hypotheses[*b].name) : json(nullptr)},

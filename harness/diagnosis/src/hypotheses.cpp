@@ -154,6 +154,49 @@ std::vector<AffineModel> variance_misuses(const ref::BnParams& bn) {
   return out;
 }
 
+namespace {
+
+// The bound of the fused path: the observed output computed by a conv whose weights and bias
+// are a fold of the model (a, m, beta) computed and stored in the 16-bit dtype (FoldTerms),
+// for element i of channel ch with model value y. The conv computes
+//   z = fl_u(sum_j w'_j x_j + b_hat')   (float32 accumulation: k products and sums, bias included;
+//                                        measured for PyTorch CPU .half()/.bfloat16() convs)
+// and stores y_hat = fl_s(z). With w'_j = w_j (a + tau) + eps_j and sum_j w_j x_j = c - b exactly,
+//   sum_j w'_j x_j + b_hat' - y = tau (c - b) + sum_j eps_j x_j + (b_hat' - b')
+// so the shared multiplier's error costs scale_err |c - b| (not scale_err sum|w x|: a wrong
+// scale of a channel stays visible), each weight's own rounding weight_err A (A = sum|x w|),
+// a weight that may underflow weight_eta max|x|, the bias bias_err:
+//   E_fold = scale_err |c - b| + weight_err A + weight_eta n_small max|x| + bias_err
+//   E_acc  = gamma_k(u) ((|a| + scale_err + weight_err) A + weight_eta n_small max|x| + bias_mag)
+//   E      = E' + u_s (|y| + E') + eta_s,   E' = E_fold + E_acc
+// (the storage rounding: |fl_s(z) - z| <= u_s |z| + eta_s, |z| <= |y| + E'). A separate shift
+// (TVM with a conv bias) adds its error and one more storage rounding of the conv's output
+// before it, |conv output| <= |y| + shift_mag + E'. For a hypothesis the terms are those of the
+// layer as given scaled by its |a| (weights) and its bias magnitude (bias): exact for the layer
+// as given (both ratios 1), the verdict's model; the hypotheses' bounds follow the same shape.
+double fused_bound(const FoldTerms& f, const AffineModel& h, const Layer& L, std::size_t i, std::size_t ch, ld y,
+                   double u, const DTypeInfo& si) {
+  const double aa = static_cast<double>(std::fabs(h.a[ch]));
+  const double b = L.bias.empty() ? 0.0 : L.bias[L.channel(i, false)];
+  const double bias_h = static_cast<double>(std::fabs(h.a[ch]) * (std::fabs(static_cast<ld>(b)) + std::fabs(h.m[ch])) +
+                                            std::fabs(h.beta[ch]));
+  const double ra = f.a > 0 ? aa / f.a : 1.0, rb = f.bias_given > 0 ? bias_h / f.bias_given : 1.0;
+  const double A = L.A[i], under = ra * f.weight_eta * f.small_weights * L.x_max;
+  const double cb = static_cast<double>(std::fabs(L.c[i] - static_cast<ld>(b)));
+  const double k = L.k + (L.bias.empty() ? 1 : 0);  // the fused conv always adds a bias
+  const double e_fold = ra * (f.scale_err * cb + f.weight_err * A) + under + rb * f.bias_err;
+  const double e_acc = gamma_k(k, u) * ((aa + ra * (f.scale_err + f.weight_err)) * A + under + rb * f.bias_mag);
+  double E = e_fold + e_acc;
+  const double ay = static_cast<double>(std::fabs(y));
+  if (f.shift_mag >= 0) {
+    E += rb * f.shift_err;
+    E += si.unit_roundoff * (ay + rb * f.shift_mag + E) + si.underflow_eta;
+  }
+  return round_up(E + si.unit_roundoff * (ay + E) + si.underflow_eta);
+}
+
+}  // namespace
+
 Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs) {
   const DTypeInfo& si = info(L.dtype);
   const double u = info(si.arithmetic).unit_roundoff, us = si.unit_roundoff;
@@ -177,6 +220,11 @@ Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs
     if (L.has_conv) E += gk8 * aa * (L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])));
     if (h.batch_stats)
       E += aa * gL * h.mean_abs[ch] + 0.5 * gL3 * aa * static_cast<double>(std::fabs(L.c[i] - m));
+    // A 16-bit output may come from a fused conv (a fold computed and stored in the dtype)
+    // instead: within the larger of the two paths' bounds.
+    const std::size_t co = L.channel(i, false);  // the conv's channel (its weights)
+    if (!L.fold.empty()) E = std::max(E, fused_bound(L.fold[co], h, L, i, ch, y, u, si));
+    if (!L.fold_shift.empty()) E = std::max(E, fused_bound(L.fold_shift[co], h, L, i, ch, y, u, si));
     E = round_up(E + si.underflow_eta);
     if (!std::isfinite(obs[i]) || !std::isfinite(static_cast<double>(y))) {
       ++s.nonfinite;

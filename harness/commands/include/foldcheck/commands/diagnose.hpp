@@ -18,8 +18,20 @@
 //       |d mean| <= gamma_L mean|c|, |d var|/var <= gamma_{L+3}, L = ceil(log2 M) + 1,
 //       entering as |a| |d mean| + (1/2) gamma_{L+3} |a (c - m)|)
 // with u the arithmetic's unit roundoff (float32 for float32/16/bf16 data) and u_s the
-// storage dtype's. A model explains the observation when every element is within E
-// (EXPECTED); the verdict of the layer as given is the top-level verdict.
+// storage dtype's. The fold's 8 roundings are at u only when the folded weights are stored
+// as wide as the arithmetic (float32, float64). A float16/bfloat16 output of a conv may come
+// from a fold computed and stored in the 16-bit dtype (PyTorch's fuse_conv_bn_eval on a
+// .half() module rounds each of rv + eps, rsqrt, gamma * r, w * t and the bias chain to it):
+// its E is the larger of the above and the fused path's bound (diagnosis/hypotheses.cpp
+// fused_bound, per channel from the fold pass's bounds of every recipe in float32 and in the
+// 16-bit arithmetic):
+//   E_f = e_t |c - b| + e_w sum|x w| + e_b + gamma_k(u)((|a| + e_t + e_w) sum|x w| + |b'|)
+//       + u_s (|y| + ...) [+ weights that may underflow; TVM's separate shift]
+// e_t the error of the multiplier the channel's weights share, e_w each weight's own
+// rounding (per unit |w|, at u_s), e_b the folded bias's; the conv accumulates in float32
+// (measured: PyTorch CPU's 16-bit convs round once from a float32 sum). A model explains
+// the observation when every element is within E (EXPECTED); the verdict of the layer as
+// given is the top-level verdict.
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +82,7 @@ struct DiagnoseResult {
   double eps = 0;
   bool eps_given = true;
   double k = 0, u = 0;                  // the bound's accumulation roundings and unit roundoff
+  bool fused_path = false;              // a 16-bit conv output: the fused path's bound counts too
   ModelFit as_given;
   std::vector<ModelFit> hypotheses;     // best first (smallest worst ratio, then rms)
   std::optional<std::size_t> overflow_element;  // an exact value past the dtype's range (MISTRUSTED) ...

@@ -17,6 +17,29 @@ namespace foldcheck::diagnosis {
 
 using ld = long double;
 
+// What a fold of the BatchNorm into the conv, computed and stored in a 16-bit dtype, can
+// change in the layer's output: one output channel's terms, bounds for the layer as given
+// (its |a|, and the recipe chains of every fold recipe in every arithmetic an observed fold
+// may use, from the fold pass's bounds: layer/fold_pass.hpp), taken channel by channel as
+// the maximum over those recipes. The folded weights of the channel are
+//   w'_j = w_j t_hat + eps_j,   t_hat = a + tau,   |tau| <= scale_err,
+//   |eps_j| <= weight_err |w_j| (+ weight_eta where w_j t_hat may be subnormal in the dtype),
+// tau the chain's error in the multiplier every weight of the channel shares (var + eps,
+// rsqrt, times gamma), eps_j each weight's own rounding of w * t_hat to the dtype; the folded
+// bias is within bias_err of (b - mean) a + beta. score() states the bound they enter.
+struct FoldTerms {
+  double a = 0;              // |a| of the layer as given
+  double bias_given = 0;     // |a| (|b| + |mean|) + |beta| of the layer as given
+  double scale_err = 0;      // |t_hat - a|
+  double weight_err = 0;     // per unit |w|: a weight's own rounding
+  double weight_eta = 0;     // absolute, per weight that may underflow
+  double small_weights = 0;  // how many weights of the channel may underflow (nonzero, |w a| < 2 * min normal)
+  double bias_err = 0;       // |b_hat' - b'| (with a separate shift: the conv's bias part)
+  double bias_mag = 0;       // |b'| + bias_err: the bias the conv accumulates
+  double shift_err = 0;      // TVM's separate shift (a conv bias kept apart): its error ...
+  double shift_mag = -1;     // ... and |shift| + shift_err; < 0: no separate shift
+};
+
 // The exact conv output and what the bound needs, per element.
 struct Layer {
   DType dtype = DType::Float32;
@@ -26,6 +49,12 @@ struct Layer {
   std::vector<double> bias;              // conv bias (empty: none)
   double k = 0;                          // accumulation roundings
   bool has_conv = false;
+  // A 16-bit output (storage narrower than the arithmetic) of a conv: the fused path's terms
+  // per channel, for folds kept in one conv and for TVM's with a separate shift (empty: none),
+  // and max |x| (for weights that may underflow). Empty for float32/float64 outputs, whose
+  // fold the unfused bound's gamma_{k+8}(u) already covers (score()).
+  std::vector<FoldTerms> fold, fold_shift;
+  double x_max = 0;
   std::size_t channel(std::size_t i, bool nhwc) const {
     return nhwc ? i % static_cast<std::size_t>(C) : (i / static_cast<std::size_t>(plane)) % static_cast<std::size_t>(C);
   }
