@@ -15,6 +15,8 @@
 #include <random>
 
 #include "foldcheck/commands/diagnose.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 
 using namespace foldcheck;
 
@@ -185,4 +187,34 @@ TEST_CASE("diagnose: the bound's formula states the fused path for a 16-bit outp
   f32.dt = DType::Float32;
   const nlohmann::json k = diagnose_layer(f32, run_conv(f32, torch_fold(f32, false, eps))).to_json();
   CHECK(k["bound"]["formula"].get<std::string>().find("16-bit") == std::string::npos);
+}
+
+TEST_CASE("diagnose: every recipe's 16-bit fold, in float32 or 16-bit arithmetic, is EXPECTED", "[diagnose][half]") {
+  // The fold pass's own replay of each engine's chain (TVM's separate shift with a conv bias
+  // included), the fused graph evaluated in the dtype: the bound covers every recipe.
+  for (const DType dt : {DType::Float16, DType::BFloat16})
+    for (unsigned seed : {1u, 2u, 5u}) {
+      const HalfLayer L = make_layer(dt, seed);
+      Graph g;
+      g.dtype = dt;
+      Node conv;
+      conv.kind = Node::Kind::Conv;
+      conv.geometry = ref::ConvGeometry{L.N, L.C, L.H, L.W, L.O, L.K, L.K, 1, 1, L.pad, L.pad, L.pad, L.pad, 1, 1, 1};
+      conv.weight = Tensor{{L.O, L.C, L.K, L.K}, L.w, dt};
+      conv.bias = L.bias;
+      Node bn;
+      bn.kind = Node::Kind::BatchNorm;
+      bn.geometry = conv.geometry;
+      bn.bn = L.bn;
+      g.nodes = {conv, bn};
+      for (const std::optional<DType> fa : {std::optional<DType>{}, std::optional<DType>{dt}})
+        for (const Recipe r : all_recipes()) {
+          if (fa && r == Recipe::Exact) continue;
+          Arithmetic ar;
+          ar.fold_dtype = fa;
+          INFO(name(dt) << " seed " << seed << " " << recipe_label(r, fa));
+          const DiagnoseResult d = diagnose_layer(L, evaluate(fold_batchnorm(g, r, {}, ar), L.x, Policy{}));
+          CHECK(d.verdict() == Verdict::Expected);
+        }
+    }
 }
