@@ -17,6 +17,7 @@
 #include "foldcheck/commands/diagnose.hpp"
 #include "foldcheck/layer/evaluate.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/model/known_computation.hpp"
 
 using namespace foldcheck;
 
@@ -127,6 +128,23 @@ DiagnoseResult diagnose_layer(const HalfLayer& L, const std::vector<double>& obs
   return diagnose(in);
 }
 
+// The layer as a Conv -> BatchNorm graph in its dtype.
+Graph layer_graph(const HalfLayer& L) {
+  Graph g;
+  g.dtype = L.dt;
+  Node conv;
+  conv.kind = Node::Kind::Conv;
+  conv.geometry = ref::ConvGeometry{L.N, L.C, L.H, L.W, L.O, L.K, L.K, 1, 1, L.pad, L.pad, L.pad, L.pad, 1, 1, 1};
+  conv.weight = Tensor{{L.O, L.C, L.K, L.K}, L.w, L.dt};
+  conv.bias = L.bias;
+  Node bn;
+  bn.kind = Node::Kind::BatchNorm;
+  bn.geometry = conv.geometry;
+  bn.bn = L.bn;
+  g.nodes = {conv, bn};
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("diagnose: an honest 16-bit fold is EXPECTED, a corrupted channel UNEXPECTED", "[diagnose][half]") {
@@ -195,18 +213,7 @@ TEST_CASE("diagnose: every recipe's 16-bit fold, in float32 or 16-bit arithmetic
   for (const DType dt : {DType::Float16, DType::BFloat16})
     for (unsigned seed : {1u, 2u, 5u}) {
       const HalfLayer L = make_layer(dt, seed);
-      Graph g;
-      g.dtype = dt;
-      Node conv;
-      conv.kind = Node::Kind::Conv;
-      conv.geometry = ref::ConvGeometry{L.N, L.C, L.H, L.W, L.O, L.K, L.K, 1, 1, L.pad, L.pad, L.pad, L.pad, 1, 1, 1};
-      conv.weight = Tensor{{L.O, L.C, L.K, L.K}, L.w, dt};
-      conv.bias = L.bias;
-      Node bn;
-      bn.kind = Node::Kind::BatchNorm;
-      bn.geometry = conv.geometry;
-      bn.bn = L.bn;
-      g.nodes = {conv, bn};
+      const Graph g = layer_graph(L);
       for (const std::optional<DType> fa : {std::optional<DType>{}, std::optional<DType>{dt}})
         for (const Recipe r : all_recipes()) {
           if (fa && r == Recipe::Exact) continue;
@@ -216,5 +223,25 @@ TEST_CASE("diagnose: every recipe's 16-bit fold, in float32 or 16-bit arithmetic
           const DiagnoseResult d = diagnose_layer(L, evaluate(fold_batchnorm(g, r, {}, ar), L.x, Policy{}));
           CHECK(d.verdict() == Verdict::Expected);
         }
+    }
+}
+
+TEST_CASE("bisect's known computation of a 16-bit layer bounds PyTorch's 16-bit fold", "[bisect][half]") {
+  // bisect --cmd given a float16/bfloat16 layer judges a compiler's outputs against the
+  // envelope of every correct lowering: a fold computed in the 16-bit type (PyTorch's fusers
+  // on a .half() module, emulated op by op) is one of them.
+  for (const DType dt : {DType::Float16, DType::BFloat16})
+    for (unsigned seed = 0; seed < 8; ++seed) {
+      const HalfLayer L = make_layer(dt, seed);
+      INFO(name(dt) << " seed " << seed);
+      const KnownComputation k = layer_computation(layer_graph(L), L.x, 0.999, {});
+      const std::vector<double> eps(static_cast<std::size_t>(L.O), L.bn.eps);
+      const std::vector<double> y = run_conv(L, torch_fold(L, seed % 2 == 1, eps));
+      double worst = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        const auto e = k.exact.approx(i);
+        worst = std::max(worst, std::fabs((y[i] - e.hi) - e.lo) / k.bound[i]);
+      }
+      CHECK(worst <= 1);
     }
 }

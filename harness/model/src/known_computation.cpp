@@ -45,7 +45,16 @@ std::vector<std::pair<Graph, Policy>> lowerings(const Graph& layer, const Arithm
     r.emplace_back(layer, p);
   }
   p.bn_form = BnForm::ScaleShift;
-  for (const Recipe rc : all_recipes()) r.emplace_back(fold_batchnorm(layer, rc, ref, ar), p);
+  // Every recipe in the model's arithmetic, and for a 16-bit layer also computed in its own
+  // type (PyTorch's fusers on a .half() or .bfloat16() module round each fold operation to
+  // it: observed_fold_arithmetics), whose bound counts those roundings at the type's u.
+  for (const std::optional<DType> fa : observed_fold_arithmetics(layer.dtype))
+    for (const Recipe rc : all_recipes()) {
+      if (fa && rc == Recipe::Exact) continue;  // the exact fold has no arithmetic
+      Arithmetic fold_ar = ar;
+      fold_ar.fold_dtype = fa;
+      r.emplace_back(fold_batchnorm(layer, rc, ref, fold_ar), p);
+    }
   if (!layer.nodes[0].bias.empty()) {
     Lowering l;
     l.scale_shift = l.folded = l.fuse_epilogue = true;
@@ -102,8 +111,9 @@ KnownComputation layer_computation(const Graph& layer, const std::vector<double>
       "confidence {:g}{}",
       count, name(layer.dtype), confidence,
       info(layer.dtype).arithmetic != layer.dtype
-          ? fmt::format("; {} values with every operation in {} (an engine that accumulates in {} is outside these bounds)",
-                        name(layer.dtype), name(info(layer.dtype).arithmetic), name(layer.dtype))
+          ? fmt::format("; {} values with every operation in {}, the fold's also in {} (an engine that accumulates "
+                        "in {} is outside these bounds)",
+                        name(layer.dtype), name(info(layer.dtype).arithmetic), name(layer.dtype), name(layer.dtype))
           : std::string());
   return k;
 }

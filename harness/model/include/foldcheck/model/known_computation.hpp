@@ -14,10 +14,12 @@
 // (n + 1 roundings per term) is the largest of every order a compiler can choose: pairwise
 // and blocked sums round each term fewer times. The envelope is the per-element maximum
 // over the lowerings (7 forms x 4 arithmetics; with a conv bias also TVM with its shift
-// fused into the bias, FuseOps: 32): a correct compiler following any one of
-// them stays within its deterministic envelope always, and within the probabilistic one
-// with probability >= confidence. Not covered: Winograd or FFT convolutions (not a
-// rounding of the same products), fast-math approximations, reduced precision.
+// fused into the bias, FuseOps: 32; a float16/bfloat16 layer's folds also computed in its
+// own type, as PyTorch's fusers compute on a .half() module: 4 x 4 more): a correct
+// compiler following any one of them stays within its deterministic envelope always, and
+// within the probabilistic one with probability >= confidence. Not covered: Winograd or FFT
+// convolutions (not a rounding of the same products), fast-math approximations, reduced
+// precision.
 //
 // Model (the `--model` form): a model that is one layer -> BatchNormalization pair from its
 // input to its output is that layer, as above (in its weights' dtype). Any other model has
