@@ -57,10 +57,14 @@ double small_weights(const std::vector<double>& w, std::int64_t per_channel, std
 
 }  // namespace
 
-// Every recipe (the exact fold too) in every arithmetic an observed fold of this dtype may
-// have used (observed_fold_arithmetics: float32, and the 16-bit type itself as PyTorch's
-// fusers compute on a .half() or .bfloat16() module; Bounded's rsqrt counts the sqrt and the
-// division, so both of torch.rsqrt's kernels are covered), as the fold checks score them.
+// Every recipe in every arithmetic an observed fold of this dtype may have used
+// (observed_fold_arithmetics: float32, and the 16-bit type itself as PyTorch's fusers compute
+// on a .half() or .bfloat16() module; Bounded's rsqrt counts the sqrt and the division, so
+// both of torch.rsqrt's kernels are covered), as the fold checks score them. The exact fold
+// (one rounding of each value to the dtype: scale error 0, weight u_s |t|, bias u_s |b'| +
+// eta_s) is left out: each of its terms is at most the float32 recipes' (which round to
+// the dtype after their float32 chain), and its certified fold of every weight is the
+// costliest of all.
 void add_fold_terms(const DiagnoseInput& in, std::int64_t per_channel, diagnosis::Layer& L) {
   if (info(L.dtype).arithmetic == L.dtype || !in.weights) return;
   const std::vector<double>& w = in.weights->data;
@@ -70,7 +74,7 @@ void add_fold_terms(const DiagnoseInput& in, std::int64_t per_channel, diagnosis
   bool any_shift = false;
   for (const std::optional<DType> fa : observed_fold_arithmetics(L.dtype))
     for (const Recipe r : all_recipes()) {
-      if (fa && r == Recipe::Exact) continue;  // the exact fold has no arithmetic
+      if (r == Recipe::Exact) continue;  // within the float32 recipes' terms (above)
       Arithmetic ar;
       ar.fold_dtype = fa;
       const FoldedParams fp = fold_parameters(w, per_channel, in.conv_bias, in.bn, L.dtype, r, in.ref, ar);
