@@ -650,7 +650,8 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
         fused_module, fuser = _fused_module(model, fused, x)
         mismatches = _pair_mismatches(model, fused_module, x)
         weights_only, fused_module, note = _as_the_models(model, fused_module, mismatches, weights_only)
-        observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
+        with _runs_on_x(model, fused_module, x):
+            observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
         y, note = (None, note or "weights only: the fused model's outputs were not compared") if weights_only \
             else _output_of(fused, x)
         with _in_users_words(os.fspath(d)):
@@ -719,9 +720,23 @@ def _as_the_models(model: torch.nn.Module, fused: torch.nn.Module, mismatches: d
             restored.bias = None if f.bias is None else torch.nn.Parameter(f.bias.detach().to(conv.weight.dtype))
         parent, _, attr = at.rpartition(".")
         setattr(theirs[parent] if parent else fused, attr, restored)
-    verb = "is" if len(mismatches) == 1 else "are"
+    verb = "is" if len(mismatches) == 1 else "are"  # another geometry or dtype than the model's
     return True, fused, (f"the fused model's outputs were not compared (its folded weights were): "
-                         f"{', '.join(mismatches)} {verb} not the model's convolution")
+                         f"{', '.join(mismatches)} {verb} not as the model's convolution")
+
+
+@contextlib.contextmanager
+def _runs_on_x(model: torch.nn.Module, fused: torch.nn.Module, x: torch.Tensor) -> Iterator[None]:
+    """The fused model's export (a run on x), its framework error said as check_model's: the
+    fused model does not run on x, and the dtypes when they are not the model's (a fused model
+    cast to float16 whose layers outside the conv + BN pairs were cast too)."""
+    try:
+        yield
+    except RuntimeError as e:
+        mine, theirs = ({_name(p.dtype) for p in m.parameters() if p.is_floating_point()} for m in (model, fused))
+        dtypes = f": its parameters are {', '.join(sorted(theirs))}, the model's {', '.join(sorted(mine))}" \
+            if mine != theirs else ""
+        raise ValueError(f"check_model: the fused model does not run on x ({_name(x.dtype)}){dtypes} ({e})") from None
 
 
 @contextlib.contextmanager

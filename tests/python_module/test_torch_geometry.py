@@ -170,6 +170,12 @@ def test_check_model_names_a_fused_model_cast_to_half():
     fused.b.half()
     r = fct.check_model(m, fused, x, output_samples=4)
     assert r.verdict == "MISTRUSTED" and "b: the fused conv is float16" in r.answer(), r.report()
+    whole = fct.check_model(m, by_fuse_modules(m).half(), x)  # every layer a pair: each named
+    assert whole.verdict == "MISTRUSTED" and [u["module"] for u in whole.unexpected] == ["a", "b"], whole.report()
+    more = torch.nn.Sequential(m, torch.nn.Conv2d(6, 2, 1)).eval()  # a conv outside the pairs, cast too
+    cast = torch.ao.quantization.fuse_modules(copy.deepcopy(more), [["0.a", "0.a_bn"], ["0.b", "0.b_bn"]]).half()
+    with pytest.raises(ValueError, match="the fused model does not run on x .float32.: its parameters are float16"):
+        fct.check_model(more, cast, x)
 
 
 @pytest.mark.parametrize("rank", [1, 3])
