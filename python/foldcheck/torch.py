@@ -319,6 +319,9 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
     kw: dict[str, Any] = {}
     if conv is not None:
         w, b = _conv_arrays(conv, "conv")
+        if len(conv.kernel_size) != 2:
+            raise ValueError(f"conv: diagnose models a Conv2d (NCHW), this is a {type(conv).__name__}; check_fold "
+                             "checks its fold")
         if conv.groups != 1 or len(set(conv.stride)) > 1 or len(set(conv.dilation)) > 1:
             raise ValueError("conv: diagnose takes an ungrouped conv with one stride and one dilation")
         if isinstance(conv.padding, str) or len(set(conv.padding)) > 1 or conv.padding_mode != "zeros":

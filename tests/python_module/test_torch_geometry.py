@@ -217,6 +217,10 @@ def test_diagnose_names_the_shapes_and_the_geometry_that_gives_them():
         fct.diagnose(bn, x, strided, conv=conv)
     with pytest.raises(AssertionError, match=r"actual has shape \(1, 6, 4, 4\).*stride 2"):
         assert_fold_close(strided, None, conv=conv, bn=bn, input=x)
+    conv1, bn1 = layer(1)
+    x1 = torch.randn(1, 4, 10)
+    with torch.no_grad(), pytest.raises(ValueError, match="diagnose models a Conv2d .NCHW., this is a Conv1d"):
+        fct.diagnose(bn1, x1, bn1(conv1(x1)), conv=conv1)
 
 
 def test_assert_fold_close_takes_fuse_modules_fused_sequential_as_a_model():
