@@ -578,9 +578,25 @@ class ModelCheck(Result):
     _no_pairs: str | None = None
     notes: list[str] | tuple[str, ...] = ()  # what was not checked, and why
 
+    def to_dict(self) -> dict[str, Any]:
+        """accuracy_diff's result, with the verdict that joins the mismatches and the mismatches
+        ({conv module: sentence}) when there are any."""
+        d = dict(self.accuracy_diff.to_dict())
+        if self._mismatches:
+            d.update(verdict=str(self.verdict), mismatches=self.mismatches)
+        return d
+
+    def to_json(self, indent: int | None = None) -> str:
+        import json  # noqa: PLC0415
+
+        return json.dumps(self.to_dict(), indent=indent) if self._mismatches else self.accuracy_diff.to_json(indent)
+
     def report(self, format: str = "text") -> str:  # noqa: A002
-        if format != "text":
-            return self.accuracy_diff.report(format)
+        if format == "json":
+            return self.to_json(2)
+        if format != "text":  # the core's; a mismatch (which it did not see) said first in Markdown
+            core = self.accuracy_diff.report(format)
+            return f"**{self.answer()}**\n\n{core}" if self._mismatches and format == "markdown" else core
         # Answer first, as every result: the core's answer line of accuracy_diff's result (the
         # verdict and its reason, reports/run_answer.hpp), then what was checked.
         rows = [self.answer(), f"  {len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''}"]

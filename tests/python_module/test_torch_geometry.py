@@ -159,6 +159,8 @@ def test_check_model_names_the_layer_whose_geometry_changed(fuser, change):
     assert r.verdict == "UNEXPECTED" and [u["module"] for u in r.unexpected] == ["b"], r.report()
     assert r.answer().startswith("verdict: UNEXPECTED: b: the fused conv has") and words in r.report(), r.report()
     assert "foldcheck-" not in r.report()
+    d = r.to_dict()
+    assert d["verdict"] == r.verdict and "b" in d["mismatches"] and '"mismatches"' in r.report("json")
     with pytest.raises(AssertionError) as e:
         assert_fold_close(fused, m, input=x)
     assert "b: the fused conv has " in str(e.value) and words in str(e.value), str(e.value)
