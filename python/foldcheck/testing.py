@@ -46,7 +46,7 @@ def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=N
 
         if isinstance(actual, (tuple, list)):
             raise TypeError(f"assert_fold_close: actual is a {type(actual).__name__}; {_SHAPES}")
-        pair = _pair(expected, torch)
+        pair = _pair(expected, torch, _a_model(actual, input, torch))
         if pair is not None:
             failure = _layer(actual, *pair, precision)
         else:
@@ -61,10 +61,24 @@ _SHAPES = ("expected is the unfused original: (conv, bn), nn.Sequential(conv, bn
            "actual is the fused conv or model")
 
 
-def _pair(expected: Any, torch: Any) -> tuple[Any, Any] | None:
-    """(conv, bn) when `expected` is one layer, None when it is a model; anything else refused."""
+def _a_model(actual: Any, x: Any, torch: Any) -> bool:
+    """Whether `actual` is a fused model: given with input= and not a fused conv (a conv, or a
+    fuser's conv + activation such as fuse_modules' ConvReLU2d). A two-module Sequential it is
+    compared with is then the model it was fused from, not a (conv, bn) pair."""
+    from .torch import _CONVS  # noqa: PLC0415
+
+    if x is None or not isinstance(actual, torch.nn.Module) or isinstance(actual, _CONVS):
+        return False
+    return not (isinstance(actual, torch.ao.nn.intrinsic._FusedModule) and isinstance(actual[0], _CONVS))
+
+
+def _pair(expected: Any, torch: Any, model: bool = False) -> tuple[Any, Any] | None:
+    """(conv, bn) when `expected` is one layer, None when it is a model (or `model`: the fused
+    model is one); anything else refused."""
     from .torch import _BNS, _CONVS  # noqa: PLC0415
 
+    if model and isinstance(expected, torch.nn.Module) and not isinstance(expected, _CONVS + _BNS):
+        return None
     if isinstance(expected, torch.nn.Sequential) and len(expected) == 2:
         expected = tuple(expected)
     if isinstance(expected, (tuple, list)):
@@ -88,8 +102,16 @@ def _layer(fused, conv, bn, precision):
     r = fct.check_fold(conv, bn, fused, precision=precision)
     if r.passed:
         return None
+    fused = fct._fused_conv(fused)
     w, d = r.weights, r.diagnosis
-    lines = [f"The fused conv is not a fold of the conv and BatchNorm ({r.verdict})."]
+    lines = [f"The fused conv is not a fold of the conv and BatchNorm ({r.verdict})"
+             f"{': ' + r.mismatch if r.mismatch else ''}."]
+    values_pass = w.passed and r.parameters.passed
+    if r.geometry and values_pass:
+        lines.append(f"Its weight and bias values are a fold within {r.recipe}'s bound: the geometry is what is "
+                     "wrong (a fuser that rebuilt the conv without some of its attributes?).")
+    if r.dtype_mismatch or values_pass:  # values of another dtype: no recipe's bound to cite
+        return "\n".join(lines)
     if not w.passed:
         exact, res, bound = w.exact, w.residual_ulp, w.bound_ulp
         i = np.unravel_index(d.weights.worst, exact.shape)
@@ -166,6 +188,10 @@ def _outputs(actual, expected, conv, bn, x, precision):
 
     if bn is None or x is None:
         raise ValueError("assert_fold_close on outputs needs bn= and input= (and conv= for a conv + BN layer)")
+    shapes = [problem for which, t in (("actual", actual), ("expected", expected))
+              if t is not None for problem in [fct._output_shape_problem(x, t, conv, which)] if problem]
+    if shapes:
+        return "\n".join(shapes)
     r = fct.diagnose(bn, x, actual, conv=conv, precision=precision)
     failures = []
     if not r.passed:

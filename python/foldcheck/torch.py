@@ -14,6 +14,7 @@ are exported to ONNX with their BatchNorms kept (export_onnx), then checked by a
 """
 import contextlib
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -56,23 +57,147 @@ def _conv_arrays(conv: torch.nn.Module, what: str) -> tuple[torch.Tensor, torch.
     return conv.weight.detach(), None if conv.bias is None else conv.bias.detach()
 
 
+# --- what a fused conv computes besides its weights ----------------------------------------
+# A fold changes a conv's weight and bias values and nothing else: every other attribute that
+# defines its computation must be the conv's, and its dtype too (the recipes replay a fold in
+# the modules' dtype). check_fold, assert_fold_close, check_model and diagnose hold a fused conv
+# to that through _fold_mismatches.
+
+def _fused_conv(fused: torch.nn.Module, what: str = "fused") -> torch.nn.Module:
+    """The conv inside what a fuser returns for one conv + BN: the conv itself, or a Sequential
+    (fuse_modules' ConvReLU2d, a Sequential(conv, Identity)) whose first module is the conv and
+    whose others are Identity or activations. A conv + BatchNorm kept apart (ConvBn2d, made by
+    fuse_modules in training mode) is not a fold and is refused, naming it."""
+    if isinstance(fused, torch.nn.Sequential) and len(fused) and isinstance(fused[0], _CONVS):
+        rest = list(fused)[1:]
+        if any(isinstance(m, _BNS) for m in rest):
+            raise TypeError(f"{what}: a {type(fused).__name__} that keeps its BatchNorm apart from the conv (not "
+                            "folded: fuse_modules_qat keeps it for training; fold an eval model with fuse_modules)")
+        others = [type(m).__name__ for m in rest if not _is_pointwise(m)]
+        if others:
+            raise TypeError(f"{what}: a {type(fused).__name__} of a conv and {', '.join(others)}: expected one fused "
+                            "conv (alone or followed by an activation)")
+        return fused[0]
+    return fused
+
+
+def _is_pointwise(m: torch.nn.Module) -> bool:
+    """An Identity or an activation module (what a fuser may keep after a fused conv)."""
+    return isinstance(m, torch.nn.Identity) or type(m).__module__ == "torch.nn.modules.activation"
+
+
+def _padding(conv: ConvModule) -> tuple[tuple[int, int], ...]:
+    """The zeros (or padding_mode values) added before and after each spatial dimension:
+    'valid' none, 'same' d*(k-1) in all, the extra one after (as PyTorch pads it)."""
+    if conv.padding == "valid":
+        return tuple((0, 0) for _ in conv.kernel_size)
+    if conv.padding == "same":
+        total = [d * (k - 1) for d, k in zip(conv.dilation, conv.kernel_size)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    return tuple((int(p), int(p)) for p in conv.padding)
+
+
+def _geometry(conv: ConvModule) -> dict[str, Any]:
+    """What defines a conv's computation besides its weight and bias values, in a form where two
+    convs that compute the same compare equal: padding resolved ('same' is its numbers), a
+    dilation along a kernel of size 1 read as 1, padding_mode read only where it pads."""
+    padding = _padding(conv)
+    return {"kind": f"{'ConvTranspose' if conv.transposed else 'Conv'}{len(conv.kernel_size)}d",
+            "in_channels": conv.in_channels, "out_channels": conv.out_channels, "groups": conv.groups,
+            "kernel_size": tuple(conv.kernel_size), "stride": tuple(conv.stride), "padding": padding,
+            "dilation": tuple(d if k > 1 else 1 for d, k in zip(conv.dilation, conv.kernel_size)),
+            "padding_mode": conv.padding_mode if any(any(p) for p in padding) else "zeros",
+            "output_padding": tuple(getattr(conv, "output_padding", ())) if conv.transposed else ()}
+
+
+def _shown(conv: ConvModule, key: str) -> str:
+    """An attribute as the user wrote it (padding 'same' with the numbers it means)."""
+    if key == "kind":
+        return f"a {type(conv).__name__}"
+    if key == "padding":
+        pad = _padding(conv)
+        numbers = tuple(a for a, _ in pad) if all(a == b for a, b in pad) else pad
+        return f"{conv.padding!r} {numbers}" if isinstance(conv.padding, str) else f"{numbers}"
+    value = getattr(conv, key)
+    return repr(value) if isinstance(value, str) else f"{value}"
+
+
+def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) -> tuple[list[str], str | None]:
+    """How `fused` computes something else than a fold of conv + bn can: (the geometry it
+    changed, one sentence each: "the fused conv has stride (2, 2), the conv (1, 1)"; the dtype
+    mismatch, or None). A changed geometry is another computation (UNEXPECTED whatever the
+    weights); a fused conv of another dtype than the conv's is a fold no recipe replays (each
+    folds in the modules' dtype), so no bound judges it (MISTRUSTED, named as such)."""
+    mine, theirs = _geometry(conv), _geometry(fused)
+    words = {"kind": "is", "padding_mode": "has padding_mode"}
+    geometry = [f"the fused conv {words.get(k, 'has ' + k.replace('_', ' '))} {_shown(fused, k)}, "
+                f"the conv {_shown(conv, k)}" for k in mine if mine[k] != theirs[k]]
+    return geometry, _dtype_mismatch(conv, bn, fused)
+
+
+def _dtype_mismatch(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) -> str | None:
+    """The sentence naming a fused conv whose dtype is not the conv's (or whose bias is not its
+    weight's), else None."""
+    cd, fd = conv.weight.dtype, fused.weight.dtype
+    fb = None if fused.bias is None else fused.bias.dtype
+    if fb is not None and fb != fd:
+        return f"the fused conv's bias is {_name(fb)}, its weight {_name(fd)}"
+    if fd == cd:
+        return None
+    mean = getattr(bn, "running_mean", None)
+    bd = mean.dtype if isinstance(mean, torch.Tensor) else cd
+    modules = f"the conv and BatchNorm {_name(cd)}" if bd == cd else f"the conv {_name(cd)}, the BatchNorm {_name(bd)}"
+    return (f"the fused conv is {_name(fd)}, {modules}: check_fold replays folds in the conv's dtype; a fold in one "
+            f"dtype cast to another is no recipe's, and no bound judges it (check the fold before the cast, or fold "
+            f"the {_name(fd)} modules)")
+
+
+def _mismatch_verdicts(geometry: list[str], dtype_mismatch: str | None) -> list[Verdict]:
+    """The core's verdicts of a fused conv's mismatches: another geometry is another computation
+    (a failed check, UNEXPECTED); a dtype no recipe folds in is a check that could not inform
+    (MISTRUSTED)."""
+    out = [_core.of_check(failed=True)] if geometry else []
+    return out + ([_core.of_check(failed=False, informative=False)] if dtype_mismatch else [])
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 class FoldResult(Result):
     """check_fold's result: the folded weights (explain: the recipes that reproduce them bit for
     bit, residuals in ULP) and the weights with the bias (each recipe's bound). The verdict is
     the worse of the two; when it is not EXPECTED, .diagnosis is the core's cause (the slip the
-    weights are, the channels that changed, or the bias), and the report's first line says it."""
+    weights are, the channels that changed, or the bias), and the report's first line says it.
+
+    .geometry: how the fused conv computes another convolution than the conv (stride, padding,
+    padding_mode, dilation, groups, ...; one sentence each, the verdict UNEXPECTED whatever the
+    weights); .dtype_mismatch: the sentence naming a fused conv of another dtype than the conv's
+    (a fold no recipe replays: MISTRUSTED). Either comes first in the reason."""
 
     def __init__(self, weights: ExplainResult, parameters: FoldCheckResult,
-                 diagnose: Callable[[], Any] | None = None) -> None:
+                 diagnose: Callable[[], Any] | None = None, geometry: list[str] | None = None,
+                 dtype_mismatch: str | None = None) -> None:
         super().__init__(parameters._core)
         self.weights = weights
         self.parameters = parameters
         self._diagnose = diagnose
         self._diagnosis: Any = None
+        self.geometry = list(geometry or [])
+        self.dtype_mismatch = dtype_mismatch
 
     @property
     def verdict(self) -> Verdict:
-        return _core.worst(self.weights.verdict, self.parameters.verdict)
+        return _core.worst(self.weights.verdict, self.parameters.verdict,
+                           *_mismatch_verdicts(self.geometry, self.dtype_mismatch))
+
+    @property
+    def mismatch(self) -> str | None:
+        """The sentence saying how the fused conv is not the conv's kind (geometry, dtype), or None."""
+        parts = self.geometry + ([self.dtype_mismatch] if self.dtype_mismatch else [])
+        if not parts:
+            return None
+        return ("the fused conv computes another convolution: " if self.geometry else "") + "; ".join(parts)
 
     @property
     def exit_code(self) -> int:
@@ -105,6 +230,8 @@ class FoldResult(Result):
         if self.passed:
             return (f"the weights and bias are a fold within {self.recipe}'s bound"
                     f"{' (its fold bit for bit)' if self.bit_exact_recipes else ''}")
+        if self.mismatch:
+            return self.mismatch
         d = self.diagnosis
         if d is None:
             return None
@@ -118,7 +245,8 @@ class FoldResult(Result):
         return f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
+        return {"verdict": self.verdict, "geometry": self.geometry, "dtype_mismatch": self.dtype_mismatch,
+                "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
 
     def to_json(self, indent: int | None = None) -> str:
         import json  # noqa: PLC0415
@@ -134,7 +262,8 @@ class FoldResult(Result):
         fold = self.parameters.to_dict()
         ratio = fold.get("worst_ratio")
         channel = fold.get("worst_channel")
-        lines = [f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
+        lines = [f"mismatch: {self.mismatch}"] if self.mismatch else []
+        lines += [f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
                  f"weights and bias: {fold['verdict']} (closest recipe {fold.get('closest_recipe')}, worst ratio to "
                  f"its bound {'inf' if ratio is None else f'{ratio:.3g}'}"
                  f"{'' if channel is None else f', worst channel {channel}'})",
@@ -151,7 +280,9 @@ def _fold_arrays(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) 
     w, b = _conv_arrays(conv, "conv")
     fw, fb = _conv_arrays(fused, "fused")
     if fw.shape != w.shape:
-        raise ValueError(f"fused: weight shape {tuple(fw.shape)}, the conv's is {tuple(w.shape)}")
+        geometry, _ = _fold_mismatches(conv, bn, fused)  # type: ignore[arg-type]  # both convs (_conv_arrays)
+        raise ValueError(f"fused: weight shape {tuple(fw.shape)}, the conv's is {tuple(w.shape)}"
+                         f"{': ' + '; '.join(geometry) if geometry else ''}")
     return dict(weight=w, bias=b, observed_weight=fw, observed_bias=fb, **bn_parameters(bn))
 
 
@@ -162,13 +293,19 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
     Its weights against the exact fold w*gamma/sqrt(var+eps) with every engine recipe replayed
     bit for bit (which one reproduces them) and bounded; its weights and bias together against
     each recipe's bound, as accuracy_diff checks a folded model. Returns a FoldResult
-    (.verdict, .recipe, .bit_exact_recipes, .worst_channel, .weights, .parameters, .diagnosis)."""
+    (.verdict, .recipe, .bit_exact_recipes, .worst_channel, .weights, .parameters, .diagnosis).
+    A fused conv of other geometry (stride, padding, padding_mode, dilation, groups, ...) is
+    UNEXPECTED whatever its weights; one of another dtype than the conv's is MISTRUSTED (no
+    recipe folds in one dtype and casts to another); either is named first (.geometry,
+    .dtype_mismatch). `fused` may be fuse_modules' ConvReLU (its conv is checked)."""
+    fused = _fused_conv(fused)
     a = _fold_arrays(conv, bn, fused)
+    geometry, dtype_mismatch = _fold_mismatches(conv, bn, fused)  # type: ignore[arg-type]  # convs: checked above
     p = bn_parameters(bn)
     weights = _commands.explain(a["weight"], a["observed_weight"], precision=precision, threads=threads, **p)
     parameters = _commands.fold_check(a["weight"], a["bias"], a["observed_weight"], a["observed_bias"],
                                       precision=precision, threads=threads, **p)
-    return FoldResult(weights, parameters, lambda: _commands.diagnose_fold(weights, **a))
+    return FoldResult(weights, parameters, lambda: _commands.diagnose_fold(weights, **a), geometry, dtype_mismatch)
 
 
 def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
@@ -182,12 +319,47 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
     kw: dict[str, Any] = {}
     if conv is not None:
         w, b = _conv_arrays(conv, "conv")
+        if len(conv.kernel_size) != 2:
+            raise ValueError(f"conv: diagnose models a Conv2d (NCHW), this is a {type(conv).__name__}; check_fold "
+                             "checks its fold")
         if conv.groups != 1 or len(set(conv.stride)) > 1 or len(set(conv.dilation)) > 1:
             raise ValueError("conv: diagnose takes an ungrouped conv with one stride and one dilation")
         if isinstance(conv.padding, str) or len(set(conv.padding)) > 1 or conv.padding_mode != "zeros":
             raise ValueError("conv: diagnose takes symmetric numeric zero padding (padding_mode 'zeros')")
         kw = dict(weight=w, bias=b, stride=conv.stride[0], padding=conv.padding[0], dilation=conv.dilation[0])
+    problem = _output_shape_problem(x, observed, conv)
+    if problem:
+        raise ValueError(f"diagnose: {problem}")
     return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
+
+
+def _output_shape_problem(x: Any, observed: Any, conv: ConvModule | None, what: str = "observed") -> str | None:
+    """Why `observed` cannot be the output of `conv` (if given) + BatchNorm on `x`, by its shape:
+    the shapes, the conv named, and which one-attribute change of the conv's geometry (stride,
+    padding, dilation: a fused conv that lost or changed one) would give the observed shape."""
+    if conv is None:
+        return None  # the core's own refusal names the shapes of a BatchNorm alone
+    got = tuple(observed.shape)
+    want = _conv_output_shape(x.shape, conv.out_channels, conv.kernel_size, conv.stride, _padding(conv), conv.dilation)
+    if got == want:
+        return None
+    text = f"{what} has shape {got}; the conv ({conv}) gives {want} on x of shape {tuple(x.shape)}"
+    k, n = conv.kernel_size, len(conv.kernel_size)
+    candidates = [(f"stride {s}", dict(stride=(s,) * n)) for s in range(1, 5)] + \
+        [(f"padding {p}", dict(padding=((p, p),) * n)) for p in range(0, 2 * max(k))] + \
+        [(f"dilation {d}", dict(dilation=(d,) * n)) for d in range(1, 5)]
+    base = dict(stride=conv.stride, padding=_padding(conv), dilation=conv.dilation)
+    fits = [what for what, change in candidates
+            if _conv_output_shape(x.shape, conv.out_channels, k, **{**base, **change}) == got]
+    return text + (f": a conv with {' or '.join(fits)} gives the observed shape (was it computed by a conv of "
+                   "another geometry?)" if fits else "")
+
+
+def _conv_output_shape(shape: Any, channels: int, kernel: Any, stride: Any, padding: Any, dilation: Any) -> tuple:
+    """A conv's output shape on an input of `shape` (PyTorch's formula, per spatial dimension)."""
+    spatial = [(n + a + b - d * (k - 1) - 1) // s + 1
+               for n, k, s, (a, b), d in zip(shape[2:], kernel, stride, padding, dilation)]
+    return (shape[0], channels, *spatial)
 
 
 # --- models ------------------------------------------------------------------------------
@@ -330,13 +502,40 @@ class ModelCheck(Result):
     text report is answer first (the core's answer line of accuracy_diff), then its layers.
 
     .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
-    .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result."""
+    .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result.
+    .mismatches: {conv module: sentence} for each fused conv that computes another convolution
+    than the model's (geometry: UNEXPECTED) or is of another dtype (MISTRUSTED); each joins its
+    layer's verdict and the whole's (through the core), and the answer names the first."""
 
-    def __init__(self, diff: AccuracyDiffResult, names: dict[str, str], fuser: str | None) -> None:
+    def __init__(self, diff: AccuracyDiffResult, names: dict[str, str], fuser: str | None,
+                 mismatches: dict[str, tuple[list[str], str | None]] | None = None) -> None:
         super().__init__(diff._core)
         self.accuracy_diff = diff
         self.fuser = fuser
         self._names = names
+        self._mismatches = dict(mismatches or {})
+
+    @property
+    def mismatches(self) -> dict[str, str]:
+        return {m: "; ".join(g + ([d] if d else [])) for m, (g, d) in self._mismatches.items()}
+
+    @property
+    def verdict(self) -> Verdict:
+        return _core.worst(self._core.verdict, *[v for g, d in self._mismatches.values()
+                                                 for v in _mismatch_verdicts(g, d)])
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def answer(self) -> str:
+        """The core's answer line of accuracy_diff, or first the fused convs that compute another
+        convolution (or in another dtype) than the model's."""
+        if not self._mismatches:
+            return super().answer()
+        (module, text), more = next(iter(self.mismatches.items())), len(self._mismatches) - 1
+        return (f"verdict: {self.verdict}: {module}: {text}"
+                f"{f' (and {more} more layers, listed below)' if more else ''}")
 
     @property
     def layers(self) -> list[dict[str, Any]]:
@@ -347,7 +546,22 @@ class ModelCheck(Result):
                         "worst_channel": layer.get("worst_channel"), "closest_recipe": layer.get("closest_recipe"),
                         "worst_ratio": fold.get("worst_ratio"), "onnx_node": layer["name"],
                         "observed_node": layer.get("observed_node"), "note": layer.get("observed_note")})
-        return out
+        return self._with_mismatches(out)
+
+    def _with_mismatches(self, layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each layer whose fused conv is mismatched: its verdict joined with the mismatch's (the
+        core's worst), the mismatch its note (a layer accuracy_diff did not list is added)."""
+        by_module = {x["module"]: x for x in layers}
+        for module, (geometry, dtype) in self._mismatches.items():
+            x = by_module.get(module)
+            if x is None:
+                x = {"module": module, "verdict": _core.worst(*_mismatch_verdicts(geometry, dtype)),
+                     "worst_channel": None, "closest_recipe": None, "worst_ratio": None, "onnx_node": None,
+                     "observed_node": None, "note": None}
+                layers.append(x)
+            x["verdict"] = _core.worst(x["verdict"], *_mismatch_verdicts(geometry, dtype))
+            x["note"] = "; ".join(filter(None, [self.mismatches[module], x["note"]]))
+        return layers
 
     @property
     def unexpected(self) -> list[dict[str, Any]]:
@@ -364,9 +578,25 @@ class ModelCheck(Result):
     _no_pairs: str | None = None
     notes: list[str] | tuple[str, ...] = ()  # what was not checked, and why
 
+    def to_dict(self) -> dict[str, Any]:
+        """accuracy_diff's result, with the verdict that joins the mismatches and the mismatches
+        ({conv module: sentence}) when there are any."""
+        d = dict(self.accuracy_diff.to_dict())
+        if self._mismatches:
+            d.update(verdict=str(self.verdict), mismatches=self.mismatches)
+        return d
+
+    def to_json(self, indent: int | None = None) -> str:
+        import json  # noqa: PLC0415
+
+        return json.dumps(self.to_dict(), indent=indent) if self._mismatches else self.accuracy_diff.to_json(indent)
+
     def report(self, format: str = "text") -> str:  # noqa: A002
-        if format != "text":
-            return self.accuracy_diff.report(format)
+        if format == "json":
+            return self.to_json(2)
+        if format != "text":  # the core's; a mismatch (which it did not see) said first in Markdown
+            core = self.accuracy_diff.report(format)
+            return f"**{self.answer()}**\n\n{core}" if self._mismatches and format == "markdown" else core
         # Answer first, as every result: the core's answer line of accuracy_diff's result (the
         # verdict and its reason, reports/run_answer.hpp), then what was checked.
         rows = [self.answer(), f"  {len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''}"]
@@ -434,19 +664,115 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
     with tempfile.TemporaryDirectory(prefix="foldcheck-torch-") as tmp:
         d = keep_dir or tmp
         os.makedirs(d, exist_ok=True)
+        _refuse_other_ranks(model)
         original = export_onnx(model, x, os.path.join(d, "original.onnx"))
         fused_module, fuser = _fused_module(model, fused, x)
-        observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
-        y, note = (None, "weights only: the fused model's outputs were not compared") if weights_only \
+        mismatches = _pair_mismatches(model, fused_module, x)
+        weights_only, fused_module, note = _as_the_models(model, fused_module, mismatches, weights_only)
+        with _runs_on_x(model, fused_module, x):
+            observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
+        y, note = (None, note or "weights only: the fused model's outputs were not compared") if weights_only \
             else _output_of(fused, x)
-        diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
-                                       weights_only=weights_only, output_samples=output_samples,
-                                       confidence=confidence, precision=precision, threads=threads, progress=progress)
-        r = ModelCheck(diff, _module_names(original), fuser)
+        with _in_users_words(os.fspath(d)):
+            diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
+                                           weights_only=weights_only, output_samples=output_samples,
+                                           confidence=confidence, precision=precision, threads=threads,
+                                           progress=progress)
+        r = ModelCheck(diff, _module_names(original), fuser, mismatches)
         r.notes = [note] if note else []
         if not r.layers:
             r._no_pairs = _why_no_pairs(model, fused_module, x)
         return r
+
+
+def _refuse_other_ranks(model: torch.nn.Module) -> None:
+    """check_model reads the models as ONNX 2-D Conv nodes (accuracy_diff): a Conv1d or Conv3d
+    is refused up front, by module name, pointing at check_fold (which checks any rank)."""
+    other = [(n, type(m).__name__) for n, m in model.named_modules() if isinstance(m, _CONVS)
+             and len(m.kernel_size) != 2]
+    if other:
+        more = f" (and {len(other) - 1} more: {', '.join(n for n, _ in other[1:4])})" if len(other) > 1 else ""
+        raise ValueError(f"check_model: {other[0][0] or 'the model'} is a {other[0][1]}{more}: check_model checks "
+                         "models of 2-D convolutions (Conv2d); check each 1-D or 3-D conv + BatchNorm fold with "
+                         "check_fold(conv, bn, fused_conv)")
+
+
+def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> dict[str, tuple[list[str], str | None]]:
+    """Each conv + BN pair of `model` whose fused conv (the module of the same name in `fused`:
+    fuse_modules, fuse_conv_bn_eval and fx keep names) computes another convolution or is of
+    another dtype: {conv name: (geometry, dtype mismatch)} (_fold_mismatches)."""
+    if not isinstance(fused, torch.nn.Module):
+        return {}
+    mods, theirs = dict(model.named_modules()), dict(fused.named_modules())
+    out = {}
+    for conv, bn in conv_bn_pairs(model, x):
+        f = theirs.get(conv)
+        f = f[0] if isinstance(f, torch.nn.Sequential) and len(f) and isinstance(f[0], _CONVS) else f
+        if isinstance(f, _CONVS):
+            geometry, dtype = _fold_mismatches(mods[conv], mods[bn], f)
+            if geometry or dtype:
+                out[conv] = (geometry, dtype)
+    return out
+
+
+def _as_the_models(model: torch.nn.Module, fused: torch.nn.Module, mismatches: dict[str, Any],
+                   weights_only: bool) -> tuple[bool, torch.nn.Module, str | None]:
+    """What is exported for accuracy_diff when fused convs are mismatched: a copy of `fused`
+    whose mismatched convs have the model's geometry and dtype and their own weight and bias
+    values (exactly: a cast up, or none), so that their folds are still judged; weights only,
+    since the fused model computes other convolutions. (weights_only, module, note)."""
+    import copy  # noqa: PLC0415
+
+    if not mismatches:
+        return weights_only, fused, None
+    fused = copy.deepcopy(fused)
+    mods, theirs = dict(model.named_modules()), dict(fused.named_modules())
+    for name in mismatches:
+        conv, f = mods[name], theirs[name]
+        at = f"{name}.0" if isinstance(f, torch.nn.Sequential) else name
+        f = theirs[at]
+        if f.weight.shape != conv.weight.shape:
+            continue
+        restored = copy.deepcopy(conv)
+        with torch.no_grad():
+            restored.weight = torch.nn.Parameter(f.weight.detach().to(conv.weight.dtype))
+            restored.bias = None if f.bias is None else torch.nn.Parameter(f.bias.detach().to(conv.weight.dtype))
+        parent, _, attr = at.rpartition(".")
+        setattr(theirs[parent] if parent else fused, attr, restored)
+    verb = "is" if len(mismatches) == 1 else "are"  # another geometry or dtype than the model's
+    return True, fused, (f"the fused model's outputs were not compared (its folded weights were): "
+                         f"{', '.join(mismatches)} {verb} not as the model's convolution")
+
+
+@contextlib.contextmanager
+def _runs_on_x(model: torch.nn.Module, fused: torch.nn.Module, x: torch.Tensor) -> Iterator[None]:
+    """The fused model's export (a run on x), its framework error said as check_model's: the
+    fused model does not run on x, and the dtypes when they are not the model's (a fused model
+    cast to float16 whose layers outside the conv + BN pairs were cast too)."""
+    try:
+        yield
+    except RuntimeError as e:
+        mine, theirs = ({_name(p.dtype) for p in m.parameters() if p.is_floating_point()} for m in (model, fused))
+        dtypes = f": its parameters are {', '.join(sorted(theirs))}, the model's {', '.join(sorted(mine))}" \
+            if mine != theirs else ""
+        raise ValueError(f"check_model: the fused model does not run on x ({_name(x.dtype)}){dtypes} ({e})") from None
+
+
+@contextlib.contextmanager
+def _in_users_words(d: str) -> Iterator[None]:
+    """accuracy_diff's refusals with the files check_model wrote named as the user's objects (the
+    model, the fused model, x, the fused model's output), never as temporary paths."""
+    try:
+        yield
+    except ValueError as e:
+        words = {os.path.join(d, "original.onnx"): "the model (as exported to ONNX)",
+                 os.path.join(d, "fused.onnx"): "the fused model (as exported to ONNX)"}
+        text = str(e)
+        for path, word in words.items():
+            text = text.replace(path, word)
+        names = {"input": "x", "observed_output": "the fused model's output on x"}
+        text = re.sub(r"\S*foldcheck-[^/\s]*/(input|observed_output)\.npy", lambda m: names[m[1]], text)
+        raise type(e)(f"check_model: {text}") from None
 
 
 def _npy_input(x):
