@@ -23,7 +23,7 @@
 namespace {
 
 std::set<std::string> split(const std::string& s) {
-  const std::vector<std::string> v = foldcheck::split_names(s);
+  const std::vector<std::string> v = foldcheck::split_names(s, "passes");
   return {v.begin(), v.end()};
 }
 

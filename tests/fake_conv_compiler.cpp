@@ -229,7 +229,8 @@ int main(int argc, char** argv) {
   }
   const std::set<std::string> known{"SimplifyInference", "FoldConstant", "FoldScaleAxis", "FuseOps", "Reorder", "Vectorize", "FastMath"};
   std::set<std::string> on;
-  const std::vector<std::string> en = foldcheck::split_names(enabled_arg), dis = foldcheck::split_names(disabled_arg);
+  const std::vector<std::string> en = foldcheck::split_names(enabled_arg, "enabled passes"),
+                                 dis = foldcheck::split_names(disabled_arg, "disabled passes");
   for (const std::string& p : have_enabled ? en : dis)
     if (!known.count(p)) {
       std::cerr << "fake_conv_compiler: unknown pass " << p << "\n";

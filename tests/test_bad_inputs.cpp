@@ -304,6 +304,10 @@ std::map<std::string, Setup> setups() {
                                      return "explain --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
                                    },
                                    true, "FOLDCHECK_MAX_ELEMENTS=11 "};
+  s["max-elements-list"] = {
+      [](const fs::path&) { return std::string("explain --max-elements 3 --original 1,2,3,4 --observed 1,2,3,4"); }};
+  s["max-elements-name-list"] = {
+      [](const fs::path& d) { return "bisect " + case_with(d, "") + " --max-elements 2 --passes A,B,C"; }};
   s["isa-unknown"] = {[](const fs::path& d) {
                         put(d / "w.npy", npy_f32({3, 4}));
                         return "explain --original " + (d / "w.npy").string() + " --observed " + (d / "w.npy").string();
@@ -499,6 +503,17 @@ std::map<std::string, Setup> setups() {
     REQUIRE(run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing").code == 0);
     std::string rep = slurp(d / "s" / "report.json");
     rep.replace(rep.find("\"passed\": true"), 14, "\"passed\": \"yes\"");
+    put(d / "s" / "report.json", rep);
+    return "compare " + (d / "s" / "report.json").string() + " --baseline " + (d / "s" / "report.json").string();
+  }};
+  s["report-negative-count"] = {[](const fs::path& d) {
+    case_with(d, "");
+    put(d / "suite.json", R"({"entries": [{"case": "case.json", "name": "a"}]})");
+    REQUIRE(run("suite " + (d / "suite.json").string() + " -o " + (d / "s").string() + " -q --no-timing").code == 0);
+    std::string rep = slurp(d / "s" / "report.json");
+    const std::size_t at = rep.find("\"beyond_bound\": 0");
+    REQUIRE(at != std::string::npos);
+    rep.replace(at, 17, "\"beyond_bound\": -3");
     put(d / "s" / "report.json", rep);
     return "compare " + (d / "s" / "report.json").string() + " --baseline " + (d / "s" / "report.json").string();
   }};

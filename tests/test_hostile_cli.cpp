@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ const char* kCase = R"({"seed": 1, "conv": {"in_channels": 2, "out_channels": 2,
   "input": {"shape": [1, 2, 4, 4], "init": {"normal": {}}}, "weights": {"init": {"normal": {"std": 0.3}}}})";
 
 void put(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+std::string fmt_hex(unsigned c) {
+  char b[16];
+  std::snprintf(b, sizeof b, "\\u%04X", c);
+  return b;
+}
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path d = tmp(name);
@@ -165,6 +172,166 @@ TEST_CASE("reports: entry names with control characters and '|' are escaped per 
   const std::string html = slurp(d / "out" / "report.html");
   CHECK(controls(html) == 0);
   fs::remove_all(d);
+}
+
+namespace {
+
+// Every character reports/bidi.hpp neutralises, as UTF-8, with the escape it is shown as.
+std::vector<std::pair<std::string, std::string>> layout_controls() {
+  std::vector<std::pair<std::string, std::string>> r;
+  for (const unsigned c : {0x061Cu, 0x200Eu, 0x200Fu, 0x202Au, 0x202Bu, 0x202Cu, 0x202Du, 0x202Eu, 0x2066u, 0x2067u,
+                           0x2068u, 0x2069u, 0x2028u, 0x2029u, 0x0085u, 0x009Bu}) {
+    std::string u;
+    if (c < 0x800) {
+      u.push_back(static_cast<char>(0xC0 | c >> 6));
+    } else {
+      u.push_back(static_cast<char>(0xE0 | c >> 12));
+      u.push_back(static_cast<char>(0x80 | (c >> 6 & 0x3F)));
+    }
+    u.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    r.emplace_back(u, fmt_hex(c));
+  }
+  return r;
+}
+
+// A name holding each control between letters of three scripts (Latin, Chinese, Arabic).
+std::string hostile_name() {
+  std::string n = "layer";
+  for (const auto& [u, shown] : layout_controls()) n += u + "x";
+  return n + "\xE5\xB1\x82\xD8\xB7\xD8\xA8\xD9\x82\xD8\xA9";  // 层 طبقة
+}
+
+// No control of layout_controls() is left in `out`; each shows as its escape, and the other
+// scripts are kept as they are.
+void check_neutralised(const std::string& out, const std::string& where) {
+  INFO(where);
+  for (const auto& [u, shown] : layout_controls()) {
+    INFO(shown);
+    CHECK(out.find(u) == std::string::npos);
+    CHECK(out.find(shown + "x") != std::string::npos);
+  }
+  CHECK(out.find("\xE5\xB1\x82\xD8\xB7\xD8\xA8\xD9\x82\xD8\xA9") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("reports: bidi controls in names are neutralised in every renderer, other scripts kept",
+          "[cli][hostile][reports]") {
+  // A U+202E in a node name reversed the rest of the line in HTML, Markdown and text reports.
+  const fs::path d = fresh_dir("bidi");
+  const std::string name = hostile_name();
+  json c = json::parse(kCase);
+  c["name"] = name;
+  put(d / "case.json", c.dump());
+  put(d / "suite.json", json{{"name", name}, {"entries", {{{"case", "case.json"}, {"name", name}}}}}.dump());
+  const Result s = run("suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " -q --no-timing");
+  REQUIRE(s.code == 0);
+  check_neutralised(s.out, "suite's counts line");
+  for (const char* f : {"report.md", "report.html", "junit.xml"}) check_neutralised(slurp(d / "out" / f), f);
+  // JSON is for machines: the name exact.
+  CHECK(json::parse(slurp(d / "out" / "report.json"))["suite"]["name"] == name);
+  const std::string run_case = "run " + (d / "case.json").string() + " --no-attribution --no-timing";
+  const Result text = run(run_case);
+  REQUIRE(text.code == 0);
+  check_neutralised(text.out, "run text");
+  check_neutralised(text.err, "run's case line");
+  for (const char* format : {"markdown", "html"})
+    check_neutralised(run(run_case + " -q --format " + format).out, format);
+  const Result j = run(run_case + " -q --format json -o " + (d / "run.json").string());
+  REQUIRE(j.code == 0);
+  CHECK(json::parse(slurp(d / "run.json"))["case"]["name"] == name);
+  // compare names the entry in text and Markdown; an error line quotes the file it refuses.
+  put(d / "plain.json", kCase);
+  REQUIRE(
+      run("run " + (d / "plain.json").string() + " --no-attribution -q --format json -o " + (d / "now.json").string())
+          .code == 0);
+  const std::string compare = "compare " + (d / "now.json").string() + " --baseline " + (d / "run.json").string();
+  check_neutralised(run(compare).out, "compare text");
+  check_neutralised(run(compare + " --format markdown").out, "compare markdown");
+  const Result missing = run("run '" + (d / (name + ".json")).string() + "'");
+  CHECK(missing.code == 2);
+  check_neutralised(missing.err, "error line");
+  fs::remove_all(d);
+}
+
+TEST_CASE("reports read back: every count or index that is negative is refused with the file and the field named",
+          "[cli][hostile][reports]") {
+  // compare accepted a run whose counts were negative ("beyond_bound": -3 reads as fewer failures than none).
+  const fs::path d = fresh_dir("negative_counts");
+  put(d / "case.json", kCase);
+  REQUIRE(run("run " + (d / "case.json").string() + " --no-attribution -q --no-timing --format json -o " +
+              (d / "run.json").string())
+              .code == 0);
+  REQUIRE(run("accuracy-diff " + src("cases/models/fixture/model.onnx") + " --input " +
+              src("cases/models/fixture/x.npy") + " -q --no-timing --format json -o " + (d / "adiff.json").string())
+              .code == 0);
+  for (const char* file : {"run.json", "adiff.json"}) {
+    const json good = json::parse(slurp(d / file));
+    // The first integer of each key, its JSON pointer.
+    std::map<std::string, json::json_pointer> first;
+    const json flat = good.flatten();
+    for (const auto& [pointer, v] : flat.items()) {
+      const json::json_pointer p(pointer);
+      std::string key = p.back();
+      for (json::json_pointer q = p; !q.empty() && std::all_of(key.begin(), key.end(), ::isdigit);
+           q = q.parent_pointer())
+        key = q.back();
+      if (v.is_number_unsigned() && !first.count(key)) first.emplace(key, p);
+    }
+    std::size_t refused = 0;
+    for (const char* key : {"beyond_bound",
+                            "elements",
+                            "count",
+                            "zero",
+                            "nan",
+                            "negative",
+                            "positive",
+                            "groups",
+                            "out_channels",
+                            "output_channels",
+                            "channels",
+                            "escalations",
+                            "precision_bits",
+                            "rows",
+                            "weight_shape",
+                            "opset",
+                            "nodes",
+                            "pairs_found",
+                            "elements_differing",
+                            "worst_channel"}) {
+      if (!first.count(key)) continue;
+      json bad = good;
+      bad[first[key]] = -1;
+      put(d / "bad.json", bad.dump());
+      const Result r = run("compare " + (d / "bad.json").string() + " --baseline " + (d / file).string());
+      INFO(file << " " << first[key].to_string() << ": " << r.err);
+      CHECK(r.code == 2);
+      CHECK(r.err.find("bad.json: " + first[key].to_string() +
+                       ": a count or an index must be a non-negative integer, got -1") != std::string::npos);
+      ++refused;
+    }
+    CHECK(refused >= 10);
+  }
+  fs::remove_all(d);
+}
+
+TEST_CASE("explain: a NaN observed value is named as NaN, never 0 ULP beyond the bound nor explained by a recipe",
+          "[cli][hostile][verdicts]") {
+  // The text said "explains it" for every recipe, "Element 0 is 0 ULP from the exact fold, beyond every recipe's
+  // rounding bound" and "no non-zero original weight" of an original of 1: a NaN residual was dropped by max().
+  for (const std::string& values :
+       {std::string("--original 1 --observed nan"), std::string("--original 1,2,3 --observed 1,nan,3"),
+        std::string("--original 1,-2 --observed -nan,-2")}) {
+    INFO(values);
+    const Result r = run("explain " + values + " --no-timing");
+    CHECK(r.code == 1);
+    CHECK(r.out.find("verdict: UNEXPECTED") != std::string::npos);
+    CHECK(r.out.find(" explains it") == std::string::npos);
+    CHECK(r.out.find("0 ULP from the exact fold") == std::string::npos);
+    CHECK(r.out.find(values.find("1,nan") != std::string::npos ? "Element 1 is NaN" : "Element 0 is NaN") !=
+          std::string::npos);
+    CHECK(r.out.find("no non-zero original weight") == std::string::npos);
+  }
 }
 
 TEST_CASE("text output: a name holding line breaks cannot forge a line", "[cli][hostile][reports]") {

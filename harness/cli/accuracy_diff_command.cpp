@@ -29,17 +29,19 @@ class AccuracyDiffCommand : public Command {
                      "with a probabilistic end-to-end bound (see README)");
     cmd_->add_option("--output-samples", opts_.output_samples,
                      "Perturbed float64 runs that estimate the end-to-end bound (more: a tighter bound, slower)")
-        ->check(CLI::Range(2, 4096))
+        ->check(integer_in(options::kOutputSamples))
         ->capture_default_str();
     cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
-    cmd_->add_option("--seed", opts_.seed, "Seed of the default input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
+    cmd_->add_option("--seed", opts_.seed, "Seed of the default input")
+        ->check(integer_in(options::kSeed))
+        ->capture_default_str();
     cmd_->add_option("--recipe", recipe_, "Fold of the fused float32 run: pytorch, tvm, onnxruntime, onnxoptimizer, exact")
         ->check(known_name([](const std::string& n) { (void)recipe_from_name(n); }))
         ->capture_default_str();
     cmd_->add_flag("--no-attribution", no_attr_, "Skip the stage attribution (faster)");
     cmd_->add_option("--attribution-elements", opts_.attribution_elements,
                      "Outputs attributed per layer: an even sample plus the layer's worst elements (0: all)")
-        ->check(integer_in(0, std::uint64_t(1) << 40))
+        ->check(integer_in(options::kAttributionElements))
         ->capture_default_str();
     cmd_->add_flag("--weights-only", opts_.weights_only, "Check the folded parameters only (no runs)");
     add_output_options(cmd_, out_, {"text", "json", "markdown", "html"});

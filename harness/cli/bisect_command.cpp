@@ -61,14 +61,15 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_option("target", target_, "Case file (JSON) or ONNX model for the internal pipeline");
   cmd_->add_option("--passes", passes_, "Pass pipeline, comma-separated, in order");
   cmd_->add_option("--opt-level", opt_level_, "Pipeline of every pass up to this TVM opt_level (instead of --passes)")
-      ->check(CLI::Range(0, 4));
+      ->check(integer_in(options::kOptLevel));
   cmd_->add_option("--disabled-pass", disabled_, "Passes left out of the --opt-level pipeline, comma-separated");
   cmd_->add_flag("--linear", linear_, "Evaluate every prefix and print the per-pass table");
   cmd_->add_flag("--leave-one-out", leave_one_out_,
                  "The whole pipeline with each pass disabled in turn; the culprit is the one pass whose removal alone "
                  "makes it good (when several do, none is named and the result lists them as candidates)");
-  cmd_->add_option("--threshold-ulp", threshold_ulp_, "Bad when max |ULP| exceeds N (instead of the bounds, or with --cmd the channel units)")
-      ->check(finite_number(0, false));
+  cmd_->add_option("--threshold-ulp", threshold_ulp_,
+                   "Bad when max |ULP| exceeds N (instead of the bounds, or with --cmd the channel units)")
+      ->check(finite_number(options::kThresholdUlp));
   cmd_->add_option("--dtype", dtype_,
                    "Case dtype to evaluate (default: the case's first); with --cmd, the type the outputs are computed in "
                    "(default float32; the layer: its --input's)")
@@ -91,22 +92,29 @@ void BisectCommand::add_to(CLI::App& app) {
                    "the certified bounds of every correct compilation of it; its dtype is --input's");
   cmd_->add_option("--bias", bias_, "The layer's conv bias (.npy, one per output channel)");
   cmd_->add_option("--bn", bn_, "The layer's BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps; each optional)");
-  cmd_->add_option("--stride", stride_, "The layer's conv stride")->check(integer_in(1, 1 << 20))->capture_default_str();
-  cmd_->add_option("--dilation", dilation_, "The layer's conv dilation")->check(integer_in(1, 1 << 20))->capture_default_str();
+  cmd_->add_option("--stride", stride_, "The layer's conv stride")
+      ->check(integer_in(options::kStride))
+      ->capture_default_str();
+  cmd_->add_option("--dilation", dilation_, "The layer's conv dilation")
+      ->check(integer_in(options::kDilation))
+      ->capture_default_str();
   cmd_->add_option("--padding", padding_, "The layer's conv padding (symmetric); default dilation*(K-1)/2")
-      ->check(integer_in(0, 1 << 20));
-  cmd_->add_option("--seed", seed_, "Seed of the default model input")->check(integer_in(0, UINT64_MAX))->capture_default_str();
-  cmd_->add_option("--timeout", timeout_, "Seconds per command run")->check(finite_number(0, true))
+      ->check(integer_in(options::kPadding));
+  cmd_->add_option("--seed", seed_, "Seed of the default model input")
+      ->check(integer_in(options::kSeed))
+      ->capture_default_str();
+  cmd_->add_option("--timeout", timeout_, "Seconds per command run")
+      ->check(finite_number(options::kTimeoutSeconds))
       ->capture_default_str();
   add_output_options(cmd_, out_);
 }
 
 int BisectCommand::run() {
   if (linear_ && leave_one_out_) throw InputError("bisect: --linear and --leave-one-out exclude each other");
-  std::vector<std::string> passes = split_names(passes_);
+  std::vector<std::string> passes = split_names(passes_, "--passes");
   if (opt_level_) {
     if (!passes.empty()) throw InputError("bisect: give --passes or --opt-level, not both");
-    passes = pipeline_for(*opt_level_, split_names(disabled_));
+    passes = pipeline_for(*opt_level_, split_names(disabled_, "--disabled-pass"));
   }
   const auto progress = progress_printer(out_);
   BisectResult result;

@@ -1,6 +1,7 @@
 // Shared CLI pieces (common.hpp).
 #include "common.hpp"
 
+#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/utf8.hpp"
 
 #include <unistd.h>
@@ -145,10 +146,10 @@ void add_output_options(CLI::App* cmd, OutputOptions& o, const std::vector<std::
                                      "Write the output to FILE instead of stdout (a regular file atomically; a device "
                                      "such as /dev/null in place)"));
   cmd->add_option("--precision", o.precision, "Starting working precision of the reference, in bits")
-      ->check(CLI::Range(64L, 65536L))
+      ->check(integer_in(options::kPrecision))
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Threads (0: all cores); results are identical for any count")
-      ->check(integer_in(0, 1024))
+      ->check(integer_in(options::kThreads))
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o.quiet, "No progress messages on stderr");
   cmd->add_flag("--no-timing", o.no_timing,
@@ -176,7 +177,7 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
   const auto t0 = std::chrono::steady_clock::now();
   return [t0](const std::string& msg) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, msg) << std::flush;
+    std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, terminal_safe(text_name(msg))) << std::flush;
   };
 }
 
@@ -211,7 +212,8 @@ std::string render(const OutputOptions& o, const json& r, const Ending& ending) 
 
 std::string text_name(const std::string& name) { return one_line_strings(json(name)).get<std::string>(); }
 
-std::string terminal_safe(const std::string& text) {
+std::string terminal_safe(const std::string& raw) {
+  const std::string text = reports::neutralise_bidi(raw);  // a name cannot reverse the rest of its line
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -231,7 +233,11 @@ std::string terminal_safe(const std::string& text) {
 void emit(const OutputOptions& o, const std::string& raw) {
   // Text reports quote names from files (case, node, producer names): a control byte there
   // (ESC, CR, NUL) would drive the terminal. JSON, HTML and Markdown escape their own.
-  const std::string content = o.format == "text" ? terminal_safe(raw) : raw;
+  // Markdown and HTML neutralise bidi controls in their writers (reports/bidi.hpp); again here for
+  // every page a command renders. JSON keeps names exact.
+  const std::string content = o.format == "text"   ? terminal_safe(raw)
+                              : o.format == "json" ? raw
+                                                   : reports::neutralise_bidi(raw);
   if (o.output.empty()) {
     std::cout << content;
     if (!content.empty() && content.back() != '\n') std::cout << '\n';
@@ -241,7 +247,8 @@ void emit(const OutputOptions& o, const std::string& raw) {
   }
 }
 
-std::string one_line(const std::string& message) {
+std::string one_line(const std::string& raw) {
+  const std::string message = reports::neutralise_bidi(raw);  // a quoted name cannot reverse the rest of the line
   std::string out;
   for (std::size_t i = 0; i < message.size();) {
     const auto c = static_cast<unsigned char>(message[i]);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/commands/option_ranges.hpp"
 #include "foldcheck/numerics/compare.hpp"
 
 namespace foldcheck::cli {
@@ -38,6 +39,9 @@ CLI::Validator finite_number(double lo, bool strict, double hi = 1e300);
 // Integer options: decimal digits only (no sign, no wrap-around of "-1" into 2^64 - 1), from
 // lo to hi. Messages name the range ("must be an integer from 1 to 4096, got 'x'").
 CLI::Validator integer_in(std::uint64_t lo, std::uint64_t hi);
+// The options' ranges (option_ranges.hpp: the Python functions' arguments are held to the same).
+inline CLI::Validator integer_in(options::IntegerRange r) { return integer_in(r.lo, r.hi); }
+inline CLI::Validator finite_number(options::NumberRange r) { return finite_number(r.lo, r.lo_excluded, r.hi); }
 
 // An option naming one of a set (a dtype, a recipe, a rounding): `lookup` throws InputError
 // for an unknown name, and its message becomes the parse error "--FLAG: unknown ...".

@@ -28,10 +28,12 @@ class DiagnoseCommand : public Command {
     cmd_->add_option("--weights", weights_, "Conv weights (.npy, OIHW); without: the layer is the BatchNorm alone");
     cmd_->add_option("--bias", bias_, "Conv bias (.npy, one per output channel)");
     cmd_->add_option("--observed", observed_, "Observed output (.npy); its dtype is the compared type")->required();
-    cmd_->add_option("--stride", stride_, "Conv stride")->check(integer_in(1, 1 << 20))->capture_default_str();
-    cmd_->add_option("--dilation", dilation_, "Conv dilation")->check(integer_in(1, 1 << 20))->capture_default_str();
+    cmd_->add_option("--stride", stride_, "Conv stride")->check(integer_in(options::kStride))->capture_default_str();
+    cmd_->add_option("--dilation", dilation_, "Conv dilation")
+        ->check(integer_in(options::kDilation))
+        ->capture_default_str();
     cmd_->add_option("--padding", padding_, "Conv padding (symmetric); default: inferred from the shapes")
-        ->check(integer_in(0, 1 << 20));
+        ->check(integer_in(options::kPadding));
     add_output_options(cmd_, out_);
   }
 

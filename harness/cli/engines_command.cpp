@@ -79,23 +79,25 @@ class EnginesCommand : public Command {
                      "words; it writes OUTDIR/manifest.json and .npy files (the protocol: adapters/README.md)");
     cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
     cmd_->add_option("--seed", opts_.seed, "Seed of the default input and of the honest computations' channel orders")
-        ->check(integer_in(0, UINT64_MAX))
+        ->check(integer_in(options::kSeed))
         ->capture_default_str();
     cmd_->add_option("--confidence", opts_.confidence,
                      "Probability that a correct engine passes: the probabilistic bounds and the channel statistic")
-        ->check(finite_number(0.5, true, 1 - 1e-12))
+        ->check(finite_number(options::kConfidence))
         ->capture_default_str();
     cmd_->add_option("--channel-samples", opts_.channel_samples,
                      "Honest computations per layer (other kernel orders) that estimate the channel statistic's noise; "
                      "0: the rigorous bound only (see README)")
-        ->check(integer_in(0, 4096))
+        ->check(integer_in(options::kChannelSamples))
         ->capture_default_str();
     cmd_->add_option("--output-samples", opts_.output_samples,
                      "Perturbed float64 runs of the end-to-end bound the engines' final outputs are held to (0: final "
                      "outputs not judged)")
-        ->check(integer_in(0, 4096))
+        ->check(integer_in(options::kEngineOutputSamples))
         ->capture_default_str();
-    cmd_->add_option("--timeout", opts_.timeout_seconds, "Seconds per adapter run")->check(finite_number(0, true))->capture_default_str();
+    cmd_->add_option("--timeout", opts_.timeout_seconds, "Seconds per adapter run")
+        ->check(finite_number(options::kTimeoutSeconds))
+        ->capture_default_str();
     cmd_->add_option("--work-dir", work_dir_, "Keep the adapters' files here (default: a temporary directory, removed)");
     cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)")
         ->check(CLI::ExistingFile);

@@ -75,6 +75,7 @@ class MergeCommand : public Command {
     if (ec || rel.empty() || *rel.begin() == "..")
       throw InputError(fmt::format("{}: result_file '{}' leads outside the report's directory (a link)", p, file));
     json r = read_json_input((dir / file).string(), "result");
+    check_counts(r, (dir / file).string());
     if (!results.emplace(file, std::move(r)).second)
       throw InputError(fmt::format("{}: result_file '{}' is named by two entries", p, file));
   }

@@ -48,7 +48,9 @@ void QuantCommand::add_to(CLI::App& app) {
   cmd_->add_option("--int-weights", ints_, "Dumped integer weights to check (.npy, any integer dtype, same shape)");
   cmd_->add_option("--scales", scales_, "Weight scales: .npy or a comma list (one, or one per channel); default: from max |exact fold|");
   cmd_->add_flag("--per-channel", per_channel_, "One scale per output channel (default: per tensor)");
-  cmd_->add_option("--bits", bits_, "Integer width (symmetric: -(2^(b-1)-1) .. 2^(b-1)-1)")->check(CLI::Range(2, 16))->capture_default_str();
+  cmd_->add_option("--bits", bits_, "Integer width (symmetric: -(2^(b-1)-1) .. 2^(b-1)-1)")
+      ->check(integer_in(options::kQuantBits))
+      ->capture_default_str();
   cmd_->add_option("--rounding", rounding_, "half_even or half_away")
       ->check(known_name([](const std::string& n) { (void)quant_rounding_from_name(n); }))
       ->capture_default_str();

@@ -2,6 +2,7 @@
 #include "report_dir.hpp"
 
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,6 +18,46 @@ namespace foldcheck::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The keys whose integers are counts or indices in foldcheck's results (schema foldcheck.schema.json).
+// Not here: the integers a quantized check compares (found, expected, recipe), worst_index (-1:
+// none), statistics (min, median, max) and seeds.
+// One block of names, not one name a line:
+// clang-format off
+const std::set<std::string> kCountKeys = {
+    "attributed_elements", "beyond", "beyond_bound", "beyond_combined_bound", "beyond_estimate",
+    "beyond_probabilistic", "bits", "changed", "changes", "channel", "channels", "count", "dilation", "elements",
+    "elements_beyond_bound", "elements_differing", "elements_total", "entries_in_suite", "escalations", "evaluations",
+    "exact_matches", "expected_flips", "failed", "fast_path_certified", "fast_path_compensated", "fast_path_fallbacks",
+    "flat_index", "flip_count", "fused_vs_reference", "fused_vs_unfused", "gross", "groups", "index", "inf",
+    "inf_mismatch", "inf_missed", "input_shape", "kernel", "layers", "layers_changed", "matches", "matching",
+    "max_precision_used", "mismatches", "nan", "nan_match", "near_tie", "negative", "nodes",
+    "nonfinite", "observed_vs_reference", "opset", "out_channels", "output_channels", "outputs", "overflow_finite",
+    "overflow_match", "pairs", "pairs_found", "passed", "positive", "ppm_undefined", "precision_bits",
+    "reference_compensated", "reference_escalations", "reference_fallbacks", "reference_fast_certified",
+    "reference_nan", "regressions", "replay_mismatches", "rows", "samples", "shape", "shard_count", "shards",
+    "signed_zero", "stride", "subnormal_reference", "terms_per_output", "tested", "unexpected",
+    "unfused_vs_reference", "values_per_channel", "weight_index", "weight_shape", "worst_channel", "zero"};
+// clang-format on
+
+// j, found under `key` (an array's items are under their array's key), at JSON pointer `at`.
+void check_counts_in(const json& j, const std::string& key, const std::string& at, const std::string& path) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) check_counts_in(v, k, at + "/" + k, path);
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) check_counts_in(j[i], key, at + "/" + std::to_string(i), path);
+  } else if (j.is_number() && kCountKeys.count(key) &&
+             !(j.is_number_unsigned() || (j.is_number_integer() && j.get<std::int64_t>() >= 0))) {
+    throw InputError(
+        fmt::format("{}: {}: a count or an index must be a non-negative integer, got {}", path, at, j.dump()));
+  }
+}
+
+}  // namespace
+
+void check_counts(const json& report, const std::string& path) { check_counts_in(report, "", "", path); }
+
 // A report for compare and merge: a foldcheck JSON report of this schema version and a
 // command whose results compare (suite, run, accuracy-diff), or InputError naming the file.
 json read_report(const std::string& path, const std::string& what) {
@@ -30,6 +71,7 @@ json read_report(const std::string& path, const std::string& what) {
   if (cmd != "suite" && cmd != "run" && cmd != "accuracy-diff")
     throw InputError(fmt::format("{}: a {} report; compare and merge take suite, run and accuracy-diff reports", path,
                                  cmd.dump()));
+  check_counts(r, path);
   return r;
 }
 

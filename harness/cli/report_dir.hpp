@@ -16,6 +16,12 @@ using json = nlohmann::json;
 // command whose results compare (suite, run, accuracy-diff), or InputError naming the file.
 json read_report(const std::string& path, const std::string& what);
 
+// Every count and index of a report or result read back (elements, channels, layers, beyond-bound
+// and NaN counts, shapes, a channel's index, ...: kCountKeys in report_dir.cpp) is a non-negative
+// integer, or InputError naming `path` and the field's JSON pointer. A negative one would be read
+// as fewer failures than none (the typed views refuse it too, where they read it).
+void check_counts(const json& report, const std::string& path);
+
 // Runs `job` on reports read from users' files; a report that passes read_report but still
 // lacks a value, or holds one of the wrong type or length, becomes an InputError naming
 // `files` instead of a bare JSON or range error.

@@ -22,11 +22,11 @@ class RunCommand : public Command {
     cmd_->add_option("case", case_path_, "Case file (JSON); see cases/README.md")->required();
     cmd_->add_flag("--all-histograms", all_hist_, "Print every path's histograms: error / bound and ULP (text format; by default the headline paths' error / bound)");
     cmd_->add_option("--seed", seed_, "Override the case's seed (every output prints the seed used)")
-        ->check(integer_in(0, UINT64_MAX));
+        ->check(integer_in(options::kSeed));
     cmd_->add_flag("--no-attribution", no_attr_, "Skip the stage attribution (faster)");
     cmd_->add_option("--attribution-elements", attr_elements_,
                      "Outputs attributed per path: an even sample plus each path's worst element (0: all)")
-        ->check(integer_in(0, std::uint64_t(1) << 40))
+        ->check(integer_in(options::kAttributionElements))
         ->capture_default_str();
     add_output_options(cmd_, out_, {"text", "json", "markdown", "html"});
   }
@@ -42,7 +42,8 @@ class RunCommand : public Command {
     ro.threads = out_.threads;
     ro.progress = progress_printer(out_);
     check_case_fits(spec);  // before the case line: a refusal is one line
-    if (!out_.quiet) std::cerr << fmt::format("foldcheck: case {} (seed {})\n", spec.name, spec.seed);
+    if (!out_.quiet)
+      std::cerr << fmt::format("foldcheck: case {} (seed {})\n", terminal_safe(text_name(spec.name)), spec.seed);
     const RunResult result = run_case(spec, ro);
     return finish(
         out_, result.to_json(), result.verdict(), [&](const json& j) { return reports::run_text(j, {all_hist_}); },

@@ -24,10 +24,10 @@ class SuiteCommand : public Command {
         ->check(CLI::Validator(shard_problem, "I/N"))
         ->capture_default_str();
     cmd_->add_option("--precision", out_.precision, "Starting working precision of the reference, in bits")
-        ->check(CLI::Range(64L, 65536L))
+        ->check(integer_in(options::kPrecision))
         ->capture_default_str();
     cmd_->add_option("--threads", out_.threads, "Threads (0: all cores); results are identical for any count")
-        ->check(integer_in(0, 1024));
+        ->check(integer_in(options::kThreads));
     cmd_->add_flag("-q,--quiet", out_.quiet, "No progress messages on stderr");
     cmd_->add_flag("--no-timing", out_.no_timing, "No timing block in report.json (same bytes on every run)");
   }

@@ -47,8 +47,19 @@ ENG: dict[str, Any] = dict(_core.engines_defaults)
 
 def _bn(gamma: ArrayIn | None, beta: ArrayIn | None, mean: ArrayIn | None, var: ArrayIn | None,
         eps: ArrayIn | None) -> dict[str, Any]:
+    # eps: a number (a numpy scalar, a 0-d array or tensor) goes to the core's one conversion of
+    # scalar arguments (python/src/scalars.hpp), which refuses a bool, a str or None by name; a
+    # one-element list or array is its value.
+    if isinstance(eps, (list, tuple)) or getattr(eps, "ndim", 0) > 0:
+        eps = scalar(eps, "eps")
     return dict(gamma=as_array(gamma, "gamma"), beta=as_array(beta, "beta"), mean=as_array(mean, "mean"),
-                var=as_array(var, "var"), eps=scalar(eps, "eps"))
+                var=as_array(var, "var"), eps=eps)
+
+
+def _path(x: Any, name: str) -> Any:
+    """A path argument as the core takes it (str); anything else is passed on for the core to
+    refuse by name (scalars.hpp), never os.fspath's TypeError that names no argument."""
+    return os.fspath(x) if isinstance(x, (str, os.PathLike)) else x
 
 
 def explain(original: ArrayIn, observed: ArrayIn, *, gamma: ArrayIn | None = None, beta: ArrayIn | None = None,
@@ -84,9 +95,8 @@ def diagnose(x: ArrayIn, observed: ArrayIn, *, weight: ArrayIn | None = None, bi
     missing sqrt, gamma/beta swapped, mean not subtracted, NHWC read as NCHW, bias dropped, BN
     applied twice. Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
     r = _core.diagnose(as_array(x, "x"), as_array(observed, "observed"), weight=as_array(weight, "weight"),
-                       bias=as_array(bias, "bias"), stride=int(stride),
-                       padding=None if padding is None else int(padding),
-                       dilation=int(dilation), precision=precision, threads=threads,
+                       bias=as_array(bias, "bias"), stride=stride, padding=padding,
+                       dilation=dilation, precision=precision, threads=threads,
                        **_bn(gamma, beta, mean, var, eps))
     return DiagnoseResult(r)
 
@@ -130,8 +140,8 @@ def quant_check(weight: ArrayIn, found: ArrayIn | None = None, *, gamma: ArrayIn
 
     ints = None if found is None else np.ascontiguousarray(np.asarray(
         found.detach().cpu().numpy() if hasattr(found, "detach") else found))
-    r = _core.quant_check(as_array(weight, "weight"), found=ints, scales=as_array(scales, "scales"), bits=int(bits),
-                          per_channel=bool(per_channel), pow2=bool(pow2), rounding=rounding, precision=precision,
+    r = _core.quant_check(as_array(weight, "weight"), found=ints, scales=as_array(scales, "scales"), bits=bits,
+                          per_channel=per_channel, pow2=pow2, rounding=rounding, precision=precision,
                           threads=threads, **_bn(gamma, beta, mean, var, eps))
     return QuantCheckResult(r)
 
@@ -145,7 +155,7 @@ def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attributio
     import json  # noqa: PLC0415
 
     path, text = (case, None) if isinstance(case, (str, os.PathLike)) else ("<case>", json.dumps(case))
-    r = _core.run(os.fspath(path), text=text, seed=seed, attribution=attribution,
+    r = _core.run(_path(path, "case"), text=text, seed=seed, attribution=attribution,
                   attribution_elements=attribution_elements, precision=precision, threads=threads, progress=progress)
     return RunResult(r)
 
@@ -161,7 +171,7 @@ def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: Array
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
     input / observed_output: arrays or .npy paths."""
     with NpyFiles() as files:
-        r = _core.accuracy_diff(os.fspath(model), observed=None if observed is None else os.fspath(observed),
+        r = _core.accuracy_diff(_path(model, "model"), observed=_path(observed, "observed"),
                                 input=files.path(input, "input"), seed=seed,
                                 observed_output=files.path(observed_output, "observed_output"),
                                 output_samples=output_samples, weights_only=weights_only, recipe=recipe,
@@ -197,10 +207,11 @@ def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mappi
         engines = [engines]
     own = [f"{k}={v}" for k, v in (adapters or {}).items()]
     with NpyFiles() as files:
-        r = _core.engines(os.fspath(model), list(engines), own, _engine_tools(python), input=files.path(input, "input"),
+        r = _core.engines(_path(model, "model"), list(engines), own, _engine_tools(python),
+                          input=files.path(input, "input"),
                           seed=seed, confidence=confidence, channel_samples=channel_samples,
-                          output_samples=output_samples, timeout=float(timeout),
-                          work_dir=None if work_dir is None else os.fspath(work_dir), precision=precision,
+                          output_samples=output_samples, timeout=timeout,
+                          work_dir=_path(work_dir, "work_dir"), precision=precision,
                           threads=threads, progress=progress)
     return EnginesResult(r)
 
@@ -227,10 +238,10 @@ def bisect(target: PathIn | Mapping[str, Any] | None = None, *, passes: str | Se
     if target is not None and not isinstance(target, (str, os.PathLike)):
         target, text = "<case>", json.dumps(target)
     with NpyFiles() as files:
-        r = _core.bisect(None if target is None else os.fspath(target), target_text=text, passes=list(passes),
+        r = _core.bisect(_path(target, "target"), target_text=text, passes=list(passes),
                          opt_level=opt_level, disabled=list(disabled), mode=mode, threshold_ulp=threshold_ulp,
                          dtype=dtype, input=files.path(input, "input"), seed=seed, command=command,
-                         model=None if model is None else os.fspath(model),
-                         reference=files.path(reference, "reference"), timeout=float(timeout),
+                         model=_path(model, "model"),
+                         reference=files.path(reference, "reference"), timeout=timeout,
                          precision=precision, threads=threads, progress=progress)
     return BisectResult(r)

@@ -37,14 +37,13 @@ import contextlib
 import io
 import json
 import math
-import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import _commands
+from . import _commands, _core
 from . import _tflite_model as tfl
 from ._core import Verdict, of_layer, tally
 from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
@@ -327,9 +326,8 @@ def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] |
     if isinstance(tflite, (str, os.PathLike)):
         with open(tflite, "rb") as f:
             tflite = f.read()
-    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps)
-                            or eps <= 0):
-        raise ValueError(f"check_tflite: eps must be a finite number > 0, got {eps!r}")
+    # eps: a number as every function takes one (a numpy scalar or 0-d array too), else a ValueError
+    held: float | None = None if eps is None else _core.number(eps, "eps", 0.0, True)
     x_nhwc = _taken_by(x)
     pairs, skipped = conv_bn_pairs(model)
     keras, pool = _keras_values(model, x_nhwc, pairs)
@@ -338,8 +336,8 @@ def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] |
     flat = bytes(tflite) if tflite is not None else convert(model)
     arrays: list[dict[str, Any]] = [keras_layer(c, b) for c, b, _ in pairs]
     p: dict[str, Any]
-    for p in arrays if eps is not None else ():
-        p["eps"] = float(eps)
+    for p in arrays if held is not None else ():
+        p["eps"] = held
     run = tfl.per_layer_run(flat, x_nhwc)
     convs = tfl.converted_convs(flat, run or tfl.run(flat, x_nhwc))
     keras_inputs = {i: [keras.get(id(op), (None,))[0] for op in (c, ctx["pad"]) if op is not None]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _core
 from ._core import Verdict
 
 VERDICTS = tuple(Verdict)  # in the C++ enum's order, best to worst
@@ -76,7 +77,8 @@ class Result:
         """The verdict and the sentence that gives its reason: the first line of every report
         (the core's answer renderer for run and accuracy-diff, reports/run_answer.hpp)."""
         core = self._core.answer() if self._core is not None else ""
-        return core or f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else "")
+        # The reason quotes the JSON, whose names are exact: shown as the core's reports show them.
+        return core or _core.neutralise_bidi(f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else ""))
 
     @property
     def reason(self) -> str | None:

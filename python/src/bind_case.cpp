@@ -35,15 +35,18 @@ CaseSpec case_of(const std::string& path, const OptPath& text) {
   return load_case(j, path);
 }
 
-Result py_run(const std::string& path, OptPath text, std::optional<std::uint64_t> seed, bool attribution,
-              std::size_t attribution_elements, long precision, unsigned threads, pyb::object on_progress) {
-  CaseSpec spec = case_of(path, text);
-  if (seed) spec.seed = *seed;
+using Arg = const pyb::object&;
+
+Result py_run(Arg path, Arg case_text, Arg seed, Arg attribution, Arg attribution_elements, Arg precision, Arg threads,
+              pyb::object on_progress) {
   RunOptions o;
-  o.attribution = attribution;
-  o.attribution_elements = attribution_elements;
+  const std::optional<std::uint64_t> seed_given = optional_integer(seed, "seed", options::kSeed);
+  o.attribution = flag(attribution, "attribution");
+  o.attribution_elements = integer(attribution_elements, "attribution_elements", options::kAttributionElements);
   o.ref = reference_options(precision, threads);
-  o.threads = threads;
+  o.threads = o.ref.threads;
+  CaseSpec spec = case_of(text(path, "path"), optional_text(case_text, "text"));
+  if (seed_given) spec.seed = *seed_given;
   o.progress = progress(std::move(on_progress));
   check_case_fits(spec);
   const RunResult r = released([&] { return run_case(spec, o); });
@@ -74,17 +77,23 @@ Result bisect_result(const BisectResult& r) {
   return out;
 }
 
-Result py_bisect(OptPath target, OptPath target_text, std::vector<std::string> passes, std::optional<int> opt_level,
-                 const std::vector<std::string>& disabled, const std::string& mode, std::optional<double> threshold_ulp,
-                 std::optional<std::string> dtype, OptPath input, std::uint64_t seed, OptPath command, OptPath model,
-                 OptPath reference, double timeout, long precision, unsigned threads, pyb::object on_progress) {
-  if (threshold_ulp && !(std::isfinite(*threshold_ulp) && *threshold_ulp > 0))
-    throw InputError("threshold_ulp: must be a finite number > 0");
-  if (!(timeout > 0)) throw InputError("timeout: must be a positive number of seconds");
+// bisect's scalar arguments, converted once (scalars.hpp).
+struct BisectArgs {
+  OptPath target, target_text, dtype, input, command, model, reference;
+  std::optional<std::uint64_t> opt_level;
+  std::string mode;
+  std::optional<double> threshold_ulp;
+  std::uint64_t seed;
+  double timeout;
+};
+
+Result py_bisect(const BisectArgs& a, std::vector<std::string> passes, const std::vector<std::string>& disabled,
+                 const ref::Options& ref, pyb::object on_progress) {
+  const auto& [target, target_text, dtype, input, command, model, reference, opt_level, mode, threshold_ulp, seed,
+               timeout] = a;
   if (opt_level) {
-    if (*opt_level < 0 || *opt_level > 4) throw InputError("opt_level: " + std::to_string(*opt_level) + " (0 to 4)");
     if (!passes.empty()) throw InputError("passes: give passes or opt_level, not both");
-    passes = pipeline_for(*opt_level, disabled);
+    passes = pipeline_for(static_cast<int>(*opt_level), disabled);
   }
   const auto prog = progress(std::move(on_progress));
   if (command) {
@@ -114,7 +123,7 @@ Result py_bisect(OptPath target, OptPath target_text, std::vector<std::string> p
       ModelComputationOptions mo;
       if (dtype) mo.dtype = dtype_from_name(*dtype);
       mo.seed = seed;
-      mo.ref = reference_options(precision, threads);
+      mo.ref = ref;
       mo.progress = prog;
       eo.known = released([&] { return model_computation(Model::load(*model), *model, *input, mo); });
     }
@@ -126,12 +135,31 @@ Result py_bisect(OptPath target, OptPath target_text, std::vector<std::string> p
   bo.mode = mode_of(mode);
   bo.threshold_ulp = threshold_ulp;
   if (dtype) bo.dtype = dtype_from_name(*dtype);
-  bo.ref = reference_options(precision, threads);
+  bo.ref = ref;
   bo.progress = prog;
   const bool onnx = target->size() > 5 && target->substr(target->size() - 5) == ".onnx";
   if (onnx) return bisect_result(released([&] { return bisect_model(*target, input, seed, bo); }));
   const CaseSpec spec = case_of(*target, target_text);
   return bisect_result(released([&] { return bisect_case(spec, bo); }));
+}
+
+Result py_bisect_args(Arg target, Arg target_text, std::vector<std::string> passes, Arg opt_level,
+                      const std::vector<std::string>& disabled, Arg mode, Arg threshold_ulp, Arg dtype, Arg input,
+                      Arg seed, Arg command, Arg model, Arg reference, Arg timeout, Arg precision, Arg threads,
+                      pyb::object on_progress) {
+  BisectArgs a{optional_text(target, "target"),
+               optional_text(target_text, "target_text"),
+               optional_text(dtype, "dtype"),
+               optional_text(input, "input"),
+               optional_text(command, "command"),
+               optional_text(model, "model"),
+               optional_text(reference, "reference"),
+               optional_integer(opt_level, "opt_level", options::kOptLevel),
+               text(mode, "mode"),
+               optional_number(threshold_ulp, "threshold_ulp", options::kThresholdUlp),
+               integer(seed, "seed", options::kSeed),
+               number(timeout, "timeout", options::kTimeoutSeconds)};
+  return py_bisect(a, std::move(passes), disabled, reference_options(precision, threads), std::move(on_progress));
 }
 
 // The defaults of run and bisect: their C++ options structs' own (default-constructed:
@@ -169,7 +197,7 @@ void bind_case(pyb::module_& m) {
         arg("attribution") = object(r["attribution"]), arg("attribution_elements") = object(r["attribution_elements"]),
         arg("precision") = object(r["precision"]), arg("threads") = object(r["threads"]),
         arg("progress") = pyb::none());
-  m.def("bisect", &py_bisect, arg("target") = pyb::none(), arg("target_text") = pyb::none(),
+  m.def("bisect", &py_bisect_args, arg("target") = pyb::none(), arg("target_text") = pyb::none(),
         arg("passes") = std::vector<std::string>{}, arg("opt_level") = pyb::none(),
         arg("disabled") = std::vector<std::string>{}, arg("mode") = object(b["mode"]),
         arg("threshold_ulp") = pyb::none(), arg("dtype") = pyb::none(), arg("input") = pyb::none(),

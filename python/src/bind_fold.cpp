@@ -40,8 +40,8 @@ std::vector<double> per_channel(const LayerParams& p, const OptArray& a, const c
 
 // Channels are axis 0 of the weight; a missing observed bias is all zero.
 FoldArgs fold_args(const pyb::array& weight, const OptArray& bias, const OptArray& gamma, const OptArray& beta,
-                   const OptArray& mean, const OptArray& var, std::optional<double> eps,
-                   const pyb::array& observed_weight, const OptArray& observed_bias) {
+                   const OptArray& mean, const OptArray& var, const pyb::object& eps, const pyb::array& observed_weight,
+                   const OptArray& observed_bias) {
   const Tensor w = tensor_arg(weight, "weight"), ow = tensor_arg(observed_weight, "observed_weight");
   require_finite(w, "weight");
   if (w.shape.size() < 2 || w.data.empty()) throw InputError("weight: needs an output-channel axis and a value");
@@ -70,9 +70,9 @@ FoldArgs fold_args(const pyb::array& weight, const OptArray& bias, const OptArra
 }
 
 Result py_fold_check(const pyb::array& weight, const OptArray& bias, const OptArray& gamma, const OptArray& beta,
-                     const OptArray& mean, const OptArray& var, std::optional<double> eps,
-                     const pyb::array& observed_weight, const OptArray& observed_bias, long precision,
-                     unsigned threads) {
+                     const OptArray& mean, const OptArray& var, const pyb::object& eps,
+                     const pyb::array& observed_weight, const OptArray& observed_bias, const pyb::object& precision,
+                     const pyb::object& threads) {
   const FoldArgs a = fold_args(weight, bias, gamma, beta, mean, var, eps, observed_weight, observed_bias);
   const ref::Options ro = reference_options(precision, threads);
   const FoldCheck f = released([&] { return check_fold(a.layer, a.observed, ro); });
@@ -98,7 +98,7 @@ const std::vector<double>& array_of(const Result& r, const char* name, std::size
 // bias's. Names a cause; the verdicts are explain's and fold_check's.
 FoldDiagnosis py_diagnose_fold(const Result& explained, const pyb::array& weight, const OptArray& bias,
                                const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
-                               std::optional<double> eps, const pyb::array& observed_weight,
+                               const pyb::object& eps, const pyb::array& observed_weight,
                                const OptArray& observed_bias) {
   const FoldArgs a = fold_args(weight, bias, gamma, beta, mean, var, eps, observed_weight, observed_bias);
   diagnosis::FoldedConv f{a.layer.dtype,     a.layer.channels, a.layer.per_channel, a.layer.weight,

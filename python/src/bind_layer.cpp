@@ -19,7 +19,7 @@
 namespace foldcheck::py {
 
 BnSources bn_sources(const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
-                     std::optional<double> eps) {
+                     const pyb::handle& eps) {
   BnSources s;
   s.given_as = "arguments";
   auto take = [](ValueSource& v, const OptArray& a, const char* label) {
@@ -30,17 +30,18 @@ BnSources bn_sources(const OptArray& gamma, const OptArray& beta, const OptArray
   take(s.beta, beta, "beta");
   take(s.mean, mean, "mean");
   take(s.var, var, "var");
-  s.eps = eps;
+  s.eps = optional_number(eps, "eps", options::kAnyFinite);  // eps <= 0: the BatchNorm rule's refusal
   return s;
 }
 
 namespace {
 
-Result py_explain(const pyb::array& original, const pyb::array& observed, std::optional<std::string> dtype,
-                  OptArray gamma, OptArray beta, OptArray mean, OptArray var, std::optional<double> eps,
-                  long precision, unsigned threads) {
+Result py_explain(const pyb::array& original, const pyb::array& observed, const pyb::object& dtype_arg, OptArray gamma,
+                  OptArray beta, OptArray mean, OptArray var, const pyb::object& eps, const pyb::object& precision,
+                  const pyb::object& threads) {
   const Tensor o = tensor_arg(original, "original"), w = tensor_arg(observed, "observed");
   ExplainInput in;
+  const std::optional<std::string> dtype = optional_text(dtype_arg, "dtype");
   in.dtype = dtype ? dtype_from_name(*dtype) : o.dtype;
   require_finite(o, "original");
   require_values_of(o, in.dtype, "original");
@@ -72,8 +73,9 @@ Result py_explain(const pyb::array& original, const pyb::array& observed, std::o
 }
 
 Result py_diagnose(const pyb::array& x, const pyb::array& observed, OptArray weight, OptArray bias, OptArray gamma,
-                   OptArray beta, OptArray mean, OptArray var, std::optional<double> eps, std::int64_t stride,
-                   std::optional<std::int64_t> padding, std::int64_t dilation, long precision, unsigned threads) {
+                   OptArray beta, OptArray mean, OptArray var, const pyb::object& eps, const pyb::object& stride,
+                   const pyb::object& padding, const pyb::object& dilation, const pyb::object& precision,
+                   const pyb::object& threads) {
   DiagnoseInput in;
   in.x = tensor_arg(x, "x");
   in.observed = tensor_arg(observed, "observed");
@@ -91,28 +93,30 @@ Result py_diagnose(const pyb::array& x, const pyb::array& observed, OptArray wei
     in.conv_bias = b.data;
   }
   in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), diagnose_bn_rule(in)).bn;
-  in.eps_given = eps.has_value();
-  in.stride = stride;
-  in.dilation = dilation;
-  in.padding = padding;
+  in.eps_given = !eps.is_none();
+  in.stride = static_cast<std::int64_t>(integer(stride, "stride", options::kStride));
+  in.dilation = static_cast<std::int64_t>(integer(dilation, "dilation", options::kDilation));
+  if (const auto p = optional_integer(padding, "padding", options::kPadding))
+    in.padding = static_cast<std::int64_t>(*p);
   in.ref = reference_options(precision, threads);
   const DiagnoseResult r = released([&] { return diagnose(in); });
   return make_result("diagnose", r.to_json(), r.verdict(), reports::diagnose_text);
 }
 
-QuantSpec quant_spec(int bits, bool per_channel, bool pow2, const std::string& rounding) {
-  if (bits < 2 || bits > 16) throw InputError("bits: " + std::to_string(bits) + " (expected 2 to 16)");
+QuantSpec quant_spec(const pyb::object& bits, const pyb::object& per_channel, const pyb::object& pow2,
+                     const pyb::object& rounding) {
   QuantSpec q;
-  q.bits = bits;
-  q.per_channel = per_channel;
-  q.pow2 = pow2;
-  q.rounding = quant_rounding_from_name(rounding);
+  q.bits = static_cast<int>(integer(bits, "bits", options::kQuantBits));
+  q.per_channel = flag(per_channel, "per_channel");
+  q.pow2 = flag(pow2, "pow2");
+  q.rounding = quant_rounding_from_name(text(rounding, "rounding"));
   return q;
 }
 
 Result py_quant_check(const pyb::array& weight, OptArray found, OptArray scales, OptArray gamma, OptArray beta,
-                      OptArray mean, OptArray var, std::optional<double> eps, int bits, bool per_channel, bool pow2,
-                      const std::string& rounding, long precision, unsigned threads) {
+                      OptArray mean, OptArray var, const pyb::object& eps, const pyb::object& bits,
+                      const pyb::object& per_channel, const pyb::object& pow2, const pyb::object& rounding,
+                      const pyb::object& precision, const pyb::object& threads) {
   QuantCheckInput in;
   in.weights = tensor_arg(weight, "weight");
   require_finite(in.weights, "weight");

@@ -17,53 +17,46 @@ namespace foldcheck::py {
 namespace {
 
 namespace pyb = pybind11;
-using OptPath = std::optional<std::string>;
 
-void check_confidence(double c) {
-  if (!(c >= 0.5 && c < 1)) throw InputError("confidence: " + std::to_string(c) + " (expected 0.5 <= confidence < 1)");
-}
+using Arg = const pyb::object&;
 
-Result py_accuracy_diff(const std::string& model, OptPath observed, OptPath input, std::uint64_t seed,
-                        OptPath observed_output, std::size_t output_samples, bool weights_only,
-                        const std::string& recipe, bool attribution, std::size_t attribution_elements, double confidence,
-                        long precision,
-                        unsigned threads, pyb::object on_progress) {
-  check_confidence(confidence);
+Result py_accuracy_diff(Arg model, Arg observed, Arg input, Arg seed, Arg observed_output, Arg output_samples,
+                        Arg weights_only, Arg recipe, Arg attribution, Arg attribution_elements, Arg confidence,
+                        Arg precision, Arg threads, pyb::object on_progress) {
   AccuracyDiffOptions o;
-  o.observed_model = observed;
-  o.input = input;
-  o.seed = seed;
-  o.observed_output = observed_output;
-  o.output_samples = output_samples;
-  o.weights_only = weights_only;
-  o.recipe = recipe_from_name(recipe);
-  o.attribution = attribution;
-  o.attribution_elements = attribution_elements;
-  o.confidence = confidence;
+  const std::string model_path = text(model, "model");
+  o.observed_model = optional_text(observed, "observed");
+  o.input = optional_text(input, "input");
+  o.seed = integer(seed, "seed", options::kSeed);
+  o.observed_output = optional_text(observed_output, "observed_output");
+  o.output_samples = integer(output_samples, "output_samples", options::kOutputSamples);
+  o.weights_only = flag(weights_only, "weights_only");
+  o.recipe = recipe_from_name(text(recipe, "recipe"));
+  o.attribution = flag(attribution, "attribution");
+  o.attribution_elements = integer(attribution_elements, "attribution_elements", options::kAttributionElements);
+  o.confidence = number(confidence, "confidence", options::kConfidence);
   o.ref = reference_options(precision, threads);
   o.progress = progress(std::move(on_progress));
-  const AccuracyDiffResult r = released([&] { return accuracy_diff(model, o); });
+  const AccuracyDiffResult r = released([&] { return accuracy_diff(model_path, o); });
   return make_result("accuracy-diff", r.to_json(), r.verdict(), reports::accuracy_diff_text);
 }
 
-Result py_engines(const std::string& model, const std::vector<std::string>& names,
-                  const std::vector<std::string>& adapters, const EngineTools& tools, OptPath input, std::uint64_t seed,
-                  double confidence, std::size_t channel_samples, std::size_t output_samples, double timeout,
-                  OptPath work_dir, long precision, unsigned threads, pyb::object on_progress) {
-  check_confidence(confidence);
-  if (!(timeout > 0)) throw InputError("timeout: must be a positive number of seconds");
+Result py_engines(Arg model, const std::vector<std::string>& names, const std::vector<std::string>& adapters,
+                  const EngineTools& tools, Arg input, Arg seed, Arg confidence, Arg channel_samples,
+                  Arg output_samples, Arg timeout, Arg work_dir, Arg precision, Arg threads, pyb::object on_progress) {
   EnginesOptions o;
-  o.engines = engine_list(names, adapters, tools);
-  o.input = input;
-  o.seed = seed;
-  o.confidence = confidence;
-  o.channel_samples = channel_samples;
-  o.output_samples = output_samples;
-  o.timeout_seconds = timeout;
-  o.work_dir = work_dir;
+  const std::string model_path = text(model, "model");
+  o.input = optional_text(input, "input");
+  o.seed = integer(seed, "seed", options::kSeed);
+  o.confidence = number(confidence, "confidence", options::kConfidence);
+  o.channel_samples = integer(channel_samples, "channel_samples", options::kChannelSamples);
+  o.output_samples = integer(output_samples, "output_samples", options::kEngineOutputSamples);
+  o.timeout_seconds = number(timeout, "timeout", options::kTimeoutSeconds);
+  o.work_dir = optional_text(work_dir, "work_dir");
   o.ref = reference_options(precision, threads);
+  o.engines = engine_list(names, adapters, tools);
   o.progress = progress(std::move(on_progress));
-  const EnginesResult r = released([&] { return engines(model, o); });
+  const EnginesResult r = released([&] { return engines(model_path, o); });
   return make_result("engines", r.to_json(), r.verdict(), reports::engines_text);
 }
 

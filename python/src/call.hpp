@@ -16,6 +16,7 @@
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/reference/certify.hpp"
+#include "scalars.hpp"
 
 namespace foldcheck::py {
 
@@ -35,14 +36,12 @@ auto released(F&& f) {
   return f();
 }
 
-// The certified reference's options from the functions' `precision` and `threads`.
-inline ref::Options reference_options(long precision, unsigned threads) {
-  if (precision < 64 || precision > 65536)
-    throw InputError("precision: " + std::to_string(precision) + " bits (expected 64 to 65536)");
-  if (threads > 1024) throw InputError("threads: " + std::to_string(threads) + " (expected 0, all cores, to 1024)");
+// The certified reference's options from the functions' `precision` and `threads` (the
+// command's --precision and --threads ranges, scalars.hpp).
+inline ref::Options reference_options(const pybind11::handle& precision, const pybind11::handle& threads) {
   ref::Options o;
-  o.precision = precision;
-  o.threads = threads;
+  o.precision = static_cast<long>(integer(precision, "precision", options::kPrecision));
+  o.threads = static_cast<unsigned>(integer(threads, "threads", options::kThreads));
   return o;
 }
 

@@ -11,12 +11,26 @@
 #include "bind.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/version.hpp"
+#include "foldcheck/reports/bidi.hpp"
 #include "result.hpp"
+#include "scalars.hpp"
 
 namespace pyb = pybind11;
 using foldcheck::py::Result;
 
 namespace {
+
+PyObject* g_input_error = nullptr;  // foldcheck.InputError (the module holds it for the process's life)
+
+// Messages quote names from files: bidi controls in them are shown as \uXXXX (reports/bidi.hpp),
+// as in the command's error line.
+void translate_input_error(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const foldcheck::InputError& e) {
+    pyb::set_error(pyb::handle(g_input_error), foldcheck::reports::neutralise_bidi(e.what()).c_str());
+  }
+}
 
 void bind_result(pyb::module_& m) {
   pyb::class_<Result>(m, "Result")
@@ -51,8 +65,13 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "foldcheck's C++ core (use the functions of the foldcheck package)";
   m.attr("version") = foldcheck::kVersion;
   m.attr("schema_version") = foldcheck::kSchemaVersion;
-  pyb::register_exception<foldcheck::InputError>(m, "InputError", PyExc_ValueError);
+  g_input_error = pyb::register_exception<foldcheck::InputError>(m, "InputError", PyExc_ValueError).ptr();
+  pyb::register_exception_translator(&translate_input_error);  // tried before register_exception's
   foldcheck::py::bind_judgement(m);
+  foldcheck::py::bind_scalars(m);
+  m.def("neutralise_bidi", &foldcheck::reports::neutralise_bidi, pyb::arg("text"),
+        "text with each bidi control (and line separator, C1 control) shown as \\uXXXX: what every report for "
+        "people does to names from files (reports/bidi.hpp)");
   bind_result(m);
   foldcheck::py::bind_layer(m);
   foldcheck::py::bind_fold(m);

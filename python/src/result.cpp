@@ -2,6 +2,7 @@
 #include "result.hpp"
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/model_text.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
@@ -9,9 +10,11 @@
 
 namespace foldcheck::py {
 
+// Text for people neutralises bidi controls in names (reports/bidi.hpp; the pages do in their
+// writers); JSON keeps them exact.
 std::string Result::report(const std::string& format) const {
   if (format == "json") return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (format == "text") return text(json);
+  if (format == "text") return reports::neutralise_bidi(text(json));
   const bool page = command == "run" || command == "accuracy-diff";  // what the report pages summarize
   if ((format == "markdown" || format == "html") && !page)
     throw InputError("format '" + format + "': a page for run and accuracy_diff results; a " + command +
@@ -21,7 +24,9 @@ std::string Result::report(const std::string& format) const {
   throw InputError("format '" + format + "': expected text, json, markdown or html");
 }
 
-std::string Result::answer() const {
+std::string Result::answer() const { return reports::neutralise_bidi(answer_line()); }
+
+std::string Result::answer_line() const {
   if (command == "run") return "verdict: " + reports::answer_lines(reports::run_answer(json)).headline;
   if (command == "accuracy-diff")
     return "verdict: " + reports::answer_lines(reports::summarize(json).at("answer")).headline;

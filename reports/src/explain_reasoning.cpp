@@ -53,6 +53,15 @@ std::vector<std::string> explain_reasoning(const ExplainFacts& f) {
     }
   } else if (f.overflow) {
     overflow_reasoning(f, r);
+  } else if (std::isnan(f.worst_residual_ulp)) {
+    // Not "N ULP from the exact fold, beyond the bound": a NaN is no distance at all.
+    r.push_back(fmt::format(
+        "Element {} is NaN where the exact fold is a number: no recipe's rounding of finite weights and BatchNorm "
+        "parameters gives a NaN (the closest, {}, allows {:.3g} ULP there).",
+        f.worst_index, f.recipe, f.worst_bound_ulp));
+    r.push_back(
+        "Look for a NaN in what produced the observed values, or an invalid operation in the fold (0*inf, "
+        "the square root of a negative var + eps).");
   } else {
     r.push_back(fmt::format(
         "Element {} is {:.4g} ULP from the exact fold, beyond every recipe's rounding bound (the closest, {}, allows "

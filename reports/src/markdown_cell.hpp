@@ -3,14 +3,16 @@
 // or paragraph: '|' would end the cell and a line break the row, so '|' is escaped as "\|",
 // line breaks become spaces and other control characters U+FFFD; '<', '>' and '&' are
 // entities (Markdown passes HTML through) and '`' and '*' are escaped. Ordinary names read as they
-// are.
+// are. Bidi controls are shown as \uXXXX (bidi.hpp).
 #include <string>
+
+#include "foldcheck/reports/bidi.hpp"
 
 namespace foldcheck::reports {
 
 inline std::string markdown_cell(const std::string& s) {
   std::string r;
-  for (const char c : s) {
+  for (const char c : neutralise_bidi(s)) {
     const auto u = static_cast<unsigned char>(c);
     if (c == '|')
       r += "\\|";

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
@@ -427,9 +428,7 @@ std::string entries_table(const views::Report& r) {
   return h;
 }
 
-}  // namespace
-
-std::string report_html(const views::Report& r) {
+std::string html_page(const views::Report& r) {
   const std::string& suite = r.suite.name;
   std::int64_t passed = 0;
   for (const views::ReportEntry& x : r.entries) passed += x.passed.value_or(false);
@@ -456,6 +455,12 @@ std::string report_html(const views::Report& r) {
   h += std::string("<script>") + kScript + "</script></body></html>\n";
   return h;
 }
+
+}  // namespace
+
+// Names are neutralised where they are written (escape, markdown_cell); the whole page again, so
+// that no string a writer did not escape can reorder what follows it (bidi.hpp).
+std::string report_html(const views::Report& r) { return neutralise_bidi(html_page(r)); }
 
 std::string report_html(const json& report) { return report_html(report_of(report)); }
 

@@ -1,6 +1,7 @@
 // JUnit XML of a suite report (suite_reports.hpp): one test case per entry.
 #include <fmt/format.h>
 
+#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
@@ -48,9 +49,7 @@ std::string testcase(const views::ReportEntry& x, const std::string& suite,
                          svg::escape(msg), verdict, svg::escape(detail));
 }
 
-}  // namespace
-
-std::string report_junit(const views::Report& r) {
+std::string junit_file(const views::Report& r) {
   const std::string& suite = r.suite.name;
   std::int64_t failures = 0;
   for (const views::ReportEntry& x : r.entries) failures += !x.passed.value_or(false);
@@ -61,6 +60,12 @@ std::string report_junit(const views::Report& r) {
   for (const views::ReportEntry& x : r.entries) s += testcase(x, suite, r.seconds);
   return s + "  </testsuite>\n</testsuites>\n";
 }
+
+}  // namespace
+
+// Names are neutralised where they are written (escape, markdown_cell); the whole page again, so
+// that no string a writer did not escape can reorder what follows it (bidi.hpp).
+std::string report_junit(const views::Report& r) { return neutralise_bidi(junit_file(r)); }
 
 std::string report_junit(const json& report) { return report_junit(report_of(report)); }
 

@@ -7,6 +7,7 @@
 #include "identical_rows.hpp"
 #include "markdown_cell.hpp"
 
+#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
 #include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
@@ -141,9 +142,7 @@ std::string failed_entry(const views::ReportEntry& x) {
   return s;
 }
 
-}  // namespace
-
-std::string report_markdown(const views::Report& r) {
+std::string markdown_page(const views::Report& r) {
   if (r.suite.single_command) return single_markdown(r);
   std::int64_t passed = 0;
   for (const views::ReportEntry& x : r.entries) passed += x.passed.value_or(false);
@@ -165,6 +164,12 @@ std::string report_markdown(const views::Report& r) {
        " Full results: `results/` beside report.json.\n";
   return s;
 }
+
+}  // namespace
+
+// Names are neutralised where they are written (escape, markdown_cell); the whole page again, so
+// that no string a writer did not escape can reorder what follows it (bidi.hpp).
+std::string report_markdown(const views::Report& r) { return neutralise_bidi(markdown_page(r)); }
 
 std::string report_markdown(const json& report) { return report_markdown(report_of(report)); }
 

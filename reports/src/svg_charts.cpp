@@ -1,6 +1,7 @@
 // Inline SVG charts (svg_charts.hpp).
 #include "svg_charts.hpp"
 
+#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/utf8.hpp"
 
 #include <algorithm>
@@ -13,7 +14,8 @@ namespace foldcheck::reports::svg {
 
 using CompactHistogram = result::views::CompactHistogram;
 
-std::string escape(const std::string& s) {
+std::string escape(const std::string& text) {
+  const std::string s = neutralise_bidi(text);  // a name cannot reverse the page after it
   std::string r;
   for (std::size_t i = 0; i < s.size();) {
     const char c = s[i];

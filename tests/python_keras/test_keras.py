@@ -114,6 +114,15 @@ def test_held_to_pytorch_eps_every_layer_is_an_eps_mismatch_recovering_keras_def
         assert h["parameters"]["eps_recovered"] == 1e-3
 
 
+def test_eps_is_taken_as_every_number_argument_is(model):
+    # A 0-d array (numpy's form of a number) was refused; a bool or a str is refused by name.
+    r = fck.check_tflite(model, _input(), eps=np.array(1e-3))
+    assert r.verdict == "EXPECTED", str(r)
+    for bad in (True, "1e-3", 0.0, float("nan")):
+        with pytest.raises(ValueError, match="^eps: must be a finite number > 0, got "):
+            fck.check_tflite(model, _input(), eps=bad)
+
+
 def test_float16_weights_leave_float32_bounds_and_say_why(model):
     c = tf.lite.TFLiteConverter.from_keras_model(model)
     c.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -188,8 +197,8 @@ def test_the_command_line_exits_0_1_and_2_and_refuses_bad_inputs_by_name(model, 
     (tmp_path / "bad.tflite").write_bytes(b"not a flatbuffer")
     refused = {("--input", "hwc.npy"): "4-D", ("--input", "small.npy"): "does not run on x",
                ("--input", "nan.npy"): "NaN at index 7", ("--input", "/dev/null"): "error",
-               ("--tflite", "bad.tflite"): "error", ("--eps", "0"): "eps must be a finite number > 0",
-               ("--eps", "nan"): "eps must be a finite number > 0"}
+               ("--tflite", "bad.tflite"): "error", ("--eps", "0"): "eps: must be a finite number > 0",
+               ("--eps", "nan"): "eps: must be a finite number > 0"}
     for args, says in refused.items():
         r = _cli("m.keras", *args, cwd=tmp_path)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])

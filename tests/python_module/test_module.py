@@ -352,3 +352,23 @@ def test_every_default_is_the_cpp_options_structs():
     for f, cpp in functions:
         numbers = {n for n, v in signature_defaults(f).items() if isinstance(v, (int, float)) and n not in cpp}
         assert not numbers, (f.__name__, numbers)
+
+
+BIDI = ["\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068",
+        "\u2069", "\u2028", "\u2029", "\u0085", "\u009b"]
+
+
+def test_bidi_controls_in_names_are_neutralised_in_the_core_reports(tmp_path):
+    # A U+202E in a name reversed the rest of its line in the text, Markdown and HTML reports.
+    name = "layer" + "".join(c + "x" for c in BIDI) + "层طبقة"
+    case = {"name": name, "seed": 1, "conv": {"in_channels": 2, "out_channels": 2, "kernel": 3, "padding": 1},
+            "input": {"shape": [1, 2, 4, 4], "init": {"normal": {}}}, "weights": {"init": {"normal": {"std": 0.3}}}}
+    r = foldcheck.run(case, attribution=False)
+    for shown in (r.report("text"), str(r), r.report("markdown"), r.report("html")):
+        for c in BIDI:
+            assert c not in shown and f"\\u{ord(c):04X}x" in shown
+        assert "层طبقة" in shown
+    assert r["case"]["name"] == name  # JSON: exact
+    with pytest.raises(foldcheck.InputError) as e:
+        foldcheck.run(tmp_path / f"a{BIDI[7]}b.json")
+    assert BIDI[7] not in str(e.value) and "a\\u202Eb.json" in str(e.value)

@@ -82,7 +82,7 @@ ScaleInference infer_scale(const std::vector<double>& original, const std::vecto
     any = true;
   }
   if (!any) {
-    s.summary = "no non-zero original weight: the scale cannot be inferred";
+    s.summary = "no element has a non-zero original weight and a finite observed value: the scale cannot be inferred";
     return s;
   }
   s.consistent = lo <= hi;
@@ -170,7 +170,11 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
   for (std::size_t i = 0; i < n; ++i) {
     sc.bound[i] = fp.info.weight_bound(i / per_channel, in.original[i]);
     sc.bound_ulp_max = std::max(sc.bound_ulp_max, sc.bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo));
-    sc.worst_ratio = std::max(sc.worst_ratio, bound_ratio(distance(in.observed[i], exact[i].approx), sc.bound[i]));
+    // A NaN observation is within no bound (std::max would drop its NaN ratio and call the recipe
+    // explaining): its ratio is infinite. (An infinite observation of an exact fold past the
+    // range also has a NaN distance: the overflow rule judges it, explained() and vacuous().)
+    const double ratio = bound_ratio(distance(in.observed[i], exact[i].approx), sc.bound[i]);
+    sc.worst_ratio = std::max(sc.worst_ratio, std::isnan(in.observed[i]) ? HUGE_VAL : ratio);
   }
   return sc;
 }
@@ -245,7 +249,10 @@ ExplainResult explain(const ExplainInput& in) {
   std::vector<double> residual(n);
   for (std::size_t i = 0; i < n; ++i) {
     residual[i] = ulp_error(in.observed[i], exact[i].approx, in.dtype);
-    if (std::fabs(residual[i]) >= std::fabs(r.worst_residual_ulp)) {
+    // The worst element: the first NaN observed (farther than any number: no rounding gives it),
+    // else the largest |residual|.
+    if (std::isnan(in.observed[r.worst_index]) && r.worst_index < i) continue;
+    if (std::isnan(in.observed[i]) || std::fabs(residual[i]) >= std::fabs(r.worst_residual_ulp)) {
       r.worst_residual_ulp = residual[i];
       r.worst_index = i;
     }

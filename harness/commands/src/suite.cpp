@@ -15,6 +15,7 @@
 #include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/suite_file.hpp"
 #include "foldcheck/reports/summary.hpp"
+#include "foldcheck/result/views/json_io.hpp"
 
 namespace foldcheck {
 
@@ -163,7 +164,7 @@ json merge_reports(const std::vector<json>& reports) {
       if (k > count) throw InputError(fmt::format("merge: shard {} is past the shard count {}", k, count));
       if (!shards.insert(k).second) throw InputError(fmt::format("merge: shard {} given twice", k));
     }
-    const std::int64_t total = r["suite"]["entries_in_suite"].get<std::int64_t>();
+    const std::int64_t total = result::views::count_as(r["suite"].at("entries_in_suite"), "entries_in_suite");
     for (const json& e : r["entries"]) {
       // Each entry belongs to one shard: an index twice, or past the suite, is not a shard's.
       const std::int64_t i = e["index"].get<std::int64_t>();
@@ -177,7 +178,7 @@ json merge_reports(const std::vector<json>& reports) {
     if (!shards.count(s)) throw InputError(fmt::format("merge: shard {}/{} is missing", s, count));
   // Every shard is here, so every entry of the suite must be: one missing was cut from a
   // report, and a merged report without it would count it neither passed nor failed.
-  const std::int64_t total = first["suite"]["entries_in_suite"].get<std::int64_t>();
+  const std::int64_t total = result::views::count_as(first["suite"].at("entries_in_suite"), "entries_in_suite");
   for (std::int64_t i = 0; i < total; ++i)
     if (!by_index.count(i)) throw InputError(fmt::format("merge: entry index {} of the suite's {} is in no shard", i, total));
   json out = first;

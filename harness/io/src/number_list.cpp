@@ -1,18 +1,36 @@
 #include "foldcheck/io/number_list.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/limits.hpp"
 #include "foldcheck/io/npy.hpp"
 
 namespace foldcheck {
+namespace {
 
-std::vector<std::string> split_names(const std::string& text) {
+// A list typed on the command line is held to the element limit as a tensor read from a file
+// is (limits.hpp), counted from its commas before any item is stored.
+void check_list_length(const std::string& text, const std::string& what) {
+  const auto items = static_cast<std::int64_t>(std::count(text.begin(), text.end(), ',')) + 1;
+  if (items > max_elements())
+    throw InputError(fmt::format(fmt::runtime("{}: a list of {} items, over the limit of {} (raise it with " +
+                                              field("max_elements") + " or FOLDCHECK_MAX_ELEMENTS)"),
+                                 what, items, max_elements()));
+}
+
+}  // namespace
+
+std::vector<std::string> split_names(const std::string& text, const std::string& what) {
   std::vector<std::string> r;
   if (text.empty()) return r;
+  check_list_length(text, what);
   for (std::size_t pos = 0;;) {
     const std::size_t comma = text.find(',', pos);
     r.push_back(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
@@ -25,6 +43,7 @@ std::vector<double> parse_number_list(const std::string& text, const std::string
   std::vector<double> out;
   std::size_t pos = 0;
   if (text.find_first_not_of(" \t,") == std::string::npos) throw InputError(what + ": empty number list");
+  check_list_length(text, what);
   while (pos <= text.size()) {
     const std::size_t comma = text.find(',', pos);
     std::string tok = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);

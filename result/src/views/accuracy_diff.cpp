@@ -48,7 +48,7 @@ AdiffComparison AdiffComparison::from_json(const json& j) {
     Check check;
     if (object_or_null(*b))
       check = {optional<double>(*b, "worst_ratio"), optional<double>(*b, "bound_ulp_at_worst"),
-               optional<double>(*b, "bound_ulp_at_max_ulp"), optional<std::int64_t>(*b, "beyond_bound").value_or(0)};
+               optional<double>(*b, "bound_ulp_at_max_ulp"), optional_count(*b, "beyond_bound").value_or(0)};
     c.bound_check = check;
   }
   if (const json* h = object_at(j, "histograms"))
@@ -67,7 +67,7 @@ AdiffRecipe AdiffRecipe::from_json(const json& j) {
           object_of<AdiffComparison>(j, "weights"),
           object_of<AdiffComparison>(j, "bias"),
           optional_verdict(j, "verdict"),
-          optional<std::int64_t>(j, "worst_channel")};
+          optional_count(j, "worst_channel")};
 }
 
 std::size_t AdiffFold::shown_index() const {
@@ -85,7 +85,7 @@ AdiffFold AdiffFold::from_json(const json& j) {
   f.closest_recipe = optional<std::string>(j, "closest_recipe");
   f.bound = optional<std::string>(j, "bound");
   f.source = optional<std::string>(j, "source");
-  f.worst_channel = optional<std::int64_t>(j, "worst_channel");
+  f.worst_channel = optional_count(j, "worst_channel");
   f.worst_ratio = optional<double>(j, "worst_ratio");
   return f;
 }
@@ -106,7 +106,7 @@ AdiffLayer AdiffLayer::from_json(const json& j) {
     l.fused = AdiffActivation::from_json(a->at("fused"));
     l.unfused = AdiffActivation::from_json(a->at("unfused"));
   }
-  l.worst_channel = optional<std::int64_t>(j, "worst_channel");
+  l.worst_channel = optional_count(j, "worst_channel");
   return l;
 }
 
@@ -123,9 +123,8 @@ AdiffOutput AdiffOutput::from_json(const json& j) {
   o.unfused = AdiffComparison::from_json(j.at("unfused"));
   o.fused = AdiffComparison::from_json(j.at("fused"));
   if (auto t = j.find("top1_agreement"); t != j.end())
-    o.top1 =
-        AdiffTop1{required<std::int64_t>(*t, "rows"), required<std::int64_t>(*t, "unfused_vs_reference"),
-                  required<std::int64_t>(*t, "fused_vs_reference"), required<std::int64_t>(*t, "fused_vs_unfused")};
+    o.top1 = AdiffTop1{required_count(*t, "rows"), required_count(*t, "unfused_vs_reference"),
+                       required_count(*t, "fused_vs_reference"), required_count(*t, "fused_vs_unfused")};
   return o;
 }
 
@@ -137,8 +136,7 @@ void read_observed_extras(const json& j, AdiffObservedOutput& o) {
     o.worst = AdiffObservedOutput::Worst{w->at("index"), required<double>(*w, "observed"),
                                          required<double>(*w, "reference"), required<double>(*w, "bound")};
   if (auto t = j.find("top1_agreement"); t != j.end())
-    o.top1 = AdiffObservedOutput::Top1{required<std::int64_t>(*t, "observed_vs_reference"),
-                                       required<std::int64_t>(*t, "rows")};
+    o.top1 = AdiffObservedOutput::Top1{required_count(*t, "observed_vs_reference"), required_count(*t, "rows")};
   if (auto b = j.find("bound_ulp"); b != j.end()) {
     const json& runs = j.at("foldcheck_runs");
     o.bound_ulp =
@@ -163,7 +161,7 @@ AdiffObservedOutput AdiffObservedOutput::from_json(const json& j) {
   o.ulp_max_abs = optional<double>(u, "max_abs");
   o.ulp_stats = stats_of(c, "ulp");
   if (auto b = c.find("bound_check"); b != c.end())
-    o.bound_check = BoundCheck{optional<double>(*b, "worst_ratio"), required<std::int64_t>(*b, "beyond_bound")};
+    o.bound_check = BoundCheck{optional<double>(*b, "worst_ratio"), required_count(*b, "beyond_bound")};
   else o.kinds = c.at("kinds");
   read_observed_extras(j, o);
   return o;
@@ -188,8 +186,8 @@ AccuracyDiff AccuracyDiff::from_json(const json& j) {
   AccuracyDiff r;
   const json& m = j.at("model");
   r.model_path = required<std::string>(m, "path");
-  r.nodes = required<std::size_t>(m, "nodes");
-  r.opset = required<std::int64_t>(m, "opset");
+  r.nodes = required_count<std::size_t>(m, "nodes");
+  r.opset = required_count(m, "opset");
   r.producer = required<std::string>(m, "producer");
   if (auto o = j.find("observed"); o != j.end())
     r.observed = Observed{required<std::string>(*o, "path"), required<std::string>(*o, "matching")};

@@ -9,11 +9,11 @@ using json = nlohmann::json;
 
 BisectElement BisectElement::from_json(const json& j) {
   BisectElement e;
-  e.flat_index = required<std::int64_t>(j, "flat_index");
+  e.flat_index = required_count(j, "flat_index");
   e.index = required<std::vector<std::int64_t>>(j, "index");
   e.observed = number_or_none(j, "observed");
   e.exact = number_or_none(j, "exact");
-  e.channel = required<std::int64_t>(j, "channel");
+  e.channel = required_count(j, "channel");
   e.channel_scale = number_or_none(j, "channel_scale");
   e.has_abs_sum = j.contains("abs_sum");
   e.abs_sum = number_or_none(j, "abs_sum");
@@ -41,8 +41,8 @@ void read_external(const json& j, BisectStep& s) {
   }
   s.largest_ulp = element_if(j, "largest_ulp");
   s.decisive = element_if(j, "decisive");
-  s.inf = optional<std::int64_t>(j, "inf").value_or(0);
-  s.gross = optional<std::int64_t>(j, "gross").value_or(0);
+  s.inf = optional_count(j, "inf").value_or(0);
+  s.gross = optional_count(j, "gross").value_or(0);
   s.command = optional<std::string>(j, "command").value_or("");
 }
 
@@ -68,7 +68,7 @@ BisectStep BisectStep::from_json(const json& j) {
 }
 
 BisectWeights BisectWeights::from_json(const json& j) {
-  return {required<std::string>(j, "pass"),      required<std::int64_t>(j, "changed"),
+  return {required<std::string>(j, "pass"),      required_count(j, "changed"),
           number_or_none(j, "max_change_ppm"),   number_or_none(j, "max_drift_ppm_vs_original"),
           optional_verdict(j, "fold_verdict"),   optional<std::string>(j, "closest_recipe"),
           number_or_none(j, "fold_worst_ratio"), number_or_none(j, "max_abs_ulp_vs_exact_fold")};
@@ -82,7 +82,7 @@ void read_head(const json& j, Bisect& b) {
   if (b.external_command) {
     b.reference = required<std::string>(j, "reference");
   } else if (auto m = j.find("model"); m != j.end()) {
-    b.model = Bisect::Model{required<std::string>(*m, "path"), required<std::size_t>(*m, "pairs")};
+    b.model = Bisect::Model{required<std::string>(*m, "path"), required_count<std::size_t>(*m, "pairs")};
     b.input = required<std::string>(j, "input");
   } else {
     const json& c = j.at("case");
@@ -102,7 +102,7 @@ Bisect Bisect::from_json(const json& j) {
   b.judged_by = optional<std::string>(j, "judged_by").value_or("");
   b.steps = list_of(j, "steps", BisectStep::from_json);
   b.weights = list_of(j, "weights", BisectWeights::from_json);
-  b.evaluations = required<std::size_t>(j, "evaluations");
+  b.evaluations = required_count<std::size_t>(j, "evaluations");
   b.culprit = optional<std::string>(j, "culprit");
   b.verdict = required_verdict(j, "verdict");
   b.note = optional<std::string>(j, "note");

@@ -13,7 +13,7 @@ EngineWeights EngineWeights::from_json(const json& j) {
   if (w.not_folded) return w;
   w.worst_ratio = optional<double>(j, "worst_ratio");
   w.closest_recipe = optional<std::string>(j, "closest_recipe");
-  w.worst_channel = optional<std::int64_t>(j, "worst_channel");
+  w.worst_channel = optional_count(j, "worst_channel");
   return w;
 }
 
@@ -27,7 +27,7 @@ EngineOutputs EngineOutputs::from_json(const json& j) {
   const json& ch = j.at("channels");
   if (auto w = ch.find("worst"); w != ch.end())
     o.worst = EngineWorstChannel{required<double>(*w, "rho_ppm"), required<double>(*w, "estimated_threshold_ppm"),
-                                 required<double>(*w, "threshold_ppm"), required<std::int64_t>(*w, "channel")};
+                                 required<double>(*w, "threshold_ppm"), required_count(*w, "channel")};
   o.channels_not_computed = optional<std::string>(ch, "not_computed");
   return o;
 }
@@ -57,7 +57,7 @@ EngineLayer EngineLayer::from_json(const json& j) {
 
 EngineFinalOutput EngineFinalOutput::from_json(const json& j) {
   return {required<std::string>(j, "name"), required_verdict(j, "verdict"), optional<double>(j, "worst_ratio"),
-          required<std::size_t>(j, "samples")};
+          required_count<std::size_t>(j, "samples")};
 }
 
 EngineRun EngineRun::from_json(const json& j) {
@@ -81,7 +81,7 @@ EngineRun EngineRun::from_json(const json& j) {
 Engines Engines::from_json(const json& j) {
   Engines e;
   e.model_path = required<std::string>(j.at("model"), "path");
-  e.pairs = required<std::size_t>(j.at("model"), "pairs");
+  e.pairs = required_count<std::size_t>(j.at("model"), "pairs");
   e.false_alarm_per_channel = required<double>(j.at("channel_statistic"), "false_alarm_per_channel");
   e.engines = list_of(j, "engines", EngineRun::from_json);
   e.verdict = required_verdict(j, "verdict");

@@ -18,7 +18,7 @@ QuantFlip QuantFlip::from_json(const json& j) {
 }
 
 QuantRecipe QuantRecipe::from_json(const json& j) {
-  return {required<std::string>(j, "recipe"), required<std::size_t>(j, "flip_count"),
+  return {required<std::string>(j, "recipe"), required_count<std::size_t>(j, "flip_count"),
           list_of(j, "flips", QuantFlip::from_json)};
 }
 
@@ -32,9 +32,8 @@ QuantMismatch QuantMismatch::from_json(const json& j) {
 }
 
 QuantOutputs QuantOutputs::from_json(const json& j) {
-  return {required<std::int64_t>(j, "matches"),    required<std::int64_t>(j, "expected_flips"),
-          required<std::int64_t>(j, "unexpected"), j.at("lsb_histogram"),
-          required_verdict(j, "verdict"),          required<std::string>(j, "bound")};
+  return {required_count(j, "matches"), required_count(j, "expected_flips"), required_count(j, "unexpected"),
+          j.at("lsb_histogram"),        required_verdict(j, "verdict"),      required<std::string>(j, "bound")};
 }
 
 QuantLayerCheck QuantLayerCheck::from_json(const json& j) {
@@ -43,27 +42,27 @@ QuantLayerCheck QuantLayerCheck::from_json(const json& j) {
   c.fold = required<std::string>(j, "fold");
   c.input_scale = required<double>(j.at("scales"), "input");
   c.output_scale = required<double>(j.at("scales"), "output");
-  c.outputs = required<std::size_t>(j, "outputs");
+  c.outputs = required_count<std::size_t>(j, "outputs");
   c.integer = QuantOutputs::from_json(j.at("integer"));
   c.fake_quant = QuantOutputs::from_json(j.at("fake_quant"));
   c.fake_quant_max_abs_lsb = required<double>(j.at("fake_quant_error_lsb"), "max_abs");
   if (auto w = j.find("weights"); w != j.end())
-    c.weights = Weights{required<std::int64_t>(*w, "near_tie"), list_of(*w, "recipes", QuantRecipe::from_json)};
+    c.weights = Weights{required_count(*w, "near_tie"), list_of(*w, "recipes", QuantRecipe::from_json)};
   return c;
 }
 
 QuantWeightsCheck QuantWeightsCheck::from_json(const json& j) {
   QuantWeightsCheck c;
-  c.elements = required<std::size_t>(j.at("weights"), "elements");
+  c.elements = required_count<std::size_t>(j.at("weights"), "elements");
   c.shape = j.at("weights").at("shape");
   c.scales = required<std::vector<double>>(j, "scales");
   c.scale_source = required<std::string>(j, "scale_source");
-  c.near_tie = required<std::int64_t>(j.at("expected_summary"), "near_tie");
+  c.near_tie = required_count(j.at("expected_summary"), "near_tie");
   c.recipes = list_of(j, "recipes", QuantRecipe::from_json);
   if (j.contains("mismatches")) {
     const json& n = j.at("mismatch_counts");
-    c.dumped = Dumped{required<std::int64_t>(n, "matching"), required<std::int64_t>(n, "expected_flips"),
-                      required<std::int64_t>(n, "unexpected"), list_of(j, "mismatches", QuantMismatch::from_json)};
+    c.dumped = Dumped{required_count(n, "matching"), required_count(n, "expected_flips"),
+                      required_count(n, "unexpected"), list_of(j, "mismatches", QuantMismatch::from_json)};
   }
   return c;
 }

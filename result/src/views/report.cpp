@@ -84,8 +84,7 @@ json CompareTolerance::to_json() const {
 
 ReportDiff ReportDiff::from_json(const json& j) {
   return {CompareTolerance::from_json(j.at("tolerance")), list_of(j, "entries", EntryDiff::from_json),
-          required<std::int64_t>(j, "regressions"), required<std::int64_t>(j, "changes"),
-          required_verdict(j, "verdict")};
+          required_count(j, "regressions"), required_count(j, "changes"), required_verdict(j, "verdict")};
 }
 
 json ReportDiff::to_json() const {

@@ -30,7 +30,7 @@ std::optional<Comparison::Bound> bound_of(const json& c, const char* key, bool d
   if (it == c.end() || it->is_null()) return std::nullopt;
   Comparison::Bound b{number(*it, "worst_ratio"), number(*it, "bound_ulp_at_worst"), number(*it, "worst_index"),
                       number(*it, "bound_ulp_at_max_ulp")};
-  b.beyond_bound = optional<std::int64_t>(*it, "beyond_bound");
+  b.beyond_bound = optional_count(*it, "beyond_bound");
   b.formula = optional<std::string>(*it, "formula");
   if (deterministic && it->contains("worst_ratio") && it->at("worst_ratio").is_null()) b.worst_ratio = HUGE_VAL;
   return b;
@@ -85,7 +85,7 @@ Comparison Comparison::from_json(const json& j) {
   c.bound_check = bound_of(j, "bound_check", true);
   c.probabilistic_bound = bound_of(j, "probabilistic_bound", false);
   c.worst_index = number(j, "worst_index");
-  for (const auto& [k, v] : j.at("kinds").items()) c.kinds.emplace_back(k, value_as<std::int64_t>(v));
+  for (const auto& [k, v] : j.at("kinds").items()) c.kinds.emplace_back(k, count_as(v, k));
   c.facts = NoteFacts::from_json(j);
   return c;
 }
@@ -109,7 +109,7 @@ Attribution Attribution::from_json(const json& j) {
 Path Path::from_json(const json& j) {
   Path p;
   p.name = required<std::string>(j, "name");
-  p.elements = required<std::int64_t>(j, "elements");
+  p.elements = required_count(j, "elements");
   p.scored = Comparison::from_json(j);
   const json& h = j.at("histograms");
   p.ulp_histogram = Histogram::from_json(h.at("ulp"));
@@ -173,12 +173,12 @@ Layer Layer::from_json(const json& j) {
   Layer l;
   using Shape = std::vector<std::int64_t>;
   l.input = required<Shape>(j, "input");
-  l.out_channels = required<int>(j, "out_channels");
+  l.out_channels = required_count<int>(j, "out_channels");
   l.kernel = required<Shape>(j, "kernel");
   l.stride = required<Shape>(j, "stride");
   l.padding = required<Shape>(j, "padding");
   l.dilation = required<Shape>(j, "dilation");
-  l.groups = required<int>(j, "groups");
+  l.groups = required_count<int>(j, "groups");
   l.conv_bias = required<bool>(j, "conv_bias");
   l.eps = required<double>(j, "eps");
   l.bn_form = required<std::string>(j, "bn_form");
@@ -199,11 +199,11 @@ Run Run::from_json(const json& j) {
   r.layer = Layer::from_json(j.at("layer"));
   r.seed = required<std::uint64_t>(j, "seed");
   const json& ref = j.at("reference");
-  r.fast_path_certified = ref.value("fast_path_certified", 0L);
-  r.fast_path_compensated = ref.value("fast_path_compensated", 0L);
-  r.fast_path_fallbacks = ref.value("fast_path_fallbacks", 0L);
-  r.precision_bits = required<long>(ref, "precision_bits");
-  r.escalations = required<long>(ref, "escalations");
+  r.fast_path_certified = optional_count<long>(ref, "fast_path_certified").value_or(0);
+  r.fast_path_compensated = optional_count<long>(ref, "fast_path_compensated").value_or(0);
+  r.fast_path_fallbacks = optional_count<long>(ref, "fast_path_fallbacks").value_or(0);
+  r.precision_bits = required_count<long>(ref, "precision_bits");
+  r.escalations = required_count<long>(ref, "escalations");
   for (const json& d : j.at("dtypes")) r.dtypes.push_back(DtypeResult::from_json(d));
   if (j.contains("observed_weights")) r.observed_weights = Explain::from_json(j.at("observed_weights"));
   r.seconds = timing_seconds(j);

@@ -58,7 +58,7 @@ json histograms_json(const Histograms& hs) {
 
 Stats Stats::from_json(const json& j) {
   return {optional<double>(j, "p50"),     optional<double>(j, "p99"), optional<double>(j, "p99_9"),
-          optional<double>(j, "max_abs"), optional<double>(j, "rms"), optional<std::int64_t>(j, "count")};
+          optional<double>(j, "max_abs"), optional<double>(j, "rms"), optional_count(j, "count")};
 }
 
 json Stats::to_json() const {
@@ -69,7 +69,7 @@ json Stats::to_json() const {
 CompactHistogram CompactHistogram::from_json(const json& j) {
   CompactHistogram h;
   h.unit = required<std::string>(j, "unit");
-  h.zero = required<std::int64_t>(j, "zero");
+  h.zero = required_count(j, "zero");
   h.first_upper = optional<double>(j, "first_upper");
   h.from_zero = required<bool>(j, "from_zero");
   h.negative = required<std::vector<std::int64_t>>(j, "negative");
@@ -78,8 +78,8 @@ CompactHistogram CompactHistogram::from_json(const json& j) {
   // fuzz_report_json) is refused here, as reading its missing bin would be.
   if (h.positive.size() < h.negative.size()) (void)j.at("positive").at(h.negative.size() - 1);
   const json& over = j.at("overflow");
-  h.overflow_negative = required<std::int64_t>(over, "negative");
-  h.overflow_positive = required<std::int64_t>(over, "positive");
+  h.overflow_negative = required_count(over, "negative");
+  h.overflow_positive = required_count(over, "positive");
   return h;
 }
 
@@ -99,7 +99,7 @@ SetSummary SetSummary::from_json(const json& j) {
   c.ulp = object_of<Stats>(j, "ulp");
   c.ppm = object_of<Stats>(j, "ppm");
   c.bound_ratio = optional<double>(j, "bound_ratio");
-  c.beyond_bound = optional<std::int64_t>(j, "beyond_bound").value_or(0);
+  c.beyond_bound = optional_count(j, "beyond_bound").value_or(0);
   c.checked = j.contains("bound_ulp_at_max_ulp") || j.contains("bound_ulp_at_worst");
   c.bound_ulp_at_worst = optional<double>(j, "bound_ulp_at_worst");
   c.bound_ulp_at_max_ulp = optional<double>(j, "bound_ulp_at_max_ulp");
@@ -158,13 +158,13 @@ PathSummary PathSummary::from_json(const json& j) {
   p.arithmetic = required<std::string>(j, "arithmetic");
   p.path = required<std::string>(j, "path");
   p.verdict = required_verdict(j, "verdict");
-  p.elements = optional<std::int64_t>(j, "elements").value_or(0);
+  p.elements = optional_count(j, "elements").value_or(0);
   p.ulp = object_of<Stats>(j, "ulp");
   p.ppm = object_of<Stats>(j, "ppm");
   p.bounded = j.contains("bound_ratio") || j.contains("bound_ulp_at_worst");
   p.bound_ratio = optional<double>(j, "bound_ratio");
   p.bound_ulp_at_worst = optional<double>(j, "bound_ulp_at_worst");
-  p.beyond_bound = optional<std::int64_t>(j, "beyond_bound").value_or(0);
+  p.beyond_bound = optional_count(j, "beyond_bound").value_or(0);
   p.checked = j.contains("bound_ulp_at_max_ulp");
   p.bound_ulp_at_max_ulp = optional<double>(j, "bound_ulp_at_max_ulp");
   p.notes = optional_strings(j, "notes");
@@ -246,7 +246,7 @@ LayerSummary LayerSummary::from_json(const json& j) {
   if (j.contains("recipe"))
     l.fold = LayerFold{required<std::string>(j, "recipe"), optional<double>(j, "fold_ratio"),
                        object_of<SetSummary>(j, "weights"), object_of<SetSummary>(j, "bias"),
-                       optional<std::int64_t>(j, "worst_channel")};
+                       optional_count(j, "worst_channel")};
   l.fused = object_of<ActivationSummary>(j, "fused");
   l.unfused = object_of<ActivationSummary>(j, "unfused");
   return l;

@@ -11,7 +11,9 @@ namespace foldcheck {
 
 // The items of a comma-separated list of names ("SimplifyInference,FoldScaleAxis"), empty
 // items kept ("A,,B" has three, the second empty) for the caller to refuse; "" has none.
-std::vector<std::string> split_names(const std::string& text);
+// A list (names or numbers) of more items than max_elements() (limits.hpp) is an InputError
+// naming `what` (the flag), refused before any item is stored.
+std::vector<std::string> split_names(const std::string& text, const std::string& what);
 
 std::vector<double> parse_number_list(const std::string& text, const std::string& what);
 // A .npy path (if it ends in .npy) or a comma list; `shape` receives the .npy shape or {n}.

@@ -92,6 +92,28 @@ std::optional<T> optional(const nlohmann::json& j, const char* key) {
   return value_as<T>(*it);
 }
 
+// A count or an index (elements, channels, layers, rows, beyond-bound or NaN elements, a channel's
+// or an element's index) as T: a JSON integer from 0 to T's largest. A negative one is a malformed
+// result naming its key: a report fed back (compare, merge, summary) with "beyond_bound": -3 would
+// otherwise be read as fewer failures than none.
+template <class T = std::int64_t>
+T count_as(const nlohmann::json& v, const std::string& key) {
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+    detail::malformed(v, "'" + key + "' is a count or an index: it must be a non-negative integer");
+  return value_as<T>(v);
+}
+template <class T = std::int64_t>
+T required_count(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) (void)j.at(key);  // the missing key's own error
+  return count_as<T>(j.at(key), key);
+}
+template <class T = std::int64_t>
+std::optional<T> optional_count(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return count_as<T>(*it, key);
+}
+
 // v as an object, or nullptr when v is null (a part written as null: absent); a value of any
 // other type throws (a malformed result, never read as absent).
 inline const nlohmann::json* object_or_null(const nlohmann::json& v) {
