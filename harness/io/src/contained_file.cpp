@@ -68,7 +68,7 @@ std::string read_contained(const std::string& dir, const std::string& dir_name, 
   if (::lstat(real.c_str(), &st) != 0)
     throw InputError(fmt::format("{}: cannot read {} ({})", path, kind, std::strerror(errno)));
   auto not_regular = [&](mode_t m) {
-    return InputError(fmt::format("{}: not a regular file ({}): a {} must be a regular file inside {}", path,
+    return InputError(fmt::format("{}: not a regular file ({}): the {} must be a regular file inside {}", path,
                                   kind_of(m), kind, dir_name));
   };
   if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
