@@ -374,7 +374,8 @@ NPY = f"'{sys.executable}' -c 'import numpy, sys; numpy.save(sys.argv[1], numpy.
     ("mkfifo {outdir}/../p; ln -s ../p {outdir}/f.onnx", {"folded_model": "f.onnx"}, "leads outside"),
     ("mkfifo {outdir}/v.npy", {"values": {"x": "v.npy", "stem.bn.y": "v.npy"}}, "not a regular file (a FIFO)"),
     ("mkfifo {outdir}/y.npy", {"outputs": {"y": "y.npy"}}, "not a regular file (a FIFO)"),
-    ("mkfifo {outdir}/i.npy", {"layers": {"stem": {"input": "i.npy", "output": "i.npy"}}}, "not a regular file (a FIFO)"),
+    ("mkfifo {outdir}/i.npy", {"layers": {"stem": {"input": "i.npy", "output": "i.npy"}}},
+     "not a regular file (a FIFO)"),
     ("ln -s /dev/zero {outdir}/i.npy", {"layers": {"stem": {"input": "i.npy", "output": "i.npy"}}}, "leads outside"),
 ])
 def test_every_file_an_adapter_names_is_held_to_one_rule(model, setup, fields, reason):
@@ -429,7 +430,8 @@ def test_a_signal_ends_foldcheck_promptly_and_removes_its_temporaries(model, tmp
 # model's (a typo "fusion_preserverd": false gave EXPECTED, exit 0).
 @pytest.mark.parametrize("fields, reason", [
     ({"fusion_preserverd": False}, "unknown key `fusion_preserverd`"),
-    ({"layers": {"stem": {"input": "a.npy", "output": "b.npy", "outptu": "c.npy"}}}, "unknown key `layers.stem.outptu`"),
+    ({"layers": {"stem": {"input": "a.npy", "output": "b.npy", "outptu": "c.npy"}}},
+     "unknown key `layers.stem.outptu`"),
     ({"values": {"stem.bn.y.typo": "a.npy"}}, "`values` names 'stem.bn.y.typo', which is not a value of the model"),
     ({"layers": {"stme": {"input": "a.npy", "output": "b.npy"}}}, "`layers` names 'stme'"),
     ({"left_out": {"haed": "no kernel"}}, "`left_out` names 'haed'"),
@@ -458,7 +460,8 @@ def linear_bn_model(path, seed=7):
         inits.append(numpy_helper.from_array(v.astype(F32), f"fc.bn.{key}"))
     nodes.append(helper.make_node("BatchNormalization", ["fc.y"] + [f"fc.bn.{k}" for k in stats], ["y"],
                                   name="fc.bn", epsilon=1e-5))
-    graph = helper.make_graph(nodes, "linear_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 12, 12])],
+    graph = helper.make_graph(nodes, "linear_bn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 12, 12])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])], initializer=inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
@@ -487,3 +490,20 @@ def test_the_fixture_model_with_external_data_runs_in_onnxruntime(tmp_path):
         assert e["failed"] is None and e["verdict"] == "EXPECTED", e
         assert all(lay["verdict"] == "EXPECTED" for lay in e["layers"]), e
     assert code == 0
+
+
+@pytest.mark.parametrize("data, reason", [
+    ("mkfifo {outdir}/folded.data", "not a regular file"),
+    ("ln -s {fixture}/folded.data {outdir}/folded.data", "outside the model's directory"),
+])
+def test_a_folded_models_external_data_is_held_to_the_same_rule(data, reason):
+    """The folded model's external data file is a file the adapter names too: a FIFO there is
+    refused at once, a link out of OUTDIR refused."""
+    fixture = ROOT / "cases" / "models" / "fixture"
+    command = (f"cp {fixture}/folded.onnx {{outdir}}/f.onnx; " + data.replace("{fixture}", str(fixture)) + "; "
+               + manifest(folded_model="f.onnx"))
+    t0 = time.monotonic()
+    code, r = shell_engines(fixture, command)
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "MISTRUSTED" and reason in e["failed"], e
+    assert time.monotonic() - t0 < 20

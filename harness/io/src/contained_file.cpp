@@ -20,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // What a file that is not regular is, for the message.
 const char* kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
@@ -61,8 +54,14 @@ fs::path resolved_inside(const std::string& dir, const std::string& dir_name, co
 
 }  // namespace
 
-std::string read_contained(const std::string& dir, const std::string& dir_name, const std::string& path,
-                           const std::string& kind) {
+ContainedFile::~ContainedFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ContainedFile::ContainedFile(ContainedFile&& o) noexcept : fd_(o.fd_), size_(o.size_) { o.fd_ = -1; }
+
+ContainedFile open_contained(const std::string& dir, const std::string& dir_name, const std::string& path,
+                             const std::string& kind, std::uint64_t limit) {
   const fs::path real = resolved_inside(dir, dir_name, path, kind);
   struct stat st {};
   if (::lstat(real.c_str(), &st) != 0)
@@ -72,21 +71,26 @@ std::string read_contained(const std::string& dir, const std::string& dir_name, 
                                   kind_of(m), kind, dir_name));
   };
   if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
-  const Fd f{::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)};
-  if (f.fd < 0) throw InputError(fmt::format("{}: cannot read {} ({})", path, kind, std::strerror(errno)));
+  ContainedFile f(::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY), 0);
+  if (f.fd() < 0) throw InputError(fmt::format("{}: cannot read {} ({})", path, kind, std::strerror(errno)));
   struct stat fst {};
-  if (::fstat(f.fd, &fst) != 0)
+  if (::fstat(f.fd(), &fst) != 0)
     throw InputError(fmt::format("{}: cannot read {} ({})", path, kind, std::strerror(errno)));
   if (!S_ISREG(fst.st_mode) || fst.st_ino != st.st_ino || fst.st_dev != st.st_dev) throw not_regular(fst.st_mode);
-  const std::uint64_t limit = max_input_bytes(), size = static_cast<std::uint64_t>(fst.st_size);
-  if (size > limit)
+  f.size_ = static_cast<std::uint64_t>(fst.st_size);
+  if (f.size_ > limit)
     throw InputError(fmt::format(fmt::runtime("{}: {} bytes, over the limit of {} bytes for a {} (raise it with " +
                                               field("max_elements") + " or FOLDCHECK_MAX_ELEMENTS)"),
-                                 path, size, limit, kind));
-  std::string bytes(static_cast<std::size_t>(size), '\0');
+                                 path, f.size_, limit, kind));
+  return f;
+}
+
+std::string read_range(const ContainedFile& f, std::uint64_t offset, std::uint64_t length, const std::string& path,
+                       const std::string& kind) {
+  std::string bytes(static_cast<std::size_t>(length), '\0');
   std::size_t have = 0;
-  while (have < bytes.size()) {  // a file that shrank meanwhile ends early: the parser says so
-    const ssize_t got = ::read(f.fd, bytes.data() + have, bytes.size() - have);
+  while (have < bytes.size()) {  // a file that shrank meanwhile ends early: the caller's parser says so
+    const ssize_t got = ::pread(f.fd(), bytes.data() + have, bytes.size() - have, static_cast<off_t>(offset + have));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw InputError(fmt::format("{}: cannot read {} ({})", path, kind, std::strerror(errno)));
     if (got == 0) break;
@@ -94,6 +98,12 @@ std::string read_contained(const std::string& dir, const std::string& dir_name, 
   }
   bytes.resize(have);
   return bytes;
+}
+
+std::string read_contained(const std::string& dir, const std::string& dir_name, const std::string& path,
+                           const std::string& kind) {
+  const ContainedFile f = open_contained(dir, dir_name, path, kind, max_input_bytes());
+  return read_range(f, 0, f.size(), path, kind);
 }
 
 }  // namespace foldcheck

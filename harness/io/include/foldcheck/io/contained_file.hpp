@@ -16,11 +16,37 @@
 //   - it is larger than max_input_bytes() (limits.hpp, the element limit), from fstat,
 //     before anything is read.
 // A regular file's read ends: nothing here waits.
+#include <cstdint>
 #include <string>
 
 namespace foldcheck {
 
 std::string read_contained(const std::string& dir, const std::string& dir_name, const std::string& path,
                            const std::string& kind);
+
+// The same rule, the file left open for reads of parts of it (a model's external data, whose
+// every range is sized by its tensor's checked dims): `limit` bounds its whole size.
+class ContainedFile {
+ public:
+  ContainedFile(int fd, std::uint64_t size) : fd_(fd), size_(size) {}
+  ~ContainedFile();
+  ContainedFile(ContainedFile&& o) noexcept;
+  ContainedFile(const ContainedFile&) = delete;
+  ContainedFile& operator=(const ContainedFile&) = delete;
+  ContainedFile& operator=(ContainedFile&&) = delete;
+  int fd() const { return fd_; }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  friend ContainedFile open_contained(const std::string&, const std::string&, const std::string&, const std::string&,
+                                      std::uint64_t);
+  int fd_;
+  std::uint64_t size_;
+};
+ContainedFile open_contained(const std::string& dir, const std::string& dir_name, const std::string& path,
+                             const std::string& kind, std::uint64_t limit);
+// `length` bytes from `offset` (fewer when the file ends first).
+std::string read_range(const ContainedFile& f, std::uint64_t offset, std::uint64_t length, const std::string& path,
+                       const std::string& kind);
 
 }  // namespace foldcheck
