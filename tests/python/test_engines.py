@@ -507,3 +507,16 @@ def test_a_folded_models_external_data_is_held_to_the_same_rule(data, reason):
     e = r["engines"][0]
     assert code == 1 and e["verdict"] == "MISTRUSTED" and reason in e["failed"], e
     assert time.monotonic() - t0 < 20
+
+
+@pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")
+def test_onednn_reports_a_linear_layer_left_out_not_missing(tmp_path):
+    """foldcheck-onednn runs convolutions only: its Gemm layer is reported left out (not judged),
+    never a missing value that makes the honest engine MISTRUSTED."""
+    linear_bn_model(tmp_path / "model.onnx")
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).normal(size=(4, 3, 12, 12)).astype(F32))
+    code, r = engines(tmp_path, "--engine", "onednn:bf16")
+    e = r["engines"][0]
+    assert code == 0 and e["verdict"] == "EXPECTED", e
+    fc = [lay for lay in e["layers"] if lay["name"] == "fc"][0]
+    assert fc["verdict"] == "LEFT OUT" and "convolutions only" in fc["outputs"]["left_out"], fc
