@@ -43,13 +43,28 @@ class Manifest:
             json.dump(self.data, fh, indent=1)
 
 
+# Linear layers foldcheck also checks per layer (as a 1 x 1 conv over their rows) when their
+# weight is an initializer: a Linear -> BatchNorm an engine folds, or leaves unfolded.
+LINEAR_OPS = {"Gemm", "MatMul"}
+
+
+def is_layer(node, inits):
+    """A conv, or a Gemm/MatMul with a constant weight (a layer foldcheck checks)."""
+    return node.op_type in CONV_OPS or (node.op_type in LINEAR_OPS and len(node.input) > 1 and node.input[1] in inits)
+
+
 def conv_values(graph):
-    """The data input and output of every conv node of an ONNX graph, in order, once each."""
+    """The data input and output of every layer node (conv, Gemm, MatMul with a constant weight)
+    of an ONNX graph, and the output of a BatchNormalization right after it, in order, once each."""
     inits = {i.name for i in graph.initializer}
+    # A layer the engine left unfolded is judged at its BatchNormalization's output (foldcheck
+    # reads the values after it): that value too.
+    bn_after = {n.input[0]: n.output[0] for n in graph.node if n.op_type == "BatchNormalization"}
     names = []
     for node in graph.node:
-        if node.op_type in CONV_OPS:
-            names += [v for v in (node.input[0], node.output[0]) if v and v not in inits]
+        if is_layer(node, inits):
+            names += [v for v in (node.input[0], node.output[0], bn_after.get(node.output[0]))
+                      if v and v not in inits]
     return list(dict.fromkeys(names))
 
 

@@ -133,7 +133,10 @@ int run(const Args& a) {
   std::map<std::string, int> impls;
   std::size_t files = 0;
   for (const BnPair& p : pat.pairs) {
-    if (m.nodes[p.layer].op != "Conv") continue;
+    if (m.nodes[p.layer].op != "Conv") {  // reported, not judged: this adapter runs oneDNN's convolutions only
+      left_out[key_of(m, p)] = "foldcheck-onednn runs oneDNN convolutions only, not a " + m.nodes[p.layer].op;
+      continue;
+    }
     Tensor x = acts.at(m.nodes[p.layer].inputs[0]);
     for (double& v : x.data) v = round_to(wdt, v);
     const LayerParams lp = layer_params(m, p);

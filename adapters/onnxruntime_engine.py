@@ -34,12 +34,24 @@ LEVELS = {
 }
 
 
-def session(model, level, saved=None):
+def has_external_data(model):
+    """Whether the model file keeps initializers in an external data file beside it."""
+    m = onnx.load(model, load_external_data=False)
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
+
+
+def session(model, level, saved=None, external=False):
     so = ort.SessionOptions()
     so.graph_optimization_level = level
     so.log_severity_level = 3  # errors only: `all` warns that its file is machine-specific
     if saved:
         so.optimized_model_filepath = saved
+        if external:
+            # ORT would write the optimized model's external initializers as references to the
+            # original's data file, relative to OUTDIR, where it is not: the saved model could
+            # not be loaded. Its own data file beside it, in OUTDIR, instead.
+            data = os.path.splitext(os.path.basename(saved))[0] + ".data"
+            so.add_session_config_entry("session.optimized_model_external_initializers_file_name", data)
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
@@ -79,7 +91,7 @@ def main():
     os.makedirs(a.outdir, exist_ok=True)
     folded = os.path.join(a.outdir, "folded.onnx")
     x = np.load(a.input)
-    fused = session(a.model, LEVELS[a.level], saved=folded)
+    fused = session(a.model, LEVELS[a.level], saved=folded, external=has_external_data(a.model))
     if a.corrupt:
         corrupt(folded, a.corrupt)
         fused = session(folded, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)

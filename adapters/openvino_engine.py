@@ -19,16 +19,16 @@ import numpy as np
 import onnx
 import openvino as ov
 
-from engine_common import Manifest, run_main
+from engine_common import Manifest, is_layer, run_main
 
 
 def layer_values(graph):
-    """Each conv's input and the output of the BatchNormalization after it (else its own)."""
+    """Each layer's (conv, Gemm, MatMul) input and the output of the BatchNormalization after it (else its own)."""
     bn_after = {n.input[0]: n for n in graph.node if n.op_type == "BatchNormalization"}
     inits = {i.name for i in graph.initializer}
     names = []
     for n in graph.node:
-        if n.op_type == "Conv" and n.input[0] not in inits:
+        if n.op_type != "ConvTranspose" and is_layer(n, inits) and n.input[0] not in inits:
             names += [n.input[0], bn_after[n.output[0]].output[0] if n.output[0] in bn_after else n.output[0]]
     return list(dict.fromkeys(names))
 

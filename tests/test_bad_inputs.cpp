@@ -1170,6 +1170,41 @@ std::map<std::string, Setup> setups() {
                                CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
                            }};
   s["all-zero-weights"] = {[](const fs::path&) { return std::string("explain --original 0,0 --observed 0,0"); }};
+  // An engine adapter's output that breaks the protocol fails that engine (MISTRUSTED, exit
+  // 1, the message in its `failed`); the row's message is checked there. The adapter is a
+  // shell script writing OUTDIR; the model is the base conv + BatchNorm.
+  const auto adapter_row = [](const std::string& script, const std::string& message) {
+    return Setup{[=](const fs::path& d) {
+                   put(d / "adapter.sh", script);
+                   return "engines " + model(d, "m.onnx") + " --input " + (d / "x.npy").string() +
+                          " --adapter 'shell=sh " + (d / "adapter.sh").string() + " {outdir} {model}' -q --format json";
+                 },
+                 true, "",
+                 [=](const fs::path& d) {
+                   const nlohmann::json j = nlohmann::json::parse(slurp(d / "out.json"));
+                   REQUIRE(j["engines"].size() == 1);
+                   CHECK(j["engines"][0]["verdict"] == "MISTRUSTED");
+                   const std::string failed =
+                       j["engines"][0]["failed"].is_string() ? j["engines"][0]["failed"].get<std::string>() : "";
+                   INFO("failed: " << failed);
+                   CHECK(std::regex_search(failed, pattern_regex(message)));
+                 }};
+  };
+  const std::string manifest = "echo '{\"protocol\": 1, \"engine\": \"x\", ";
+  s["engine-manifest-unknown-key"] =
+      adapter_row(manifest + "\"fusion_preserverd\": false}' > \"$1/manifest.json\"\n",
+                  "manifest.json: unknown key `fusion_preserverd` (the manifest's keys: protocol, engine, …)");
+  s["engine-manifest-unknown-name"] =
+      adapter_row(manifest + "\"values\": {\"bn_outt\": \"v.npy\"}}' > \"$1/manifest.json\"\n",
+                  "manifest.json: `values` names 'bn_outt', which is not a value of the model");
+  s["engine-folded-model-fifo"] =
+      adapter_row("mkfifo \"$1/f.onnx\"\n" + manifest + "\"folded_model\": \"f.onnx\"}' > \"$1/manifest.json\"\n",
+                  "f.onnx: not a regular file (a FIFO): the ONNX model must be a regular file inside the adapter's "
+                  "output directory");
+  s["engine-folded-model-link-out"] =
+      adapter_row("ln -s \"$2\" \"$1/f.onnx\"\n" + manifest + "\"folded_model\": \"f.onnx\"}' > \"$1/manifest.json\"\n",
+                  "f.onnx: leads outside the adapter's output directory (a link?): not read");
+
   return s;
 }
 

@@ -259,9 +259,12 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
     const std::size_t on = obs.match.at(p.layer);
     const ModelNode& node = obs.model->nodes[on];
     d.identity.observed_node = node.name.empty() ? node.inputs[1] : node.name;
-    // The observed layer must itself carry the fold: no BatchNormalization left after it.
+    // The observed layer must itself carry the fold: no BatchNormalization left after it. A
+    // FusedConv's output is after its activation: a BatchNormalization there is the model's
+    // next one (a BN after a Relu), not the layer's.
     for (const std::size_t c : obs.model->consumers_of(node.outputs.at(0)))
-      d.observed_not_folded = d.observed_not_folded || obs.model->nodes[c].op == "BatchNormalization";
+      d.observed_not_folded =
+          d.observed_not_folded || (node.op != "FusedConv" && obs.model->nodes[c].op == "BatchNormalization");
     if (d.observed_not_folded) return d;
     const LayerParams ol = layer_params_of_node(*obs.model, on);
     if (ol.dtype != lp.dtype)
@@ -374,11 +377,12 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
   };
   const BnPatterns pat = find_bn_pairs(model);
   const std::optional<Tensor> observed_y = read_observed_output(model, opts);
-  std::optional<Model> observed_model;
+  std::optional<Model> loaded;
+  if (opts.observed_model && !opts.observed) loaded = Model::load(*opts.observed_model);
+  const Model* observed_model = opts.observed ? opts.observed : loaded ? &*loaded : nullptr;
   Observed obs;
-  if (opts.observed_model) {
-    observed_model = Model::load(*opts.observed_model);
-    obs.model = &*observed_model;
+  if (observed_model) {
+    obs.model = observed_model;
     obs.match = match_layers(model, *observed_model);
   }
   // A model the ONNX spec forbids (an attribute, a type, a geometry) is bad input (exit 2)
@@ -400,7 +404,7 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
       r.end_to_end->not_run = not_run;
     }
   }
-  if (r.layers.empty()) r.reasoning = reports::no_pairs_reasoning(no_pairs_facts(model, observed_model ? &*observed_model : nullptr));
+  if (r.layers.empty()) r.reasoning = reports::no_pairs_reasoning(no_pairs_facts(model, observed_model));
   r.unpaired = pat.unpaired;
   r.model = ModelFacts{model.path, model.producer, model.opset, model.nodes.size(), model.inputs};
   if (observed_model) r.observed = ObservedModel{observed_model->path, observed_model->producer};

@@ -132,8 +132,7 @@ double activate(const FusedActivation& a, double v) { return a.op.empty() ? v : 
 // within its bound (the channel statistic uses only those: elsewhere the clamp hides d_i).
 bool linear_part(const FusedActivation& a, double y, double bound) { return y - bound > a.lo && y + bound < a.hi; }
 
-void check_shapes(const LayerOutputCheck& c, const ref::ConvGeometry& g, const std::string& where) {
-  const Shape want{g.N, g.O, g.OH(), g.OW()};
+void check_shapes(const LayerOutputCheck& c, const Shape& want, const std::string& where) {
   if (c.y.shape != want)
     throw InputError(fmt::format("{}: the engine's output of layer {} has shape {}, the layer on its input gives {}", where,
                                  c.pair->name, shape_string(c.y.shape), shape_string(want)));
@@ -246,15 +245,20 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   const BnPair& p = *c.pair;
   const LayerParams lp = layer_params(m, p);
   Tensor x = c.x;
-  if (x.shape.size() != 4 || lp.weight_shape.size() != 4)
-    throw InputError(fmt::format("{}: the engine's input to layer {} has shape {}, not N x C x H x W", where, p.name,
-                                 shape_string(x.shape)));
+  // A Conv's input is N x C x H x W; a Gemm's or MatMul's rows x features, run as a 1 x 1
+  // conv over its rows (pair_graph: the same products in the same order, then the bias).
+  const ModelNode& layer_node = m.nodes[p.layer];
+  const bool is_conv = layer_node.op == "Conv";
+  if (is_conv ? x.shape.size() != 4 || lp.weight_shape.size() != 4 : x.shape.size() != 2)
+    throw InputError(fmt::format("{}: the engine's input to layer {} has shape {}, not {}", where, p.name,
+                                 shape_string(x.shape), is_conv ? "N x C x H x W" : "rows x features"));
+  const Shape input_shape = x.shape;
   const Graph g = pair_graph(m, p, lp, x, DType::Float32);
   const ref::ConvGeometry& geo = g.nodes[0].geometry;
-  if (geo.C != lp.weight_shape[1] * geo.groups)
+  if (is_conv && geo.C != lp.weight_shape[1] * geo.groups)
     throw InputError(fmt::format("{}: the engine's input to layer {} has {} channels, the layer takes {}", where, p.name,
                                  geo.C, lp.weight_shape[1] * geo.groups));
-  check_shapes(c, geo, where);
+  check_shapes(c, layer_output_shape(layer_node, geo, input_shape), where);
   ref::Options ro = c.ref;
   ro.formats = ref::format_bit(ref::kFloat32);
   const Node& conv = g.nodes[0];

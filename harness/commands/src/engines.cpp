@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -58,6 +59,7 @@ class WorkDir {
   WorkDir(const WorkDir&) = delete;
   WorkDir& operator=(const WorkDir&) = delete;
   const fs::path& path() const { return path_; }
+  bool owned() const { return owned_; }
 
  private:
   fs::path path_;
@@ -90,20 +92,49 @@ std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& m
   return std::nullopt;
 }
 
-// A value the adapter wrote, as float32 values (an engine computing in float32 writes them).
-// Only a regular file inside the output directory is read: a FIFO would block for ever (past
-// the adapter's timeout) and a link could point anywhere.
+// A value the adapter wrote, as float32 values (an engine computing in float32 writes them),
+// read under the one rule of the adapter's files (engine_manifest.hpp, contained_file.hpp).
 Tensor read_value(const EngineManifest& man, const std::string& path) {
-  std::error_code ec;
-  const fs::path real = fs::weakly_canonical(path, ec), dir = fs::weakly_canonical(man.dir, ec);
-  const auto rel = real.lexically_relative(dir);
-  if (rel.empty() || *rel.begin() == "..")
-    throw InputError(fmt::format("{}: leads outside the adapter's output directory (a link?)", path));
-  if (!fs::is_regular_file(real, ec)) throw InputError(fmt::format("{}: not a regular file (missing, a directory or a FIFO)", path));
-  Tensor t = read_npy(real.string());
+  Tensor t = parse_npy(read_adapter_file(man, path, ".npy file"), path);
   if (t.dtype != DType::Float32)
     throw InputError(fmt::format("{}: {} values; the engine's layer values must be float32", path, foldcheck::name(t.dtype)));
   return t;
+}
+
+// The engine's folded model, read under the same rule (its external data, if any, is read by
+// Model::parse from beside it: inside OUTDIR, a regular file, of the declared length).
+Model read_folded_model(const EngineManifest& man) {
+  return Model::parse(read_adapter_file(man, *man.folded_model, "ONNX model"), *man.folded_model);
+}
+
+// Every name the manifest gives is a name of the model it says it names: a typo or a name of
+// another model would leave a layer unchecked or an output unscored without a word. `values`,
+// `layers` and `left_out` name values (and layers: a node's name) of the values_of model;
+// `outputs` names graph outputs of the original model (the outputs scored end to end).
+void check_manifest_names(const EngineManifest& man, const Model& model, const Model* folded) {
+  const Model& of = man.values_of_folded && folded ? *folded : model;
+  const std::string whose = &of == &model ? "the model" : "the engine's folded model";
+  std::set<std::string> values, layers;
+  for (const ValueInfo& v : of.inputs) values.insert(v.name);
+  for (const ModelNode& n : of.nodes) {
+    values.insert(n.outputs.begin(), n.outputs.end());
+    if (!n.name.empty()) layers.insert(n.name);
+  }
+  const std::string where = (fs::path(man.dir) / "manifest.json").string();
+  auto refuse = [&](const std::string& field, const std::string& name, const std::string& what) {
+    throw InputError(fmt::format("{}: `{}` names '{}', which is not {} (the adapter protocol: adapters/README.md)",
+                                 where, field, name, what));
+  };
+  for (const auto& [name, file] : man.values)
+    if (!values.count(name)) refuse("values", name, "a value of " + whose);
+  for (const auto& [name, files] : man.layers)
+    if (!values.count(name) && !layers.count(name))
+      refuse("layers", name, "a layer (a node's name or output) of " + whose);
+  for (const auto& [name, why] : man.left_out)
+    if (!values.count(name) && !layers.count(name)) refuse("left_out", name, "a layer or value of " + whose);
+  for (const auto& [name, file] : man.outputs)
+    if (std::none_of(model.outputs.begin(), model.outputs.end(), [&](const ValueInfo& o) { return o.name == name; }))
+      refuse("outputs", name, "a graph output of the model");
 }
 
 // Where the engine's values of pair p are (engine_layers.hpp).
@@ -120,8 +151,9 @@ LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded
   v.key = n.name.empty() ? n.outputs.at(0) : n.name;
   v.x = n.inputs.at(0);
   v.y = n.outputs.at(0);
-  for (const std::size_t c : folded->consumers_of(v.y))
-    if (folded->nodes[c].op == "BatchNormalization") v.y = folded->nodes[c].outputs.at(0);  // not folded: after its BN
+  for (const std::size_t c :
+       folded->consumers_of(v.y))  // not folded: after its BN (a FusedConv's is after its activation)
+    if (n.op != "FusedConv" && folded->nodes[c].op == "BatchNormalization") v.y = folded->nodes[c].outputs.at(0);
   if (n.op == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty()) {
     v.unsupported = "its fused Add (FusedConv input Z) is not modelled";
     return v;
@@ -220,9 +252,9 @@ void check_declared_weights(const Context& cx, const EngineManifest& man, const 
 }
 
 // The folded model's weights, layer by layer (the accuracy-diff check of an observed model).
-void check_weights(EngineRun& run, const Context& cx, const EngineManifest& man) {
+void check_weights(EngineRun& run, const Context& cx, const Model& folded) {
   AccuracyDiffOptions ao;
-  ao.observed_model = *man.folded_model;
+  ao.observed = &folded;
   ao.weights_only = true;
   ao.ref = cx.o.ref;
   const AccuracyDiffResult ad = accuracy_diff(cx.model, ao);
@@ -286,8 +318,9 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
                      const std::map<std::size_t, std::size_t>& match, std::size_t k, unsigned threads, EngineLayer& L) {
   cx.signals.throw_if_pending();
   const BnPair& p = cx.pat.pairs[k];
-  if (cx.model.nodes[p.layer].op != "Conv") {
-    L.outputs_not_checked = "per-layer outputs are checked for Conv layers";
+  const std::string& op = cx.model.nodes[p.layer].op;
+  if (op != "Conv" && op != "Gemm" && op != "MatMul") {
+    L.outputs_not_checked = fmt::format("per-layer outputs are checked for Conv, Gemm and MatMul layers, not {}", op);
     return;
   }
   const LayerValueNames vn = value_names(cx.model, p, folded, folded ? std::optional<std::size_t>(match.at(p.layer)) : std::nullopt);
@@ -382,10 +415,11 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     run.fusion_preserved = man.fusion_preserved;
     run.folded_model = man.folded_model.has_value();
     std::optional<FoldedModel> fm;
-    if (man.folded_model) {
+    if (man.folded_model) fm = FoldedModel{read_folded_model(man), {}};
+    check_manifest_names(man, cx.model, fm ? &fm->model : nullptr);
+    if (fm) {
       say(fmt::format("{}: folded weights", spec.label));
-      check_weights(run, cx, man);  // refuses, naming it, a model whose layers cannot be matched
-      fm = FoldedModel{Model::load(*man.folded_model), {}};
+      check_weights(run, cx, fm->model);  // refuses, naming it, a model whose layers cannot be matched
       fm->match = match_layers(cx.model, fm->model);
       if (man.weight_dtype && *man.weight_dtype != "float32") check_declared_weights(cx, man, *fm);
     }
@@ -424,6 +458,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   res.channel_alpha = (1 - o.confidence) / std::max(1.0, channels * static_cast<double>(o.engines.size()));
   WorkDir wd(o.work_dir);
   const command::SignalScope sig;
+  if (wd.owned()) sig.remove_on_signal(wd.path().string());
   const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
   try {
     for (std::size_t e = 0; e < o.engines.size(); ++e) {
@@ -432,6 +467,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
       write_npy(input.string(), x);
       res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
     }
+    sig.throw_if_pending();                  // a signal during the last engine's checks
   } catch (const command::Interrupted& i) {  // the adapter already ended: remove its files, end by the signal
     wd.remove();
     command::SignalScope::die_of(i.signo);

@@ -14,6 +14,7 @@
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/io/contained_file.hpp"
 #include "foldcheck/io/npy.hpp"
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/platform/process.hpp"
@@ -100,6 +101,7 @@ class CommandBisector {
     std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
     dir_ = tmpl;
+    signals.remove_on_signal(dir_.string());
   }
   ~CommandBisector() {
     std::error_code ec;
@@ -160,16 +162,21 @@ class CommandBisector {
                                    r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
                                    said(r), shown, stderr_note(r)));
     if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", shown));
-    // Only a regular file is read: opening a FIFO left at {out} blocks for ever (past
-    // --timeout, which covers the command only), and a link to /dev/zero never ends.
-    std::error_code ec;
-    if (!fs::is_regular_file(out, ec))
-      throw InputError(fmt::format("bisect: the command left {{out}} as something other than a regular file (a FIFO, "
-                                   "a device, or a link to one): {}",
-                                   shown));
+    // {out} is read under the one rule of files another program wrote (contained_file.hpp):
+    // a FIFO left there would block the read for ever (past --timeout, which covers the
+    // command only), a link could lead anywhere (/dev/zero never ends).
+    std::string bytes;
+    try {
+      bytes = read_contained(dir_.string(), "bisect's temporary directory", out.string(), ".npy file");
+    } catch (const InputError& e) {
+      throw InputError(
+          fmt::format("bisect: the command left {{out}} as something other than a regular file of bisect's "
+                      "temporary directory ({}): {}",
+                      e.what(), shown));
+    }
     Tensor y;
     try {
-      y = read_npy(out.string());
+      y = parse_npy(bytes, out.string());
     } catch (const InputError& e) {
       throw InputError(fmt::format("bisect: the command's output is not a valid .npy ({}): {}", e.what(), shown));
     }

@@ -1,12 +1,15 @@
 // The adapter protocol's manifest (engine_manifest.hpp).
 #include "foldcheck/io/engine_manifest.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/contained_file.hpp"
 #include "foldcheck/io/input_file.hpp"
 
 namespace foldcheck {
@@ -14,6 +17,8 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+
+const char* const kOutdirName = "the adapter's output directory";
 
 [[noreturn]] void refuse(const std::string& where, const std::string& what) {
   throw InputError(fmt::format("{}: {} (the adapter protocol: adapters/README.md)", where, what));
@@ -41,44 +46,37 @@ std::map<std::string, std::string> file_map(const std::string& where, const std:
   return r;
 }
 
-}  // namespace
-
-EngineManifest read_engine_manifest(const std::string& dir) {
-  const std::string where = (fs::path(dir) / "manifest.json").string();
-  // A regular file inside the directory: a FIFO would block the read for ever, a link could
-  // point anywhere.
-  std::error_code ec;
-  const fs::path real = fs::weakly_canonical(where, ec);
-  const fs::path rel = real.lexically_relative(fs::weakly_canonical(dir, ec));
-  if (fs::exists(real, ec) && (rel.empty() || *rel.begin() == ".." || !fs::is_regular_file(real, ec)))
-    refuse(where, "not a regular file inside the output directory (a FIFO, a directory or a link out of it)");
-  const json m = read_json_input(where, "engine manifest");
-  if (!m.is_object()) refuse(where, "not a JSON object");
-  if (!m.contains("protocol") || !m["protocol"].is_number_integer() || m["protocol"] != 1) refuse(where, "`protocol` must be 1");
-  EngineManifest e;
-  e.dir = dir;
-  if (!m.contains("engine") || !m["engine"].is_string() || m["engine"].get<std::string>().empty())
-    refuse(where, "`engine` must name the engine (a string)");
-  e.engine = m["engine"].get<std::string>();
-  if (e.engine.size() > 200) e.engine = e.engine.substr(0, 200) + "…";
-  if (m.contains("folded_model") && !m["folded_model"].is_null())
-    e.folded_model = inside(where, dir, m["folded_model"], "folded_model");
-  if (m.contains("values_of") && !m["values_of"].is_string()) refuse(where, "`values_of` must be a string");
-  const std::string of = m.contains("values_of") ? m["values_of"].get<std::string>() : e.folded_model ? "folded_model" : "model";
-  if (of != "folded_model" && of != "model") refuse(where, "`values_of` must be \"folded_model\" or \"model\"");
-  if (of == "folded_model" && !e.folded_model) refuse(where, "`values_of` is \"folded_model\" but no `folded_model` is given");
-  e.values_of_folded = of == "folded_model";
-  e.outputs = file_map(where, dir, m, "outputs");
-  e.values = file_map(where, dir, m, "values");
-  if (m.contains("layers")) {
-    if (!m["layers"].is_object()) refuse(where, "`layers` must be an object {layer: {\"input\": file, \"output\": file}}");
-    for (const auto& [layer, f] : m["layers"].items()) {
-      if (layer.empty() || !f.is_object() || !f.contains("input") || !f.contains("output"))
-        refuse(where, "`layers` must be an object {layer: {\"input\": file, \"output\": file}}");
-      e.layers[layer] = {inside(where, dir, f["input"], "layers." + layer + ".input"),
-                         inside(where, dir, f["output"], "layers." + layer + ".output")};
+// Every key of the manifest is one the protocol has: a typo ("fusion_preserverd": false)
+// would otherwise be ignored, and the claim it meant to make with it (values not from the
+// fused run) silently dropped.
+void check_keys(const std::string& where, const json& m) {
+  static const std::vector<std::string> kKeys{"protocol",    "engine",       "folded_model", "values_of",
+                                              "outputs",     "values",       "layers",       "fusion_preserved",
+                                              "fold_recipe", "weight_dtype", "accumulation", "left_out",
+                                              "notes"};
+  for (const auto& [k, v] : m.items())
+    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+      std::string known;
+      for (const std::string& x : kKeys) known += (known.empty() ? "" : ", ") + x;
+      refuse(where, "unknown key `" + k + "` (the manifest's keys: " + known + ")");
     }
+}
+
+void read_layers(const std::string& where, const std::string& dir, const json& m, EngineManifest& e) {
+  if (!m.contains("layers")) return;
+  const std::string shape = "`layers` must be an object {layer: {\"input\": file, \"output\": file}}";
+  if (!m["layers"].is_object()) refuse(where, shape);
+  for (const auto& [layer, f] : m["layers"].items()) {
+    if (layer.empty() || !f.is_object() || !f.contains("input") || !f.contains("output")) refuse(where, shape);
+    for (const auto& [k, v] : f.items())
+      if (k != "input" && k != "output") refuse(where, "unknown key `layers." + layer + "." + k + "` (" + shape + ")");
+    e.layers[layer] = {inside(where, dir, f["input"], "layers." + layer + ".input"),
+                       inside(where, dir, f["output"], "layers." + layer + ".output")};
   }
+}
+
+// What the layers are held to: the recipe, the weights' storage, the accumulation.
+void read_claims(const std::string& where, const json& m, EngineManifest& e) {
   if (m.contains("fusion_preserved") && !m["fusion_preserved"].is_null()) {
     if (!m["fusion_preserved"].is_boolean()) refuse(where, "`fusion_preserved` must be true or false");
     e.fusion_preserved = m["fusion_preserved"].get<bool>();
@@ -97,6 +95,9 @@ EngineManifest read_engine_manifest(const std::string& dir) {
   const std::string acc = m.contains("accumulation") ? m["accumulation"].get<std::string>() : "direct";
   if (acc != "direct" && acc != "winograd_f2x3") refuse(where, "`accumulation` must be \"direct\" or \"winograd_f2x3\"");
   e.winograd = acc == "winograd_f2x3";
+}
+
+void read_left_out_and_notes(const std::string& where, const json& m, EngineManifest& e) {
   if (m.contains("left_out")) {
     if (!m["left_out"].is_object()) refuse(where, "`left_out` must be an object {value name: reason}");
     for (const auto& [k, v] : m["left_out"].items()) {
@@ -104,20 +105,56 @@ EngineManifest read_engine_manifest(const std::string& dir) {
       e.left_out[k] = v.get<std::string>();
     }
   }
-  if (m.contains("notes")) {
-    if (!m["notes"].is_array()) refuse(where, "`notes` must be a list of strings");
-    for (const json& n : m["notes"]) {
-      if (!n.is_string()) refuse(where, "`notes` must be a list of strings");
-      // Shown to people: at most 50 notes of 1,000 characters (a report is not a log).
-      if (e.notes.size() == 50) {
-        e.notes.push_back(fmt::format("({} more notes not shown)", m["notes"].size() - 50));
-        break;
-      }
-      const std::string t = n.get<std::string>();
-      e.notes.push_back(t.size() > 1000 ? t.substr(0, 1000) + "…" : t);
+  if (!m.contains("notes")) return;
+  if (!m["notes"].is_array()) refuse(where, "`notes` must be a list of strings");
+  for (const json& n : m["notes"]) {
+    if (!n.is_string()) refuse(where, "`notes` must be a list of strings");
+    // Shown to people: at most 50 notes of 1,000 characters (a report is not a log).
+    if (e.notes.size() == 50) {
+      e.notes.push_back(fmt::format("({} more notes not shown)", m["notes"].size() - 50));
+      break;
     }
+    const std::string t = n.get<std::string>();
+    e.notes.push_back(t.size() > 1000 ? t.substr(0, 1000) + "…" : t);
   }
+}
+
+}  // namespace
+
+EngineManifest read_engine_manifest(const std::string& dir) {
+  const std::string where = (fs::path(dir) / "manifest.json").string();
+  // Read under the one rule of the adapter's files (contained_file.hpp).
+  const json m = parse_json_text(read_contained(dir, kOutdirName, where, "engine manifest"), where);
+  if (!m.is_object()) refuse(where, "not a JSON object");
+  check_keys(where, m);
+  if (!m.contains("protocol") || !m["protocol"].is_number_integer() || m["protocol"] != 1)
+    refuse(where, "`protocol` must be 1");
+  EngineManifest e;
+  e.dir = dir;
+  if (!m.contains("engine") || !m["engine"].is_string() || m["engine"].get<std::string>().empty())
+    refuse(where, "`engine` must name the engine (a string)");
+  e.engine = m["engine"].get<std::string>();
+  if (e.engine.size() > 200) e.engine = e.engine.substr(0, 200) + "…";
+  if (m.contains("folded_model") && !m["folded_model"].is_null())
+    e.folded_model = inside(where, dir, m["folded_model"], "folded_model");
+  if (m.contains("values_of") && !m["values_of"].is_string()) refuse(where, "`values_of` must be a string");
+  const std::string of = m.contains("values_of") ? m["values_of"].get<std::string>()
+                         : e.folded_model        ? "folded_model"
+                                                 : "model";
+  if (of != "folded_model" && of != "model") refuse(where, "`values_of` must be \"folded_model\" or \"model\"");
+  if (of == "folded_model" && !e.folded_model)
+    refuse(where, "`values_of` is \"folded_model\" but no `folded_model` is given");
+  e.values_of_folded = of == "folded_model";
+  e.outputs = file_map(where, dir, m, "outputs");
+  e.values = file_map(where, dir, m, "values");
+  read_layers(where, dir, m, e);
+  read_claims(where, m, e);
+  read_left_out_and_notes(where, m, e);
   return e;
+}
+
+std::string read_adapter_file(const EngineManifest& man, const std::string& path, const std::string& kind) {
+  return read_contained(man.dir, kOutdirName, path, kind);
 }
 
 }  // namespace foldcheck

@@ -4,18 +4,20 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <fstream>
-#include <sys/stat.h>
+#include <limits>
+#include <map>
 #include <sstream>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
 #include "foldcheck/base/errors.hpp"
-#include "foldcheck/io/output_file.hpp"
+#include "foldcheck/io/contained_file.hpp"
 #include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/limits.hpp"
+#include "foldcheck/io/output_file.hpp"
 #include "foldcheck/model/model.hpp"
 #include "op_registry.hpp"
 
@@ -104,14 +106,16 @@ std::string raw_bytes(const TensorProto& t, const fs::path& dir, std::size_t exp
   if (!fs::is_regular_file(p, ec))
     throw InputError(fmt::format("initializer {}: cannot read external data file {} ({})", t.name(), p.string(),
                                  exists ? "not a regular file" : "No such file or directory"));
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
+  // Opened under the one rule of files another program wrote (contained_file.hpp): an
+  // engine's folded model names its data file, and a FIFO swapped in after the checks above
+  // must not block the read. Each range is sized by the tensor's checked dims.
+  const ContainedFile in = open_contained((dir.empty() ? fs::path(".") : dir).string(), "the model's directory",
+                                          p.string(), "external data file", std::numeric_limits<std::uint64_t>::max());
   // An input like the model itself: no output of this run may replace it (output_file.hpp).
   struct stat st {};
-  if (::stat(p.c_str(), &st) == 0)
+  if (::fstat(in.fd(), &st) == 0)
     note_input_file(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
-  in.seekg(0, std::ios::end);
-  const std::int64_t size = in.tellg();
+  const std::int64_t size = static_cast<std::int64_t>(in.size());
   if (length < 0) length = offset <= size ? size - offset : 0;
   if (offset > size || length > size - offset)
     throw InputError(fmt::format("initializer {}: external data {} bytes at {} outside {} ({} bytes)", t.name(), length,
@@ -119,10 +123,10 @@ std::string raw_bytes(const TensorProto& t, const fs::path& dir, std::size_t exp
   if (static_cast<std::uint64_t>(length) != expected)
     throw InputError(fmt::format("initializer {}: {} bytes of external data for {} bytes of elements", t.name(), length,
                                  expected));
-  std::string bytes(static_cast<std::size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), length);
-  if (!in) throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
+  std::string bytes = read_range(in, static_cast<std::uint64_t>(offset), static_cast<std::uint64_t>(length), p.string(),
+                                 "external data file");
+  if (bytes.size() != static_cast<std::size_t>(length))
+    throw InputError(fmt::format("initializer {}: cannot read external data file {}", t.name(), p.string()));
   return bytes;
 }
 

@@ -12,9 +12,12 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -27,20 +30,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Written by the handlers only: the first terminating signal caught, and the self-pipe.
+// Written by the handlers only: the first terminating signal caught, and the self-pipes
+// (g_wake: any caught signal, drained by run_command's wait; g_term: a terminating signal,
+// read by the backstop's thread).
 volatile sig_atomic_t g_signal = 0;
 int g_wake[2] = {-1, -1};
+int g_term[2] = {-1, -1};
+
+// The directories to remove when foldcheck ends by a signal (SignalScope::remove_on_signal).
+std::mutex g_dirs_mu;
+std::vector<std::string> g_dirs;
 
 constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
 constexpr auto kGrace = std::chrono::milliseconds(1000);  // between SIGTERM and SIGKILL
+// How long the main flow has, after a signal, to end foldcheck itself (end the command with
+// its grace, remove its files) before the backstop does: more than kGrace and a reap.
+constexpr auto kBackstop = std::chrono::milliseconds(2000);
 
 extern "C" void on_signal(int s) {
   const int saved_errno = errno;
   if (s != SIGCHLD && g_signal == 0) g_signal = s;
-  if (g_wake[1] >= 0) {
-    const char c = 0;
-    [[maybe_unused]] const ssize_t n = write(g_wake[1], &c, 1);
-  }
+  const char c = 0;
+  if (g_wake[1] >= 0) [[maybe_unused]]
+    const ssize_t n = write(g_wake[1], &c, 1);
+  if (s != SIGCHLD && g_term[1] >= 0) [[maybe_unused]]
+    const ssize_t n = write(g_term[1], &c, 1);
   errno = saved_errno;
 }
 
@@ -198,11 +212,52 @@ void drain_wake(int fd) {
   }
 }
 
+// Removes every registered directory (a few tries: the main flow may be removing one too,
+// and remove_all stops at the first entry the other removed).
+void remove_registered_dirs() {
+  const std::lock_guard<std::mutex> lock(g_dirs_mu);
+  for (const std::string& d : g_dirs)
+    for (int i = 0; i < 5; ++i) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+      if (!std::filesystem::exists(d, ec)) break;
+    }
+}
+
+// Waits up to `d` for a byte on fd; false when `stop` became true meanwhile.
+bool wait_readable(int fd, std::chrono::milliseconds d, const std::atomic<bool>& stop) {
+  pollfd p{fd, POLLIN, 0};
+  poll(&p, 1, static_cast<int>(d.count()));
+  char buf[64];
+  while (read(fd, buf, sizeof buf) > 0) {}
+  return !stop;
+}
+
+// The backstop's thread: after a terminating signal, the main flow has kBackstop to end
+// foldcheck by it (it may be blocked in a system call the handler cannot interrupt, with
+// SA_RESTART, or deep in a computation that checks for signals only between steps); then
+// every descendant is killed, the registered directories are removed, and foldcheck ends
+// by the signal from here.
+void backstop(const std::atomic<bool>& stop) {
+  while (g_signal == 0)
+    if (!wait_readable(g_term[0], std::chrono::milliseconds(-1), stop)) return;
+  const auto deadline = Clock::now() + kBackstop;
+  for (auto now = Clock::now(); now < deadline; now = Clock::now())
+    if (!wait_readable(g_term[0],
+                       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                           std::chrono::milliseconds(1),
+                       stop))
+      return;
+  for (const Descendant& d : descendants()) kill(d.pid, SIGKILL);
+  SignalScope::die_of(g_signal);
+}
+
 }  // namespace
 
 SignalScope::SignalScope() {
   g_signal = 0;
-  if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("bisect: cannot create a pipe");
+  if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(g_term, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error("cannot create a pipe for the signal handlers");
   for (int i = 0; i < 4; ++i) {
     sigaction(kSignals[i], nullptr, &saved_[i]);
     if (kSignals[i] != SIGCHLD && saved_[i].sa_handler == SIG_IGN) continue;  // ignored by whoever started us: stays so
@@ -217,18 +272,36 @@ SignalScope::SignalScope() {
   prctl(PR_GET_CHILD_SUBREAPER, &saved_subreaper_);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 #endif
+  watcher_ = std::thread([this] { backstop(stop_); });
 }
 
 SignalScope::~SignalScope() {
+  stop_ = true;
+  const char c = 0;
+  [[maybe_unused]] const ssize_t n = write(g_term[1], &c, 1);
+  watcher_.join();
+  // A signal caught after the main flow last looked (its last wait or step): acted on now,
+  // never swallowed — the registered directories removed, foldcheck ended by it.
+  if (const int s = g_signal) die_of(s);
+  {
+    const std::lock_guard<std::mutex> lock(g_dirs_mu);
+    g_dirs.clear();
+  }
 #ifdef __linux__
   prctl(PR_SET_CHILD_SUBREAPER, saved_subreaper_);
 #endif
   for (int i = 0; i < 4; ++i)
     if (caught_[i]) sigaction(kSignals[i], &saved_[i], nullptr);
-  for (int& fd : g_wake) {
-    close(fd);
-    fd = -1;
-  }
+  for (int* pipe : {g_wake, g_term})
+    for (int i = 0; i < 2; ++i) {
+      close(pipe[i]);
+      pipe[i] = -1;
+    }
+}
+
+void SignalScope::remove_on_signal(const std::string& dir) const {
+  const std::lock_guard<std::mutex> lock(g_dirs_mu);
+  g_dirs.push_back(dir);
 }
 
 int SignalScope::pending() const { return g_signal; }
@@ -240,6 +313,7 @@ void SignalScope::throw_if_pending() const {
 int SignalScope::wake_fd() const { return g_wake[0]; }
 
 void SignalScope::die_of(int signo) {
+  remove_registered_dirs();
   signal(signo, SIG_DFL);
   sigset_t s;
   sigemptyset(&s);

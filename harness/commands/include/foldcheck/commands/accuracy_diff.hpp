@@ -29,6 +29,9 @@ namespace foldcheck {
 
 struct AccuracyDiffOptions {
   std::optional<std::string> observed_model;
+  // The observed model already loaded (engines reads an adapter's model under its own file
+  // rule): used instead of loading observed_model; must outlive the call.
+  const Model* observed = nullptr;
   // The model input (.npy); without, a seeded standard-normal float32 input of the graph
   // input's shape (unknown dimensions: batch 1, others refused).
   std::optional<std::string> input;

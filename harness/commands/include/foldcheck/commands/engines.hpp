@@ -7,7 +7,8 @@
 // model, its final outputs, and each conv's input and output of its fused run. Per engine:
 //   weights  the folded model, matched to the original by data flow (layer_match.hpp), each
 //            layer's folded weights and biases against the exact fold (fold_check.hpp);
-//   layers   each conv's output as the engine computed it against the certified reference
+//   layers   each conv's output (and each Gemm's or MatMul's, as a 1x1 conv over its rows)
+//            as the engine computed it against the certified reference
 //            of the ORIGINAL layer (conv + BatchNorm, exact) on the engine's own input to
 //            that layer, so no rounding accumulates from earlier layers into the bound:
 //            per element, the fused path's bound (evaluate.hpp: the fold's error bound for the
@@ -21,6 +22,11 @@
 //            end-to-end bound of output_bound.hpp (computed once for all engines): far wider
 //            than the per-layer bounds (every layer's rounding mixes into one tensor), so it
 //            catches gross errors only.
+// Every file the adapter names is read under one rule (engine_manifest.hpp's read_adapter_file:
+// inside OUTDIR with links resolved, a regular file opened without blocking, size-limited),
+// and the manifest's names must be the model's; a breach fails that engine (MISTRUSTED).
+// SIGINT/SIGTERM/SIGHUP end the command promptly in every wait, the work directory removed
+// (platform/process.hpp's SignalScope and its backstop).
 // An engine's verdict: UNEXPECTED when any weight or layer check is; MISTRUSTED when nothing
 // of it could be checked. The command's verdict is the worst engine's.
 #include <cstdint>

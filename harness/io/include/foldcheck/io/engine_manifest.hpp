@@ -26,8 +26,12 @@
 //                     (an algorithm it does not offer for that layer): reported, not judged
 //   notes             optional list of strings, shown to the user
 // Contract: every file named is a relative path inside OUTDIR (no absolute path, no "..");
-// a manifest breaking any rule is refused (InputError naming manifest.json and the field).
-// Files are not read here: read_npy reads them when used and names them in its errors.
+// a key the protocol does not have (a typo: "fusion_preserverd") is refused, naming it, as
+// is a manifest breaking any other rule (InputError naming manifest.json and the field).
+// Every file of the adapter, manifest.json included, is read by read_adapter_file alone:
+// the one rule of contained_file.hpp (inside OUTDIR with links resolved, a regular file
+// opened without blocking, size-limited). The named files are read when used. Whether the
+// value names are names of the model is checked by the engines command, which has the models.
 #include <map>
 #include <optional>
 #include <string>
@@ -53,5 +57,9 @@ struct EngineManifest {
 };
 
 EngineManifest read_engine_manifest(const std::string& dir);
+
+// A file the adapter wrote (its manifest, folded model, values), under the one rule of
+// contained_file.hpp with OUTDIR `man.dir`; `kind` names it in messages (".npy file").
+std::string read_adapter_file(const EngineManifest& man, const std::string& path, const std::string& kind);
 
 }  // namespace foldcheck

@@ -9,7 +9,14 @@
 //                    ignored on entry) and only recorded; SIGCHLD wakes the wait; the process
 //                    is a child subreaper (Linux), so descendants of a command that leave its
 //                    process group (setsid, double fork) are reparented to foldcheck and can
-//                    be found and ended. The destructor restores all of it.
+//                    be found and ended. The destructor restores all of it; a signal caught
+//                    after the main flow last looked is acted on there (die_of), never
+//                    swallowed. A backstop: when foldcheck is still alive 2 s after a
+//                    SIGINT/SIGTERM/SIGHUP (the main flow blocked in a system call or inside
+//                    a long step that checks only between steps), a thread of the scope kills
+//                    every descendant, removes the directories registered with
+//                    remove_on_signal and ends foldcheck by the signal. So a signal ends
+//                    foldcheck within about 2 s in every wait, its temporaries removed.
 //   run_command      /bin/sh -c CMD in its own process group, stdin and stdout /dev/null, stderr
 //                    through a pipe of which only the last kStderrKept bytes are kept. On
 //                    every way out — exit, timeout, a caught signal, an exception — the group
@@ -18,12 +25,16 @@
 //                    throws Interrupted, after that cleanup.
 //   Interrupted      not a std::exception (no generic handler may swallow it): the caller
 //                    removes its temporaries while unwinding, then calls
-//                    SignalScope::die_of(signo), which ends foldcheck by that signal.
+//                    SignalScope::die_of(signo), which removes the registered directories
+//                    and ends foldcheck by that signal (exit status 128 + signo in a shell:
+//                    130 for SIGINT, 143 for SIGTERM).
 #include <signal.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -45,6 +56,9 @@ class SignalScope {
   void throw_if_pending() const;
   // The read end of the self-pipe a caught signal (or SIGCHLD) writes to; drained by wait().
   int wake_fd() const;
+  // `dir` (a temporary directory of the command) is removed when foldcheck ends by a signal
+  // while this scope is alive, whichever way (die_of, the backstop).
+  void remove_on_signal(const std::string& dir) const;
   // Default disposition, unblocked, raised: foldcheck ends by that signal (its exit status
   // is the signal's). Never returns.
   [[noreturn]] static void die_of(int signo);
@@ -53,6 +67,8 @@ class SignalScope {
   struct sigaction saved_[4]{};
   bool caught_[4]{};
   int saved_subreaper_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread watcher_;  // the backstop
 };
 
 // The end of a stream kept in a bounded buffer: at most 2 x `keep` bytes in memory, the last
