@@ -18,7 +18,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -152,12 +152,13 @@ def _dtype_mismatch(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) ->
             f"the {_name(fd)} modules)")
 
 
-def _mismatch_verdicts(geometry: list[str], dtype_mismatch: str | None) -> list[Verdict]:
+def _mismatch_verdicts(geometry: list[str], *mistrusted: str | None) -> list[Verdict]:
     """The core's verdicts of a fused conv's mismatches: another geometry is another computation
-    (a failed check, UNEXPECTED); a dtype no recipe folds in is a check that could not inform
-    (MISTRUSTED)."""
+    (a failed check, UNEXPECTED); each reason its fold could not be judged (a dtype no recipe
+    folds in, an operation a fuser folded into it besides its BatchNorm) a check that could not
+    inform (MISTRUSTED)."""
     out = [_core.of_check(failed=True)] if geometry else []
-    return out + ([_core.of_check(failed=False, informative=False)] if dtype_mismatch else [])
+    return out + [_core.of_check(failed=False, informative=False) for reason in mistrusted if reason]
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -497,6 +498,11 @@ def _module_names(onnx_path):
     return names
 
 
+# A fused conv's mismatches in check_model: (its geometry's sentences: another computation,
+# UNEXPECTED; the reasons its fold could not be judged: MISTRUSTED, one sentence each).
+Mismatch = tuple[list[str], list[str]]
+
+
 class ModelCheck(Result):
     """check_model's result: accuracy_diff's, with each layer named by its PyTorch module. Its
     text report is answer first (the core's answer line of accuracy_diff), then its layers.
@@ -504,11 +510,12 @@ class ModelCheck(Result):
     .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
     .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result.
     .mismatches: {conv module: sentence} for each fused conv that computes another convolution
-    than the model's (geometry: UNEXPECTED) or is of another dtype (MISTRUSTED); each joins its
+    than the model's (geometry: UNEXPECTED) or whose fold could not be judged (another dtype, an
+    operation its fuser folded into it besides its BatchNorm: MISTRUSTED); each joins its
     layer's verdict and the whole's (through the core), and the answer names the first."""
 
     def __init__(self, diff: AccuracyDiffResult, names: dict[str, str], fuser: str | None,
-                 mismatches: dict[str, tuple[list[str], str | None]] | None = None) -> None:
+                 mismatches: dict[str, Mismatch] | None = None) -> None:
         super().__init__(diff._core)
         self.accuracy_diff = diff
         self.fuser = fuser
@@ -517,12 +524,12 @@ class ModelCheck(Result):
 
     @property
     def mismatches(self) -> dict[str, str]:
-        return {m: "; ".join(g + ([d] if d else [])) for m, (g, d) in self._mismatches.items()}
+        return {m: "; ".join(g + r) for m, (g, r) in self._mismatches.items()}
 
     @property
     def verdict(self) -> Verdict:
-        return _core.worst(self._core.verdict, *[v for g, d in self._mismatches.values()
-                                                 for v in _mismatch_verdicts(g, d)])
+        return _core.worst(self._core.verdict, *[v for g, r in self._mismatches.values()
+                                                 for v in _mismatch_verdicts(g, *r)])
 
     @property
     def exit_code(self) -> int:
@@ -552,14 +559,14 @@ class ModelCheck(Result):
         """Each layer whose fused conv is mismatched: its verdict joined with the mismatch's (the
         core's worst), the mismatch its note (a layer accuracy_diff did not list is added)."""
         by_module = {x["module"]: x for x in layers}
-        for module, (geometry, dtype) in self._mismatches.items():
+        for module, (geometry, reasons) in self._mismatches.items():
             x = by_module.get(module)
             if x is None:
-                x = {"module": module, "verdict": _core.worst(*_mismatch_verdicts(geometry, dtype)),
+                x = {"module": module, "verdict": _core.worst(*_mismatch_verdicts(geometry, *reasons)),
                      "worst_channel": None, "closest_recipe": None, "worst_ratio": None, "onnx_node": None,
                      "observed_node": None, "note": None}
                 layers.append(x)
-            x["verdict"] = _core.worst(x["verdict"], *_mismatch_verdicts(geometry, dtype))
+            x["verdict"] = _core.worst(x["verdict"], *_mismatch_verdicts(geometry, *reasons))
             x["note"] = "; ".join(filter(None, [self.mismatches[module], x["note"]]))
         return layers
 
@@ -625,22 +632,47 @@ class ModelCheck(Result):
         return f" layers: {len(self.layers)}" + (f", first bad: {bad[0]['module']}" if bad else "")
 
 
-def _fused_module(model, fused, x):
-    """An nn.Module with the fused model's folded parameters, for export: `fused` itself when it
-    is one (fuse_modules, fuse_conv_bn_eval, an fx GraphModule); for a frozen ScriptModule or a
-    compiled function, a copy of `model` whose conv + BN pairs carry the folded constants read
-    from it (frozen_fold / compiled_fold)."""
-    import copy  # noqa: PLC0415
+class _FusedConv(NamedTuple):
+    """One conv of a fused model as check_model reads it, in the order forward runs it: its
+    weight and bias values; `geometry`: a conv module computing what it computes (a fused
+    module's own), the graph node's arguments (stride, padding, dilation, groups, ...: a
+    stand-in conv is built from them against the model's, _stand_in), or None when they could
+    not be read; `absorbed`: the operations after it the fuser folded into it, in order
+    ("batch_norm" for a whole BatchNorm, "part of a BatchNorm", "mul", "add", ...), None when
+    that could not be told."""
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    geometry: torch.nn.Module | dict[str, Any] | None
+    absorbed: list[str] | None
 
+
+class _Fused(NamedTuple):
+    """What check_model exports for the fused model, and what it found reading it: `module` (the
+    fused nn.Module itself, or a copy of the model carrying its folds), `fuser` (the fuser read,
+    or None), `mismatches` ({conv module: Mismatch}) and `changed` (the convs whose fused conv
+    computes another convolution or in another dtype: the fused model's outputs are then not
+    the model's computation, and are not compared)."""
+    module: torch.nn.Module
+    fuser: str | None
+    mismatches: dict[str, Mismatch]
+    changed: list[str]
+
+
+def _fused_module(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> _Fused:
+    """The fused model for export, conv by conv against the model: `fused` itself when its
+    convs have the model's module names (fuse_modules, fuse_conv_bn_eval, an fx GraphModule);
+    else (a frozen ScriptModule, a compiled model, a module of other names) a copy of `model`
+    carrying the folds read from it, paired with the model's convs in forward order (_rebuilt)."""
     if isinstance(fused, torch.jit.ScriptModule):
-        folds, fuser = frozen_fold(fused), "torch.jit.freeze"
-    elif isinstance(fused, torch.nn.Module) and not hasattr(fused, "_orig_mod"):
-        return fused, None
+        convs, fuser = _frozen_convs(fused, model, x), "torch.jit.freeze"
+    elif not isinstance(fused, torch.nn.Module) or hasattr(fused, "_orig_mod"):
+        convs, fuser = _compiled_convs(fused, x), "torch.compile"
+    elif _names_pair(model, fused):
+        mismatches = _pair_mismatches(model, fused, x)
+        return _Fused(fused, None, mismatches, list(mismatches))  # each a geometry or dtype of its own
     else:
-        folds, fuser = compiled_fold(fused, x), "torch.compile"
-    rebuilt = copy.deepcopy(model).eval()
-    _install_folds(rebuilt, folds, x)
-    return rebuilt, fuser
+        convs, fuser = _module_convs(model, fused, x), None
+    return _rebuilt(model, convs, fuser, x)
 
 
 def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_only: bool = _AD["weights_only"],
@@ -655,34 +687,89 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
     their BatchNorms kept and checked by accuracy_diff: every folded weight and bias against the
     exact fold and each recipe's bound, and (unless weights_only) every layer on its real input
     and the outputs end to end. Returns a ModelCheck whose layers carry module names
-    (`layer2.0.conv1`) and, for a wrong fold, the worst channel. keep_dir: keep the ONNX files."""
+    (`layer2.0.conv1`) and, for a wrong fold, the worst channel. A fused conv of another
+    geometry than the model's conv is UNEXPECTED, one of another dtype or into which the fuser
+    folded more than its BatchNorm (torch.jit.freeze's and inductor's conv-add/sub/mul/div
+    folding) MISTRUSTED, each named by module. A fused module whose module names are not the
+    model's is paired with it conv by conv in forward order. keep_dir: keep the ONNX files."""
+    _refuse_arguments(model, fused, x)
     if model is fused:
         raise ValueError("check_model: the fused model is the model itself (fuse a copy: copy.deepcopy(model))")
-    if isinstance(model, torch.nn.Module) and model.training:
+    if model.training:
         warnings.warn("check_model: the model is in training mode; it is checked as in eval mode (running "
                       "statistics, the computation a fold reproduces) and left as it was", stacklevel=2)
     with tempfile.TemporaryDirectory(prefix="foldcheck-torch-") as tmp:
         d = keep_dir or tmp
         os.makedirs(d, exist_ok=True)
         _refuse_other_ranks(model)
-        original = export_onnx(model, x, os.path.join(d, "original.onnx"))
-        fused_module, fuser = _fused_module(model, fused, x)
-        mismatches = _pair_mismatches(model, fused_module, x)
-        weights_only, fused_module, note = _as_the_models(model, fused_module, mismatches, weights_only)
+        with _framework_errors("model", x, d):
+            original = export_onnx(model, x, os.path.join(d, "original.onnx"))
+        with _framework_errors("fused", x, d):
+            f = _fused_module(model, fused, x)
+        weights_only, fused_module, note = _as_the_models(model, f, weights_only)
         with _runs_on_x(model, fused_module, x):
             observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
-        y, note = (None, note or "weights only: the fused model's outputs were not compared") if weights_only \
-            else _output_of(fused, x)
+        with _framework_errors("fused", x, d):
+            y, note = (None, note or "weights only: the fused model's outputs were not compared") if weights_only \
+                else _output_of(fused, x)
         with _in_users_words(os.fspath(d)):
             diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
                                            weights_only=weights_only, output_samples=output_samples,
                                            confidence=confidence, precision=precision, threads=threads,
                                            progress=progress)
-        r = ModelCheck(diff, _module_names(original), fuser, mismatches)
+        r = ModelCheck(diff, _module_names(original), f.fuser, f.mismatches)
         r.notes = [note] if note else []
         if not r.layers:
             r._no_pairs = _why_no_pairs(model, fused_module, x)
         return r
+
+
+def _refuse_arguments(model: Any, fused: Any, x: Any) -> None:
+    """check_model's arguments by kind, before anything runs: `model` an nn.Module, `fused` a
+    fused model (an nn.Module, a frozen ScriptModule, a compiled model), `x` a floating-point
+    torch.Tensor; anything else a TypeError naming the argument and what it is."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"check_model: model is {_what(model)}: expected the original torch.nn.Module, with its "
+                        "BatchNorms")
+    if not isinstance(fused, torch.nn.Module) and not isinstance(getattr(fused, "_orig_mod", None), torch.nn.Module):
+        hint = " (a state_dict is not a model: load it into a copy of the model)" if isinstance(fused, dict) else ""
+        raise TypeError(f"check_model: fused is {_what(fused)}{hint}: expected the fused model (a torch.nn.Module, a "
+                        "torch.jit.freeze'd ScriptModule or a torch.compile'd model)")
+    if not isinstance(x, torch.Tensor):
+        hint = " (torch.from_numpy(x))" if type(x).__module__ == "numpy" else ""
+        raise TypeError(f"check_model: x is {_what(x)}: expected a torch.Tensor, the model's input{hint}")
+    if not x.is_floating_point():
+        raise TypeError(f"check_model: x is a tensor of {_name(x.dtype)}, shape {tuple(x.shape)}: expected a "
+                        "floating-point input (x.float())")
+
+
+def _what(obj: Any) -> str:
+    """What an argument is, for a refusal: `None`, `a dict`, `a numpy.ndarray of shape (2, 3)`."""
+    if obj is None:
+        return "None"
+    kind = type(obj)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
+    shape = getattr(obj, "shape", None)
+    return f"a {name}" + (f" of shape {tuple(shape)}" if isinstance(shape, tuple) else "")
+
+
+@contextlib.contextmanager
+def _framework_errors(what: str, x: torch.Tensor, d: str | os.PathLike[str]) -> Iterator[None]:
+    """A failure while `what` ("model" or "fused") is exported, frozen-graph read, compiled or
+    run on x, said as check_model's ValueError naming it and x: the framework's first line
+    without its exception type or check_model's temporary directory; check_model's own refusals
+    (prefixed "check_model:") pass through."""
+    try:
+        yield
+    except (RuntimeError, TypeError, ValueError, IndexError, KeyError, AttributeError, AssertionError) as e:
+        text = str(e).strip()
+        if text.startswith("check_model:"):
+            raise
+        first = (text.splitlines() or [type(e).__name__])[0].replace(os.fspath(d), "<check_model's directory>")
+        if isinstance(e, ValueError) and not type(e).__module__.startswith("torch"):
+            raise ValueError(f"check_model: {what}: {first}") from None  # foldcheck's own reading of it
+        raise ValueError(f"check_model: {what} does not run on x (a {_name(x.dtype)} tensor of shape "
+                         f"{tuple(x.shape)}): {first}") from None
 
 
 def _refuse_other_ranks(model: torch.nn.Module) -> None:
@@ -697,37 +784,48 @@ def _refuse_other_ranks(model: torch.nn.Module) -> None:
                          "check_fold(conv, bn, fused_conv)")
 
 
-def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> dict[str, tuple[list[str], str | None]]:
-    """Each conv + BN pair of `model` whose fused conv (the module of the same name in `fused`:
-    fuse_modules, fuse_conv_bn_eval and fx keep names) computes another convolution or is of
-    another dtype: {conv name: (geometry, dtype mismatch)} (_fold_mismatches)."""
-    if not isinstance(fused, torch.nn.Module):
-        return {}
+def _named_conv(mods: dict[str, torch.nn.Module], name: str) -> torch.nn.Module | None:
+    """The conv of that name: the module itself, or the conv first in a fuser's Sequential."""
+    f = mods.get(name)
+    return f[0] if isinstance(f, torch.nn.Sequential) and len(f) and isinstance(f[0], _CONVS) else f
+
+
+def _names_pair(model: torch.nn.Module, fused: torch.nn.Module) -> bool:
+    """Whether every conv of `model` has a conv of the same name in `fused` (fuse_modules,
+    fuse_conv_bn_eval and fx keep the model's names; a hand-built fused model may not)."""
+    theirs = dict(fused.named_modules())
+    return all(isinstance(_named_conv(theirs, n), _CONVS) for n, m in model.named_modules() if isinstance(m, _CONVS))
+
+
+def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> dict[str, Mismatch]:
+    """Each conv + BN pair of `model` whose fused conv (the module of the same name in `fused`)
+    computes another convolution or is of another dtype: {conv name: (geometry, [dtype
+    mismatch])} (_fold_mismatches)."""
     mods, theirs = dict(model.named_modules()), dict(fused.named_modules())
     out = {}
     for conv, bn in conv_bn_pairs(model, x):
-        f = theirs.get(conv)
-        f = f[0] if isinstance(f, torch.nn.Sequential) and len(f) and isinstance(f[0], _CONVS) else f
+        f = _named_conv(theirs, conv)
         if isinstance(f, _CONVS):
             geometry, dtype = _fold_mismatches(mods[conv], mods[bn], f)
             if geometry or dtype:
-                out[conv] = (geometry, dtype)
+                out[conv] = (geometry, [dtype] if dtype else [])
     return out
 
 
-def _as_the_models(model: torch.nn.Module, fused: torch.nn.Module, mismatches: dict[str, Any],
-                   weights_only: bool) -> tuple[bool, torch.nn.Module, str | None]:
-    """What is exported for accuracy_diff when fused convs are mismatched: a copy of `fused`
-    whose mismatched convs have the model's geometry and dtype and their own weight and bias
-    values (exactly: a cast up, or none), so that their folds are still judged; weights only,
-    since the fused model computes other convolutions. (weights_only, module, note)."""
+def _as_the_models(model: torch.nn.Module, fused: _Fused, weights_only: bool) -> tuple[bool, torch.nn.Module,
+                                                                                        str | None]:
+    """What is exported for accuracy_diff when fused convs compute another convolution or in
+    another dtype (fused.changed): a copy of the fused module whose changed convs have the
+    model's geometry and dtype and their own weight and bias values (exactly: a cast up, or
+    none), so that their folds are still judged; weights only, since the fused model computes
+    other convolutions. (weights_only, module, note)."""
     import copy  # noqa: PLC0415
 
-    if not mismatches:
-        return weights_only, fused, None
-    fused = copy.deepcopy(fused)
-    mods, theirs = dict(model.named_modules()), dict(fused.named_modules())
-    for name in mismatches:
+    if not fused.changed:
+        return weights_only, fused.module, None
+    module = copy.deepcopy(fused.module)
+    mods, theirs = dict(model.named_modules()), dict(module.named_modules())
+    for name in fused.changed:
         conv, f = mods[name], theirs[name]
         at = f"{name}.0" if isinstance(f, torch.nn.Sequential) else name
         f = theirs[at]
@@ -738,10 +836,10 @@ def _as_the_models(model: torch.nn.Module, fused: torch.nn.Module, mismatches: d
             restored.weight = torch.nn.Parameter(f.weight.detach().to(conv.weight.dtype))
             restored.bias = None if f.bias is None else torch.nn.Parameter(f.bias.detach().to(conv.weight.dtype))
         parent, _, attr = at.rpartition(".")
-        setattr(theirs[parent] if parent else fused, attr, restored)
-    verb = "is" if len(mismatches) == 1 else "are"  # another geometry or dtype than the model's
-    return True, fused, (f"the fused model's outputs were not compared (its folded weights were): "
-                         f"{', '.join(mismatches)} {verb} not as the model's convolution")
+        setattr(theirs[parent] if parent else module, attr, restored)
+    verb = "is" if len(fused.changed) == 1 else "are"  # another geometry or dtype than the model's
+    return True, module, (f"the fused model's outputs were not compared (its folded weights were): "
+                          f"{', '.join(fused.changed)} {verb} not as the model's convolution")
 
 
 @contextlib.contextmanager
@@ -808,7 +906,13 @@ def _why_no_pairs(model, fused, x):
     return "the model has no conv followed by a BatchNorm (nothing to fold, nothing to check)"
 
 
-# --- folded constants of compiled models -------------------------------------------------
+# --- fused models read conv by conv (frozen, compiled, of other module names) ----------------
+# A fused model whose convs do not carry the model's module names is read as its convs in the
+# order forward runs them (_FusedConv: values, geometry, what its fuser folded into each) and
+# paired with the model's convs in that order; a copy of the model carries the folds that can
+# be judged (_rebuilt). The folds PyTorch's own fusers make beyond conv + BN — torch.jit.freeze's
+# conv-add/sub/mul/div folding (optimize_numerics), inductor's binary folding — are read from
+# the graphs (what follows each conv before freezing and no longer after) and MISTRUSTED.
 
 def _conv_order(model, x):
     """The model's convs in the order forward runs them: [(name, module)]."""
@@ -830,35 +934,129 @@ def _run_hooked(model, x, hooks, mode=None):
             h.remove()
 
 
-def _install_folds(model, folds, x):
-    """Give each conv of `model` (forward order) the folded (weight, bias) of `folds` (the fused
-    graph's convs, in its order); each BatchNorm of a conv + BN pair becomes an identity."""
-    convs = _conv_order(model, x)
-    if len(convs) != len(folds):
-        raise ValueError(f"the fused model has {len(folds)} convolutions, the model {len(convs)}: cannot pair them")
-    pairs = dict(conv_bn_pairs(model, x))
-    mods = dict(model.named_modules())
-    for (name, conv), (w, b) in zip(convs, folds):
-        if tuple(w.shape) != tuple(conv.weight.shape):
-            raise ValueError(f"{name}: the fused graph's conv in its place has weight shape {tuple(w.shape)}, the "
-                             f"module's is {tuple(conv.weight.shape)}")
-        with torch.no_grad():
-            conv.weight = torch.nn.Parameter(w.detach().clone().to(conv.weight.dtype))
-            conv.bias = None if b is None else torch.nn.Parameter(b.detach().clone().to(conv.weight.dtype))
-        if name in pairs:
-            parent, _, attr = pairs[name].rpartition(".")
-            setattr(mods[parent] if parent else model, attr, torch.nn.Identity())
+def _module_convs(model: torch.nn.Module, fused: torch.nn.Module, x: torch.Tensor) -> list[_FusedConv]:
+    """The convs of a fused nn.Module whose module names are not the model's (hand-built), in
+    the order forward runs them: each its own module as its geometry; its BatchNorm counts as
+    folded when the model's conv in its place has one and this conv has none after it."""
+    mine = [n for n, _ in _conv_order(model, x)]
+    paired, kept = {c for c, _ in conv_bn_pairs(model, x)}, {c for c, _ in conv_bn_pairs(fused, x)}
+    theirs = _conv_order(fused, x)
+    mine += [""] * max(0, len(theirs) - len(mine))
+    return [_FusedConv(m.weight.detach(), None if m.bias is None else m.bias.detach(), m,
+                       ["batch_norm"] if name in paired and their_name not in kept else [])
+            for name, (their_name, m) in zip(mine, theirs)]
+
+
+def _rebuilt(model: torch.nn.Module, convs: list[_FusedConv], fuser: str | None, x: torch.Tensor) -> _Fused:
+    """A copy of `model` carrying the fused model's convs, paired with its own in forward order,
+    and the mismatches found: a conv's geometry or dtype against the model's (_fold_mismatches)
+    and what its fuser folded into it besides its BatchNorm (_absorbed_beyond). A conv whose
+    fold can be judged gets the fused weight and bias (its BatchNorm, when the fuser folded it,
+    an identity); any other keeps the model's conv and BatchNorm, judged by its mismatch."""
+    import copy  # noqa: PLC0415
+
+    order = _conv_order(model, x)
+    if len(order) != len(convs):
+        raise ValueError(f"check_model: the fused model has {len(convs)} convolutions, the model {len(order)}: "
+                         "cannot pair them")
+    pairs, mods = dict(conv_bn_pairs(model, x)), dict(model.named_modules())
+    rebuilt = copy.deepcopy(model).eval()
+    theirs = dict(rebuilt.named_modules())
+    mismatches, changed = {}, []
+    for (name, conv), f in zip(order, convs):
+        bn = mods[pairs[name]] if name in pairs else None
+        geometry, dtype = _conv_mismatches(conv, bn, f)
+        beyond = _absorbed_beyond(f, bn is not None, fuser or "the fuser")
+        if geometry or dtype or beyond:
+            mismatches[name] = (geometry, [r for r in (dtype, beyond) if r])
+            changed += [name] if geometry or dtype else []
+        if beyond is None and tuple(f.weight.shape) == tuple(conv.weight.shape):
+            _install(rebuilt, theirs, name, f, pairs.get(name) if "batch_norm" in (f.absorbed or []) else None)
+    return _Fused(rebuilt, fuser, mismatches, changed)
+
+
+def _install(rebuilt: torch.nn.Module, mods: dict[str, torch.nn.Module], name: str, f: _FusedConv,
+             bn: str | None) -> None:
+    """The conv `name` of `rebuilt` given f's weight and bias (in its own dtype); the BatchNorm
+    `bn` (one its fuser folded into it) an identity."""
+    conv: Any = mods[name]
+    with torch.no_grad():
+        conv.weight = torch.nn.Parameter(f.weight.detach().clone().to(conv.weight.dtype))
+        conv.bias = None if f.bias is None else torch.nn.Parameter(f.bias.detach().clone().to(conv.weight.dtype))
+    if bn is not None:
+        parent, _, attr = bn.rpartition(".")
+        setattr(mods[parent] if parent else rebuilt, attr, torch.nn.Identity())
+
+
+def _conv_mismatches(conv: ConvModule, bn: torch.nn.Module | None, f: _FusedConv) -> tuple[list[str], str | None]:
+    """How the fused conv f computes another convolution than the model's `conv`, or in another
+    dtype (for a conv + BN pair: a fold no recipe replays): _fold_mismatches' sentences."""
+    fused = f.geometry if isinstance(f.geometry, torch.nn.Module) else _stand_in(conv, f)
+    if not isinstance(fused, _CONVS):
+        return [], None
+    geometry, dtype = _fold_mismatches(conv, bn if bn is not None else conv, fused)
+    return geometry, dtype if bn is not None else None
+
+
+def _stand_in(conv: ConvModule, f: _FusedConv) -> torch.nn.Module | None:
+    """A conv on the meta device computing what a graph's conv node computes (its arguments in
+    f.geometry, its weight's shape and dtype), for _fold_mismatches against the model's `conv`.
+    A padding the graph applies apart (a pad node before the conv, for a padding_mode other than
+    zeros or an uneven 'same') is not read: the model's is taken. None if they make no conv."""
+    g, w = f.geometry, f.weight
+    if not isinstance(g, dict):
+        return None
+    rank, groups, transposed = w.dim() - 2, int(g["groups"]), bool(g.get("transposed"))
+    kinds = (torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d) if transposed else _CONVS
+    out, into = (w.shape[1] * groups, w.shape[0]) if transposed else (w.shape[0], w.shape[1] * groups)
+    kw: dict[str, Any] = dict(stride=tuple(g["stride"]), dilation=tuple(g["dilation"]), groups=groups,
+                              padding=g["padding"] if isinstance(g["padding"], str) else tuple(g["padding"]))
+    if transposed:
+        kw["output_padding"] = tuple(g.get("output_padding") or (0,) * rank)
+    if conv.padding_mode != "zeros" or any(a != b for a, b in _padding(conv)):
+        kw.update(padding=conv.padding, padding_mode=conv.padding_mode)
+    kind: Any = kinds[rank - 1]
+    try:
+        return kind(into, out, tuple(w.shape[2:]), bias=f.bias is not None, device="meta", dtype=w.dtype, **kw)
+    except (ValueError, TypeError, RuntimeError, IndexError):
+        return None
+
+
+def _absorbed_beyond(f: _FusedConv, paired: bool, fuser: str) -> str | None:
+    """The sentence saying what a fuser folded into a conv besides its BatchNorm (PyTorch's own
+    folds: torch.jit.freeze's conv-add/sub/mul/div folding, inductor's binary folding, a
+    BatchNorm folded in part), or that it could not be told; None when it folded the conv's
+    BatchNorm or nothing. No recipe models those folds: the conv's fold is not judged."""
+    if f.absorbed is None:
+        return (f"which operations {fuser} folded into this conv could not be told (its graph could not be "
+                "compared with the model's): its fold was not judged (the model's conv stands in its place)")
+    ops = [op for op in f.absorbed if not (paired and op == "batch_norm")]
+    if not ops:
+        return None
+    names = [op if op.startswith("part") else f"{'an' if op[0] in 'aeiou' else 'a'} {op}" for op in ops]
+    alone = "the conv and its BatchNorm" if paired else "the conv"
+    return (f"{fuser} folded {' and '.join(names)} after it into this conv"
+            f"{' besides its BatchNorm' if 'batch_norm' in f.absorbed and paired else ''}: its weights are not a "
+            f"fold of {alone} alone, and no recipe models {'that' if len(ops) == 1 else 'those'}; its fold was not "
+            "judged (the model's conv stands in its place)")
+
+
+# torch.jit.freeze: a conv node's kinds, and the kinds freezing folds into a conv after it.
+_JIT_CONVS = ("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode")
+_FOLDABLE = ("batch_norm", "add", "sub", "mul", "div")
+
+
+def _jit_convs(graph: Any) -> list[Any]:
+    nodes = [n for n in graph.nodes() if n.kind() in _JIT_CONVS]
+    if sum(len(graph.findAllNodes(k)) for k in _JIT_CONVS) != len(nodes):
+        raise ValueError("a convolution inside a loop or branch of the frozen graph: its place is not known")
+    return nodes
 
 
 def frozen_fold(frozen: torch.jit.ScriptModule) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
     """The (weight, bias) of every convolution of a torch.jit.freeze'd module, in graph order:
     constants after freezing (its conv-bn folding has run)."""
-    kinds = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution"}
-    graph = frozen.graph
-    nodes = [n for n in graph.nodes() if n.kind() in kinds]
-    if sum(len(graph.findAllNodes(k)) for k in kinds) != len(nodes):  # type: ignore[attr-defined,misc]
-        raise ValueError("a convolution inside a loop or branch of the frozen graph: its place is not known")
-    return [(_constant(n.inputsAt(1)), _constant(n.inputsAt(2))) for n in nodes]
+    return [(_constant(n.inputsAt(1)), _constant(n.inputsAt(2))) for n in _jit_convs(frozen.graph)]
 
 
 def _constant(value):
@@ -869,34 +1067,214 @@ def _constant(value):
     return t if isinstance(t, torch.Tensor) else None
 
 
+def _frozen_convs(frozen: torch.jit.ScriptModule, model: torch.nn.Module, x: torch.Tensor) -> list[_FusedConv]:
+    """The convs of a torch.jit.freeze'd module, in graph order: its constants, each node's
+    geometry, and the operations freezing folded into it — those that follow the conv in the
+    model frozen without its folds (optimize_numerics=False: no conv-bn, conv-add/sub or
+    conv-mul/div folding) and no longer do in the frozen graph (_unfolded_chains)."""
+    nodes = _jit_convs(frozen.graph)
+    chains = [_jit_chain(n) for n in nodes]
+    unfolded = _unfolded_chains(model, x, chains)
+    out = []
+    for i, n in enumerate(nodes):
+        w = _constant(n.inputsAt(1))
+        if w is None:
+            raise ValueError("a convolution's weight is not a tensor constant of the frozen graph")
+        absorbed = None if unfolded is None else unfolded[i][:len(unfolded[i]) - len(chains[i])]
+        out.append(_FusedConv(w, _constant(n.inputsAt(2)), _jit_geometry(n), absorbed))
+    return out
+
+
+def _jit_chain(node: Any) -> list[str]:
+    """The operations freezing may fold that take a conv node's output one after the other (each
+    the only user of the one before), by kind: ["batch_norm", "mul", ...]."""
+    kinds, out = [], node.output()
+    while len(out.uses()) == 1:
+        user = out.uses()[0].user
+        kind = user.kind().removeprefix("aten::").rstrip("_")
+        if kind not in _FOLDABLE or user.outputsSize() != 1:
+            break
+        kinds.append(kind)
+        out = user.output()
+    return kinds
+
+
+def _jit_geometry(node: Any) -> dict[str, Any] | None:
+    """A frozen conv node's geometry from its constant arguments (None if one is not constant):
+    conv1d/2d/3d and _convolution_mode (stride, padding, dilation, groups), _convolution (with
+    transposed and output_padding)."""
+    args = [node.inputsAt(i) for i in range(node.inputsSize())]
+    if any(a.node().kind() != "prim::Constant" for a in args[3:]):
+        return None
+    v = [a.toIValue() for a in args]
+    if node.kind() == "aten::_convolution":
+        return dict(stride=v[3], padding=v[4], dilation=v[5], transposed=v[6], output_padding=v[7], groups=v[8])
+    return dict(stride=v[3], padding=v[4], dilation=v[5], groups=v[6])
+
+
+def _unfolded_chains(model: torch.nn.Module, x: torch.Tensor, chains: list[list[str]]) -> list[list[str]] | None:
+    """The chains (_jit_chain) of the model's convs frozen without PyTorch's folds, scripted or
+    else traced, when they correspond to the frozen graph's (as many convs, each of the frozen
+    chains an end of the unfolded one: folds remove what follows a conv from the front); what
+    the folds removed is then their difference. None if neither corresponds."""
+    import copy  # noqa: PLC0415
+
+    for make in (torch.jit.script, lambda m: torch.jit.trace(m, (x,))):
+        try:
+            with _quiet_export(), torch.no_grad():
+                graph = torch.jit.freeze(make(copy.deepcopy(model).eval()), optimize_numerics=False).graph
+            theirs = [_jit_chain(n) for n in _jit_convs(graph)]
+        except Exception:  # noqa: BLE001  # not scriptable (or traceable): the other way, or none
+            continue
+        if len(theirs) == len(chains) and all(len(t) >= len(c) and t[len(t) - len(c):] == c
+                                              for t, c in zip(theirs, chains)):
+            return theirs
+    return None
+
+
 def compiled_fold(compiled: Callable[..., Any], x: torch.Tensor) -> list[tuple[Any, Any]]:
     """The (weight, bias) of every convolution of a torch.compile'd model after inductor's
     freezing (torch._inductor.config.freezing = True: its constant folding folds each conv + BN),
     in graph order: read from the constants of the graph as the last post-grad pass leaves it
-    (after any post_grad_custom_post_pass of the caller's), compiled once here on `x`. Weight
-    prepacking is off for this compilation (it would make the constants opaque oneDNN tensors:
-    a change of layout after the fold, not of values) and so is the FX graph cache (a cached
-    graph runs no pass)."""
+    (after any post_grad_custom_post_pass of the caller's), compiled once here on `x`
+    (_compiled_convs: the caller's compiled object and settings are left as they were)."""
+    return [(c.weight, c.bias) for c in _compiled_convs(compiled, x)]
+
+
+def _compiled_convs(compiled: Callable[..., Any], x: torch.Tensor) -> list[_FusedConv]:
+    """The convs of a torch.compile'd model after inductor's freezing, in graph order: the
+    constants of the last post-grad graph, each node's geometry, and the operations freezing
+    folded into it — those that follow it with a constant operand before freezing (read by a
+    joint_custom_post_pass, after any of the caller's) and are gone after. Compiled here with
+    the FX graph cache off (a cached graph runs no pass) and weight prepacking off where it is
+    not already set up (a conv packed for oneDNN is read back dense: the same values), and
+    without leaving a trace (_as_it_was)."""
     from torch._inductor import config as inductor  # noqa: PLC0415
 
-    folds, theirs = [], inductor.post_grad_custom_post_pass
+    before: list[list[list[tuple[str, str]]]] = []  # per graph, per conv: [(node name, operation)]
+    convs: list[_FusedConv] = []
+    pre, post = inductor.joint_custom_post_pass, inductor.post_grad_custom_post_pass
+
+    def chains(graph):
+        if pre is not None:
+            pre(graph)  # type: ignore[operator]  # a callable, as the caller set it
+        constant = _constant_nodes(graph)
+        before.append([_fx_chain(n, constant) for n in graph.nodes if n.target is torch.ops.aten.convolution.default])
 
     def read(graph):
-        if theirs is not None:
-            theirs(graph)  # type: ignore[operator]  # a callable, as the caller set it
-        gm = graph.owning_module
-        for node in graph.nodes:
-            if node.op == "call_function" and "convolution" in str(node.target):
-                folds.append((_fx_value(gm, node.args[1]), _fx_value(gm, node.args[2] if len(node.args) > 2 else None)))
-    torch._dynamo.reset()
-    patch = {"freezing": True, "post_grad_custom_post_pass": read, "fx_graph_cache": False, "cpp.weight_prepack": False}
+        if post is not None:
+            post(graph)  # type: ignore[operator]
+        found = [c for c in (_fx_conv(graph.owning_module, n) for n in graph.nodes) if c is not None]
+        mine = before[len(before) - 1] if before else []
+        names = {n.name for n in graph.nodes}
+        convs.extend(c._replace(absorbed=_gone(mine[i], names) if len(mine) == len(found) else None)
+                     for i, c in enumerate(found))
+    patch = {"freezing": True, "joint_custom_post_pass": chains, "post_grad_custom_post_pass": read,
+             "fx_graph_cache": False, "cpp.weight_prepack": False}
     module = getattr(compiled, "_orig_mod", None)
     evaluating = _evaluating(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext()
-    with inductor.patch(patch), evaluating, torch.no_grad():
+    with _as_it_was(), inductor.patch(patch), evaluating, torch.no_grad():
         compiled(x)
-    if not folds:
+    if not convs:
         raise ValueError("no convolution in the compiled graph (was the model compiled with inductor?)")
-    return folds
+    return convs
+
+
+@contextlib.contextmanager
+def _as_it_was() -> Iterator[None]:
+    """A compilation of foldcheck's that leaves no trace: dynamo's caches cleared before (so the
+    caller's compiled object compiles again, under foldcheck's settings) and after (so it runs
+    the caller's compilation again, never foldcheck's); inductor's freezing patterns, set up
+    once per process under the settings of the first freezing compilation, set up again by the
+    caller's next one when foldcheck's was that first (it would have left weight prepacking off
+    for the rest of the process)."""
+    init = _freezing_init()
+    first = init is not None and init.cache_info().currsize == 0
+    torch._dynamo.reset()
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()
+        if first:
+            init.cache_clear()
+
+
+def _freezing_init() -> Any:
+    """inductor's lazy setup of its freezing patterns (a functools.cache), or None."""
+    try:
+        from torch._inductor.fx_passes import freezing_patterns  # noqa: PLC0415
+    except ImportError:
+        return None
+    init = getattr(freezing_patterns, "lazy_init", None)
+    return init if hasattr(init, "cache_info") and hasattr(init, "cache_clear") else None
+
+
+def _constant_nodes(graph: Any) -> set[Any]:
+    """The nodes of a graph before freezing that are constants once it is frozen: parameters and
+    buffers (placeholders their AOT description says so; without descriptions, every
+    placeholder but the last, the input), get_attr nodes, and what is computed from those."""
+    holders = [n for n in graph.nodes if n.op == "placeholder"]
+    if any("desc" in n.meta for n in holders):
+        params = {n for n in holders if type(n.meta.get("desc")).__name__.startswith(("Param", "Buffer"))}
+    else:
+        params = set(holders[:-1])
+    constant: set[Any] = set()
+    for n in graph.nodes:
+        if n in params or n.op == "get_attr" or (n.op == "call_function" and
+                                                 all(a in constant for a in n.all_input_nodes)):
+            constant.add(n)
+    return constant
+
+
+def _fx_chain(conv: Any, constant: set[Any]) -> list[tuple[str, str]]:
+    """The binary operations with a constant operand that take a conv node's output one after
+    the other (each the only user of the one before): what inductor's binary folding may fold
+    into it. [(node name, "batch_norm" for one of a BatchNorm module's, else the operation)]."""
+    chain, node = [], conv
+    while len(node.users) == 1:
+        user = next(iter(node.users))
+        parts = str(user.target).split(".")
+        if user.op != "call_function" or parts[0] != "aten" or parts[1] not in _FOLDABLE[1:] or \
+                any(a not in constant for a in user.all_input_nodes if a is not node):
+            break
+        stack = list((user.meta.get("nn_module_stack") or {}).values())
+        chain.append((user.name, "batch_norm" if stack and "BatchNorm" in str(stack[-1][-1]) else parts[1]))
+        node = user
+    return chain
+
+
+def _gone(chain: list[tuple[str, str]], names: set[str]) -> list[str]:
+    """What of a conv's chain (_fx_chain) freezing folded into it, in order: a BatchNorm's
+    operations as one ("batch_norm"; "part of a BatchNorm" when some of them are left), each
+    other operation by its name."""
+    bn = [name for name, op in chain if op == "batch_norm"]
+    whole = all(name not in names for name in bn)
+    out: list[str] = []
+    for name, op in chain:
+        label = op if op != "batch_norm" or whole else "part of a BatchNorm"
+        if name not in names and not (op == "batch_norm" and label in out):
+            out.append(label)
+    return out
+
+
+def _fx_conv(gm: Any, node: Any) -> _FusedConv | None:
+    """A conv of the graph after freezing (absorbed: to be read), or None: an aten.convolution
+    with its constants, or a conv inductor packed for oneDNN (its weight an opaque oneDNN
+    tensor, read back dense; its arguments weight, bias, padding, stride, dilation, groups)."""
+    if node.op != "call_function":
+        return None
+    a = node.args
+    if node.target is torch.ops.aten.convolution.default:
+        return _FusedConv(_fx_value(gm, a[1]), _fx_value(gm, a[2]), dict(
+            stride=a[3], padding=a[4], dilation=a[5], transposed=a[6], output_padding=a[7], groups=a[8]), [])
+    for i, arg in enumerate(a[:3]):
+        w = _fx_value(gm, arg) if getattr(arg, "op", None) == "get_attr" else None
+        if isinstance(w, torch.Tensor) and w.is_mkldnn and w.dim() >= 3:
+            rest = list(a[i + 1:i + 6])
+            geometry = dict(zip(("padding", "stride", "dilation", "groups"), rest[1:])) \
+                if len(rest) == 5 and isinstance(rest[4], int) else None
+            return _FusedConv(w.to_dense(), _fx_value(gm, rest[0] if rest else None), geometry, [])
+    return None
 
 
 def _fx_value(gm, arg):
