@@ -639,11 +639,13 @@ class _FusedConv(NamedTuple):
     stand-in conv is built from them against the model's, _stand_in), or None when they could
     not be read; `absorbed`: the operations after it the fuser folded into it, in order
     ("batch_norm" for a whole BatchNorm, "part of a BatchNorm", "mul", "add", ...), None when
-    that could not be told."""
+    that could not be told; `bn_after`: whether the fused model still applies a BatchNorm after
+    it (not folded; a model fused before it was frozen or compiled has none left to fold)."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     geometry: torch.nn.Module | dict[str, Any] | None
     absorbed: list[str] | None
+    bn_after: bool = False
 
 
 class _Fused(NamedTuple):
@@ -726,12 +728,13 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
 
 def _refuse_arguments(model: Any, fused: Any, x: Any) -> None:
     """check_model's arguments by kind, before anything runs: `model` an nn.Module, `fused` a
-    fused model (an nn.Module, a frozen ScriptModule, a compiled model), `x` a floating-point
-    torch.Tensor; anything else a TypeError naming the argument and what it is."""
+    fused model (an nn.Module, a frozen ScriptModule, a compiled model or function: callable),
+    `x` a floating-point torch.Tensor; anything else a TypeError naming the argument and what
+    it is."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"check_model: model is {_what(model)}: expected the original torch.nn.Module, with its "
                         "BatchNorms")
-    if not isinstance(fused, torch.nn.Module) and not isinstance(getattr(fused, "_orig_mod", None), torch.nn.Module):
+    if not callable(fused):  # an nn.Module, or a compiled model or function
         hint = " (a state_dict is not a model: load it into a copy of the model)" if isinstance(fused, dict) else ""
         raise TypeError(f"check_model: fused is {_what(fused)}{hint}: expected the fused model (a torch.nn.Module, a "
                         "torch.jit.freeze'd ScriptModule or a torch.compile'd model)")
@@ -943,7 +946,7 @@ def _module_convs(model: torch.nn.Module, fused: torch.nn.Module, x: torch.Tenso
     theirs = _conv_order(fused, x)
     mine += [""] * max(0, len(theirs) - len(mine))
     return [_FusedConv(m.weight.detach(), None if m.bias is None else m.bias.detach(), m,
-                       ["batch_norm"] if name in paired and their_name not in kept else [])
+                       ["batch_norm"] if name in paired and their_name not in kept else [], their_name in kept)
             for name, (their_name, m) in zip(mine, theirs)]
 
 
@@ -971,7 +974,7 @@ def _rebuilt(model: torch.nn.Module, convs: list[_FusedConv], fuser: str | None,
             mismatches[name] = (geometry, [r for r in (dtype, beyond) if r])
             changed += [name] if geometry or dtype else []
         if beyond is None and tuple(f.weight.shape) == tuple(conv.weight.shape):
-            _install(rebuilt, theirs, name, f, pairs.get(name) if "batch_norm" in (f.absorbed or []) else None)
+            _install(rebuilt, theirs, name, f, None if f.bn_after else pairs.get(name))
     return _Fused(rebuilt, fuser, mismatches, changed)
 
 
@@ -1081,7 +1084,7 @@ def _frozen_convs(frozen: torch.jit.ScriptModule, model: torch.nn.Module, x: tor
         if w is None:
             raise ValueError("a convolution's weight is not a tensor constant of the frozen graph")
         absorbed = None if unfolded is None else unfolded[i][:len(unfolded[i]) - len(chains[i])]
-        out.append(_FusedConv(w, _constant(n.inputsAt(2)), _jit_geometry(n), absorbed))
+        out.append(_FusedConv(w, _constant(n.inputsAt(2)), _jit_geometry(n), absorbed, "batch_norm" in chains[i]))
     return out
 
 
@@ -1167,7 +1170,9 @@ def _compiled_convs(compiled: Callable[..., Any], x: torch.Tensor) -> list[_Fuse
         found = [c for c in (_fx_conv(graph.owning_module, n) for n in graph.nodes) if c is not None]
         mine = before[len(before) - 1] if before else []
         names = {n.name for n in graph.nodes}
-        convs.extend(c._replace(absorbed=_gone(mine[i], names) if len(mine) == len(found) else None)
+        known = len(mine) == len(found)
+        convs.extend(c._replace(absorbed=_gone(mine[i], names) if known else None,
+                                bn_after=known and any(op == "batch_norm" and n in names for n, op in mine[i]))
                      for i, c in enumerate(found))
     patch = {"freezing": True, "joint_custom_post_pass": chains, "post_grad_custom_post_pass": read,
              "fx_graph_cache": False, "cpp.weight_prepack": False}

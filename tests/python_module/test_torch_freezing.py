@@ -351,3 +351,19 @@ def test_check_model_refuses_arguments_of_the_wrong_kind_naming_them(case, fuser
     assert type(e.value) is error, repr(e.value)
     assert re.search(words, str(e.value)), str(e.value)
     assert "foldcheck-" not in str(e.value) and ".onnx" not in str(e.value), str(e.value)
+
+
+def test_a_model_fused_before_it_is_frozen_or_compiled_is_judged():
+    """fuse_modules, then torch.jit.freeze or torch.compile (a compiled module or function):
+    its BatchNorms are gone before freezing, so nothing of them is left to fold; the folds are
+    judged (EXPECTED), and a mul the freezing then folds into a fused conv is MISTRUSTED, named."""
+    for kind in (Small, Mul):
+        m, x = model(kind)
+        fused = torch.ao.quantization.fuse_modules(copy.deepcopy(m), fct.conv_bn_pairs(m))
+        for f in (torch.compile(lambda t, fused=fused: fused(t)), compiled(fused), frozen(fused)):
+            r = fct.check_model(m, f, x, output_samples=8)
+            if kind is Small:
+                assert r.verdict == "EXPECTED" and len(r.layers) == 2, r.report()
+            else:
+                assert r.verdict == "MISTRUSTED" and list(r.mismatches) == ["c"], r.report()
+                assert r.mismatches["c"].startswith(f"{r.fuser} folded a mul after it into this conv"), r.mismatches
