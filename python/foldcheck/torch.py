@@ -205,7 +205,7 @@ def _hooks(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module, f
     fuse_modules), the same callables; any other hook is the fused module's own computation.
     (A hook the fused module lacks that only observes is no change: forward hooks of the conv
     or BatchNorm are not required of it.)"""
-    mods = [m for m in [fused, f, *after]]
+    mods = [fused, f, *after]
     pre = {id(h): h for m in mods for h in m._forward_pre_hooks.values()}
     post = {id(h): (h, m) for m in mods for h in m._forward_hooks.values()}
     mine_pre = {id(h): h for h in conv._forward_pre_hooks.values()}
