@@ -50,15 +50,13 @@ def as_array(x: ArrayIn | None, name: str, dtype: npt.DTypeLike | None = None,
     if x is None:
         return None
     if list_dtype is not None and isinstance(x, (list, tuple, float, int)):
-        return np.ascontiguousarray(np.asarray(x, dtype=np.float64).astype(numpy_dtype(list_dtype)))
+        try:
+            values = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError):  # ragged, or not numbers: numpy's own words name no argument
+            raise TypeError(f"{name}: a {type(x).__name__} that is not an array of numbers") from None
+        return np.ascontiguousarray(values.astype(numpy_dtype(list_dtype)))
     if _torch_tensor(x):
-        t = x.detach().cpu()
-        if str(t.dtype) == "torch.bfloat16":
-            import ml_dtypes  # noqa: PLC0415 (only for bfloat16 tensors)
-            import torch  # noqa: PLC0415
-
-            return np.ascontiguousarray(t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16))
-        x = t.contiguous().numpy()
+        x = _tensor_values(x, name)
     a = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
     if a.dtype.byteorder not in ("=", "|"):  # the core reads native byte order in place
         a = a.astype(a.dtype.newbyteorder("="))
@@ -67,6 +65,37 @@ def as_array(x: ArrayIn | None, name: str, dtype: npt.DTypeLike | None = None,
     if a.dtype.kind in "iu" and dtype is None:
         a = a.astype(np.float64)
     return np.ascontiguousarray(a)
+
+
+def _tensor_values(x: Any, name: str) -> npt.NDArray[Any]:
+    """A torch tensor's values as numpy (a CPU tensor's own memory where it can be): a bfloat16
+    tensor as ml_dtypes.bfloat16 bits, a sparse one made dense (its values exactly, zeros where
+    none is stored). Refused by name, saying what it is: a nested tensor (not one array), a
+    quantized one, one on the meta device (no values), one of a dtype numpy has not (float8:
+    foldcheck bounds float16, bfloat16, float32 and float64 arithmetic, not float8's)."""
+    import torch  # noqa: PLC0415 (x is a torch tensor: torch is imported)
+
+    t = x.detach()
+    what = f"{name}: a {str(t.dtype).removeprefix('torch.')} tensor"
+    if t.is_nested:
+        raise TypeError(f"{name}: a nested tensor (torch.nested), not one array: pass each of its tensors")
+    if t.is_quantized or t.is_meta:
+        raise TypeError(f"{what} {'with quantized values' if t.is_quantized else 'on the meta device (no values)'}: "
+                        "expected one of float16, bfloat16, float32 or float64 values")
+    if t.layout is not torch.strided:
+        t = t.to_dense()  # sparse (COO, CSR, CSC, BSR, BSC): its values exactly
+    t = t.cpu().resolve_conj().resolve_neg().contiguous()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes  # noqa: PLC0415 (only for bfloat16 tensors)
+
+        return np.ascontiguousarray(t.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+    if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        raise TypeError(f"{what}: foldcheck reads float16, bfloat16, float32 and float64 values and bounds their "
+                        "arithmetic (a float8 value held as float16 would be checked with float16's bounds)")
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError):  # a dtype numpy has not (uint16-64 on older numpy)
+        raise TypeError(f"{what}, which numpy cannot hold: expected an array of numbers") from None
 
 
 @overload

@@ -39,7 +39,7 @@ def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=N
       * output tensors, with conv (optional), bn and input: `actual` against the exact layer
         within its bound (`expected`, the unfused output, is checked the same way).
     msg: prepended to the failure message."""
-    if _is_tensor(actual):
+    if _is_tensor(actual) or bn is not None or conv is not None:  # bn= and conv= are the outputs form's
         failure = _outputs(actual, expected, conv, bn, input, precision)
     else:
         import torch  # noqa: PLC0415
@@ -108,8 +108,9 @@ def _layer(fused, conv, bn, precision):
              f"{': ' + r.mismatch if r.mismatch else ''}."]
     values_pass = w.passed and r.parameters.passed
     if r.geometry and values_pass:
-        lines.append(f"Its weight and bias values are a fold within {r.recipe}'s bound: the geometry is what is "
-                     "wrong (a fuser that rebuilt the conv without some of its attributes?).")
+        lines.append(f"Its weight and bias values are a fold within {r.recipe}'s bound: what it computes besides "
+                     "them is what is wrong (a fuser that rebuilt the conv without some of its attributes, or added "
+                     "to it?).")
     if r.dtype_mismatch or values_pass:  # values of another dtype: no recipe's bound to cite
         return "\n".join(lines)
     if not w.passed:
@@ -121,7 +122,7 @@ def _layer(fused, conv, bn, precision):
                      f"{exact[i]:.9g}: {res[i]:+.1f} ULP from it, {d.weights.worst_ratio:.1f} x its bound of "
                      f"{bound[i]:.2f} ULP.")
         lines.append(_weight_bound(w))
-        lines.append("Likely cause: " + d.weights.cause)
+        lines.append(f"Likely cause: {r.weights_cause}")
     else:
         lines.extend(_bias_failure(r, d.bias))
     return "\n".join(lines)
@@ -184,23 +185,25 @@ def _model(actual, expected, x, precision):
 
 
 def _outputs(actual, expected, conv, bn, x, precision):
+    """The failure message of outputs (None: both pass): each against the exact layer within its
+    bound (foldcheck.torch.diagnose), refusals naming actual, expected and input."""
     from . import torch as fct  # noqa: PLC0415
 
     if bn is None or x is None:
         raise ValueError("assert_fold_close on outputs needs bn= and input= (and conv= for a conv + BN layer)")
+    x, actual, expected = fct._output_arrays(bn, conv, input=x, actual=actual, expected=expected)
     shapes = [problem for which, t in (("actual", actual), ("expected", expected))
-              if t is not None for problem in [fct._output_shape_problem(x, t, conv, which)] if problem]
+              if t is not None for problem in [fct._output_shape_problem(x, t, conv, which, "input")] if problem]
     if shapes:
         return "\n".join(shapes)
-    r = fct.diagnose(bn, x, actual, conv=conv, precision=precision)
     failures = []
-    if not r.passed:
-        failures.append(_output_failure("actual", r, tuple(actual.shape), _values(actual)))
-    if expected is not None:
-        e = fct.diagnose(bn, x, expected, conv=conv, precision=precision)
-        if not e.passed:
-            failures.append(_output_failure("expected (the unfused output)", e, tuple(expected.shape),
-                                            _values(expected)))
+    for which, t, said in (("actual", actual, "actual"), ("expected", expected, "expected (the unfused output)")):
+        if t is None:
+            continue
+        with fct._in_module_words({"observed": which, "x": "input"}):
+            r = fct.diagnose(bn, x, t, conv=conv, precision=precision)
+        if not r.passed:
+            failures.append(_output_failure(said, r, tuple(t.shape), _values(t)))
     return "\n".join(failures) or None
 
 

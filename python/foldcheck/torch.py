@@ -25,7 +25,7 @@ import torch
 __all__ = ["check_fold", "check_model", "diagnose", "conv_bn_pairs", "export_onnx", "bn_parameters", "frozen_fold",
            "compiled_fold", "FoldResult", "ModelCheck"]
 
-from . import _commands, _core
+from . import _arrays, _commands, _core
 from ._core import Verdict
 from .results import SHOWN, AccuracyDiffResult, DiagnoseResult, ExplainResult, FoldCheckResult, Result
 
@@ -40,9 +40,9 @@ def bn_parameters(bn: torch.nn.Module) -> dict[str, Any]:
     A BatchNorm without affine parameters has gamma 1 and beta 0; one without running
     statistics cannot be folded (its eval output uses batch statistics) and is refused."""
     if not isinstance(bn, _BNS):
-        raise TypeError(f"expected a torch.nn.BatchNorm1d/2d/3d, got {type(bn).__name__}")
+        raise TypeError(f"bn: expected a torch.nn.BatchNorm1d/2d/3d, got {type(bn).__name__}")
     if bn.running_mean is None or bn.running_var is None:
-        raise ValueError("this BatchNorm tracks no running statistics (track_running_stats=False): it always "
+        raise ValueError("bn: this BatchNorm tracks no running statistics (track_running_stats=False): it always "
                          "normalizes with batch statistics, and no fold reproduces it")
     c = bn.num_features
     dev = dict(dtype=bn.running_mean.dtype)
@@ -51,39 +51,190 @@ def bn_parameters(bn: torch.nn.Module) -> dict[str, Any]:
     return dict(gamma=gamma, beta=beta, mean=bn.running_mean.detach(), var=bn.running_var.detach(), eps=float(bn.eps))
 
 
-def _conv_arrays(conv: torch.nn.Module, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+# The user's words for the core's argument names (its errors start "FIELD: "): the modules'
+# tensors, as check_fold, assert_fold_close and diagnose take them.
+_BN_WORDS = {"gamma": "bn.weight", "beta": "bn.bias", "mean": "bn.running_mean", "var": "bn.running_var",
+             "eps": "bn.eps"}
+_FOLD_WORDS = {"original": "conv.weight", "weight": "conv.weight", "bias": "conv.bias", "observed": "fused.weight",
+               "observed_weight": "fused.weight", "observed_bias": "fused.bias", **_BN_WORDS}
+_DIAGNOSE_WORDS = {"weight": "conv.weight", "bias": "conv.bias", **_BN_WORDS}
+
+
+@contextlib.contextmanager
+def _in_module_words(words: dict[str, str]) -> Iterator[None]:
+    """The core's refusals (foldcheck.InputError) with its argument names said as the user's
+    objects: "original: ..." of check_fold's conv reads "conv.weight: ..."."""
+    try:
+        yield
+    except ValueError as e:
+        names = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
+        text = re.sub(rf"^BatchNorm \(arguments\): ({names}) ", r"\1: ", str(e))  # the BatchNorm loader's
+        text = re.sub(rf"(?<![\w.])({names})(?=:|'s\b)", lambda m: words[m[1]], text)
+        raise type(e)(text) from None
+
+
+def _bn_arrays(bn: torch.nn.Module) -> dict[str, Any]:
+    """bn_parameters as the arrays the core reads, each refused by its module attribute's name
+    (bn.running_var: a float8_e4m3fn tensor ...) when no array holds it (_arrays.as_array)."""
+    return {k: v if k == "eps" else _arrays.as_array(v, _BN_WORDS[k]) for k, v in bn_parameters(bn).items()}
+
+
+def _conv_arrays(conv: torch.nn.Module, what: str) -> tuple[Any, Any]:
+    """A conv's weight and bias (None) as the arrays the core reads, refused by name (what.weight)
+    when no array holds them."""
     if not isinstance(conv, _CONVS):
         raise TypeError(f"{what}: expected a torch.nn.Conv1d/2d/3d (channels on axis 0), got {type(conv).__name__}")
-    return conv.weight.detach(), None if conv.bias is None else conv.bias.detach()
+    return (_arrays.as_array(conv.weight, f"{what}.weight"),
+            None if conv.bias is None else _arrays.as_array(conv.bias, f"{what}.bias"))
 
 
 # --- what a fused conv computes besides its weights ----------------------------------------
-# A fold changes a conv's weight and bias values and nothing else: every other attribute that
+# A fold changes a conv's weight and bias values and nothing else: every other thing that
 # defines its computation must be the conv's, and its dtype too (the recipes replay a fold in
-# the modules' dtype). check_fold, assert_fold_close, check_model and diagnose hold a fused conv
-# to that through _fold_mismatches.
+# the modules' dtype). check_fold, assert_fold_close, check_model and diagnose hold a fused
+# module to that through _fold_mismatches: its conv's geometry (_geometry), what runs after the
+# conv (only what a fuser makes: Identity, fuse_modules' conv + ReLU), the methods its call runs
+# (its class's forward, _conv_forward, ...), its hooks and its parametrizations (_computation).
+
+_CONV_RELUS = (torch.ao.nn.intrinsic.ConvReLU1d, torch.ao.nn.intrinsic.ConvReLU2d, torch.ao.nn.intrinsic.ConvReLU3d)
+# What a module's call runs: torch.nn.Module's call machinery, then forward (a conv's forward
+# then its _conv_forward). A class or instance that defines one of these computes otherwise.
+_CALL_PATH = ("__call__", "_wrapped_call_impl", "_call_impl", "forward", "_conv_forward", "__getattr__")
+
+
+def _fused_parts(fused: Any) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
+    """(the conv, the modules after it) of what a fuser returns for one conv + BN: the conv
+    itself (nothing after it), or a Sequential (fuse_modules' ConvReLU2d, a Sequential(conv,
+    Identity)) whose first module is the conv. What the modules after it compute is
+    _after_conv's to judge."""
+    if isinstance(fused, torch.nn.Sequential) and len(fused) and isinstance(fused[0], _CONVS):
+        return fused[0], list(fused)[1:]
+    return fused, []
+
 
 def _fused_conv(fused: torch.nn.Module, what: str = "fused") -> torch.nn.Module:
-    """The conv inside what a fuser returns for one conv + BN: the conv itself, or a Sequential
-    (fuse_modules' ConvReLU2d, a Sequential(conv, Identity)) whose first module is the conv and
-    whose others are Identity or activations. A conv + BatchNorm kept apart (ConvBn2d, made by
-    fuse_modules in training mode) is not a fold and is refused, naming it."""
-    if isinstance(fused, torch.nn.Sequential) and len(fused) and isinstance(fused[0], _CONVS):
-        rest = list(fused)[1:]
-        if any(isinstance(m, _BNS) for m in rest):
-            raise TypeError(f"{what}: a {type(fused).__name__} that keeps its BatchNorm apart from the conv (not "
-                            "folded: fuse_modules_qat keeps it for training; fold an eval model with fuse_modules)")
-        others = [type(m).__name__ for m in rest if not _is_pointwise(m)]
-        if others:
-            raise TypeError(f"{what}: a {type(fused).__name__} of a conv and {', '.join(others)}: expected one fused "
-                            "conv (alone or followed by an activation)")
-        return fused[0]
-    return fused
+    """The conv inside what a fuser returns for one conv + BN (_fused_parts). A conv + BatchNorm
+    kept apart (ConvBn2d, made by fuse_modules in training mode) is not a fold and is refused,
+    naming it."""
+    conv, after = _fused_parts(fused)
+    if any(isinstance(m, _BNS) for m in after):
+        raise TypeError(f"{what}: a {type(fused).__name__} that keeps its BatchNorm apart from the conv (not "
+                        "folded: fuse_modules_qat keeps it for training; fold an eval model with fuse_modules)")
+    return conv
 
 
-def _is_pointwise(m: torch.nn.Module) -> bool:
-    """An Identity or an activation module (what a fuser may keep after a fused conv)."""
-    return isinstance(m, torch.nn.Identity) or type(m).__module__ == "torch.nn.modules.activation"
+def _after_conv(fused: torch.nn.Module, after: list[torch.nn.Module]) -> list[str]:
+    """What the fused module computes after its conv that conv + BatchNorm does not, one sentence
+    each. A fuser adds Identity, and fuse_modules' conv + ReLU (the documented use: a
+    ConvReLU1d/2d/3d, or a Sequential(conv, nn.ReLU) exactly) one ReLU; anything else (another
+    activation, a second ReLU, a subclass of either, a Sequential subclass) is another computation."""
+    out = []
+    if after and type(fused) is not torch.nn.Sequential and type(fused) not in _CONV_RELUS:
+        out.append(f"the fused module is a {type(fused).__name__}, not a Sequential: it runs its own code around "
+                   "the conv")
+    relus = [m for m in after if type(m) is torch.nn.ReLU]
+    if len(relus) > 1:
+        out.append(f"the fused module applies ReLU {len(relus)} times after the conv; conv + BatchNorm does not")
+    out += [f"the fused module applies {type(m).__name__} after the conv; conv + BatchNorm does not"
+            for m in after if type(m) not in (torch.nn.Identity, torch.nn.ReLU) and not isinstance(m, _BNS)]
+    return out
+
+
+def _computation(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
+    """How the fused module (`fused`: a conv, or a fuser's Sequential around one) computes other
+    than conv + bn besides its geometry, one sentence each: what runs after the conv
+    (_after_conv), the methods its call runs (_methods), its hooks (_hooks) and its
+    parametrizations (_parametrizations)."""
+    f, after = _fused_parts(fused)
+    own = [f"the fused module's {type(m).__name__} has its own {name} (set on the module)"
+           for m in [fused, *after] if m is not f for name in _CALL_PATH if name in vars(m)]
+    return _after_conv(fused, after) + own + _methods(conv, f) + _hooks(conv, bn, fused, f, after) + \
+        _parametrizations(conv, f)
+
+
+def _resolved(m: torch.nn.Module, name: str) -> tuple[Any, str]:
+    """(the function a call of m.`name` runs, where it comes from: 'Conv2d._conv_forward', or
+    'a forward set on the module itself')."""
+    own = vars(m).get(name)
+    if own is not None:
+        return getattr(own, "__func__", own), f"a {name} set on the module itself"
+    owner = next((c for c in type(m).__mro__ if name in vars(c)), None)
+    return (None, f"no {name}") if owner is None else (vars(owner)[name], f"{owner.__name__}.{name}")
+
+
+def _methods(conv: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
+    """The methods of the fused conv's call path that are not the conv's: a subclass overriding
+    forward or _conv_forward (weight standardization), a forward set on the instance, or the
+    conv's own such methods lost. The same class, or one that overrides none of them (a
+    parametrized conv's class), computes the same."""
+    out = []
+    for name in _CALL_PATH:
+        (mine, where), (theirs, their_where) = _resolved(conv, name), _resolved(fused, name)
+        if mine is not theirs:
+            out.append(f"the fused conv (a {type(fused).__name__}) runs {their_where}, the conv (a "
+                       f"{type(conv).__name__}) {where}")
+    return out
+
+
+def _own_forward(conv: torch.nn.Module, fused: torch.nn.Module) -> str | None:
+    """The sentence naming a conv whose class runs its own forward or _conv_forward (not its
+    torch.nn class's), the fused conv the same: the fold's weights are checked, not what that
+    forward computes with them (a weight-standardizing conv undoes the fold's scale), so no
+    bound judges the fusion (MISTRUSTED). None for a torch.nn conv, or when _methods names the
+    difference."""
+    base = next(c for c in type(conv).__mro__ if c.__module__.startswith("torch.nn.modules"))
+    own = [where for name in _CALL_PATH for fn, where in [_resolved(conv, name)]
+           if fn is not getattr(base, name, None)]
+    if not own or _methods(conv, fused):
+        return None
+    return (f"the conv and the fused conv run {', '.join(own)}, not {base.__name__}'s: their weights are a fold's "
+            "or not, but what that code computes with them is not known (check the fold of a torch.nn conv)")
+
+
+def _hook_name(h: Any) -> str:
+    return getattr(h, "__qualname__", None) or type(h).__name__
+
+
+def _hooks(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module, f: torch.nn.Module,
+           after: list[torch.nn.Module]) -> list[str]:
+    """The forward hooks and forward pre-hooks of the fused module (its conv, its Sequential, the
+    modules after the conv) that change what it computes from conv + bn's. A pre-hook sees the
+    conv's input: the fused module's must be the conv's, every one (fuse_conv_bn_eval's copy of
+    the conv keeps them, fuse_modules moves them to its ConvReLU too). A forward hook sees the
+    output: the fused module's may be the conv's (kept by the copy) or the BatchNorm's (moved by
+    fuse_modules), the same callables; any other hook is the fused module's own computation.
+    (A hook the fused module lacks that only observes is no change: forward hooks of the conv
+    or BatchNorm are not required of it.)"""
+    mods = [fused, f, *after]
+    pre = {id(h): h for m in mods for h in m._forward_pre_hooks.values()}
+    post = {id(h): (h, m) for m in mods for h in m._forward_hooks.values()}
+    mine_pre = {id(h): h for h in conv._forward_pre_hooks.values()}
+    allowed_post = {id(h) for m in (conv, bn) for h in m._forward_hooks.values()}
+    own_pre = {id(h) for m in after for h in m._forward_pre_hooks.values()}  # after the conv: none is the conv's
+    out = [f"the fused module has a forward pre-hook {_hook_name(h)} the conv does not" for i, h in pre.items()
+           if i not in mine_pre or i in own_pre]
+    out += [f"the conv has a forward pre-hook {_hook_name(h)} the fused conv does not" for i, h in mine_pre.items()
+            if i not in pre]
+    return out + [f"the fused module has a forward hook {_hook_name(h)} the conv and BatchNorm do not"
+                  for i, (h, _) in post.items() if i not in allowed_post]
+
+
+def _parametrized(m: torch.nn.Module) -> dict[str, tuple[str, ...]]:
+    """{tensor name: its parametrizations' class names} (torch.nn.utils.parametrize)."""
+    plists = getattr(m, "parametrizations", None) if torch.nn.utils.parametrize.is_parametrized(m) else None
+    return {k: tuple(type(p).__qualname__ for p in plist) for k, plist in (plists or {}).items()}
+
+
+def _parametrizations(conv: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
+    """The fused conv's tensors parametrized otherwise than the conv's (torch.nn.utils.parametrize:
+    its weight computed by a module at each call): by other parametrization classes, or one of
+    the two not parametrized."""
+    mine, theirs = _parametrized(conv), _parametrized(fused)
+
+    def said(p: dict[str, tuple[str, ...]], k: str) -> str:
+        return f"parametrized by {', '.join(p[k])}" if k in p else "not parametrized"
+    return [f"the fused conv's {k} is {said(theirs, k)} (torch.nn.utils.parametrize), the conv's is {said(mine, k)}"
+            for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
 
 
 def _padding(conv: ConvModule) -> tuple[tuple[int, int], ...]:
@@ -122,17 +273,20 @@ def _shown(conv: ConvModule, key: str) -> str:
     return repr(value) if isinstance(value, str) else f"{value}"
 
 
-def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) -> tuple[list[str], str | None]:
-    """How `fused` computes something else than a fold of conv + bn can: (the geometry it
-    changed, one sentence each: "the fused conv has stride (2, 2), the conv (1, 1)"; the dtype
-    mismatch, or None). A changed geometry is another computation (UNEXPECTED whatever the
-    weights); a fused conv of another dtype than the conv's is a fold no recipe replays (each
-    folds in the modules' dtype), so no bound judges it (MISTRUSTED, named as such)."""
-    mine, theirs = _geometry(conv), _geometry(fused)
+def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) -> tuple[list[str], str | None]:
+    """How `fused` (a conv, or a fuser's Sequential around one: _fused_parts) computes something
+    else than a fold of conv + bn can: (one sentence each: the geometry it changed, "the fused
+    conv has stride (2, 2), the conv (1, 1)", then the rest of its computation, _computation;
+    the dtype mismatch, or None). Another computation is UNEXPECTED whatever the weights; a
+    fused conv of another dtype than the conv's is a fold no recipe replays (each folds in the
+    modules' dtype), so no bound judges it (MISTRUSTED, named as such)."""
+    f = _fused_parts(fused)[0]
+    mine, theirs = _geometry(conv), _geometry(f)  # type: ignore[arg-type]  # a conv: the callers checked
     words = {"kind": "is", "padding_mode": "has padding_mode"}
-    geometry = [f"the fused conv {words.get(k, 'has ' + k.replace('_', ' '))} {_shown(fused, k)}, "
+    geometry = [f"the fused conv {words.get(k, 'has ' + k.replace('_', ' '))} {_shown(f, k)}, "  # type: ignore[arg-type]
                 f"the conv {_shown(conv, k)}" for k in mine if mine[k] != theirs[k]]
-    return geometry, _dtype_mismatch(conv, bn, fused)
+    unknown = [t for t in (_dtype_mismatch(conv, bn, f), _own_forward(conv, f)) if t]  # type: ignore[arg-type]
+    return geometry + _computation(conv, bn, fused), "; ".join(unknown) or None
 
 
 def _dtype_mismatch(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) -> str | None:
@@ -171,10 +325,13 @@ class FoldResult(Result):
     the worse of the two; when it is not EXPECTED, .diagnosis is the core's cause (the slip the
     weights are, the channels that changed, or the bias), and the report's first line says it.
 
-    .geometry: how the fused conv computes another convolution than the conv (stride, padding,
-    padding_mode, dilation, groups, ...; one sentence each, the verdict UNEXPECTED whatever the
-    weights); .dtype_mismatch: the sentence naming a fused conv of another dtype than the conv's
-    (a fold no recipe replays: MISTRUSTED). Either comes first in the reason."""
+    .geometry: how the fused module computes other than conv + BatchNorm (its conv's stride,
+    padding, padding_mode, dilation, groups, ...; a module after the conv no fuser adds; a
+    forward its class overrides; hooks; a parametrization: _fold_mismatches; one sentence each,
+    the verdict UNEXPECTED whatever the weights); .dtype_mismatch: the sentence naming a fold no
+    bound judges (MISTRUSTED): a fused conv of another dtype than the conv's (no recipe folds in
+    one dtype and casts to another), a conv whose class runs its own forward. Either comes first
+    in the reason."""
 
     def __init__(self, weights: ExplainResult, parameters: FoldCheckResult,
                  diagnose: Callable[[], Any] | None = None, geometry: list[str] | None = None,
@@ -194,11 +351,12 @@ class FoldResult(Result):
 
     @property
     def mismatch(self) -> str | None:
-        """The sentence saying how the fused conv is not the conv's kind (geometry, dtype), or None."""
+        """The sentence saying how the fused module is not conv + BatchNorm folded (.geometry, the
+        dtype), or None."""
         parts = self.geometry + ([self.dtype_mismatch] if self.dtype_mismatch else [])
         if not parts:
             return None
-        return ("the fused conv computes another convolution: " if self.geometry else "") + "; ".join(parts)
+        return ("the fused module computes other than conv + BatchNorm: " if self.geometry else "") + "; ".join(parts)
 
     @property
     def exit_code(self) -> int:
@@ -227,6 +385,19 @@ class FoldResult(Result):
         return self._diagnosis
 
     @property
+    def weights_cause(self) -> str | None:
+        """The core's cause of weights that are not a fold (None when they are): explain's
+        reasoning when a recipe reproduces them bit for bit (nothing changed after the fold: the
+        recipe's own arithmetic is what failed, an intermediate that overflowed float16), else
+        the weight-level diagnosis's (the slip every weight fits, the channels that changed)."""
+        if self.weights.passed:
+            return None
+        reasoning = self.weights.to_dict().get("reasoning") or []
+        if self.bit_exact_recipes and reasoning:
+            return " ".join(reasoning)
+        return self.diagnosis.weights.cause
+
+    @property
     def reason(self) -> str | None:
         if self.passed:
             return (f"the weights and bias are a fold within {self.recipe}'s bound"
@@ -237,7 +408,7 @@ class FoldResult(Result):
         if d is None:
             return None
         if not self.weights.passed:
-            return f"the weights are not a fold of the conv and BatchNorm: {d.weights.cause}"
+            return f"the weights are not a fold of the conv and BatchNorm: {self.weights_cause}"
         return f"the weights are, the bias is not: {d.bias.cause}"
 
     def answer(self) -> str:
@@ -281,10 +452,10 @@ def _fold_arrays(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) 
     w, b = _conv_arrays(conv, "conv")
     fw, fb = _conv_arrays(fused, "fused")
     if fw.shape != w.shape:
-        geometry, _ = _fold_mismatches(conv, bn, fused)  # type: ignore[arg-type]  # both convs (_conv_arrays)
+        geometry, _ = _fold_mismatches(conv, bn, fused)  # both convs (_conv_arrays)
         raise ValueError(f"fused: weight shape {tuple(fw.shape)}, the conv's is {tuple(w.shape)}"
                          f"{': ' + '; '.join(geometry) if geometry else ''}")
-    return dict(weight=w, bias=b, observed_weight=fw, observed_bias=fb, **bn_parameters(bn))
+    return dict(weight=w, bias=b, observed_weight=fw, observed_bias=fb, **_bn_arrays(bn))
 
 
 def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
@@ -298,15 +469,23 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
     A fused conv of other geometry (stride, padding, padding_mode, dilation, groups, ...) is
     UNEXPECTED whatever its weights; one of another dtype than the conv's is MISTRUSTED (no
     recipe folds in one dtype and casts to another); either is named first (.geometry,
-    .dtype_mismatch). `fused` may be fuse_modules' ConvReLU (its conv is checked)."""
-    fused = _fused_conv(fused)
-    a = _fold_arrays(conv, bn, fused)
-    geometry, dtype_mismatch = _fold_mismatches(conv, bn, fused)  # type: ignore[arg-type]  # convs: checked above
-    p = bn_parameters(bn)
-    weights = _commands.explain(a["weight"], a["observed_weight"], precision=precision, threads=threads, **p)
-    parameters = _commands.fold_check(a["weight"], a["bias"], a["observed_weight"], a["observed_bias"],
-                                      precision=precision, threads=threads, **p)
-    return FoldResult(weights, parameters, lambda: _commands.diagnose_fold(weights, **a), geometry, dtype_mismatch)
+    .dtype_mismatch). So is anything else the fused module computes that conv + BN does not: a
+    module after the conv (only Identity and fuse_modules' conv + ReLU are a fuser's: its
+    ConvReLU1d/2d/3d or a Sequential(conv, nn.ReLU), whose conv is checked), a forward or
+    _conv_forward the conv's class does not run, hooks the conv and BatchNorm do not have, a
+    parametrization of its weight the conv does not have (named in .geometry)."""
+    a = _fold_arrays(conv, bn, _fused_conv(fused))
+    geometry, dtype_mismatch = _fold_mismatches(conv, bn, fused)  # conv: checked above
+    p = {k: a[k] for k in ("gamma", "beta", "mean", "var", "eps")}
+    with _in_module_words(_FOLD_WORDS):
+        weights = _commands.explain(a["weight"], a["observed_weight"], precision=precision, threads=threads, **p)
+        parameters = _commands.fold_check(a["weight"], a["bias"], a["observed_weight"], a["observed_bias"],
+                                          precision=precision, threads=threads, **p)
+
+    def diagnosis() -> Any:
+        with _in_module_words(_FOLD_WORDS):
+            return _commands.diagnose_fold(weights, **a)
+    return FoldResult(weights, parameters, diagnosis, geometry, dtype_mismatch)
 
 
 def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
@@ -315,8 +494,10 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
     """Why does `observed` differ from what `bn` (eval mode: its running statistics), after
     `conv` if given, computes on `x`? The layer as given, then the common bugs: training-mode
     batch statistics, eps mismatch, variance read as std, missing sqrt, gamma/beta swapped,
-    NHWC read as NCHW, ... Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
-    p = bn_parameters(bn)
+    NHWC read as NCHW, ... Returns a DiagnoseResult (.best, .fix, .hypotheses).
+    x, observed: tensors, numpy arrays or lists (a list rounded to the modules' dtype, as the
+    command line rounds values typed as text)."""
+    p = _bn_arrays(bn)
     kw: dict[str, Any] = {}
     if conv is not None:
         w, b = _conv_arrays(conv, "conv")
@@ -328,13 +509,26 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
         if isinstance(conv.padding, str) or len(set(conv.padding)) > 1 or conv.padding_mode != "zeros":
             raise ValueError("conv: diagnose takes symmetric numeric zero padding (padding_mode 'zeros')")
         kw = dict(weight=w, bias=b, stride=conv.stride[0], padding=conv.padding[0], dilation=conv.dilation[0])
+    x, observed = _output_arrays(bn, conv, x=x, observed=observed)
     problem = _output_shape_problem(x, observed, conv)
     if problem:
         raise ValueError(f"diagnose: {problem}")
-    return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
+    with _in_module_words(_DIAGNOSE_WORDS):
+        return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
 
 
-def _output_shape_problem(x: Any, observed: Any, conv: ConvModule | None, what: str = "observed") -> str | None:
+def _output_arrays(bn: torch.nn.Module, conv: ConvModule | None, **values: Any) -> list[Any]:
+    """An input and outputs of conv + bn as the arrays the core reads, each refused by its
+    argument's name when no array holds it (_arrays.as_array: a nested tensor, a float8 one, an
+    array of strings); a list is rounded to the modules' dtype (the conv's, else the BatchNorm's)."""
+    if conv is not None and not isinstance(conv, _CONVS):
+        raise TypeError(f"conv: expected a torch.nn.Conv1d/2d/3d (channels on axis 0), got {type(conv).__name__}")
+    dtype = _name((conv.weight if conv is not None else bn_parameters(bn)["mean"]).dtype)
+    return [_arrays.as_array(v, name, list_dtype=dtype) for name, v in values.items()]
+
+
+def _output_shape_problem(x: Any, observed: Any, conv: ConvModule | None, what: str = "observed",
+                          x_what: str = "x") -> str | None:
     """Why `observed` cannot be the output of `conv` (if given) + BatchNorm on `x`, by its shape:
     the shapes, the conv named, and which one-attribute change of the conv's geometry (stride,
     padding, dilation: a fused conv that lost or changed one) would give the observed shape."""
@@ -344,7 +538,7 @@ def _output_shape_problem(x: Any, observed: Any, conv: ConvModule | None, what: 
     want = _conv_output_shape(x.shape, conv.out_channels, conv.kernel_size, conv.stride, _padding(conv), conv.dilation)
     if got == want:
         return None
-    text = f"{what} has shape {got}; the conv ({conv}) gives {want} on x of shape {tuple(x.shape)}"
+    text = f"{what} has shape {got}; the conv ({conv}) gives {want} on {x_what} of shape {tuple(x.shape)}"
     k, n = conv.kernel_size, len(conv.kernel_size)
     candidates = [(f"stride {s}", dict(stride=(s,) * n)) for s in range(1, 5)] + \
         [(f"padding {p}", dict(padding=((p, p),) * n)) for p in range(0, 2 * max(k))] + \
@@ -807,8 +1001,8 @@ def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> dic
     mods, theirs = dict(model.named_modules()), dict(fused.named_modules())
     out = {}
     for conv, bn in conv_bn_pairs(model, x):
-        f = _named_conv(theirs, conv)
-        if isinstance(f, _CONVS):
+        f = theirs.get(conv)
+        if isinstance(_fused_parts(f)[0], _CONVS):  # its Sequential too: what runs after the conv
             geometry, dtype = _fold_mismatches(mods[conv], mods[bn], f)
             if geometry or dtype:
                 out[conv] = (geometry, [dtype] if dtype else [])
