@@ -1002,7 +1002,7 @@ def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> dic
     out = {}
     for conv, bn in conv_bn_pairs(model, x):
         f = theirs.get(conv)
-        if isinstance(_fused_parts(f)[0], _CONVS):  # its Sequential too: what runs after the conv
+        if f is not None and isinstance(_fused_parts(f)[0], _CONVS):  # its Sequential too: what runs after it
             geometry, dtype = _fold_mismatches(mods[conv], mods[bn], f)
             if geometry or dtype:
                 out[conv] = (geometry, [dtype] if dtype else [])
