@@ -365,3 +365,20 @@ def test_defaults_are_the_cpp_commands():
     ours = inspect.signature(fck.check_tflite).parameters
     for name in ("precision", "threads"):
         assert ours[name].default == _core.diagnose_defaults[name] == _core.fold_check_defaults[name], name
+
+
+def test_layer_names_with_control_characters_are_shown_escaped():
+    """A Keras layer named with ESC (a terminal colour sequence), CR, a tab or a line feed: the
+    text report's rows and its answer show it as the core's reports show names (\\u001B, \\r,
+    \\t, \\n: foldcheck._core.neutralised), one row each; the JSON keeps it exact."""
+    name = "c\x1b[31mRED\r\t\nverdict: EXPECTED\x07"
+    x = tf.keras.Input((8, 8, 3), batch_size=1)
+    h = L.BatchNormalization(name="b\x1b[2J")(L.Conv2D(4, 3, padding="same", name=name)(x))
+    m = _trained(tf.keras.Model(x, L.Conv2D(2, 1, name="pair\tless")(L.ReLU()(h))), 2)
+    r = fck.check_tflite(m, np.random.default_rng(0).standard_normal((1, 8, 8, 3)).astype(np.float32))
+    assert r.layers[0]["layer"] == f"{name} + b\x1b[2J" and json.loads(r.to_json())["layers"][0]["layer"] == \
+        r.layers[0]["layer"]
+    text = r.report()
+    assert "c\\u001B[31mRED\\r\\t\\nverdict: EXPECTED\\u0007 + b\\u001B[2J" in text, text
+    assert not [c for c in "\x1b\r\t\x07" if c in text] and "\nverdict: EXPECTED" not in text
+    assert "\n" not in r.answer() and "\x1b" not in r.answer()
