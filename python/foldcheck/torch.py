@@ -628,8 +628,8 @@ class ModelCheck(Result):
     def _named_for_the_user(self, page: str) -> str:
         """A page of the core's with the files check_model wrote (in a temporary directory gone
         after the call) named as the user's objects: the model by its class, the fused model."""
-        model, fused = self.accuracy_diff.get("model"), self.accuracy_diff.get("observed")
-        for path, word in ((fused, "the fused model"), (model, self.model_name or "the model")):
+        for key, word in (("observed", "the fused model"), ("model", self.model_name or "the model")):
+            path = (self.accuracy_diff.get(key) or {}).get("path")
             if isinstance(path, str) and path:
                 page = page.replace(path, _core.neutralised(word))
         return page
