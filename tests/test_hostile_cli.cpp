@@ -138,13 +138,13 @@ TEST_CASE("messages: control bytes from file names and contents are escaped", "[
   const Result missing = run("run '" + (d / name).string() + "'");
   CHECK(missing.code == 2);
   CHECK(missing.err.find('\x1b') == std::string::npos);
-  CHECK(missing.err.find("\\x1b[2Jb.json") != std::string::npos);
+  CHECK(missing.err.find("\\u001B[2Jb.json") != std::string::npos);
   put(d / "k.json", "{\"seed\": 1, \"co\\nlour\\u0007\": 1}");
   const Result key = run("run " + (d / "k.json").string());
   CHECK(key.code == 2);
   CHECK(std::count(key.err.begin(), key.err.end(), '\n') == 1);
   CHECK(key.err.find('\x07') == std::string::npos);
-  CHECK(key.err.find("co\\nlour\\x07") != std::string::npos);
+  CHECK(key.err.find("co\\nlour\\u0007") != std::string::npos);
   fs::remove_all(d);
 }
 
@@ -162,13 +162,13 @@ TEST_CASE("reports: entry names with control characters and '|' are escaped per 
     return std::count_if(t.begin(), t.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; });
   };
   CHECK(controls(junit) == 0);
-  CHECK(junit.find("tab&#9;here|pipe\xEF\xBF\xBD" "bell&#10;newline") != std::string::npos);
+  CHECK(junit.find("tab\\there|pipe\\u0001bell\\nnewline") != std::string::npos);
   // U+FFFE and U+FFFF are not XML characters (the file was not well-formed): U+FFFD.
   CHECK(junit.find("non\xEF\xBF\xBD\xEF\xBF\xBD" "char") != std::string::npos);
   CHECK(junit.find("\xEF\xBF\xBE") == std::string::npos);
   CHECK(junit.find("\xEF\xBF\xBF") == std::string::npos);
   const std::string md = slurp(d / "out" / "report.md");
-  CHECK(md.find("tab here\\|pipe\xEF\xBF\xBD" "bell newline") != std::string::npos);
+  CHECK(md.find("tab\\there\\|pipe\\u0001bell\\nnewline") != std::string::npos);
   const std::string html = slurp(d / "out" / "report.html");
   CHECK(controls(html) == 0);
   fs::remove_all(d);
@@ -251,6 +251,69 @@ TEST_CASE("reports: bidi controls in names are neutralised in every renderer, ot
   const Result missing = run("run '" + (d / (name + ".json")).string() + "'");
   CHECK(missing.code == 2);
   check_neutralised(missing.err, "error line");
+  fs::remove_all(d);
+}
+
+namespace {
+
+// A name holding every kind of C0 control a terminal or a row reacts to (ESC starting a colour
+// sequence, BEL, CR, BS, VT, FF, DEL, TAB, LF before a forged verdict line), as shown. (A NUL
+// is refused in every JSON string read: no name holds one.)
+const std::string kControlName = "layer\x1b[31mRED\x07\r\x08\x0b\x0c\x7f\t\nverdict: EXPECTED\x1b[0mend";
+const std::string kControlShown =
+    "layer\\u001B[31mRED\\u0007\\r\\u0008\\u000B\\u000C\\u007F\\t\\nverdict: EXPECTED\\u001B[0mend";
+
+// `out` shows the name escaped, holds no control byte but its own line feeds, and no line the
+// name forged.
+void check_controls_shown(const std::string& out, const std::string& where, const std::string& shown = kControlShown) {
+  INFO(where);
+  CHECK(out.find(shown) != std::string::npos);
+  CHECK(std::count_if(out.begin(), out.end(), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return (u < 0x20 && c != '\n') || u == 0x7f;
+        }) == 0);
+  CHECK(out.find("\nverdict: EXPECTED\\u001B") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("reports: control characters in names are escaped in every renderer, one line each",
+          "[cli][hostile][reports]") {
+  // Text reports passed ESC, BEL, CR, BS, NUL... of a name to the terminal (terminal_safe made
+  // them U+FFFD after the renderer had laid out the name's TAB and LF), Markdown made them U+FFFD
+  // or spaces, HTML and JUnit character references: one rule now, the one for bidi controls.
+  const fs::path d = fresh_dir("controls");
+  json c = json::parse(kCase);
+  c["name"] = kControlName;
+  put(d / "case.json", c.dump());
+  put(d / "suite.json",
+      json{{"name", kControlName}, {"entries", {{{"case", "case.json"}, {"name", kControlName}}}}}.dump());
+  const Result s = run("suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " -q --no-timing");
+  REQUIRE(s.code == 0);
+  check_controls_shown(s.out, "suite's counts line");
+  for (const char* f : {"report.md", "report.html", "junit.xml"}) check_controls_shown(slurp(d / "out" / f), f);
+  CHECK(json::parse(slurp(d / "out" / "report.json"))["suite"]["name"] == kControlName);  // JSON: exact
+  const std::string run_case = "run " + (d / "case.json").string() + " --no-attribution --no-timing";
+  const Result text = run(run_case);
+  REQUIRE(text.code == 0);
+  check_controls_shown(text.out, "run text");
+  check_controls_shown(text.err, "run's case line");
+  for (const char* format : {"markdown", "html"})
+    check_controls_shown(run(run_case + " -q --format " + format).out, format);
+  const Result j = run(run_case + " -q --format json -o " + (d / "run.json").string());
+  REQUIRE(j.code == 0);
+  CHECK(json::parse(slurp(d / "run.json"))["case"]["name"] == kControlName);
+  put(d / "plain.json", kCase);
+  REQUIRE(
+      run("run " + (d / "plain.json").string() + " --no-attribution -q --format json -o " + (d / "now.json").string())
+          .code == 0);
+  const std::string compare = "compare " + (d / "now.json").string() + " --baseline " + (d / "run.json").string();
+  check_controls_shown(run(compare).out, "compare text");
+  check_controls_shown(run(compare + " --format markdown").out, "compare markdown");
+  // The error line quotes a file it refuses, escaped the same way.
+  const Result missing = run("run '" + (d / (kControlName + ".json")).string() + "'");
+  CHECK(missing.code == 2);
+  check_controls_shown(missing.err, "error line", kControlShown + ".json");
   fs::remove_all(d);
 }
 

@@ -1,8 +1,7 @@
 // Shared CLI pieces (common.hpp).
 #include "common.hpp"
 
-#include "foldcheck/reports/bidi.hpp"
-#include "foldcheck/reports/utf8.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 
 #include <unistd.h>
 
@@ -177,67 +176,25 @@ std::function<void(const std::string&)> progress_printer(const OutputOptions& o)
   const auto t0 = std::chrono::steady_clock::now();
   return [t0](const std::string& msg) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, terminal_safe(text_name(msg))) << std::flush;
+    std::cerr << fmt::format("\r\033[K[{:6.1f}s] {}", s, reports::neutralised(msg)) << std::flush;
   };
 }
 
 std::string json_text(const json& r, int indent) { return r.dump(indent, ' ', false, json::error_handler_t::replace); }
 
-namespace {
-// Every string of the result with its line breaks shown as \n and \r: the text renderers
-// lay out lines of their own around names from files (a case, entry, node or producer
-// name), and a name holding "\nverdict: EXPECTED" would otherwise print a line that
-// looks like the verdict. terminal_safe then handles the other control bytes.
-json one_line_strings(const json& j) {
-  if (j.is_string()) {
-    const std::string& v = j.get_ref<const std::string&>();
-    if (v.find_first_of("\n\r") == std::string::npos) return j;
-    std::string out;
-    for (const char c : v) out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
-    return out;
-  }
-  if (!j.is_structured()) return j;
-  json r = j;
-  for (auto it = r.begin(); it != r.end(); ++it) *it = one_line_strings(*it);
-  return r;
-}
-}  // namespace
-
 std::string render(const OutputOptions& o, const json& r, const Ending& ending) {
   if (o.format == "json") return json_text(r);
-  if (o.format == "markdown") return ending.markdown ? ending.markdown(r) : reports::report_markdown(r);
+  if (o.format == "markdown")
+    return ending.markdown ? ending.markdown(reports::neutralised_strings(r)) : reports::report_markdown(r);
   if (o.format == "html") return reports::report_html(r);
-  return ending.text(one_line_strings(r));
-}
-
-std::string text_name(const std::string& name) { return one_line_strings(json(name)).get<std::string>(); }
-
-std::string terminal_safe(const std::string& raw) {
-  const std::string text = reports::neutralise_bidi(raw);  // a name cannot reverse the rest of its line
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const std::size_t n = reports::utf8_length(text, i);  // bytes that are not UTF-8 (an ONNX node name's) too
-    if ((c < 0x20 && c != '\n') || c == 0x7f || n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(text, i, n);
-      i += n;
-    }
-  }
-  return out;
+  return ending.text(reports::neutralised_strings(r));
 }
 
 void emit(const OutputOptions& o, const std::string& raw) {
-  // Text reports quote names from files (case, node, producer names): a control byte there
-  // (ESC, CR, NUL) would drive the terminal. JSON, HTML and Markdown escape their own.
-  // Markdown and HTML neutralise bidi controls in their writers (reports/bidi.hpp); again here for
-  // every page a command renders. JSON keeps names exact.
-  const std::string content = o.format == "text"   ? terminal_safe(raw)
-                              : o.format == "json" ? raw
-                                                   : reports::neutralise_bidi(raw);
+  // Reports quote names from files (case, node, producer names): render neutralised each one
+  // (reports/neutralise.hpp); again here for every page a command writes, so that no string a
+  // renderer did not take from the result can drive a terminal. JSON keeps names exact.
+  const std::string content = o.format == "json" ? raw : reports::neutralised_page(raw);
   if (o.output.empty()) {
     std::cout << content;
     if (!content.empty() && content.back() != '\n') std::cout << '\n';
@@ -248,21 +205,7 @@ void emit(const OutputOptions& o, const std::string& raw) {
 }
 
 std::string one_line(const std::string& raw) {
-  const std::string message = reports::neutralise_bidi(raw);  // a quoted name cannot reverse the rest of the line
-  std::string out;
-  for (std::size_t i = 0; i < message.size();) {
-    const auto c = static_cast<unsigned char>(message[i]);
-    const std::size_t n = reports::utf8_length(message, i);
-    if (c == '\n')
-      out += "\\n";
-    else if (c == '\t')
-      out += "\\t";
-    else if (c < 0x20 || c == 0x7f || n == 0)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out.append(message, i, n);
-    i += n == 0 ? 1 : n;
-  }
+  std::string out = reports::neutralised(raw);  // one line, whatever a file or a name held
   // A message quotes what it refuses (a token, a name): a 900 KB number stays a line to read.
   constexpr std::size_t kMaxLine = 2000;
   if (out.size() > kMaxLine) {

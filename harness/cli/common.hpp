@@ -92,23 +92,16 @@ struct Ending {
 
 // The result in the chosen --format: json (json_text), markdown (`ending.markdown`, else
 // suite_reports.hpp's) and html (suite_reports.hpp) from the JSON; text by `ending.text`,
-// given the result with its strings' line breaks shown as \n and \r (a name from a file
-// cannot forge a line of the text).
+// given the result with every string neutralised (reports::neutralised_strings: a name from a
+// file cannot forge a line of the text nor drive the terminal); `ending.markdown` the same.
 std::string render(const OutputOptions& o, const json& result, const Ending& ending);
 
-// A name from a file for a line of text: its line breaks shown as \n and \r (render does
-// the same to every string of a result it renders as text).
-std::string text_name(const std::string& name);
-
-// Text for a terminal: control bytes other than line breaks (ESC, CR, NUL, DEL) as U+FFFD.
-std::string terminal_safe(const std::string& text);
-
-// To -o FILE (atomically) or stdout; text format through terminal_safe.
+// To -o FILE (atomically) or stdout; every format but JSON through reports::neutralised_page.
 void emit(const OutputOptions& o, const std::string& content);
 
-// The error line for a message from anywhere (a file's bytes may be in it): control bytes
-// are shown escaped (\n, \t, \xNN) so that the message stays one line on a terminal and
-// in a log, whatever a file held.
+// The error line for a message from anywhere (a file's bytes may be in it): neutralised as a
+// name is (reports/neutralise.hpp: \n, \t, \u001B...) so that the message stays one line on a
+// terminal and in a log, whatever a file held.
 std::string one_line(const std::string& message);
 
 // The one way every command's result goes out: stamped (timing) unless `ending` says not,

@@ -12,6 +12,7 @@
 #include "foldcheck/base/version.hpp"
 #include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/output_file.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 
 namespace foldcheck::cli {
@@ -137,9 +138,10 @@ void write_report_dir(const std::string& dir, const json& report, const std::map
 }
 
 std::string counts_line(const json& report, const std::string& dir) {
-  return fmt::format("suite {}: {} passed, {} failed -> {}/report.json, report.md, report.html, junit.xml; verdict {}\n",
-                     text_name(report["suite"]["name"].get<std::string>()), report["counts"]["passed"].get<std::int64_t>(),
-                     report["counts"]["failed"].get<std::int64_t>(), dir, report["verdict"].get<std::string>());
+  return fmt::format(
+      "suite {}: {} passed, {} failed -> {}/report.json, report.md, report.html, junit.xml; verdict {}\n",
+      reports::neutralised(report["suite"]["name"].get<std::string>()), report["counts"]["passed"].get<std::int64_t>(),
+      report["counts"]["failed"].get<std::int64_t>(), dir, report["verdict"].get<std::string>());
 }
 
 }  // namespace foldcheck::cli

@@ -9,6 +9,7 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/commands/run_case.hpp"
 #include "foldcheck/io/case_file.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {
@@ -43,7 +44,7 @@ class RunCommand : public Command {
     ro.progress = progress_printer(out_);
     check_case_fits(spec);  // before the case line: a refusal is one line
     if (!out_.quiet)
-      std::cerr << fmt::format("foldcheck: case {} (seed {})\n", terminal_safe(text_name(spec.name)), spec.seed);
+      std::cerr << fmt::format("foldcheck: case {} (seed {})\n", reports::neutralised(spec.name), spec.seed);
     const RunResult result = run_case(spec, ro);
     return finish(
         out_, result.to_json(), result.verdict(), [&](const json& j) { return reports::run_text(j, {all_hist_}); },

@@ -49,7 +49,7 @@ from ._core import Verdict, of_layer, tally
 from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
 from ._tensorflow import tf
 from ._tflite_model import converted_convs  # noqa: F401 (public: a converted model's convs, adapters/tflite_fold.py)
-from .results import Result
+from .results import Result, lines_for_people
 
 
 def _nearest(a, b):
@@ -395,7 +395,7 @@ class TFLiteCheck(Result):
         return f"{_headline(self)}{_not_judged(self)}"
 
     def answer(self) -> str:
-        return f"check_tflite: {self.verdict}: {self.reason}"
+        return _core.neutralised(f"check_tflite: {self.verdict}: {self.reason}")
 
     def report(self, format: str = "text") -> str:  # noqa: A002 (the CLI's word)
         if format == "json":
@@ -449,19 +449,21 @@ def _not_judged(c):
 
 
 def _table(c):
-    """The layers, one row each (and its note), then the pairs not judged."""
-    width = max([len(r["layer"]) for r in c.layers] + [5])
+    """The layers, one row each (and its note), then the pairs not judged; each line neutralised
+    (lines_for_people: a layer or op name holding ESC or a line break cannot drive the terminal or
+    break the table), the names before padding so that the columns line up."""
+    width = max([len(_core.neutralised(r["layer"])) for r in c.layers] + [5])
     lines = ["  worst |error| / bound per layer; weights: the nearest recipe's; output: the layer as given, or the "
              "bug that explains it",
              f"  {'layer':<{width}}  {'op':<24} {'weights':<32} output"]
     for r in c.layers:
         op = f"{r.get('kind', '-')}" + (f"+{r['activation']}" if r.get("activation") not in (None, "NONE") else "")
-        lines.append(f"  {r['layer']:<{width}}  {op:<24} {_cell(r['weights'], 'fold'):<32} "
+        lines.append(f"  {_core.neutralised(r['layer']):<{width}}  {op:<24} {_cell(r['weights'], 'fold'):<32} "
                      f"{_cell(r['output'], 'output')}")
         if r["note"]:
             lines.append(f"    note: {r['note']}")
     lines += [f"  not judged: {b}: {why}" for b, why, _ in c.skipped]
-    return "\n".join(lines)
+    return lines_for_people(lines)
 
 
 def _input_for(model, path, seed):

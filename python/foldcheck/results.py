@@ -17,6 +17,7 @@ text report, and per-element data as read-only numpy views of the core's memory.
     r.arrays         {name: numpy view} of per-element data (explain: residual_ulp, ...)
 """
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -78,7 +79,7 @@ class Result:
         (the core's answer renderer for run and accuracy-diff, reports/run_answer.hpp)."""
         core = self._core.answer() if self._core is not None else ""
         # The reason quotes the JSON, whose names are exact: shown as the core's reports show them.
-        return core or _core.neutralise_bidi(f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else ""))
+        return core or _core.neutralised(f"verdict: {self.verdict}" + (f": {self.reason}" if self.reason else ""))
 
     @property
     def reason(self) -> str | None:
@@ -106,7 +107,7 @@ class Result:
         return self.report("text")
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.verdict}{self._repr_extra()}>"
+        return _core.neutralised(f"<{type(self).__name__} {self.verdict}{self._repr_extra()}>")
 
     def _repr_extra(self) -> str:
         return ""
@@ -232,6 +233,15 @@ class BisectResult(Result):
 
     def _repr_extra(self) -> str:
         return f" culprit: {self.culprit}" if self.culprit else ""
+
+
+def lines_for_people(lines: Iterable[str]) -> str:
+    """Lines of a text report or message built in Python, joined: each neutralised as one line
+    (_core.neutralised, the core's rule for names in every report made for people: a module or
+    layer name holding ESC, CR, a line break or a bidi control is shown as \\u001B, \\r, \\n,
+    \\u202E and cannot drive a terminal or forge a line). Each element is one line: a name in it
+    is escaped whole."""
+    return "\n".join(_core.neutralised(line) for line in lines)
 
 
 def capped(text: str, header: str, what: str, shown: int = SHOWN) -> str:

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _commands
+from . import _commands, _core
 from ._core import Verdict
+from .results import lines_for_people
 
 __all__ = ["assert_fold_close"]
 
@@ -158,7 +159,7 @@ def _model(actual, expected, x, precision):
     if r.passed:
         return None
     if not r.layers:
-        return f"Nothing was compared ({r.verdict}): {r.reason}"
+        return _core.neutralised(f"Nothing was compared ({r.verdict}): {r.reason}")
     lines = [f"The fused model is not a correct fold of the model ({r.verdict}): "
              f"{len(r.unexpected)} of {len(r.layers)} conv + BatchNorm layers are not."]
     e2e = (r.accuracy_diff.get("end_to_end") or {}).get("observed_output") or {}
@@ -181,7 +182,7 @@ def _model(actual, expected, x, precision):
                  "bound, of each engine recipe (a-priori, u the dtype's unit roundoff).")
     lines.append("Likely cause: see each layer above; foldcheck.torch.check_fold(conv, bn, fused_conv) on one of them "
                  "gives the element-level detail and the slip (eps, var vs std, a changed channel, the bias).")
-    return "\n".join(lines)
+    return lines_for_people(lines)  # module names and notes as the reports show them
 
 
 def _outputs(actual, expected, conv, bn, x, precision):

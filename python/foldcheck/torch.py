@@ -735,8 +735,8 @@ class ModelCheck(Result):
         if not self._mismatches:
             return super().answer()
         (module, text), more = next(iter(self.mismatches.items())), len(self._mismatches) - 1
-        return (f"verdict: {self.verdict}: {module}: {text}"
-                f"{f' (and {more} more layers, listed below)' if more else ''}")
+        return _core.neutralised(f"verdict: {self.verdict}: {module}: {text}"  # one line, names as the core shows them
+                                 f"{f' (and {more} more layers, listed below)' if more else ''}")
 
     @property
     def layers(self) -> list[dict[str, Any]]:
@@ -796,7 +796,7 @@ class ModelCheck(Result):
         if format == "json":
             return self.to_json(2)
         if format != "text":  # the core's; a mismatch (which it did not see) said first in Markdown
-            core = self.accuracy_diff.report(format)
+            core = self._named_for_the_user(self.accuracy_diff.report(format))
             return f"**{self.answer()}**\n\n{core}" if self._mismatches and format == "markdown" else core
         # Answer first, as every result: the core's answer line of accuracy_diff's result (the
         # verdict and its reason, reports/run_answer.hpp), then what was checked.
@@ -816,10 +816,24 @@ class ModelCheck(Result):
             ch = "" if x["worst_channel"] is None else f"  channel {x['worst_channel']}"
             ratio = "" if x["worst_ratio"] is None else f"  ratio {x['worst_ratio']:.3g}"
             note = f"  {x['note']}" if x["note"] else ""
-            rows.append(f"  {x['verdict']:<11} {x['module']:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}{note}")
+            module = _core.neutralised(x["module"])  # before padding: the columns line up
+            rows.append(f"  {x['verdict']:<11} {module:<32} {x['closest_recipe'] or '':<14}{ratio}{ch}{note}")
         if shown < len(self.layers):
             rows.append(f"  ... {len(self.layers) - shown} more layers EXPECTED, not shown (.layers lists every one)")
-        return "\n".join(rows)
+        # Each row one line: module names, notes and the fuser's words neutralised as the core's
+        # reports show names (a module named with ESC or a line break cannot drive the terminal).
+        return "\n".join(_core.neutralised(row) for row in rows)
+
+    model_name: str | None = None  # the user's model, as the pages name it (its class): check_model sets it
+
+    def _named_for_the_user(self, page: str) -> str:
+        """A page of the core's with the files check_model wrote (in a temporary directory gone
+        after the call) named as the user's objects: the model by its class, the fused model."""
+        for key, word in (("observed", "the fused model"), ("model", self.model_name or "the model")):
+            path = (self.accuracy_diff.get(key) or {}).get("path")
+            if isinstance(path, str) and path:
+                page = page.replace(path, _core.neutralised(word))
+        return page
 
     def _repr_extra(self) -> str:
         bad = self.unexpected
@@ -915,6 +929,7 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
                                            progress=progress)
         r = ModelCheck(diff, _module_names(original), f.fuser, f.mismatches)
         r.notes = [note] if note else []
+        r.model_name = type(model).__name__
         if not r.layers:
             r._no_pairs = _why_no_pairs(model, fused_module, x)
         return r

@@ -11,7 +11,7 @@
 #include "bind.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/base/version.hpp"
-#include "foldcheck/reports/bidi.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "result.hpp"
 #include "scalars.hpp"
 
@@ -22,13 +22,13 @@ namespace {
 
 PyObject* g_input_error = nullptr;  // foldcheck.InputError (the module holds it for the process's life)
 
-// Messages quote names from files: bidi controls in them are shown as \uXXXX (reports/bidi.hpp),
-// as in the command's error line.
+// Messages quote names from files: control and bidi characters in them are shown escaped
+// (reports/neutralise.hpp), as in the command's error line; the message's own lines kept.
 void translate_input_error(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
   } catch (const foldcheck::InputError& e) {
-    pyb::set_error(pyb::handle(g_input_error), foldcheck::reports::neutralise_bidi(e.what()).c_str());
+    pyb::set_error(pyb::handle(g_input_error), foldcheck::reports::neutralised_page(e.what()).c_str());
   }
 }
 
@@ -69,9 +69,9 @@ PYBIND11_MODULE(_core, m) {
   pyb::register_exception_translator(&translate_input_error);  // tried before register_exception's
   foldcheck::py::bind_judgement(m);
   foldcheck::py::bind_scalars(m);
-  m.def("neutralise_bidi", &foldcheck::reports::neutralise_bidi, pyb::arg("text"),
-        "text with each bidi control (and line separator, C1 control) shown as \\uXXXX: what every report for "
-        "people does to names from files (reports/bidi.hpp)");
+  m.def("neutralised", &foldcheck::reports::neutralised, pyb::arg("text"),
+        "text as one line for people: control characters (ESC, CR, LF, TAB, NUL, DEL, C1), bidi controls and "
+        "line separators shown as \\n, \\r, \\t or \\uXXXX; what every report does to a name (reports/neutralise.hpp)");
   bind_result(m);
   foldcheck::py::bind_layer(m);
   foldcheck::py::bind_fold(m);

@@ -2,19 +2,20 @@
 #include "result.hpp"
 
 #include "foldcheck/base/errors.hpp"
-#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/model_text.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
 
 namespace foldcheck::py {
 
-// Text for people neutralises bidi controls in names (reports/bidi.hpp; the pages do in their
-// writers); JSON keeps them exact.
+// Text for people shows names neutralised (reports/neutralise.hpp): the renderer is given the
+// result with every string neutralised, the page neutralised again (the pages do both in their
+// writers). JSON keeps names exact.
 std::string Result::report(const std::string& format) const {
   if (format == "json") return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (format == "text") return reports::neutralise_bidi(text(json));
+  if (format == "text") return reports::neutralised_page(text(reports::neutralised_strings(json)));
   const bool page = command == "run" || command == "accuracy-diff";  // what the report pages summarize
   if ((format == "markdown" || format == "html") && !page)
     throw InputError("format '" + format + "': a page for run and accuracy_diff results; a " + command +
@@ -24,7 +25,7 @@ std::string Result::report(const std::string& format) const {
   throw InputError("format '" + format + "': expected text, json, markdown or html");
 }
 
-std::string Result::answer() const { return reports::neutralise_bidi(answer_line()); }
+std::string Result::answer() const { return reports::neutralised(answer_line()); }
 
 std::string Result::answer_line() const {
   if (command == "run") return "verdict: " + reports::answer_lines(reports::run_answer(json)).headline;

@@ -38,7 +38,7 @@ struct Result {
   // The answer line of the core's renderers (reports/run_answer.hpp): "verdict: " and the
   // headline, the verdict with its reason, for run and accuracy-diff; "" for the others.
   std::string answer() const;
-  std::string answer_line() const;  // answer() before bidi controls are neutralised
+  std::string answer_line() const;  // answer() before its names are neutralised
   void add(const std::string& name, std::vector<double> data, std::vector<std::int64_t> shape = {});
 };
 

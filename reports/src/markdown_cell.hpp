@@ -1,19 +1,18 @@
 #pragma once
 // Text from a report (entry names, paths, reasons) put into a Markdown table cell, heading
-// or paragraph: '|' would end the cell and a line break the row, so '|' is escaped as "\|",
-// line breaks become spaces and other control characters U+FFFD; '<', '>' and '&' are
-// entities (Markdown passes HTML through) and '`' and '*' are escaped. Ordinary names read as they
-// are. Bidi controls are shown as \uXXXX (bidi.hpp).
+// or paragraph: '|' would end the cell, so '|' is escaped as "\|"; '<', '>' and '&' are entities
+// (Markdown passes HTML through) and '`' and '*' are escaped. Line breaks, tabs and other control
+// characters, bidi controls are shown as \n, \t, \uXXXX (neutralise.hpp: the one rule for names).
+// Ordinary names read as they are.
 #include <string>
 
-#include "foldcheck/reports/bidi.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 
 namespace foldcheck::reports {
 
 inline std::string markdown_cell(const std::string& s) {
   std::string r;
-  for (const char c : neutralise_bidi(s)) {
-    const auto u = static_cast<unsigned char>(c);
+  for (const char c : neutralised(s)) {
     if (c == '|')
       r += "\\|";
     else if (c == '<')
@@ -26,10 +25,6 @@ inline std::string markdown_cell(const std::string& s) {
       r += "\\`";
     else if (c == '*')  // w*gamma*r would set "gamma" in italics
       r += "\\*";
-    else if (c == '\n' || c == '\r' || c == '\t')
-      r += ' ';
-    else if (u < 0x20 || u == 0x7f)
-      r += "\xEF\xBF\xBD";
     else
       r += c;
   }

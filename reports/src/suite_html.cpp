@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
@@ -459,9 +459,9 @@ std::string html_page(const views::Report& r) {
 }  // namespace
 
 // Names are neutralised where they are written (escape, markdown_cell); the whole page again, so
-// that no string a writer did not escape can reorder what follows it (bidi.hpp).
-std::string report_html(const views::Report& r) { return neutralise_bidi(html_page(r)); }
+// that no string a writer did not escape can drive a terminal or reorder what follows it (neutralise.hpp).
+std::string report_html(const views::Report& r) { return neutralised_page(html_page(r)); }
 
-std::string report_html(const json& report) { return report_html(report_of(report)); }
+std::string report_html(const json& report) { return report_html(report_of(neutralised_strings(report))); }
 
 }  // namespace foldcheck::reports

@@ -1,8 +1,8 @@
 // JUnit XML of a suite report (suite_reports.hpp): one test case per entry.
 #include <fmt/format.h>
 
-#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
 #include "foldcheck/reports/summary.hpp"
 #include "svg_charts.hpp"
@@ -64,9 +64,9 @@ std::string junit_file(const views::Report& r) {
 }  // namespace
 
 // Names are neutralised where they are written (escape, markdown_cell); the whole page again, so
-// that no string a writer did not escape can reorder what follows it (bidi.hpp).
-std::string report_junit(const views::Report& r) { return neutralise_bidi(junit_file(r)); }
+// that no string a writer did not escape can drive a terminal or reorder what follows it (neutralise.hpp).
+std::string report_junit(const views::Report& r) { return neutralised_page(junit_file(r)); }
 
-std::string report_junit(const json& report) { return report_junit(report_of(report)); }
+std::string report_junit(const json& report) { return report_junit(report_of(neutralised_strings(report))); }
 
 }  // namespace foldcheck::reports

@@ -7,8 +7,8 @@
 #include "identical_rows.hpp"
 #include "markdown_cell.hpp"
 
-#include "foldcheck/reports/bidi.hpp"
 #include "foldcheck/reports/compare_reports.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/row_notes.hpp"
 #include "foldcheck/reports/run_answer.hpp"
 #include "foldcheck/reports/suite_reports.hpp"
@@ -168,9 +168,9 @@ std::string markdown_page(const views::Report& r) {
 }  // namespace
 
 // Names are neutralised where they are written (escape, markdown_cell); the whole page again, so
-// that no string a writer did not escape can reorder what follows it (bidi.hpp).
-std::string report_markdown(const views::Report& r) { return neutralise_bidi(markdown_page(r)); }
+// that no string a writer did not escape can drive a terminal or reorder what follows it (neutralise.hpp).
+std::string report_markdown(const views::Report& r) { return neutralised_page(markdown_page(r)); }
 
-std::string report_markdown(const json& report) { return report_markdown(report_of(report)); }
+std::string report_markdown(const json& report) { return report_markdown(report_of(neutralised_strings(report))); }
 
 }  // namespace foldcheck::reports

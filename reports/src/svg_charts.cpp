@@ -1,7 +1,7 @@
 // Inline SVG charts (svg_charts.hpp).
 #include "svg_charts.hpp"
 
-#include "foldcheck/reports/bidi.hpp"
+#include "foldcheck/reports/neutralise.hpp"
 #include "foldcheck/reports/utf8.hpp"
 
 #include <algorithm>
@@ -15,29 +15,21 @@ namespace foldcheck::reports::svg {
 using CompactHistogram = result::views::CompactHistogram;
 
 std::string escape(const std::string& text) {
-  const std::string s = neutralise_bidi(text);  // a name cannot reverse the page after it
+  const std::string s = neutralised(text);  // no control character left, every byte UTF-8
   std::string r;
   for (std::size_t i = 0; i < s.size();) {
     const char c = s[i];
-    const auto u = static_cast<unsigned char>(c);
     switch (c) {
       case '&': r += "&amp;"; break;
       case '<': r += "&lt;"; break;
       case '>': r += "&gt;"; break;
       case '"': r += "&quot;"; break;
       case '\'': r += "&#39;"; break;
-      // Kept through attribute-value normalization, which would turn them into spaces.
-      case '\t': r += "&#9;"; break;
-      case '\n': r += "&#10;"; break;
-      case '\r': r += "&#13;"; break;
       default: {
-        // XML 1.0 cannot hold other C0 controls even as character references, nor U+FFFE,
-        // U+FFFF or bytes that are not UTF-8 (a report with one is not well-formed); DEL is
-        // not sensible: each is shown as U+FFFD.
-        const std::size_t n = u < 0x20 || u == 0x7f ? 0 : utf8_length(s, i);
-        if (n > 0 && !utf8_noncharacter(s, i, n)) r.append(s, i, n);
-        else r += "\xEF\xBF\xBD";  // one per character, or per byte that is not UTF-8
-        i += std::max<std::size_t>(n, 1);
+        const std::size_t n = std::max<std::size_t>(utf8_length(s, i), 1);
+        if (utf8_noncharacter(s, i, n)) r += "\xEF\xBF\xBD";  // U+FFFE, U+FFFF: not XML characters
+        else r.append(s, i, n);
+        i += n;
         continue;
       }
     }

@@ -33,9 +33,10 @@ std::string layer_chart(const std::vector<LayerValue>& layers, const std::string
 // A colour for a verdict (EXPECTED green, SUSPICIOUS amber, UNEXPECTED red, MISTRUSTED grey).
 const char* verdict_colour(Verdict verdict);
 
-// Text escaped for HTML/XML content and attributes: markup characters as entities, tab and
-// line breaks as character references, every other control character (which XML 1.0 cannot
-// hold at all) as U+FFFD. The result is well-formed in content and in attributes.
+// Text escaped for HTML/XML content and attributes: control characters, line breaks and bidi
+// controls shown as \n, \t, \uXXXX (neutralise.hpp, the one rule for names), markup characters
+// as entities, U+FFFE and U+FFFF (which XML 1.0 cannot hold) as U+FFFD. The result is
+// well-formed in content and in attributes.
 std::string escape(const std::string& s);
 
 }  // namespace foldcheck::reports::svg

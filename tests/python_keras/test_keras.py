@@ -365,3 +365,24 @@ def test_defaults_are_the_cpp_commands():
     ours = inspect.signature(fck.check_tflite).parameters
     for name in ("precision", "threads"):
         assert ours[name].default == _core.diagnose_defaults[name] == _core.fold_check_defaults[name], name
+
+
+def test_layer_names_with_control_characters_are_shown_escaped():
+    """A Keras layer named with ESC (a terminal colour sequence), CR, a tab or a line feed (the
+    TFLite converter refuses such names in a model; a check_tflite result holds them as its
+    rows): the text report's rows show them as the core's reports show names (\\u001B, \\r,
+    \\t, \\n: foldcheck._core.neutralised), one row each, columns aligned; the JSON exact."""
+    name = "c\x1b[31mRED\r\t\nverdict: EXPECTED\x07 + b\x1b[2J"
+    rows = [{"layer": name, "verdict": "UNEXPECTED", "kind": "CONV_2D", "activation": "NONE", "weights": None,
+             "output": None, "note": "next to op\x1b]0;title\x07"},
+            {"layer": "c2 + b2", "verdict": "EXPECTED", "kind": "CONV_2D", "activation": "NONE", "weights": None,
+             "output": None, "note": None}]
+    r = fck.TFLiteCheck(rows, [("bn\r\nverdict: EXPECTED", "not after a conv", True)])
+    assert json.loads(r.to_json())["layers"][0]["layer"] == name
+    text = r.report()
+    shown = "c\\u001B[31mRED\\r\\t\\nverdict: EXPECTED\\u0007 + b\\u001B[2J"
+    assert shown in text and "next to op\\u001B]0;title\\u0007" in text and "bn\\r\\nverdict: EXPECTED" in text, text
+    assert not [c for c in "\x1b\r\t\x07" if c in text] and "\nverdict: EXPECTED" not in text
+    lines = text.split("\n")
+    row, other = next(x for x in lines if shown in x), next(x for x in lines if x.startswith("  c2 + b2"))
+    assert row.index("CONV_2D") == other.index("CONV_2D")  # padded after escaping
