@@ -9,21 +9,21 @@
 
 #include <fmt/format.h>
 
+#include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/fold_check.hpp"
 #include "foldcheck/model/layer_computation.hpp"
 #include "foldcheck/model/layer_match.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
-#include "foldcheck/layer/attribution.hpp"
-#include "foldcheck/numerics/dtype.hpp"
-#include "foldcheck/layer/evaluate.hpp"
-#include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/model_run.hpp"
-#include "foldcheck/io/npy.hpp"
 #include "foldcheck/model/output_bound.hpp"
-#include "foldcheck/base/envelope.hpp"
-#include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reports/no_pairs_reasoning.hpp"
 
 namespace foldcheck {
@@ -248,8 +248,8 @@ struct Observed {
 // (layer_computation.hpp): from the runs when made; without them (weights only), from one
 // float32 run made only when some pair's pads are written differently on the two sides; none
 // when the model cannot run (the pads are then compared at every input size).
-std::map<std::size_t, Shape> pair_input_shapes(const Model& model, const BnPatterns& pat, const Observed& obs, const Runs& rr,
-                                               bool runs, const AccuracyDiffOptions& opts) {
+std::map<std::size_t, Shape> pair_input_shapes(const Model& model, const BnPatterns& pat, const Observed& obs,
+                                               const Runs& rr, bool runs, const AccuracyDiffOptions& opts) {
   std::map<std::size_t, Shape> shapes;
   std::set<std::string> wanted;
   for (const BnPair& p : pat.pairs) {
@@ -266,7 +266,8 @@ std::map<std::size_t, Shape> pair_input_shapes(const Model& model, const BnPatte
     ro.policy.threads = opts.ref.threads;
     const auto values = run_model(model, pat, {{model.inputs[0].name, model_input(model, opts.input, opts.seed)}}, ro);
     for (const BnPair& p : pat.pairs)
-      if (const auto it = values.find(model.nodes[p.layer].inputs.at(0)); it != values.end()) shapes[p.layer] = it->second.shape;
+      if (const auto it = values.find(model.nodes[p.layer].inputs.at(0)); it != values.end())
+        shapes[p.layer] = it->second.shape;
   } catch (const InputError&) {  // a model foldcheck cannot run: pads compared at every input size
   }
   return shapes;
@@ -298,7 +299,8 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
           d.observed_not_folded || (node.op != "FusedConv" && obs.model->nodes[c].op == "BatchNormalization");
     if (d.observed_not_folded) return d;
     const auto shape = obs.input_shapes.find(p.layer);
-    d.not_the_layer = computation_differences(model, p.layer, *obs.model, on, shape == obs.input_shapes.end() ? nullptr : &shape->second);
+    d.not_the_layer = computation_differences(model, p.layer, *obs.model, on,
+                                              shape == obs.input_shapes.end() ? nullptr : &shape->second);
     const LayerParams ol = layer_params_of_node(*obs.model, on);
     if (ol.dtype != lp.dtype)
       throw InputError(fmt::format("layer {}: observed weights are {}, original {}", p.name, name(ol.dtype), name(lp.dtype)));
@@ -384,12 +386,11 @@ EndToEnd end_to_end(const Model& model, const BnPatterns& pat, const Runs& rr, c
   if (!observed_y) return e;
   const Shape& want = rr.out64.at(model.outputs[0].name).shape;
   if (other_layers && observed_y->shape != want)
-    e.observed_output_not_checked =
-        fmt::format("it has shape {}, the model's output {} is {}: an observed layer computes something else than the "
-                    "model's (its observed_note)",
-                    shape_string(observed_y->shape), model.outputs[0].name, shape_string(want));
-  else
-    e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
+    e.observed_output_not_checked = fmt::format(
+        "it has shape {}, the model's output {} is {}: an observed layer computes something else than the "
+        "model's (its observed_note)",
+        shape_string(observed_y->shape), model.outputs[0].name, shape_string(want));
+  else e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
   return e;
 }
 
@@ -443,7 +444,8 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
   AccuracyDiffResult r;
   r.layers = check_layers(model, pat, obs, rr, runs, opts, say);
   if (!opts.weights_only) {
-    const bool other_layers = std::ranges::any_of(r.layers, [](const LayerDiff& d) { return !d.not_the_layer.empty(); });
+    const bool other_layers =
+        std::ranges::any_of(r.layers, [](const LayerDiff& d) { return !d.not_the_layer.empty(); });
     if (runs) r.end_to_end = end_to_end(model, pat, rr, observed_y, other_layers, opts, say);
     else {
       r.end_to_end.emplace();

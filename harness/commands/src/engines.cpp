@@ -219,8 +219,13 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
     if (!ob->reference.count(out)) continue;  // not a graph output of the original
     const Tensor y = read_value(man, path);
     const Tensor& ref = ob->reference.at(out);
-    if (y.data.size() != ref.data.size() && std::any_of(run.layers.begin(), run.layers.end(), [](const EngineLayer& L) { return L.not_the_layer.has_value(); })) {
-      run.final_not_checked = fmt::format("output {} has shape {}, the model's is {}: some layer of the engine computes something else than the model's (not_the_layer)", out, shape_string(y.shape), shape_string(ref.shape));
+    const bool other_layers =
+        std::ranges::any_of(run.layers, [](const EngineLayer& L) { return L.not_the_layer.has_value(); });
+    if (y.data.size() != ref.data.size() && other_layers) {  // that computation's shape: not compared
+      run.final_not_checked = fmt::format(
+          "output {} has shape {}, the model's is {}: some layer of the engine computes something else than the "
+          "model's (not_the_layer)",
+          out, shape_string(y.shape), shape_string(ref.shape));
       continue;
     }
     if (y.data.size() != ref.data.size())
@@ -234,7 +239,8 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
                                  .samples = ob->samples,
                                  .verdict = c.verdict});
   }
-  if (run.final_outputs.empty() && !run.final_not_checked) run.final_not_checked = "none of the outputs it wrote is a graph output of the model";
+  if (run.final_outputs.empty() && !run.final_not_checked)
+    run.final_not_checked = "none of the outputs it wrote is a graph output of the model";
 }
 
 // The engine's folded model and its layers' match to the original, loaded once per run.
@@ -331,7 +337,8 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
     L.outputs_not_checked = fmt::format("per-layer outputs are checked for Conv, Gemm and MatMul layers, not {}", op);
     return;
   }
-  if (L.not_the_layer) {  // its values are another computation's (of another shape, often): no bound of the model's layer holds
+  // Its values are another computation's (often of another shape): no bound of the model's layer holds.
+  if (L.not_the_layer) {
     L.outputs_not_checked = "not compared: the engine's layer computes something else than the model's (not_the_layer)";
     return;
   }

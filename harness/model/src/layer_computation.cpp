@@ -58,7 +58,8 @@ struct AxisWindows {
 
 AxisWindows axis_windows(const ConvForm& f, std::size_t a, __int128 in) {
   const std::size_t r = f.rank();
-  const __int128 s = std::max<std::int64_t>(1, f.strides[a]), span = (static_cast<__int128>(f.kernel[a]) - 1) * f.dilations[a] + 1;
+  const __int128 s = std::max<std::int64_t>(1, f.strides[a]),
+                 span = (static_cast<__int128>(f.kernel[a]) - 1) * f.dilations[a] + 1;
   AxisWindows w;
   if (f.same_mode()) {
     const __int128 out = (in + s - 1) / s, total = std::max<__int128>(0, (out - 1) * s + span - in);
@@ -96,7 +97,8 @@ std::string resolved_pads(const ConvForm& f, const Shape& spatial) {
 }
 
 std::string written_pads(const ConvForm& f) {
-  return f.auto_pad == "NOTSET" ? list(f.pads) : "auto_pad " + f.auto_pad + " (resolved from the input shape, not known here)";
+  return f.auto_pad == "NOTSET" ? list(f.pads)
+                                : "auto_pad " + f.auto_pad + " (resolved from the input shape, not known here)";
 }
 
 // Without the input size: the same windows at every size. Both sides' pads depend on the size
@@ -136,8 +138,8 @@ std::optional<ComputationDifference> transpose_pads_difference(const ConvForm& x
   return ComputationDifference{"pads", written(x), written(y)};
 }
 
-void conv_differences(const Model& mo, const ModelNode& o, const Model& mb, const ModelNode& b, const Shape* input_shape,
-                      std::vector<ComputationDifference>& d) {
+void conv_differences(const Model& mo, const ModelNode& o, const Model& mb, const ModelNode& b,
+                      const Shape* input_shape, std::vector<ComputationDifference>& d) {
   const ConvForm x = conv_form(mb, b), y = conv_form(mo, o);  // x: observed, y: the model's
   if (x.rank() != y.rank()) {
     d.push_back({"kernel_shape", list(x.kernel), list(y.kernel)});
@@ -148,7 +150,8 @@ void conv_differences(const Model& mo, const ModelNode& o, const Model& mb, cons
   };
   ints("kernel_shape", x.kernel, y.kernel);
   ints("strides", x.strides, y.strides);
-  if (x.effective_dilations() != y.effective_dilations()) d.push_back({"dilations", list(x.dilations), list(y.dilations)});
+  if (x.effective_dilations() != y.effective_dilations())
+    d.push_back({"dilations", list(x.dilations), list(y.dilations)});
   if (x.group != y.group) d.push_back({"group", std::to_string(x.group), std::to_string(y.group)});
   const bool transpose = o.op == "ConvTranspose";
   if (auto p = transpose ? transpose_pads_difference(x, y) : pads_difference(x, y, input_shape)) d.push_back(*p);
@@ -164,9 +167,11 @@ double effective_beta(const ModelNode& n) {
 
 void gemm_differences(const ModelNode& o, const ModelNode& b, std::vector<ComputationDifference>& d) {
   for (const char* k : {"transA", "transB"})
-    if (b.int_attr(k, 0) != o.int_attr(k, 0)) d.push_back({k, std::to_string(b.int_attr(k, 0)), std::to_string(o.int_attr(k, 0))});
+    if (b.int_attr(k, 0) != o.int_attr(k, 0))
+      d.push_back({k, std::to_string(b.int_attr(k, 0)), std::to_string(o.int_attr(k, 0))});
   if (b.float_attr("alpha", 1.0) != o.float_attr("alpha", 1.0))
-    d.push_back({"alpha", fmt::format("{}", b.float_attr("alpha", 1.0)), fmt::format("{}", o.float_attr("alpha", 1.0))});
+    d.push_back(
+        {"alpha", fmt::format("{}", b.float_attr("alpha", 1.0)), fmt::format("{}", o.float_attr("alpha", 1.0))});
   if (effective_beta(b) != effective_beta(o))
     d.push_back({"beta", fmt::format("{}", effective_beta(b)), fmt::format("{}", effective_beta(o))});
 }
@@ -175,8 +180,9 @@ bool conv_like(const ModelNode& n) { return n.op == "Conv" || n.op == "FusedConv
 
 }  // namespace
 
-std::vector<ComputationDifference> computation_differences(const Model& original, std::size_t layer, const Model& observed,
-                                                           std::size_t observed_layer, const Shape* input_shape) {
+std::vector<ComputationDifference> computation_differences(const Model& original, std::size_t layer,
+                                                           const Model& observed, std::size_t observed_layer,
+                                                           const Shape* input_shape) {
   const ModelNode& o = original.nodes.at(layer);
   const ModelNode& b = observed.nodes.at(observed_layer);
   std::vector<ComputationDifference> d;
@@ -185,7 +191,8 @@ std::vector<ComputationDifference> computation_differences(const Model& original
   return d;
 }
 
-bool pads_need_input_shape(const Model& original, std::size_t layer, const Model& observed, std::size_t observed_layer) {
+bool pads_need_input_shape(const Model& original, std::size_t layer, const Model& observed,
+                           std::size_t observed_layer) {
   const ModelNode& o = original.nodes.at(layer);
   const ModelNode& b = observed.nodes.at(observed_layer);
   if (!conv_like(o) || !conv_like(b) || o.op == "ConvTranspose") return false;

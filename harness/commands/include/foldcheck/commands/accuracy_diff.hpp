@@ -121,9 +121,10 @@ struct LayerDiff {
 
   Verdict fold_verdict() const;     // UNEXPECTED when not folded
   std::optional<Verdict> activations_verdict() const;  // absent: not analysed
-  Verdict verdict() const;          // judgement::of_layer: another computation or an UNEXPECTED fold, else the worse of fold and activations
+  Verdict verdict()
+      const;  // judgement::of_layer: another computation or an UNEXPECTED fold, else the worse of fold and activations
   std::optional<std::string> observed_note() const;  // not folded, or not the layer: why
-  nlohmann::json to_json() const;   // identity's keys, "verdict", "fold" and/or "observed_note", "activations", ...
+  nlohmann::json to_json() const;  // identity's keys, "verdict", "fold" and/or "observed_note", "activations", ...
 };
 
 // The top-1 agreement of an [N, K] output (K > 1): rows, and rows agreeing per pair of runs.

@@ -42,8 +42,9 @@ struct ComputationDifference {
 // `observed_layer` (a matched pair: the same op, FusedConv counting as Conv); empty when they
 // compute the same. `input_shape`: the layer's input shape in the original (N, C, spatial...)
 // when known, else null (see above).
-std::vector<ComputationDifference> computation_differences(const Model& original, std::size_t layer, const Model& observed,
-                                                           std::size_t observed_layer, const Shape* input_shape);
+std::vector<ComputationDifference> computation_differences(const Model& original, std::size_t layer,
+                                                           const Model& observed, std::size_t observed_layer,
+                                                           const Shape* input_shape);
 
 // Whether comparing the pair's pads needs the layer's input shape: a SAME_* auto_pad on either
 // side, written differently on the other (another auto_pad, or explicit pads). Callers get the
