@@ -189,7 +189,8 @@ TEST_CASE("the same computation written another way is the model's layer: EXPECT
     }
 }
 
-TEST_CASE("an observed Gemm with another transB is not the model's layer (alpha != 1: refused by layer_params)", "[layer_computation]") {
+TEST_CASE("an observed Gemm with another transB is not the model's layer (alpha != 1: refused by layer_params)",
+          "[layer_computation]") {
   const Geometry plain{.transB = 1};  // as PyTorch exports Linear: the weight N x K
   struct Member {
     const char* what;

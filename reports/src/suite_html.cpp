@@ -388,7 +388,9 @@ std::string model_section(const views::Summary& s, const std::string& id) {
       "<th>dominant stage</th><th>worst channel</th></tr>";
   for (const views::LayerSummary& l : s.layers) {
     h += layer_row(l);
-    if (l.note) h += "<tr><td></td><td colspan=12 class=\"explain\">" + escape(*l.note) + "</td></tr>";  // not the layer: what differs
+    if (l.note)
+      h += "<tr><td></td><td colspan=12 class=\"explain\">" + escape(*l.note) +
+           "</td></tr>";  // not the layer: what differs
   }
   h += "</table>";
   if (s.end_to_end) h += end_to_end_lines(s, *s.end_to_end);
