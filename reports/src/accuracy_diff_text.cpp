@@ -89,9 +89,11 @@ std::string layer_row(const v::AdiffLayer& l, const std::string& shown_name, boo
   const std::string act = activation_cells(l);
   std::string worst;
   if (observed && l.worst_channel) worst = fmt::format("{} ({})", *l.worst_channel, shown.worst_in);
-  return fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<{}} {} {}\n", shown_name, name(l.verdict),
-                     max_ulp(shown.weights_max_abs_ulp), max_ulp(shown.bias_max_abs_ulp), num(shown.worst_ratio),
-                     shown.recipe, rw, act, worst);
+  std::string row = fmt::format("  {:<30} {:<11} {:>9} {:>9} {:>6} {:<{}} {} {}\n", shown_name, name(l.verdict),
+                                max_ulp(shown.weights_max_abs_ulp), max_ulp(shown.bias_max_abs_ulp),
+                                num(shown.worst_ratio), shown.recipe, rw, act, worst);
+  if (l.observed_note) row += "      " + *l.observed_note + "\n";  // not the layer: what differs
+  return row;
 }
 
 // The end-to-end outputs of the model: unfused and fused |ULP|, and top-1 agreement.
@@ -181,6 +183,7 @@ std::string end_to_end_text(const v::AccuracyDiff& r) {
         e.fused_recipe.value(),
         e.observed_output ? "" : "; give its outputs with --observed-output to check them end to end");
   if (e.observed_output) s += observed_output_section(r, *e.observed_output);
+  if (e.observed_output_not_checked) s += "    observed output not checked: " + *e.observed_output_not_checked + "\n";
   s += fmt::format("    first layer whose drift leaves its bound: {}; end-to-end verdict{}: {}\n",
                    e.first_layer_beyond_bound.value_or("none"), " of foldcheck's own runs", name(e.verdict));
   if (e.verdict != r.verdict) {

@@ -53,6 +53,7 @@ std::string layer_note(const v::EngineLayer& l) {
   if (l.outputs && l.outputs->channels_not_computed)
     note = "channel statistic not computed: " + *l.outputs->channels_not_computed;
   if (l.input_mismatch) note = "input: " + *l.input_mismatch;
+  if (l.not_the_layer) note = "not the model's layer: " + *l.not_the_layer;  // its outputs were not compared
   return note;
 }
 

@@ -68,7 +68,9 @@ std::vector<std::string> model_reasons(const views::Summary& summary) {
   const bool layer_bad = worst && worst->verdict != Verdict::Expected;
   if (!e2e.empty() && !layer_bad) why.push_back(e2e);  // the cause: it leads
   const std::optional<std::int64_t> channel = worst && worst->fold ? worst->fold->worst_channel : std::nullopt;
-  if (layer_bad)
+  if (layer_bad && worst->note)  // the observed layer is not the model's (or not folded): what differs says why
+    why.push_back(fmt::format("Layer {} is {}: {}.", worst->name, name(worst->verdict), *worst->note));
+  else if (layer_bad)
     why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", worst->name,
                               name(worst->verdict), wr.second, ratio_text(wr.first),
                               channel ? fmt::format(" (channel {})", *channel) : std::string()));

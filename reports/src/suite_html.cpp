@@ -386,7 +386,12 @@ std::string model_section(const views::Summary& s, const std::string& id) {
       "<table><tr><th>layer</th><th>op</th><th>verdict</th><th>recipe</th><th>fold ratio</th><th>weights max |ULP|</th>"
       "<th>bias max |ULP|</th><th>fused p99.9</th><th>fused ratio</th><th>unfused p99.9</th><th>unfused ratio</th>"
       "<th>dominant stage</th><th>worst channel</th></tr>";
-  for (const views::LayerSummary& l : s.layers) h += layer_row(l);
+  for (const views::LayerSummary& l : s.layers) {
+    h += layer_row(l);
+    if (l.note)
+      h += "<tr><td></td><td colspan=12 class=\"explain\">" + escape(*l.note) +
+           "</td></tr>";  // not the layer: what differs
+  }
   h += "</table>";
   if (s.end_to_end) h += end_to_end_lines(s, *s.end_to_end);
   return h;

@@ -179,6 +179,7 @@ views::LayerSummary layer_summary(const views::AdiffLayer& l) {
   e.key = e.name = l.name;
   e.op = l.op;
   e.verdict = l.verdict;
+  e.note = l.observed_note;
   if (l.fold && !l.fold->recipes.empty()) {
     const views::AdiffRecipe& shown = l.fold->shown();
     e.fold = views::LayerFold{shown.recipe, shown.worst_ratio, set_summary(shown.weights), set_summary(shown.bias),

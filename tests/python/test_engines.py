@@ -520,3 +520,44 @@ def test_onednn_reports_a_linear_layer_left_out_not_missing(tmp_path):
     assert code == 0 and e["verdict"] == "EXPECTED", e
     fc = [lay for lay in e["layers"] if lay["name"] == "fc"][0]
     assert fc["verdict"] == "LEFT OUT" and "convolutions only" in fc["outputs"]["left_out"], fc
+
+
+GEOMETRY = r'''
+import json, subprocess, sys
+import onnx
+from onnx import helper
+model, inp, out, mode, ort = sys.argv[1:6]
+subprocess.run([sys.executable, ort, "--level", "basic", model, inp, out], check=True)
+m = json.load(open(out + "/manifest.json"))
+folded = onnx.load(out + "/" + m["folded_model"])
+stem = [n for n in folded.graph.node if n.op_type == "Conv" and n.input[0] == "x"][0]
+attrs = {"stride": {"strides": [2, 2]}, "same_upper": {"pads": None, "auto_pad": "SAME_UPPER"}}[mode]
+kept = [a for a in stem.attribute if a.name not in attrs]
+del stem.attribute[:]
+stem.attribute.extend(kept + [helper.make_attribute(k, v) for k, v in attrs.items() if v is not None])
+onnx.save(folded, out + "/" + m["folded_model"])
+'''
+
+
+@pytest.mark.parametrize("mode, verdict, note", [
+    ("stride", "UNEXPECTED", "the engine's layer has strides [2, 2], the model's [1, 1]"),
+    ("same_upper", "EXPECTED", None),  # stride 1, kernel 3: SAME_UPPER pads 1 on each side, the same conv
+])
+def test_an_engines_folded_layer_of_another_geometry_is_not_the_layer(model, tmp_path, mode, verdict, note):
+    """The engine's folded stem conv has right weights but (stride) another stride: it computes
+    something else, UNEXPECTED naming the attribute, its outputs not compared; or (same_upper)
+    the same padding written as auto_pad: EXPECTED."""
+    code, r = engines(model, "--adapter", script_adapter(tmp_path, "geometry", GEOMETRY, mode, ADAPTER))
+    e = r["engines"][0]
+    assert e["failed"] is None, e
+    stem = [lay for lay in e["layers"] if lay["name"] == "stem"][0]
+    assert stem["weights"]["verdict"] == "EXPECTED"  # the folded weights themselves are right
+    assert stem["verdict"] == verdict and stem["not_the_layer"] == note
+    assert code == (1 if note else 0) and e["verdict"] == verdict
+    assert all(lay["verdict"] == "EXPECTED" for lay in e["layers"] if lay["name"] != "stem")
+    if note:
+        assert "not_the_layer" in stem["outputs"]["not_checked"]
+        text = subprocess.run([FOLDCHECK, "engines", str(model / "model.onnx"), "--input", str(model / "x.npy"),
+                               "--no-timing", "-q", "--adapter", script_adapter(tmp_path, "geometry", GEOMETRY, mode, ADAPTER)],
+                              capture_output=True, text=True, timeout=900, env=ENV)
+        assert text.returncode == 1 and "not the model's layer: " + note in text.stdout

@@ -4,7 +4,8 @@ folded in float32 by numpy with ONNX Runtime's recipe, checked by the `foldcheck
 What it guards: foldcheck reads what the ecosystem writes (initializers as float_data and as
 raw_data, the IR and opset versions `onnx` writes today), a correct fold is EXPECTED in every
 layer, and a fold error far below any tolerance users set by hand is found, with its layer
-and channel, from the weights alone.
+and channel, from the weights alone; a folded conv with right weights but another geometry
+(stride, dilation, padding) is UNEXPECTED, the CLI naming each attribute with both values.
 
 FOLDCHECK: the binary under test (the test suite sets it; default build/harness/foldcheck).
 """
@@ -150,3 +151,39 @@ def test_eps_mismatch_is_not_excused(models, tmp_path):
     assert code == 1
     assert len(report["layers"]) == len(layers)
     assert all(lay["verdict"] == "UNEXPECTED" for lay in report["layers"])
+
+
+def with_geometry(src, dst, layer, **attrs):
+    """The model at src with `layer`'s conv attributes replaced by attrs (None: removed)."""
+    model = onnx.load(str(src))
+    node = [n for n in model.graph.node if n.name == layer][0]
+    kept = [a for a in node.attribute if a.name not in attrs]
+    del node.attribute[:]
+    node.attribute.extend(kept + [helper.make_attribute(k, v) for k, v in attrs.items() if v is not None])
+    onnx.save(model, str(dst))
+
+
+@pytest.mark.parametrize("attrs, note", [
+    ({"strides": [2, 2]}, "the observed layer has strides [2, 2], the model's [1, 1]"),
+    ({"dilations": [2, 2], "pads": [2, 2, 2, 2]},
+     "the observed layer has dilations [2, 2], the model's [1, 1]; pads [2, 2, 2, 2], the model's [1, 1, 1, 1]"),
+    ({"pads": [2, 2, 0, 0]}, "the observed layer has pads [2, 2, 0, 0], the model's [1, 1, 1, 1]"),
+    ({"pads": None, "auto_pad": "SAME_LOWER"}, None),  # stride 1, kernel 3: pads 1 on each side, the same conv
+])
+def test_a_fold_of_another_geometry_is_unexpected_naming_it(models, tmp_path, attrs, note):
+    """The folded weights are right; the folded conv computes something else (or, for an
+    equivalent auto_pad, the same): the CLI exits 1 naming each attribute with both values."""
+    d, layers, _, _ = models
+    with_geometry(d / "folded.onnx", tmp_path / "other.onnx", "conv_a", **attrs)
+    code, report = accuracy_diff(d / "model.onnx", tmp_path / "other.onnx")
+    conv_a, conv_b = report["layers"]
+    assert conv_a["fold"]["verdict"] == "EXPECTED" and conv_b["verdict"] == "EXPECTED"
+    if note is None:
+        assert code == 0 and conv_a["verdict"] == "EXPECTED" and "observed_note" not in conv_a
+        return
+    assert code == 1 and report["verdict"] == "UNEXPECTED" and conv_a["verdict"] == "UNEXPECTED"
+    assert conv_a["observed_note"] == note
+    assert [x["attribute"] for x in conv_a["not_the_layer"]] == [k for k in ("strides", "dilations", "pads") if k in attrs]
+    text = subprocess.run([FOLDCHECK, "accuracy-diff", str(d / "model.onnx"), "--observed", str(tmp_path / "other.onnx"),
+                           "--no-timing", "-q"], capture_output=True, text=True, timeout=600)
+    assert text.returncode == 1 and note in text.stdout and "UNEXPECTED" in text.stdout

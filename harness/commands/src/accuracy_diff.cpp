@@ -4,24 +4,26 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/layer/attribution.hpp"
+#include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/model/layer_computation.hpp"
 #include "foldcheck/model/layer_match.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
-#include "foldcheck/layer/attribution.hpp"
-#include "foldcheck/numerics/dtype.hpp"
-#include "foldcheck/layer/evaluate.hpp"
-#include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/model_run.hpp"
-#include "foldcheck/io/npy.hpp"
 #include "foldcheck/model/output_bound.hpp"
-#include "foldcheck/base/envelope.hpp"
-#include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reports/no_pairs_reasoning.hpp"
 
 namespace foldcheck {
@@ -234,12 +236,42 @@ Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOpti
   return rr;
 }
 
-// The observed model's layer for pair p, if any: its folded parameters, or none when it
-// still applies a BatchNormalization after the layer (not folded).
+// The observed model, its layers matched to the original's, and the original's layer input
+// shapes where known (by the original's layer node: what resolves a SAME auto_pad).
 struct Observed {
   const Model* model = nullptr;
   std::map<std::size_t, std::size_t> match;
+  std::map<std::size_t, Shape> input_shapes;
 };
+
+// The pairs' input shapes, for comparing their pads with the observed model's
+// (layer_computation.hpp): from the runs when made; without them (weights only), from one
+// float32 run made only when some pair's pads are written differently on the two sides; none
+// when the model cannot run (the pads are then compared at every input size).
+std::map<std::size_t, Shape> pair_input_shapes(const Model& model, const BnPatterns& pat, const Observed& obs,
+                                               const Runs& rr, bool runs, const AccuracyDiffOptions& opts) {
+  std::map<std::size_t, Shape> shapes;
+  std::set<std::string> wanted;
+  for (const BnPair& p : pat.pairs) {
+    const std::string& x = model.nodes[p.layer].inputs.at(0);
+    if (runs && rr.acts.count(x)) shapes[p.layer] = rr.acts.at(x).shape;
+    else if (const auto on = obs.match.find(p.layer);
+             on != obs.match.end() && pads_need_input_shape(model, p.layer, *obs.model, on->second))
+      wanted.insert(x);
+  }
+  if (wanted.empty() || !opts.weights_only || model.inputs.size() != 1) return shapes;
+  try {
+    ModelRunOptions ro;
+    ro.keep = wanted;
+    ro.policy.threads = opts.ref.threads;
+    const auto values = run_model(model, pat, {{model.inputs[0].name, model_input(model, opts.input, opts.seed)}}, ro);
+    for (const BnPair& p : pat.pairs)
+      if (const auto it = values.find(model.nodes[p.layer].inputs.at(0)); it != values.end())
+        shapes[p.layer] = it->second.shape;
+  } catch (const InputError&) {  // a model foldcheck cannot run: pads compared at every input size
+  }
+  return shapes;
+}
 
 // One pair's weight-level check (and, with an observed model, its match).
 LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, const ref::Options& ref_opts) {
@@ -266,6 +298,9 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
       d.observed_not_folded =
           d.observed_not_folded || (node.op != "FusedConv" && obs.model->nodes[c].op == "BatchNormalization");
     if (d.observed_not_folded) return d;
+    const auto shape = obs.input_shapes.find(p.layer);
+    d.not_the_layer = computation_differences(model, p.layer, *obs.model, on,
+                                              shape == obs.input_shapes.end() ? nullptr : &shape->second);
     const LayerParams ol = layer_params_of_node(*obs.model, on);
     if (ol.dtype != lp.dtype)
       throw InputError(fmt::format("layer {}: observed weights are {}, original {}", p.name, name(ol.dtype), name(lp.dtype)));
@@ -338,14 +373,24 @@ OutputRuns output_runs(const ValueInfo& vi, const Runs& rr) {
   return o;
 }
 
+// The end-to-end runs, and the observed output against them. An observed output of another
+// shape is bad input (observed_output_check), unless an observed layer computes something else
+// than the model's (`other_layers`): its shape is then that computation's, and not compared.
 EndToEnd end_to_end(const Model& model, const BnPatterns& pat, const Runs& rr, const std::optional<Tensor>& observed_y,
-                    const AccuracyDiffOptions& opts, const Say& say) {
+                    bool other_layers, const AccuracyDiffOptions& opts, const Say& say) {
   EndToEnd e;
   for (const ValueInfo& vi : model.outputs) e.outputs.push_back(output_runs(vi, rr));
   e.fused_recipe = opts.recipe;
   e.input = opts.input ? *opts.input : fmt::format("seeded standard normal, seed {}", opts.seed);
   e.input_shape = rr.x.shape;
-  if (observed_y) e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
+  if (!observed_y) return e;
+  const Shape& want = rr.out64.at(model.outputs[0].name).shape;
+  if (other_layers && observed_y->shape != want)
+    e.observed_output_not_checked = fmt::format(
+        "it has shape {}, the model's output {} is {}: an observed layer computes something else than the "
+        "model's (its observed_note)",
+        shape_string(observed_y->shape), model.outputs[0].name, shape_string(want));
+  else e.observed_output = observed_output_check(model, pat, rr, *observed_y, opts, say);
   return e;
 }
 
@@ -395,10 +440,13 @@ AccuracyDiffResult accuracy_diff(const Model& model, const AccuracyDiffOptions& 
   std::optional<std::string> not_run;
   const Runs rr = opts.weights_only ? Runs{} : make_runs(model, pat, opts, say, not_run);
   const bool runs = !opts.weights_only && !not_run;
+  if (obs.model) obs.input_shapes = pair_input_shapes(model, pat, obs, rr, runs, opts);
   AccuracyDiffResult r;
   r.layers = check_layers(model, pat, obs, rr, runs, opts, say);
   if (!opts.weights_only) {
-    if (runs) r.end_to_end = end_to_end(model, pat, rr, observed_y, opts, say);
+    const bool other_layers =
+        std::ranges::any_of(r.layers, [](const LayerDiff& d) { return !d.not_the_layer.empty(); });
+    if (runs) r.end_to_end = end_to_end(model, pat, rr, observed_y, other_layers, opts, say);
     else {
       r.end_to_end.emplace();
       r.end_to_end->not_run = not_run;

@@ -82,13 +82,29 @@ std::optional<Verdict> LayerDiff::activations_verdict() const {
   return activations ? std::optional<Verdict>(activations->verdict()) : std::nullopt;
 }
 
-Verdict LayerDiff::verdict() const { return judgement::of_layer(fold_verdict(), activations_verdict()); }
+Verdict LayerDiff::verdict() const {
+  judgement::LayerFacts f;
+  f.fold = fold_verdict();
+  f.outputs = activations_verdict();
+  f.not_the_layer = !not_the_layer.empty();
+  return judgement::of_layer(f);
+}
+
+std::optional<std::string> LayerDiff::observed_note() const {
+  if (observed_not_folded) return "the observed model still applies a BatchNormalization after this layer: not folded";
+  if (!not_the_layer.empty()) return computation_note(not_the_layer, "the observed layer");
+  return std::nullopt;
+}
 
 json LayerDiff::to_json() const {
   json j = identity.to_json();
-  if (observed_not_folded) {
-    j["observed_note"] = "the observed model still applies a BatchNormalization after this layer: not folded";
-  } else {
+  if (const std::optional<std::string> note = observed_note()) j["observed_note"] = *note;
+  if (!not_the_layer.empty()) {
+    j["not_the_layer"] = json::array();
+    for (const ComputationDifference& d : not_the_layer)
+      j["not_the_layer"].push_back({{"attribute", d.attribute}, {"observed", d.observed}, {"model", d.model}});
+  }
+  if (!observed_not_folded) {
     j["fold"] = foldcheck::to_json(*fold);
     if (identity.observed_node) {
       const RecipeFoldCheck& b = fold->recipes[fold->best];
@@ -184,6 +200,7 @@ json EndToEnd::to_json(const std::vector<LayerDiff>& layers) const {
          {"first_layer_beyond_bound", figure(first_layer_beyond_bound(layers))},
          {"verdict", name(verdict(layers))}};
   if (observed_output) j["observed_output"] = observed_output->to_json();
+  if (observed_output_not_checked) j["observed_output_not_checked"] = *observed_output_not_checked;
   return j;
 }
 

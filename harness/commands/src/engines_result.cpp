@@ -51,7 +51,8 @@ json run_json(const EngineRun& r) {
                       {"verdict", L.left_out && !L.weights ? json("LEFT OUT") : json(name(L.verdict()))},
                       {"weights", weights_json(L)},
                       {"outputs", outputs_json(L)},
-                      {"input_mismatch", L.input_mismatch ? json(*L.input_mismatch) : json(nullptr)}});
+                      {"input_mismatch", L.input_mismatch ? json(*L.input_mismatch) : json(nullptr)},
+                      {"not_the_layer", L.not_the_layer ? json(*L.not_the_layer) : json(nullptr)}});
   }
   return {{"label", r.spec.label},
           {"engine", r.engine},
@@ -132,13 +133,14 @@ Verdict EngineLayer::outputs_verdict() const {
 
 // The per-layer judge (judgement::of_layer): the folded parameters when the engine folded them,
 // the outputs when compared, doubt when the adapter gave outputs but none usable for this layer,
-// and an input that is not what the engine was given.
+// an input that is not what the engine was given, and a layer that computes something else.
 Verdict EngineLayer::verdict() const {
   judgement::LayerFacts f;
   if (weights && !not_folded) f.fold = weights->verdict;
   if (outputs) f.outputs = outputs_verdict();
   f.doubt = outputs_missing;
   f.input_mismatch = input_mismatch.has_value();
+  f.not_the_layer = not_the_layer.has_value();
   return judgement::of_layer(f);
 }
 

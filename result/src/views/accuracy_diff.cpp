@@ -177,6 +177,7 @@ AdiffEndToEnd AdiffEndToEnd::from_json(const json& j) {
   e.reference = required<std::string>(j, "reference");
   e.outputs = list_of(j, "outputs", AdiffOutput::from_json);
   e.observed_output = present<AdiffObservedOutput>(j, "observed_output");
+  e.observed_output_not_checked = optional<std::string>(j, "observed_output_not_checked");
   e.first_layer_beyond_bound = optional<std::string>(j, "first_layer_beyond_bound");
   e.verdict = required_verdict(j, "verdict");
   return e;

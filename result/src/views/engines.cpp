@@ -52,6 +52,7 @@ EngineLayer EngineLayer::from_json(const json& j) {
   l.weights = object_or_null<EngineWeights>(j, "weights");
   l.outputs = object_or_null<EngineOutputs>(j, "outputs");
   l.input_mismatch = optional<std::string>(j, "input_mismatch");
+  l.not_the_layer = optional<std::string>(j, "not_the_layer");
   return l;
 }
 

@@ -243,6 +243,7 @@ LayerSummary LayerSummary::from_json(const json& j) {
   l.name = required<std::string>(j, "name");
   l.op = required<std::string>(j, "op");
   l.verdict = required_verdict(j, "verdict");
+  l.note = optional<std::string>(j, "note");
   if (j.contains("recipe"))
     l.fold = LayerFold{required<std::string>(j, "recipe"), optional<double>(j, "fold_ratio"),
                        object_of<SetSummary>(j, "weights"), object_of<SetSummary>(j, "bias"),
@@ -254,6 +255,7 @@ LayerSummary LayerSummary::from_json(const json& j) {
 
 json LayerSummary::to_json() const {
   json e{{"key", key}, {"name", name}, {"op", op}, {"verdict", foldcheck::name(verdict)}};
+  if (note) e["note"] = *note;
   if (fold) {
     e["recipe"] = fold->recipe;
     e["fold_ratio"] = or_null(fold->fold_ratio);

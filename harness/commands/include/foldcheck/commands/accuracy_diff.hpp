@@ -19,6 +19,7 @@
 
 #include "foldcheck/layer/attribution.hpp"
 #include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/model/layer_computation.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/numerics/compare.hpp"
@@ -105,18 +106,25 @@ struct LayerActivations {
 // One layer -> BatchNormalization pair. `fold` is absent when the observed model did not fold
 // the layer (observed_not_folded); `activations` only when the runs were made and the layer
 // analysed on them; `activations_note` instead when the runs were made but the pair is not
-// analysed on activations (ConvTranspose: "activations": {"note"}).
+// analysed on activations (ConvTranspose: "activations": {"note"}). `not_the_layer`: what
+// defines the observed layer's computation besides its weights and differs from the model's
+// layer (layer_computation.hpp): the layer is UNEXPECTED whatever its fold (judgement's
+// not_the_layer); JSON "not_the_layer" [{"attribute", "observed", "model"}] and "observed_note"
+// naming each ("the observed layer has strides [2, 2], the model's [1, 1]"), its fold kept.
 struct LayerDiff {
   LayerIdentity identity;
   bool observed_not_folded = false; // the observed model still applies a BatchNormalization after it
+  std::vector<ComputationDifference> not_the_layer;
   std::optional<FoldCheck> fold;    // the folded parameters against the exact fold (absent when not folded)
   std::optional<LayerActivations> activations;
   std::optional<std::string> activations_note;
 
   Verdict fold_verdict() const;     // UNEXPECTED when not folded
   std::optional<Verdict> activations_verdict() const;  // absent: not analysed
-  Verdict verdict() const;          // judgement::of_layer: an UNEXPECTED fold, else the worse of fold and activations
-  nlohmann::json to_json() const;   // identity's keys, "verdict", "fold" or "observed_note", "activations", ...
+  Verdict verdict()
+      const;  // judgement::of_layer: another computation or an UNEXPECTED fold, else the worse of fold and activations
+  std::optional<std::string> observed_note() const;  // not folded, or not the layer: why
+  nlohmann::json to_json() const;  // identity's keys, "verdict", "fold" and/or "observed_note", "activations", ...
 };
 
 // The top-1 agreement of an [N, K] output (K > 1): rows, and rows agreeing per pair of runs.
@@ -180,7 +188,9 @@ struct OutputRuns {
 // activation verdicts, UNEXPECTED when foldcheck's own runs leave the end-to-end bound (the
 // bound's self-check), MISTRUSTED joining when an output compared nothing. Writes
 // "reference", "fused_recipe", "input", "input_shape", "outputs", "first_layer_beyond_bound"
-// (null: none), "verdict", and "observed_output" when checked.
+// (null: none), "verdict", and "observed_output" when checked, or "observed_output_not_checked"
+// (why: an observed output of another shape than the model's where an observed layer is not
+// the model's layer, LayerDiff::not_the_layer, which already makes the result UNEXPECTED).
 struct EndToEnd {
   std::optional<std::string> not_run;    // why the runs could not be made
   Recipe fused_recipe = Recipe::PyTorch;
@@ -188,6 +198,7 @@ struct EndToEnd {
   Shape input_shape;
   std::vector<OutputRuns> outputs;  // graph order
   std::optional<ObservedOutputCheck> observed_output;
+  std::optional<std::string> observed_output_not_checked;
   bool outputs_compared_nothing() const;
   static std::optional<std::string> first_layer_beyond_bound(const std::vector<LayerDiff>& layers);
   Verdict verdict(const std::vector<LayerDiff>& layers) const;

@@ -117,6 +117,10 @@ struct EngineLayer {
   std::optional<std::string> left_out;  // the engine did not compute this layer (why): not judged
   bool outputs_missing = false;  // the adapter gave per-layer values, but none usable for this layer: MISTRUSTED
   std::optional<std::string> input_mismatch;  // the engine's input to it is not what it was given: UNEXPECTED
+  // The engine's folded layer computes something else than the model's (another stride,
+  // dilation, padding, ...: layer_computation.hpp), each attribute named: UNEXPECTED, its
+  // outputs not compared (they are another computation's, often of another shape).
+  std::optional<std::string> not_the_layer;
   Verdict outputs_verdict() const;            // with `outputs`: the elements' (deterministic bound) and the channels'
   Verdict verdict() const;
 };

@@ -158,13 +158,15 @@ struct AdiffObservedOutput {
 
 // The end-to-end section ("end_to_end"): "not_run" (why) and nothing else read, or: "input",
 // "input_shape" (JSON), "reference", "fused_recipe", "outputs", "first_layer_beyond_bound"
-// (null: none), "verdict", optional "observed_output". "fused_recipe" is optional with not_run.
+// (null: none), "verdict", optional "observed_output" or "observed_output_not_checked" (why). "fused_recipe" is
+// optional with not_run.
 struct AdiffEndToEnd {
   std::optional<std::string> not_run, fused_recipe;
   std::string input, reference;
   nlohmann::json input_shape;
   std::vector<AdiffOutput> outputs;
   std::optional<AdiffObservedOutput> observed_output;
+  std::optional<std::string> observed_output_not_checked;  // why ("observed_output_not_checked")
   std::optional<std::string> first_layer_beyond_bound;
   Verdict verdict = Verdict::Mistrusted;
   static AdiffEndToEnd from_json(const nlohmann::json& j);

@@ -44,13 +44,14 @@ struct EngineOutputs {
 
 // A layer of an engine's run. Required: "name", "verdict" (the layer's verdict, or "LEFT OUT"
 // for a layer the engine left out and that has no weights: reported, not judged), "weights",
-// "outputs" (each null when absent), "input_mismatch" (null: none).
+// "outputs" (each null when absent), "input_mismatch" (null: none); optional "not_the_layer"
+// (null or absent: the engine's layer computes what the model's does; else what differs).
 struct EngineLayer {
   std::string name;
   std::optional<Verdict> verdict;  // none: "LEFT OUT"
   std::optional<EngineWeights> weights;
   std::optional<EngineOutputs> outputs;
-  std::optional<std::string> input_mismatch;
+  std::optional<std::string> input_mismatch, not_the_layer;
   static EngineLayer from_json(const nlohmann::json& j);
 };
 

@@ -118,10 +118,12 @@ struct LayerFold {
 };
 
 // One layer of an accuracy-diff: {"key", "name", "op", "verdict"}, the fold's keys when the
-// layer was fold-checked, "fused" and "unfused" when it was run on real activations.
+// layer was fold-checked, "fused" and "unfused" when it was run on real activations, "note"
+// when the observed layer is not the model's or not folded (the layer's "observed_note").
 struct LayerSummary {
   std::string key, name, op;
   Verdict verdict = Verdict::Expected;
+  std::optional<std::string> note;
   std::optional<LayerFold> fold;
   std::optional<ActivationSummary> fused, unfused;
   static LayerSummary from_json(const nlohmann::json& j);

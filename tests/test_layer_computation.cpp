@@ -1,0 +1,245 @@
+// A check that vouches for a fold compares everything that defines the folded layer's
+// computation (layer_computation.hpp): an observed model whose conv has another stride,
+// dilation (padded to keep the shape), asymmetric padding, SAME_LOWER for SAME_UPPER, or whose
+// Gemm has another transB or alpha, is UNEXPECTED in accuracy-diff --observed, each attribute
+// named with both values, however right its folded weights; explicit pads equal to what
+// SAME_UPPER resolves to, and a dilation along a kernel axis of size 1, are the same
+// computation (EXPECTED). With and without the runs (weights only: the input shape comes from
+// one run only when the pads are written differently).
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "foldcheck/commands/accuracy_diff.hpp"
+#include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/model/layer_computation.hpp"
+#include "foldcheck/model/layer_match.hpp"
+#include "onnx_builder.hpp"
+
+using namespace foldcheck;
+using foldcheck::testing::OnnxBuilder;
+
+namespace {
+
+// The attributes a layer is written with (empty / "": absent).
+struct Geometry {
+  std::vector<std::int64_t> kernel{3, 3}, strides, dilations, pads;
+  std::string auto_pad;
+  std::int64_t transB = -1;  // Gemm: -1 absent
+  float alpha = 0;           // Gemm: 0 absent
+};
+
+struct Params {
+  std::vector<double> w, bias, gamma, beta, mean, var;
+};
+
+Params params(std::int64_t out, std::int64_t per) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd;
+  std::uniform_real_distribution<double> ud(0.5, 1.5);
+  Params p;
+  for (std::int64_t i = 0; i < out * per; ++i) p.w.push_back(static_cast<float>(0.3 * nd(rng)));
+  for (std::int64_t o = 0; o < out; ++o) {
+    p.bias.push_back(static_cast<float>(0.1 * nd(rng)));
+    p.gamma.push_back(static_cast<float>(ud(rng)));
+    p.beta.push_back(static_cast<float>(0.1 * nd(rng)));
+    p.mean.push_back(static_cast<float>(0.1 * nd(rng)));
+    p.var.push_back(static_cast<float>(ud(rng)));
+  }
+  return p;
+}
+
+void set_geometry(onnx::NodeProto& n, const Geometry& g, bool conv) {
+  if (conv) OnnxBuilder::attr(n, "kernel_shape", g.kernel);
+  if (!g.strides.empty()) OnnxBuilder::attr(n, "strides", g.strides);
+  if (!g.dilations.empty()) OnnxBuilder::attr(n, "dilations", g.dilations);
+  if (!g.pads.empty()) OnnxBuilder::attr(n, "pads", g.pads);
+  if (!g.auto_pad.empty()) OnnxBuilder::attr(n, "auto_pad", g.auto_pad);
+  if (g.transB >= 0) OnnxBuilder::attr(n, "transB", g.transB);
+  if (g.alpha != 0) OnnxBuilder::attr(n, "alpha", g.alpha);
+}
+
+// X [1, 4, 6, 6] -> Conv c (8 x 4 x k) -> BatchNormalization bn -> Relu -> Y; folded: c with
+// the BatchNorm folded (ONNX Runtime's recipe) and no BatchNorm. Or, `gemm`: X [2, 4] -> Gemm
+// c (4 x 4 weight, folded as rows: transB 1) -> bn -> Relu -> Y.
+Model layer_model(const Geometry& g, bool folded, bool gemm = false) {
+  const std::int64_t out = gemm ? 4 : 8, per = gemm ? 4 : 4 * g.kernel[0] * g.kernel[1];
+  Params p = params(out, per);
+  const std::vector<std::int64_t> wshape =
+      gemm ? std::vector<std::int64_t>{4, 4} : std::vector<std::int64_t>{8, 4, g.kernel[0], g.kernel[1]};
+  if (folded) {
+    const FoldedParams fp =
+        fold_parameters(p.w, per, p.bias, ref::BnParams{p.gamma, p.beta, p.mean, p.var, static_cast<double>(1e-5f)},
+                        DType::Float32, Recipe::OnnxRuntime, {});
+    p.w = fp.weight;
+    p.bias = fp.bias;
+  }
+  OnnxBuilder b;
+  b.input("X", gemm ? std::vector<std::int64_t>{2, 4} : std::vector<std::int64_t>{1, 4, 6, 6});
+  b.output("Y", gemm ? std::vector<std::int64_t>{2, 4} : std::vector<std::int64_t>{1, 8, -1, -1});
+  b.init("c.weight", wshape, p.w);
+  b.init("c.bias", {out}, p.bias);
+  auto& n = b.node(gemm ? "Gemm" : "Conv", "c", {"X", "c.weight", "c.bias"}, {folded ? "r" : "c_out"});
+  set_geometry(n, g, !gemm);
+  if (!folded) {
+    b.init("bn.gamma", {out}, p.gamma);
+    b.init("bn.beta", {out}, p.beta);
+    b.init("bn.mean", {out}, p.mean);
+    b.init("bn.var", {out}, p.var);
+    auto& bn = b.node("BatchNormalization", "bn", {"c_out", "bn.gamma", "bn.beta", "bn.mean", "bn.var"}, {"r"});
+    OnnxBuilder::attr(bn, "epsilon", 1e-5f);
+  }
+  b.node("Relu", "relu", {"r"}, {"Y"});
+  return Model::parse(b.model.SerializeAsString(), folded ? "folded.onnx" : "model.onnx");
+}
+
+// The original with geometry `og` against an observed fold with geometry `fg`.
+AccuracyDiffResult observed_diff(const Geometry& og, const Geometry& fg, bool weights_only, bool gemm = false) {
+  const Model original = layer_model(og, false, gemm), observed = layer_model(fg, true, gemm);
+  AccuracyDiffOptions o;
+  o.observed = &observed;
+  o.weights_only = weights_only;
+  o.attribution = false;
+  o.output_samples = 0;
+  return accuracy_diff(original, o);
+}
+
+std::string note_of(const AccuracyDiffResult& r) { return r.layers.at(0).to_json().value("observed_note", ""); }
+
+}  // namespace
+
+TEST_CASE("an observed conv of another geometry is not the model's layer: UNEXPECTED, each attribute named",
+          "[layer_computation]") {
+  const Geometry same{.pads = {1, 1, 1, 1}};
+  struct Member {
+    const char* what;
+    Geometry original, observed;
+    std::string note;
+  };
+  const std::vector<Member> members{
+      {"strides",
+       same,
+       {.strides = {2, 2}, .pads = {1, 1, 1, 1}},
+       "the observed layer has strides [2, 2], the model's [1, 1]"},
+      {"dilations (pads keep the shape)",
+       same,
+       {.dilations = {2, 2}, .pads = {2, 2, 2, 2}},
+       "the observed layer has dilations [2, 2], the model's [1, 1]; pads [2, 2, 2, 2], the model's [1, 1, 1, 1]"},
+      {"asymmetric pads",
+       same,
+       {.pads = {2, 2, 0, 0}},
+       "the observed layer has pads [2, 2, 0, 0], the model's [1, 1, 1, 1]"},
+      {"SAME_LOWER for SAME_UPPER",
+       {.strides = {2, 2}, .auto_pad = "SAME_UPPER"},
+       {.strides = {2, 2}, .auto_pad = "SAME_LOWER"},
+       "the observed layer has pads [1, 1, 0, 0] (auto_pad SAME_LOWER), the model's [0, 0, 1, 1] (auto_pad "
+       "SAME_UPPER)"},
+      {"explicit pads other than SAME_UPPER's",
+       {.strides = {2, 2}, .auto_pad = "SAME_UPPER"},
+       {.strides = {2, 2}, .pads = {1, 1, 1, 1}},
+       "the observed layer has pads [1, 1, 1, 1], the model's [0, 0, 1, 1] (auto_pad SAME_UPPER)"},
+  };
+  for (const Member& m : members)
+    for (const bool weights_only : {false, true}) {
+      INFO(m.what << (weights_only ? ", weights only" : ", with the runs"));
+      const AccuracyDiffResult r = observed_diff(m.original, m.observed, weights_only);
+      REQUIRE(r.layers.size() == 1);
+      CHECK(r.layers[0].fold->verdict == Verdict::Expected);  // the folded weights themselves are right
+      CHECK(r.layers[0].verdict() == Verdict::Unexpected);
+      CHECK(r.verdict() == Verdict::Unexpected);
+      CHECK(note_of(r) == m.note);
+      CHECK(r.to_json()["layers"][0]["not_the_layer"].size() >= 1);
+    }
+}
+
+TEST_CASE("the same computation written another way is the model's layer: EXPECTED", "[layer_computation]") {
+  struct Member {
+    const char* what;
+    Geometry original, observed;
+  };
+  const std::vector<Member> members{
+      // 6 wide, stride 2, kernel 3: SAME_UPPER pads 0 at the beginning, 1 at the end.
+      {"explicit pads equal to SAME_UPPER's",
+       {.strides = {2, 2}, .auto_pad = "SAME_UPPER"},
+       {.strides = {2, 2}, .pads = {0, 0, 1, 1}}},
+      {"SAME_UPPER for its explicit pads",
+       {.strides = {2, 2}, .pads = {0, 0, 1, 1}},
+       {.strides = {2, 2}, .auto_pad = "SAME_UPPER"}},
+      // stride 1, kernel 3: both SAME modes pad 1 on each side.
+      {"SAME_LOWER where it pads as SAME_UPPER", {.auto_pad = "SAME_UPPER"}, {.auto_pad = "SAME_LOWER"}},
+      // 6 wide, stride 2, kernel 3, pad 1: the last window ends at 6; a second end pad is never read.
+      {"an end pad no window reads",
+       {.strides = {2, 2}, .pads = {1, 1, 0, 0}},
+       {.strides = {2, 2}, .pads = {1, 1, 1, 1}}},
+      {"a dilation along a kernel axis of size 1",
+       {.kernel = {1, 3}, .pads = {0, 1, 0, 1}},
+       {.kernel = {1, 3}, .dilations = {4, 1}, .pads = {0, 1, 0, 1}}},
+      {"defaults written out",
+       {},
+       {.strides = {1, 1}, .dilations = {1, 1}, .pads = {0, 0, 0, 0}, .auto_pad = "NOTSET"}},
+  };
+  for (const Member& m : members)
+    for (const bool weights_only : {false, true}) {
+      INFO(m.what << (weights_only ? ", weights only" : ", with the runs"));
+      const AccuracyDiffResult r = observed_diff(m.original, m.observed, weights_only);
+      REQUIRE(r.layers.size() == 1);
+      CHECK(r.layers[0].not_the_layer.empty());
+      CHECK(r.layers[0].verdict() == Verdict::Expected);
+      CHECK_FALSE(r.to_json()["layers"][0].contains("observed_note"));
+    }
+}
+
+TEST_CASE("an observed Gemm with another transB is not the model's layer (alpha != 1: refused by layer_params)",
+          "[layer_computation]") {
+  const Geometry plain{.transB = 1};  // as PyTorch exports Linear: the weight N x K
+  struct Member {
+    const char* what;
+    Geometry observed;
+    std::string note;
+  };
+  const std::vector<Member> members{
+      {"transB", {.transB = 0}, "the observed layer has transB 0, the model's 1"},
+  };
+  for (const Member& m : members) {
+    INFO(m.what);
+    const AccuracyDiffResult r = observed_diff(plain, m.observed, true, true);
+    REQUIRE(r.layers.size() == 1);
+    CHECK(r.layers[0].verdict() == Verdict::Unexpected);
+    CHECK(note_of(r) == m.note);
+  }
+  // alpha written at its default: the same Gemm.
+  const AccuracyDiffResult same = observed_diff(plain, {.transB = 1, .alpha = 1.0f}, true, true);
+  CHECK(same.layers.at(0).verdict() == Verdict::Expected);
+}
+
+TEST_CASE("computation_differences: without the input shape, SAME pads are compared at every input size",
+          "[layer_computation]") {
+  auto differences = [](const Geometry& og, const Geometry& fg, const Shape* shape) {
+    const Model a = layer_model(og, false), b = layer_model(fg, true);
+    const auto match = match_layers(a, b);
+    REQUIRE(match.size() == 1);
+    return computation_differences(a, match.begin()->first, b, match.begin()->second, shape);
+  };
+  const Shape six{1, 4, 6, 6}, seven{1, 4, 7, 7};
+  // Stride 2: SAME_UPPER pads [0, 0, 1, 1] on an even size, [1, 1, 1, 1] on an odd one.
+  const Geometry upper{.strides = {2, 2}, .auto_pad = "SAME_UPPER"};
+  CHECK(differences(upper, {.strides = {2, 2}, .pads = {0, 0, 1, 1}}, &six).empty());
+  CHECK(differences(upper, {.strides = {2, 2}, .pads = {1, 1, 1, 1}}, &seven).empty());
+  const auto unknown = differences(upper, {.strides = {2, 2}, .pads = {0, 0, 1, 1}}, nullptr);
+  REQUIRE(unknown.size() == 1);
+  CHECK(unknown[0].attribute == "pads");
+  CHECK(unknown[0].model == "auto_pad SAME_UPPER (resolved from the input shape, not known here)");
+  // Stride 1: SAME_UPPER pads 1 on each side at every size.
+  CHECK(differences({.auto_pad = "SAME_UPPER"}, {.pads = {1, 1, 1, 1}}, nullptr).empty());
+  CHECK(differences({.auto_pad = "SAME_UPPER"}, {.auto_pad = "SAME_LOWER"}, nullptr).empty());
+  CHECK(
+      differences({.strides = {2, 2}, .auto_pad = "SAME_UPPER"}, {.strides = {2, 2}, .auto_pad = "SAME_LOWER"}, nullptr)
+          .size() == 1);
+  // Only a SAME auto_pad or pads written differently ask for the input shape.
+  const Model a = layer_model(upper, false), b = layer_model(upper, true),
+              c = layer_model({.pads = {1, 1, 1, 1}}, true);
+  const Model d = layer_model({.pads = {1, 1, 1, 1}}, false);
+  CHECK_FALSE(pads_need_input_shape(a, 0, b, 0));
+  CHECK(pads_need_input_shape(a, 0, c, 0));
+  CHECK_FALSE(pads_need_input_shape(d, 0, c, 0));
+}
