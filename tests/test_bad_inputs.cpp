@@ -1204,6 +1204,25 @@ std::map<std::string, Setup> setups() {
   s["engine-folded-model-link-out"] =
       adapter_row("ln -s \"$2\" \"$1/f.onnx\"\n" + manifest + "\"folded_model\": \"f.onnx\"}' > \"$1/manifest.json\"\n",
                   "f.onnx: leads outside the adapter's output directory (a link?): not read");
+  s["engine-folded-model-outdir"] =
+      adapter_row(manifest + "\"folded_model\": \".\"}' > \"$1/manifest.json\"\n",
+                  "engine_1/.: is the adapter's output directory itself, a directory: the ONNX model must be a "
+                  "regular file inside it");
+  // OUTDIR itself replaced by a link to a directory elsewhere (beside the model here), whose
+  // manifest would have been read.
+  s["engine-outdir-link"] = adapter_row(
+      "e=\"$(dirname \"$2\")/elsewhere\"; mkdir -p \"$e\"\n" + manifest + "\"notes\": [\"from elsewhere\"]}' > " +
+          "\"$e/manifest.json\"\nrm -r \"$1\" && ln -s \"$e\" \"$1\"\n",
+      "engine_1: the adapter's output directory is no longer the directory foldcheck made: it leads to …/elsewhere "
+      "now (replaced by a link, or a directory above it was): nothing in it is read");
+  // An own adapter's label and command, refused before anything runs (engine_catalog.hpp).
+  s["engine-adapter-label-blank"] = {
+      [](const fs::path& d) { return "engines " + model(d, "m.onnx") + " --adapter ' =true {outdir}'"; }};
+  s["engine-adapter-label-control"] = {[](const fs::path& d) {
+    return "engines " + model(d, "m.onnx") + " --adapter \"$(printf 'a\\tb=true {outdir}')\"";
+  }};
+  s["engine-adapter-command-blank"] = {
+      [](const fs::path& d) { return "engines " + model(d, "m.onnx") + " --adapter 'a=  '"; }};
 
   return s;
 }

@@ -226,11 +226,13 @@ TEST_CASE("bisect --cmd: nothing the command started survives it (success, failu
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 }
 
-TEST_CASE("bisect --cmd: SIGINT or SIGTERM ends the command's processes, removes the temporaries, ends foldcheck by the signal",
-          "[cli][bisect]") {
+TEST_CASE(
+    "bisect --cmd: SIGINT, SIGTERM or SIGQUIT ends the command's processes, removes the temporaries, ends "
+    "foldcheck by the signal",
+    "[cli][bisect]") {
   const fs::path ref = fake_reference();
   const MarkedSleep sleeper;
-  for (const int sig : {SIGINT, SIGTERM}) {
+  for (const int sig : {SIGINT, SIGTERM, SIGQUIT}) {
     INFO("signal " << sig);
     const fs::path tmpdir = tmp("signal_tmp");
     fs::remove_all(tmpdir);

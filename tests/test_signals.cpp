@@ -1,14 +1,17 @@
-// SIGINT and SIGTERM end foldcheck promptly in every wait (foldcheck/platform/process.hpp):
+// SIGINT, SIGTERM and SIGQUIT end foldcheck promptly in every wait (foldcheck/platform/process.hpp):
 // also where no wait of foldcheck looks for them — a system call the handler cannot
 // interrupt (handlers are installed with SA_RESTART: an open() of a FIFO with no writer is
 // restarted for ever) or a long step that checks only between steps. The backstop of the
 // SignalScope then ends the process by the signal within about 2 s, its registered
 // temporary directories removed. (Before it, the FIFO case stayed blocked for minutes after
-// SIGTERM, and only SIGKILL ended it, leaving /tmp/foldcheck-engines-* behind.)
+// SIGTERM, and only SIGKILL ended it, leaving /tmp/foldcheck-engines-* behind. SIGQUIT was not
+// caught at all: it ended foldcheck at once, with a core dump, leaving the temporary
+// directories and the adapter behind.)
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +33,11 @@ using Clock = std::chrono::steady_clock;
 
 // The child: a SignalScope with `work` registered, then blocked in open() of `fifo`.
 [[noreturn]] void blocked_child(const fs::path& work, const fs::path& fifo, const fs::path& ready) {
+  rlimit core{};  // core dumps allowed as far as the hard limit lets (SIGQUIT's default dumps one)
+  getrlimit(RLIMIT_CORE, &core);
+  core.rlim_cur = core.rlim_max;
+  setrlimit(RLIMIT_CORE, &core);
+  if (chdir(work.parent_path().c_str()) != 0) _exit(5);  // a core file would be left here
   const foldcheck::command::SignalScope scope;
   scope.remove_on_signal(work.string());
   std::ofstream(ready) << "ready";
@@ -53,9 +61,10 @@ int wait_for(pid_t pid, std::chrono::milliseconds limit) {
 }  // namespace
 
 TEST_CASE(
-    "signals: a process blocked in open() of a FIFO ends by SIGINT or SIGTERM within seconds, its temporaries removed",
+    "signals: a process blocked in open() of a FIFO ends by SIGINT, SIGTERM or SIGQUIT within seconds, its temporaries "
+    "removed",
     "[cli][signals]") {
-  for (const int sig : {SIGINT, SIGTERM}) {
+  for (const int sig : {SIGINT, SIGTERM, SIGQUIT}) {
     INFO("signal " << sig);
     const fs::path dir = tmp("signal_blocked_" + std::to_string(sig));
     fs::remove_all(dir);
@@ -75,9 +84,11 @@ TEST_CASE(
     INFO("ended after " << seconds << " s");
     REQUIRE(st != -1);  // it ended (it stayed blocked for ever before the backstop)
     CHECK(WIFSIGNALED(st));
-    CHECK(WTERMSIG(st) == sig);
+    CHECK(WTERMSIG(st) == sig);  // 128 + sig in a shell: 130, 143, 131
+    CHECK_FALSE(WCOREDUMP(st));  // SIGQUIT's default: the cleanup done, no core file is left
     CHECK(seconds < 5);
     CHECK_FALSE(fs::exists(dir / "work"));
+    for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename().string().rfind("core", 0) != 0);
     fs::remove_all(dir);
   }
 }

@@ -186,28 +186,29 @@ def engine_names() -> list[str]:
     return list(_core.engine_names())
 
 
-def _engine_tools(python: str | None) -> Any:
+def _engine_tools(python: PathIn | None) -> Any:
+    # python: converted and checked by the core (bind_model.cpp: a str naming an existing file)
     onednn = os.path.join(_PACKAGE, "bin", "foldcheck-onednn")
     adapters = os.environ.get("FOLDCHECK_ENGINES_DIR") or os.path.join(_PACKAGE, "share", "foldcheck", "engines")
-    return _core.EngineTools(python or sys.executable, adapters, onednn if os.path.isfile(onednn) else "")
+    return _core.EngineTools(sys.executable if python is None else _path(python, "python"), adapters,
+                             onednn if os.path.isfile(onednn) else "")
 
 
 def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mapping[str, str] | None = None,
             input: ArrayIn | PathIn | None = None, seed: int = ENG["seed"],  # noqa: A002
             confidence: float = ENG["confidence"], channel_samples: int = ENG["channel_samples"],
             output_samples: int = ENG["output_samples"], timeout: float = ENG["timeout"],
-            work_dir: PathIn | None = None, python: str | None = None, precision: int = ENG["precision"],
+            work_dir: PathIn | None = None, python: PathIn | None = None, precision: int = ENG["precision"],
             threads: int = ENG["threads"], progress: Progress | None = None) -> EnginesResult:
     """Run real engines on an ONNX model and check what they produced (`foldcheck engines`).
 
-    engines: built-in names (engine_names()); adapters: {label: command template} of your own
-    ({model}, {input}, {outdir}; adapters/README.md). The Python adapters run with
-    `python` (default: this interpreter)."""
-    if isinstance(engines, str):
-        engines = [engines]
-    own = [f"{k}={v}" for k, v in (adapters or {}).items()]
+    engines: built-in names (engine_names()), a str for one; adapters: {label: command template}
+    of your own ({model}, {input}, {outdir}; adapters/README.md): a label is not blank and holds
+    no '=' or control character, a command is not blank. The Python adapters run with `python`
+    (default: this interpreter). Each is converted and checked by the core before anything runs
+    (a wrong one is foldcheck.InputError naming it)."""
     with NpyFiles() as files:
-        r = _core.engines(_path(model, "model"), list(engines), own, _engine_tools(python),
+        r = _core.engines(_path(model, "model"), engines, adapters, _engine_tools(python),
                           input=files.path(input, "input"),
                           seed=seed, confidence=confidence, channel_samples=channel_samples,
                           output_samples=output_samples, timeout=timeout,
@@ -238,8 +239,8 @@ def bisect(target: PathIn | Mapping[str, Any] | None = None, *, passes: str | Se
     if target is not None and not isinstance(target, (str, os.PathLike)):
         target, text = "<case>", json.dumps(target)
     with NpyFiles() as files:
-        r = _core.bisect(_path(target, "target"), target_text=text, passes=list(passes),
-                         opt_level=opt_level, disabled=list(disabled), mode=mode, threshold_ulp=threshold_ulp,
+        r = _core.bisect(_path(target, "target"), target_text=text, passes=passes,
+                         opt_level=opt_level, disabled=disabled, mode=mode, threshold_ulp=threshold_ulp,
                          dtype=dtype, input=files.path(input, "input"), seed=seed, command=command,
                          model=_path(model, "model"),
                          reference=files.path(reference, "reference"), timeout=timeout,

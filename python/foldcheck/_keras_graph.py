@@ -25,10 +25,28 @@ NOT_FOLDED = ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "SeparableConv2D"
 FOLDED_CONVS = (L.Conv2D, L.DepthwiseConv2D)
 
 
+def shown(v):
+    """What was given, for a refusal: its repr (cut short, control characters escaped) and type."""
+    r = repr(v)
+    return f"{r[:57] + '...' if len(r) > 60 else r} ({type(v).__name__})"
+
+
+def keras_model(model, fn):
+    """`model`, refused unless it is a built Keras model: TypeError naming the argument for
+    anything else (None, a path: the functions take the model, tf.keras.models.load_model
+    reads a file), ValueError for a model not built (it has no layers' weights to read)."""
+    if not isinstance(model, tf.keras.Model):
+        raise TypeError(f"{fn}: model must be a Keras model (tf.keras.Model: functional, Sequential or nested), "
+                        f"got {shown(model)}")
+    if not model.built:
+        raise ValueError(f"{fn}: model {model.name!r} is not built (give it an Input, or call it once)")
+    return model
+
+
 def layers(model, parents=None):
     """Every layer of the model, those of models nested in it included, in order; with
     parents=(), (layer, the nested models it is in, outermost first)."""
-    for layer in model.layers:
+    for layer in keras_model(model, "layers").layers:
         if isinstance(layer, tf.keras.Model):
             yield from layers(layer, None if parents is None else (*parents, layer))
         else:
@@ -76,7 +94,7 @@ def conv_bn_pairs(model):
     that cannot be folded into (False), or one this module does not model (SeparableConv2D,
     Conv1D, Dense, a conv inside a nested model: True)."""
     pairs, skipped = [], []
-    for bn, parents in layers(model, parents=()):
+    for bn, parents in layers(keras_model(model, "conv_bn_pairs"), parents=()):
         owners = (model, *parents)
         if not isinstance(bn, L.BatchNormalization) or _inbound(bn, owners[-1]) is None:
             continue
@@ -221,7 +239,7 @@ def activation_after(bn, owners):
 
 def all_ops(model):
     """Every op of the model's graph (layers and keras.ops calls), those of nested models too."""
-    g = getattr(model, "_functional", None) or model
+    g = getattr(keras_model(model, "all_ops"), "_functional", None) or model
     for op in getattr(g, "operations", model.layers):
         if isinstance(op, tf.keras.Model):
             yield from all_ops(op)
@@ -232,6 +250,7 @@ def all_ops(model):
 def record(model, x, ops):
     """Each op's input and output as the Keras model computes them on x (float32 NHWC), by
     id(op): recorded from one eager call of the model, each op's call wrapped for it."""
+    keras_model(model, "record")
     seen = {}
 
     def recording(op, call):
@@ -265,6 +284,10 @@ def keras_layer(conv, bn):
     """A pair's arrays as foldcheck reads them: weight OIHW (depthwise: O = C·multiplier, I = 1),
     the conv bias (or None), gamma, beta, mean, var (float32) and eps, and the conv's geometry
     as TFLite states it (stride, dilation, "SAME"/"VALID")."""
+    if not isinstance(conv, FOLDED_CONVS):
+        raise TypeError(f"keras_layer: conv must be a Keras Conv2D or DepthwiseConv2D, got {shown(conv)}")
+    if not isinstance(bn, L.BatchNormalization):
+        raise TypeError(f"keras_layer: bn must be a Keras BatchNormalization, got {shown(bn)}")
     k = np.asarray(conv.kernel.numpy(), np.float32)
     if isinstance(conv, L.DepthwiseConv2D):  # (kh, kw, C, m) -> channel c·m + j
         kh, kw, c, m = k.shape

@@ -89,7 +89,12 @@ def _constant(it, index, dequantized_from):
 
 def converted_convs(flat, it):
     """Each conv op of the converted model: its index, kind, tensors and options, and its
-    weight (as OIHW) and bias as stored."""
+    weight (as OIHW) and bias as stored. flat: the model's bytes; it: a tf.lite.Interpreter of
+    it that has run (refused by name otherwise: a TypeError, never TFLite's from inside)."""
+    if not isinstance(flat, (bytes, bytearray, memoryview)):
+        raise TypeError(f"converted_convs: flat must be the converted model's bytes, got {type(flat).__name__}")
+    if not isinstance(it, tf.lite.Interpreter):
+        raise TypeError(f"converted_convs: it must be a tf.lite.Interpreter of the model, got {type(it).__name__}")
     options, ops = _options(flat), it._get_ops_details()
     shapes = {d["index"]: tuple(int(n) for n in d["shape"]) for d in it.get_tensor_details()}
     dequantized_from = {int(op["outputs"][0]): int(op["inputs"][0]) for op in ops if op["op_name"] == "DEQUANTIZE"}

@@ -38,6 +38,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ import numpy as np
 from . import _commands, _core
 from . import _tflite_model as tfl
 from ._core import Verdict, of_layer, tally
-from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, layers, record  # noqa: F401 (public helpers)
+from ._keras_graph import all_ops, conv_bn_pairs, keras_layer, keras_model, layers, record, shown  # noqa: F401
 from ._tensorflow import tf
 from ._tflite_model import converted_convs  # noqa: F401 (public: a converted model's convs, adapters/tflite_fold.py)
 from .results import Result, lines_for_people
@@ -272,11 +273,73 @@ def _check_layer(name, p, ctx, conv, keras, pool, run_state, precision, threads)
     return row
 
 
-def convert(model: Any) -> bytes:
-    """The TFLite converter's model of `model`, default options (the flatbuffer's bytes)."""
+# Names TensorFlow takes everywhere the converter puts them (scopes, variable paths, signature
+# arguments); outside them (a space, '卷积', a bidi control, a leading '_' or '>'), Keras 3's
+# export refuses the model and the converter's fallback fails inside with "TypeError:
+# 'NoneType' object is not callable". Not a rule of its own: used to name the likely cause
+# when the converter fails.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _unusual_names(model):
+    """The model's names outside _PLAIN_NAME, as "layer 'conv 1'" (repr: controls escaped)."""
+    named = [("model", model.name)] + [("input", getattr(t, "name", "")) for t in getattr(model, "inputs", None) or []]
+    named += [("nested model" if isinstance(op, tf.keras.Model) else "layer", op.name)
+              for op in _layers_and_models(model)]
+    return [f"{what} {name!r}" for what, name in named if not _PLAIN_NAME.fullmatch(str(name))]
+
+
+def _layers_and_models(model):
+    """Every layer of the model and every model nested in it."""
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, tf.keras.Model):
+            yield from _layers_and_models(layer)
+
+
+def _converted(model, fn):
+    """convert's work; a failure of the converter is a ValueError naming the model (and the
+    names it likely failed on), never TensorFlow's exception from inside."""
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the exported signature
-        return bytes(converter.convert())
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the exported signature
+            return bytes(converter.convert())
+    except Exception as e:  # the converter raises many kinds, from deep inside: re-raised as one
+        names = _unusual_names(model)
+        cause = (f"; likely its names, which TensorFlow does not take (ASCII letters, digits, '_', '.', '-' "
+                 f"only, not first '_' or '-'): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''} (rename "
+                 "them)") if names else ""
+        said = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(e).strip().split("\n")[0][:200])
+        raise ValueError(f"{fn}: model {model.name!r}: the TFLite converter cannot convert it ({type(e).__name__}"
+                         f"{': ' + said if said else ''}){cause}; or convert it yourself and give tflite=") from e
+
+
+def convert(model: Any) -> bytes:
+    """The TFLite converter's model of `model`, default options (the flatbuffer's bytes).
+    model: a built Keras model (TypeError otherwise); a model the converter cannot convert is
+    a ValueError naming it (and the names it likely failed on)."""
+    return _converted(keras_model(model, "convert"), "convert")
+
+
+def _flatbuffer(tflite, fn):
+    """The converted model a user gave (bytes, or a .tflite file's path) as bytes, refused by
+    name unless it is a TFLite flatbuffer (identifier "TFL3" at byte 4): TFLite's own errors
+    for b"" or 5 (read as five zero bytes) name no argument."""
+    if isinstance(tflite, (str, os.PathLike)):
+        try:
+            with open(tflite, "rb") as f:
+                flat = f.read()
+        except OSError as e:
+            raise ValueError(f"{fn}: tflite: cannot read {os.fspath(tflite)!r} ({e.strerror or e})") from e
+    elif isinstance(tflite, (bytes, bytearray, memoryview)):
+        flat = bytes(tflite)
+    else:
+        raise TypeError(f"{fn}: tflite must be the converted model (bytes) or a .tflite file's path, got "
+                        f"{shown(tflite)}")
+    if len(flat) < 8 or flat[4:8] != b"TFL3":
+        raise ValueError(f"{fn}: tflite is not a TFLite model (a flatbuffer with the identifier TFL3 at byte 4): "
+                         f"{len(flat)} bytes" + (f" starting {flat[:8]!r}" if flat else ""))
+    return flat
 
 
 def _taken_by(x):
@@ -323,17 +386,18 @@ def check_tflite(model: Any, x: Any, *, tflite: bytes | str | os.PathLike[str] |
     (Keras' default is 1e-3); give 1e-5 to ask whether a model ported from PyTorch computes
     what PyTorch's layers did (diagnose then names eps_mismatch and recovers the eps the
     model used). Returns a TFLiteCheck (.verdict, .layers, .unexpected, .skipped, .report())."""
-    if isinstance(tflite, (str, os.PathLike)):
-        with open(tflite, "rb") as f:
-            tflite = f.read()
-    # eps: a number as every function takes one (a numpy scalar or 0-d array too), else a ValueError
+    # Every argument refused by name before anything runs (model, tflite here; eps, precision
+    # and threads by the core's one conversion of numbers, scalars.hpp; x by _taken_by).
+    keras_model(model, "check_tflite")
+    given = None if tflite is None else _flatbuffer(tflite, "check_tflite")
     held: float | None = None if eps is None else _core.number(eps, "eps", 0.0, True)
+    _core.reference_options(precision, threads)
     x_nhwc = _taken_by(x)
     pairs, skipped = conv_bn_pairs(model)
     keras, pool = _keras_values(model, x_nhwc, pairs)
     for c, b, ctx in pairs:
         ctx.update(conv=c, bn=b)
-    flat = bytes(tflite) if tflite is not None else convert(model)
+    flat = given if given is not None else _converted(model, "check_tflite")
     arrays: list[dict[str, Any]] = [keras_layer(c, b) for c, b, _ in pairs]
     p: dict[str, Any]
     for p in arrays if held is not None else ():

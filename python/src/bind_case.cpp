@@ -143,10 +143,9 @@ Result py_bisect(const BisectArgs& a, std::vector<std::string> passes, const std
   return bisect_result(released([&] { return bisect_case(spec, bo); }));
 }
 
-Result py_bisect_args(Arg target, Arg target_text, std::vector<std::string> passes, Arg opt_level,
-                      const std::vector<std::string>& disabled, Arg mode, Arg threshold_ulp, Arg dtype, Arg input,
-                      Arg seed, Arg command, Arg model, Arg reference, Arg timeout, Arg precision, Arg threads,
-                      pyb::object on_progress) {
+Result py_bisect_args(Arg target, Arg target_text, Arg passes, Arg opt_level, Arg disabled, Arg mode, Arg threshold_ulp,
+                      Arg dtype, Arg input, Arg seed, Arg command, Arg model, Arg reference, Arg timeout, Arg precision,
+                      Arg threads, pyb::object on_progress) {
   BisectArgs a{optional_text(target, "target"),
                optional_text(target_text, "target_text"),
                optional_text(dtype, "dtype"),
@@ -159,7 +158,8 @@ Result py_bisect_args(Arg target, Arg target_text, std::vector<std::string> pass
                optional_number(threshold_ulp, "threshold_ulp", options::kThresholdUlp),
                integer(seed, "seed", options::kSeed),
                number(timeout, "timeout", options::kTimeoutSeconds)};
-  return py_bisect(a, std::move(passes), disabled, reference_options(precision, threads), std::move(on_progress));
+  return py_bisect(a, texts(passes, "passes"), texts(disabled, "disabled"), reference_options(precision, threads),
+                   std::move(on_progress));
 }
 
 // The defaults of run and bisect: their C++ options structs' own (default-constructed:
@@ -198,11 +198,10 @@ void bind_case(pyb::module_& m) {
         arg("precision") = object(r["precision"]), arg("threads") = object(r["threads"]),
         arg("progress") = pyb::none());
   m.def("bisect", &py_bisect_args, arg("target") = pyb::none(), arg("target_text") = pyb::none(),
-        arg("passes") = std::vector<std::string>{}, arg("opt_level") = pyb::none(),
-        arg("disabled") = std::vector<std::string>{}, arg("mode") = object(b["mode"]),
-        arg("threshold_ulp") = pyb::none(), arg("dtype") = pyb::none(), arg("input") = pyb::none(),
-        arg("seed") = object(b["seed"]), arg("command") = pyb::none(), arg("model") = pyb::none(),
-        arg("reference") = pyb::none(), arg("timeout") = object(b["timeout"]),
+        arg("passes") = pyb::tuple(), arg("opt_level") = pyb::none(), arg("disabled") = pyb::tuple(),
+        arg("mode") = object(b["mode"]), arg("threshold_ulp") = pyb::none(), arg("dtype") = pyb::none(),
+        arg("input") = pyb::none(), arg("seed") = object(b["seed"]), arg("command") = pyb::none(),
+        arg("model") = pyb::none(), arg("reference") = pyb::none(), arg("timeout") = object(b["timeout"]),
         arg("precision") = object(b["precision"]), arg("threads") = object(b["threads"]),
         arg("progress") = pyb::none());
 }

@@ -1,6 +1,9 @@
 // accuracy_diff and engines on ONNX models (bind.hpp). Models, inputs and observed outputs are
 // files here: the Python layer writes arrays it is given to .npy files first.
+#include <filesystem>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include <pybind11/stl.h>
 
@@ -41,9 +44,27 @@ Result py_accuracy_diff(Arg model, Arg observed, Arg input, Arg seed, Arg observ
   return make_result("accuracy-diff", r.to_json(), r.verdict(), reports::accuracy_diff_text);
 }
 
-Result py_engines(Arg model, const std::vector<std::string>& names, const std::vector<std::string>& adapters,
-                  const EngineTools& tools, Arg input, Arg seed, Arg confidence, Arg channel_samples,
-                  Arg output_samples, Arg timeout, Arg work_dir, Arg precision, Arg threads, pyb::object on_progress) {
+// The engines to run: built-in names and own adapters {label: command}, converted here (scalars.hpp)
+// and held to engine_list's rule, before anything runs.
+std::vector<EngineSpec> engines_given(Arg names, Arg adapters, const EngineTools& tools) {
+  std::vector<EngineSpec> own;
+  for (auto& [label, command] : text_pairs(adapters, "adapters")) own.push_back({label, command});
+  return engine_list(texts(names, "engines"), own, tools);
+}
+
+// The tools of the built-in engines; `python` as the command line's --python takes it: an
+// existing file, not a directory.
+EngineTools engine_tools(Arg python, Arg adapters_dir, Arg onednn) {
+  EngineTools t{text(python, "python"), text(adapters_dir, "adapters_dir"), text(onednn, "onednn")};
+  std::error_code ec;
+  if (!std::filesystem::exists(t.python, ec) || std::filesystem::is_directory(t.python, ec))
+    throw InputError(fmt::format("python: {}: not a file (the Python that runs the built-in adapters)", t.python));
+  return t;
+}
+
+Result py_engines(Arg model, Arg names, Arg adapters, const EngineTools& tools, Arg input, Arg seed, Arg confidence,
+                  Arg channel_samples, Arg output_samples, Arg timeout, Arg work_dir, Arg precision, Arg threads,
+                  pyb::object on_progress) {
   EnginesOptions o;
   const std::string model_path = text(model, "model");
   o.input = optional_text(input, "input");
@@ -54,7 +75,7 @@ Result py_engines(Arg model, const std::vector<std::string>& names, const std::v
   o.timeout_seconds = number(timeout, "timeout", options::kTimeoutSeconds);
   o.work_dir = optional_text(work_dir, "work_dir");
   o.ref = reference_options(precision, threads);
-  o.engines = engine_list(names, adapters, tools);
+  o.engines = engines_given(names, adapters, tools);
   o.progress = progress(std::move(on_progress));
   const EnginesResult r = released([&] { return engines(model_path, o); });
   return make_result("engines", r.to_json(), r.verdict(), reports::engines_text);
@@ -94,7 +115,7 @@ pyb::dict engines_defaults() {
 void bind_model(pyb::module_& m) {
   using pyb::arg;
   pyb::class_<EngineTools>(m, "EngineTools")
-      .def(pyb::init<std::string, std::string, std::string>(), arg("python"), arg("adapters_dir"), arg("onednn"));
+      .def(pyb::init(&engine_tools), arg("python"), arg("adapters_dir"), arg("onednn"));
   m.def("engine_names", &builtin_engine_names);
   const pyb::dict a = accuracy_diff_defaults(), e = engines_defaults();
   m.attr("accuracy_diff_defaults") = a;

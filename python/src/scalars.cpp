@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "call.hpp"
 #include "foldcheck/base/errors.hpp"
 
 namespace foldcheck::py {
@@ -113,12 +114,36 @@ bool flag(const pyb::handle& v, const char* name) {
 
 std::string text(const pyb::handle& v, const char* name) {
   if (!PyUnicode_Check(v.ptr())) refuse(v, name, "a str");
-  return v.cast<std::string>();
+  std::string t = v.cast<std::string>();
+  if (t.find('\0') != std::string::npos) refuse(v, name, "a str without NUL characters");
+  return t;
 }
 
 std::optional<std::string> optional_text(const pyb::handle& v, const char* name) {
   if (v.is_none()) return std::nullopt;
   return text(v, name);
+}
+
+std::vector<std::string> texts(const pyb::handle& v, const char* name) {
+  if (PyUnicode_Check(v.ptr())) return {text(v, name)};
+  if (!PyList_Check(v.ptr()) && !PyTuple_Check(v.ptr())) refuse(v, name, "a str or a list of str");
+  std::vector<std::string> r;
+  std::size_t i = 0;
+  for (const pyb::handle item : v) r.push_back(text(item, fmt::format("{}[{}]", name, i++).c_str()));
+  return r;
+}
+
+std::vector<std::pair<std::string, std::string>> text_pairs(const pyb::handle& v, const char* name) {
+  if (v.is_none()) return {};
+  const pyb::object mapping = pyb::module_::import("collections.abc").attr("Mapping");
+  if (!pyb::isinstance(v, mapping)) refuse(v, name, "a dict of str to str");
+  std::vector<std::pair<std::string, std::string>> r;
+  for (const pyb::handle key : v) {
+    const std::string k = text(key, fmt::format("{} (a key)", name).c_str());
+    const std::string place = fmt::format("{}[{}]", name, pyb::repr(key).cast<std::string>());
+    r.emplace_back(k, text(v[key], place.c_str()));
+  }
+  return r;
 }
 
 void bind_scalars(pyb::module_& m) {
@@ -130,6 +155,16 @@ void bind_scalars(pyb::module_& m) {
       pyb::arg("value"), pyb::arg("name"), pyb::arg("lo") = options::kAnyFinite.lo, pyb::arg("lo_excluded") = false,
       "value as a float, converted as every core function converts a number argument (scalars.hpp): a finite number "
       "above lo (strictly when lo_excluded), or foldcheck.InputError naming `name`");
+  m.def(
+      "reference_options",
+      [](const pyb::object& precision, const pyb::object& threads) {
+        const ref::Options o = reference_options(precision, threads);
+        return pyb::make_tuple(o.precision, o.threads);
+      },
+      pyb::arg("precision"), pyb::arg("threads"),
+      "(precision, threads) converted as every core function converts them (the command's --precision and --threads "
+      "ranges), or foldcheck.InputError naming the argument: for functions that check them before running anything "
+      "(foldcheck.keras.check_tflite)");
 }
 
 }  // namespace foldcheck::py

@@ -386,6 +386,43 @@ def test_every_file_an_adapter_names_is_held_to_one_rule(model, setup, fields, r
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.parametrize("fields", [{"folded_model": "."}, {"folded_model": "./"},
+                                    {"values": {"x": ".", "stem.bn.y": "."}}, {"outputs": {"y": "."}}])
+def test_a_file_that_is_outdir_itself_is_refused_as_a_directory(model, fields):
+    # It was refused as "leads outside OUTDIR", which it does not.
+    code, r = shell_engines(model, manifest(**fields))
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "MISTRUSTED", e
+    assert "is the adapter's output directory itself, a directory" in e["failed"] and "outside" not in e["failed"], e
+
+
+@pytest.mark.parametrize("replace", [
+    "rm -r {outdir} && ln -s ELSEWHERE {outdir}",                               # OUTDIR itself a link
+    "mv {outdir} ELSEWHERE.moved && ln -s ELSEWHERE {outdir}",                  # moved away, a link in its place
+    "w=$(dirname {outdir}); mkdir -p ELSEWHERE/w/engine_1; cp ELSEWHERE/manifest.json ELSEWHERE/w/engine_1; "
+    "mv $w ELSEWHERE/w.moved && ln -s ELSEWHERE/w $w",                          # the work directory above it
+])
+def test_outdir_replaced_by_a_link_elsewhere_is_refused_naming_it(model, tmp_path, replace):
+    # Before, foldcheck read the engine's files from wherever the link led: its manifest here
+    # (notes "from elsewhere") was read and reported.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "manifest.json").write_text(json.dumps({"protocol": 1, "engine": "elsewhere",
+                                                         "notes": ["from elsewhere"]}))
+    code, r = shell_engines(model, replace.replace("ELSEWHERE", str(elsewhere)))
+    e = r["engines"][0]
+    assert code == 1 and e["verdict"] == "MISTRUSTED", e
+    assert "the adapter's output directory is no longer the directory foldcheck made" in e["failed"], e
+    assert "nothing in it is read" in e["failed"] and not e.get("notes"), e
+
+
+def test_outdir_removed_and_made_anew_in_place_is_read(model):
+    # Not a link: a directory of foldcheck's still (an adapter may clean its output so).
+    code, r = shell_engines(model, "rm -r {outdir} && mkdir {outdir} && " + manifest(notes=["made anew"]))
+    e = r["engines"][0]
+    assert "no longer the directory" not in (e.get("failed") or "") and e.get("notes") == ["made anew"], e
+
+
 def test_a_manifest_that_is_a_link_out_of_outdir_is_refused(model):
     code, r = shell_engines(model, "ln -s {model} {outdir}/manifest.json")
     assert code == 1 and "leads outside the adapter's output directory" in r["engines"][0]["failed"]
@@ -401,15 +438,32 @@ def temporaries(tmpdir):
     return [p.name for p in tmpdir.iterdir() if p.name.startswith("foldcheck-engines-")]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def adapter_processes(token):
+    """The pids of processes whose command line holds `token` (the adapter's own sleep)."""
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(d))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+# SIGQUIT (issue 40) was not caught: foldcheck ended at once, its temporaries and the adapter
+# left behind.
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGQUIT])
 @pytest.mark.parametrize("command", [
-    "sleep 30",                     # waiting for the adapter
-    "trap '' TERM INT; sleep 30",   # an adapter deaf to both (SIGKILL after the grace)
+    "sleep 30.{tag}",                     # waiting for the adapter
+    "trap '' TERM INT QUIT; sleep 30.{tag}; true",   # an adapter deaf to them (SIGKILL after the grace)
 ])
 def test_a_signal_ends_foldcheck_promptly_and_removes_its_temporaries(model, tmp_path, sig, command):
+    tag = f"{os.getpid()}{int(sig):02d}{len(command)}"
+    command = command.replace("{tag}", tag)
     p = subprocess.Popen([FOLDCHECK, "engines", str(model / "model.onnx"), "--input", str(model / "x.npy"), "-q",
                           "--adapter", "slow=" + command], env={**ENV, "TMPDIR": str(tmp_path)},
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     try:
         for _ in range(500):  # until the adapter runs
             if any((tmp_path / d / "engine_1").exists() for d in temporaries(tmp_path)):
@@ -422,8 +476,10 @@ def test_a_signal_ends_foldcheck_promptly_and_removes_its_temporaries(model, tmp
         assert time.monotonic() - t0 < 5
     finally:
         p.kill()
-    assert code == -sig  # ended by the signal (130 / 143 in a shell)
+    assert code == -sig  # ended by the signal (130 / 143 / 131 in a shell)
     assert temporaries(tmp_path) == []
+    assert adapter_processes(f"30.{tag}") == []  # the adapter ended with foldcheck
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("core")]  # nor a core dump left
 
 
 # Issue 40: the manifest refuses keys the protocol does not have and names that are not the

@@ -386,3 +386,98 @@ def test_layer_names_with_control_characters_are_shown_escaped():
     lines = text.split("\n")
     row, other = next(x for x in lines if shown in x), next(x for x in lines if x.startswith("  c2 + b2"))
     assert row.index("CONV_2D") == other.index("CONV_2D")  # padded after escaping
+
+
+# Issue 40: every public function of foldcheck.keras refuses a wrong argument by name (a
+# TypeError or ValueError saying which and what it is) before it runs anything; no raw error
+# from TensorFlow, TFLite or Python reaches the user. Before: tflite=b"" and tflite=5 raised
+# TFLite's errors (5 was read as five zero bytes), model=None an AttributeError, model="m.keras"
+# TFLite's converter's error, and a model whose layer is named 'conv 1' or '卷积' TensorFlow's
+# "TypeError: 'NoneType' object is not callable" from inside the converter.
+@pytest.mark.parametrize("tflite, error, message", [
+    (b"", ValueError, "check_tflite: tflite is not a TFLite model (a flatbuffer with the identifier TFL3 at byte 4): "
+                      "0 bytes"),
+    (5, TypeError, "check_tflite: tflite must be the converted model (bytes) or a .tflite file's path, got 5 (int)"),
+    ([1, 2], TypeError, "got [1, 2] (list)"),
+    (bytearray(b"not a flatbuffer"), ValueError, "tflite is not a TFLite model"),
+    ("/no/such.tflite", ValueError, "check_tflite: tflite: cannot read '/no/such.tflite' (No such file or directory)"),
+    ("/", ValueError, "check_tflite: tflite: cannot read '/'"),
+])
+def test_a_wrong_tflite_is_refused_by_name(model, tflite, error, message):
+    with pytest.raises(error) as e:
+        fck.check_tflite(model, _input(), tflite=tflite)
+    assert type(e.value) is error and message in str(e.value), str(e.value)
+
+
+MODEL_TAKERS = {"check_tflite": lambda m: fck.check_tflite(m, _input()), "convert": fck.convert,
+                "conv_bn_pairs": fck.conv_bn_pairs, "layers": lambda m: list(fck.layers(m)),
+                "all_ops": lambda m: list(fck.all_ops(m)), "record": lambda m: fck.record(m, _input(), [])}
+
+
+@pytest.mark.parametrize("bad", [None, "m.keras", 5, "layer"], ids=["none", "path", "int", "a layer"])
+@pytest.mark.parametrize("function", list(MODEL_TAKERS))
+def test_every_function_taking_a_model_refuses_what_is_not_one(function, bad):
+    bad = L.Conv2D(2, 1) if bad == "layer" else bad
+    with pytest.raises(TypeError) as e:
+        MODEL_TAKERS[function](bad)
+    assert str(e.value).startswith(f"{function}: model must be a Keras model (tf.keras.Model"), str(e.value)
+    assert f"({type(bad).__name__})" in str(e.value)
+
+
+@pytest.mark.parametrize("function", ["check_tflite", "convert", "conv_bn_pairs"])
+def test_a_model_not_built_is_refused(function):
+    m = tf.keras.Sequential([L.Conv2D(2, 1), L.BatchNormalization()], name="unbuilt")
+    with pytest.raises(ValueError, match=rf"^{function}: model 'unbuilt' is not built"):
+        MODEL_TAKERS[function](m)
+
+
+def test_the_helpers_refuse_what_is_not_theirs(model):
+    with pytest.raises(TypeError, match=r"^keras_layer: conv must be a Keras Conv2D or DepthwiseConv2D, got None"):
+        fck.keras_layer(None, None)
+    with pytest.raises(TypeError, match=r"^keras_layer: bn must be a Keras BatchNormalization, got "):
+        fck.keras_layer(model.get_layer("c1"), model.get_layer("c1"))
+    with pytest.raises(TypeError, match=r"^converted_convs: flat must be the converted model's bytes, got int"):
+        fck.converted_convs(5, None)
+    with pytest.raises(TypeError, match=r"^converted_convs: it must be a tf.lite.Interpreter"):
+        fck.converted_convs(b"", None)
+
+
+def test_precision_and_threads_are_refused_before_anything_runs():
+    # With no pair to check, they reached no core function: any value was taken.
+    x = tf.keras.Input((5, 5, 2), batch_size=1)
+    m = tf.keras.Model(x, L.Conv2D(3, 3)(x))
+    for kw, message in (({"precision": "64"}, "^precision: must be an integer"),
+                        ({"threads": -1}, "^threads: must be an integer"), ({"precision": True}, "^precision: ")):
+        with pytest.raises(ValueError, match=message):
+            fck.check_tflite(m, np.zeros((1, 5, 5, 2), np.float32), **kw)
+
+
+def _named(conv="c1", relu="relu"):
+    """A conv + BatchNorm model with these names (the same weights for every name)."""
+    x = tf.keras.Input((6, 6, 2), batch_size=1)
+    h = L.BatchNormalization(name="bn")(L.Conv2D(3, 3, padding="same", name=conv)(x))
+    m = tf.keras.Model(x, L.ReLU(name=relu)(h), name="named")
+    rng = np.random.default_rng(5)
+    weights = [rng.normal(0, 0.5, w.shape).astype(np.float32) for w in m.get_weights()]
+    weights[5] = np.abs(weights[5]) + 0.5  # the moving variance
+    m.set_weights(weights)
+    return m
+
+
+@pytest.mark.parametrize("names", [{"conv": "conv 1"}, {"conv": "卷积"}, {"conv": "c\u202eevil"},
+                                   {"relu": "relu 1"}],
+                         ids=["space", "cjk", "bidi", "activation"])
+def test_names_the_converter_cannot_take_are_named_not_a_tensorflow_error(names):
+    m = _named(**names)
+    bad = names.get("conv") or names["relu"]
+    x = np.random.default_rng(2).standard_normal((1, 6, 6, 2)).astype(np.float32)
+    for function, call in (("check_tflite", lambda: fck.check_tflite(m, x)), ("convert", lambda: fck.convert(m))):
+        with pytest.raises(ValueError) as e:
+            call()
+        text = str(e.value)
+        assert text.startswith(f"{function}: model {m.name!r}: the TFLite converter cannot convert it"), text
+        assert repr(bad) in text and "rename them" in text and "give tflite=" in text, text
+        assert "\u202e" not in text and "\n" not in text  # a bidi control is shown escaped
+    # The same model converted under plain names is checked: the names are only the converter's.
+    flat = fck.convert(_named())
+    assert fck.check_tflite(m, x, tflite=flat).verdict == "EXPECTED"

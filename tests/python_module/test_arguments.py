@@ -166,3 +166,75 @@ def test_ranges_are_the_commands():
     with pytest.raises(foldcheck.InputError, match=r"^dilation: must be an integer from 1 to 1048576, got 1.7"):
         _diagnose(dilation=1.7)
     assert _core.number(np.array(1e-3), "eps", 0.0, True) == pytest.approx(1e-3)
+
+
+# Issue 40: the engines' names, own adapters and Python, and bisect's pass lists, refused by
+# name before anything runs. Before: engines(m, [None]) and python=123 raised pybind11's
+# TypeError listing the C++ signature, engines(m, 5) list()'s TypeError, adapters=[...] an
+# AttributeError; adapters={"e": None} (or bytes) ran the shell command "None" (b'...'), and a
+# label holding '=' ran as label 'a' with command "b=CMD".
+def _engines_call(root):
+    """engines on the fixture model."""
+    model = root / "cases" / "models" / "fixture" / "model.onnx"
+    return lambda *names, **kw: foldcheck.engines(model, *names, **kw)
+
+
+ENGINES_REFUSED = [
+    ("names-none", ([None],), {}, "engines[0]: must be a str, got None (NoneType)"),
+    ("names-int", (5,), {}, "engines: must be a str or a list of str, got 5 (int)"),
+    ("names-bytes", ([b"onnxruntime"],), {}, "engines[0]: must be a str"),
+    ("names-second", (["onnxruntime", 3],), {}, "engines[1]: must be a str, got 3 (int)"),
+    ("adapters-list", ((),), {"adapters": ["a=true"]}, "adapters: must be a dict of str to str, got ['a=true'] (list)"),
+    ("adapters-none-value", ((),), {"adapters": {"e": None}}, "adapters['e']: must be a str, got None (NoneType)"),
+    ("adapters-bytes-value", ((),), {"adapters": {"e": b"touch MARK"}}, "adapters['e']: must be a str, got b'touch"),
+    ("adapters-int-key", ((),), {"adapters": {3: "touch MARK"}}, "adapters (a key): must be a str, got 3 (int)"),
+    ("adapters-label-eq", ((),), {"adapters": {"a=b": "touch MARK"}}, "`adapters` 'a=b': a label holds no '='"),
+    ("adapters-label-empty", ((),), {"adapters": {"": "touch MARK"}}, "`adapters` '': a label is empty or blank"),
+    ("adapters-label-blank", ((),), {"adapters": {" \t": "touch MARK"}}, "a label is empty or blank"),
+    ("adapters-label-newline", ((),), {"adapters": {"a\nb": "touch MARK"}},
+     "`adapters` 'a\\x0ab': a label holds no control characters"),
+    ("adapters-command-blank", ((),), {"adapters": {"a": "  "}}, "`adapters` 'a': its command is empty or blank"),
+    ("adapters-command-nul", ((),), {"adapters": {"a": "true\0touch MARK"}},
+     "adapters['a']: must be a str without NUL characters"),
+    ("python-int", ((),), {"adapters": {"a": "touch MARK"}, "python": 123}, "python: must be a str, got 123 (int)"),
+    ("python-missing", ((),), {"adapters": {"a": "touch MARK"}, "python": "/no/such/python"},
+     "python: /no/such/python: not a file"),
+    ("python-empty", ((),), {"adapters": {"a": "touch MARK"}, "python": ""}, "python: : not a file"),
+]
+
+
+@pytest.mark.parametrize("label, args, kw, message", ENGINES_REFUSED, ids=[c[0] for c in ENGINES_REFUSED])
+def test_engines_refuses_each_wrong_engine_adapter_and_python_by_name(root, tmp_path, label, args, kw, message):
+    mark = tmp_path / "ran"
+    if "adapters" in kw and isinstance(kw["adapters"], dict):
+        kw = {**kw, "adapters": {k: v.replace("MARK", str(mark)) if isinstance(v, str) else v
+                                 for k, v in kw["adapters"].items()}}
+    with pytest.raises(ValueError) as e:
+        _engines_call(root)(*args, **kw)
+    text = str(e.value)
+    assert message in text, (label, text)
+    assert "\n" not in text and "Invoked with" not in text and "(self" not in text, (label, text)
+    assert not mark.exists(), label  # refused before anything ran
+
+
+def test_engines_takes_a_name_a_tuple_and_a_path_python(root, tmp_path):
+    # The accepted forms are not refused: a str is one name; a tuple a list; a PathLike python.
+    import pathlib  # noqa: PLC0415
+
+    mark = tmp_path / "ran"
+    adapter = {"mine": f"touch {mark}"}
+    for names in ("nosuch", ("nosuch",)):
+        with pytest.raises(ValueError, match="unknown engine 'nosuch'"):
+            _engines_call(root)(names, adapters=adapter, python=pathlib.Path(foldcheck.__file__))
+    r = _engines_call(root)(adapters=adapter, timeout=30)
+    assert mark.exists() and r.verdict == "MISTRUSTED"  # it ran: no manifest
+
+
+@pytest.mark.parametrize("argument", ["passes", "disabled"])
+def test_bisect_refuses_pass_lists_by_name(root, argument):
+    for value, message in ((5, f"{argument}: must be a str or a list of str, got 5 (int)"),
+                           ([None], f"{argument}[0]: must be a str, got None (NoneType)"),
+                           (["A", b"B"], f"{argument}[1]: must be a str")):
+        with pytest.raises(ValueError) as e:
+            foldcheck.bisect(root / "cases" / "tvm_thread.json", **{argument: value})
+        assert message in str(e.value) and "Invoked with" not in str(e.value), (value, str(e.value))

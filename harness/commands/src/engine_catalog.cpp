@@ -1,7 +1,11 @@
 // The built-in engines (engine_catalog.hpp): adapters in adapters/ and foldcheck-onednn.
 #include "foldcheck/commands/engine_catalog.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/platform/process.hpp"
@@ -77,16 +81,42 @@ std::vector<EngineSpec> builtin_engine(const std::string& asked, const EngineToo
   return r;
 }
 
-std::vector<EngineSpec> engine_list(const std::vector<std::string>& names, const std::vector<std::string>& adapters,
+namespace {
+
+// A label in a message: its control characters as \xNN (the message stays one line).
+std::string shown_label(const std::string& label) {
+  std::string r;
+  for (const unsigned char c : label)
+    r += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+  return r;
+}
+
+// An own adapter's label and command (engine_catalog.hpp's rule for both surfaces).
+void check_adapter(const EngineSpec& a) {
+  const std::string where = field("adapters") + " '" + shown_label(a.label) + "'";
+  auto blank = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isspace(c) != 0; });
+  };
+  if (blank(a.label)) throw InputError(where + ": a label is empty or blank");
+  if (a.label.find('=') != std::string::npos)
+    throw InputError(where + ": a label holds no '=' (it is the LABEL of LABEL=COMMAND)");
+  if (std::any_of(a.label.begin(), a.label.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    throw InputError(where + ": a label holds no control characters (it is shown on one line of the report)");
+  if (blank(a.command)) throw InputError(where + ": its command is empty or blank");
+  if (a.command.find('\0') != std::string::npos)
+    throw InputError(where + ": its command holds a NUL character (the shell would run only what comes before it)");
+}
+
+}  // namespace
+
+std::vector<EngineSpec> engine_list(const std::vector<std::string>& names, const std::vector<EngineSpec>& adapters,
                                     const EngineTools& tools) {
   std::vector<EngineSpec> r;
   for (const std::string& n : names)
     for (EngineSpec& e : builtin_engine(n, tools)) r.push_back(std::move(e));
-  for (const std::string& a : adapters) {
-    const std::size_t eq = a.find('=');
-    if (eq == 0 || eq == std::string::npos || eq + 1 == a.size())
-      throw InputError(field("adapters") + ": expected LABEL=COMMAND, got '" + a + "'");
-    r.push_back({a.substr(0, eq), a.substr(eq + 1)});
+  for (const EngineSpec& a : adapters) {
+    check_adapter(a);
+    r.push_back(a);
   }
   for (std::size_t i = 0; i < r.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
@@ -94,6 +124,18 @@ std::vector<EngineSpec> engine_list(const std::vector<std::string>& names, const
         throw InputError("engines: '" + r[i].label + "' is given twice (labels name the engines in the report)");
   if (r.empty()) throw InputError("engines: give at least one engine or adapter");
   return r;
+}
+
+std::vector<EngineSpec> engine_list(const std::vector<std::string>& names, const std::vector<std::string>& adapters,
+                                    const EngineTools& tools) {
+  std::vector<EngineSpec> own;
+  for (const std::string& a : adapters) {
+    const std::size_t eq = a.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == a.size())
+      throw InputError(field("adapters") + ": expected LABEL=COMMAND, got '" + a + "'");
+    own.push_back({a.substr(0, eq), a.substr(eq + 1)});
+  }
+  return engine_list(names, own, tools);
 }
 
 }  // namespace foldcheck

@@ -43,12 +43,12 @@ class WorkDir {
         throw InputError(fmt::format(fmt::runtime(field("work_dir") + " {}: must be an empty directory or not exist (its files would be replaced)"), *keep));
       fs::create_directories(*keep, ec);
       if (ec) throw InputError(fmt::format(fmt::runtime(field("work_dir") + " {}: cannot make it ({})"), *keep, ec.message()));
-      path_ = *keep;
+      path_ = made(*keep);
       return;
     }
     std::string tmpl = (fs::temp_directory_path() / "foldcheck-engines-XXXXXX").string();
     if (!mkdtemp(tmpl.data())) throw InputError("cannot make a temporary directory in " + fs::temp_directory_path().string());
-    path_ = tmpl;
+    path_ = made(tmpl);
     owned_ = true;
   }
   ~WorkDir() { remove(); }
@@ -61,6 +61,14 @@ class WorkDir {
   WorkDir& operator=(const WorkDir&) = delete;
   const fs::path& path() const { return path_; }
   bool owned() const { return owned_; }
+
+  // The directory as made, by its canonical path: the adapters' files are read from there
+  // only while no component of it became a link (contained_file.hpp).
+  static fs::path made(const std::string& dir) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(dir, ec);
+    return ec ? fs::path(dir) : real;
+  }
 
  private:
   fs::path path_;

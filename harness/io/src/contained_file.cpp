@@ -47,9 +47,33 @@ fs::path resolved_inside(const std::string& dir, const std::string& dir_name, co
   const fs::path real_dir = fs::canonical(dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot read {} ({}: {})", path, kind, dir, ec.message()));
   const fs::path real = fs::canonical(path, ec);  // a dangling link fails here
+  if (!ec && real == real_dir)                    // "." or "sub/..": the directory itself, not a file in it
+    throw InputError(
+        fmt::format("{}: is {} itself, a directory: the {} must be a regular file inside it", path, dir_name, kind));
   if (ec || !below(real_dir, real))
     throw InputError(fmt::format("{}: leads outside {} (a link?): not read", path, dir_name));
   return real;
+}
+
+// A directory foldcheck made (its canonical path then) that is no longer there as made: some
+// component of its path is a link now. Empty when it is the directory made (or is missing:
+// the read of a file in it then says so).
+std::string replaced_by(const std::string& dir) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);
+  fs::path made = fs::path(dir).lexically_normal();
+  if (!made.has_filename()) made = made.parent_path();  // "dir/"
+  if (ec || real == made) return {};
+  return real.string();
+}
+
+// The first rule of read_contained (contained_file.hpp): `dir` is still the directory made.
+void check_made_dir(const std::string& dir, const std::string& dir_name) {
+  if (const std::string real = replaced_by(dir); !real.empty())
+    throw InputError(
+        fmt::format("{}: {} is no longer the directory foldcheck made: it leads to {} now (replaced by a "
+                    "link, or a directory above it was): nothing in it is read",
+                    dir, dir_name, real));
 }
 
 }  // namespace
@@ -102,6 +126,7 @@ std::string read_range(const ContainedFile& f, std::uint64_t offset, std::uint64
 
 std::string read_contained(const std::string& dir, const std::string& dir_name, const std::string& path,
                            const std::string& kind) {
+  check_made_dir(dir, dir_name);
   const ContainedFile f = open_contained(dir, dir_name, path, kind, max_input_bytes());
   return read_range(f, 0, f.size(), path, kind);
 }

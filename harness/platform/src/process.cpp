@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -41,7 +42,9 @@ int g_term[2] = {-1, -1};
 std::mutex g_dirs_mu;
 std::vector<std::string> g_dirs;
 
-constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+// The terminating signals a SignalScope catches (SIGQUIT too: left to its default, it ended
+// foldcheck at once, leaving the temporary directories and the adapter behind), and SIGCHLD.
+constexpr int kSignals[kCaughtSignals] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
 constexpr auto kGrace = std::chrono::milliseconds(1000);  // between SIGTERM and SIGKILL
 // How long the main flow has, after a signal, to end foldcheck itself (end the command with
 // its grace, remove its files) before the backstop does: more than kGrace and a reap.
@@ -258,7 +261,7 @@ SignalScope::SignalScope() {
   g_signal = 0;
   if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(g_term, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error("cannot create a pipe for the signal handlers");
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kCaughtSignals; ++i) {
     sigaction(kSignals[i], nullptr, &saved_[i]);
     if (kSignals[i] != SIGCHLD && saved_[i].sa_handler == SIG_IGN) continue;  // ignored by whoever started us: stays so
     struct sigaction sa{};
@@ -290,7 +293,7 @@ SignalScope::~SignalScope() {
 #ifdef __linux__
   prctl(PR_SET_CHILD_SUBREAPER, saved_subreaper_);
 #endif
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kCaughtSignals; ++i)
     if (caught_[i]) sigaction(kSignals[i], &saved_[i], nullptr);
   for (int* pipe : {g_wake, g_term})
     for (int i = 0; i < 2; ++i) {
@@ -319,6 +322,12 @@ void SignalScope::die_of(int signo) {
   sigemptyset(&s);
   sigaddset(&s, signo);
   sigprocmask(SIG_UNBLOCK, &s, nullptr);
+  if (signo == SIGQUIT) {  // its default also dumps core: after the cleanup, leave no core file behind
+    rlimit none{0, 0};
+    getrlimit(RLIMIT_CORE, &none);
+    none.rlim_cur = 0;
+    setrlimit(RLIMIT_CORE, &none);
+  }
   raise(signo);
   _exit(128 + signo);  // not reached for a terminating signal
 }

@@ -208,7 +208,7 @@ BisectResult bisect_model(const std::string& path, const std::optional<std::stri
 // Each run is its own process group with stdin and stdout /dev/null; its stderr is kept
 // to the last 64 KiB (the end shown when it fails). The group and every process the
 // command left (also those that called setsid: foldcheck is their subreaper) are ended
-// after each run, on a timeout, an error, and on SIGINT/SIGTERM/SIGHUP; on such a signal
+// after each run, on a timeout, an error, and on SIGINT/SIGTERM/SIGHUP/SIGQUIT; on such a signal
 // the temporary directory is removed and foldcheck then ends by that signal.
 // InputError for: no passes, a pass name that is not an identifier (check_pass_names), no
 // {out} in the command, a timeout that is not finite and > 0, a threshold that is not

@@ -23,8 +23,16 @@ struct EngineTools {
 
 std::vector<std::string> builtin_engine_names();
 std::vector<EngineSpec> builtin_engine(const std::string& name, const EngineTools& tools);
-// engines' run list from built-in names and own adapters ("LABEL=COMMAND"): labels unique, at
-// least one engine.
+// engines' run list from built-in names and own adapters: labels unique, at least one engine.
+// An own adapter is held to one rule, whichever surface gives it (the CLI's --adapter
+// LABEL=COMMAND, the Python layer's {label: command}): its label is not empty or blank and
+// holds no '=' (the CLI could not spell it: the Python layer's {"a=b": cmd} ran as label 'a'
+// with command "b=cmd") nor a control character (a label is shown on one line of every
+// report); its command is not blank and holds no NUL (the shell would run what comes before
+// it). InputError naming the `adapters` field and the label otherwise.
+std::vector<EngineSpec> engine_list(const std::vector<std::string>& names, const std::vector<EngineSpec>& adapters,
+                                    const EngineTools& tools);
+// The same from the CLI's "LABEL=COMMAND" words (split at the first '=').
 std::vector<EngineSpec> engine_list(const std::vector<std::string>& names, const std::vector<std::string>& adapters,
                                     const EngineTools& tools);
 

@@ -24,8 +24,9 @@
 //            catches gross errors only.
 // Every file the adapter names is read under one rule (engine_manifest.hpp's read_adapter_file:
 // inside OUTDIR with links resolved, a regular file opened without blocking, size-limited),
-// and the manifest's names must be the model's; a breach fails that engine (MISTRUSTED).
-// SIGINT/SIGTERM/SIGHUP end the command promptly in every wait, the work directory removed
+// OUTDIR itself still the directory foldcheck made (not replaced by a link), and the
+// manifest's names must be the model's; a breach fails that engine (MISTRUSTED).
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT end the command promptly in every wait, the work directory removed
 // (platform/process.hpp's SignalScope and its backstop).
 // An engine's verdict: UNEXPECTED when any weight or layer check is; MISTRUSTED when nothing
 // of it could be checked. The command's verdict is the worst engine's.

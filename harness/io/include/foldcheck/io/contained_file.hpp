@@ -7,8 +7,14 @@
 //
 // Contract: read_contained(dir, dir_name, path, kind) returns the whole file, or throws
 // InputError naming `path` (and `dir_name`, "the adapter's output directory") when
+//   - `dir` (foldcheck made it; its canonical path then, as every maker here gives it) is no
+//     longer that directory: a component of its path is a link now. The
+//     program may replace OUTDIR itself, or a directory above it, by a link to a directory
+//     elsewhere: every file "inside" it would be read from there. A directory made anew at
+//     the same place (rm -r, mkdir) is inside foldcheck's still, and is read;
 //   - `path`, every link resolved, is not inside `dir` (links resolved): a link leading out
-//     could make foldcheck read any file of the machine;
+//     could make foldcheck read any file of the machine; `path` that is `dir` itself (".")
+//     is refused as what it is, a directory;
 //   - it is not a regular file (missing, a directory, a FIFO, a device, a socket): judged
 //     with lstat after resolution, opened with O_NONBLOCK | O_NOFOLLOW (an open of a FIFO
 //     for reading blocks until a writer comes, and the writer has exited: it would block

@@ -5,15 +5,15 @@
 // (commands/src/engines.cpp runs the adapters; engine_catalog.cpp quotes their words).
 //
 // Contract of the seams:
-//   SignalScope      while alive: SIGINT, SIGTERM and SIGHUP are caught (unless they were
-//                    ignored on entry) and only recorded; SIGCHLD wakes the wait; the process
+//   SignalScope      while alive: SIGINT, SIGTERM, SIGHUP and SIGQUIT are caught (unless
+//                    they were ignored on entry) and only recorded; SIGCHLD wakes the wait; the process
 //                    is a child subreaper (Linux), so descendants of a command that leave its
 //                    process group (setsid, double fork) are reparented to foldcheck and can
 //                    be found and ended. The destructor restores all of it; a signal caught
 //                    after the main flow last looked is acted on there (die_of), never
 //                    swallowed. A backstop: when foldcheck is still alive 2 s after a
-//                    SIGINT/SIGTERM/SIGHUP (the main flow blocked in a system call or inside
-//                    a long step that checks only between steps), a thread of the scope kills
+//                    SIGINT/SIGTERM/SIGHUP/SIGQUIT (the main flow blocked in a system call or
+//                    inside a long step that checks only between steps), a thread of the scope kills
 //                    every descendant, removes the directories registered with
 //                    remove_on_signal and ends foldcheck by the signal. So a signal ends
 //                    foldcheck within about 2 s in every wait, its temporaries removed.
@@ -27,7 +27,8 @@
 //                    removes its temporaries while unwinding, then calls
 //                    SignalScope::die_of(signo), which removes the registered directories
 //                    and ends foldcheck by that signal (exit status 128 + signo in a shell:
-//                    130 for SIGINT, 143 for SIGTERM).
+//                    130 for SIGINT, 143 for SIGTERM, 131 for SIGQUIT, without a core dump:
+//                    the cleanup done, a core file would be left behind).
 #include <signal.h>
 
 #include <atomic>
@@ -39,6 +40,9 @@
 #include <vector>
 
 namespace foldcheck::command {
+
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD (process.cpp's kSignals).
+inline constexpr int kCaughtSignals = 5;
 
 struct Interrupted {
   int signo;
@@ -64,8 +68,8 @@ class SignalScope {
   [[noreturn]] static void die_of(int signo);
 
  private:
-  struct sigaction saved_[4]{};
-  bool caught_[4]{};
+  struct sigaction saved_[kCaughtSignals] {};
+  bool caught_[kCaughtSignals]{};
   int saved_subreaper_ = 0;
   std::atomic<bool> stop_{false};
   std::thread watcher_;  // the backstop
