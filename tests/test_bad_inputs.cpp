@@ -1190,7 +1190,7 @@ std::map<std::string, Setup> setups() {
                    CHECK(std::regex_search(failed, pattern_regex(message)));
                  }};
   };
-  const std::string manifest = "echo '{\"protocol\": 1, \"engine\": \"x\", ";
+  const std::string manifest = R"(echo '{"protocol": 1, "engine": "x", )";
   s["engine-manifest-unknown-key"] =
       adapter_row(manifest + "\"fusion_preserverd\": false}' > \"$1/manifest.json\"\n",
                   "manifest.json: unknown key `fusion_preserverd` (the manifest's keys: protocol, engine, …)");
@@ -1211,7 +1211,7 @@ std::map<std::string, Setup> setups() {
   // OUTDIR itself replaced by a link to a directory elsewhere (beside the model here), whose
   // manifest would have been read.
   s["engine-outdir-link"] = adapter_row(
-      "e=\"$(dirname \"$2\")/elsewhere\"; mkdir -p \"$e\"\n" + manifest + "\"notes\": [\"from elsewhere\"]}' > " +
+      "e=\"$(dirname \"$2\")/elsewhere\"; mkdir -p \"$e\"\n" + manifest + R"("notes": ["from elsewhere"]}' > )" +
           "\"$e/manifest.json\"\nrm -r \"$1\" && ln -s \"$e\" \"$1\"\n",
       "engine_1: the adapter's output directory is no longer the directory foldcheck made: it leads to …/elsewhere "
       "now (replaced by a link, or a directory above it was): nothing in it is read");

@@ -176,7 +176,7 @@ TEST_CASE("reports: entry names with control characters and '|' are escaped per 
 
 namespace {
 
-// Every character reports/bidi.hpp neutralises, as UTF-8, with the escape it is shown as.
+// Every character reports/neutralise.hpp neutralises, as UTF-8, with the escape it is shown as.
 std::vector<std::pair<std::string, std::string>> layout_controls() {
   std::vector<std::pair<std::string, std::string>> r;
   for (const unsigned c : {0x061Cu, 0x200Eu, 0x200Fu, 0x202Au, 0x202Bu, 0x202Cu, 0x202Du, 0x202Eu, 0x2066u, 0x2067u,
@@ -261,7 +261,7 @@ namespace {
 // is refused in every JSON string read: no name holds one.)
 const std::string kControlName = "layer\x1b[31mRED\x07\r\x08\x0b\x0c\x7f\t\nverdict: EXPECTED\x1b[0mend";
 const std::string kControlShown =
-    "layer\\u001B[31mRED\\u0007\\r\\u0008\\u000B\\u000C\\u007F\\t\\nverdict: EXPECTED\\u001B[0mend";
+    R"(layer\u001B[31mRED\u0007\r\u0008\u000B\u000C\u007F\t\nverdict: EXPECTED\u001B[0mend)";
 
 // `out` shows the name escaped, holds no control byte but its own line feeds, and no line the
 // name forged.
@@ -339,7 +339,7 @@ TEST_CASE("reports read back: every count or index that is negative is refused w
       for (json::json_pointer q = p; !q.empty() && std::all_of(key.begin(), key.end(), ::isdigit);
            q = q.parent_pointer())
         key = q.back();
-      if (v.is_number_unsigned() && !first.count(key)) first.emplace(key, p);
+      if (v.is_number_unsigned() && !first.contains(key)) first.emplace(key, p);
     }
     std::size_t refused = 0;
     for (const char* key : {"beyond_bound",
@@ -362,7 +362,7 @@ TEST_CASE("reports read back: every count or index that is negative is refused w
                             "pairs_found",
                             "elements_differing",
                             "worst_channel"}) {
-      if (!first.count(key)) continue;
+      if (!first.contains(key)) continue;
       json bad = good;
       bad[first[key]] = -1;
       put(d / "bad.json", bad.dump());

@@ -148,7 +148,7 @@ TEST_CASE("an observed conv of another geometry is not the model's layer: UNEXPE
       CHECK(r.layers[0].verdict() == Verdict::Unexpected);
       CHECK(r.verdict() == Verdict::Unexpected);
       CHECK(note_of(r) == m.note);
-      CHECK(r.to_json()["layers"][0]["not_the_layer"].size() >= 1);
+      CHECK(!r.to_json()["layers"][0]["not_the_layer"].empty());
     }
 }
 

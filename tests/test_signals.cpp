@@ -9,8 +9,8 @@
 // directories and the adapter behind.)
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,7 +39,7 @@ using Clock = std::chrono::steady_clock;
   setrlimit(RLIMIT_CORE, &core);
   if (chdir(work.parent_path().c_str()) != 0) _exit(5);  // a core file would be left here
   const foldcheck::command::SignalScope scope;
-  scope.remove_on_signal(work.string());
+  foldcheck::command::SignalScope::remove_on_signal(work.string());
   std::ofstream(ready) << "ready";
   const int fd = open(fifo.c_str(), O_RDONLY);  // no writer ever comes
   _exit(fd >= 0 ? 3 : 4);

@@ -102,7 +102,7 @@ void emit(const OutputOptions& o, const std::string& content);
 // The error line for a message from anywhere (a file's bytes may be in it): neutralised as a
 // name is (reports/neutralise.hpp: \n, \t, \u001B...) so that the message stays one line on a
 // terminal and in a log, whatever a file held.
-std::string one_line(const std::string& message);
+std::string one_line(const std::string& raw);
 
 // The one way every command's result goes out: stamped (timing) unless `ending` says not,
 // the progress line cleared when one was shown, the command's own files written, rendered

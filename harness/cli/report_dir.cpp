@@ -48,7 +48,7 @@ void check_counts_in(const json& j, const std::string& key, const std::string& a
     for (const auto& [k, v] : j.items()) check_counts_in(v, k, at + "/" + k, path);
   } else if (j.is_array()) {
     for (std::size_t i = 0; i < j.size(); ++i) check_counts_in(j[i], key, at + "/" + std::to_string(i), path);
-  } else if (j.is_number() && kCountKeys.count(key) &&
+  } else if (j.is_number() && kCountKeys.contains(key) &&
              !(j.is_number_unsigned() || (j.is_number_integer() && j.get<std::int64_t>() >= 0))) {
     throw InputError(
         fmt::format("{}: {}: a count or an index must be a non-negative integer, got {}", path, at, j.dump()));

@@ -36,9 +36,9 @@ BnSources bn_sources(const OptArray& gamma, const OptArray& beta, const OptArray
 
 namespace {
 
-Result py_explain(const pyb::array& original, const pyb::array& observed, const pyb::object& dtype_arg, OptArray gamma,
-                  OptArray beta, OptArray mean, OptArray var, const pyb::object& eps, const pyb::object& precision,
-                  const pyb::object& threads) {
+Result py_explain(const pyb::array& original, const pyb::array& observed, const pyb::object& dtype_arg,
+                  const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
+                  const pyb::object& eps, const pyb::object& precision, const pyb::object& threads) {
   const Tensor o = tensor_arg(original, "original"), w = tensor_arg(observed, "observed");
   ExplainInput in;
   const std::optional<std::string> dtype = optional_text(dtype_arg, "dtype");
@@ -72,10 +72,10 @@ Result py_explain(const pyb::array& original, const pyb::array& observed, const 
   return out;
 }
 
-Result py_diagnose(const pyb::array& x, const pyb::array& observed, OptArray weight, OptArray bias, OptArray gamma,
-                   OptArray beta, OptArray mean, OptArray var, const pyb::object& eps, const pyb::object& stride,
-                   const pyb::object& padding, const pyb::object& dilation, const pyb::object& precision,
-                   const pyb::object& threads) {
+Result py_diagnose(const pyb::array& x, const pyb::array& observed, const OptArray& weight, const OptArray& bias,
+                   const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
+                   const pyb::object& eps, const pyb::object& stride, const pyb::object& padding,
+                   const pyb::object& dilation, const pyb::object& precision, const pyb::object& threads) {
   DiagnoseInput in;
   in.x = tensor_arg(x, "x");
   in.observed = tensor_arg(observed, "observed");
@@ -113,10 +113,10 @@ QuantSpec quant_spec(const pyb::object& bits, const pyb::object& per_channel, co
   return q;
 }
 
-Result py_quant_check(const pyb::array& weight, OptArray found, OptArray scales, OptArray gamma, OptArray beta,
-                      OptArray mean, OptArray var, const pyb::object& eps, const pyb::object& bits,
-                      const pyb::object& per_channel, const pyb::object& pow2, const pyb::object& rounding,
-                      const pyb::object& precision, const pyb::object& threads) {
+Result py_quant_check(const pyb::array& weight, const OptArray& found, const OptArray& scales, const OptArray& gamma,
+                      const OptArray& beta, const OptArray& mean, const OptArray& var, const pyb::object& eps,
+                      const pyb::object& bits, const pyb::object& per_channel, const pyb::object& pow2,
+                      const pyb::object& rounding, const pyb::object& precision, const pyb::object& threads) {
   QuantCheckInput in;
   in.weights = tensor_arg(weight, "weight");
   require_finite(in.weights, "weight");

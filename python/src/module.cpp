@@ -24,7 +24,8 @@ PyObject* g_input_error = nullptr;  // foldcheck.InputError (the module holds it
 
 // Messages quote names from files: control and bidi characters in them are shown escaped
 // (reports/neutralise.hpp), as in the command's error line; the message's own lines kept.
-void translate_input_error(std::exception_ptr p) {
+// pybind11::register_exception_translator takes void (*)(std::exception_ptr): by value.
+void translate_input_error(std::exception_ptr p) {  // NOLINT(performance-unnecessary-value-param)
   try {
     if (p) std::rethrow_exception(p);
   } catch (const foldcheck::InputError& e) {

@@ -59,7 +59,7 @@ std::vector<std::string> explain_reasoning(const ExplainFacts& f) {
         "Element {} is NaN where the exact fold is a number: no recipe's rounding of finite weights and BatchNorm "
         "parameters gives a NaN (the closest, {}, allows {:.3g} ULP there).",
         f.worst_index, f.recipe, f.worst_bound_ulp));
-    r.push_back(
+    r.emplace_back(
         "Look for a NaN in what produced the observed values, or an invalid operation in the fold (0*inf, "
         "the square root of a negative var + eps).");
   } else {

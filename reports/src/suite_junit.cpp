@@ -37,7 +37,7 @@ std::string testcase(const views::ReportEntry& x, const std::string& suite,
   const Headline h = headline(x.summary);
   const std::string why = reason(x.summary);
   if (x.passed.value_or(false))  // a pass says why it passed
-    return s + fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", svg::escape(why));
+    return s + fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", svg::escape_lines(why));
   const char* verdict = name(x.summary.verdict);
   const std::string msg = fmt::format("verdict {}, expected {}: {}", verdict, name(x.expect),
                                       h.worst_where.empty() ? std::string("nothing compared")
@@ -46,7 +46,7 @@ std::string testcase(const views::ReportEntry& x, const std::string& suite,
   std::string detail = why + "\n";
   for (const std::string& w : h.not_expected) detail += "not EXPECTED: " + w + "\n";
   return s + fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
-                         svg::escape(msg), verdict, svg::escape(detail));
+                         svg::escape(msg), verdict, svg::escape_lines(detail));
 }
 
 std::string junit_file(const views::Report& r) {

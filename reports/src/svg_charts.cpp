@@ -14,8 +14,11 @@ namespace foldcheck::reports::svg {
 
 using CompactHistogram = result::views::CompactHistogram;
 
-std::string escape(const std::string& text) {
-  const std::string s = neutralised(text);  // no control character left, every byte UTF-8
+namespace {
+
+// Markup characters as entities, U+FFFE/U+FFFF as U+FFFD, a line feed (only a neutralised page
+// holds one) as &#10;; `s` is neutralised text: no other control character, every byte UTF-8.
+std::string xml_escaped(const std::string& s) {
   std::string r;
   for (std::size_t i = 0; i < s.size();) {
     const char c = s[i];
@@ -25,6 +28,7 @@ std::string escape(const std::string& text) {
       case '>': r += "&gt;"; break;
       case '"': r += "&quot;"; break;
       case '\'': r += "&#39;"; break;
+      case '\n': r += "&#10;"; break;
       default: {
         const std::size_t n = std::max<std::size_t>(utf8_length(s, i), 1);
         if (utf8_noncharacter(s, i, n)) r += "\xEF\xBF\xBD";  // U+FFFE, U+FFFF: not XML characters
@@ -37,6 +41,12 @@ std::string escape(const std::string& text) {
   }
   return r;
 }
+
+}  // namespace
+
+std::string escape(const std::string& text) { return xml_escaped(neutralised(text)); }
+
+std::string escape_lines(const std::string& text) { return xml_escaped(neutralised_page(text)); }
 
 const char* verdict_colour(Verdict v) {
   switch (v) {

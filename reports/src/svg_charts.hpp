@@ -37,6 +37,10 @@ const char* verdict_colour(Verdict verdict);
 // controls shown as \n, \t, \uXXXX (neutralise.hpp, the one rule for names), markup characters
 // as entities, U+FFFE and U+FFFF (which XML 1.0 cannot hold) as U+FFFD. The result is
 // well-formed in content and in attributes.
-std::string escape(const std::string& s);
+std::string escape(const std::string& text);
+// The same for a text of several lines that foldcheck wrote (a JUnit failure's detail, whose
+// names were neutralised in the report before it was written): its own line feeds kept, as
+// &#10; (a line feed in content and in attributes alike), every other control escaped.
+std::string escape_lines(const std::string& text);
 
 }  // namespace foldcheck::reports::svg

@@ -134,13 +134,18 @@ def test_run_reports_and_errors_show_case_names_escaped(tmp_path):
     assert "a\\u001B[2J\\r\\tb.json" in str(e.value) and "\x1b" not in str(e.value)
 
 
-def test_engines_report_shows_an_adapters_label_and_output_escaped(tmp_path):
+def test_engines_report_shows_an_adapters_output_escaped_and_refuses_a_label_with_controls(tmp_path):
+    """An adapter's label is the user's: one with control characters is refused before anything
+    runs (engine_list's rule, the error line escaped); what an adapter writes is not, and shows
+    escaped in the report while the JSON keeps it exact."""
     from test_engines import residual_model  # noqa: PLC0415 (tests/python: the CLI tests' model)
 
     residual_model(tmp_path / "m.onnx")
-    label = "lab\x1b[31mel\x07"
-    r = foldcheck.engines(tmp_path / "m.onnx", adapters={label: "printf 'oops\\033[2J\\r' >&2; exit 3"})
-    assert r.verdict == "MISTRUSTED" and r.runs[0]["label"] == label  # the JSON: exact
+    with pytest.raises(foldcheck.InputError, match="control characters") as refused:
+        foldcheck.engines(tmp_path / "m.onnx", adapters={"lab\x1b[31mel\x07": "exit 0"})
+    assert "\x1b" not in str(refused.value) and "\x07" not in str(refused.value)
+    r = foldcheck.engines(tmp_path / "m.onnx", adapters={"label": "printf 'oops\\033[2J\\r' >&2; exit 3"})
+    assert r.verdict == "MISTRUSTED" and "oops\x1b[2J\r" in r.runs[0]["failed"]  # the JSON: exact
     for text in (r.report(), str(r)):
-        assert_shown(text, "lab\\u001B[31mel\\u0007")
+        assert "\x1b" not in text and "\r" not in text
     assert "oops\\u001B[2J\\r" in r.report()

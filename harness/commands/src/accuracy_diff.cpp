@@ -254,7 +254,7 @@ std::map<std::size_t, Shape> pair_input_shapes(const Model& model, const BnPatte
   std::set<std::string> wanted;
   for (const BnPair& p : pat.pairs) {
     const std::string& x = model.nodes[p.layer].inputs.at(0);
-    if (runs && rr.acts.count(x)) shapes[p.layer] = rr.acts.at(x).shape;
+    if (runs && rr.acts.contains(x)) shapes[p.layer] = rr.acts.at(x).shape;
     else if (const auto on = obs.match.find(p.layer);
              on != obs.match.end() && pads_need_input_shape(model, p.layer, *obs.model, on->second))
       wanted.insert(x);

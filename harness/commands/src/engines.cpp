@@ -135,12 +135,12 @@ void check_manifest_names(const EngineManifest& man, const Model& model, const M
                                  where, field, name, what));
   };
   for (const auto& [name, file] : man.values)
-    if (!values.count(name)) refuse("values", name, "a value of " + whose);
+    if (!values.contains(name)) refuse("values", name, "a value of " + whose);
   for (const auto& [name, files] : man.layers)
-    if (!values.count(name) && !layers.count(name))
+    if (!values.contains(name) && !layers.contains(name))
       refuse("layers", name, "a layer (a node's name or output) of " + whose);
   for (const auto& [name, why] : man.left_out)
-    if (!values.count(name) && !layers.count(name)) refuse("left_out", name, "a layer or value of " + whose);
+    if (!values.contains(name) && !layers.contains(name)) refuse("left_out", name, "a layer or value of " + whose);
   for (const auto& [name, file] : man.outputs)
     if (std::none_of(model.outputs.begin(), model.outputs.end(), [&](const ValueInfo& o) { return o.name == name; }))
       refuse("outputs", name, "a graph output of the model");
@@ -485,7 +485,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   res.channel_alpha = (1 - o.confidence) / std::max(1.0, channels * static_cast<double>(o.engines.size()));
   WorkDir wd(o.work_dir);
   const command::SignalScope sig;
-  if (wd.owned()) sig.remove_on_signal(wd.path().string());
+  if (wd.owned()) command::SignalScope::remove_on_signal(wd.path().string());
   const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
   try {
     for (std::size_t e = 0; e < o.engines.size(); ++e) {

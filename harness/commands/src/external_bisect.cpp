@@ -101,7 +101,7 @@ class CommandBisector {
     std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
     dir_ = tmpl;
-    signals.remove_on_signal(dir_.string());
+    command::SignalScope::remove_on_signal(dir_.string());
     std::error_code ec;
     if (const fs::path real = fs::canonical(dir_, ec); !ec)
       dir_ = real;  // {out} is read from here as made (contained_file.hpp)

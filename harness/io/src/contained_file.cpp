@@ -46,8 +46,8 @@ fs::path resolved_inside(const std::string& dir, const std::string& dir_name, co
   std::error_code ec;
   const fs::path real_dir = fs::canonical(dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot read {} ({}: {})", path, kind, dir, ec.message()));
-  const fs::path real = fs::canonical(path, ec);  // a dangling link fails here
-  if (!ec && real == real_dir)                    // "." or "sub/..": the directory itself, not a file in it
+  fs::path real = fs::canonical(path, ec);  // a dangling link fails here (not const: returned by move)
+  if (!ec && real == real_dir)              // "." or "sub/..": the directory itself, not a file in it
     throw InputError(
         fmt::format("{}: is {} itself, a directory: the {} must be a regular file inside it", path, dir_name, kind));
   if (ec || !below(real_dir, real))

@@ -64,7 +64,7 @@ void check_keys(const std::string& where, const json& m) {
 
 void read_layers(const std::string& where, const std::string& dir, const json& m, EngineManifest& e) {
   if (!m.contains("layers")) return;
-  const std::string shape = "`layers` must be an object {layer: {\"input\": file, \"output\": file}}";
+  const std::string shape = R"(`layers` must be an object {layer: {"input": file, "output": file}})";
   if (!m["layers"].is_object()) refuse(where, shape);
   for (const auto& [layer, f] : m["layers"].items()) {
     if (layer.empty() || !f.is_object() || !f.contains("input") || !f.contains("output")) refuse(where, shape);
@@ -141,7 +141,7 @@ EngineManifest read_engine_manifest(const std::string& dir) {
   const std::string of = m.contains("values_of") ? m["values_of"].get<std::string>()
                          : e.folded_model        ? "folded_model"
                                                  : "model";
-  if (of != "folded_model" && of != "model") refuse(where, "`values_of` must be \"folded_model\" or \"model\"");
+  if (of != "folded_model" && of != "model") refuse(where, R"(`values_of` must be "folded_model" or "model")");
   if (of == "folded_model" && !e.folded_model)
     refuse(where, "`values_of` is \"folded_model\" but no `folded_model` is given");
   e.values_of_folded = of == "folded_model";

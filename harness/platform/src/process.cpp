@@ -302,7 +302,7 @@ SignalScope::~SignalScope() {
     }
 }
 
-void SignalScope::remove_on_signal(const std::string& dir) const {
+void SignalScope::remove_on_signal(const std::string& dir) {
   const std::lock_guard<std::mutex> lock(g_dirs_mu);
   g_dirs.push_back(dir);
 }

@@ -62,7 +62,7 @@ class SignalScope {
   int wake_fd() const;
   // `dir` (a temporary directory of the command) is removed when foldcheck ends by a signal
   // while this scope is alive, whichever way (die_of, the backstop).
-  void remove_on_signal(const std::string& dir) const;
+  static void remove_on_signal(const std::string& dir);
   // Default disposition, unblocked, raised: foldcheck ends by that signal (its exit status
   // is the signal's). Never returns.
   [[noreturn]] static void die_of(int signo);
