@@ -89,6 +89,8 @@ struct BisectArgs {
 
 Result py_bisect(const BisectArgs& a, std::vector<std::string> passes, const std::vector<std::string>& disabled,
                  const ref::Options& ref, pyb::object on_progress) {
+  // Lambdas below name a's members: clang 14 (tools/hardening.sh, clang-tidy) cannot capture a
+  // structured binding.
   const auto& [target, target_text, dtype, input, command, model, reference, opt_level, mode, threshold_ulp, seed,
                timeout] = a;
   if (opt_level) {
@@ -125,7 +127,7 @@ Result py_bisect(const BisectArgs& a, std::vector<std::string> passes, const std
       mo.seed = seed;
       mo.ref = ref;
       mo.progress = prog;
-      eo.known = released([&] { return model_computation(Model::load(*model), *model, *input, mo); });
+      eo.known = released([&] { return model_computation(Model::load(*a.model), *a.model, *a.input, mo); });
     }
     return bisect_result(released([&] { return external_bisect(eo); }));
   }
@@ -138,7 +140,7 @@ Result py_bisect(const BisectArgs& a, std::vector<std::string> passes, const std
   bo.ref = ref;
   bo.progress = prog;
   const bool onnx = target->size() > 5 && target->substr(target->size() - 5) == ".onnx";
-  if (onnx) return bisect_result(released([&] { return bisect_model(*target, input, seed, bo); }));
+  if (onnx) return bisect_result(released([&] { return bisect_model(*a.target, a.input, a.seed, bo); }));
   const CaseSpec spec = case_of(*target, target_text);
   return bisect_result(released([&] { return bisect_case(spec, bo); }));
 }

@@ -141,9 +141,11 @@ void check_manifest_names(const EngineManifest& man, const Model& model, const M
       refuse("layers", name, "a layer (a node's name or output) of " + whose);
   for (const auto& [name, why] : man.left_out)
     if (!values.contains(name) && !layers.contains(name)) refuse("left_out", name, "a layer or value of " + whose);
-  for (const auto& [name, file] : man.outputs)
+  for (const auto& output : man.outputs) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = output.first;
     if (std::none_of(model.outputs.begin(), model.outputs.end(), [&](const ValueInfo& o) { return o.name == name; }))
       refuse("outputs", name, "a graph output of the model");
+  }
 }
 
 // Where the engine's values of pair p are (engine_layers.hpp).
