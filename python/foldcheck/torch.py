@@ -279,14 +279,17 @@ def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Modu
     conv has stride (2, 2), the conv (1, 1)", then the rest of its computation, _computation;
     the dtype mismatch, or None). Another computation is UNEXPECTED whatever the weights; a
     fused conv of another dtype than the conv's is a fold no recipe replays (each folds in the
-    modules' dtype), so no bound judges it (MISTRUSTED, named as such)."""
+    modules' dtype), so no bound judges it (MISTRUSTED, named as such). The sentences quote names
+    the user's code chose (a class, a hook function): shown through the one neutraliser of names
+    (_core.neutralised: control and bidi characters escaped), as every report shows names."""
     f = _fused_parts(fused)[0]
     mine, theirs = _geometry(conv), _geometry(f)  # type: ignore[arg-type]  # a conv: the callers checked
     words = {"kind": "is", "padding_mode": "has padding_mode"}
     geometry = [f"the fused conv {words.get(k, 'has ' + k.replace('_', ' '))} {_shown(f, k)}, "  # type: ignore[arg-type]
                 f"the conv {_shown(conv, k)}" for k in mine if mine[k] != theirs[k]]
     unknown = [t for t in (_dtype_mismatch(conv, bn, f), _own_forward(conv, f)) if t]  # type: ignore[arg-type]
-    return geometry + _computation(conv, bn, fused), "; ".join(unknown) or None
+    said = [_core.neutralised(s) for s in geometry + _computation(conv, bn, fused)]
+    return said, _core.neutralised("; ".join(unknown)) if unknown else None
 
 
 def _dtype_mismatch(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) -> str | None:
