@@ -56,6 +56,15 @@ def _bn(gamma: ArrayIn | None, beta: ArrayIn | None, mean: ArrayIn | None, var: 
                 var=as_array(var, "var"), eps=eps)
 
 
+def checked_progress(progress: Any) -> Any:
+    """`progress` as the core calls it: None or a callable (each status line); anything else is
+    refused by name before the run starts, never a TypeError from inside it at its first line."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress: must be a callable taking a status line (str), or None; got "
+                        f"{type(progress).__name__}")
+    return progress
+
+
 def _path(x: Any, name: str) -> Any:
     """A path argument as the core takes it (str); anything else is passed on for the core to
     refuse by name (scalars.hpp), never os.fspath's TypeError that names no argument."""
@@ -156,7 +165,8 @@ def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attributio
 
     path, text = (case, None) if isinstance(case, (str, os.PathLike)) else ("<case>", json.dumps(case))
     r = _core.run(_path(path, "case"), text=text, seed=seed, attribution=attribution,
-                  attribution_elements=attribution_elements, precision=precision, threads=threads, progress=progress)
+                  attribution_elements=attribution_elements, precision=precision, threads=threads,
+                  progress=checked_progress(progress))
     return RunResult(r)
 
 
@@ -177,7 +187,7 @@ def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: Array
                                 output_samples=output_samples, weights_only=weights_only, recipe=recipe,
                                 attribution=attribution, attribution_elements=attribution_elements,
                                 confidence=confidence,
-                                precision=precision, threads=threads, progress=progress)
+                                precision=precision, threads=threads, progress=checked_progress(progress))
     return AccuracyDiffResult(r)
 
 
@@ -213,7 +223,7 @@ def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mappi
                           seed=seed, confidence=confidence, channel_samples=channel_samples,
                           output_samples=output_samples, timeout=timeout,
                           work_dir=_path(work_dir, "work_dir"), precision=precision,
-                          threads=threads, progress=progress)
+                          threads=threads, progress=checked_progress(progress))
     return EnginesResult(r)
 
 
@@ -244,5 +254,5 @@ def bisect(target: PathIn | Mapping[str, Any] | None = None, *, passes: str | Se
                          dtype=dtype, input=files.path(input, "input"), seed=seed, command=command,
                          model=_path(model, "model"),
                          reference=files.path(reference, "reference"), timeout=timeout,
-                         precision=precision, threads=threads, progress=progress)
+                         precision=precision, threads=threads, progress=checked_progress(progress))
     return BisectResult(r)

@@ -905,6 +905,7 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
     folded more than its BatchNorm (torch.jit.freeze's and inductor's conv-add/sub/mul/div
     folding) MISTRUSTED, each named by module. A fused module whose module names are not the
     model's is paired with it conv by conv in forward order. keep_dir: keep the ONNX files."""
+    _commands.checked_progress(progress)
     _refuse_arguments(model, fused, x)
     if model is fused:
         raise ValueError("check_model: the fused model is the model itself (fuse a copy: copy.deepcopy(model))")

@@ -238,3 +238,22 @@ def test_bisect_refuses_pass_lists_by_name(root, argument):
         with pytest.raises(ValueError) as e:
             foldcheck.bisect(root / "cases" / "tvm_thread.json", **{argument: value})
         assert message in str(e.value) and "Invoked with" not in str(e.value), (value, str(e.value))
+
+
+# Issue 40: `progress` that is not callable was called at the run's first status line, raising
+# "TypeError: 'int' object is not callable" from inside it (check_model only after its exports).
+@pytest.mark.parametrize("bad", [3, "print", [print]], ids=["int", "str", "list"])
+@pytest.mark.parametrize("make", [_run, _accuracy_diff, _engines, _bisect])
+def test_progress_that_is_not_callable_is_refused_by_name_before_the_run(root, make, bad):
+    with pytest.raises(TypeError, match=r"^progress: must be a callable taking a status line \(str\), or None; "
+                                        rf"got {type(bad).__name__}$"):
+        make(root)(progress=bad)
+
+
+def test_check_models_progress_is_refused_before_anything_is_exported():
+    torch = pytest.importorskip("torch")
+    import foldcheck.torch as fct  # noqa: PLC0415
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
+    with pytest.raises(TypeError, match="^progress: must be a callable"):
+        fct.check_model(model, torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), torch.randn(1, 3, 8, 8), progress=3)
