@@ -914,7 +914,11 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
                       "statistics, the computation a fold reproduces) and left as it was", stacklevel=2)
     with tempfile.TemporaryDirectory(prefix="foldcheck-torch-") as tmp:
         d = keep_dir or tmp
-        os.makedirs(d, exist_ok=True)
+        try:  # keep_dir: a directory to make or reuse; a file, or a place no directory can be, refused by name
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"check_model: keep_dir {os.fspath(d)!r} is not a directory it can make or use "
+                             f"({e.strerror})") from None
         _refuse_other_ranks(model)
         with _framework_errors("model", x, d):
             original = export_onnx(model, x, os.path.join(d, "original.onnx"))

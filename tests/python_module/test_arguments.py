@@ -257,3 +257,17 @@ def test_check_models_progress_is_refused_before_anything_is_exported():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
     with pytest.raises(TypeError, match="^progress: must be a callable"):
         fct.check_model(model, torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), torch.randn(1, 3, 8, 8), progress=3)
+
+
+@pytest.mark.parametrize("where", ["file", "under_a_file", "proc"])
+def test_check_models_keep_dir_that_cannot_be_a_directory_is_refused_by_name(tmp_path, where):
+    """keep_dir naming a file, a path under a file, or a place no directory can be made: a
+    ValueError naming keep_dir, not os.makedirs' raw FileExistsError/NotADirectoryError."""
+    torch = pytest.importorskip("torch")
+    import foldcheck.torch as fct  # noqa: PLC0415
+
+    (tmp_path / "f").write_text("x")
+    keep = {"file": tmp_path / "f", "under_a_file": tmp_path / "f" / "d", "proc": "/proc/foldcheck-none/d"}[where]
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
+    with pytest.raises(ValueError, match="^check_model: keep_dir .* is not a directory it can make or use"):
+        fct.check_model(model, torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), torch.randn(1, 3, 8, 8), keep_dir=keep)
