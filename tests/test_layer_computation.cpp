@@ -1,15 +1,17 @@
 // A check that vouches for a fold compares everything that defines the folded layer's
 // computation (layer_computation.hpp): an observed model whose conv has another stride,
 // dilation (padded to keep the shape), asymmetric padding, SAME_LOWER for SAME_UPPER, or whose
-// Gemm has another transB or alpha, is UNEXPECTED in accuracy-diff --observed, each attribute
+// Gemm has another transA or alpha, is UNEXPECTED in accuracy-diff --observed, each attribute
 // named with both values, however right its folded weights; explicit pads equal to what
-// SAME_UPPER resolves to, and a dilation along a kernel axis of size 1, are the same
-// computation (EXPECTED). With and without the runs (weights only: the input shape comes from
+// SAME_UPPER resolves to, a dilation along a kernel axis of size 1, and a Gemm weight stored
+// transposed with transB flipped (square or not) are the same computation (EXPECTED); a
+// flipped transB over an untransposed weight reads other weights (UNEXPECTED by its weights). With and without the runs (weights only: the input shape comes from
 // one run only when the pads are written differently).
 #include <catch2/catch.hpp>
 
 #include <random>
 
+#include "foldcheck/base/errors.hpp"
 #include "foldcheck/commands/accuracy_diff.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/layer_computation.hpp"
@@ -25,8 +27,9 @@ namespace {
 struct Geometry {
   std::vector<std::int64_t> kernel{3, 3}, strides, dilations, pads;
   std::string auto_pad;
-  std::int64_t transB = -1;  // Gemm: -1 absent
-  float alpha = 0;           // Gemm: 0 absent
+  std::int64_t transA = -1, transB = -1;  // Gemm: -1 absent
+  float alpha = 0;                        // Gemm: 0 absent
+  bool k_by_n = false;                    // Gemm: the weight stored K x N (the rows' transpose)
 };
 
 struct Params {
@@ -55,18 +58,20 @@ void set_geometry(onnx::NodeProto& n, const Geometry& g, bool conv) {
   if (!g.dilations.empty()) OnnxBuilder::attr(n, "dilations", g.dilations);
   if (!g.pads.empty()) OnnxBuilder::attr(n, "pads", g.pads);
   if (!g.auto_pad.empty()) OnnxBuilder::attr(n, "auto_pad", g.auto_pad);
+  if (g.transA >= 0) OnnxBuilder::attr(n, "transA", g.transA);
   if (g.transB >= 0) OnnxBuilder::attr(n, "transB", g.transB);
   if (g.alpha != 0) OnnxBuilder::attr(n, "alpha", g.alpha);
 }
 
 // X [1, 4, 6, 6] -> Conv c (8 x 4 x k) -> BatchNormalization bn -> Relu -> Y; folded: c with
-// the BatchNorm folded (ONNX Runtime's recipe) and no BatchNorm. Or, `gemm`: X [2, 4] -> Gemm
-// c (4 x 4 weight, folded as rows: transB 1) -> bn -> Relu -> Y.
-Model layer_model(const Geometry& g, bool folded, bool gemm = false) {
-  const std::int64_t out = gemm ? 4 : 8, per = gemm ? 4 : 4 * g.kernel[0] * g.kernel[1];
+// the BatchNorm folded (ONNX Runtime's recipe) and no BatchNorm. Or, `gemm`: X [4, 4] (transA
+// reads it transposed: the same shape) -> Gemm c (`n_out` x 4 weight, as rows unless
+// g.k_by_n) -> bn -> Relu -> Y.
+Model layer_model(const Geometry& g, bool folded, bool gemm = false, std::int64_t n_out = 4) {
+  const std::int64_t out = gemm ? n_out : 8, per = gemm ? 4 : 4 * g.kernel[0] * g.kernel[1];
   Params p = params(out, per);
-  const std::vector<std::int64_t> wshape =
-      gemm ? std::vector<std::int64_t>{4, 4} : std::vector<std::int64_t>{8, 4, g.kernel[0], g.kernel[1]};
+  std::vector<std::int64_t> wshape =
+      gemm ? std::vector<std::int64_t>{out, per} : std::vector<std::int64_t>{8, 4, g.kernel[0], g.kernel[1]};
   if (folded) {
     const FoldedParams fp =
         fold_parameters(p.w, per, p.bias, ref::BnParams{p.gamma, p.beta, p.mean, p.var, static_cast<double>(1e-5f)},
@@ -74,9 +79,16 @@ Model layer_model(const Geometry& g, bool folded, bool gemm = false) {
     p.w = fp.weight;
     p.bias = fp.bias;
   }
+  if (gemm && g.k_by_n) {
+    std::vector<double> t(p.w.size());
+    for (std::int64_t o = 0; o < out; ++o)
+      for (std::int64_t k = 0; k < per; ++k) t[static_cast<std::size_t>(k * out + o)] = p.w[static_cast<std::size_t>(o * per + k)];
+    p.w = t;
+    wshape = {per, out};
+  }
   OnnxBuilder b;
-  b.input("X", gemm ? std::vector<std::int64_t>{2, 4} : std::vector<std::int64_t>{1, 4, 6, 6});
-  b.output("Y", gemm ? std::vector<std::int64_t>{2, 4} : std::vector<std::int64_t>{1, 8, -1, -1});
+  b.input("X", gemm ? std::vector<std::int64_t>{4, 4} : std::vector<std::int64_t>{1, 4, 6, 6});
+  b.output("Y", gemm ? std::vector<std::int64_t>{4, out} : std::vector<std::int64_t>{1, 8, -1, -1});
   b.init("c.weight", wshape, p.w);
   b.init("c.bias", {out}, p.bias);
   auto& n = b.node(gemm ? "Gemm" : "Conv", "c", {"X", "c.weight", "c.bias"}, {folded ? "r" : "c_out"});
@@ -94,8 +106,9 @@ Model layer_model(const Geometry& g, bool folded, bool gemm = false) {
 }
 
 // The original with geometry `og` against an observed fold with geometry `fg`.
-AccuracyDiffResult observed_diff(const Geometry& og, const Geometry& fg, bool weights_only, bool gemm = false) {
-  const Model original = layer_model(og, false, gemm), observed = layer_model(fg, true, gemm);
+AccuracyDiffResult observed_diff(const Geometry& og, const Geometry& fg, bool weights_only, bool gemm = false,
+                                 std::int64_t n_out = 4) {
+  const Model original = layer_model(og, false, gemm, n_out), observed = layer_model(fg, true, gemm, n_out);
   AccuracyDiffOptions o;
   o.observed = &observed;
   o.weights_only = weights_only;
@@ -189,27 +202,38 @@ TEST_CASE("the same computation written another way is the model's layer: EXPECT
     }
 }
 
-TEST_CASE("an observed Gemm with another transB is not the model's layer (alpha != 1: refused by layer_params)",
+TEST_CASE("an observed Gemm: another transA or alpha is not the model's layer; a transposed weight read with "
+          "transB flipped is (alpha != 1: refused by layer_params)",
           "[layer_computation]") {
   const Geometry plain{.transB = 1};  // as PyTorch exports Linear: the weight N x K
-  struct Member {
-    const char* what;
-    Geometry observed;
-    std::string note;
-  };
-  const std::vector<Member> members{
-      {"transB", {.transB = 0}, "the observed layer has transB 0, the model's 1"},
-  };
-  for (const Member& m : members) {
-    INFO(m.what);
-    const AccuracyDiffResult r = observed_diff(plain, m.observed, true, true);
-    REQUIRE(r.layers.size() == 1);
-    CHECK(r.layers[0].verdict() == Verdict::Unexpected);
-    CHECK(note_of(r) == m.note);
+  for (const bool weights_only : {true, false}) {
+    INFO("weights only: " << weights_only);
+    const AccuracyDiffResult a = observed_diff(plain, {.transA = 1, .transB = 1}, weights_only, true);
+    CHECK(a.layers.at(0).verdict() == Verdict::Unexpected);
+    CHECK(note_of(a) == "the observed layer has transA 1, the model's 0");
+    // The fold stored K x N, transB 0 (a folder that transposes the weight): the same product,
+    // square (4 x 4) or not (3 x 4, whose stored shape differs from the model's).
+    for (const std::int64_t n_out : {4, 3}) {
+      INFO("outputs " << n_out);
+      const AccuracyDiffResult t =
+          observed_diff(plain, {.transB = 0, .k_by_n = true}, weights_only, true, n_out);
+      REQUIRE(t.layers.size() == 1);
+      CHECK(t.layers[0].not_the_layer.empty());
+      CHECK(t.layers[0].verdict() == Verdict::Expected);
+      // Also from a model stored K x N itself (transB absent) to an N x K fold.
+      const AccuracyDiffResult u =
+          observed_diff({.k_by_n = true}, {.transB = 1}, weights_only, true, n_out);
+      CHECK(u.layers.at(0).verdict() == Verdict::Expected);
+    }
+    // transB flipped over the same storage: other weights, not the fold.
+    const AccuracyDiffResult f = observed_diff(plain, {.transB = 0}, weights_only, true);
+    CHECK(f.layers.at(0).verdict() == Verdict::Unexpected);
+    CHECK(note_of(f).empty());
   }
   // alpha written at its default: the same Gemm.
   const AccuracyDiffResult same = observed_diff(plain, {.transB = 1, .alpha = 1.0f}, true, true);
   CHECK(same.layers.at(0).verdict() == Verdict::Expected);
+  CHECK_THROWS_AS(observed_diff(plain, {.transB = 1, .alpha = 2.0f}, true, true), InputError);
 }
 
 TEST_CASE("computation_differences: without the input shape, SAME pads are compared at every input size",

@@ -166,9 +166,8 @@ double effective_beta(const ModelNode& n) {
 }
 
 void gemm_differences(const ModelNode& o, const ModelNode& b, std::vector<ComputationDifference>& d) {
-  for (const char* k : {"transA", "transB"})
-    if (b.int_attr(k, 0) != o.int_attr(k, 0))
-      d.push_back({k, std::to_string(b.int_attr(k, 0)), std::to_string(o.int_attr(k, 0))});
+  if (b.int_attr("transA", 0) != o.int_attr("transA", 0))
+    d.push_back({"transA", std::to_string(b.int_attr("transA", 0)), std::to_string(o.int_attr("transA", 0))});
   if (b.float_attr("alpha", 1.0) != o.float_attr("alpha", 1.0))
     d.push_back(
         {"alpha", fmt::format("{}", b.float_attr("alpha", 1.0)), fmt::format("{}", o.float_attr("alpha", 1.0))});

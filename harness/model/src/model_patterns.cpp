@@ -1,4 +1,6 @@
 // Layer -> BatchNormalization pairs and their parameters (model_patterns.hpp).
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "foldcheck/layer/bn_check.hpp"
@@ -162,6 +164,13 @@ LayerParams layer_params(const Model& m, const BnPair& p) {
   if (const std::string bad = first_nonfinite(lp.weight); !bad.empty())
     throw InputError(fmt::format("{}: {} {}: weight {} has {}", m.path, m.nodes[p.layer].op, p.name, m.nodes[p.layer].inputs[1], bad));
   return lp;
+}
+
+Shape output_major_weight_shape(const Model& m, const ModelNode& n) {
+  Shape s = m.initializer(n.inputs.at(1))->shape;
+  const bool k_by_n = n.op == "MatMul" || (n.op == "Gemm" && n.int_attr("transB", 0) == 0);
+  if (k_by_n && s.size() == 2) std::swap(s[0], s[1]);
+  return s;
 }
 
 LayerParams layer_params_of_node(const Model& other, std::size_t layer) {

@@ -19,9 +19,12 @@
 //    difference at some size is a difference, shown in the attributes' own form.
 //    ConvTranspose: also output_padding and output_shape; its auto_pad (which foldcheck does
 //    not run) is compared as written, with the pads.
-//  - Gemm: transA, transB (the matched layers store weights of one shape: a flipped transB
-//    reads that storage transposed), alpha, and beta where it scales a bias (a Gemm without C
-//    adds none: its beta counts as 1, so a folded bias added with beta 1 is the same).
+//  - Gemm: transA, alpha, and beta where it scales a bias (a Gemm without C adds none: its beta
+//    counts as 1, so a folded bias added with beta 1 is the same). Not transB: each side's
+//    weight is read through its own transB (model_patterns.hpp regroups it output-channel-
+//    major), so a weight stored transposed with transB flipped is the same product, and a
+//    flipped transB over an untransposed weight reads other weights, which the fold check
+//    compares element for element (the same product only where the weight is symmetric).
 //  - MatMul: nothing.
 #include <cstddef>
 #include <string>

@@ -3,7 +3,8 @@
 // layer of the original: by data flow, not by node order or names.
 //
 // Each value gets a signature from the graph inputs forward. A layer's (foldable_layer) is its
-// op (FusedConv counts as Conv), weight shape and group, and its input's signature; ops a
+// op (FusedConv counts as Conv), weight shape output-channel-major (a Gemm's weight stored
+// transposed with transB flipped is the same layer: output_major_weight_shape) and group, and its input's signature; ops a
 // fold removes or merges pass their input's signature through unchanged (BatchNormalization,
 // Identity, Dropout, the activations an engine fuses into a conv, and shape-only ops: Flatten,
 // Reshape, Squeeze, Unsqueeze); a commutative op (Add, Mul, Sum, Max, Min, Mean) sorts its

@@ -45,6 +45,12 @@ BnPatterns find_bn_pairs(const Model& m);
 // initializer: a layer a BatchNorm can be folded into, and that a folding tool keeps.
 bool foldable_layer(const Model& m, const ModelNode& n);
 
+// The layer's weight shape output-channel-major: as stored, except a Gemm with transB = 0 and
+// a MatMul, whose K x N weight reads as [N, K]. Two layers computing the same product from
+// one weight stored either way (a folder that transposes a Gemm's weight and flips transB)
+// have one such shape; their weights compare element for element once regrouped (above).
+Shape output_major_weight_shape(const Model& m, const ModelNode& n);
+
 // A pair's parameters, output-channel-major (see above), in the weight's stored dtype.
 struct LayerParams {
   DType dtype = DType::Float32;
