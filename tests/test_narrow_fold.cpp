@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "foldcheck/commands/diagnose.hpp"
 #include "foldcheck/commands/explain.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/fold_check.hpp"
@@ -218,9 +219,34 @@ TEST_CASE("an infinite folded weight says whether the exact fold or the 16-bit a
   e.bn = ref::BnParams{{60000.0, 1.0}, {0.0, 0.0}, {0.0, 0.0}, {1.0, 1.0}, 1e-5};  // 2 * 60000 > 65504
   e.observed = fold_parameters(e.original, 1, {}, e.bn, e.dtype, Recipe::PyTorch, {}).weight;
   REQUIRE(std::isinf(e.observed[0]));
+  // The infinity is the exact fold's correct rounding: agreement, not an error; the other
+  // element is compared (EXPECTED), the infinite weight said. Every element past the range:
+  // nothing compared (MISTRUSTED), said too.
+  auto said = [](const nlohmann::json& j, const char* what) {
+    for (const auto& line : j["reasoning"])
+      if (line.get<std::string>().find(what) != std::string::npos) return true;
+    return false;
+  };
   auto j = explain(e).to_json();
-  CHECK(j["reasoning"][0].get<std::string>().find("exceeds float16's largest finite value") != std::string::npos);
+  CHECK(j["verdict"] == "EXPECTED");
+  CHECK(said(j, "bounds the error at element 1 by"));
+  CHECK(said(j, "1 element(s) are infinite because their exact fold exceeds float16's largest finite value 65504"));
+  CHECK(said(j, "Every finite observed value is within"));
+  const ExplainInput finite_one = e;
+  e.original = {2.0, -3.0};
+  e.bn.gamma = {60000.0, 60000.0};
+  e.observed = fold_parameters(e.original, 1, {}, e.bn, e.dtype, Recipe::PyTorch, {}).weight;
+  j = explain(e).to_json();
+  CHECK(j["verdict"] == "MISTRUSTED");
+  CHECK(said(j, "2 element(s) are infinite"));
+  CHECK_FALSE(said(j, "ULP of the exact fold"));
+  // An infinity of the other sign, or where the exact fold is finite, is an error.
+  e = finite_one;
+  e.observed[0] = -e.observed[0];
+  CHECK(explain(e).to_json()["verdict"] == "UNEXPECTED");
+  e = finite_one;
   // gamma / sqrt(var + eps) overflows float16 although the folded weight is ~1888.
+  e.bn = ref::BnParams{{60000.0, 1.0}, {0.0, 0.0}, {0.0, 0.0}, {1.0, 1.0}, 1e-5};
   e.original = {round_to(DType::Float16, 1e-3), 1.0};
   e.bn.var = {round_to(DType::Float16, 1e-3), 1.0};
   e.observed = fold_parameters(e.original, 1, {}, e.bn, e.dtype, Recipe::PyTorch, {}, in(DType::Float16)).weight;
@@ -228,4 +254,33 @@ TEST_CASE("an infinite folded weight says whether the exact fold or the 16-bit a
   j = explain(e).to_json();
   CHECK(j["verdict"] == "UNEXPECTED");
   CHECK(j["reasoning"][0].get<std::string>().find("overflowed float16 arithmetic") != std::string::npos);
+}
+
+TEST_CASE("diagnose: a 16-bit output made infinite by a fold in 16-bit arithmetic names the channel's multiplier",
+          "[diagnose][narrow]") {
+  // x [1, 2, 1, 2] -> 1x1 conv (2 x 2) -> BatchNorm whose channel 1 multiplier gamma /
+  // sqrt(var + eps) = 1000 / sqrt(1e-5) ~ 316228 is past float16's range; the exact outputs
+  // are finite (|w| ~ 0.01). A fold in float16 arithmetic makes channel 1's weights infinite.
+  const DType h = DType::Float16;
+  DiagnoseInput in;
+  in.x = Tensor{{1, 2, 1, 2}, {0.5, -0.25, 0.75, 1.0}, h};
+  in.weights = Tensor{{2, 2, 1, 1}, {round_to(h, 0.01), round_to(h, -0.02), round_to(h, 0.03), round_to(h, 0.01)}, h};
+  in.bn = ref::BnParams{{1.0, 1000.0}, {0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, 1e-5};
+  in.padding = 0;
+  std::vector<double> y;
+  for (int o = 0; o < 2; ++o)
+    for (int p = 0; p < 2; ++p) {
+      const double c = in.weights->data[2 * o] * in.x.data[p] + in.weights->data[2 * o + 1] * in.x.data[2 + p];
+      y.push_back(o == 0 ? round_to(h, c / std::sqrt(1e-5)) : std::copysign(HUGE_VAL, c));
+    }
+  in.observed = Tensor{{1, 2, 1, 2}, y, h};
+  const nlohmann::json j = diagnose(in).to_json();
+  CHECK(j["verdict"] == "UNEXPECTED");
+  const std::string summary = j["summary"];
+  INFO(summary);
+  CHECK(summary.find("channel 1's multiplier gamma/sqrt(var+eps) = 316228 exceeds float16's largest finite value") !=
+        std::string::npos);
+  // The same infinities in float32 (the multiplier fits): no such claim.
+  in.x.dtype = in.weights->dtype = in.observed.dtype = DType::Float32;
+  CHECK(diagnose(in).to_json()["summary"].get<std::string>().find("multiplier") == std::string::npos);
 }

@@ -60,6 +60,18 @@ void find_overflow(const Layer& L, const AffineModel& given, DiagnoseResult& r) 
   }
 }
 
+// A 16-bit conv layer's non-finite observations where the exact output is finite, with a channel
+// whose multiplier a = gamma / sqrt(var + eps) rounds to an infinity in the dtype: the first
+// such channel (a fold in that arithmetic gives it infinite weights), else none.
+std::optional<std::pair<std::int64_t, double>> narrow_multiplier(DType t, const Layer& L, const ModelFit& as_given,
+                                                                 const AffineModel& given) {
+  if ((t != DType::Float16 && t != DType::BFloat16) || !L.has_conv || as_given.nonfinite == 0) return std::nullopt;
+  for (std::size_t ch = 0; ch < given.a.size(); ++ch)
+    if (std::isinf(round_to(t, static_cast<double>(given.a[ch]))))
+      return std::pair{static_cast<std::int64_t>(ch), static_cast<double>(given.a[ch])};
+  return std::nullopt;
+}
+
 // Both shapes as 4-D (N x C becomes N x C x 1 x 1).
 std::vector<std::int64_t> as_4d(std::vector<std::int64_t> s) {
   if (s.size() == 2) s = {s[0], s[1], 1, 1};
@@ -153,6 +165,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   const AffineModel given = as_given(in.bn);
   find_overflow(L, given, r);
   r.as_given = fit(score(given, L, obs), L, obs, given);
+  r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given);
   const std::vector<AffineModel> hyps = hypotheses(in.bn, L, obs);
   std::vector<std::pair<Score, const AffineModel*>> scored;
   for (const AffineModel& h : hyps) scored.emplace_back(score(h, L, obs), &h);
@@ -225,6 +238,9 @@ reports::DiagnoseFacts facts(const DiagnoseResult& r) {
   reports::DiagnoseFacts f;
   if (r.overflow_element)
     f.overflow = reports::DiagnoseOverflow{*r.overflow_element, r.overflow_what, r.overflow_value, name(r.dtype)};
+  if (r.narrow_multiplier)
+    f.narrow_multiplier = reports::NarrowMultiplier{r.narrow_multiplier->first, r.narrow_multiplier->second,
+                                                    info(r.dtype).max_finite, name(r.dtype)};
   f.vacuous = r.as_given.vacuous;
   f.expected = r.as_given.expected;
   f.max_ratio = r.as_given.max_ratio;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
@@ -147,6 +148,25 @@ std::vector<std::int64_t> channel_mismatches(const std::vector<double>& replay, 
   return m;
 }
 
+// Whether v is the infinity the exact fold rounds to in the dtype: the exact fold is past the
+// range, and v is its correct rounding (agreement, not an error of any size).
+bool overflow_agrees(double v, const ref::Value& exact, DType t) {
+  return std::isinf(v) && exact.rounded_to(*info(t).format) == v;
+}
+
+// The worst element: the first NaN observed (farther than any number: no rounding gives it),
+// else the largest |residual| (the last of equals) among the elements that do not agree as an
+// overflow; one of those only when every element does.
+std::size_t worst_element(const std::vector<double>& observed, const std::vector<double>& residual,
+                          const std::vector<bool>& agrees) {
+  std::optional<std::size_t> worst;
+  for (std::size_t i = 0; i < observed.size(); ++i) {
+    if (std::isnan(observed[i])) return i;
+    if (!agrees[i] && (!worst || std::fabs(residual[i]) >= std::fabs(residual[*worst]))) worst = i;
+  }
+  return worst.value_or(0);
+}
+
 // One recipe replayed bit for bit in arithmetic ar, with its per-element bound. A PyTorch
 // fold in a 16-bit arithmetic is replayed with both of torch.rsqrt's kernels (arithmetic.hpp,
 // rsqrt_rounds_twice), each channel matched by either; the bound covers both.
@@ -171,8 +191,9 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
     sc.bound[i] = fp.info.weight_bound(i / per_channel, in.original[i]);
     sc.bound_ulp_max = std::max(sc.bound_ulp_max, sc.bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo));
     // A NaN observation is within no bound (std::max would drop its NaN ratio and call the recipe
-    // explaining): its ratio is infinite. (An infinite observation of an exact fold past the
-    // range also has a NaN distance: the overflow rule judges it, explained() and vacuous().)
+    // explaining): its ratio is infinite. The infinity that is the correct rounding of an
+    // exact fold past the range agrees (compare.hpp's overflow_match): no distance to bound.
+    if (overflow_agrees(in.observed[i], exact[i], in.dtype)) continue;
     const double ratio = bound_ratio(distance(in.observed[i], exact[i].approx), sc.bound[i]);
     sc.worst_ratio = std::max(sc.worst_ratio, std::isnan(in.observed[i]) ? HUGE_VAL : ratio);
   }
@@ -247,16 +268,14 @@ ExplainResult explain(const ExplainInput& in) {
   const std::vector<double>& bound = r.recipes[r.cited].bound;
   r.summary = compare(in.observed, exact, in.dtype, &bound);
   std::vector<double> residual(n);
+  std::vector<bool> agrees(n);
   for (std::size_t i = 0; i < n; ++i) {
     residual[i] = ulp_error(in.observed[i], exact[i].approx, in.dtype);
-    // The worst element: the first NaN observed (farther than any number: no rounding gives it),
-    // else the largest |residual|.
-    if (std::isnan(in.observed[r.worst_index]) && r.worst_index < i) continue;
-    if (std::isnan(in.observed[i]) || std::fabs(residual[i]) >= std::fabs(r.worst_residual_ulp)) {
-      r.worst_residual_ulp = residual[i];
-      r.worst_index = i;
-    }
+    agrees[i] = overflow_agrees(in.observed[i], exact[i], in.dtype);
+    r.overflow_matches += agrees[i] ? 1 : 0;
   }
+  r.worst_index = worst_element(in.observed, residual, agrees);
+  r.worst_residual_ulp = residual[r.worst_index];
   r.worst_bound_ulp = bound[r.worst_index] / ulp(in.dtype, exact[r.worst_index].approx.hi, exact[r.worst_index].approx.lo);
   r.worst_observed = in.observed[r.worst_index];
   r.worst_exact = exact[r.worst_index].approx.hi + exact[r.worst_index].approx.lo;
@@ -334,6 +353,8 @@ reports::ExplainFacts facts(const ExplainResult& r) {
   if (std::isinf(r.worst_observed))
     f.overflow = reports::ExplainFacts::Overflow{r.worst_exact, info(r.dtype).max_finite, r.worst_exact_overflows,
                                                  name(r.dtype), name(c.fold_dtype.value_or(info(r.dtype).arithmetic))};
+  if (r.overflow_matches > 0)
+    f.past_range = reports::ExplainFacts::PastRange{r.overflow_matches, info(r.dtype).max_finite, name(r.dtype)};
   if (r.scale && r.scale->consistent)
     f.scale_fit = r.scale->summary + (r.scale->matches.empty() ? std::string(".") : " — " + r.scale->matches.front() + ".");
   return f;

@@ -3,6 +3,7 @@
 // wording for people, from the facts the harness found (foldcheck/commands/diagnose.hpp), and
 // put into the result by its to_json.
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -16,8 +17,18 @@ struct DiagnoseOverflow {
   std::string dtype;
 };
 
+// A 16-bit layer whose observed output has non-finite values where the layer's are finite, and
+// a channel whose multiplier gamma / sqrt(var + eps) is past the dtype's range: a fold computed
+// in that dtype's arithmetic makes the channel's weights infinite (explain names the same).
+struct NarrowMultiplier {
+  std::int64_t channel = 0;
+  double multiplier = 0, max_finite = 0;
+  std::string dtype;
+};
+
 struct DiagnoseFacts {
   std::optional<DiagnoseOverflow> overflow;
+  std::optional<NarrowMultiplier> narrow_multiplier;
   bool vacuous = false;          // the layer as given is zero everywhere: nothing compared
   bool expected = false;         // the layer as given explains the observation
   double max_ratio = 0, max_abs_ulp = 0;  // the layer as given: worst ratio to its bound, max |ULP|

@@ -3,6 +3,7 @@
 // wording for people, from the facts the harness found (foldcheck/commands/explain.hpp), and
 // put into the result by its to_json.
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,14 @@ struct ExplainFacts {
     std::string dtype, arithmetic;
   };
   std::optional<Overflow> overflow;
+  // Observed infinities that are the correct rounding of an exact fold past the dtype's range
+  // (agreement: the fold is not wrong there, but the folded model holds infinite weights).
+  struct PastRange {
+    std::int64_t count = 0;
+    double max_finite = 0;
+    std::string dtype;
+  };
+  std::optional<PastRange> past_range;
 };
 
 std::vector<std::string> explain_reasoning(const ExplainFacts& f);

@@ -33,6 +33,7 @@
 // the observation when every element is within E (EXPECTED); the verdict of the layer as
 // given is the top-level verdict.
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,9 @@ struct DiagnoseResult {
   std::optional<std::size_t> overflow_element;  // an exact value past the dtype's range (MISTRUSTED) ...
   std::string overflow_what;            // ... "conv output" or "output"
   std::optional<double> overflow_value; // ... its value (none: beyond the double range)
+  // A 16-bit output with non-finite values where the layer's are finite, and the first channel
+  // whose multiplier gamma / sqrt(var + eps) is past the dtype's range: its index and value.
+  std::optional<std::pair<std::int64_t, double>> narrow_multiplier;
 
   // The hypothesis that explains a layer the as-given model does not (index 0), if any.
   std::optional<std::size_t> best() const;

@@ -80,6 +80,7 @@ struct ExplainResult {
   double worst_residual_ulp = 0, worst_bound_ulp = 0;
   double worst_observed = 0, worst_exact = 0;  // there: the observation, the exact fold (to double)
   bool worst_exact_overflows = false;         // the exact fold's correct rounding there is infinite
+  std::int64_t overflow_matches = 0;          // observed infinities that are the exact fold's correct rounding
   std::optional<ScaleInference> scale;    // when the BatchNorm was not given
   // Every element (index order), for callers that take arrays (the Python module): the residual
   // in ULP, the cited recipe's bound in ULP, and the exact fold (to double).
