@@ -630,6 +630,7 @@ def test_an_engines_folded_layer_of_another_geometry_is_not_the_layer(model, tmp
     assert stem["weights"]["verdict"] == "EXPECTED"  # the folded weights themselves are right
     assert stem["verdict"] == verdict and stem["not_the_layer"] == note
     assert code == (1 if note else 0) and e["verdict"] == verdict
+    assert e["first_weights_beyond"] == ("stem" if note else None)  # not the fold, whatever its weights
     assert all(lay["verdict"] == "EXPECTED" for lay in e["layers"] if lay["name"] != "stem")
     if note:
         assert "not_the_layer" in stem["outputs"]["not_checked"]
@@ -638,3 +639,29 @@ def test_an_engines_folded_layer_of_another_geometry_is_not_the_layer(model, tmp
                                "--no-timing", "-q", "--adapter", adapter],
                               capture_output=True, text=True, timeout=900, env=ENV)
         assert text.returncode == 1 and "not the model's layer: " + note in text.stdout
+
+
+PLANT_LINKS = r'''
+import os, subprocess, sys
+model, inp, out, ort, victim, victim_dir = sys.argv[1:7]
+subprocess.run([sys.executable, ort, "--level", "basic", model, inp, out], check=True)
+# Where foldcheck puts the next engine's input and OUTDIR: links to the user's own files.
+n = int(os.path.basename(inp)[len("input_"):-len(".npy")]) + 1
+os.symlink(victim, os.path.join(out, "..", f"input_{n}.npy"))
+os.symlink(victim_dir, os.path.join(out, "..", f"engine_{n}"))
+'''
+
+
+def test_links_an_adapter_plants_for_the_next_engine_are_not_written_through(model, tmp_path):
+    """An adapter that leaves links where foldcheck writes the next engine's input and OUTDIR
+    (a buggy cleanup, a hostile script): the user's files they point to stay untouched, and
+    the next engine still gets the model's input (EXPECTED)."""
+    victim, victim_dir = tmp_path / "victim.npy", tmp_path / "victim_dir"
+    victim.write_bytes(b"the user's file")
+    victim_dir.mkdir()
+    (victim_dir / "kept.txt").write_text("kept")
+    planted = script_adapter(tmp_path, "plant", PLANT_LINKS, ADAPTER, victim, victim_dir)
+    code, r = engines(model, "--adapter", planted, "--adapter", "next=" + adapter("--level basic"))
+    assert victim.read_bytes() == b"the user's file"
+    assert (victim_dir / "kept.txt").read_text() == "kept" and len(list(victim_dir.iterdir())) == 1
+    assert code == 0 and [e["verdict"] for e in r["engines"]] == ["EXPECTED", "EXPECTED"]

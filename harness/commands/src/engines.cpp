@@ -418,10 +418,13 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
       [&](std::size_t k, std::size_t done) { say(fmt::format("{}: layer outputs {}/{} ({})", run.spec.label, done, np, cx.pat.pairs[k].name)); });
 }
 
-// The first layers, in graph order, whose weights or outputs leave their bounds.
+// The first layers, in graph order, whose weights or outputs leave their bounds. A layer that
+// computes something else than the model's (not_the_layer) is not the fold, whatever its
+// weights: it counts as one whose weights are beyond (a bisection starts there).
 void first_beyond(EngineRun& run) {
   for (const EngineLayer& L : run.layers) {
-    if (!run.first_weights_beyond && L.weights && L.weights->verdict == Verdict::Unexpected) run.first_weights_beyond = L.name;
+    const bool weights_bad = (L.weights && L.weights->verdict == Verdict::Unexpected) || L.not_the_layer;
+    if (!run.first_weights_beyond && weights_bad) run.first_weights_beyond = L.name;
     const bool out_bad = (L.outputs && L.outputs->verdict == Verdict::Unexpected) ||
                          L.outputs_detail.channels.beyond_bound > 0 || L.outputs_detail.channels.beyond_estimate > 0 ||
                          L.input_mismatch;
@@ -491,8 +494,11 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
   try {
     for (std::size_t e = 0; e < o.engines.size(); ++e) {
-      // Each adapter its own copy of the input: one that writes to it cannot change another's.
+      // Each adapter its own copy of the input, written just before it runs: one that writes to
+      // it cannot change another's. Whatever an earlier adapter left at that path (a symbolic
+      // link to a file of the user's) is removed first, never written through.
       const fs::path input = wd.path() / fmt::format("input_{}.npy", e + 1);
+      fs::remove(input);
       write_npy(input.string(), x);
       res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
     }

@@ -134,6 +134,8 @@ struct EngineRun {
   std::optional<bool> fusion_preserved;
   bool folded_model = false;
   std::vector<EngineLayer> layers;      // the original's pairs, graph order
+  // The first layers, graph order, whose folded weights are beyond their bounds or that are not
+  // the model's layer (not_the_layer), and whose outputs are beyond theirs.
   std::optional<std::string> first_weights_beyond, first_outputs_beyond;
   // The engine's final outputs against the float64 run with the end-to-end bound
   // (output_bound.hpp), one per graph output it wrote. Writes every field ("worst_ratio" null
