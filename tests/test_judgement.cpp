@@ -25,12 +25,25 @@ TEST_CASE("judgement: verdict names round-trip and nothing else parses", "[judge
   CHECK_FALSE(verdict_named(""));
 }
 
-TEST_CASE("judgement: worst is a total order, MISTRUSTED worst", "[judgement]") {
-  for (std::size_t i = 0; i < kAll.size(); ++i)
-    for (std::size_t j = 0; j < kAll.size(); ++j) {
-      CHECK(worst(kAll[i], kAll[j]) == kAll[std::max(i, j)]);
-      CHECK(worst(kAll[i], kAll[j]) == worst(kAll[j], kAll[i]));
+TEST_CASE("judgement: worst is one total order, evidence before doubt: UNEXPECTED worst, MISTRUSTED next",
+          "[judgement]") {
+  const std::vector<Verdict> order = {Verdict::Expected, Verdict::Suspicious, Verdict::Mistrusted, Verdict::Unexpected};
+  for (std::size_t i = 0; i < order.size(); ++i)
+    for (std::size_t j = 0; j < order.size(); ++j) {
+      CHECK(worst(order[i], order[j]) == order[std::max(i, j)]);
+      CHECK(worst(order[i], order[j]) == worst(order[j], order[i]));
+      // A regression is a move up the same order.
+      CHECK(judgement::is_regression(order[i], order[j]) == (j > i));
     }
+  // A node with a part found wrong and a part not judged: UNEXPECTED (it was MISTRUSTED, hiding the bug).
+  judgement::Tally t;
+  t.add(Verdict::Mistrusted);
+  t.add(Verdict::Unexpected);
+  CHECK(t.verdict() == Verdict::Unexpected);
+  judgement::Tally doubt;
+  doubt.add(Verdict::Expected);
+  doubt.add(Verdict::Mistrusted);
+  CHECK(doubt.verdict() == Verdict::Mistrusted);
 }
 
 TEST_CASE("judgement: one check puts evidence before doubt", "[judgement]") {
@@ -62,11 +75,12 @@ TEST_CASE("judgement: statistics, vacuous parts and evidence against a pass", "[
 TEST_CASE("judgement: a model end to end and a case's observed weights", "[judgement]") {
   for (const Verdict layers : kAll) {
     // The layers decide unless foldcheck's own runs left the bound; an output that compared
-    // nothing keeps the whole from passing.
+    // nothing keeps the whole from passing, and does not hide evidence (UNEXPECTED stays).
     CHECK(judgement::of_end_to_end(layers, false, false) == layers);
     CHECK(judgement::of_end_to_end(layers, true, false) == Verdict::Unexpected);
-    CHECK(judgement::of_end_to_end(layers, false, true) == Verdict::Mistrusted);
-    CHECK(judgement::of_end_to_end(layers, true, true) == Verdict::Mistrusted);
+    CHECK(judgement::of_end_to_end(layers, false, true) ==
+          (layers == Verdict::Unexpected ? Verdict::Unexpected : Verdict::Mistrusted));
+    CHECK(judgement::of_end_to_end(layers, true, true) == Verdict::Unexpected);
     // Weights given to be tested: only an explanation passes.
     CHECK(judgement::of_observed_weights(layers) ==
           (layers == Verdict::Expected ? Verdict::Expected : Verdict::Unexpected));

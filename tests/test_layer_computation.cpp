@@ -202,7 +202,7 @@ TEST_CASE("the same computation written another way is the model's layer: EXPECT
     }
 }
 
-TEST_CASE("an observed Gemm: another transA or alpha is not the model's layer; a transposed weight read with "
+TEST_CASE("an observed Gemm: another transA or alpha is not the model's layer, a transposed weight read with "
           "transB flipped is (alpha != 1: refused by layer_params)",
           "[layer_computation]") {
   const Geometry plain{.transB = 1};  // as PyTorch exports Linear: the weight N x K

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from . import _core
 from ._core import Verdict
 
-VERDICTS = tuple(Verdict)  # in the C++ enum's order, best to worst
+VERDICTS = tuple(Verdict)  # the C++ enum's order (worst() ranks MISTRUSTED below UNEXPECTED)
 SHOWN = 24  # rows of a per-element (or per-layer) listing a text report shows; the rest are counted
 
 

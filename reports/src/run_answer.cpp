@@ -126,6 +126,13 @@ const Scored* worst_evidence(const std::vector<Scored>& sets) {
   return w;
 }
 
+// The set that compared nothing (MISTRUSTED, a folded bias aside: run leaves those out), or none.
+const Scored* worst_doubt(const std::vector<Scored>& sets) {
+  for (const Scored& s : sets)
+    if (s.verdict == Verdict::Mistrusted && !s.bias) return &s;
+  return nullptr;
+}
+
 // The output path closest to its bound (folded sets are one rounding against a half-ULP
 // bound: always near 1, so they say nothing).
 const Scored* closest_output(const std::vector<Scored>& sets) {
@@ -169,9 +176,12 @@ std::vector<std::string> reasoning(const Run& r, const std::vector<Scored>& sets
                               ow->reasoning.empty() ? std::string(".") : ": " + ow->reasoning[0]));
   if (const Scored* bad = worst_bad(sets)) {
     out.push_back(bad_sentence(*bad));
-    // Doubt leads (the run's verdict is MISTRUSTED), but evidence of a bug is not left unsaid.
+    // The worst leads (judgement's order); the other kind is not left unsaid: evidence (a
+    // SUSPICIOUS set) beside doubt that leads, doubt (a set that compared nothing) beside evidence.
     if (const Scored* evidence = worst_evidence(sets); bad->verdict == Verdict::Mistrusted && evidence)
       out.push_back(bad_sentence(*evidence));
+    if (const Scored* doubt = worst_doubt(sets); bad->verdict != Verdict::Mistrusted && doubt)
+      out.push_back(bad_sentence(*doubt));
   }
   if (out.empty()) out.push_back(all_within(sets, ow != nullptr));
   if (std::string m = mistrusted_biases(sets); !m.empty()) out.push_back(std::move(m));

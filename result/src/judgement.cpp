@@ -3,7 +3,20 @@
 
 namespace foldcheck {
 
-Verdict worst(Verdict a, Verdict b) { return static_cast<int>(a) >= static_cast<int>(b) ? a : b; }
+namespace {
+// The one order of verdicts, best to worst: EXPECTED, SUSPICIOUS, MISTRUSTED, UNEXPECTED.
+int rank(Verdict v) {
+  switch (v) {
+    case Verdict::Expected: return 0;
+    case Verdict::Suspicious: return 1;
+    case Verdict::Mistrusted: return 2;
+    case Verdict::Unexpected: return 3;
+  }
+  return 3;
+}
+}  // namespace
+
+Verdict worst(Verdict a, Verdict b) { return rank(a) >= rank(b) ? a : b; }
 
 namespace judgement {
 
@@ -52,21 +65,8 @@ Verdict unless_vacuous(Verdict part) { return part == Verdict::Mistrusted ? Verd
 
 bool counts_against(Verdict v) { return v == Verdict::Suspicious || v == Verdict::Unexpected; }
 
-namespace {
-int regression_rank(std::optional<Verdict> v) {
-  if (!v) return -1;
-  switch (*v) {
-    case Verdict::Expected: return 0;
-    case Verdict::Suspicious: return 1;
-    case Verdict::Mistrusted: return 2;
-    case Verdict::Unexpected: return 3;
-  }
-  return -1;
-}
-}  // namespace
-
 bool is_regression(std::optional<Verdict> baseline, std::optional<Verdict> current) {
-  return regression_rank(current) > regression_rank(baseline);
+  return (current ? rank(*current) : -1) > (baseline ? rank(*baseline) : -1);
 }
 
 void Tally::add(Verdict v) {

@@ -16,8 +16,11 @@
 //                bound that holds with confidence c, by design.
 //   a layer      (its folded parameters and its outputs: of_layer) a fold beyond its bound is
 //                the layer's verdict whatever its outputs show.
-//   a node of parts (a run, an engine, a model, a suite: Tally) the worst of its judged parts;
-//                a node that judged no part is MISTRUSTED: nothing compared is never a pass.
+//   a node of parts (a run, an engine, a model, a suite: Tally) the worst of its judged parts,
+//                evidence before doubt (a part found wrong names the node UNEXPECTED beside one
+//                that could not be judged; a part that could not be judged keeps it from
+//                passing); a node that judged no part is MISTRUSTED: nothing compared is never a
+//                pass.
 //   "not compared" a part left out because it compared nothing while its parent judged the same
 //                values otherwise (a folded bias that is exactly zero beside its weights:
 //                unless_vacuous) does not count; a bisect step that compared nothing is no
@@ -29,8 +32,10 @@
 
 namespace foldcheck {
 
-// The worse of two verdicts in the order EXPECTED < SUSPICIOUS < UNEXPECTED < MISTRUSTED: at a
-// node of independent parts, a part that could not be judged keeps the whole from passing.
+// The worse of two verdicts in the one order EXPECTED < SUSPICIOUS < MISTRUSTED < UNEXPECTED:
+// at a node of independent parts, a part that could not be judged keeps the whole from passing,
+// and a part found wrong is the node's answer (evidence before doubt, as in one check: of_check;
+// a model with one corrupted layer and one it could not judge is UNEXPECTED, naming the bug).
 Verdict worst(Verdict a, Verdict b);
 
 namespace judgement {
@@ -126,10 +131,9 @@ Verdict unless_vacuous(Verdict part);
 bool counts_against(Verdict v);
 
 // A regression between two runs of the same check (`compare` of report files): the current
-// verdict ranks worse than the baseline's in the order EXPECTED < SUSPICIOUS < MISTRUSTED <
-// UNEXPECTED. For a nightly, a check that found a bug is worse than one that could not compare
-// (unlike worst(), where doubt keeps a node from passing). An absent or unknown verdict (a
-// report without one) ranks below EXPECTED.
+// verdict ranks worse than the baseline's in worst()'s order (a check that found a bug is worse
+// than one that could not compare). An absent or unknown verdict (a report without one) ranks
+// below EXPECTED.
 bool is_regression(std::optional<Verdict> baseline, std::optional<Verdict> current);
 
 // A node of parts. add(): a judged part; also(): a verdict that joins the node's but does not
