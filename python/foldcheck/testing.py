@@ -38,7 +38,10 @@ def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=N
       * a fused conv / (conv, bn) or nn.Sequential(conv, bn): the fused weight and bias;
       * a fused model / the original model, with `input`: every conv + BN pair (check_model);
       * output tensors, with conv (optional), bn and input: `actual` against the exact layer
-        within its bound (`expected`, the unfused output, is checked the same way).
+        within its bound (`expected`, the unfused output, is checked the same way), as
+        foldcheck.torch.diagnose judges them: the convs it models (a Conv2d of any groups, one
+        stride, one dilation, the same zero padding on all sides, 'same' of an odd kernel;
+        another is refused by its attribute).
     msg: prepended to the failure message."""
     if _is_tensor(actual) or bn is not None or conv is not None:  # bn= and conv= are the outputs form's
         failure = _outputs(actual, expected, conv, bn, input, precision)
@@ -193,6 +196,8 @@ def _outputs(actual, expected, conv, bn, x, precision):
     if bn is None or x is None:
         raise ValueError("assert_fold_close on outputs needs bn= and input= (and conv= for a conv + BN layer)")
     x, actual, expected = fct._output_arrays(bn, conv, input=x, actual=actual, expected=expected)
+    if conv is not None:
+        fct._output_geometry(conv, "assert_fold_close")  # refused in assert_fold_close's words, not diagnose's
     shapes = [problem for which, t in (("actual", actual), ("expected", expected))
               if t is not None for problem in [fct._output_shape_problem(x, t, conv, which, "input")] if problem]
     if shapes:

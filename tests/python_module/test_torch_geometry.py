@@ -221,7 +221,7 @@ def test_diagnose_names_the_shapes_and_the_geometry_that_gives_them():
         assert_fold_close(strided, None, conv=conv, bn=bn, input=x)
     conv1, bn1 = layer(1)
     x1 = torch.randn(1, 4, 10)
-    with torch.no_grad(), pytest.raises(ValueError, match="diagnose models a Conv2d .NCHW., this is a Conv1d"):
+    with torch.no_grad(), pytest.raises(ValueError, match=r"diagnose: conv is a Conv1d, not a Conv2d \(NCHW\)"):
         fct.diagnose(bn1, x1, bn1(conv1(x1)), conv=conv1)
 
 
