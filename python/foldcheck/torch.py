@@ -502,7 +502,12 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
     command line rounds values typed as text).
     conv: a Conv2d of any groups with one stride and one dilation for both axes and the same
     zero padding on all four sides: numbers, 'valid', or 'same' where PyTorch pads so (an odd
-    dilated kernel extent: (k-1)*d/2 a side); another is refused, naming its attribute."""
+    dilated kernel extent: (k-1)*d/2 a side); another is refused, naming its attribute.
+    The arithmetic judged is observed's dtype, except that an observed wider than the layer's
+    dtype (the conv weight's, else the BatchNorm's) whose every value is a value of the layer's
+    dtype is judged in the layer's: a float32 layer's output given as float64 (y.double(), a
+    float64 numpy array of it) is its float32 output. Values the layer's dtype cannot hold come
+    from a wider computation (the modules run in float64) and are judged in observed's dtype."""
     p = _bn_arrays(bn)
     kw: dict[str, Any] = {}
     if conv is not None:
@@ -512,6 +517,7 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
     problem = _output_shape_problem(x, observed, conv)
     if problem:
         raise ValueError(f"diagnose: {problem}")
+    observed = _in_layer_dtype(observed, _layer_dtype(bn, conv))
     with _in_module_words(_DIAGNOSE_WORDS):
         return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
 
@@ -555,14 +561,31 @@ def _output_geometry(conv: ConvModule, caller: str) -> dict[str, int]:
     return dict(stride=int(conv.stride[0]), padding=int(pad[0][0]), dilation=int(next(iter(dilations), 1)))
 
 
+def _layer_dtype(bn: torch.nn.Module, conv: ConvModule | None) -> str:
+    """The dtype conv + BatchNorm computes in: the conv weight's, else the BatchNorm's."""
+    return _name((conv.weight if conv is not None else bn_parameters(bn)["mean"]).dtype)
+
+
+def _in_layer_dtype(observed: Any, dtype: str) -> Any:
+    """observed (an array) in the layer's dtype when it is wider and every value is a value of
+    the layer's dtype (the layer's output widened: nothing is lost); else as it is."""
+    import numpy as np  # noqa: PLC0415
+
+    layer = _arrays.numpy_dtype(dtype)
+    if observed.dtype.kind != "f" or observed.dtype.itemsize <= layer.itemsize:
+        return observed
+    with np.errstate(over="ignore"):  # beyond the layer's range: inf, not equal, kept as it is
+        narrowed = observed.astype(layer)
+    return narrowed if np.array_equal(narrowed.astype(observed.dtype), observed, equal_nan=True) else observed
+
+
 def _output_arrays(bn: torch.nn.Module, conv: ConvModule | None, **values: Any) -> list[Any]:
     """An input and outputs of conv + bn as the arrays the core reads, each refused by its
     argument's name when no array holds it (_arrays.as_array: a nested tensor, a float8 one, an
     array of strings); a list is rounded to the modules' dtype (the conv's, else the BatchNorm's)."""
     if conv is not None and not isinstance(conv, _CONVS):
         raise TypeError(f"conv: expected a torch.nn.Conv1d/2d/3d (channels on axis 0), got {type(conv).__name__}")
-    dtype = _name((conv.weight if conv is not None else bn_parameters(bn)["mean"]).dtype)
-    return [_arrays.as_array(v, name, list_dtype=dtype) for name, v in values.items()]
+    return [_arrays.as_array(v, name, list_dtype=_layer_dtype(bn, conv)) for name, v in values.items()]
 
 
 def _output_shape_problem(x: Any, observed: Any, conv: ConvModule | None, what: str = "observed",

@@ -8,7 +8,12 @@ dtypes users give them (an adversarial pass found them weak).
    caller's words: assert_fold_close names itself (not diagnose), the attribute and its value,
    what it checks, and what checks that conv instead (assert_fold_close on the fused module),
    which then works.
+2. Dtype: a float32 layer's output given as float64 (a tensor's .double(), a float64 numpy
+   array) is judged as float32 (it was falsely UNEXPECTED, judged in float64 arithmetic); a
+   float64 output whose values are not all float32 values is a float64 computation, judged so,
+   and assert_fold_close's failure says so.
 """
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -101,3 +106,49 @@ def test_a_conv_the_core_does_not_model_is_refused_in_the_callers_words(kw, what
     with pytest.raises(ValueError, match="^diagnose: " + what) as e:
         fct.diagnose(bn, x, fused, conv=conv)
     assert "check_fold(conv, bn, fused_conv) checks its fold on the weights" in str(e.value), str(e.value)
+
+
+AS_FLOAT64 = {"tensor": lambda y: y.double(), "numpy": lambda y: y.double().numpy(),
+              "numpy astype": lambda y: y.numpy().astype(np.float64)}
+
+
+@pytest.mark.parametrize("widened", AS_FLOAT64.values(), ids=AS_FLOAT64.keys())
+def test_a_float32_layers_output_given_as_float64_is_judged_as_float32(widened):
+    conv, bn = layer(padding=1)
+    x = torch.randn(2, 4, 9, 9)
+    fused, unfused = outputs(conv, bn, x)
+    assert fct.diagnose(bn, x, widened(fused), conv=conv).verdict.name == "EXPECTED"
+    assert fct.diagnose(bn, x.double(), widened(fused), conv=conv).verdict.name == "EXPECTED"
+    assert_fold_close(widened(fused), widened(unfused), conv=conv, bn=bn, input=x)
+    with torch.no_grad():
+        alone = bn(x[:, :4].repeat(1, 2, 1, 1))
+    assert fct.diagnose(bn, x[:, :4].repeat(1, 2, 1, 1), widened(alone)).verdict.name == "EXPECTED"  # a BatchNorm alone
+    # still judged: a changed channel is no float32 rounding, in float64 or not
+    assert fct.diagnose(bn, x, widened(changed(fused)), conv=conv).verdict.name == "UNEXPECTED"
+    with pytest.raises(AssertionError, match=r"actual is not the layer's output up to rounding \(UNEXPECTED\)") as e:
+        assert_fold_close(widened(changed(fused)), unfused, conv=conv, bn=bn, input=x)
+    assert "judged in float64" not in str(e.value)  # judged as float32: nothing to say of its dtype
+
+
+def test_a_float16_layers_output_given_as_float32_is_judged_as_float16():
+    conv, bn = layer(dtype=torch.float16, padding=1)
+    x = torch.randn(2, 4, 9, 9).half()
+    fused, unfused = outputs(conv, bn, x)
+    assert fct.diagnose(bn, x, fused.float(), conv=conv).verdict.name == "EXPECTED"
+    assert_fold_close(fused.float().numpy(), unfused.float(), conv=conv, bn=bn, input=x)
+
+
+def test_a_float64_output_of_values_float32_cannot_hold_is_judged_in_float64_and_said():
+    conv, bn = layer(padding=1)
+    x = torch.randn(2, 4, 9, 9)
+    with torch.no_grad():
+        in_float64 = bn.double()(conv.double()(x.double()))  # the float32 modules' values, run in float64
+    conv.float(), bn.float()
+    assert fct.diagnose(bn, x, in_float64, conv=conv).verdict.name == "EXPECTED"
+    assert_fold_close(in_float64, in_float64.numpy(), conv=conv, bn=bn, input=x)
+    fused, _ = outputs(conv, bn, x)
+    nudged = fused.double() * (1 + 2.0 ** -40)  # a float32 output changed after it, in float64
+    with pytest.raises(AssertionError, match=r"actual is not the layer's output up to rounding \(UNEXPECTED\)") as e:
+        assert_fold_close(nudged, None, conv=conv, bn=bn, input=x)
+    assert ("actual is float64 and the layer float32: judged in float64 arithmetic (the modules run in float64), "
+            "since not all its values are float32 values") in str(e.value), str(e.value)
