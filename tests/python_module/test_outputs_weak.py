@@ -18,26 +18,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_models import layer  # noqa: E402
+
 import foldcheck.torch as fct  # noqa: E402
 from foldcheck.testing import assert_fold_close  # noqa: E402
-
-
-def trained_like(bn, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        c = bn.num_features
-        bn.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-        bn.running_var.copy_(0.5 + torch.rand(c, generator=g))
-        bn.weight.copy_(0.5 + torch.rand(c, generator=g))
-        bn.bias.copy_(0.1 * torch.randn(c, generator=g))
-    return bn.eval()
-
-
-def layer(conv_type=torch.nn.Conv2d, dtype=torch.float32, **kw):
-    torch.manual_seed(0)
-    conv = conv_type(4, 8, **{"kernel_size": 3, **kw}).eval().to(dtype)
-    return conv, trained_like(torch.nn.BatchNorm2d(8) if conv_type is torch.nn.Conv2d else
-                              torch.nn.BatchNorm1d(8), 0).to(dtype)
 
 
 def outputs(conv, bn, x):
@@ -67,7 +51,7 @@ ACCEPTED = {
 @pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize("kw", ACCEPTED.values(), ids=ACCEPTED.keys())
 def test_outputs_of_the_geometries_the_core_models_are_judged(kw):
-    conv, bn = layer(**kw)
+    conv, bn = layer(out_channels=8, **kw)
     x = torch.randn(2, 4, 9, 9)
     fused, unfused = outputs(conv, bn, x)
     assert_fold_close(fused, unfused, conv=conv, bn=bn, input=x)
@@ -86,14 +70,14 @@ REFUSED = {
     "same of a (3, 1) kernel": (dict(kernel_size=(3, 1), padding="same"),
                                 r"conv\.padding is 'same' \(1, 0\): the axes' paddings differ"),
     "reflect": (dict(padding=1, padding_mode="reflect"), r"conv\.padding_mode is 'reflect', not zeros"),
-    "Conv1d": (dict(conv_type=torch.nn.Conv1d, padding=1), r"conv is a Conv1d, not a Conv2d \(NCHW\)"),
+    "Conv1d": (dict(rank=1), r"conv is a Conv1d, not a Conv2d \(NCHW\)"),
 }
 
 
 @pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize(("kw", "what"), REFUSED.values(), ids=REFUSED.keys())
 def test_a_conv_the_core_does_not_model_is_refused_in_the_callers_words(kw, what):
-    conv, bn = layer(**kw)
+    conv, bn = layer(out_channels=8, **kw)
     x = torch.randn(2, 4, 9) if isinstance(conv, torch.nn.Conv1d) else torch.randn(2, 4, 9, 9)
     fused, unfused = outputs(conv, bn, x)
     with pytest.raises(ValueError, match="^assert_fold_close on outputs: " + what) as e:
@@ -114,7 +98,7 @@ AS_FLOAT64 = {"tensor": lambda y: y.double(), "numpy": lambda y: y.double().nump
 
 @pytest.mark.parametrize("widened", AS_FLOAT64.values(), ids=AS_FLOAT64.keys())
 def test_a_float32_layers_output_given_as_float64_is_judged_as_float32(widened):
-    conv, bn = layer(padding=1)
+    conv, bn = layer(out_channels=8)
     x = torch.randn(2, 4, 9, 9)
     fused, unfused = outputs(conv, bn, x)
     assert fct.diagnose(bn, x, widened(fused), conv=conv).verdict.name == "EXPECTED"
@@ -131,7 +115,7 @@ def test_a_float32_layers_output_given_as_float64_is_judged_as_float32(widened):
 
 
 def test_a_float16_layers_output_given_as_float32_is_judged_as_float16():
-    conv, bn = layer(dtype=torch.float16, padding=1)
+    conv, bn = layer(out_channels=8, dtype=torch.float16)
     x = torch.randn(2, 4, 9, 9).half()
     fused, unfused = outputs(conv, bn, x)
     assert fct.diagnose(bn, x, fused.float(), conv=conv).verdict.name == "EXPECTED"
@@ -139,7 +123,7 @@ def test_a_float16_layers_output_given_as_float32_is_judged_as_float16():
 
 
 def test_a_float64_output_of_values_float32_cannot_hold_is_judged_in_float64_and_said():
-    conv, bn = layer(padding=1)
+    conv, bn = layer(out_channels=8)
     x = torch.randn(2, 4, 9, 9)
     with torch.no_grad():
         in_float64 = bn.double()(conv.double()(x.double()))  # the float32 modules' values, run in float64
