@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _commands, _core
+from . import _arrays, _commands, _core
 from ._core import Verdict
 from .results import lines_for_people
 
@@ -38,7 +38,11 @@ def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=N
       * a fused conv / (conv, bn) or nn.Sequential(conv, bn): the fused weight and bias;
       * a fused model / the original model, with `input`: every conv + BN pair (check_model);
       * output tensors, with conv (optional), bn and input: `actual` against the exact layer
-        within its bound (`expected`, the unfused output, is checked the same way).
+        within its bound (`expected`, the unfused output, is checked the same way), as
+        foldcheck.torch.diagnose judges them: the convs it models (a Conv2d of any groups, one
+        stride, one dilation, the same zero padding on all sides, 'same' of an odd kernel;
+        another is refused by its attribute), in the arithmetic of the output's dtype, a float32
+        layer's output given as float64 (its values all float32's) in float32.
     msg: prepended to the failure message."""
     if _is_tensor(actual) or bn is not None or conv is not None:  # bn= and conv= are the outputs form's
         failure = _outputs(actual, expected, conv, bn, input, precision)
@@ -193,6 +197,8 @@ def _outputs(actual, expected, conv, bn, x, precision):
     if bn is None or x is None:
         raise ValueError("assert_fold_close on outputs needs bn= and input= (and conv= for a conv + BN layer)")
     x, actual, expected = fct._output_arrays(bn, conv, input=x, actual=actual, expected=expected)
+    if conv is not None:
+        fct._output_geometry(conv, "assert_fold_close")  # refused in assert_fold_close's words, not diagnose's
     shapes = [problem for which, t in (("actual", actual), ("expected", expected))
               if t is not None for problem in [fct._output_shape_problem(x, t, conv, which, "input")] if problem]
     if shapes:
@@ -204,8 +210,21 @@ def _outputs(actual, expected, conv, bn, x, precision):
         with fct._in_module_words({"observed": which, "x": "input"}):
             r = fct.diagnose(bn, x, t, conv=conv, precision=precision)
         if not r.passed:
-            failures.append(_output_failure(said, r, tuple(t.shape), _values(t)))
+            failures.append(_output_failure(said, r, tuple(t.shape), _values(t)) + _wider(which, t, fct, bn, conv))
     return "\n".join(failures) or None
+
+
+def _wider(which, t, fct, bn, conv):
+    """The sentence (else "") saying that `t` was judged in its own, wider dtype than the
+    layer's: its values are not all the layer's dtype's (diagnose's rule), so no run of the layer
+    in its dtype gave them."""
+    layer = fct._layer_dtype(bn, conv)
+    if t.dtype.kind != "f" or t.dtype.itemsize <= _arrays.numpy_dtype(layer).itemsize or \
+            fct._in_layer_dtype(t, layer) is not t:
+        return ""
+    return (f"\n{which} is {t.dtype} and the layer {layer}: judged in {t.dtype} arithmetic (the modules run in "
+            f"{t.dtype}), since not all its values are {layer} values. A {layer} run's output holds {layer} values "
+            f"only: if it ran in {layer}, something after it changed them.")
 
 
 def _values(t):

@@ -499,25 +499,84 @@ def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, co
     batch statistics, eps mismatch, variance read as std, missing sqrt, gamma/beta swapped,
     NHWC read as NCHW, ... Returns a DiagnoseResult (.best, .fix, .hypotheses).
     x, observed: tensors, numpy arrays or lists (a list rounded to the modules' dtype, as the
-    command line rounds values typed as text)."""
+    command line rounds values typed as text).
+    conv: a Conv2d of any groups with one stride and one dilation for both axes and the same
+    zero padding on all four sides: numbers, 'valid', or 'same' where PyTorch pads so (an odd
+    dilated kernel extent: (k-1)*d/2 a side); another is refused, naming its attribute.
+    The arithmetic judged is observed's dtype, except that an observed wider than the layer's
+    dtype (the conv weight's, else the BatchNorm's) whose every value is a value of the layer's
+    dtype is judged in the layer's: a float32 layer's output given as float64 (y.double(), a
+    float64 numpy array of it) is its float32 output. Values the layer's dtype cannot hold come
+    from a wider computation (the modules run in float64) and are judged in observed's dtype."""
     p = _bn_arrays(bn)
     kw: dict[str, Any] = {}
     if conv is not None:
         w, b = _conv_arrays(conv, "conv")
-        if len(conv.kernel_size) != 2:
-            raise ValueError(f"conv: diagnose models a Conv2d (NCHW), this is a {type(conv).__name__}; check_fold "
-                             "checks its fold")
-        if conv.groups != 1 or len(set(conv.stride)) > 1 or len(set(conv.dilation)) > 1:
-            raise ValueError("conv: diagnose takes an ungrouped conv with one stride and one dilation")
-        if isinstance(conv.padding, str) or len(set(conv.padding)) > 1 or conv.padding_mode != "zeros":
-            raise ValueError("conv: diagnose takes symmetric numeric zero padding (padding_mode 'zeros')")
-        kw = dict(weight=w, bias=b, stride=conv.stride[0], padding=conv.padding[0], dilation=conv.dilation[0])
+        kw = dict(weight=w, bias=b, **_output_geometry(conv, "diagnose"))
     x, observed = _output_arrays(bn, conv, x=x, observed=observed)
     problem = _output_shape_problem(x, observed, conv)
     if problem:
         raise ValueError(f"diagnose: {problem}")
+    observed = _in_layer_dtype(observed, _layer_dtype(bn, conv))
     with _in_module_words(_DIAGNOSE_WORDS):
         return _commands.diagnose(x, observed, precision=precision, threads=threads, **kw, **p)
+
+
+# The convs the outputs checks (diagnose, assert_fold_close on outputs) model, and by caller
+# what checks another conv: its fold, on the weights.
+_OUTPUT_CONVS = ("a Conv2d (any groups) with one stride and one dilation for both axes and the same zero padding on "
+                 "all four sides (numbers, 'valid', or 'same' with an odd dilated kernel extent)")
+_ON_THE_WEIGHTS = {"diagnose": "check_fold(conv, bn, fused_conv) checks its fold on the weights",
+                   "assert_fold_close": "assert_fold_close(fused_conv, (conv, bn)) checks its fold on the weights "
+                                        "(foldcheck.torch.check_fold)"}
+
+
+def _output_geometry(conv: ConvModule, caller: str) -> dict[str, int]:
+    """conv's stride, padding and dilation as the core's diagnose takes them (one number each;
+    it reads the groups from the weight's shape), or a refusal naming `caller` (diagnose,
+    assert_fold_close), the attribute and its value, the convs modelled and what checks this one
+    instead. Padding is resolved as PyTorch pads ('same': (k-1)*d split, the odd one after); a
+    dilation along a kernel of size 1 changes nothing and is not compared."""
+    def refuse(what: str) -> ValueError:
+        said = "diagnose" if caller == "diagnose" else f"{caller} on outputs"
+        return ValueError(_core.neutralised(f"{said}: {what}; outputs are checked for {_OUTPUT_CONVS}. "
+                                            f"{_ON_THE_WEIGHTS[caller]}"))
+
+    if len(conv.kernel_size) != 2:
+        raise refuse(f"conv is a {type(conv).__name__}, not a Conv2d (NCHW)")
+    pad = _padding(conv)
+    if conv.padding_mode != "zeros" and any(any(p) for p in pad):
+        raise refuse(f"conv.padding_mode is {conv.padding_mode!r}, not zeros")
+    if len(set(conv.stride)) > 1:
+        raise refuse(f"conv.stride is {tuple(conv.stride)}: the axes' strides differ")
+    dilations = {d for d, k in zip(conv.dilation, conv.kernel_size) if k > 1}
+    if len(dilations) > 1:
+        raise refuse(f"conv.dilation is {tuple(conv.dilation)} (kernel_size "
+                     f"{tuple(conv.kernel_size)}): the axes' dilations differ")
+    if any(a != b for a, b in pad):
+        raise refuse(f"conv.padding is {conv.padding!r}, which PyTorch pads as {pad} (before, after) per axis: "
+                     "more after than before (an even dilated kernel extent)")
+    if len({a for a, _ in pad}) > 1:
+        raise refuse(f"conv.padding is {_shown(conv, 'padding')}: the axes' paddings differ")
+    return dict(stride=int(conv.stride[0]), padding=int(pad[0][0]), dilation=int(next(iter(dilations), 1)))
+
+
+def _layer_dtype(bn: torch.nn.Module, conv: ConvModule | None) -> str:
+    """The dtype conv + BatchNorm computes in: the conv weight's, else the BatchNorm's."""
+    return _name((conv.weight if conv is not None else bn_parameters(bn)["mean"]).dtype)
+
+
+def _in_layer_dtype(observed: Any, dtype: str) -> Any:
+    """observed (an array) in the layer's dtype when it is wider and every value is a value of
+    the layer's dtype (the layer's output widened: nothing is lost); else as it is."""
+    import numpy as np  # noqa: PLC0415
+
+    layer = _arrays.numpy_dtype(dtype)
+    if observed.dtype.kind != "f" or observed.dtype.itemsize <= layer.itemsize:
+        return observed
+    with np.errstate(over="ignore"):  # beyond the layer's range: inf, not equal, kept as it is
+        narrowed = observed.astype(layer)
+    return narrowed if np.array_equal(narrowed.astype(observed.dtype), observed, equal_nan=True) else observed
 
 
 def _output_arrays(bn: torch.nn.Module, conv: ConvModule | None, **values: Any) -> list[Any]:
@@ -526,8 +585,7 @@ def _output_arrays(bn: torch.nn.Module, conv: ConvModule | None, **values: Any) 
     array of strings); a list is rounded to the modules' dtype (the conv's, else the BatchNorm's)."""
     if conv is not None and not isinstance(conv, _CONVS):
         raise TypeError(f"conv: expected a torch.nn.Conv1d/2d/3d (channels on axis 0), got {type(conv).__name__}")
-    dtype = _name((conv.weight if conv is not None else bn_parameters(bn)["mean"]).dtype)
-    return [_arrays.as_array(v, name, list_dtype=dtype) for name, v in values.items()]
+    return [_arrays.as_array(v, name, list_dtype=_layer_dtype(bn, conv)) for name, v in values.items()]
 
 
 def _output_shape_problem(x: Any, observed: Any, conv: ConvModule | None, what: str = "observed",

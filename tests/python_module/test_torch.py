@@ -18,26 +18,13 @@ torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 import torch.fx.experimental.optimization  # noqa: E402, F811
 from torch._inductor import config as inductor  # noqa: E402
+from torch_models import REL, by_compile, by_fuse_modules, by_fx, by_jit_freeze, trained_like  # noqa: E402
 
 import foldcheck.torch as fct  # noqa: E402
 from foldcheck.testing import assert_fold_close  # noqa: E402
 
-REL = 20e-6
 # A conv in the middle of each model, and a channel of it, for the corruption.
 TARGET = {"resnet18": ("layer2.0.conv1", 7), "mobilenet_v2": ("features.4.conv.1.0", 11)}
-
-
-def trained_like(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                c = m.num_features
-                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
-                m.weight.copy_(0.5 + torch.rand(c, generator=g))
-                m.bias.copy_(0.1 * torch.randn(c, generator=g))
-    return model
 
 
 @pytest.fixture(scope="module", params=["resnet18", "mobilenet_v2"])
@@ -50,10 +37,6 @@ def case(request):
     return request.param, model, x
 
 
-def by_fuse_modules(model, x):
-    return torch.ao.quantization.fuse_modules(copy.deepcopy(model), fct.conv_bn_pairs(model))
-
-
 def by_fuse_conv_bn_eval(model, x):
     fused = copy.deepcopy(model)
     mods = dict(fused.named_modules())
@@ -63,19 +46,6 @@ def by_fuse_conv_bn_eval(model, x):
             parent, _, attr = name.rpartition(".")
             setattr(mods[parent] if parent else fused, attr, new)
     return fused
-
-
-def by_fx(model, x):
-    return torch.fx.experimental.optimization.fuse(copy.deepcopy(model))
-
-
-def by_jit_freeze(model, x):
-    with pytest.warns(FutureWarning):
-        return torch.jit.freeze(torch.jit.script(copy.deepcopy(model)))
-
-
-def by_compile(model, x):
-    return torch.compile(copy.deepcopy(model))
 
 
 FUSERS = {"fuse_modules": by_fuse_modules, "fuse_conv_bn_eval": by_fuse_conv_bn_eval, "fx": by_fx,

@@ -22,22 +22,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_models import REL, Small, by_compile, by_fuse_modules, by_jit_freeze, rebuilt, trained_like  # noqa: E402
+
 import foldcheck.torch as fct  # noqa: E402
-
-REL = 20e-6
-
-
-def trained_like(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                c = m.num_features
-                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
-                m.weight.copy_(0.5 + torch.rand(c, generator=g))
-                m.bias.copy_(0.1 * torch.randn(c, generator=g))
-    return model.eval()
 
 
 class Base(torch.nn.Module):
@@ -97,20 +84,11 @@ def model(kind, seed=3):
     return trained_like(kind(), seed + 1), torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(seed))
 
 
-def frozen(m):
-    with pytest.warns(FutureWarning):
-        return torch.jit.freeze(torch.jit.script(copy.deepcopy(m)))
-
-
-def compiled(m):
-    return torch.compile(copy.deepcopy(m))
-
-
 @pytest.mark.parametrize("tail", list(TAILS))
 def test_a_freeze_that_folds_an_operation_after_the_batchnorm_is_mistrusted_naming_it(tail):
     kind, words = TAILS[tail]
     m, x = model(kind)
-    f = frozen(m)
+    f = by_jit_freeze(m)
     with torch.no_grad():
         assert torch.allclose(f(x), m(x), atol=1e-5)  # an honest freeze
     r = fct.check_model(m, f, x, output_samples=8)
@@ -123,9 +101,9 @@ def test_a_freeze_that_folds_an_operation_after_the_batchnorm_is_mistrusted_nami
 
 def test_a_freeze_that_folds_only_batchnorms_is_judged_and_a_corruption_beside_an_absorbed_op_is_seen():
     m, x = model(Base)
-    assert fct.check_model(m, frozen(m), x, output_samples=8).verdict == "EXPECTED"
+    assert fct.check_model(m, by_jit_freeze(m), x, output_samples=8).verdict == "EXPECTED"
     m, x = model(Mul)
-    f = frozen(m)
+    f = by_jit_freeze(m)
     w, b = fct.frozen_fold(f)[1]  # d's: it absorbed its BatchNorm only
     with torch.no_grad():
         w[3] *= 1 + REL
@@ -153,14 +131,14 @@ def test_inductor_freezing_is_never_a_false_alarm_and_names_what_it_folded():
     operation after the BatchNorm it leaves in the graph (torch 2.14: its rounds are spent on
     the BatchNorm's) is no alarm either."""
     m, x = model(Before)
-    r = fct.check_model(m, compiled(m), x, output_samples=8)
+    r = fct.check_model(m, by_compile(m), x, output_samples=8)
     assert r.verdict == "MISTRUSTED" and list(r.mismatches) == ["c"], r.report()
     assert r.mismatches["c"].startswith("torch.compile folded a mul and ") and "after it into this conv" in \
         r.mismatches["c"], r.mismatches
     assert r.accuracy_diff["end_to_end"]["observed_output"]["verdict"] == "EXPECTED", r.report()
     for kind in (Mul, Chain):
         m, x = model(kind)
-        r = fct.check_model(m, compiled(m), x, output_samples=8)
+        r = fct.check_model(m, by_compile(m), x, output_samples=8)
         assert r.verdict in ("EXPECTED", "MISTRUSTED") and set(r.mismatches) <= {"c"}, r.report()
         assert r.accuracy_diff["end_to_end"]["observed_output"]["verdict"] == "EXPECTED", r.report()
 
@@ -178,7 +156,7 @@ class NoBn(torch.nn.Module):
         return self.bn2(self.d(torch.relu(self.c(x) * self.k)))
 
 
-@pytest.mark.parametrize("fuser", [frozen, compiled])
+@pytest.mark.parametrize("fuser", [by_jit_freeze, by_compile])
 def test_an_operation_folded_into_a_conv_without_batchnorm_is_named_too(fuser):
     m, x = model(NoBn)
     r = fct.check_model(m, fuser(m), x, output_samples=8)
@@ -251,22 +229,12 @@ def test_inductor_global_freezing_is_checked_and_the_callers_compilation_left_as
         assert "packed True" in p.stdout, p.stdout
 
 
-class Small(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.a_bn = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
-        self.b, self.b_bn = torch.nn.Conv2d(4, 6, 3, padding=1), torch.nn.BatchNorm2d(6)
-
-    def forward(self, x):
-        return self.b_bn(self.b(torch.relu(self.a_bn(self.a(x)))))
-
-
 GEOMETRY = {"stride": (dict(stride=(2, 2)), "stride (2, 2), the conv (1, 1)"),
             "padding": (dict(padding=(0, 0)), "padding (0, 0), the conv (1, 1)"),
             "dilation": (dict(dilation=(2, 2), padding=(2, 2)), "dilation (2, 2), the conv (1, 1)")}
 
 
-@pytest.mark.parametrize("fuser", [frozen, compiled])
+@pytest.mark.parametrize("fuser", [by_jit_freeze, by_compile])
 @pytest.mark.parametrize("change", list(GEOMETRY))
 def test_a_frozen_or_compiled_conv_of_other_geometry_is_unexpected_naming_it(fuser, change):
     m, x = model(Small)
@@ -291,17 +259,6 @@ class Hand(torch.nn.Module):
         return self.second(torch.relu(self.first(x)))
 
 
-def rebuilt(conv, bn, **geometry):
-    fold = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
-    kw = dict(stride=conv.stride, padding=conv.padding, dilation=conv.dilation, padding_mode=conv.padding_mode)
-    kw.update(geometry)
-    f = torch.nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, **kw).eval()
-    with torch.no_grad():
-        f.weight.copy_(fold.weight)
-        f.bias.copy_(fold.bias)
-    return f
-
-
 @pytest.mark.parametrize("change", ["stride", "padding", "reflect"])
 def test_a_hand_built_fused_model_of_other_names_is_paired_in_forward_order(change):
     m, x = model(Small)
@@ -320,7 +277,7 @@ def test_a_hand_built_fused_model_of_other_names_is_paired_in_forward_order(chan
 
 def refusals():
     m, x = model(Small)
-    fused = torch.ao.quantization.fuse_modules(copy.deepcopy(m), [["a", "a_bn"], ["b", "b_bn"]])
+    fused = by_fuse_modules(m)
     return m, fused, x
 
 
@@ -344,7 +301,7 @@ CASES = {
 def test_check_model_refuses_arguments_of_the_wrong_kind_naming_them(case, fuser):
     m, fused, x = refusals()
     if fuser == "jit.freeze":
-        fused = frozen(m)
+        fused = by_jit_freeze(m)
     make, error, words = CASES[case]
     with pytest.raises((TypeError, ValueError)) as e:  # its exact type is asserted below
         fct.check_model(*make(m, fused, x))
@@ -359,8 +316,8 @@ def test_a_model_fused_before_it_is_frozen_or_compiled_is_judged():
     judged (EXPECTED), and a mul the freezing then folds into a fused conv is MISTRUSTED, named."""
     for kind in (Small, Mul):
         m, x = model(kind)
-        fused = torch.ao.quantization.fuse_modules(copy.deepcopy(m), fct.conv_bn_pairs(m))
-        for f in (torch.compile(lambda t, fused=fused: fused(t)), compiled(fused), frozen(fused)):
+        fused = by_fuse_modules(m)
+        for f in (torch.compile(lambda t, fused=fused: fused(t)), by_compile(fused), by_jit_freeze(fused)):
             r = fct.check_model(m, f, x, output_samples=8)
             if kind is Small:
                 assert r.verdict == "EXPECTED" and len(r.layers) == 2, r.report()

@@ -18,20 +18,10 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.fx.experimental.optimization  # noqa: E402, F811
 import torch.nn.utils.parametrize as parametrize  # noqa: E402
+from torch_models import Small, by_fuse_modules, layer  # noqa: E402
 
 import foldcheck.torch as fct  # noqa: E402
 from foldcheck.testing import assert_fold_close  # noqa: E402
-
-
-def layer(seed=0, dtype=torch.float32):
-    torch.manual_seed(seed)
-    conv, bn = torch.nn.Conv2d(4, 6, 3, padding=1).eval(), torch.nn.BatchNorm2d(6).eval()
-    with torch.no_grad():
-        bn.running_mean.copy_(0.1 * torch.randn(6))
-        bn.running_var.copy_(0.5 + torch.rand(6))
-        bn.weight.copy_(0.5 + torch.rand(6))
-        bn.bias.copy_(0.1 * torch.randn(6))
-    return conv.to(dtype), bn.to(dtype)
 
 
 def fold(conv, bn):
@@ -198,22 +188,12 @@ def test_a_conv_with_its_own_forward_is_mistrusted_whatever_the_fused_conv():
         assert_fold_close(fold(ws, bn), (ws, bn))
 
 
-class Small(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.a_bn = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
-        self.b, self.b_bn = torch.nn.Conv2d(4, 6, 3, padding=1), torch.nn.BatchNorm2d(6)
-
-    def forward(self, x):
-        return self.b_bn(self.b(torch.relu(self.a_bn(self.a(x)))))
-
-
 @pytest.mark.parametrize("kind", ["Sigmoid", "forward hook", "_conv_forward override"])
 def test_check_model_names_a_fused_module_that_computes_otherwise(kind):
     torch.manual_seed(3)
     m = Small().eval()
     x = torch.randn(1, 3, 6, 6)
-    fused = torch.ao.quantization.fuse_modules(copy.deepcopy(m), [["a", "a_bn"], ["b", "b_bn"]])
+    fused = by_fuse_modules(m)
     make, words = {**AFTER, **COMPUTES}[kind]
     fused.b = make(fused.b)
     r = fct.check_model(m, fused, x, output_samples=4)

@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_models import layer  # noqa: E402
+
 import foldcheck.torch as fct  # noqa: E402
 from foldcheck.testing import assert_fold_close  # noqa: E402
 
@@ -15,11 +17,8 @@ RAW = ("\u202e", "\x1b")
 
 
 def _pair():
-    torch.manual_seed(0)
-    conv, bn = torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4).eval()
-    with torch.no_grad():
-        bn.running_var.uniform_(0.5, 1.5)
-    return conv.eval(), bn, torch.nn.utils.fusion.fuse_conv_bn_eval(copy.deepcopy(conv), bn)
+    conv, bn = layer(out_channels=4)
+    return conv, bn, torch.nn.utils.fusion.fuse_conv_bn_eval(copy.deepcopy(conv), bn)
 
 
 def _hooked(fused):

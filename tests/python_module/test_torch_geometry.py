@@ -15,45 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.fx.experimental.optimization  # noqa: E402, F811
+from torch_models import Small, by_fuse_modules, by_fx, layer, rebuilt, trained_like  # noqa: E402
 
 import foldcheck.torch as fct  # noqa: E402
 from foldcheck.testing import assert_fold_close  # noqa: E402
-
-CONVS = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d, 3: torch.nn.Conv3d}
-BNS = {1: torch.nn.BatchNorm1d, 2: torch.nn.BatchNorm2d, 3: torch.nn.BatchNorm3d}
-
-
-def trained_like(bn, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        c = bn.num_features
-        bn.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-        bn.running_var.copy_(0.5 + torch.rand(c, generator=g))
-        bn.weight.copy_(0.5 + torch.rand(c, generator=g))
-        bn.bias.copy_(0.1 * torch.randn(c, generator=g))
-    return bn.eval()
-
-
-def layer(rank=2, **kw):
-    torch.manual_seed(rank)
-    conv = CONVS[rank](4, 6, 3, **{"padding": 1, **kw}).eval()
-    return conv, trained_like(BNS[rank](6), rank)
-
-
-def rebuilt(conv, bn, **geometry):
-    """What a hand-written fuser makes when it rebuilds the conv with other attributes: the
-    honest fold's weight and bias values in a conv of another geometry."""
-    fold = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)
-    kw = dict(in_channels=conv.in_channels, out_channels=conv.out_channels, kernel_size=conv.kernel_size,
-              stride=conv.stride, padding=conv.padding, dilation=conv.dilation, groups=conv.groups,
-              padding_mode=conv.padding_mode)
-    kw.update(geometry)
-    f = type(conv)(**kw).eval()
-    with torch.no_grad():
-        f.weight.copy_(fold.weight)
-        f.bias.copy_(fold.bias)
-    return f
-
 
 CHANGES = {
     "stride": (dict(stride=2), "stride (2, 2), the conv (1, 1)"),
@@ -70,7 +35,7 @@ CHANGES = {
 
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_fused_conv_of_other_geometry_is_unexpected_and_named(change):
-    conv, bn = layer()
+    conv, bn = layer(2)
     geometry, words = CHANGES[change]
     fused = rebuilt(conv, bn, **geometry)
     r = fct.check_fold(conv, bn, fused)
@@ -84,7 +49,7 @@ def test_a_fused_conv_of_other_geometry_is_unexpected_and_named(change):
 @pytest.mark.parametrize("same", [dict(padding="same"), dict(padding=1, dilation=(1, 1)),
                                   dict(padding=1, padding_mode="zeros")])
 def test_the_same_computation_written_otherwise_passes(same):
-    conv, bn = layer()
+    conv, bn = layer(2)
     r = fct.check_fold(conv, bn, rebuilt(conv, bn, **same))
     assert r.verdict == "EXPECTED" and not r.geometry, r.report()
     one = torch.nn.Conv2d(4, 6, 1, padding_mode="reflect").eval()  # unpadded: its padding_mode pads nothing
@@ -93,7 +58,7 @@ def test_the_same_computation_written_otherwise_passes(same):
 
 @pytest.mark.parametrize("rank", [1, 3])
 def test_1d_and_3d_folds_pass_and_their_geometry_is_checked_too(rank):
-    conv, bn = layer(rank)
+    conv, bn = layer(rank, rank=rank)
     assert fct.check_fold(conv, bn, torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)).verdict == "EXPECTED"
     r = fct.check_fold(conv, bn, rebuilt(conv, bn, stride=2))
     assert r.verdict == "UNEXPECTED" and f"stride {(2,) * rank}" in r.reason, r.reason
@@ -101,7 +66,7 @@ def test_1d_and_3d_folds_pass_and_their_geometry_is_checked_too(rank):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_float32_fold_cast_to_16_bits_is_named_as_a_dtype_mismatch(dtype):
-    conv, bn = layer()
+    conv, bn = layer(2)
     cast = torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn).to(getattr(torch, dtype))
     r = fct.check_fold(conv, bn, cast)
     assert r.verdict == "MISTRUSTED" and r.dtype_mismatch, r.report()
@@ -114,30 +79,12 @@ def test_a_float32_fold_cast_to_16_bits_is_named_as_a_dtype_mismatch(dtype):
     assert r.verdict == "EXPECTED" and not r.dtype_mismatch, r.report()
 
 
-class Small(torch.nn.Module):
-    def __init__(self, rank=2):
-        super().__init__()
-        self.a, self.a_bn = CONVS[rank](3, 4, 3, padding=1), BNS[rank](4)
-        self.b, self.b_bn = CONVS[rank](4, 6, 3, padding=1), BNS[rank](6)
-
-    def forward(self, x):
-        return self.b_bn(self.b(torch.relu(self.a_bn(self.a(x)))))
-
-
 def small(rank=2):
     torch.manual_seed(5)
     m = Small(rank)
     trained_like(m.a_bn, 1)
     trained_like(m.b_bn, 2)
     return m.eval(), torch.randn((1, 3) + (6,) * rank)
-
-
-def by_fuse_modules(m):
-    return torch.ao.quantization.fuse_modules(copy.deepcopy(m), [["a", "a_bn"], ["b", "b_bn"]])
-
-
-def by_fx(m):
-    return torch.fx.experimental.optimization.fuse(copy.deepcopy(m))
 
 
 @pytest.mark.parametrize("fuser", [by_fuse_modules, by_fx])
@@ -211,7 +158,7 @@ def test_check_models_refusals_name_the_users_objects_not_temporary_files():
 
 
 def test_diagnose_names_the_shapes_and_the_geometry_that_gives_them():
-    conv, bn = layer()
+    conv, bn = layer(2)
     x = torch.randn(1, 4, 8, 8)
     with torch.no_grad():
         strided = bn(rebuilt(conv, bn, stride=2)(x) * 0 + conv(x)[..., ::2, ::2])
@@ -219,14 +166,14 @@ def test_diagnose_names_the_shapes_and_the_geometry_that_gives_them():
         fct.diagnose(bn, x, strided, conv=conv)
     with pytest.raises(AssertionError, match=r"actual has shape \(1, 6, 4, 4\).*stride 2"):
         assert_fold_close(strided, None, conv=conv, bn=bn, input=x)
-    conv1, bn1 = layer(1)
+    conv1, bn1 = layer(1, rank=1)
     x1 = torch.randn(1, 4, 10)
-    with torch.no_grad(), pytest.raises(ValueError, match="diagnose models a Conv2d .NCHW., this is a Conv1d"):
+    with torch.no_grad(), pytest.raises(ValueError, match=r"diagnose: conv is a Conv1d, not a Conv2d \(NCHW\)"):
         fct.diagnose(bn1, x1, bn1(conv1(x1)), conv=conv1)
 
 
 def test_assert_fold_close_takes_fuse_modules_fused_sequential_as_a_model():
-    conv, bn = layer()
+    conv, bn = layer(2)
     m = torch.nn.Sequential(conv, bn, torch.nn.ReLU()).eval()
     x = torch.randn(1, 4, 6, 6)
     fused = torch.ao.quantization.fuse_modules(copy.deepcopy(m), [["0", "1", "2"]])
