@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -215,43 +216,55 @@ void check_neutralised(const std::string& out, const std::string& where) {
 
 }  // namespace
 
-TEST_CASE("reports: bidi controls in names are neutralised in every renderer, other scripts kept",
-          "[cli][hostile][reports]") {
-  // A U+202E in a node name reversed the rest of the line in HTML, Markdown and text reports.
-  const fs::path d = fresh_dir("bidi");
-  const std::string name = hostile_name();
+namespace {
+
+// A case, a suite of it and a comparison, every one named `name`, through every renderer (the
+// suite's counts line and files, run's text, Markdown, HTML and its case line on stderr,
+// compare's text and Markdown, an error line quoting a file named after it): each output
+// passed to `check(output, where)`, `error_shown` what the error line must show; JSON keeps
+// the name exact.
+void every_renderer_shows(const std::string& dir, const std::string& name,
+                          const std::function<void(const std::string&, const std::string&)>& check,
+                          const std::function<void(const std::string&)>& error_shown) {
+  const fs::path d = fresh_dir(dir);
   json c = json::parse(kCase);
   c["name"] = name;
   put(d / "case.json", c.dump());
   put(d / "suite.json", json{{"name", name}, {"entries", {{{"case", "case.json"}, {"name", name}}}}}.dump());
   const Result s = run("suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " -q --no-timing");
   REQUIRE(s.code == 0);
-  check_neutralised(s.out, "suite's counts line");
-  for (const char* f : {"report.md", "report.html", "junit.xml"}) check_neutralised(slurp(d / "out" / f), f);
-  // JSON is for machines: the name exact.
-  CHECK(json::parse(slurp(d / "out" / "report.json"))["suite"]["name"] == name);
+  check(s.out, "suite's counts line");
+  for (const char* f : {"report.md", "report.html", "junit.xml"}) check(slurp(d / "out" / f), f);
+  CHECK(json::parse(slurp(d / "out" / "report.json"))["suite"]["name"] == name);  // JSON is for machines: exact
   const std::string run_case = "run " + (d / "case.json").string() + " --no-attribution --no-timing";
   const Result text = run(run_case);
   REQUIRE(text.code == 0);
-  check_neutralised(text.out, "run text");
-  check_neutralised(text.err, "run's case line");
-  for (const char* format : {"markdown", "html"})
-    check_neutralised(run(run_case + " -q --format " + format).out, format);
+  check(text.out, "run text");
+  check(text.err, "run's case line");
+  for (const char* format : {"markdown", "html"}) check(run(run_case + " -q --format " + format).out, format);
   const Result j = run(run_case + " -q --format json -o " + (d / "run.json").string());
   REQUIRE(j.code == 0);
   CHECK(json::parse(slurp(d / "run.json"))["case"]["name"] == name);
-  // compare names the entry in text and Markdown; an error line quotes the file it refuses.
   put(d / "plain.json", kCase);
   REQUIRE(
       run("run " + (d / "plain.json").string() + " --no-attribution -q --format json -o " + (d / "now.json").string())
           .code == 0);
   const std::string compare = "compare " + (d / "now.json").string() + " --baseline " + (d / "run.json").string();
-  check_neutralised(run(compare).out, "compare text");
-  check_neutralised(run(compare + " --format markdown").out, "compare markdown");
+  check(run(compare).out, "compare text");
+  check(run(compare + " --format markdown").out, "compare markdown");
   const Result missing = run("run '" + (d / (name + ".json")).string() + "'");
   CHECK(missing.code == 2);
-  check_neutralised(missing.err, "error line");
+  error_shown(missing.err);
   fs::remove_all(d);
+}
+
+}  // namespace
+
+TEST_CASE("reports: bidi controls in names are neutralised in every renderer, other scripts kept",
+          "[cli][hostile][reports]") {
+  // A U+202E in a node name reversed the rest of the line in HTML, Markdown and text reports.
+  every_renderer_shows("bidi", hostile_name(), check_neutralised,
+                       [](const std::string& err) { check_neutralised(err, "error line"); });
 }
 
 namespace {
@@ -282,39 +295,9 @@ TEST_CASE("reports: control characters in names are escaped in every renderer, o
   // Text reports passed ESC, BEL, CR, BS, NUL... of a name to the terminal (terminal_safe made
   // them U+FFFD after the renderer had laid out the name's TAB and LF), Markdown made them U+FFFD
   // or spaces, HTML and JUnit character references: one rule now, the one for bidi controls.
-  const fs::path d = fresh_dir("controls");
-  json c = json::parse(kCase);
-  c["name"] = kControlName;
-  put(d / "case.json", c.dump());
-  put(d / "suite.json",
-      json{{"name", kControlName}, {"entries", {{{"case", "case.json"}, {"name", kControlName}}}}}.dump());
-  const Result s = run("suite " + (d / "suite.json").string() + " -o " + (d / "out").string() + " -q --no-timing");
-  REQUIRE(s.code == 0);
-  check_controls_shown(s.out, "suite's counts line");
-  for (const char* f : {"report.md", "report.html", "junit.xml"}) check_controls_shown(slurp(d / "out" / f), f);
-  CHECK(json::parse(slurp(d / "out" / "report.json"))["suite"]["name"] == kControlName);  // JSON: exact
-  const std::string run_case = "run " + (d / "case.json").string() + " --no-attribution --no-timing";
-  const Result text = run(run_case);
-  REQUIRE(text.code == 0);
-  check_controls_shown(text.out, "run text");
-  check_controls_shown(text.err, "run's case line");
-  for (const char* format : {"markdown", "html"})
-    check_controls_shown(run(run_case + " -q --format " + format).out, format);
-  const Result j = run(run_case + " -q --format json -o " + (d / "run.json").string());
-  REQUIRE(j.code == 0);
-  CHECK(json::parse(slurp(d / "run.json"))["case"]["name"] == kControlName);
-  put(d / "plain.json", kCase);
-  REQUIRE(
-      run("run " + (d / "plain.json").string() + " --no-attribution -q --format json -o " + (d / "now.json").string())
-          .code == 0);
-  const std::string compare = "compare " + (d / "now.json").string() + " --baseline " + (d / "run.json").string();
-  check_controls_shown(run(compare).out, "compare text");
-  check_controls_shown(run(compare + " --format markdown").out, "compare markdown");
-  // The error line quotes a file it refuses, escaped the same way.
-  const Result missing = run("run '" + (d / (kControlName + ".json")).string() + "'");
-  CHECK(missing.code == 2);
-  check_controls_shown(missing.err, "error line", kControlShown + ".json");
-  fs::remove_all(d);
+  every_renderer_shows(
+      "controls", kControlName, [](const std::string& out, const std::string& where) { check_controls_shown(out, where); },
+      [](const std::string& err) { check_controls_shown(err, "error line", kControlShown + ".json"); });
 }
 
 TEST_CASE("reports read back: every count or index that is negative is refused with the file and the field named",
