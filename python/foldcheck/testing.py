@@ -35,7 +35,9 @@ def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=N
     """Assert that `actual` is a correct fold of `expected` (see the module's documentation).
 
     actual / expected:
-      * a fused conv / (conv, bn) or nn.Sequential(conv, bn): the fused weight and bias;
+      * a fused conv / (conv, bn) or nn.Sequential(conv, bn): the fused weight and bias (a
+        fuse_modules conv + ReLU passes when its conv is the fold: the ReLU is taken to follow
+        bn, which (conv, bn) cannot say; the model form holds it to the model's);
       * a fused model / the original model, with `input`: every conv + BN pair (check_model);
       * output tensors, with conv (optional), bn and input: `actual` against the exact layer
         within its bound (`expected`, the unfused output, is checked the same way), as

@@ -102,6 +102,14 @@ _CONV_RELUS = (torch.ao.nn.intrinsic.ConvReLU1d, torch.ao.nn.intrinsic.ConvReLU2
 _CALL_PATH = ("__call__", "_wrapped_call_impl", "_call_impl", "forward", "_conv_forward", "__getattr__")
 
 
+def _class_name(cls: type, *others: type) -> str:
+    """A class as a sentence names it: its __qualname__, or its module's too (module.qualname)
+    when another class of the sentence (`others`) has the same name: two classes called Fused,
+    a user's class called ReLU or Sequential, are told apart."""
+    clash = any(o is not cls and o.__qualname__ == cls.__qualname__ for o in others)
+    return f"{cls.__module__}.{cls.__qualname__}" if clash else cls.__qualname__
+
+
 def _fused_parts(fused: Any) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
     """(the conv, the modules after it) of what a fuser returns for one conv + BN: the conv
     itself (nothing after it), or a Sequential (fuse_modules' ConvReLU2d, a Sequential(conv,
@@ -123,43 +131,68 @@ def _fused_conv(fused: torch.nn.Module, what: str = "fused") -> torch.nn.Module:
     return conv
 
 
-def _after_conv(fused: torch.nn.Module, after: list[torch.nn.Module]) -> list[str]:
+def _after_conv(fused: torch.nn.Module, after: list[torch.nn.Module], relu_after: bool | None) -> list[str]:
     """What the fused module computes after its conv that conv + BatchNorm does not, one sentence
-    each. A fuser adds Identity, and fuse_modules' conv + ReLU (the documented use: a
-    ConvReLU1d/2d/3d, or a Sequential(conv, nn.ReLU) exactly) one ReLU; anything else (another
-    activation, a second ReLU, a subclass of either, a Sequential subclass) is another computation."""
+    each. A fuser adds Identity, and fuse_modules' conv + BatchNorm + ReLU (the documented use: a
+    ConvReLU1d/2d/3d, or a Sequential(conv, nn.ReLU) exactly) one ReLU: that of the model, which
+    applies one to the BatchNorm's output (relu_after True); one where the model applies none
+    (False) is another computation; None: not known (check_fold's conv and bn: the ReLU is taken
+    to follow them, and _relu_note says so). Anything else (another activation, a second ReLU, a
+    subclass of either, a Sequential subclass) is another computation."""
     out = []
+    known = (torch.nn.Sequential, torch.nn.ReLU, torch.nn.Identity)  # a user's class of one of their names: told apart
     if after and type(fused) is not torch.nn.Sequential and type(fused) not in _CONV_RELUS:
-        out.append(f"the fused module is a {type(fused).__name__}, not a Sequential: it runs its own code around "
-                   "the conv")
+        out.append(f"the fused module is a {_class_name(type(fused), *known)}, not a Sequential: it runs its own "
+                   "code around the conv")
     relus = [m for m in after if type(m) is torch.nn.ReLU]
     if len(relus) > 1:
         out.append(f"the fused module applies ReLU {len(relus)} times after the conv; conv + BatchNorm does not")
-    out += [f"the fused module applies {type(m).__name__} after the conv; conv + BatchNorm does not"
+    elif relus and relu_after is False:
+        out.append("the fused module applies ReLU after the conv; the model applies none to its BatchNorm's output")
+    out += [f"the fused module applies {_class_name(type(m), *known)} after the conv; conv + BatchNorm does not"
             for m in after if type(m) not in (torch.nn.Identity, torch.nn.ReLU) and not isinstance(m, _BNS)]
     return out
 
 
-def _computation(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
+def _computation(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module,
+                 relu_after: bool | None = None) -> list[str]:
     """How the fused module (`fused`: a conv, or a fuser's Sequential around one) computes other
     than conv + bn besides its geometry, one sentence each: what runs after the conv
-    (_after_conv), the methods its call runs (_methods), its hooks (_hooks) and its
-    parametrizations (_parametrizations)."""
+    (_after_conv; relu_after: whether the model applies a ReLU to bn's output, None if not
+    known), the methods its call runs (_methods), its hooks (_hooks) and its parametrizations
+    (_parametrizations)."""
     f, after = _fused_parts(fused)
-    own = [f"the fused module's {type(m).__name__} has its own {name} (set on the module)"
+    own = [f"the fused module's {_class_name(type(m))} has its own {name} (set on the module)"
            for m in [fused, *after] if m is not f for name in _CALL_PATH if name in vars(m)]
-    return _after_conv(fused, after) + own + _methods(conv, f) + _hooks(conv, bn, fused, f, after) + \
+    return _after_conv(fused, after, relu_after) + own + _methods(conv, f) + _hooks(conv, bn, fused, f, after) + \
         _parametrizations(conv, f)
 
 
-def _resolved(m: torch.nn.Module, name: str) -> tuple[Any, str]:
-    """(the function a call of m.`name` runs, where it comes from: 'Conv2d._conv_forward', or
-    'a forward set on the module itself')."""
+def _relu_note(fused: torch.nn.Module) -> str | None:
+    """The sentence saying what check_fold takes on trust: the one ReLU a fused module applies
+    after its conv (fuse_modules' conv + BatchNorm + ReLU) follows the BatchNorm in the original,
+    which conv + bn, as given, do not say; None without one."""
+    if sum(type(m) is torch.nn.ReLU for m in _fused_parts(fused)[1]) != 1:
+        return None
+    return ("the fused module applies a ReLU after the conv (fuse_modules' conv + BatchNorm + ReLU): taken to follow "
+            "the BatchNorm in the original, which conv + bn do not say (check_model(model, fused_model, x) sees "
+            "whether it does)")
+
+
+def _resolved(m: torch.nn.Module, name: str, named: Callable[[type], str]) -> tuple[Any, str]:
+    """(the function a call of m.`name` runs, where it comes from: 'Conv2d._conv_forward' (its
+    class as `named` names it), or 'a forward set on the module itself')."""
     own = vars(m).get(name)
     if own is not None:
         return getattr(own, "__func__", own), f"a {name} set on the module itself"
     owner = next((c for c in type(m).__mro__ if name in vars(c)), None)
-    return (None, f"no {name}") if owner is None else (vars(owner)[name], f"{owner.__name__}.{name}")
+    return (None, f"no {name}") if owner is None else (vars(owner)[name], f"{named(owner)}.{name}")
+
+
+def _naming(*modules: torch.nn.Module) -> Callable[[type], str]:
+    """_class_name among the classes of the modules and their bases (all a sentence may name)."""
+    pool = [c for m in modules for c in type(m).__mro__]
+    return lambda c: _class_name(c, *pool)
 
 
 def _methods(conv: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
@@ -167,12 +200,12 @@ def _methods(conv: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
     forward or _conv_forward (weight standardization), a forward set on the instance, or the
     conv's own such methods lost. The same class, or one that overrides none of them (a
     parametrized conv's class), computes the same."""
-    out = []
+    out, named = [], _naming(conv, fused)
     for name in _CALL_PATH:
-        (mine, where), (theirs, their_where) = _resolved(conv, name), _resolved(fused, name)
+        (mine, where), (theirs, their_where) = _resolved(conv, name, named), _resolved(fused, name, named)
         if mine is not theirs:
-            out.append(f"the fused conv (a {type(fused).__name__}) runs {their_where}, the conv (a "
-                       f"{type(conv).__name__}) {where}")
+            out.append(f"the fused conv (a {named(type(fused))}) runs {their_where}, the conv (a "
+                       f"{named(type(conv))}) {where}")
     return out
 
 
@@ -182,17 +215,22 @@ def _own_forward(conv: torch.nn.Module, fused: torch.nn.Module) -> str | None:
     forward computes with them (a weight-standardizing conv undoes the fold's scale), so no
     bound judges the fusion (MISTRUSTED). None for a torch.nn conv, or when _methods names the
     difference."""
-    base = next(c for c in type(conv).__mro__ if c.__module__.startswith("torch.nn.modules"))
-    own = [where for name in _CALL_PATH for fn, where in [_resolved(conv, name)]
+    base, named = next(c for c in type(conv).__mro__ if c.__module__.startswith("torch.nn.modules")), _naming(conv)
+    own = [where for name in _CALL_PATH for fn, where in [_resolved(conv, name, named)]
            if fn is not getattr(base, name, None)]
     if not own or _methods(conv, fused):
         return None
-    return (f"the conv and the fused conv run {', '.join(own)}, not {base.__name__}'s: their weights are a fold's "
+    return (f"the conv and the fused conv run {', '.join(own)}, not {named(base)}'s: their weights are a fold's "
             "or not, but what that code computes with them is not known (check the fold of a torch.nn conv)")
 
 
-def _hook_name(h: Any) -> str:
-    return getattr(h, "__qualname__", None) or type(h).__name__
+def _hook_name(h: Any, hooks: list[Any]) -> str:
+    """A hook as a sentence names it: its qualified name, with its module's when another of the
+    `hooks` in question has the same one (two functions called hook, in two modules)."""
+    def name(f: Any) -> str:
+        return getattr(f, "__qualname__", None) or type(f).__qualname__
+    clash = any(o is not h and name(o) == name(h) for o in hooks)
+    return f"{getattr(h, '__module__', None) or type(h).__module__}.{name(h)}" if clash else name(h)
 
 
 def _hooks(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module, f: torch.nn.Module,
@@ -211,35 +249,47 @@ def _hooks(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module, f
     mine_pre = {id(h): h for h in conv._forward_pre_hooks.values()}
     allowed_post = {id(h) for m in (conv, bn) for h in m._forward_hooks.values()}
     own_pre = {id(h) for m in after for h in m._forward_pre_hooks.values()}  # after the conv: none is the conv's
-    out = [f"the fused module has a forward pre-hook {_hook_name(h)} the conv does not" for i, h in pre.items()
-           if i not in mine_pre or i in own_pre]
-    out += [f"the conv has a forward pre-hook {_hook_name(h)} the fused conv does not" for i, h in mine_pre.items()
-            if i not in pre]
-    return out + [f"the fused module has a forward hook {_hook_name(h)} the conv and BatchNorm do not"
+    hooks = [h for m in (conv, bn, *mods) for d in (m._forward_pre_hooks, m._forward_hooks) for h in d.values()]
+    out = [f"the fused module has a forward pre-hook {_hook_name(h, hooks)} the conv does not"
+           for i, h in pre.items() if i not in mine_pre or i in own_pre]
+    out += [f"the conv has a forward pre-hook {_hook_name(h, hooks)} the fused conv does not"
+            for i, h in mine_pre.items() if i not in pre]
+    return out + [f"the fused module has a forward hook {_hook_name(h, hooks)} the conv and BatchNorm do not"
                   for i, (h, _) in post.items() if i not in allowed_post]
 
 
-def _parametrized(m: torch.nn.Module) -> dict[str, tuple[str, ...]]:
-    """{tensor name: its parametrizations' class names} (torch.nn.utils.parametrize)."""
+def _parametrized(m: torch.nn.Module) -> dict[str, tuple[type, ...]]:
+    """{tensor name: its parametrizations' classes} (torch.nn.utils.parametrize)."""
     plists = getattr(m, "parametrizations", None) if torch.nn.utils.parametrize.is_parametrized(m) else None
-    return {k: tuple(type(p).__qualname__ for p in plist) for k, plist in (plists or {}).items()}
+    return {k: tuple(type(p) for p in plist) for k, plist in (plists or {}).items()}
 
 
 def _parametrizations(conv: torch.nn.Module, fused: torch.nn.Module) -> list[str]:
     """The fused conv's tensors parametrized otherwise than the conv's (torch.nn.utils.parametrize:
-    its weight computed by a module at each call): by other parametrization classes, or one of
-    the two not parametrized."""
+    its weight computed by a module at each call): by other parametrization classes (classes,
+    not names: two of one name are told apart), or one of the two not parametrized."""
     mine, theirs = _parametrized(conv), _parametrized(fused)
+    pool = [c for p in (mine, theirs) for classes in p.values() for c in classes]
 
-    def said(p: dict[str, tuple[str, ...]], k: str) -> str:
-        return f"parametrized by {', '.join(p[k])}" if k in p else "not parametrized"
+    def said(p: dict[str, tuple[type, ...]], k: str) -> str:
+        return f"parametrized by {', '.join(_class_name(c, *pool) for c in p[k])}" if k in p else "not parametrized"
     return [f"the fused conv's {k} is {said(theirs, k)} (torch.nn.utils.parametrize), the conv's is {said(mine, k)}"
             for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
 
 
 def _padding(conv: ConvModule) -> tuple[tuple[int, int], ...]:
-    """The zeros (or padding_mode values) added before and after each spatial dimension:
-    'valid' none, 'same' d*(k-1) in all, the extra one after (as PyTorch pads it)."""
+    """The values added before and after each spatial dimension, as the conv's forward pads:
+    for padding_mode 'zeros' its padding ('valid' none, 'same' d*(k-1) in all, the extra one
+    after, as PyTorch pads it); for any other mode _reversed_padding_repeated_twice, which
+    _conv_forward gives F.pad (padding is then not read: a value inconsistent with it is what
+    the conv computes, _padded_by)."""
+    if conv.padding_mode != "zeros" and not conv.transposed:  # a ConvTranspose pads with zeros or refuses to run
+        return _padded_by(conv)
+    return _declared_padding(conv)
+
+
+def _declared_padding(conv: ConvModule) -> tuple[tuple[int, int], ...]:
+    """What the conv's padding attribute means, per spatial dimension (before, after)."""
     if conv.padding == "valid":
         return tuple((0, 0) for _ in conv.kernel_size)
     if conv.padding == "same":
@@ -248,9 +298,19 @@ def _padding(conv: ConvModule) -> tuple[tuple[int, int], ...]:
     return tuple((int(p), int(p)) for p in conv.padding)
 
 
+def _padded_by(conv: ConvModule) -> tuple[tuple[int, int], ...]:
+    """F.pad's (before, after) per dimension from _reversed_padding_repeated_twice (its pairs
+    are the last dimension's first), first spatial dimension first: a dimension it leaves out
+    unpadded, one beyond the spatial ones (a channel) kept, so that it differs."""
+    rp = [int(p) for p in conv._reversed_padding_repeated_twice]
+    pairs = [(rp[i], rp[i + 1]) for i in range(0, len(rp) - 1, 2)][::-1]
+    return tuple([(0, 0)] * (len(conv.kernel_size) - len(pairs)) + pairs)
+
+
 def _geometry(conv: ConvModule) -> dict[str, Any]:
     """What defines a conv's computation besides its weight and bias values, in a form where two
-    convs that compute the same compare equal: padding resolved ('same' is its numbers), a
+    convs that compute the same compare equal: padding as the forward pads (_padding: 'same' is
+    its numbers; for a padding_mode other than zeros, _reversed_padding_repeated_twice's), a
     dilation along a kernel of size 1 read as 1, padding_mode read only where it pads."""
     padding = _padding(conv)
     return {"kind": f"{'ConvTranspose' if conv.transposed else 'Conv'}{len(conv.kernel_size)}d",
@@ -262,21 +322,32 @@ def _geometry(conv: ConvModule) -> dict[str, Any]:
 
 
 def _shown(conv: ConvModule, key: str) -> str:
-    """An attribute as the user wrote it (padding 'same' with the numbers it means)."""
+    """An attribute as the user wrote it (padding 'same' with the numbers it means; padding that
+    is not what the conv pads by, with _reversed_padding_repeated_twice, which it pads by)."""
     if key == "kind":
         return f"a {type(conv).__name__}"
     if key == "padding":
-        pad = _padding(conv)
-        numbers = tuple(a for a, _ in pad) if all(a == b for a, b in pad) else pad
-        return f"{conv.padding!r} {numbers}" if isinstance(conv.padding, str) else f"{numbers}"
+        pad, declared = _padding(conv), _declared_padding(conv)
+        said = f"{conv.padding!r} {_numbers(declared)}" if isinstance(conv.padding, str) else _numbers(declared)
+        if pad == declared:
+            return said
+        return (f"{said} but _reversed_padding_repeated_twice {tuple(conv._reversed_padding_repeated_twice)}, "
+                f"by which padding_mode {conv.padding_mode!r} pads: {_numbers(pad)}")
     value = getattr(conv, key)
     return repr(value) if isinstance(value, str) else f"{value}"
 
 
-def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module) -> tuple[list[str], str | None]:
+def _numbers(pad: tuple[tuple[int, int], ...]) -> str:
+    """Padding as PyTorch writes it: one number per dimension when before and after are equal."""
+    return f"{tuple(a for a, _ in pad) if all(a == b for a, b in pad) else pad}"
+
+
+def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module,
+                     relu_after: bool | None = None) -> tuple[list[str], str | None]:
     """How `fused` (a conv, or a fuser's Sequential around one: _fused_parts) computes something
     else than a fold of conv + bn can: (one sentence each: the geometry it changed, "the fused
-    conv has stride (2, 2), the conv (1, 1)", then the rest of its computation, _computation;
+    conv has stride (2, 2), the conv (1, 1)", then the rest of its computation, _computation,
+    relu_after: whether the model applies a ReLU to bn's output, None if not known;
     the dtype mismatch, or None). Another computation is UNEXPECTED whatever the weights; a
     fused conv of another dtype than the conv's is a fold no recipe replays (each folds in the
     modules' dtype), so no bound judges it (MISTRUSTED, named as such). The sentences quote names
@@ -286,9 +357,10 @@ def _fold_mismatches(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Modu
     mine, theirs = _geometry(conv), _geometry(f)  # type: ignore[arg-type]  # a conv: the callers checked
     words = {"kind": "is", "padding_mode": "has padding_mode"}
     geometry = [f"the fused conv {words.get(k, 'has ' + k.replace('_', ' '))} {_shown(f, k)}, "  # type: ignore[arg-type]
-                f"the conv {_shown(conv, k)}" for k in mine if mine[k] != theirs[k]]
+                f"the conv {_shown(conv, k)}" for k in mine if mine[k] != theirs[k]
+                and not (k == "padding_mode" and f.padding_mode == conv.padding_mode)]  # one pads nothing: said
     unknown = [t for t in (_dtype_mismatch(conv, bn, f), _own_forward(conv, f)) if t]  # type: ignore[arg-type]
-    said = [_core.neutralised(s) for s in geometry + _computation(conv, bn, fused)]
+    said = [_core.neutralised(s) for s in geometry + _computation(conv, bn, fused, relu_after)]
     return said, _core.neutralised("; ".join(unknown)) if unknown else None
 
 
@@ -334,11 +406,12 @@ class FoldResult(Result):
     the verdict UNEXPECTED whatever the weights); .dtype_mismatch: the sentence naming a fold no
     bound judges (MISTRUSTED): a fused conv of another dtype than the conv's (no recipe folds in
     one dtype and casts to another), a conv whose class runs its own forward. Either comes first
-    in the reason."""
+    in the reason. .notes: what the check took on trust, one sentence each (a fused ReLU taken to
+    follow the BatchNorm: _relu_note); a pass's reason says them."""
 
     def __init__(self, weights: ExplainResult, parameters: FoldCheckResult,
                  diagnose: Callable[[], Any] | None = None, geometry: list[str] | None = None,
-                 dtype_mismatch: str | None = None) -> None:
+                 dtype_mismatch: str | None = None, notes: list[str] | None = None) -> None:
         super().__init__(parameters._core)
         self.weights = weights
         self.parameters = parameters
@@ -346,6 +419,7 @@ class FoldResult(Result):
         self._diagnosis: Any = None
         self.geometry = list(geometry or [])
         self.dtype_mismatch = dtype_mismatch
+        self.notes = list(notes or [])
 
     @property
     def verdict(self) -> Verdict:
@@ -403,8 +477,8 @@ class FoldResult(Result):
     @property
     def reason(self) -> str | None:
         if self.passed:
-            return (f"the weights and bias are a fold within {self.recipe}'s bound"
-                    f"{' (its fold bit for bit)' if self.bit_exact_recipes else ''}")
+            return "; ".join([f"the weights and bias are a fold within {self.recipe}'s bound"
+                              f"{' (its fold bit for bit)' if self.bit_exact_recipes else ''}", *self.notes])
         if self.mismatch:
             return self.mismatch
         d = self.diagnosis
@@ -421,7 +495,7 @@ class FoldResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "geometry": self.geometry, "dtype_mismatch": self.dtype_mismatch,
-                "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
+                "notes": self.notes, "weights": self.weights.to_dict(), "fold": self.parameters.to_dict()}
 
     def to_json(self, indent: int | None = None) -> str:
         import json  # noqa: PLC0415
@@ -437,7 +511,7 @@ class FoldResult(Result):
         fold = self.parameters.to_dict()
         ratio = fold.get("worst_ratio")
         channel = fold.get("worst_channel")
-        lines = [f"mismatch: {self.mismatch}"] if self.mismatch else []
+        lines = ([f"mismatch: {self.mismatch}"] if self.mismatch else []) + [f"note: {n}" for n in self.notes]
         lines += [f"weights: {self.weights.verdict}; bit for bit: {', '.join(self.bit_exact_recipes) or 'no recipe'}",
                  f"weights and bias: {fold['verdict']} (closest recipe {fold.get('closest_recipe')}, worst ratio to "
                  f"its bound {'inf' if ratio is None else f'{ratio:.3g}'}"
@@ -476,9 +550,13 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
     module after the conv (only Identity and fuse_modules' conv + ReLU are a fuser's: its
     ConvReLU1d/2d/3d or a Sequential(conv, nn.ReLU), whose conv is checked), a forward or
     _conv_forward the conv's class does not run, hooks the conv and BatchNorm do not have, a
-    parametrization of its weight the conv does not have (named in .geometry)."""
+    parametrization of its weight the conv does not have (named in .geometry). Whether a ReLU
+    follows bn in the original is not known from conv and bn: a fused module's one ReLU is taken
+    to follow it (fuse_modules' conv + BatchNorm + ReLU), said in .notes and the answer;
+    check_model, which sees the model, holds it to whether the model applies one."""
     a = _fold_arrays(conv, bn, _fused_conv(fused))
     geometry, dtype_mismatch = _fold_mismatches(conv, bn, fused)  # conv: checked above
+    notes = [_core.neutralised(n) for n in [_relu_note(fused)] if n]
     p = {k: a[k] for k in ("gamma", "beta", "mean", "var", "eps")}
     with _in_module_words(_FOLD_WORDS):
         weights = _commands.explain(a["weight"], a["observed_weight"], precision=precision, threads=threads, **p)
@@ -488,7 +566,7 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
     def diagnosis() -> Any:
         with _in_module_words(_FOLD_WORDS):
             return _commands.diagnose_fold(weights, **a)
-    return FoldResult(weights, parameters, diagnosis, geometry, dtype_mismatch)
+    return FoldResult(weights, parameters, diagnosis, geometry, dtype_mismatch, notes)
 
 
 def diagnose(bn: torch.nn.Module, x: torch.Tensor, observed: torch.Tensor, *, conv: ConvModule | None = None,
@@ -758,24 +836,94 @@ def _module_names(onnx_path):
 Mismatch = tuple[list[str], list[str]]
 
 
+class _InUsersWords(AccuracyDiffResult):
+    """accuracy_diff's result as check_model gives it: every text of the core's (its answer,
+    reports, the JSON's strings) with what `said` pairs (the core's words, the user's) said in
+    the user's words: the files check_model wrote (temporary, gone after the call) as what they
+    hold (the model by its class, the fused model, x), a sentence check_model says otherwise.
+    Texts for people show the user's words through the neutraliser, the JSON exact."""
+
+    def __init__(self, diff: AccuracyDiffResult, said: list[tuple[str, str]]) -> None:
+        super().__init__(diff._core)
+        self._said = said
+
+    def in_words(self, text: str, exact: bool = False) -> str:
+        for core, users in self._said:
+            text = text.replace(core, users if exact else _core.neutralised(users))
+            for shown in _SHOWN:  # as a page shows it: neutralised, then escaped for Markdown or HTML
+                text = text.replace(shown(_core.neutralised(core)), shown(_core.neutralised(users)))
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        if self._dict is None:
+            import json  # noqa: PLC0415
+
+            self._dict = _each_string(json.loads(self._core.to_json(-1)), lambda t: self.in_words(t, exact=True))
+        return self._dict
+
+    def to_json(self, indent: int | None = None) -> str:
+        import json  # noqa: PLC0415
+
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, separators=(",", ":") if indent is None
+                          else None)
+
+    def answer(self) -> str:
+        return self.in_words(super().answer())
+
+    def details(self) -> str:
+        return self.in_words(super().details())
+
+    def report(self, format: str = "text") -> str:  # noqa: A002
+        return self.to_json(2) if format == "json" else self.in_words(super().report(format))
+
+
+# How the core's pages show a text: as it is, escaped for Markdown (&, <, >), escaped for HTML.
+_SHOWN: tuple[Callable[[str], str], ...] = (
+    lambda t: t, lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
+    lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    .replace("'", "&#39;"))
+
+
+def _each_string(value: Any, change: Callable[[str], str]) -> Any:
+    """A parsed JSON value with `change` applied to each string in it."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {k: _each_string(v, change) for k, v in value.items()}
+    return [_each_string(v, change) for v in value] if isinstance(value, list) else value
+
+
+_EXPORTED = "check_model exported both models with their BatchNorms kept (foldcheck.torch.export_onnx)."
+
+
 class ModelCheck(Result):
     """check_model's result: accuracy_diff's, with each layer named by its PyTorch module. Its
-    text report is answer first (the core's answer line of accuracy_diff), then its layers.
+    text report is answer first (the core's answer line of accuracy_diff, or check_model's own:
+    a fused conv that computes otherwise, why nothing was compared, what a weights-only check
+    checked), then its layers. No text of it names a file check_model wrote: the model is named
+    by its class, the fused model and x as such (_InUsersWords).
 
     .layers: [{"module", "verdict", "worst_channel", "closest_recipe", "onnx_node", ...}];
-    .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result.
+    .unexpected: the layers that are not EXPECTED; .accuracy_diff: the full result (in the
+    user's words as well).
     .mismatches: {conv module: sentence} for each fused conv that computes another convolution
     than the model's (geometry: UNEXPECTED) or whose fold could not be judged (another dtype, an
     operation its fuser folded into it besides its BatchNorm: MISTRUSTED); each joins its
     layer's verdict and the whole's (through the core), and the answer names the first."""
 
     def __init__(self, diff: AccuracyDiffResult, names: dict[str, str], fuser: str | None,
-                 mismatches: dict[str, Mismatch] | None = None) -> None:
+                 mismatches: dict[str, Mismatch] | None = None, *, model_name: str | None = None,
+                 weights_only: bool = False, no_pairs: str | None = None, notes: list[str] | None = None) -> None:
         super().__init__(diff._core)
-        self.accuracy_diff = diff
+        self._diff = diff
+        self._words: _InUsersWords | None = None
         self.fuser = fuser
         self._names = names
         self._mismatches = dict(mismatches or {})
+        self.model_name = model_name  # the user's model, as the pages name it (its class)
+        self.weights_only = weights_only  # no output compared: the answer then says what was
+        self._no_pairs = no_pairs  # why the model has no conv + BatchNorm pair
+        self.notes = list(notes or [])  # what was not checked, and why
 
     @property
     def mismatches(self) -> dict[str, str]:
@@ -790,11 +938,46 @@ class ModelCheck(Result):
     def exit_code(self) -> int:
         return 0 if self.passed else 1
 
+    @property
+    def accuracy_diff(self) -> AccuracyDiffResult:
+        """accuracy_diff's result in the user's words (_InUsersWords)."""
+        if self._words is None:
+            self._words = _InUsersWords(self._diff, self._said())
+        return self._words
+
+    def _said(self) -> list[tuple[str, str]]:
+        """[(the core's words, the user's)]: the core's reasoning where check_model gives its own
+        reason (_own_reason; the core's further sentences, advice on exporting, said as what
+        check_model did), then the files check_model wrote as what they hold."""
+        d, own = self._diff.to_dict(), self._own_reason()
+        core = self._diff.reasoning or [self._diff.answer().partition(f"verdict: {self._core.verdict}: ")[2]]
+        e2e = d.get("end_to_end") or {}
+        files = [((d.get("model") or {}).get("path"), self.model_name or "the model"),
+                 ((d.get("observed") or {}).get("path"), "the fused model"), (e2e.get("input"), "x"),
+                 ((e2e.get("observed_output") or {}).get("path"), "the fused model's output on x")]
+        reasons = [(core[0], own), *[(c, _EXPORTED) for c in core[1:]]] if own and core[0] else []
+        return reasons + [(f, w) for f, w in files if isinstance(f, str) and f]
+
+    def _own_reason(self) -> str | None:
+        """check_model's reason in place of the core's: why nothing was compared (the core's
+        names a file and ONNX export's defaults, which check_model did not use); after a
+        weights-only check that passed, what it checked (the core's says outputs too)."""
+        layers = self._diff.layers
+        if not layers:
+            return self._no_pairs
+        if not self.weights_only or self._core.verdict is not Verdict.EXPECTED:
+            return None  # the core's names what it judged: the layer and its folded parameters
+        ratio, node = max(((x.get("fold") or {}).get("worst_ratio") or 0.0, x["name"]) for x in layers)
+        return (f"Every layer's folded parameters are within their rounding-error bounds (closest: "
+                f"{self._names.get(node, node)}, at {ratio:.3g} of its bound); weights only: no output was compared.")
+
     def answer(self) -> str:
-        """The core's answer line of accuracy_diff, or first the fused convs that compute another
-        convolution (or in another dtype) than the model's."""
+        """The core's answer line of accuracy_diff in the user's words (_InUsersWords, the reason
+        check_model gives in place of the core's: _own_reason), or first the fused convs that
+        compute another convolution (or in another dtype) than the model's."""
         if not self._mismatches:
-            return super().answer()
+            own = self._own_reason()
+            return _core.neutralised(f"verdict: {self.verdict}: {own}") if own else self.accuracy_diff.answer()
         (module, text), more = next(iter(self.mismatches.items())), len(self._mismatches) - 1
         return _core.neutralised(f"verdict: {self.verdict}: {module}: {text}"  # one line, names as the core shows them
                                  f"{f' (and {more} more layers, listed below)' if more else ''}")
@@ -837,9 +1020,6 @@ class ModelCheck(Result):
             return None
         return self._no_pairs
 
-    _no_pairs: str | None = None
-    notes: list[str] | tuple[str, ...] = ()  # what was not checked, and why
-
     def to_dict(self) -> dict[str, Any]:
         """accuracy_diff's result, with the verdict that joins the mismatches and the mismatches
         ({conv module: sentence}) when there are any."""
@@ -853,17 +1033,18 @@ class ModelCheck(Result):
 
         return json.dumps(self.to_dict(), indent=indent) if self._mismatches else self.accuracy_diff.to_json(indent)
 
+    def details(self) -> str:
+        return self.accuracy_diff.details()
+
     def report(self, format: str = "text") -> str:  # noqa: A002
         if format == "json":
             return self.to_json(2)
         if format != "text":  # the core's; a mismatch (which it did not see) said first in Markdown
-            core = self._named_for_the_user(self.accuracy_diff.report(format))
+            core = self.accuracy_diff.report(format)
             return f"**{self.answer()}**\n\n{core}" if self._mismatches and format == "markdown" else core
         # Answer first, as every result: the core's answer line of accuracy_diff's result (the
         # verdict and its reason, reports/run_answer.hpp), then what was checked.
         rows = [self.answer(), f"  {len(self.layers)} conv+BN layers{', fused by ' + self.fuser if self.fuser else ''}"]
-        if self.reason:
-            rows.append(f"  {self.reason}")
         rows.extend(f"  note: {n}" for n in self.notes)
         e2e = self.accuracy_diff.get("end_to_end") or {}
         if e2e.get("observed_output"):
@@ -884,17 +1065,6 @@ class ModelCheck(Result):
         # Each row one line: module names, notes and the fuser's words neutralised as the core's
         # reports show names (a module named with ESC or a line break cannot drive the terminal).
         return "\n".join(_core.neutralised(row) for row in rows)
-
-    model_name: str | None = None  # the user's model, as the pages name it (its class): check_model sets it
-
-    def _named_for_the_user(self, page: str) -> str:
-        """A page of the core's with the files check_model wrote (in a temporary directory gone
-        after the call) named as the user's objects: the model by its class, the fused model."""
-        for key, word in (("observed", "the fused model"), ("model", self.model_name or "the model")):
-            path = (self.accuracy_diff.get(key) or {}).get("path")
-            if isinstance(path, str) and path:
-                page = page.replace(path, _core.neutralised(word))
-        return page
 
     def _repr_extra(self) -> str:
         bad = self.unexpected
@@ -922,11 +1092,12 @@ class _Fused(NamedTuple):
     fused nn.Module itself, or a copy of the model carrying its folds), `fuser` (the fuser read,
     or None), `mismatches` ({conv module: Mismatch}) and `changed` (the convs whose fused conv
     computes another convolution or in another dtype: the fused model's outputs are then not
-    the model's computation, and are not compared)."""
+    the model's computation, and are not compared); `notes`: what was taken on trust."""
     module: torch.nn.Module
     fuser: str | None
     mismatches: dict[str, Mismatch]
     changed: list[str]
+    notes: tuple[str, ...] = ()
 
 
 def _fused_module(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> _Fused:
@@ -939,8 +1110,8 @@ def _fused_module(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> _Fused
     elif not isinstance(fused, torch.nn.Module) or hasattr(fused, "_orig_mod"):
         convs, fuser = _compiled_convs(fused, x), "torch.compile"
     elif _names_pair(model, fused):
-        mismatches = _pair_mismatches(model, fused, x)
-        return _Fused(fused, None, mismatches, list(mismatches))  # each a geometry or dtype of its own
+        mismatches, notes = _pair_mismatches(model, fused, x)
+        return _Fused(fused, None, mismatches, list(mismatches), notes)  # each a geometry or dtype of its own
     else:
         convs, fuser = _module_convs(model, fused, x), None
     return _rebuilt(model, convs, fuser, x)
@@ -961,8 +1132,14 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
     (`layer2.0.conv1`) and, for a wrong fold, the worst channel. A fused conv of another
     geometry than the model's conv is UNEXPECTED, one of another dtype or into which the fuser
     folded more than its BatchNorm (torch.jit.freeze's and inductor's conv-add/sub/mul/div
-    folding) MISTRUSTED, each named by module. A fused module whose module names are not the
-    model's is paired with it conv by conv in forward order. keep_dir: keep the ONNX files."""
+    folding) MISTRUSTED, each named by module; so is a fused conv + ReLU where the model applies
+    no ReLU to the BatchNorm's output (UNEXPECTED). A fused module whose module names are not the
+    model's is paired with it conv by conv in forward order. model: the eager module (a
+    ScriptModule is refused, as is a fused one not frozen, saying what to pass). A model whose
+    convs pad otherwise than with zeros (padding_mode reflect, replicate, circular) has outputs
+    foldcheck does not run: refused up front by module unless weights_only, which checks its
+    folds. Its texts name the model by its class, never the files it writes. keep_dir: keep the
+    ONNX files."""
     _commands.checked_progress(progress)
     _refuse_arguments(model, fused, x)
     if model is fused:
@@ -978,27 +1155,27 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
             raise ValueError(f"check_model: keep_dir {os.fspath(d)!r} is not a directory it can make or use "
                              f"({e.strerror})") from None
         _refuse_other_ranks(model)
+        name = _class_name(type(model))
+        _refuse_padding_not_run(model, name, weights_only)
         with _framework_errors("model", x, d):
-            original = export_onnx(model, x, os.path.join(d, "original.onnx"))
+            original = export_onnx(_zero_padded(model) if weights_only else model, x, os.path.join(d, "original.onnx"))
         with _framework_errors("fused", x, d):
             f = _fused_module(model, fused, x)
         weights_only, fused_module, note = _as_the_models(model, f, weights_only)
         with _runs_on_x(model, fused_module, x):
-            observed = export_onnx(fused_module, x, os.path.join(d, "fused.onnx"))
+            observed = export_onnx(_zero_padded(fused_module) if weights_only else fused_module, x,
+                                   os.path.join(d, "fused.onnx"))
         with _framework_errors("fused", x, d):
             y, note = (None, note or "weights only: the fused model's outputs were not compared") if weights_only \
                 else _output_of(fused, x)
-        with _in_users_words(os.fspath(d)):
+        with _in_users_words(os.fspath(d), name):
             diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
                                            weights_only=weights_only, output_samples=output_samples,
                                            confidence=confidence, precision=precision, threads=threads,
                                            progress=progress)
-        r = ModelCheck(diff, _module_names(original), f.fuser, f.mismatches)
-        r.notes = [note] if note else []
-        r.model_name = type(model).__name__
-        if not r.layers:
-            r._no_pairs = _why_no_pairs(model, fused_module, x)
-        return r
+        no_pairs = _why_no_pairs(model, fused_module, x, name) if not diff.layers and not f.mismatches else None
+        return ModelCheck(diff, _module_names(original), f.fuser, f.mismatches, model_name=name,
+                          weights_only=weights_only, no_pairs=no_pairs, notes=[n for n in (note, *f.notes) if n])
 
 
 def _refuse_arguments(model: Any, fused: Any, x: Any) -> None:
@@ -1013,12 +1190,38 @@ def _refuse_arguments(model: Any, fused: Any, x: Any) -> None:
         hint = " (a state_dict is not a model: load it into a copy of the model)" if isinstance(fused, dict) else ""
         raise TypeError(f"check_model: fused is {_what(fused)}{hint}: expected the fused model (a torch.nn.Module, a "
                         "torch.jit.freeze'd ScriptModule or a torch.compile'd model)")
+    _refuse_scripted(model, fused)
     if not isinstance(x, torch.Tensor):
         hint = " (torch.from_numpy(x))" if type(x).__module__ == "numpy" else ""
         raise TypeError(f"check_model: x is {_what(x)}: expected a torch.Tensor, the model's input{hint}")
     if not x.is_floating_point():
         raise TypeError(f"check_model: x is a tensor of {_name(x.dtype)}, shape {tuple(x.shape)}: expected a "
                         "floating-point input (x.float())")
+
+
+def _refuse_scripted(model: Any, fused: Any) -> None:
+    """The ScriptModules check_model cannot read, refused by argument, saying what to pass: a
+    scripted or traced `model` (its convs and BatchNorms are compiled modules, no torch.nn ones
+    to pair and compare; a frozen one has its BatchNorms folded already) and a `fused` one not
+    frozen (its convs are compiled modules, its folds not in its graph). A frozen `fused` is read
+    from its graph (_frozen_convs)."""
+    if isinstance(model, torch.jit.ScriptModule):
+        what = ("a frozen ScriptModule (torch.jit.freeze): its BatchNorms are folded already" if _frozen(model) else
+                "a ScriptModule (torch.jit.script or trace): its convs and BatchNorms are compiled modules, not "
+                "torch.nn ones check_model can pair and compare")
+        raise TypeError(f"check_model: model is {what}; pass the eager torch.nn.Module it was made from (and a "
+                        "frozen one as fused)")
+    if isinstance(fused, torch.jit.ScriptModule) and not _frozen(fused):
+        raise TypeError("check_model: fused is a ScriptModule that is not frozen (torch.jit.script or trace alone): "
+                        "its convs are compiled modules whose folds check_model does not read; pass the eager fused "
+                        "model, or torch.jit.freeze(scripted.eval()) (freezing folds each conv + BatchNorm into "
+                        "constants of its graph, which check_model reads)")
+
+
+def _frozen(module: torch.jit.ScriptModule) -> bool:
+    """Whether a ScriptModule is torch.jit.freeze'd: its parameters are constants of its graph,
+    none left as attributes."""
+    return next(module.parameters(), None) is None
 
 
 def _what(obj: Any) -> str:
@@ -1050,6 +1253,44 @@ def _framework_errors(what: str, x: torch.Tensor, d: str | os.PathLike[str]) -> 
                          f"{tuple(x.shape)}): {first}") from None
 
 
+def _padding_not_run(model: torch.nn.Module) -> list[str]:
+    """The convs whose padding foldcheck's model runner does not run, one phrase each ("c pads
+    with padding_mode 'reflect'"): it pads with zeros (a Conv's pads), and PyTorch exports any
+    other padding_mode as an F.pad of integer shape arithmetic and Slice or a reflect/edge Pad,
+    which it does not read."""
+    return [f"{n or 'the model'} pads with padding_mode {m.padding_mode!r}" for n, m in model.named_modules()
+            if isinstance(m, _CONVS) and m.padding_mode != "zeros" and any(any(p) for p in _padding(m))]
+
+
+def _refuse_padding_not_run(model: torch.nn.Module, name: str, weights_only: bool) -> None:
+    """A model whose outputs foldcheck cannot run (_padding_not_run) is refused up front unless
+    weights_only, naming the module and saying what does check it."""
+    pads = [] if weights_only else _padding_not_run(model)
+    if pads:
+        more = f" (and {len(pads) - 1} more)" if len(pads) > 1 else ""
+        raise ValueError(_core.neutralised(
+            f"check_model: {pads[0]}{more}: foldcheck runs models padded with zeros only, so the outputs of {name} "
+            "cannot be run and compared; check_model(model, fused, x, weights_only=True) checks its folded weights "
+            "and biases, every conv + BatchNorm"))
+
+
+def _zero_padded(module: torch.nn.Module) -> torch.nn.Module:
+    """The module as a weights-only check exports it: the module itself, or, when some of its
+    convs pad in a way foldcheck does not read (_padding_not_run), a copy whose convs pad with
+    zeros as much (padding_mode 'zeros': a Conv's pads). No output is run: the folds read are
+    the same, and each conv's padding_mode is compared by _fold_mismatches beforehand."""
+    import copy  # noqa: PLC0415
+
+    if not _padding_not_run(module):
+        return module
+    out = copy.deepcopy(module)
+    for m in out.modules():
+        if isinstance(m, _CONVS) and m.padding_mode != "zeros":
+            pad, m.padding_mode = _padding(m), "zeros"
+            m.padding = tuple(a for a, _ in pad) if all(a == b for a, b in pad) else m.padding
+    return out
+
+
 def _refuse_other_ranks(model: torch.nn.Module) -> None:
     """check_model reads the models as ONNX 2-D Conv nodes (accuracy_diff): a Conv1d or Conv3d
     is refused up front, by module name, pointing at check_fold (which checks any rank)."""
@@ -1075,19 +1316,46 @@ def _names_pair(model: torch.nn.Module, fused: torch.nn.Module) -> bool:
     return all(isinstance(_named_conv(theirs, n), _CONVS) for n, m in model.named_modules() if isinstance(m, _CONVS))
 
 
-def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> dict[str, Mismatch]:
+def _pair_mismatches(model: torch.nn.Module, fused: Any, x: torch.Tensor) -> tuple[dict[str, Mismatch],
+                                                                                   tuple[str, ...]]:
     """Each conv + BN pair of `model` whose fused conv (the module of the same name in `fused`)
-    computes another convolution or is of another dtype: {conv name: (geometry, [dtype
-    mismatch])} (_fold_mismatches)."""
-    mods, theirs = dict(model.named_modules()), dict(fused.named_modules())
-    out = {}
-    for conv, bn in conv_bn_pairs(model, x):
+    computes another convolution or is of another dtype: ({conv name: (geometry, [dtype
+    mismatch])} (_fold_mismatches; a fused ReLU held to whether the model applies one after the
+    BatchNorm, _relu_after), the notes of fused ReLUs taken on trust where that is not known)."""
+    mods, theirs, pairs = dict(model.named_modules()), dict(fused.named_modules()), conv_bn_pairs(model, x)
+    relu_after = _relu_after(model, [bn for _, bn in pairs])
+    out, notes = {}, []
+    for conv, bn in pairs:
         f = theirs.get(conv)
         if f is not None and isinstance(_fused_parts(f)[0], _CONVS):  # its Sequential too: what runs after it
-            geometry, dtype = _fold_mismatches(mods[conv], mods[bn], f)
+            geometry, dtype = _fold_mismatches(mods[conv], mods[bn], f, relu_after[bn])
             if geometry or dtype:
                 out[conv] = (geometry, [dtype] if dtype else [])
-    return out
+            note = _relu_note(f) if relu_after[bn] is None else None
+            notes += [f"{conv}: {note}"] if note else []
+    return out, tuple(notes)
+
+
+def _relu_after(model: torch.nn.Module, bns: list[str]) -> dict[str, bool | None]:
+    """{BatchNorm module name: whether the model applies a ReLU to its output, which nothing else
+    takes (what fuse_modules' conv + BatchNorm + ReLU computes)}, read from the model's fx graph;
+    None for each when fx cannot trace the model."""
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception:  # noqa: BLE001  # fx cannot trace data-dependent Python: not known
+        return dict.fromkeys(bns)
+    mods = dict(gm.named_modules())
+
+    def relu(n: Any) -> bool:
+        return (n.op == "call_module" and type(mods.get(n.target)) is torch.nn.ReLU) or \
+            (n.op == "call_function" and n.target in _RELU_FUNCTIONS) or (n.op == "call_method" and
+                                                                          n.target in ("relu", "relu_"))
+    found = {n.target: len(n.users) == 1 and relu(next(iter(n.users)))
+             for n in gm.graph.nodes if n.op == "call_module" and n.target in bns}
+    return {bn: found.get(bn) for bn in bns}
+
+
+_RELU_FUNCTIONS = (torch.relu, torch.relu_, torch.nn.functional.relu, torch.nn.functional.relu_)
 
 
 def _as_the_models(model: torch.nn.Module, fused: _Fused, weights_only: bool) -> tuple[bool, torch.nn.Module,
@@ -1135,13 +1403,14 @@ def _runs_on_x(model: torch.nn.Module, fused: torch.nn.Module, x: torch.Tensor) 
 
 
 @contextlib.contextmanager
-def _in_users_words(d: str) -> Iterator[None]:
+def _in_users_words(d: str, model: str) -> Iterator[None]:
     """accuracy_diff's refusals with the files check_model wrote named as the user's objects (the
-    model, the fused model, x, the fused model's output), never as temporary paths."""
+    model by its class, `model`; the fused model, x, the fused model's output), never as
+    temporary paths."""
     try:
         yield
     except ValueError as e:
-        words = {os.path.join(d, "original.onnx"): "the model (as exported to ONNX)",
+        words = {os.path.join(d, "original.onnx"): f"the model {_core.neutralised(model)} (as exported to ONNX)",
                  os.path.join(d, "fused.onnx"): "the fused model (as exported to ONNX)"}
         text = str(e)
         for path, word in words.items():
@@ -1175,13 +1444,20 @@ def _output_of(fused, x):
     return y.detach().cpu().contiguous().numpy(), None
 
 
-def _why_no_pairs(model, fused, x):
-    """Why the model exported no conv + BatchNorm pair (swapped arguments, or none to fold)."""
+def _why_no_pairs(model, fused, x, name):
+    """Why the model (its class: `name`) exported no conv + BatchNorm pair: swapped arguments,
+    no BatchNorm, or BatchNorms that take no conv's output alone (named)."""
     theirs = len(conv_bn_pairs(fused, x)) if isinstance(fused, torch.nn.Module) else 0
     if theirs:
-        return (f"the model has no conv + BatchNorm pair but the fused model has {theirs}: are the two swapped? "
-                "check_model(model, fused_model, x) takes the original first")
-    return "the model has no conv followed by a BatchNorm (nothing to fold, nothing to check)"
+        return (f"the model ({name}) has no conv + BatchNorm pair but the fused model has {theirs}: are the two "
+                "swapped? check_model(model, fused_model, x) takes the original first")
+    bns = [n for n, m in model.named_modules() if isinstance(m, _BNS)]
+    if not bns:
+        return f"the model ({name}) has no BatchNorm: nothing to fold, nothing to check"
+    more = f" (and {len(bns) - 3} more)" if len(bns) > 3 else ""
+    return (f"the model ({name}) has no conv followed by a BatchNorm: its BatchNorm{'s' if len(bns) > 1 else ''} "
+            f"{', '.join(bns[:3])}{more} take{'' if len(bns) > 1 else 's'} no conv's output alone (nothing to fold, "
+            "nothing to check)")
 
 
 # --- fused models read conv by conv (frozen, compiled, of other module names) ----------------
@@ -1295,9 +1571,12 @@ def _stand_in(conv: ConvModule, f: _FusedConv) -> torch.nn.Module | None:
         kw.update(padding=conv.padding, padding_mode=conv.padding_mode)
     kind: Any = kinds[rank - 1]
     try:
-        return kind(into, out, tuple(w.shape[2:]), bias=f.bias is not None, device="meta", dtype=w.dtype, **kw)
+        stand_in = kind(into, out, tuple(w.shape[2:]), bias=f.bias is not None, device="meta", dtype=w.dtype, **kw)
     except (ValueError, TypeError, RuntimeError, IndexError):
         return None
+    if conv.padding_mode != "zeros":  # what the model's conv pads by (_padding), as the graph's pad node does
+        stand_in._reversed_padding_repeated_twice = conv._reversed_padding_repeated_twice
+    return stand_in
 
 
 def _absorbed_beyond(f: _FusedConv, paired: bool, fuser: str) -> str | None:
