@@ -296,7 +296,8 @@ TEST_CASE("reports: control characters in names are escaped in every renderer, o
   // them U+FFFD after the renderer had laid out the name's TAB and LF), Markdown made them U+FFFD
   // or spaces, HTML and JUnit character references: one rule now, the one for bidi controls.
   every_renderer_shows(
-      "controls", kControlName, [](const std::string& out, const std::string& where) { check_controls_shown(out, where); },
+      "controls", kControlName,
+      [](const std::string& out, const std::string& where) { check_controls_shown(out, where); },
       [](const std::string& err) { check_controls_shown(err, "error line", kControlShown + ".json"); });
 }
 

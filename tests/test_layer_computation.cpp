@@ -5,8 +5,8 @@
 // named with both values, however right its folded weights; explicit pads equal to what
 // SAME_UPPER resolves to, a dilation along a kernel axis of size 1, and a Gemm weight stored
 // transposed with transB flipped (square or not) are the same computation (EXPECTED); a
-// flipped transB over an untransposed weight reads other weights (UNEXPECTED by its weights). With and without the runs (weights only: the input shape comes from
-// one run only when the pads are written differently).
+// flipped transB over an untransposed weight reads other weights (UNEXPECTED by its weights). With and without the runs
+// (weights only: the input shape comes from one run only when the pads are written differently).
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -16,6 +16,7 @@
 #include "foldcheck/layer/fold_pass.hpp"
 #include "foldcheck/model/layer_computation.hpp"
 #include "foldcheck/model/layer_match.hpp"
+#include "foldcheck/reports/text.hpp"
 #include "onnx_builder.hpp"
 
 using namespace foldcheck;
@@ -82,7 +83,8 @@ Model layer_model(const Geometry& g, bool folded, bool gemm = false, std::int64_
   if (gemm && g.k_by_n) {
     std::vector<double> t(p.w.size());
     for (std::int64_t o = 0; o < out; ++o)
-      for (std::int64_t k = 0; k < per; ++k) t[static_cast<std::size_t>(k * out + o)] = p.w[static_cast<std::size_t>(o * per + k)];
+      for (std::int64_t k = 0; k < per; ++k)
+        t[static_cast<std::size_t>(k * out + o)] = p.w[static_cast<std::size_t>(o * per + k)];
     p.w = t;
     wshape = {per, out};
   }
@@ -202,9 +204,10 @@ TEST_CASE("the same computation written another way is the model's layer: EXPECT
     }
 }
 
-TEST_CASE("an observed Gemm: another transA or alpha is not the model's layer, a transposed weight read with "
-          "transB flipped is (alpha != 1: refused by layer_params)",
-          "[layer_computation]") {
+TEST_CASE(
+    "an observed Gemm: another transA or alpha is not the model's layer, a transposed weight read with "
+    "transB flipped is (alpha != 1: refused by layer_params)",
+    "[layer_computation]") {
   const Geometry plain{.transB = 1};  // as PyTorch exports Linear: the weight N x K
   for (const bool weights_only : {true, false}) {
     INFO("weights only: " << weights_only);
@@ -215,14 +218,12 @@ TEST_CASE("an observed Gemm: another transA or alpha is not the model's layer, a
     // square (4 x 4) or not (3 x 4, whose stored shape differs from the model's).
     for (const std::int64_t n_out : {4, 3}) {
       INFO("outputs " << n_out);
-      const AccuracyDiffResult t =
-          observed_diff(plain, {.transB = 0, .k_by_n = true}, weights_only, true, n_out);
+      const AccuracyDiffResult t = observed_diff(plain, {.transB = 0, .k_by_n = true}, weights_only, true, n_out);
       REQUIRE(t.layers.size() == 1);
       CHECK(t.layers[0].not_the_layer.empty());
       CHECK(t.layers[0].verdict() == Verdict::Expected);
       // Also from a model stored K x N itself (transB absent) to an N x K fold.
-      const AccuracyDiffResult u =
-          observed_diff({.k_by_n = true}, {.transB = 1}, weights_only, true, n_out);
+      const AccuracyDiffResult u = observed_diff({.k_by_n = true}, {.transB = 1}, weights_only, true, n_out);
       CHECK(u.layers.at(0).verdict() == Verdict::Expected);
     }
     // transB flipped over the same storage: other weights, not the fold.
@@ -266,4 +267,41 @@ TEST_CASE("computation_differences: without the input shape, SAME pads are compa
   CHECK_FALSE(pads_need_input_shape(a, 0, b, 0));
   CHECK(pads_need_input_shape(a, 0, c, 0));
   CHECK_FALSE(pads_need_input_shape(d, 0, c, 0));
+}
+
+TEST_CASE("a layer a caller knows cannot be judged (unmodelled) is MISTRUSTED with its reason, whatever it compared",
+          "[layer_computation]") {
+  // A right fold: MISTRUSTED (of_layer's unmodelled Surely), its note the reason given. One of
+  // another computation (another stride) stays UNEXPECTED: that is evidence whatever op beside.
+  const Geometry same{.pads = {1, 1, 1, 1}};
+  for (const bool strided : {false, true}) {
+    const Model original = layer_model(same, false),
+                folded = layer_model(strided ? Geometry{.strides = {2, 2}, .pads = {1, 1, 1, 1}} : same, true);
+    AccuracyDiffOptions o;
+    o.observed = &folded;
+    o.weights_only = true;
+    o.unmodelled["c"] = "a fuser folded a mul into it";
+    const AccuracyDiffResult r = accuracy_diff(original, o);
+    REQUIRE(r.layers.size() == 1);
+    const Verdict v = strided ? Verdict::Unexpected : Verdict::Mistrusted;
+    CHECK(r.layers[0].verdict() == v);
+    CHECK(r.verdict() == v);
+    const nlohmann::json j = r.layers[0].to_json();
+    CHECK(j["unmodelled"] == "a fuser folded a mul into it");
+    const std::string note = j["observed_note"];
+    CHECK(note.starts_with("a fuser folded a mul into it"));
+    CHECK((note.find("strides [2, 2]") != std::string::npos) == strided);
+  }
+}
+
+TEST_CASE("the answer of a check with no run says only the folded parameters were judged", "[layer_computation]") {
+  // It said "folded parameters and outputs are within ..." with --weights-only.
+  const Geometry same{.pads = {1, 1, 1, 1}};
+  for (const bool weights_only : {true, false}) {
+    const std::string text = reports::accuracy_diff_text(observed_diff(same, same, weights_only).to_json());
+    INFO(text);
+    CHECK((text.find("Every layer's folded parameters are within") != std::string::npos) == weights_only);
+    CHECK((text.find("weights only: no output was compared") != std::string::npos) == weights_only);
+    CHECK((text.find("Every layer's folded parameters and outputs are within") != std::string::npos) == !weights_only);
+  }
 }

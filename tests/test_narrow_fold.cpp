@@ -3,6 +3,7 @@
 // against the certified exact fold on adversarial parameters, and explain / fold checks.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -223,9 +224,9 @@ TEST_CASE("an infinite folded weight says whether the exact fold or the 16-bit a
   // element is compared (EXPECTED), the infinite weight said. Every element past the range:
   // nothing compared (MISTRUSTED), said too.
   auto said = [](const nlohmann::json& j, const char* what) {
-    for (const auto& line : j["reasoning"])
-      if (line.get<std::string>().find(what) != std::string::npos) return true;
-    return false;
+    return std::ranges::any_of(j["reasoning"], [&](const nlohmann::json& line) {
+      return line.get<std::string>().find(what) != std::string::npos;
+    });
   };
   auto j = explain(e).to_json();
   CHECK(j["verdict"] == "EXPECTED");
@@ -268,8 +269,8 @@ TEST_CASE("diagnose: a 16-bit output made infinite by a fold in 16-bit arithmeti
   in.bn = ref::BnParams{{1.0, 1000.0}, {0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, 1e-5};
   in.padding = 0;
   std::vector<double> y;
-  for (int o = 0; o < 2; ++o)
-    for (int p = 0; p < 2; ++p) {
+  for (std::size_t o = 0; o < 2; ++o)
+    for (std::size_t p = 0; p < 2; ++p) {
       const double c = in.weights->data[2 * o] * in.x.data[p] + in.weights->data[2 * o + 1] * in.x.data[2 + p];
       y.push_back(o == 0 ? round_to(h, c / std::sqrt(1e-5)) : std::copysign(HUGE_VAL, c));
     }

@@ -176,10 +176,12 @@ def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: Array
                   recipe: str = AD["recipe"], attribution: bool = AD["attribution"],
                   attribution_elements: int = AD["attribution_elements"], confidence: float = AD["confidence"],
                   precision: int = AD["precision"], threads: int = AD["threads"],
-                  progress: Progress | None = None) -> AccuracyDiffResult:
+                  progress: Progress | None = None, unmodelled: dict[str, str] | None = None) -> AccuracyDiffResult:
     """Every Conv -> BatchNormalization pair of an ONNX model, and, with `observed`, another
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
-    input / observed_output: arrays or .npy paths."""
+    input / observed_output: arrays or .npy paths. unmodelled: {layer name: why} for layers whose
+    observed fold the caller knows cannot be judged (another op folded into it): each MISTRUSTED
+    with its reason as its note, whatever its comparisons show."""
     with NpyFiles() as files:
         r = _core.accuracy_diff(_path(model, "model"), observed=_path(observed, "observed"),
                                 input=files.path(input, "input"), seed=seed,
@@ -187,7 +189,8 @@ def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: Array
                                 output_samples=output_samples, weights_only=weights_only, recipe=recipe,
                                 attribution=attribution, attribution_elements=attribution_elements,
                                 confidence=confidence,
-                                precision=precision, threads=threads, progress=checked_progress(progress))
+                                precision=precision, threads=threads, progress=checked_progress(progress),
+                                unmodelled=unmodelled)
     return AccuracyDiffResult(r)
 
 

@@ -960,16 +960,9 @@ class ModelCheck(Result):
 
     def _own_reason(self) -> str | None:
         """check_model's reason in place of the core's: why nothing was compared (the core's
-        names a file and ONNX export's defaults, which check_model did not use); after a
-        weights-only check that passed, what it checked (the core's says outputs too)."""
-        layers = self._diff.layers
-        if not layers:
-            return self._no_pairs
-        if not self.weights_only or self._core.verdict is not Verdict.EXPECTED:
-            return None  # the core's names what it judged: the layer and its folded parameters
-        ratio, node = max(((x.get("fold") or {}).get("worst_ratio") or 0.0, x["name"]) for x in layers)
-        return (f"Every layer's folded parameters are within their rounding-error bounds (closest: "
-                f"{self._names.get(node, node)}, at {ratio:.3g} of its bound); weights only: no output was compared.")
+        names a file and ONNX export's defaults, which check_model did not use); else None (the
+        core's names what it judged: weights only, the folded parameters alone)."""
+        return None if self._diff.layers else self._no_pairs
 
     def answer(self) -> str:
         """The core's answer line of accuracy_diff in the user's words (_InUsersWords, the reason
@@ -1005,7 +998,8 @@ class ModelCheck(Result):
                      "observed_node": None, "note": None}
                 layers.append(x)
             x["verdict"] = _core.worst(x["verdict"], *_mismatch_verdicts(geometry, *reasons))
-            x["note"] = "; ".join(filter(None, [self.mismatches[module], x["note"]]))
+            said = x["note"] or ""  # the reasons the core was given (unmodelled) are in its note already
+            x["note"] = "; ".join(filter(None, [*geometry, *(r for r in reasons if r not in said), x["note"]]))
         return layers
 
     @property
@@ -1172,10 +1166,18 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
             diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
                                            weights_only=weights_only, output_samples=output_samples,
                                            confidence=confidence, precision=precision, threads=threads,
-                                           progress=progress)
+                                           progress=progress, unmodelled=_unmodelled_layers(original, f.mismatches))
         no_pairs = _why_no_pairs(model, fused_module, x, name) if not diff.layers and not f.mismatches else None
         return ModelCheck(diff, _module_names(original), f.fuser, f.mismatches, model_name=name,
                           weights_only=weights_only, no_pairs=no_pairs, notes=[n for n in (note, *f.notes) if n])
+
+
+def _unmodelled_layers(onnx_path: str, mismatches: dict[str, Mismatch]) -> dict[str, str]:
+    """{ONNX layer name: why} for each fused conv whose fold cannot be judged (a dtype no recipe
+    folds in, an op its fuser folded into it besides its BatchNorm): the core judges those
+    layers (unmodelled: MISTRUSTED, whatever the stand-in's comparisons show), not this module."""
+    node_of = {module: node for node, module in _module_names(onnx_path).items()}
+    return {node_of[m]: "; ".join(reasons) for m, (_, reasons) in mismatches.items() if reasons and m in node_of}
 
 
 def _refuse_arguments(model: Any, fused: Any, x: Any) -> None:

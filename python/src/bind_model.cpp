@@ -25,7 +25,7 @@ using Arg = const pyb::object&;
 
 Result py_accuracy_diff(Arg model, Arg observed, Arg input, Arg seed, Arg observed_output, Arg output_samples,
                         Arg weights_only, Arg recipe, Arg attribution, Arg attribution_elements, Arg confidence,
-                        Arg precision, Arg threads, pyb::object on_progress) {
+                        Arg precision, Arg threads, pyb::object on_progress, Arg unmodelled) {
   AccuracyDiffOptions o;
   const std::string model_path = text(model, "model");
   o.observed_model = optional_text(observed, "observed");
@@ -40,6 +40,7 @@ Result py_accuracy_diff(Arg model, Arg observed, Arg input, Arg seed, Arg observ
   o.confidence = number(confidence, "confidence", options::kConfidence);
   o.ref = reference_options(precision, threads);
   o.progress = progress(std::move(on_progress));
+  for (auto& [layer, why] : text_pairs(unmodelled, "unmodelled")) o.unmodelled[layer] = why;
   const AccuracyDiffResult r = released([&] { return accuracy_diff(model_path, o); });
   return make_result("accuracy-diff", r.to_json(), r.verdict(), reports::accuracy_diff_text);
 }
@@ -126,7 +127,7 @@ void bind_model(pyb::module_& m) {
         arg("recipe") = pyb::object(a["recipe"]), arg("attribution") = pyb::object(a["attribution"]),
         arg("attribution_elements") = pyb::object(a["attribution_elements"]),
         arg("confidence") = pyb::object(a["confidence"]), arg("precision") = pyb::object(a["precision"]),
-        arg("threads") = pyb::object(a["threads"]), arg("progress") = pyb::none());
+        arg("threads") = pyb::object(a["threads"]), arg("progress") = pyb::none(), arg("unmodelled") = pyb::none());
   m.def("engines", &py_engines, arg("model"), arg("names"), arg("adapters"), arg("tools"), arg("input") = pyb::none(),
         arg("seed") = pyb::object(e["seed"]), arg("confidence") = pyb::object(e["confidence"]),
         arg("channel_samples") = pyb::object(e["channel_samples"]),

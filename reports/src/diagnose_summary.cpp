@@ -26,11 +26,12 @@ std::string diagnose_summary(const DiagnoseFacts& f) {
                        f.max_ratio, f.closest, f.closest_description);
   if (f.narrow_multiplier) {
     const NarrowMultiplier& m = *f.narrow_multiplier;
-    return fmt::format("beyond the rounding bound of the layer as given (worst element {:.3g}x its bound): the observed "
-                       "output is infinite or NaN where the layer's is finite, and channel {}'s multiplier "
-                       "gamma/sqrt(var+eps) = {:.6g} exceeds {}'s largest finite value {:g}, so a fold computed in {} "
-                       "arithmetic makes that channel's weights infinite (fold in float32 and store the result as {})",
-                       f.max_ratio, m.channel, m.multiplier, m.dtype, m.max_finite, m.dtype, m.dtype);
+    return fmt::format(
+        "beyond the rounding bound of the layer as given (worst element {:.3g}x its bound): the observed "
+        "output is infinite or NaN where the layer's is finite, and channel {}'s multiplier "
+        "gamma/sqrt(var+eps) = {:.6g} exceeds {}'s largest finite value {:g}, so a fold computed in {} "
+        "arithmetic makes that channel's weights infinite (fold in float32 and store the result as {})",
+        f.max_ratio, m.channel, m.multiplier, m.dtype, m.max_finite, m.dtype, m.dtype);
   }
   return fmt::format("beyond the rounding bound of the layer as given (worst element {:.3g}x its bound), and "
                      "none of the {} hypotheses explains it to within rounding; closest: {}",

@@ -35,10 +35,11 @@ void overflow_reasoning(const ExplainFacts& f, std::vector<std::string>& r) {
 
 // Infinities that agree with the exact fold: said, since a model holding them is not usable.
 void past_range_reasoning(const ExplainFacts::PastRange& p, std::vector<std::string>& r) {
-  r.push_back(fmt::format("{} element(s) are infinite because their exact fold exceeds {}'s largest finite value {:g}: "
-                          "the correctly rounded fold is itself infinite there, so the fold is not wrong, but the "
-                          "folded model holds infinite weights: keep this layer unfolded, or fold it into a wider type.",
-                          p.count, p.dtype, p.max_finite));
+  r.push_back(
+      fmt::format("{} element(s) are infinite because their exact fold exceeds {}'s largest finite value {:g}: "
+                  "the correctly rounded fold is itself infinite there, so the fold is not wrong, but the "
+                  "folded model holds infinite weights: keep this layer unfolded, or fold it into a wider type.",
+                  p.count, p.dtype, p.max_finite));
 }
 
 }  // namespace
@@ -51,10 +52,13 @@ std::vector<std::string> explain_reasoning(const ExplainFacts& f) {
                 "(MISTRUSTED).");
   if (f.explained) {
     if (std::isfinite(f.worst_residual_ulp))  // not when every element is an infinity that agrees
-      r.push_back(fmt::format(
-        "Every {}observed value is within {:.3g} ULP of the exact fold w*gamma/sqrt(var+eps); the {} chain ({}) bounds "
-        "the error at element {} by {:.3g} ULP (|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta, a-priori, u = 2^-{}).",
-        f.past_range ? "finite " : "", std::fabs(f.worst_residual_ulp), f.recipe, f.chain, f.worst_index, f.worst_bound_ulp, f.arithmetic_precision));
+      r.push_back(
+          fmt::format("Every {}observed value is within {:.3g} ULP of the exact fold w*gamma/sqrt(var+eps); the {} "
+                      "chain ({}) bounds "
+                      "the error at element {} by {:.3g} ULP (|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta, "
+                      "a-priori, u = 2^-{}).",
+                      f.past_range ? "finite " : "", std::fabs(f.worst_residual_ulp), f.recipe, f.chain, f.worst_index,
+                      f.worst_bound_ulp, f.arithmetic_precision));
     if (!f.bit_exact.empty()) {
       std::string s;
       for (const auto& name : f.bit_exact) s += (s.empty() ? "" : ", ") + name;

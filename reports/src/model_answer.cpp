@@ -1,5 +1,6 @@
 // The answer of an accuracy-diff summary (run_answer.hpp's model_answer), from its typed
 // summary (views/summary.hpp).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -60,6 +61,11 @@ const views::LayerSummary* worst_layer(const views::Summary& summary, std::pair<
   return worst;
 }
 
+// Whether some layer's outputs were run (fused or unfused activations): not with weights only.
+bool any_layer_ran(const views::Summary& summary) {
+  return std::ranges::any_of(summary.layers, [](const views::LayerSummary& l) { return l.fused || l.unfused; });
+}
+
 std::vector<std::string> model_reasons(const views::Summary& summary) {
   std::vector<std::string> why;
   std::pair<double, std::string> wr;
@@ -74,11 +80,12 @@ std::vector<std::string> model_reasons(const views::Summary& summary) {
     why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", worst->name,
                               name(worst->verdict), wr.second, ratio_text(wr.first),
                               channel ? fmt::format(" (channel {})", *channel) : std::string()));
-  else if (worst)
+  else if (worst)  // what was judged: no layer ran (weights only) says so
     why.push_back(
-        fmt::format("Every layer's folded parameters and outputs are within their rounding-error bounds "
-                    "(closest: layer {}, its {} at {} of the bound).",
-                    worst->name, wr.second, ratio_text(wr.first)));
+        fmt::format("Every layer's folded parameters{} are within their rounding-error bounds "
+                    "(closest: layer {}, its {} at {} of the bound){}.",
+                    any_layer_ran(summary) ? " and outputs" : "", worst->name, wr.second, ratio_text(wr.first),
+                    any_layer_ran(summary) ? "" : "; weights only: no output was compared"));
   if (!e2e.empty() && layer_bad) why.push_back(e2e);
   return why;
 }

@@ -304,7 +304,8 @@ def test_verdicts_and_their_judgement_come_from_the_core():
     assert r.verdict is V.EXPECTED and r.verdict == "EXPECTED" and f"{r.verdict}" == "EXPECTED"
     assert json.dumps({"v": r.verdict}) == '{"v": "EXPECTED"}'
     assert _core.worst(V.EXPECTED, "SUSPICIOUS") is V.SUSPICIOUS
-    assert _core.worst(V.UNEXPECTED, V.MISTRUSTED) is V.MISTRUSTED
+    assert _core.worst(V.UNEXPECTED, V.MISTRUSTED) is V.UNEXPECTED  # evidence before doubt
+    assert _core.worst(V.SUSPICIOUS, V.MISTRUSTED) is V.MISTRUSTED  # doubt keeps a node from passing
     assert _core.tally([]) is V.MISTRUSTED  # nothing judged is never a pass
     assert _core.tally([V.EXPECTED], also=[V.UNEXPECTED]) is V.UNEXPECTED
     assert _core.tally([], also=[V.EXPECTED]) is V.MISTRUSTED

@@ -109,7 +109,7 @@ def test_a_freeze_that_folds_only_batchnorms_is_judged_and_a_corruption_beside_a
         w[3] *= 1 + REL
         b[3] *= 1 + REL
     r = fct.check_model(m, f, x, weights_only=True)
-    assert r.verdict == "MISTRUSTED", r.report()  # the worst of the two (the core's ranking)
+    assert r.verdict == "UNEXPECTED", r.report()  # evidence before doubt (the core's ranking)
     assert [(u["module"], u["verdict"], u["worst_channel"]) for u in r.unexpected] == \
         [("c", "MISTRUSTED", None), ("d", "UNEXPECTED", 3)], r.report()
 

@@ -322,7 +322,12 @@ std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, c
   const std::size_t np = pat.pairs.size();
   std::vector<LayerDiff> layers(np);
   detail::run_tasks(
-      np, opts.ref.threads, [&](std::size_t k) { layers[k] = check_pair(model, pat.pairs[k], obs, opts.ref); },
+      np, opts.ref.threads,
+      [&](std::size_t k) {
+        layers[k] = check_pair(model, pat.pairs[k], obs, opts.ref);
+        if (const auto u = opts.unmodelled.find(pat.pairs[k].name); u != opts.unmodelled.end())
+          layers[k].unmodelled = u->second;
+      },
       [&](std::size_t k, std::size_t done) {
         say(fmt::format("folded parameters {} layers ({})", bar(done, np), pat.pairs[k].name));
       });

@@ -87,10 +87,14 @@ Verdict LayerDiff::verdict() const {
   f.fold = fold_verdict();
   f.outputs = activations_verdict();
   f.not_the_layer = !not_the_layer.empty();
+  if (unmodelled) f.unmodelled = judgement::Unmodelled::Surely;
   return judgement::of_layer(f);
 }
 
 std::optional<std::string> LayerDiff::observed_note() const {
+  if (unmodelled && !not_the_layer.empty())
+    return *unmodelled + "; " + computation_note(not_the_layer, "the observed layer");
+  if (unmodelled) return unmodelled;
   if (observed_not_folded) return "the observed model still applies a BatchNormalization after this layer: not folded";
   if (!not_the_layer.empty()) return computation_note(not_the_layer, "the observed layer");
   return std::nullopt;
@@ -99,6 +103,7 @@ std::optional<std::string> LayerDiff::observed_note() const {
 json LayerDiff::to_json() const {
   json j = identity.to_json();
   if (const std::optional<std::string> note = observed_note()) j["observed_note"] = *note;
+  if (unmodelled) j["unmodelled"] = *unmodelled;
   if (!not_the_layer.empty()) {
     j["not_the_layer"] = json::array();
     for (const ComputationDifference& d : not_the_layer)

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <fmt/format.h>
+#include <optional>
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/layer/fold_pass.hpp"

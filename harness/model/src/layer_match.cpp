@@ -75,7 +75,8 @@ Signatures signatures(const Model& m) {
     std::string sig;
     if (foldable_layer(m, n)) {
       const std::string op = n.op == "FusedConv" ? "Conv" : n.op;
-      sig = digest(fmt::format("{}{}g{}({})", op, shape_string(output_major_weight_shape(m, n)), n.int_attr("group", 1), in.at(0)));
+      sig = digest(fmt::format("{}{}g{}({})", op, shape_string(output_major_weight_shape(m, n)), n.int_attr("group", 1),
+                               in.at(0)));
       s.layer[i] = sig;
     } else if (default_domain(n) && kPassThrough.count(n.op) && !in.empty()) {
       sig = in[0];

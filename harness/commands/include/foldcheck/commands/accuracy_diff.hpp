@@ -11,6 +11,7 @@
 // matter. A layer without a counterpart, a truly symmetric graph without names to pair it,
 // or an op of a domain foldcheck does not implement is refused (InputError, naming it).
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ struct AccuracyDiffOptions {
   double confidence = 0.999;
   ref::Options ref;
   std::function<void(const std::string&)> progress;  // optional status lines
+  // Layers (the model's layer names, as the result names them) whose observed fold a caller
+  // knows foldcheck cannot judge, each with why (a fuser folded another op into it besides its
+  // BatchNorm; a fold in a dtype no recipe folds in): judgement's unmodelled Surely, the layer
+  // MISTRUSTED whatever its comparisons show (they are of a stand-in), the reason its note.
+  std::map<std::string, std::string> unmodelled;
 };
 
 // The result tree. Each node holds typed facts and writes its part of the `accuracy-diff`
@@ -115,6 +121,7 @@ struct LayerDiff {
   LayerIdentity identity;
   bool observed_not_folded = false; // the observed model still applies a BatchNormalization after it
   std::vector<ComputationDifference> not_the_layer;
+  std::optional<std::string> unmodelled;  // why its fold cannot be judged (AccuracyDiffOptions::unmodelled)
   std::optional<FoldCheck> fold;    // the folded parameters against the exact fold (absent when not folded)
   std::optional<LayerActivations> activations;
   std::optional<std::string> activations_note;
@@ -123,7 +130,7 @@ struct LayerDiff {
   std::optional<Verdict> activations_verdict() const;  // absent: not analysed
   Verdict verdict()
       const;  // judgement::of_layer: another computation or an UNEXPECTED fold, else the worse of fold and activations
-  std::optional<std::string> observed_note() const;  // not folded, or not the layer: why
+  std::optional<std::string> observed_note() const;  // not judged, not folded, or not the layer: why
   nlohmann::json to_json() const;  // identity's keys, "verdict", "fold" and/or "observed_note", "activations", ...
 };
 

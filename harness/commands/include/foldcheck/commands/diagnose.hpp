@@ -33,8 +33,8 @@
 // the observation when every element is within E (EXPECTED); the verdict of the layer as
 // given is the top-level verdict.
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
