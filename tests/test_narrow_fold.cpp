@@ -244,7 +244,10 @@ TEST_CASE("an infinite folded weight says whether the exact fold or the 16-bit a
   // An infinity of the other sign, or where the exact fold is finite, is an error.
   e = finite_one;
   e.observed[0] = -e.observed[0];
-  CHECK(explain(e).to_json()["verdict"] == "UNEXPECTED");
+  j = explain(e).to_json();
+  CHECK(j["verdict"] == "UNEXPECTED");
+  CHECK(said(j, "an infinity of the other sign is no rounding or overflow of the fold"));
+  CHECK_FALSE(said(j, "The fold is not wrong"));
   e = finite_one;
   // gamma / sqrt(var + eps) overflows float16 although the folded weight is ~1888.
   e.bn = ref::BnParams{{60000.0, 1.0}, {0.0, 0.0}, {0.0, 0.0}, {1.0, 1.0}, 1e-5};
@@ -281,6 +284,10 @@ TEST_CASE("diagnose: a 16-bit output made infinite by a fold in 16-bit arithmeti
   INFO(summary);
   CHECK(summary.find("channel 1's multiplier gamma/sqrt(var+eps) = 316228 exceeds float16's largest finite value") !=
         std::string::npos);
+  // An infinity in channel 0 (multiplier 1/sqrt(1e-5), in range) as well: another cause, no such claim.
+  in.observed.data[0] = HUGE_VAL;
+  CHECK(diagnose(in).to_json()["summary"].get<std::string>().find("multiplier") == std::string::npos);
+  in.observed.data[0] = y[0];
   // The same infinities in float32 (the multiplier fits): no such claim.
   in.x.dtype = in.weights->dtype = in.observed.dtype = DType::Float32;
   CHECK(diagnose(in).to_json()["summary"].get<std::string>().find("multiplier") == std::string::npos);

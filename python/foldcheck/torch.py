@@ -381,13 +381,15 @@ def _dtype_mismatch(conv: ConvModule, bn: torch.nn.Module, fused: ConvModule) ->
             f"the {_name(fd)} modules)")
 
 
-def _mismatch_verdicts(geometry: list[str], *mistrusted: str | None) -> list[Verdict]:
-    """The core's verdicts of a fused conv's mismatches: another geometry is another computation
-    (a failed check, UNEXPECTED); each reason its fold could not be judged (a dtype no recipe
-    folds in, an operation a fuser folded into it besides its BatchNorm) a check that could not
-    inform (MISTRUSTED)."""
-    out = [_core.of_check(failed=True)] if geometry else []
-    return out + [_core.of_check(failed=False, informative=False) for reason in mistrusted if reason]
+def _fused_conv_verdict(judged: Verdict | None, geometry: list[str], *mistrusted: str | None) -> Verdict:
+    """A fused conv's verdict by the core's per-layer judge (of_layer): `judged` what its
+    comparisons found (None: nothing compared); another geometry is another computation
+    (not_the_layer: UNEXPECTED whatever else); a reason its fold cannot be judged (a dtype no
+    recipe folds in, an operation a fuser folded into it besides its BatchNorm) leaves it not
+    judged (unmodelled surely: MISTRUSTED whatever its comparisons show, as they are not of
+    a fold any recipe models)."""
+    return _core.of_layer(judged, not_the_layer=bool(geometry),
+                          unmodelled="surely" if any(mistrusted) else None)
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -423,8 +425,8 @@ class FoldResult(Result):
 
     @property
     def verdict(self) -> Verdict:
-        return _core.worst(self.weights.verdict, self.parameters.verdict,
-                           *_mismatch_verdicts(self.geometry, self.dtype_mismatch))
+        return _fused_conv_verdict(_core.worst(self.weights.verdict, self.parameters.verdict), self.geometry,
+                                   self.dtype_mismatch)
 
     @property
     def mismatch(self) -> str | None:
@@ -931,8 +933,11 @@ class ModelCheck(Result):
 
     @property
     def verdict(self) -> Verdict:
-        return _core.worst(self._core.verdict, *[v for g, r in self._mismatches.values()
-                                                 for v in _mismatch_verdicts(g, *r)])
+        # The core judged each layer it was given as unmodelled (check_model); a fused conv of
+        # another geometry, or one the core did not list, joins by the per-layer judge.
+        listed = {self._names.get(x["name"], x["name"]) for x in self.accuracy_diff.layers}
+        return _core.tally([self._core.verdict, *[_fused_conv_verdict(None, g, *r)
+                                                  for m, (g, r) in self._mismatches.items() if g or m not in listed]])
 
     @property
     def exit_code(self) -> int:
@@ -967,12 +972,17 @@ class ModelCheck(Result):
     def answer(self) -> str:
         """The core's answer line of accuracy_diff in the user's words (_InUsersWords, the reason
         check_model gives in place of the core's: _own_reason), or first the fused convs that
-        compute another convolution (or in another dtype) than the model's."""
-        if not self._mismatches:
+        compute another convolution (or in another dtype) than the model's, when one of them is
+        the verdict's cause (a layer found wrong leads over one that could not be judged, which
+        the answer then counts)."""
+        leading = [m for m, (g, r) in self._mismatches.items() if _fused_conv_verdict(None, g, *r) == self.verdict]
+        if not leading:
             own = self._own_reason()
-            return _core.neutralised(f"verdict: {self.verdict}: {own}") if own else self.accuracy_diff.answer()
-        (module, text), more = next(iter(self.mismatches.items())), len(self._mismatches) - 1
-        return _core.neutralised(f"verdict: {self.verdict}: {module}: {text}"  # one line, names as the core shows them
+            core = f"verdict: {self.verdict}: {own}" if own else self.accuracy_diff.answer()
+            more = len(self._mismatches)
+            return _core.neutralised(core + (f" (and {more} layer(s) not judged, listed below)" if more else ""))
+        module, more = leading[0], len(self._mismatches) - 1
+        return _core.neutralised(f"verdict: {self.verdict}: {module}: {self.mismatches[module]}"  # one line
                                  f"{f' (and {more} more layers, listed below)' if more else ''}")
 
     @property
@@ -993,11 +1003,11 @@ class ModelCheck(Result):
         for module, (geometry, reasons) in self._mismatches.items():
             x = by_module.get(module)
             if x is None:
-                x = {"module": module, "verdict": _core.worst(*_mismatch_verdicts(geometry, *reasons)),
+                x = {"module": module, "verdict": _fused_conv_verdict(None, geometry, *reasons),
                      "worst_channel": None, "closest_recipe": None, "worst_ratio": None, "onnx_node": None,
                      "observed_node": None, "note": None}
                 layers.append(x)
-            x["verdict"] = _core.worst(x["verdict"], *_mismatch_verdicts(geometry, *reasons))
+            x["verdict"] = _fused_conv_verdict(x["verdict"], geometry, *reasons)
             said = x["note"] or ""  # the reasons the core was given (unmodelled) are in its note already
             x["note"] = "; ".join(filter(None, [*geometry, *(r for r in reasons if r not in said), x["note"]]))
         return layers

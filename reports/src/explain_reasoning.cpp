@@ -20,6 +20,13 @@ void overflow_reasoning(const ExplainFacts& f, std::vector<std::string>& r) {
   const ExplainFacts::Overflow& o = *f.overflow;
   const std::string who = f.bit_exact.empty() ? "no recipe reproduces it"
                                               : "reproduced bit for bit by " + joined(f.bit_exact);
+  if (std::signbit(o.observed) != std::signbit(o.exact)) {  // no rounding of the fold changes its sign
+    r.push_back(
+        fmt::format("Element {} is {}inf where the exact fold is {:.6g}: an infinity of the other sign is no "
+                    "rounding or overflow of the fold ({}); look for a sign error in what produced it.",
+                    f.worst_index, o.observed < 0 ? "-" : "+", o.exact, who));
+    return;
+  }
   if (o.exact_overflows) {
     r.push_back(fmt::format("Element {} is infinite: its exact fold {:.6g} exceeds {}'s largest finite value {:g}, so "
                             "the correctly rounded fold is itself infinite ({}). The fold is not wrong, but the folded "

@@ -665,3 +665,40 @@ def test_links_an_adapter_plants_for_the_next_engine_are_not_written_through(mod
     assert victim.read_bytes() == b"the user's file"
     assert (victim_dir / "kept.txt").read_text() == "kept" and len(list(victim_dir.iterdir())) == 1
     assert code == 0 and [e["verdict"] for e in r["engines"]] == ["EXPECTED", "EXPECTED"]
+
+
+SWAP_WORK_DIR = r'''
+import os, shutil, subprocess, sys
+model, inp, out, ort, victim_dir, how = sys.argv[1:7]
+subprocess.run([sys.executable, ort, "--level", "basic", model, inp, out], check=True)
+work = os.path.dirname(os.path.abspath(out))
+if how == "directory":  # a non-empty directory where the next engine's input goes
+    os.makedirs(os.path.join(work, "input_2.npy", "sub"))
+else:  # the work directory itself replaced by a link to a user's directory, or removed
+    shutil.rmtree(work)
+    if how == "link":
+        os.symlink(victim_dir, work)
+'''
+
+
+@pytest.mark.parametrize("how", ["directory", "link", "removed"])
+def test_an_adapter_that_replaces_the_work_directory_leaves_the_users_files_alone(model, tmp_path, how):
+    """An adapter that leaves a directory at the next engine's input path, or replaces (or
+    removes) foldcheck's work directory: the user's directory a link points to keeps its files,
+    the first engine's result stays, the next engine is run (a directory at its input removed)
+    or not run, said (MISTRUSTED), never a raw filesystem error (exit 2)."""
+    victim_dir = tmp_path / "victim_dir"
+    victim_dir.mkdir()
+    (victim_dir / "engine_2").mkdir()
+    (victim_dir / "engine_2" / "keep.txt").write_text("kept")
+    (victim_dir / "input_2.npy").write_bytes(b"the user's file")
+    swap = script_adapter(tmp_path, "swap", SWAP_WORK_DIR, ADAPTER, victim_dir, how)
+    code, r = engines(model, "--adapter", swap, "--adapter", "next=" + adapter("--level basic"))
+    assert (victim_dir / "engine_2" / "keep.txt").read_text() == "kept"
+    assert (victim_dir / "input_2.npy").read_bytes() == b"the user's file"
+    first, second = r["engines"]
+    if how == "directory":
+        assert code == 0 and first["verdict"] == second["verdict"] == "EXPECTED"
+    else:  # the first adapter's own files went with the directory: not read through a link either
+        assert code == 1 and first["verdict"] == second["verdict"] == "MISTRUSTED", first
+        assert "replaced or removed" in second["failed"]

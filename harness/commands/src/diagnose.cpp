@@ -60,16 +60,23 @@ void find_overflow(const Layer& L, const AffineModel& given, DiagnoseResult& r) 
   }
 }
 
-// A 16-bit conv layer's non-finite observations where the exact output is finite, with a channel
-// whose multiplier a = gamma / sqrt(var + eps) rounds to an infinity in the dtype: the first
-// such channel (a fold in that arithmetic gives it infinite weights), else none.
+// A 16-bit conv layer's non-finite observations where the exact output is finite, every one in
+// a channel whose multiplier a = gamma / sqrt(var + eps) rounds to an infinity in the dtype (a
+// fold in that arithmetic gives the channel infinite weights): the first such channel, else
+// none (a non-finite value elsewhere has another cause).
 std::optional<std::pair<std::int64_t, double>> narrow_multiplier(DType t, const Layer& L, const ModelFit& as_given,
-                                                                 const AffineModel& given) {
+                                                                 const AffineModel& given,
+                                                                 const std::vector<double>& obs) {
   if ((t != DType::Float16 && t != DType::BFloat16) || !L.has_conv || as_given.nonfinite == 0) return std::nullopt;
-  for (std::size_t ch = 0; ch < given.a.size(); ++ch)
-    if (std::isinf(round_to(t, static_cast<double>(given.a[ch]))))
-      return std::pair{static_cast<std::int64_t>(ch), static_cast<double>(given.a[ch])};
-  return std::nullopt;
+  std::optional<std::size_t> first;
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    if (std::isfinite(obs[i])) continue;
+    const std::size_t ch = L.channel(i, given.nhwc);
+    if (!std::isinf(round_to(t, static_cast<double>(given.a[ch])))) return std::nullopt;
+    first = first ? std::min(*first, ch) : ch;
+  }
+  if (!first) return std::nullopt;
+  return std::pair{static_cast<std::int64_t>(*first), static_cast<double>(given.a[*first])};
 }
 
 // Both shapes as 4-D (N x C becomes N x C x 1 x 1).
@@ -165,7 +172,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   const AffineModel given = as_given(in.bn);
   find_overflow(L, given, r);
   r.as_given = fit(score(given, L, obs), L, obs, given);
-  r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given);
+  r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given, obs);
   const std::vector<AffineModel> hyps = hypotheses(in.bn, L, obs);
   std::vector<std::pair<Score, const AffineModel*>> scored;
   for (const AffineModel& h : hyps) scored.emplace_back(score(h, L, obs), &h);

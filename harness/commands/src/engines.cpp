@@ -1,6 +1,7 @@
 // `foldcheck engines` (engines.hpp): running the adapters and checking what they wrote.
 #include "foldcheck/commands/engines.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +82,32 @@ std::string stderr_tail(const command::Outcome& r) {
   while (!t.empty() && t.back() == '\n') t.pop_back();
   for (std::size_t i; (i = t.find('\n')) != std::string::npos;) t.replace(i, 1, " | ");
   return t.empty() ? "" : "; its last words: " + t;
+}
+
+// foldcheck's work directory as it made it (lstat: a link in its place is not it), to tell
+// whether an adapter replaced, moved or removed it: inputs and OUTDIRs are written only into it.
+struct DirIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const DirIdentity&) const = default;
+};
+
+std::optional<DirIdentity> dir_identity(const fs::path& p) {
+  struct stat s {};
+  if (::lstat(p.c_str(), &s) != 0 || !S_ISDIR(s.st_mode)) return std::nullopt;
+  return DirIdentity{s.st_dev, s.st_ino};
+}
+
+// An engine not run because an earlier adapter replaced or removed the work directory: its
+// input and OUTDIR would be written wherever the replacement points (a user's directory).
+EngineRun not_run(const EngineSpec& spec, const fs::path& work_dir) {
+  EngineRun run;
+  run.spec = spec;
+  run.failed = fmt::format(
+      "not run: an earlier adapter replaced or removed foldcheck's work directory {} (nothing is "
+      "written into what took its place)",
+      work_dir.string());
+  return run;
 }
 
 // Runs one adapter; InputError-free: a failure is the engine's result, not foldcheck's.
@@ -492,13 +519,18 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   const command::SignalScope sig;
   if (wd.owned()) command::SignalScope::remove_on_signal(wd.path().string());
   const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
+  const std::optional<DirIdentity> made = dir_identity(wd.path());
   try {
     for (std::size_t e = 0; e < o.engines.size(); ++e) {
+      if (dir_identity(wd.path()) != made) {  // replaced (a link to a user's directory), moved or removed
+        res.runs.push_back(not_run(o.engines[e], wd.path()));
+        continue;
+      }
       // Each adapter its own copy of the input, written just before it runs: one that writes to
       // it cannot change another's. Whatever an earlier adapter left at that path (a symbolic
-      // link to a file of the user's) is removed first, never written through.
+      // link to a file of the user's, a directory) is removed first, never written through.
       const fs::path input = wd.path() / fmt::format("input_{}.npy", e + 1);
-      fs::remove(input);
+      fs::remove_all(input);
       write_npy(input.string(), x);
       res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
     }

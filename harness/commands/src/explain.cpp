@@ -351,8 +351,10 @@ reports::ExplainFacts facts(const ExplainResult& r) {
     if (s.bit_exact()) f.bit_exact.push_back(s.label());
   f.bn_source = r.bn_source;
   if (std::isinf(r.worst_observed))
-    f.overflow = reports::ExplainFacts::Overflow{r.worst_exact, info(r.dtype).max_finite, r.worst_exact_overflows,
-                                                 name(r.dtype), name(c.fold_dtype.value_or(info(r.dtype).arithmetic))};
+    f.overflow =
+        reports::ExplainFacts::Overflow{r.worst_exact,    info(r.dtype).max_finite,
+                                        r.worst_observed, r.worst_exact_overflows,
+                                        name(r.dtype),    name(c.fold_dtype.value_or(info(r.dtype).arithmetic))};
   if (r.overflow_matches > 0)
     f.past_range = reports::ExplainFacts::PastRange{r.overflow_matches, info(r.dtype).max_finite, name(r.dtype)};
   if (r.scale && r.scale->consistent)

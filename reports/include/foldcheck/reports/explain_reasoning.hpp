@@ -25,7 +25,7 @@ struct ExplainFacts {
   // correct rounding in the dtype is itself infinite (the exact fold overflows) or not (an
   // intermediate of the engine's fold overflowed).
   struct Overflow {
-    double exact = 0, max_finite = 0;
+    double exact = 0, max_finite = 0, observed = 0;  // observed: the infinity seen
     bool exact_overflows = false;
     std::string dtype, arithmetic;
   };
