@@ -700,13 +700,28 @@ def _conv_output_shape(shape: Any, channels: int, kernel: Any, stride: Any, padd
 
 # --- models ------------------------------------------------------------------------------
 
+class _LayerTracer(torch.fx.Tracer):
+    """fx's tracer with every conv and BatchNorm a module call (a leaf), a subclass of the user's
+    too: fx's default traces through a class defined outside torch.nn (its forward inlined to
+    F.conv2d), so a conv subclass was no conv to pair, and a fused conv of another forward was
+    never compared."""
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        return isinstance(m, (*_CONVS, *_BNS)) or super().is_leaf_module(m, module_qualified_name)
+
+
+def _traced(model: torch.nn.Module) -> torch.fx.GraphModule:
+    """model traced by fx, its convs and BatchNorms module calls (_LayerTracer)."""
+    return torch.fx.GraphModule(model, _LayerTracer().trace(model))
+
+
 def conv_bn_pairs(model: torch.nn.Module, example: torch.Tensor | None = None) -> list[list[str]]:
     """The [conv, bn] module-name pairs of a model where the BatchNorm takes the conv's output,
     nothing else does, and each module is called once (what fuse_modules may fuse). Found by
     torch.fx tracing; a model fx cannot trace needs `example` (an input), and its pairs are then
     found by running it once, counting every use of each conv's output."""
     try:
-        gm = torch.fx.symbolic_trace(model)
+        gm = _traced(model)
     except Exception:  # fx cannot trace data-dependent Python
         if example is None:
             raise
@@ -1353,7 +1368,7 @@ def _relu_after(model: torch.nn.Module, bns: list[str]) -> dict[str, bool | None
     takes (what fuse_modules' conv + BatchNorm + ReLU computes)}, read from the model's fx graph;
     None for each when fx cannot trace the model."""
     try:
-        gm = torch.fx.symbolic_trace(model)
+        gm = _traced(model)
     except Exception:  # noqa: BLE001  # fx cannot trace data-dependent Python: not known
         return dict.fromkeys(bns)
     mods = dict(gm.named_modules())

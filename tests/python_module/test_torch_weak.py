@@ -24,8 +24,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn.utils.parametrize as parametrize  # noqa: E402
-from test_torch_fused import Small, fold  # noqa: E402  # tests/python_module's own helpers
-from test_torch_geometry import layer, rebuilt  # noqa: E402
+from test_torch_fused import fold  # noqa: E402  # tests/python_module's own helpers
+from torch_models import Small, layer, rebuilt, trained_like  # noqa: E402
 
 import foldcheck.torch as fct  # noqa: E402
 from foldcheck.testing import assert_fold_close  # noqa: E402
@@ -258,3 +258,46 @@ def test_a_weights_only_headline_says_only_the_folded_weights_were_checked():
     assert "parameters and outputs" not in r.to_json()
     full = fct.check_model(m, fused, x, output_samples=4)  # outputs compared: the core's sentence, true
     assert "folded parameters and outputs are within" in full.answer() and "weights only" not in full.answer()
+
+
+class _UserConv(torch.nn.Conv2d):
+    """A user's conv subclass computing as Conv2d does."""
+
+
+class _ScaledForward(torch.nn.Conv2d):
+    def forward(self, x):
+        return super().forward(x) * 1.001
+
+
+class _ScaledConvForward(torch.nn.Conv2d):
+    def _conv_forward(self, x, w, b):
+        return super()._conv_forward(x, w * 1.001, b)
+
+
+class _ConvBn(torch.nn.Module):
+    def __init__(self, conv, bn):
+        super().__init__()
+        self.conv, self.bn = conv, bn
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+@pytest.mark.parametrize("fused_class, method", [(_UserConv, None), (_ScaledForward, "forward"),
+                                                 (_ScaledConvForward, "_conv_forward")])
+def test_check_model_holds_a_user_conv_subclass_to_its_computation(fused_class, method, weights_only):
+    """A model of a user's conv subclass (fx traced through it: it was no conv to pair) fused
+    into a conv whose class runs another forward or _conv_forward: UNEXPECTED naming the
+    method, with and without the runs (weights only passed it; with the runs only the end-to-end
+    output caught it, or the match failed, exit 'no counterpart'); the same class: EXPECTED."""
+    torch.manual_seed(0)
+    conv, bn = _UserConv(2, 3, 3, padding=1).eval(), trained_like(torch.nn.BatchNorm2d(3), 1).eval()
+    fused = fused_class(2, 3, 3, padding=1).eval()
+    fused.load_state_dict(torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn).state_dict())
+    r = fct.check_model(_ConvBn(conv, bn).eval(), _ConvBn(fused, torch.nn.Identity()).eval(), torch.randn(1, 2, 6, 6),
+                        weights_only=weights_only, output_samples=4)
+    if method is None:
+        assert r.verdict == "EXPECTED", r.report()
+    else:
+        assert r.verdict == "UNEXPECTED" and f"{fused_class.__name__}.{method}" in r.answer(), r.report()
