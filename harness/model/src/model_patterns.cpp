@@ -45,7 +45,10 @@ struct Regrouped {
 
 Regrouped regroup(const Model& m, const ModelNode& n) {
   const std::string problem = layer_problem(m, n);
-  if (!problem.empty()) throw InputError(fmt::format("node {} ({}): {}", n.name, n.op, problem));
+  if (!problem.empty())  // the file and the node (by its weight when it has no name)
+    throw InputError(fmt::format("{}: node {} ({}): {}", m.path,
+                                 !n.name.empty() || n.inputs.size() < 2 ? n.name : "with weight " + n.inputs[1], n.op,
+                                 problem));
   const Tensor& w = *m.initializer(n.inputs[1]);
   Regrouped r;
   r.dtype = w.dtype;
