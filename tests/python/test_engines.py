@@ -403,6 +403,8 @@ def test_every_file_an_adapter_names_is_held_to_one_rule(model, setup, fields, r
     code, r = shell_engines(model, setup + "; " + manifest(**fields), "--timeout", "5")
     e = r["engines"][0]
     assert code == 1 and e["verdict"] == "MISTRUSTED" and reason in e["failed"], e
+    # The file by the adapter's OUTDIR, not by the temporary path it had (removed with it).
+    assert "shell's OUTDIR/" in e["failed"] and "foldcheck-engines-" not in e["failed"], e
     assert time.monotonic() - t0 < 20
 
 
@@ -582,6 +584,8 @@ def test_a_folded_models_external_data_is_held_to_the_same_rule(data, reason):
     code, r = shell_engines(fixture, command)
     e = r["engines"][0]
     assert code == 1 and e["verdict"] == "MISTRUSTED" and reason in e["failed"], e
+    # The file by the adapter's OUTDIR, not by the temporary path it had (removed with it).
+    assert "shell's OUTDIR/" in e["failed"] and "foldcheck-engines-" not in e["failed"], e
     assert time.monotonic() - t0 < 20
 
 

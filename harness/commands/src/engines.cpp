@@ -84,6 +84,11 @@ std::string stderr_tail(const command::Outcome& r) {
   return t.empty() ? "" : "; its last words: " + t;
 }
 
+// Every occurrence of `from` in s replaced by `to`.
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (std::size_t i = 0; (i = s.find(from, i)) != std::string::npos; i += to.size()) s.replace(i, from.size(), to);
+}
+
 // foldcheck's work directory as it made it (lstat: a link in its place is not it), to tell
 // whether an adapter replaced, moved or removed it: inputs and OUTDIRs are written only into it.
 struct DirIdentity {
@@ -486,7 +491,10 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     check_final_outputs(run, cx, man, say);
   } catch (const InputError& e) {
     run.failed = e.what();
-    if (!cx.o.work_dir) *run.failed += " (the adapter's files are removed: " + field("work_dir") + " keeps them)";
+    if (!cx.o.work_dir) {  // its files go with the temporary directory: named by the adapter's OUTDIR, not a gone path
+      replace_all(*run.failed, outdir.string() + "/", spec.label + "'s OUTDIR/");
+      *run.failed += " (the adapter's files are removed: " + field("work_dir") + " keeps them)";
+    }
     return run;
   }
   first_beyond(run);
