@@ -976,7 +976,11 @@ class ModelCheck(Result):
                  ((d.get("observed") or {}).get("path"), "the fused model"), (e2e.get("input"), "x"),
                  ((e2e.get("observed_output") or {}).get("path"), "the fused model's output on x")]
         reasons = [(core[0], own), *[(c, _EXPORTED) for c in core[1:]]] if own and core[0] else []
-        return reasons + [(f, w) for f, w in files if isinstance(f, str) and f]
+        # The core's sentences name a layer by its ONNX node ("Layer /c1/Conv is UNEXPECTED",
+        # "closest: layer /c1/Conv, its ..."): said by the module, as the table names it.
+        layers = [(f"{w} {node}{end}", f"{w} {module}{end}") for node, module in self._names.items() if node != module
+                  for w, end in (("Layer", " is "), ("layer", ", "), ("layer", " is "))]
+        return reasons + layers + [(f, w) for f, w in files if isinstance(f, str) and f]
 
     def _own_reason(self) -> str | None:
         """check_model's reason in place of the core's: why nothing was compared (the core's

@@ -111,7 +111,7 @@ def test_a_freeze_that_folds_only_batchnorms_is_judged_and_a_corruption_beside_a
     r = fct.check_model(m, f, x, weights_only=True)
     assert r.verdict == "UNEXPECTED", r.report()  # evidence before doubt (the core's ranking)
     # The answer leads with the layer found wrong, and counts the one not judged.
-    assert "/d/Conv is UNEXPECTED" in r.answer() and "(and 1 layer(s) not judged" in r.answer(), r.answer()
+    assert "Layer d is UNEXPECTED" in r.answer() and "(and 1 layer(s) not judged" in r.answer(), r.answer()
     assert [(u["module"], u["verdict"], u["worst_channel"]) for u in r.unexpected] == \
         [("c", "MISTRUSTED", None), ("d", "UNEXPECTED", 3)], r.report()
 
