@@ -15,13 +15,20 @@ std::vector<std::string> no_pairs_reasoning(const NoPairsFacts& f) {
     return {fmt::format("{} has no foldable layer (Conv, ConvTranspose, Gemm or MatMul with initializer weights): "
                         "there is no BatchNorm fold to check.",
                         f.model)};
-  const std::string unpaired =
-      f.batchnorms == 0 ? std::string()
-                        : fmt::format(" (its {} BatchNormalization node(s) follow no foldable layer: see unpaired)", f.batchnorms);
+  // A BatchNorm that follows a layer but cannot be folded into it (a Gemm with alpha != 1) is
+  // said with its reason: "no BatchNormalization follows" would contradict the model.
+  const std::string none =
+      f.first_unpaired.empty()
+          ? fmt::format("no BatchNormalization follows any of its {} foldable layer(s)", f.foldable_layers)
+          : fmt::format(
+                "none of its {} BatchNormalization node(s) pairs with one of its {} foldable "
+                "layer(s) ({}; see unpaired)",
+                f.batchnorms, f.foldable_layers, f.first_unpaired);
   const std::string why = fmt::format(
-      "No layer -> BatchNormalization pair in {}: no BatchNormalization follows any of its {} foldable layer(s){}. "
-      "Either the model has none to fold, or they were folded before the file was written{}.",
-      f.model, f.foldable_layers, unpaired,
+      "No layer -> BatchNormalization pair in {}: {}. Either the model has none to fold, or they were folded before "
+      "the "
+      "file was written{}.",
+      f.model, none,
       f.producer == "pytorch" ? " (torch.onnx.export folds them by default: eval mode and constant folding)" : "");
   if (f.producer == "pytorch")
     return {why, "Export with the BatchNorms kept: torch.onnx.export(model, args, path, dynamo=False, "

@@ -408,6 +408,8 @@ reports::NoPairsFacts no_pairs_facts(const Model& model, const Model* observed) 
     f.foldable_layers += foldable_layer(model, n);
     f.batchnorms += n.op == "BatchNormalization";
   }
+  if (const BnPatterns p = find_bn_pairs(model); !p.unpaired.empty())
+    f.first_unpaired = p.unpaired.front().name + ": " + p.unpaired.front().reason;
   if (observed) {
     f.observed = observed->path;
     f.observed_pairs = find_bn_pairs(*observed).pairs.size();
