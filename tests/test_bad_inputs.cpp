@@ -1206,7 +1206,7 @@ std::map<std::string, Setup> setups() {
                   "f.onnx: leads outside the adapter's output directory (a link?): not read");
   s["engine-folded-model-outdir"] =
       adapter_row(manifest + "\"folded_model\": \".\"}' > \"$1/manifest.json\"\n",
-                  "engine_1/.: is the adapter's output directory itself, a directory: the ONNX model must be a "
+                  "'s OUTDIR/.: is the adapter's output directory itself, a directory: the ONNX model must be a "
                   "regular file inside it");
   // OUTDIR itself replaced by a link to a directory elsewhere (beside the model here), whose
   // manifest would have been read.
