@@ -80,12 +80,14 @@ std::vector<std::string> model_reasons(const views::Summary& summary) {
     why.push_back(fmt::format("Layer {} is {}: its {} are {} times their rounding-error bound{}.", worst->name,
                               name(worst->verdict), wr.second, ratio_text(wr.first),
                               channel ? fmt::format(" (channel {})", *channel) : std::string()));
-  else if (worst)  // what was judged: no layer ran (weights only) says so
+  else if (worst) {  // what was judged: no layer ran (weights only) says so
+    const bool ran = any_layer_ran(summary);
     why.push_back(
         fmt::format("Every layer's folded parameters{} are within their rounding-error bounds "
                     "(closest: layer {}, its {} at {} of the bound){}.",
-                    any_layer_ran(summary) ? " and outputs" : "", worst->name, wr.second, ratio_text(wr.first),
-                    any_layer_ran(summary) ? "" : "; weights only: no output was compared"));
+                    ran ? " and outputs" : "", worst->name, wr.second, ratio_text(wr.first),
+                    ran ? "" : "; weights only: no output was compared"));
+  }
   if (!e2e.empty() && layer_bad) why.push_back(e2e);
   return why;
 }

@@ -170,8 +170,8 @@ std::size_t worst_element(const std::vector<double>& observed, const std::vector
 // One recipe replayed bit for bit in arithmetic ar, with its per-element bound. A PyTorch
 // fold in a 16-bit arithmetic is replayed with both of torch.rsqrt's kernels (arithmetic.hpp,
 // rsqrt_rounds_twice), each channel matched by either; the bound covers both.
-RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& exact, std::int64_t per_channel, Recipe r,
-                         const Arithmetic& ar) {
+RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& exact, const std::vector<bool>& agrees,
+                         std::int64_t per_channel, Recipe r, const Arithmetic& ar) {
   const std::size_t n = in.original.size();
   const FoldedParams fp = fold_parameters(in.original, per_channel, {}, in.bn, in.dtype, r, in.ref_options, ar);
   RecipeScore sc;
@@ -193,7 +193,7 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
     // A NaN observation is within no bound (std::max would drop its NaN ratio and call the recipe
     // explaining): its ratio is infinite. The infinity that is the correct rounding of an
     // exact fold past the range agrees (compare.hpp's overflow_match): no distance to bound.
-    if (overflow_agrees(in.observed[i], exact[i], in.dtype)) continue;
+    if (agrees[i]) continue;
     const double ratio = bound_ratio(distance(in.observed[i], exact[i].approx), sc.bound[i]);
     sc.worst_ratio = std::max(sc.worst_ratio, std::isnan(in.observed[i]) ? HUGE_VAL : ratio);
   }
@@ -202,14 +202,14 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
 
 // Every recipe replayed, each in every arithmetic an observed fold may have used.
 std::vector<RecipeScore> score_recipes(const ExplainInput& in, const std::vector<ref::Value>& exact,
-                                       std::int64_t per_channel) {
+                                       const std::vector<bool>& agrees, std::int64_t per_channel) {
   std::vector<RecipeScore> scores;
   for (const std::optional<DType> fa : observed_fold_arithmetics(in.dtype))
     for (Recipe r : all_recipes()) {
       if (fa && r == Recipe::Exact) continue;  // the exact fold has no arithmetic
       Arithmetic ar;
       ar.fold_dtype = fa;
-      scores.push_back(score_recipe(in, exact, per_channel, r, ar));
+      scores.push_back(score_recipe(in, exact, agrees, per_channel, r, ar));
     }
   return scores;
 }
@@ -263,17 +263,17 @@ ExplainResult explain(const ExplainInput& in) {
     const ref::ValueArray folded = ref::fold_weights(in.original, per_channel, in.bn, ro);
     for (std::size_t i = 0; i < n; ++i) exact[i] = folded[i];
   }
-  r.recipes = score_recipes(in, exact, per_channel);
+  std::vector<bool> agrees(n);  // once: every recipe's score and the worst element skip these
+  for (std::size_t i = 0; i < n; ++i) {
+    agrees[i] = overflow_agrees(in.observed[i], exact[i], in.dtype);
+    r.overflow_matches += agrees[i] ? 1 : 0;
+  }
+  r.recipes = score_recipes(in, exact, agrees, per_channel);
   r.cited = cited_recipe(r.recipes);
   const std::vector<double>& bound = r.recipes[r.cited].bound;
   r.summary = compare(in.observed, exact, in.dtype, &bound);
   std::vector<double> residual(n);
-  std::vector<bool> agrees(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    residual[i] = ulp_error(in.observed[i], exact[i].approx, in.dtype);
-    agrees[i] = overflow_agrees(in.observed[i], exact[i], in.dtype);
-    r.overflow_matches += agrees[i] ? 1 : 0;
-  }
+  for (std::size_t i = 0; i < n; ++i) residual[i] = ulp_error(in.observed[i], exact[i].approx, in.dtype);
   r.worst_index = worst_element(in.observed, residual, agrees);
   r.worst_residual_ulp = residual[r.worst_index];
   r.worst_bound_ulp = bound[r.worst_index] / ulp(in.dtype, exact[r.worst_index].approx.hi, exact[r.worst_index].approx.lo);
