@@ -53,17 +53,38 @@ def is_layer(node, inits):
     return node.op_type in CONV_OPS or (node.op_type in LINEAR_OPS and len(node.input) > 1 and node.input[1] in inits)
 
 
+def bn_after(graph):
+    """{a value: the output of the BatchNormalization applied to it}, through Identity nodes between
+    them (foldcheck judges a layer left unfolded at that BatchNormalization's output, and finds it
+    the same way)."""
+    consumers: dict[str, list] = {}
+    for n in graph.node:
+        for v in n.input:
+            consumers.setdefault(v, []).append(n)
+
+    def bn_of(value, seen=()):
+        for n in consumers.get(value, []):
+            if n.op_type == "BatchNormalization":
+                return n.output[0]
+            if n.op_type == "Identity" and n.output and n.output[0] not in seen:
+                found = bn_of(n.output[0], (*seen, n.output[0]))
+                if found:
+                    return found
+        return None
+    return {v: b for v in consumers for b in [bn_of(v)] if b}
+
+
 def conv_values(graph):
     """The data input and output of every layer node (conv, Gemm, MatMul with a constant weight)
-    of an ONNX graph, and the output of a BatchNormalization right after it, in order, once each."""
+    of an ONNX graph, and the output of a BatchNormalization after it (bn_after), in order, once each."""
     inits = {i.name for i in graph.initializer}
     # A layer the engine left unfolded is judged at its BatchNormalization's output (foldcheck
     # reads the values after it): that value too.
-    bn_after = {n.input[0]: n.output[0] for n in graph.node if n.op_type == "BatchNormalization"}
+    after = bn_after(graph)
     names = []
     for node in graph.node:
         if is_layer(node, inits):
-            names += [v for v in (node.input[0], node.output[0], bn_after.get(node.output[0]))
+            names += [v for v in (node.input[0], node.output[0], after.get(node.output[0]))
                       if v and v not in inits]
     return list(dict.fromkeys(names))
 

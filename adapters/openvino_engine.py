@@ -19,17 +19,18 @@ import numpy as np
 import onnx
 import openvino as ov
 
-from engine_common import Manifest, is_layer, run_main
+from engine_common import Manifest, bn_after, is_layer, run_main
 
 
 def layer_values(graph):
-    """Each layer's (conv, Gemm, MatMul) input and the output of the BatchNormalization after it (else its own)."""
-    bn_after = {n.input[0]: n for n in graph.node if n.op_type == "BatchNormalization"}
+    """Each layer's (conv, Gemm, MatMul) input and the output of the BatchNormalization after it
+    (bn_after), else its own."""
+    after = bn_after(graph)
     inits = {i.name for i in graph.initializer}
     names = []
     for n in graph.node:
         if n.op_type != "ConvTranspose" and is_layer(n, inits) and n.input[0] not in inits:
-            names += [n.input[0], bn_after[n.output[0]].output[0] if n.output[0] in bn_after else n.output[0]]
+            names += [n.input[0], after.get(n.output[0], n.output[0])]
     return list(dict.fromkeys(names))
 
 

@@ -62,6 +62,11 @@ TEST_CASE("malformed npy files are refused with a message naming them", "[io]") 
   i8.replace(i8.find("<f4"), 3, "|i1");
   write(d / "int.npy", i8);
   CHECK(message_of([&] { read_npy((d / "int.npy").string()); }).find("unsupported dtype") != std::string::npos);
+  // An ml_dtypes bfloat16 array is saved as 2-byte void: refused (no type is named), saying how to give it.
+  std::string v2 = serialize_npy(Tensor{{4}, {1, 2, 3, 4}, DType::Float16});
+  v2.replace(v2.find("<f2"), 3, "<V2");
+  write(d / "bf16.npy", v2);
+  CHECK(message_of([&] { read_npy((d / "bf16.npy").string()); }).find("save it as float32") != std::string::npos);
   std::string huge = good;
   huge.replace(huge.find("(4,)"), 4, "(99999999999,)");
   CHECK(message_of([&] { parse_npy(huge, "huge"); }).find("over the limit of 268435456") != std::string::npos);

@@ -5,8 +5,9 @@
 // named with both values, however right its folded weights; explicit pads equal to what
 // SAME_UPPER resolves to, a dilation along a kernel axis of size 1, and a Gemm weight stored
 // transposed with transB flipped (square or not) are the same computation (EXPECTED); a
-// flipped transB over an untransposed weight reads other weights (UNEXPECTED by its weights). With and without the runs
-// (weights only: the input shape comes from one run only when the pads are written differently).
+// flipped transB over an untransposed weight reads other weights (UNEXPECTED by its weights).
+// With and without the runs (weights only: the input shape comes from one run only when the
+// pads are written differently).
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -31,6 +32,7 @@ struct Geometry {
   std::int64_t transA = -1, transB = -1;  // Gemm: -1 absent
   float alpha = 0;                        // Gemm: 0 absent
   bool k_by_n = false;                    // Gemm: the weight stored K x N (the rows' transpose)
+  bool scalar_c = false;                  // Gemm: C one value (broadcast), unless folded (its bias per channel)
 };
 
 struct Params {
@@ -71,6 +73,7 @@ void set_geometry(onnx::NodeProto& n, const Geometry& g, bool conv) {
 Model layer_model(const Geometry& g, bool folded, bool gemm = false, std::int64_t n_out = 4) {
   const std::int64_t out = gemm ? n_out : 8, per = gemm ? 4 : 4 * g.kernel[0] * g.kernel[1];
   Params p = params(out, per);
+  if (gemm && g.scalar_c) p.bias.assign(static_cast<std::size_t>(out), p.bias[0]);
   std::vector<std::int64_t> wshape =
       gemm ? std::vector<std::int64_t>{out, per} : std::vector<std::int64_t>{8, 4, g.kernel[0], g.kernel[1]};
   if (folded) {
@@ -92,7 +95,8 @@ Model layer_model(const Geometry& g, bool folded, bool gemm = false, std::int64_
   b.input("X", gemm ? std::vector<std::int64_t>{4, 4} : std::vector<std::int64_t>{1, 4, 6, 6});
   b.output("Y", gemm ? std::vector<std::int64_t>{4, out} : std::vector<std::int64_t>{1, 8, -1, -1});
   b.init("c.weight", wshape, p.w);
-  b.init("c.bias", {out}, p.bias);
+  if (gemm && g.scalar_c && !folded) b.init("c.bias", {1}, {p.bias[0]});
+  else b.init("c.bias", {out}, p.bias);
   auto& n = b.node(gemm ? "Gemm" : "Conv", "c", {"X", "c.weight", "c.bias"}, {folded ? "r" : "c_out"});
   set_geometry(n, g, !gemm);
   if (!folded) {
@@ -235,6 +239,13 @@ TEST_CASE(
   const AccuracyDiffResult same = observed_diff(plain, {.transB = 1, .alpha = 1.0f}, true, true);
   CHECK(same.layers.at(0).verdict() == Verdict::Expected);
   CHECK_THROWS_AS(observed_diff(plain, {.transB = 1, .alpha = 2.0f}, true, true), InputError);
+  // A Gemm whose C is one value (ONNX broadcasts it to every channel): read as that bias per
+  // channel, the fold judged (it was refused: "bias has 1 values for 4 output channels").
+  for (const bool weights_only : {true, false}) {
+    const AccuracyDiffResult c =
+        observed_diff({.transB = 1, .scalar_c = true}, {.transB = 1, .scalar_c = true}, weights_only, true);
+    CHECK(c.layers.at(0).verdict() == Verdict::Expected);
+  }
 }
 
 TEST_CASE("computation_differences: without the input shape, SAME pads are compared at every input size",

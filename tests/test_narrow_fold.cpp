@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "foldcheck/commands/diagnose.hpp"
 #include "foldcheck/commands/explain.hpp"
@@ -257,7 +258,18 @@ TEST_CASE("an infinite folded weight says whether the exact fold or the 16-bit a
   REQUIRE(std::isinf(e.observed[0]));
   j = explain(e).to_json();
   CHECK(j["verdict"] == "UNEXPECTED");
-  CHECK(j["reasoning"][0].get<std::string>().find("overflowed float16 arithmetic") != std::string::npos);
+  INFO(j["reasoning"][0].get<std::string>());
+  CHECK(
+      j["reasoning"][0].get<std::string>().find("an intermediate of the fold (such as gamma/sqrt(var+eps)) overflowed: "
+                                                "the pytorch") != std::string::npos);
+  // An infinity where the exact fold is finite and no recipe's chain overflows in any
+  // arithmetic (the multiplier is 1): not an overflow of the fold (it was said to be one).
+  e = finite_one;
+  e.observed[1] = HUGE_VAL;
+  j = explain(e).to_json();
+  CHECK(j["verdict"] == "UNEXPECTED");
+  CHECK(said(j, "no recipe's fold overflows there in any arithmetic: no rounding or overflow of the fold gives it"));
+  CHECK_FALSE(said(j, "an intermediate of the fold"));
 }
 
 TEST_CASE("diagnose: a 16-bit output made infinite by a fold in 16-bit arithmetic names the channel's multiplier",
@@ -291,4 +303,83 @@ TEST_CASE("diagnose: a 16-bit output made infinite by a fold in 16-bit arithmeti
   // The same infinities in float32 (the multiplier fits): no such claim.
   in.x.dtype = in.weights->dtype = in.observed.dtype = DType::Float32;
   CHECK(diagnose(in).to_json()["summary"].get<std::string>().find("multiplier") == std::string::npos);
+}
+
+TEST_CASE("diagnose: an output past the 16-bit range is not judged, and does not hide a wrong element elsewhere",
+          "[diagnose][narrow]") {
+  // A float16 BatchNorm alone: element 0's exact output 40000 * 2 / sqrt(1 + 1e-5) ~ 80000 is
+  // past float16's 65504 (its correct rounding is +inf). That element is not judged (MISTRUSTED
+  // when the rest fits), but a wrong element elsewhere, a NaN or the other sign's infinity
+  // there, is evidence (UNEXPECTED): the overflow made every one of them MISTRUSTED.
+  const DType h = DType::Float16;
+  DiagnoseInput in;
+  in.x = Tensor{{1, 2, 2, 2}, {40000.0, 0.5, -1.25, 2.0, 0.75, -0.5, 1.5, 3.0}, h};
+  in.bn = ref::BnParams{{2.0, 1.0}, {0.0, 0.25}, {0.0, 0.5}, {1.0, 2.0}, 1e-5};
+  std::vector<double> honest;
+  for (std::size_t i = 0; i < 8; ++i) {
+    const std::size_t c = i / 4;
+    honest.push_back(
+        round_to(h, (in.x.data[i] - in.bn.mean[c]) * in.bn.gamma[c] / std::sqrt(in.bn.var[c] + 1e-5) + in.bn.beta[c]));
+  }
+  REQUIRE(std::isinf(honest[0]));
+  auto judged = [&](const std::vector<double>& y) {
+    in.observed = Tensor{{1, 2, 2, 2}, y, h};
+    return diagnose(in).to_json();
+  };
+  nlohmann::json j = judged(honest);
+  CHECK(j["verdict"] == "MISTRUSTED");
+  CHECK(j["summary"].get<std::string>().starts_with("the layer's exact output at element 0 is 8e+04, past float16's"));
+  std::vector<double> off = honest;  // channel 1 (elements 4 to 7) scaled by 1.5
+  for (std::size_t i = 4; i < 8; ++i) off[i] = round_to(h, honest[i] * 1.5);
+  auto with = [&](std::size_t i, double v) {
+    std::vector<double> y = honest;
+    y[i] = v;
+    return y;
+  };
+  const std::vector<std::tuple<const char*, std::vector<double>, const char*>> wrongs{
+      {"channel 1 off by 1.5", off, "worst element"},
+      {"NaN where the output overflows", with(0, std::nan("")), "element 0 is nan"},
+      {"the other sign's infinity", with(0, -HUGE_VAL), "element 0 is -inf"},
+      {"an infinity where the output is finite", with(6, HUGE_VAL), "element 6 is inf"}};
+  for (const auto& [what, y, said] : wrongs) {
+    INFO(what);
+    j = judged(y);
+    const std::string summary = j["summary"];
+    INFO(summary);
+    CHECK(j["verdict"] == "UNEXPECTED");
+    CHECK(summary.starts_with("beyond the rounding bound of the layer as given"));
+    CHECK(summary.find(said) != std::string::npos);
+    CHECK(summary.find("besides, the layer's exact output at element 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("a recipe that may divide by zero in a 16-bit arithmetic is left out, the others judge the fold",
+          "[explain][narrow]") {
+  // var 0, eps 1e-9: var + eps rounds to 0 in float16 (below its smallest subnormal), so the
+  // recipes' folds in float16 arithmetic divide by zero (no bound: Bounded refuses). explain,
+  // the fold check and diagnose stopped with "bound: divisor's error bound reaches zero"; the
+  // float32 recipes fold it (31622.78 fits float16) and judge it.
+  const DType h = DType::Float16;
+  ExplainInput e;
+  e.dtype = h;
+  e.bn_given = true;
+  e.original = {1.0, -1.0, 0.5, 0.25};
+  e.bn = ref::BnParams{{1.0, 1.0}, {0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, 1e-9};
+  e.observed = fold_parameters(e.original, 2, {}, e.bn, h, Recipe::PyTorch, {}).weight;
+  Arithmetic in16;
+  in16.fold_dtype = h;
+  CHECK_THROWS_AS(fold_parameters(e.original, 2, {}, e.bn, h, Recipe::PyTorch, {}, in16), UnboundedFold);
+  CHECK(explain(e).verdict() == Verdict::Expected);
+  e.observed[3] = round_to(h, e.observed[3] * 1.01);
+  CHECK(explain(e).verdict() == Verdict::Unexpected);
+  // The fold check of a layer's parameters, observed: the same.
+  LayerParams L;
+  L.dtype = h;
+  L.weight = e.original;
+  L.per_channel = 2;
+  L.channels = 2;
+  L.bn = e.bn;
+  ObservedFold obs{fold_parameters(e.original, 2, {}, e.bn, h, Recipe::PyTorch, {}).weight,
+                   fold_parameters(e.original, 2, {}, e.bn, h, Recipe::PyTorch, {}).bias};
+  CHECK(check_fold(L, obs, {}).verdict == Verdict::Expected);
 }

@@ -84,6 +84,24 @@ TEST_CASE("accuracy-diff with no pair: MISTRUSTED, and why, and what to do", "[o
                                                   "foldable layer(s) (bn: input comes from") != std::string::npos);
   CHECK(r["unpaired"].size() == 1);
 
+  // A BatchNorm after a layer that cannot take its fold (a Gemm with alpha 2): that reason is the
+  // answer, not "folded before the file was written" and advice to export again.
+  OnnxBuilder g;
+  g.input("X", {2, 2});
+  g.init("w", {2, 2}, {1, 0, 0, 1});
+  OnnxBuilder::attr(g.node("Gemm", "fc", {"X", "w"}, {"f"}), "alpha", 2.0f);
+  for (const char* p : {"g", "bt", "m", "v"}) g.init(p, {2}, {1, 1});
+  g.node("BatchNormalization", "bn", {"f", "g", "bt", "m", "v"}, {"Y"});
+  g.output("Y", {2, 2});
+  r = diff(save(g, "gemm_alpha.onnx", "pytorch"));
+  CHECK(r["verdict"] == "MISTRUSTED");
+  REQUIRE(r["reasoning"].size() == 1);
+  const std::string why = r["reasoning"][0];
+  INFO(why);
+  CHECK(why.find("bn: Gemm with alpha or beta != 1: the BatchNormalization follows a layer its fold cannot be written "
+                 "into") != std::string::npos);
+  CHECK(why.find("folded before the file was written") == std::string::npos);
+
   CHECK_FALSE(diff(original).contains("reasoning"));  // pairs found: no such sentence
 }
 

@@ -289,6 +289,49 @@ TEST_CASE("junit: a failing entry gives its reason, rounded ratio, layer and cha
   CHECK_THAT(std::string(m[1]), Catch::Contains("within its rounding-error bound"));
 }
 
+TEST_CASE(
+    "suite: an entry that could not be judged makes it MISTRUSTED, one that contradicts its expectation UNEXPECTED, "
+    "run and merged alike",
+    "[cli][reports][suite]") {
+  // A suite whose only failure was an entry that compared nothing (all-zero weights: MISTRUSTED
+  // where EXPECTED was expected) said UNEXPECTED: doubt is not evidence (judgement::of_expectation).
+  const fs::path dir = tmp("suite_doubt");
+  fs::create_directories(dir);
+  std::ofstream(dir / "zero.json") << R"({"name": "zero_weights", "seed": 1,
+    "conv": {"in_channels": 2, "out_channels": 4, "kernel": [3, 3], "padding": [1, 1]},
+    "input": {"shape": [1, 2, 8, 8], "init": {"normal": {"mean": 0, "std": 1}}},
+    "weights": {"init": {"const": 0}}, "bn": {"gamma": 1, "beta": 0, "mean": 0, "var": 1, "eps": 1e-5},
+    "compare": {"dtypes": ["float32"], "recipes": ["pytorch"], "accumulation": ["sequential"]}})";
+  const json tvm = {{"case", src("cases/tvm_thread.json")}, {"attribution_elements", 64}};
+  for (const bool contradiction : {false, true}) {
+    json entries = json::array({tvm, {{"case", (dir / "zero.json").string()}}});
+    if (contradiction)
+      entries.push_back({{"case", src("cases/tvm_thread.json")},
+                         {"name", "planted"},
+                         {"expect", "UNEXPECTED"},
+                         {"attribution_elements", 64}});
+    const std::string name = contradiction ? "both" : "doubt";
+    std::ofstream(dir / (name + ".json")) << json{{"name", name}, {"entries", entries}}.dump(1);
+    const std::string want = contradiction ? "UNEXPECTED" : "MISTRUSTED";
+    const Result r =
+        run("suite " + (dir / (name + ".json")).string() + " -o " + (dir / name).string() + " --no-timing -q");
+    INFO(r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("verdict " + want));
+    CHECK(parse_file(dir / name / "report.json")["verdict"] == want);
+    std::string shards;
+    for (const char* s : {"1/2", "2/2"}) {
+      const fs::path out = dir / (name + s[0]);
+      REQUIRE(run("suite " + (dir / (name + ".json")).string() + " -o " + out.string() + " --shard " + s +
+                  " --no-timing -q")
+                  .code <= 1);
+      shards += " " + (out / "report.json").string();
+    }
+    REQUIRE(run("merge" + shards + " -o " + (dir / (name + "_merged")).string()).code <= 1);
+    CHECK(slurp(dir / (name + "_merged") / "report.json") == slurp(dir / name / "report.json"));
+  }
+}
+
 // No contradictions (issue 23): with --observed, the end-to-end runs are foldcheck's own fold,
 // and the text says so beside their verdict; an observed output that fails while every fold
 // is within its bound asks whether it came from this input.

@@ -46,6 +46,7 @@ def assert_fold_close(actual, expected, *, input=None, conv=None, bn=None, msg=N
         another is refused by its attribute), in the arithmetic of the output's dtype, a float32
         layer's output given as float64 (its values all float32's) in float32.
     msg: prepended to the failure message."""
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this body
     if _is_tensor(actual) or bn is not None or conv is not None:  # bn= and conv= are the outputs form's
         failure = _outputs(actual, expected, conv, bn, input, precision)
     else:
@@ -197,7 +198,9 @@ def _outputs(actual, expected, conv, bn, x, precision):
     from . import torch as fct  # noqa: PLC0415
 
     if bn is None or x is None:
-        raise ValueError("assert_fold_close on outputs needs bn= and input= (and conv= for a conv + BN layer)")
+        raise ValueError("assert_fold_close on outputs checks one conv + BN layer: it needs bn= and input= (and "
+                         "conv= for a conv + BN layer); for two whole models' outputs, pass the models: "
+                         "assert_fold_close(fused_model, model, input=x) checks every conv + BN pair of them")
     x, actual, expected = fct._output_arrays(bn, conv, input=x, actual=actual, expected=expected)
     if conv is not None:
         fct._output_geometry(conv, "assert_fold_close")  # refused in assert_fold_close's words, not diagnose's
@@ -236,20 +239,29 @@ def _values(t):
 def _output_failure(which, r, shape, values):
     g = r["as_given"]
     bad = np.argwhere(~np.isfinite(values))
-    if len(bad):
+    if len(bad):  # diagnose's summary says where and why (a value no rounding gives, an overflow)
         first = list(map(int, bad[0]))
-        return (f"{which} has {len(bad)} NaN or infinite element(s) (the first at {first}); the layer's exact output "
-                f"there is finite ({r.verdict}).")
+        return (f"{which} has {len(bad)} NaN or infinite element(s) (the first at {first}): {r['summary']} "
+                f"({r.verdict}).")
     w = g.get("worst_element") or {}
     index = w.get("index")
     where = list(map(int, np.unravel_index(int(index), shape))) if index is not None else "?"
+    channel = f" (channel {where[1]})" if isinstance(where, list) and len(where) > 1 else ""
     ratio = g.get("max_ratio_to_bound")
     ratio = ratio if isinstance(ratio, str) else f"{ratio:.3g}"
-    lines = [f"{which} is not the layer's output up to rounding ({r.verdict}): worst element {where}: "
+    lines = [f"{which} is not the layer's output up to rounding ({r.verdict}): worst element {where}{channel}: "
              f"{w.get('observed')!r} vs the exact {w.get('model')!r}, {ratio} x its bound."]
     bound = r.get("bound") or {}
     if "formula" in bound:
         lines.append("Bound: " + bound["formula"])
     if r.best:
         lines.append(f"Likely cause: {r.best}: {r.fix}")
+    elif w.get("observed") == 0 and (w.get("model") or 0) < 0 and np.nanmin(values) >= 0:
+        lines.append(f"Likely cause: {which} is 0 where the layer's value is negative and has no negative value: an "
+                     "activation (a ReLU) applied after the BatchNorm? The layer checked is conv + BN: give the "
+                     "BatchNorm's output, or check the fused module itself: assert_fold_close(fused, (conv, bn)).")
+    else:
+        lines.append("Likely cause: none of the slips diagnose knows (eps, var read as std, batch statistics, a "
+                     "missing sqrt, gamma and beta swapped, ...) explains it; a changed weight or channel does not "
+                     "show as one: assert_fold_close(fused, (conv, bn)) on the modules names the channel.")
     return "\n".join(lines)

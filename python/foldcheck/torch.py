@@ -13,6 +13,7 @@ freezing (its folded constants are read from the compiled graph; see compiled_fo
 are exported to ONNX with their BatchNorms kept (export_onnx), then checked by accuracy_diff.
 """
 import contextlib
+import inspect
 import os
 import re
 import tempfile
@@ -222,6 +223,51 @@ def _own_forward(conv: torch.nn.Module, fused: torch.nn.Module) -> str | None:
         return None
     return (f"the conv and the fused conv run {', '.join(own)}, not {named(base)}'s: their weights are a fold's "
             "or not, but what that code computes with them is not known (check the fold of a torch.nn conv)")
+
+
+def _unseen_computation(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch.nn.Module) -> str | None:
+    """The sentence naming what conv + bn compute that their parameters do not say, which
+    check_fold (no run) cannot see: a BatchNorm whose class runs its own forward (not its
+    torch.nn class's) or with a forward set on the instance, and hooks of the conv or the
+    BatchNorm that the fused module does not carry and that may change the output (not an
+    observer: _returns_none). The fold of
+    their parameters is checked, not that it computes what they do (MISTRUSTED); check_model,
+    which runs the model, sees it. None when there is nothing of the kind."""
+    named = _naming(bn)
+    base = next(c for c in type(bn).__mro__ if c.__module__.startswith("torch.nn.modules"))
+    out = [f"the BatchNorm runs {where}, not {named(base)}'s" for name in ("forward", "__call__")
+           for fn, where in [_resolved(bn, name, named)] if fn is not getattr(base, name, None)]
+    carried = {id(h) for m in fused.modules() for d in (m._forward_pre_hooks, m._forward_hooks) for h in d.values()}
+    hooks = [(who, kind, h) for who, m in (("conv", conv), ("BatchNorm", bn))
+             for kind, d in (("forward pre-hook", m._forward_pre_hooks), ("forward hook", m._forward_hooks))
+             for h in d.values() if id(h) not in carried and not (who == "conv" and kind == "forward pre-hook")
+             and not _returns_none(h)]
+    every = [h for _, _, h in hooks]
+    out += [f"the {who} has a {kind} {_hook_name(h, every)} the fused module does not (it may change the output)"
+            for who, kind, h in hooks]
+    if not out:
+        return None
+    return ("; ".join(out) + ": the fold of their parameters is checked, not that it computes what they do; "
+            "check_model(model, fused_model, x) runs them")
+
+
+def _returns_none(hook: Any) -> bool:
+    """Whether a hook (a Python function, a bound method) returns None wherever it returns, read
+    from its bytecode: an observer, which cannot replace its module's input or output (a hook's
+    result replaces it only when not None; a change made in place is not seen). Any other
+    callable: False (not known)."""
+    import dis  # noqa: PLC0415
+
+    code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+    if code is None or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
+        return False
+    ins = list(dis.get_instructions(code))
+    for k, i in enumerate(ins):
+        if i.opname == "RETURN_CONST" and i.argval is not None:
+            return False
+        if i.opname == "RETURN_VALUE" and not (k and ins[k - 1].opname == "LOAD_CONST" and ins[k - 1].argval is None):
+            return False
+    return True
 
 
 def _hook_name(h: Any, hooks: list[Any]) -> str:
@@ -558,6 +604,9 @@ def check_fold(conv: ConvModule, bn: torch.nn.Module, fused: torch.nn.Module, *,
     check_model, which sees the model, holds it to whether the model applies one."""
     a = _fold_arrays(conv, bn, _fused_conv(fused))
     geometry, dtype_mismatch = _fold_mismatches(conv, bn, fused)  # conv: checked above
+    unseen = _unseen_computation(conv, bn, fused)
+    if unseen:
+        dtype_mismatch = "; ".join(filter(None, [dtype_mismatch, _core.neutralised(unseen)]))
     notes = [_core.neutralised(n) for n in [_relu_note(fused)] if n]
     p = {k: a[k] for k in ("gamma", "beta", "mean", "var", "eps")}
     with _in_module_words(_FOLD_WORDS):
@@ -937,6 +986,9 @@ class ModelCheck(Result):
         self.fuser = fuser
         self._names = names
         self._mismatches = dict(mismatches or {})
+        # Each mismatch's verdict alone (nothing of it compared): what it adds to the whole, and
+        # whether it leads the answer.
+        self._alone = {m: _fused_conv_verdict(None, g, *r) for m, (g, r) in self._mismatches.items()}
         self.model_name = model_name  # the user's model, as the pages name it (its class)
         self.weights_only = weights_only  # no output compared: the answer then says what was
         self._no_pairs = no_pairs  # why the model has no conv + BatchNorm pair
@@ -951,8 +1003,8 @@ class ModelCheck(Result):
         # The core judged each layer it was given as unmodelled (check_model); a fused conv of
         # another geometry, or one the core did not list, joins by the per-layer judge.
         listed = {self._names.get(x["name"], x["name"]) for x in self.accuracy_diff.layers}
-        return _core.tally([self._core.verdict, *[_fused_conv_verdict(None, g, *r)
-                                                  for m, (g, r) in self._mismatches.items() if g or m not in listed]])
+        return _core.tally([self._core.verdict, *[self._alone[m] for m, (g, _) in self._mismatches.items()
+                                                  if g or m not in listed]])
 
     @property
     def exit_code(self) -> int:
@@ -994,14 +1046,15 @@ class ModelCheck(Result):
         compute another convolution (or in another dtype) than the model's, when one of them is
         the verdict's cause (a layer found wrong leads over one that could not be judged, which
         the answer then counts)."""
-        leading = [m for m, (g, r) in self._mismatches.items() if _fused_conv_verdict(None, g, *r) == self.verdict]
+        verdict = self.verdict
+        leading = [m for m, v in self._alone.items() if v == verdict]
         if not leading:
             own = self._own_reason()
-            core = f"verdict: {self.verdict}: {own}" if own else self.accuracy_diff.answer()
+            core = f"verdict: {verdict}: {own}" if own else self.accuracy_diff.answer()
             more = len(self._mismatches)
             return _core.neutralised(core + (f" (and {more} layer(s) not judged, listed below)" if more else ""))
         module, more = leading[0], len(self._mismatches) - 1
-        return _core.neutralised(f"verdict: {self.verdict}: {module}: {self.mismatches[module]}"  # one line
+        return _core.neutralised(f"verdict: {verdict}: {module}: {self.mismatches[module]}"  # one line
                                  f"{f' (and {more} more layers, listed below)' if more else ''}")
 
     @property
@@ -1022,7 +1075,7 @@ class ModelCheck(Result):
         for module, (geometry, reasons) in self._mismatches.items():
             x = by_module.get(module)
             if x is None:
-                x = {"module": module, "verdict": _fused_conv_verdict(None, geometry, *reasons),
+                x = {"module": module, "verdict": self._alone[module],
                      "worst_channel": None, "closest_recipe": None, "worst_ratio": None, "onnx_node": None,
                      "observed_node": None, "note": None}
                 layers.append(x)
@@ -1167,9 +1220,11 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
     _refuse_arguments(model, fused, x)
     if model is fused:
         raise ValueError("check_model: the fused model is the model itself (fuse a copy: copy.deepcopy(model))")
-    if model.training:
-        warnings.warn("check_model: the model is in training mode; it is checked as in eval mode (running "
-                      "statistics, the computation a fold reproduces) and left as it was", stacklevel=2)
+    training = ("the model was in training mode: it was checked as in eval mode (running statistics, the computation "
+                "a fold reproduces; in training mode its BatchNorms use each batch's statistics, which no fold "
+                "reproduces) and left as it was") if model.training else None
+    if training:
+        warnings.warn("check_model: " + training, stacklevel=2)
     with tempfile.TemporaryDirectory(prefix="foldcheck-torch-") as tmp:
         d = keep_dir or tmp
         try:  # keep_dir: a directory to make or reuse; a file, or a place no directory can be, refused by name
@@ -1198,7 +1253,8 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
                                            progress=progress, unmodelled=_unmodelled_layers(original, f.mismatches))
         no_pairs = _why_no_pairs(model, fused_module, x, name) if not diff.layers and not f.mismatches else None
         return ModelCheck(diff, _module_names(original), f.fuser, f.mismatches, model_name=name,
-                          weights_only=weights_only, no_pairs=no_pairs, notes=[n for n in (note, *f.notes) if n])
+                          weights_only=weights_only, no_pairs=no_pairs,
+                          notes=[n for n in (training, note, *f.notes) if n])
 
 
 def _unmodelled_layers(onnx_path: str, mismatches: dict[str, Mismatch]) -> dict[str, str]:

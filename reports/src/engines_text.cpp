@@ -41,6 +41,9 @@ std::string output_cells(const std::optional<v::EngineOutputs>& o) {
     bound = fmt::format("{:.3g}", o->worst->threshold_ppm);
     chan = std::to_string(o->worst->channel);
   }
+  if (o->nonfinite > 0)
+    return fmt::format("{:>8} {:>8} {:>9} {:>9} {:>9} {:>6}", "NaN/Inf", "NaN/Inf", rho, est, bound,
+                       chan);  // within no bound: the ratios of the rest would hide them
   return fmt::format("{:>8} {:>8} {:>9} {:>9} {:>9} {:>6}", num(o->worst_ratio), num(o->probabilistic_worst_ratio), rho,
                      est, bound, chan);
 }
@@ -52,6 +55,9 @@ std::string layer_note(const v::EngineLayer& l) {
   if (l.outputs && l.outputs->left_out) note = "left out by the engine: " + *l.outputs->left_out;
   if (l.outputs && l.outputs->channels_not_computed)
     note = "channel statistic not computed: " + *l.outputs->channels_not_computed;
+  if (l.outputs && l.outputs->nonfinite > 0)
+    note = fmt::format("{} output(s) NaN or infinite where the layer's value is finite: no rounding gives them",
+                       l.outputs->nonfinite);
   if (l.input_mismatch) note = "input: " + *l.input_mismatch;
   if (l.not_the_layer) note = "not the model's layer: " + *l.not_the_layer;  // its outputs were not compared
   return note;
@@ -76,7 +82,9 @@ std::string layers_table(const std::vector<v::EngineLayer>& layers) {
 
 std::string engine_block(const v::EngineRun& e) {
   std::string s =
-      fmt::format("{} — {}  {}  ({:.1f} s)\n", e.label, e.engine.empty() ? "?" : e.engine, name(e.verdict), e.seconds);
+      fmt::format("{} — {}  {}  ({:.1f} s)\n", e.label,
+                  e.engine.empty() ? "(no engine named: the adapter wrote no manifest foldcheck read)" : e.engine,
+                  name(e.verdict), e.seconds);
   if (e.failed) return s + "  not checked: " + *e.failed + "\n\n";
   for (const std::string& n : e.notes) s += "  note: " + n + "\n";
   if (e.fusion_preserved == false)

@@ -34,10 +34,20 @@ void overflow_reasoning(const ExplainFacts& f, std::vector<std::string>& r) {
                             f.worst_index, o.exact, o.dtype, o.max_finite, who));
     return;
   }
-  r.push_back(fmt::format("Element {} is infinite where the exact fold is {:.6g}: an intermediate of the fold (such as "
-                          "gamma/sqrt(var+eps)) overflowed {} arithmetic ({}). Fold in a wider type (e.g. float32) "
-                          "and store the result as {}.",
-                          f.worst_index, o.exact, o.arithmetic, who, o.dtype));
+  if (o.replayed_by.empty()) {  // no chain overflows there: an infinity no fold gives
+    r.push_back(
+        fmt::format("Element {} is infinite where the exact fold is {:.6g}, within {}'s range, and no recipe's "
+                    "fold overflows there in any arithmetic: no rounding or overflow of the fold gives it ({}); "
+                    "look for what wrote that value.",
+                    f.worst_index, o.exact, o.dtype, who));
+    return;
+  }
+  r.push_back(
+      fmt::format("Element {} is infinite where the exact fold is {:.6g}: an intermediate of the fold (such as "
+                  "gamma/sqrt(var+eps)) overflowed: the {} replay{} give{} it ({}). Fold in a wider type (e.g. "
+                  "float32) and store the result as {}.",
+                  f.worst_index, o.exact, joined(o.replayed_by), o.replayed_by.size() > 1 ? "s" : "",
+                  o.replayed_by.size() > 1 ? "" : "s", who, o.dtype));
 }
 
 // Infinities that agree with the exact fold: said, since a model holding them is not usable.
@@ -61,9 +71,8 @@ std::vector<std::string> explain_reasoning(const ExplainFacts& f) {
     if (std::isfinite(f.worst_residual_ulp))  // not when every element is an infinity that agrees
       r.push_back(
           fmt::format("Every {}observed value is within {:.3g} ULP of the exact fold w*gamma/sqrt(var+eps); the {} "
-                      "chain ({}) bounds "
-                      "the error at element {} by {:.3g} ULP (|w' - w*gamma/sqrt(var+eps)| <= alpha*|w| + eta, "
-                      "a-priori, u = 2^-{}).",
+                      "chain ({}) bounds the error at element {} by {:.3g} ULP (|w' - w*gamma/sqrt(var+eps)| <= "
+                      "alpha*|w| + eta, a-priori, u = 2^-{}).",
                       f.past_range ? "finite " : "", std::fabs(f.worst_residual_ulp), f.recipe, f.chain, f.worst_index,
                       f.worst_bound_ulp, f.arithmetic_precision));
     if (!f.bit_exact.empty()) {

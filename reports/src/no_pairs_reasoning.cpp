@@ -15,8 +15,15 @@ std::vector<std::string> no_pairs_reasoning(const NoPairsFacts& f) {
     return {fmt::format("{} has no foldable layer (Conv, ConvTranspose, Gemm or MatMul with initializer weights): "
                         "there is no BatchNorm fold to check.",
                         f.model)};
-  // A BatchNorm that follows a layer but cannot be folded into it (a Gemm with alpha != 1) is
-  // said with its reason: "no BatchNormalization follows" would contradict the model.
+  // A BatchNorm that follows a layer that cannot take its fold (a Gemm with alpha != 1): that is
+  // the answer, not a fold done before the file was written (nor advice to export again).
+  if (!f.unfoldable.empty())
+    return {
+        fmt::format("No layer -> BatchNormalization pair in {}: {}: the BatchNormalization follows a layer its "
+                    "fold cannot be written into, so there is no fold to check (see unpaired).",
+                    f.model, f.unfoldable)};
+  // A BatchNorm that pairs with no layer is said with its reason: "no BatchNormalization
+  // follows" would contradict the model.
   const std::string none =
       f.first_unpaired.empty()
           ? fmt::format("no BatchNormalization follows any of its {} foldable layer(s)", f.foldable_layers)
@@ -25,9 +32,8 @@ std::vector<std::string> no_pairs_reasoning(const NoPairsFacts& f) {
                 "layer(s) ({}; see unpaired)",
                 f.batchnorms, f.foldable_layers, f.first_unpaired);
   const std::string why = fmt::format(
-      "No layer -> BatchNormalization pair in {}: {}. Either the model has none to fold, or they were folded before "
-      "the "
-      "file was written{}.",
+      "No layer -> BatchNormalization pair in {}: {}. Either the model has none to fold, or they were folded "
+      "before the file was written{}.",
       f.model, none,
       f.producer == "pytorch" ? " (torch.onnx.export folds them by default: eval mode and constant folding)" : "");
   if (f.producer == "pytorch")

@@ -69,6 +69,11 @@ bool is_regression(std::optional<Verdict> baseline, std::optional<Verdict> curre
   return (current ? rank(*current) : -1) > (baseline ? rank(*baseline) : -1);
 }
 
+Verdict of_expectation(Verdict got, Verdict expected) {
+  if (got == expected) return Verdict::Expected;
+  return got == Verdict::Mistrusted ? Verdict::Mistrusted : Verdict::Unexpected;
+}
+
 void Tally::add(Verdict v) {
   worst_ = worst(worst_, v);
   judged_ = true;

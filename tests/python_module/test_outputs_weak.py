@@ -12,7 +12,13 @@ dtypes users give them (an adversarial pass found them weak).
    array) is judged as float32 (it was falsely UNEXPECTED, judged in float64 arithmetic); a
    float64 output whose values are not all float32 values is a float64 computation, judged so,
    and assert_fold_close's failure says so.
+3. Failure messages (a newcomer's pass): the worst element's channel; a likely cause always (a
+   ReLU applied after the BatchNorm, seen as 0 where the layer is negative, named as such; else
+   what shows a changed channel); two whole models' outputs without bn= point to the model
+   form; a NaN where the exact output overflows is not called finite.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -136,3 +142,31 @@ def test_a_float64_output_of_values_float32_cannot_hold_is_judged_in_float64_and
         assert_fold_close(nudged, None, conv=conv, bn=bn, input=x)
     assert ("actual is float64 and the layer float32: judged in float64 arithmetic (the modules run in float64), "
             "since not all its values are float32 values") in str(e.value), str(e.value)
+
+
+# --- 3. what a failure says --------------------------------------------------------------------
+
+def test_an_output_failure_names_the_channel_and_a_likely_cause():
+    conv, bn = layer()
+    x = torch.randn(2, conv.in_channels, 8, 8)
+    fused, unfused = outputs(conv, bn, x)
+    with pytest.raises(AssertionError) as e:
+        assert_fold_close(changed(fused, channel=3), unfused, conv=conv, bn=bn, input=x)
+    assert re.search(r"worst element \[\d+, 3, \d+, \d+\] \(channel 3\)", str(e.value)), str(e.value)
+    assert "Likely cause: none of the slips" in str(e.value) and "names the channel" in str(e.value)
+
+
+def test_outputs_after_a_relu_are_said_to_be_after_an_activation():
+    conv, bn = layer()
+    x = torch.randn(2, conv.in_channels, 8, 8)
+    fused, unfused = outputs(conv, bn, x)
+    with pytest.raises(AssertionError, match="an activation \\(a ReLU\\) applied after the BatchNorm"):
+        assert_fold_close(torch.relu(fused), torch.relu(unfused), conv=conv, bn=bn, input=x)
+
+
+def test_two_models_outputs_without_bn_point_to_the_model_form():
+    conv, bn = layer()
+    x = torch.randn(2, conv.in_channels, 8, 8)
+    fused, unfused = outputs(conv, bn, x)
+    with pytest.raises(ValueError, match=re.escape("assert_fold_close(fused_model, model, input=x)")):
+        assert_fold_close(fused, unfused, input=x)

@@ -300,6 +300,9 @@ def test_check_model_leaves_the_models_mode_and_statistics_alone():
         r = fct.check_model(m, fused, x, weights_only=True)
     assert r.verdict == "EXPECTED" and all(mod.training for mod in m.modules())
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+    # Said in the result too (a warning may be filtered): checked as in eval mode.
+    assert any("the model was in training mode: it was checked as in eval mode" in n for n in r.notes), r.notes
+    assert "the model was in training mode" in r.report()
 
 
 @pytest.mark.parametrize("actual, expected", [

@@ -16,6 +16,10 @@
 6. Two classes (or hooks, parametrizations) of one name are told apart by their module; two
    parametrization classes of one name were taken for one.
 7. A weights-only check's headline says only the folded weights were checked.
+8. check_fold (no run) on a conv + BatchNorm that compute what their parameters do not say (a
+   BatchNorm subclass or instance with its own forward, a hook of the conv or the BatchNorm the
+   fused module does not carry): the fold of the parameters is not a fold of what they compute,
+   MISTRUSTED saying so (it was EXPECTED, the fused conv off by up to 1.85).
 """
 import copy
 import re
@@ -301,3 +305,53 @@ def test_check_model_holds_a_user_conv_subclass_to_its_computation(fused_class, 
         assert r.verdict == "EXPECTED" and "(closest: layer conv, its" in r.answer(), r.report()
     else:
         assert r.verdict == "UNEXPECTED" and f"{fused_class.__name__}.{method}" in r.answer(), r.report()
+
+
+# --- 8. what conv + bn compute beyond their parameters ----------------------------------------
+
+class _DoublingBN(torch.nn.BatchNorm2d):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def _doubled(module, inputs, output):
+    return output * 2
+
+
+def _unseen(how, conv, bn):
+    """conv, bn made to compute otherwise than their parameters say (`how`)."""
+    c, b = copy.deepcopy(conv), copy.deepcopy(bn)
+    if how == "subclass forward":
+        b = _DoublingBN(bn.num_features).eval()
+        b.load_state_dict(bn.state_dict())
+    elif how == "instance forward":
+        b.forward = lambda t: t
+    elif how == "bn hook":
+        b.register_forward_hook(_doubled)
+    elif how == "bn pre-hook":
+        b.register_forward_pre_hook(lambda m, i: (i[0] * 2,))
+    elif how == "conv hook":
+        c.register_forward_hook(_doubled)
+    return c, b
+
+
+@pytest.mark.parametrize("how, said", [
+    ("subclass forward", "the BatchNorm runs _DoublingBN.forward, not BatchNorm2d's"),
+    ("instance forward", "the BatchNorm runs a forward set on the module itself"),
+    ("bn hook", "the BatchNorm has a forward hook _doubled the fused module does not"),
+    ("bn pre-hook", "the BatchNorm has a forward pre-hook"),
+    ("conv hook", "the conv has a forward hook _doubled the fused module does not"),
+])
+def test_check_fold_of_modules_computing_beyond_their_parameters_is_mistrusted(how, said):
+    conv, bn = layer()
+    f = fold(conv, bn)
+    c, b = _unseen(how, conv, bn)
+    x = torch.randn(1, conv.in_channels, 6, 6)
+    with torch.no_grad():
+        assert (b(c(x)) - f(x)).abs().max() > 1e-3  # they do compute otherwise
+    r = fct.check_fold(c, b, f)
+    assert r.verdict == "MISTRUSTED" and said in r.reason and "check_model" in r.reason, r.reason
+    with pytest.raises(AssertionError, match=re.escape(said)):
+        assert_fold_close(f, (c, b))
+    if how == "conv hook":  # a fused conv that carries the conv's hook computes the same: judged
+        assert fct.check_fold(c, b, torch.nn.utils.fusion.fuse_conv_bn_eval(c, b)).verdict == "EXPECTED"

@@ -291,12 +291,8 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
     const std::size_t on = obs.match.at(p.layer);
     const ModelNode& node = obs.model->nodes[on];
     d.identity.observed_node = node.name.empty() ? node.inputs[1] : node.name;
-    // The observed layer must itself carry the fold: no BatchNormalization left after it. A
-    // FusedConv's output is after its activation: a BatchNormalization there is the model's
-    // next one (a BN after a Relu), not the layer's.
-    for (const std::size_t c : obs.model->consumers_of(node.outputs.at(0)))
-      d.observed_not_folded =
-          d.observed_not_folded || (node.op != "FusedConv" && obs.model->nodes[c].op == "BatchNormalization");
+    // The observed layer must itself carry the fold: no BatchNormalization left after it.
+    d.observed_not_folded = batchnorm_after(*obs.model, on).has_value();
     if (d.observed_not_folded) return d;
     const auto shape = obs.input_shapes.find(p.layer);
     d.not_the_layer = computation_differences(model, p.layer, *obs.model, on,
@@ -408,8 +404,14 @@ reports::NoPairsFacts no_pairs_facts(const Model& model, const Model* observed) 
     f.foldable_layers += foldable_layer(model, n);
     f.batchnorms += n.op == "BatchNormalization";
   }
-  if (const BnPatterns p = find_bn_pairs(model); !p.unpaired.empty())
+  if (const BnPatterns p = find_bn_pairs(model); !p.unpaired.empty()) {
     f.first_unpaired = p.unpaired.front().name + ": " + p.unpaired.front().reason;
+    for (const UnpairedBn& u : p.unpaired)
+      if (u.after_layer) {
+        f.unfoldable = u.name + ": " + u.reason;
+        break;
+      }
+  }
   if (observed) {
     f.observed = observed->path;
     f.observed_pairs = find_bn_pairs(*observed).pairs.size();

@@ -11,6 +11,7 @@
 #include "foldcheck/diagnosis/hypotheses.hpp"
 #include "foldcheck/io/layer_files.hpp"
 #include "foldcheck/reports/diagnose_summary.hpp"
+#include "foldcheck/result/judgement.hpp"
 
 namespace foldcheck {
 namespace {
@@ -26,6 +27,10 @@ ModelFit fit(const Score& s, const Layer& L, const std::vector<double>& obs, con
   f.max_ratio = s.max_ratio;
   f.beyond = s.beyond;
   f.nonfinite = s.nonfinite;
+  if (s.first_nonfinite >= 0) {
+    f.first_nonfinite = static_cast<std::size_t>(s.first_nonfinite);
+    f.first_nonfinite_value = obs[*f.first_nonfinite];
+  }
   f.max_abs_diff = s.max_abs_diff;
   f.max_abs_ulp = s.max_abs_ulp;
   f.rms_ulp = s.rms_ulp;
@@ -196,14 +201,21 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
 Verdict ModelFit::verdict() const { return judgement::of_check({.failed = !expected, .informative = !vacuous}); }
 
 std::optional<std::size_t> DiagnoseResult::best() const {
-  if (overflow_element || as_given.vacuous || as_given.expected || hypotheses.empty() || !hypotheses.front().expected)
-    return std::nullopt;
+  if (as_given.vacuous || as_given.expected || hypotheses.empty() || !hypotheses.front().expected) return std::nullopt;
   return 0;
 }
 
 // The layer as given. An element that overflowed leaves the bounds without meaning there: no
 // evidence either way (MISTRUSTED), whatever the fit.
-Verdict DiagnoseResult::verdict() const { return overflow_element ? Verdict::Mistrusted : as_given.verdict(); }
+// The elements judged (score leaves out those past the dtype's range) give the evidence; an
+// overflow keeps the whole from passing (not judged there) but does not hide a wrong element
+// elsewhere (judgement's order: evidence before doubt).
+Verdict DiagnoseResult::verdict() const {
+  judgement::Tally t;
+  t.add(as_given.verdict());
+  if (overflow_element) t.also(Verdict::Mistrusted);
+  return t.verdict();
+}
 
 namespace {
 
@@ -251,6 +263,8 @@ reports::DiagnoseFacts facts(const DiagnoseResult& r) {
   f.vacuous = r.as_given.vacuous;
   f.expected = r.as_given.expected;
   f.max_ratio = r.as_given.max_ratio;
+  if (r.as_given.first_nonfinite)
+    f.nonfinite = std::pair{*r.as_given.first_nonfinite, r.as_given.first_nonfinite_value};
   f.max_abs_ulp = r.as_given.max_abs_ulp;
   f.hypotheses = r.hypotheses.size();
   if (!r.hypotheses.empty()) {

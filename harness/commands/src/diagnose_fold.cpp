@@ -77,7 +77,12 @@ void add_fold_terms(const DiagnoseInput& in, std::int64_t per_channel, diagnosis
       if (r == Recipe::Exact) continue;  // within the float32 recipes' terms (above)
       Arithmetic ar;
       ar.fold_dtype = fa;
-      const FoldedParams fp = fold_parameters(w, per_channel, in.conv_bias, in.bn, L.dtype, r, in.ref, ar);
+      FoldedParams fp;
+      try {
+        fp = fold_parameters(w, per_channel, in.conv_bias, in.bn, L.dtype, r, in.ref, ar);
+      } catch (const UnboundedFold&) {  // no bound in that arithmetic: no fused path of that kind
+        continue;
+      }
       any_shift = any_shift || fp.info.has_post_add;
       for (std::size_t o = 0; o < C; ++o) widen_to(fp.info.has_post_add ? shift[o] : one[o], recipe_terms(fp.info, o));
     }

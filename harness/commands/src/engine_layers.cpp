@@ -151,8 +151,10 @@ EngineChannels channel_summary(const std::vector<ChannelBias>& cb) {
     est.push_back(cb[o].estimated_threshold);
     if (cb[o].beyond()) ++ch.beyond_bound;
     else if (cb[o].beyond_estimate()) ++ch.beyond_estimate;
+    // The worst: the largest ratio, a NaN one (a channel holding a NaN output) above all, the
+    // first of those kept (a later finite ratio does not displace a NaN).
     const double q = std::fabs(cb[o].rho) / cb[o].estimated_threshold;
-    if (worst < 0 || !(q <= worst_ratio)) {
+    if (worst < 0 || (std::isnan(q) && !std::isnan(worst_ratio)) || q > worst_ratio) {
       worst = static_cast<std::int64_t>(o);
       worst_ratio = q;
     }

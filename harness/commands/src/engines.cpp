@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -115,6 +119,37 @@ EngineRun not_run(const EngineSpec& spec, const fs::path& work_dir) {
   return run;
 }
 
+// The bytes of the model file the adapters are given ({model}: the user's own file, not a
+// copy), hashed, to tell whether an adapter wrote to it: an engine after it would run another
+// model than the one the checks read (and the user's file stays changed). Unreadable: none.
+std::optional<std::size_t> file_fingerprint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::nullopt;
+  const std::string bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  return std::hash<std::string>{}(bytes);
+}
+
+// An engine run whose adapter changed the model file: what it wrote was computed from another
+// model, and the engines after it are not run (they would read the changed file).
+void changed_the_model(EngineRun& run, const std::string& model_path) {
+  EngineRun failed;  // a failure fills nothing else (EngineRun::failed)
+  failed.spec = run.spec;
+  failed.engine = run.engine;
+  failed.seconds = run.seconds;
+  failed.failed = fmt::format(
+      "the adapter changed the model file it was given, {}: its results are of another model, not judged; "
+      "restore the file (the engines after it are not run)",
+      model_path);
+  run = std::move(failed);
+}
+
+EngineRun model_changed_earlier(const EngineSpec& spec, const std::string& model_path) {
+  EngineRun run;
+  run.spec = spec;
+  run.failed = fmt::format("not run: an earlier adapter changed the model file {}", model_path);
+  return run;
+}
+
 // Runs one adapter; InputError-free: a failure is the engine's result, not foldcheck's.
 std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& model, const fs::path& input,
                                        const fs::path& outdir, const EnginesOptions& o, const command::SignalScope& sig,
@@ -194,9 +229,7 @@ LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded
   v.key = n.name.empty() ? n.outputs.at(0) : n.name;
   v.x = n.inputs.at(0);
   v.y = n.outputs.at(0);
-  for (const std::size_t c :
-       folded->consumers_of(v.y))  // not folded: after its BN (a FusedConv's is after its activation)
-    if (n.op != "FusedConv" && folded->nodes[c].op == "BatchNormalization") v.y = folded->nodes[c].outputs.at(0);
+  if (const auto bn = batchnorm_after(*folded, *on)) v.y = folded->nodes[*bn].outputs.at(0);  // not folded
   if (n.op == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty()) {
     v.unsupported = "its fused Add (FusedConv input Z) is not modelled";
     return v;
@@ -528,10 +561,16 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   if (wd.owned()) command::SignalScope::remove_on_signal(wd.path().string());
   const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
   const std::optional<DirIdentity> made = dir_identity(wd.path());
+  const std::optional<std::size_t> model_bytes = file_fingerprint(model_path);
+  bool model_changed = false;
   try {
     for (std::size_t e = 0; e < o.engines.size(); ++e) {
       if (dir_identity(wd.path()) != made) {  // replaced (a link to a user's directory), moved or removed
         res.runs.push_back(not_run(o.engines[e], wd.path()));
+        continue;
+      }
+      if (model_changed) {
+        res.runs.push_back(model_changed_earlier(o.engines[e], model_path));
         continue;
       }
       // Each adapter its own copy of the input, written just before it runs: one that writes to
@@ -541,6 +580,10 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
       fs::remove_all(input);
       write_npy(input.string(), x);
       res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
+      if (file_fingerprint(model_path) != model_bytes) {
+        model_changed = true;
+        changed_the_model(res.runs.back(), model_path);
+      }
     }
     sig.throw_if_pending();                  // a signal during the last engine's checks
   } catch (const command::Interrupted& i) {  // the adapter already ended: remove its files, end by the signal

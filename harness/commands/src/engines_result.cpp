@@ -33,6 +33,8 @@ json outputs_json(const EngineLayer& L) {
   j["probabilistic_worst_ratio"] = c.worst_probabilistic_ratio ? json(*c.worst_probabilistic_ratio) : json(nullptr);
   j["beyond_bound"] = c.beyond_bound;
   j["beyond_probabilistic"] = c.beyond_probabilistic;
+  // NaN or infinite where the layer's value is finite: within no bound, out of the ratios above.
+  j["nonfinite"] = c.kinds.nan + c.kinds.inf_mismatch;
   return j;
 }
 

@@ -188,6 +188,7 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
   for (const std::int64_t m : mism) sc.mismatches += m;
   sc.bound.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
+    if (std::isinf(fp.weight[i])) sc.infinite.push_back(i);
     sc.bound[i] = fp.info.weight_bound(i / per_channel, in.original[i]);
     sc.bound_ulp_max = std::max(sc.bound_ulp_max, sc.bound[i] / ulp(in.dtype, exact[i].approx.hi, exact[i].approx.lo));
     // A NaN observation is within no bound (std::max would drop its NaN ratio and call the recipe
@@ -204,13 +205,19 @@ RecipeScore score_recipe(const ExplainInput& in, const std::vector<ref::Value>& 
 std::vector<RecipeScore> score_recipes(const ExplainInput& in, const std::vector<ref::Value>& exact,
                                        const std::vector<bool>& agrees, std::int64_t per_channel) {
   std::vector<RecipeScore> scores;
+  std::optional<std::string> unbounded;  // the first recipe left out as UnboundedFold
   for (const std::optional<DType> fa : observed_fold_arithmetics(in.dtype))
     for (Recipe r : all_recipes()) {
       if (fa && r == Recipe::Exact) continue;  // the exact fold has no arithmetic
       Arithmetic ar;
       ar.fold_dtype = fa;
-      scores.push_back(score_recipe(in, exact, agrees, per_channel, r, ar));
+      try {
+        scores.push_back(score_recipe(in, exact, agrees, per_channel, r, ar));
+      } catch (const UnboundedFold& e) {  // no bound in that arithmetic: not this recipe's fold
+        if (!unbounded) unbounded = e.what();
+      }
     }
+  if (scores.empty() && unbounded) throw UnboundedFold(*unbounded);
   return scores;
 }
 
@@ -350,11 +357,15 @@ reports::ExplainFacts facts(const ExplainResult& r) {
   for (const RecipeScore& s : r.recipes)
     if (s.bit_exact()) f.bit_exact.push_back(s.label());
   f.bn_source = r.bn_source;
-  if (std::isinf(r.worst_observed))
+  if (std::isinf(r.worst_observed)) {
     f.overflow =
         reports::ExplainFacts::Overflow{r.worst_exact,    info(r.dtype).max_finite,
                                         r.worst_observed, r.worst_exact_overflows,
                                         name(r.dtype),    name(c.fold_dtype.value_or(info(r.dtype).arithmetic))};
+    for (const RecipeScore& s : r.recipes)  // the recipes whose chain overflows there
+      if (std::ranges::find(s.infinite, r.worst_index) != s.infinite.end())
+        f.overflow->replayed_by.push_back(s.label());
+  }
   if (r.overflow_matches > 0)
     f.past_range = reports::ExplainFacts::PastRange{r.overflow_matches, info(r.dtype).max_finite, name(r.dtype)};
   if (r.scale && r.scale->consistent)

@@ -15,6 +15,8 @@
 #include "foldcheck/io/input_file.hpp"
 #include "foldcheck/io/suite_file.hpp"
 #include "foldcheck/reports/summary.hpp"
+#include "foldcheck/result/judgement.hpp"
+#include "foldcheck/result/verdict.hpp"
 #include "foldcheck/result/views/json_io.hpp"
 
 namespace foldcheck {
@@ -85,6 +87,7 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
     const std::string file = "results/" + file_stem_for(se.name) + ".json";
     const bool ok = verdict == se.expect;
     (ok ? out.passed : out.failed) += 1;
+    out.checks.push_back(judgement::of_expectation(verdict, se.expect));
     const fs::path rel_source = fs::path(se.source).lexically_relative(dir.empty() ? fs::path(".") : dir);
     entries.push_back({{"index", i},
                        {"name", se.name},
@@ -111,9 +114,9 @@ SuiteRun run_suite(const std::string& suite_path, const SuiteOptions& opts) {
 }
 
 Verdict SuiteRun::verdict() const {
-  // An entry whose verdict is not the one it expects fails the suite; a suite that passed none
-  // compared nothing (judgement::of_check).
-  return judgement::of_check({.failed = failed > 0, .informative = passed > 0});
+  judgement::Tally t;
+  for (const Verdict v : checks) t.add(v);
+  return t.verdict();
 }
 
 namespace {
@@ -142,6 +145,15 @@ void check_passed(const json& e) {
                                  e["index"].dump(), passed, verdict.dump(), e.value("expect", json()).dump(),
                                  verdict.is_string() && verdict == e.value("expect", json())));
 }
+
+// An entry's verdict ("summary"'s) or the one it expects ("expect"): strings (check_passed
+// found them so) that must name verdicts.
+Verdict named_verdict(const json& e, const json& v, const char* what) {
+  if (const std::optional<Verdict> x = verdict_named(v.get<std::string>())) return *x;
+  throw InputError(fmt::format("merge: entry index {}: its {} {} is no verdict", e["index"].dump(), what, v.dump()));
+}
+Verdict entry_verdict(const json& e) { return named_verdict(e, e["summary"]["verdict"], "verdict"); }
+Verdict entry_expect(const json& e) { return named_verdict(e, e["expect"], "expected verdict"); }
 
 }  // namespace
 
@@ -188,13 +200,15 @@ json merge_reports(const std::vector<json>& reports) {
   out["suite"]["shard_count"] = 1;
   json entries = json::array();
   std::int64_t passed = 0, failed = 0;
+  judgement::Tally checks;  // as run_suite judges them (SuiteRun::verdict)
   for (auto& [i, e] : by_index) {
     (e["passed"].get<bool>() ? passed : failed) += 1;
+    checks.add(judgement::of_expectation(entry_verdict(e), entry_expect(e)));
     entries.push_back(std::move(e));
   }
   out["entries"] = entries;
   out["counts"] = {{"passed", passed}, {"failed", failed}};
-  out["verdict"] = failed ? "UNEXPECTED" : entries.empty() ? "MISTRUSTED" : "EXPECTED";
+  out["verdict"] = name(checks.verdict());
   return out;
 }
 

@@ -195,6 +195,10 @@ double fused_bound(const FoldTerms& f, const AffineModel& h, const Layer& L, std
   return round_up(E + si.unit_roundoff * (ay + E) + si.underflow_eta);
 }
 
+// Whether v, an exact value of the layer, is past the dtype's range: a computation in the
+// dtype overflows there, which no rounding bound describes.
+bool past_range(DType t, ld v) { return !std::isfinite(v) || !std::isfinite(round_to(t, static_cast<double>(v))); }
+
 }  // namespace
 
 Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs) {
@@ -226,7 +230,20 @@ Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs
     if (!L.fold.empty()) E = std::max(E, fused_bound(L.fold[co], h, L, i, ch, y, u, si));
     if (!L.fold_shift.empty()) E = std::max(E, fused_bound(L.fold_shift[co], h, L, i, ch, y, u, si));
     E = round_up(E + si.underflow_eta);
-    if (!std::isfinite(obs[i]) || !std::isfinite(static_cast<double>(y))) {
+    // An element whose exact conv output or output is past the range is not judged, except
+    // where only the output is: overflowing there gives y's infinity (or, at the range's edge,
+    // the largest finite value); a NaN or the other sign's infinity is no rounding or overflow
+    // of y (an overflowing conv output, summed, may give either).
+    if (const bool c_past = past_range(L.dtype, L.c[i]); c_past || past_range(L.dtype, y)) {
+      const bool wrong =
+          !c_past &&
+          (std::isnan(obs[i]) || (std::isinf(obs[i]) && std::signbit(obs[i]) != std::signbit(static_cast<double>(y))));
+      if (wrong && s.first_nonfinite < 0) s.first_nonfinite = static_cast<std::int64_t>(i);
+      ++(wrong ? s.nonfinite : s.past_range);
+      continue;
+    }
+    if (!std::isfinite(obs[i])) {
+      if (s.first_nonfinite < 0) s.first_nonfinite = static_cast<std::int64_t>(i);
       ++s.nonfinite;
       continue;
     }

@@ -174,7 +174,14 @@ std::size_t float_width(const NpyHeader& h, const std::string& what, DType& dtyp
   if (descr == "<f4" || descr == "=f4") { dtype = DType::Float32; return 4; }
   if (descr == "<f8" || descr == "=f8") { dtype = DType::Float64; return 8; }
   if (descr == "<f2" || descr == "=f2") { dtype = DType::Float16; return 2; }
-  throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)");
+  // NumPy has no bfloat16: an ml_dtypes bfloat16 array is saved as 2-byte void, which names no
+  // type (reading it as bfloat16 would guess).
+  const std::string hint = descr == "<V2" || descr == "|V2"
+                               ? "; a bfloat16 array (ml_dtypes) is saved as '" + descr +
+                                     "', which does not say its type: save it as float32 (x.astype(numpy.float32) "
+                                     "holds its values exactly) and give its dtype as bfloat16 (--dtype)"
+                               : "";
+  throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)" + hint);
 }
 
 // The head of a .npy that is not a regular file: the magic at once, then the header; the

@@ -1,6 +1,9 @@
 #include "foldcheck/layer/fold_pass.hpp"
 
 #include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/layer/layer_math.hpp"
@@ -52,6 +55,20 @@ DType fold_arithmetic(DType dtype, const Arithmetic& ar) {
   if (ai.precision < si.precision || ai.emin > si.emin || ai.emax < si.emax)
     throw InputError(std::string("a fold computed in ") + ai.name + " cannot take " + si.name + " parameters");
   return ai.dtype;
+}
+
+// Channel o's fold scalars in bounded arithmetic, or UnboundedFold when the chain may divide
+// by zero there (Bounded's division throws std::domain_error).
+FoldScalars<Bounded> bounded_scalars(Recipe r, const ref::BnParams& bn, std::size_t o,
+                                     const std::vector<double>& conv_bias, DType arith, const Arithmetic& ar) {
+  try {
+    return fold_scalars(r, fold_inputs<Bounded>(bn, o, conv_bias, r, arith), ar);
+  } catch (const std::domain_error&) {
+    throw UnboundedFold(fmt::format(
+        "the {} fold in {} arithmetic divides by sqrt(var + eps) of channel {} (var {:g}, eps {:g}), which may "
+        "round to zero there: its fold is infinite or NaN, and no rounding bound holds",
+        name(r), name(arith), o, bn.var[o], bn.eps));
+  }
 }
 
 }  // namespace
@@ -109,7 +126,7 @@ FoldedParams fold_parameters(const std::vector<double>& w, std::int64_t per_chan
   fi.weight_eta = aeta;
   if (wi.unit_roundoff > au) fi.weight_eta = round_up(aeta * (1 + wi.unit_roundoff) + wi.underflow_eta);
   for (std::size_t o = 0; o < O; ++o) {
-    const FoldScalars<Bounded> f = fold_scalars(r, fold_inputs<Bounded>(bn, o, conv_bias, r, arith), ar);
+    const FoldScalars<Bounded> f = bounded_scalars(r, bn, o, conv_bias, arith, ar);
     fi.scale[o] = f.scale;
     const double t = f.scale.mag();
     // w' = RN_A(w * t_hat): |w' - w t| <= |w| (e_t + u_A (|t| + e_t)) + eta_A, then storage.

@@ -102,6 +102,7 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
   // fold is scored in the arithmetic foldcheck's float path uses.
   const std::vector<std::optional<DType>> arithmetics =
       obs ? observed_fold_arithmetics(L.dtype) : std::vector<std::optional<DType>>{std::nullopt};
+  std::optional<std::string> unbounded;  // the first recipe left out as UnboundedFold
   for (const std::optional<DType> fa : arithmetics)
     for (const Recipe r : all_recipes()) {
       if (r == Recipe::Exact) continue;
@@ -109,10 +110,16 @@ FoldCheck check_fold(const LayerParams& L, const std::optional<ObservedFold>& ob
       ar.fold_dtype = fa;
       RecipeFoldCheck rc;
       Pending pd;
-      if (!check_recipe(L, obs, r, ar, ro, exact, rc, pd)) continue;
+      try {
+        if (!check_recipe(L, obs, r, ar, ro, exact, rc, pd)) continue;
+      } catch (const UnboundedFold& e) {  // no bound in that arithmetic: not this recipe's fold
+        if (!unbounded) unbounded = e.what();
+        continue;
+      }
       out.recipes.push_back(std::move(rc));
       pending.push_back(std::move(pd));
     }
+  if (out.recipes.empty() && unbounded) throw UnboundedFold(*unbounded);
   std::vector<FitCandidate> fit;
   for (const RecipeFoldCheck& rc : out.recipes) fit.push_back({rc.worst_ratio, rc.fold_dtype.has_value()});
   out.best = closest_fit(fit);

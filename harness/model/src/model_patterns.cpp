@@ -89,9 +89,12 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
   for (const std::size_t i : r.index) r.weight.push_back(w.data[i]);
   if (n.op != "MatMul" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
     const Tensor& b = *m.initializer(n.inputs[2]);
-    if (b.size() != r.channels)
+    // A Gemm's C broadcasts (ONNX's unidirectional broadcasting): one value is every channel's.
+    if (n.op == "Gemm" && b.size() == 1 && r.channels > 1)
+      r.bias.assign(static_cast<std::size_t>(r.channels), b.data[0]);
+    else if (b.size() != r.channels)
       throw InputError(fmt::format("node {}: bias {} has {} values for {} output channels", n.name, n.inputs[2], b.size(), r.channels));
-    r.bias = b.data;
+    else r.bias = b.data;
   }
   return r;
 }
@@ -140,8 +143,10 @@ BnPatterns find_bn_pairs(const Model& m) {
     if (!why.empty()) { unpaired(why); continue; }
     const ModelNode& layer = m.nodes[*prod];
     if (!foldable_op(layer.op) || !is_onnx_op(layer, layer.op.c_str())) { unpaired(fmt::format("input comes from {} ({}), not a Conv/ConvTranspose/Gemm/MatMul", layer.name, layer.op)); continue; }
-    const std::string problem = layer_problem(m, layer);
-    if (!problem.empty()) { unpaired(problem); continue; }
+    if (const std::string problem = layer_problem(m, layer); !problem.empty()) {
+      out.unpaired.push_back({i, bn_name, problem, true});
+      continue;
+    }
     out.pairs.push_back({*prod, i, through, layer_name(m, *prod), layer.op});
   }
   return out;
@@ -167,6 +172,21 @@ LayerParams layer_params(const Model& m, const BnPair& p) {
   if (const std::string bad = first_nonfinite(lp.weight); !bad.empty())
     throw InputError(fmt::format("{}: {} {}: weight {} has {}", m.path, m.nodes[p.layer].op, p.name, m.nodes[p.layer].inputs[1], bad));
   return lp;
+}
+
+std::optional<std::size_t> batchnorm_after(const Model& m, std::size_t layer) {
+  if (m.nodes.at(layer).op == "FusedConv") return std::nullopt;
+  std::vector<std::string> values{m.nodes[layer].outputs.at(0)};
+  while (!values.empty()) {
+    const std::string v = values.back();
+    values.pop_back();
+    for (const std::size_t c : m.consumers_of(v)) {
+      const ModelNode& n = m.nodes[c];
+      if (n.op == "BatchNormalization") return c;
+      if (n.op == "Identity" && !n.outputs.empty()) values.push_back(n.outputs[0]);
+    }
+  }
+  return std::nullopt;
 }
 
 Shape output_major_weight_shape(const Model& m, const ModelNode& n) {

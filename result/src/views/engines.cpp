@@ -24,6 +24,7 @@ EngineOutputs EngineOutputs::from_json(const json& j) {
   if (o.left_out || o.not_checked) return o;
   o.worst_ratio = optional<double>(j, "worst_ratio");
   o.probabilistic_worst_ratio = optional<double>(j, "probabilistic_worst_ratio");
+  o.nonfinite = optional_count(j, "nonfinite").value_or(0);
   const json& ch = j.at("channels");
   if (auto w = ch.find("worst"); w != ch.end())
     o.worst = EngineWorstChannel{required<double>(*w, "rho_ppm"), required<double>(*w, "estimated_threshold_ppm"),

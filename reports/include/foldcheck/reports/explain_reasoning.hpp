@@ -28,6 +28,7 @@ struct ExplainFacts {
     double exact = 0, max_finite = 0, observed = 0;  // observed: the infinity seen
     bool exact_overflows = false;
     std::string dtype, arithmetic;
+    std::vector<std::string> replayed_by;  // the recipes whose replay is infinite there (their chain overflows)
   };
   std::optional<Overflow> overflow;
   // Observed infinities that are the correct rounding of an exact fold past the dtype's range

@@ -15,6 +15,7 @@ struct NoPairsFacts {
   std::size_t foldable_layers = 0;      // Conv, ConvTranspose, Gemm, MatMul with initializer weights
   std::size_t batchnorms = 0;           // BatchNormalization nodes (all unpaired here)
   std::string first_unpaired;           // the first one's name and why it pairs with no layer ("" none)
+  std::string unfoldable;               // the first that follows a layer that cannot take its fold, and why ("" none)
   std::optional<std::size_t> observed_pairs;  // --observed: that model's layer -> BatchNormalization pairs
   std::string observed;                 // its path
 };

@@ -136,6 +136,13 @@ bool counts_against(Verdict v);
 // below EXPECTED.
 bool is_regression(std::optional<Verdict> baseline, std::optional<Verdict> current);
 
+// A check of a verdict against the one expected of it (a suite entry): EXPECTED when they are
+// the same; MISTRUSTED when it could not be judged where another verdict was expected (its
+// verdict MISTRUSTED: doubt, not evidence that the expectation is wrong); UNEXPECTED otherwise
+// (a planted bug no longer found, a fold expected right found wrong). A suite is the Tally of
+// its entries' such verdicts: one failed only by doubt is MISTRUSTED, not UNEXPECTED.
+Verdict of_expectation(Verdict got, Verdict expected);
+
 // A node of parts. add(): a judged part; also(): a verdict that joins the node's but does not
 // by itself make the node judged (the end-to-end outputs of an engine run whose layers could not
 // be checked; the doubt of a part that was missing). verdict(): the worst of everything added,

@@ -67,6 +67,8 @@ struct ModelFit {
   bool expected = false, vacuous = false;  // every element within its bound; ... but every model value is 0
   double max_ratio = 0;                 // max |observed - model| / bound (inf: a non-finite element)
   std::int64_t beyond = 0, nonfinite = 0;
+  std::optional<std::size_t> first_nonfinite;  // the first of those (no rounding gives it)
+  double first_nonfinite_value = 0;            // ... its observed value
   double max_abs_diff = 0, max_abs_ulp = 0, rms_ulp = 0, p50_ulp = 0, p99_ulp = 0;
   struct Worst {
     std::size_t index = 0;

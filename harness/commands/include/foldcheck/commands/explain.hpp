@@ -50,6 +50,7 @@ struct RecipeScore {
   double bound_ulp_max = 0;      // its largest per-element bound, in ULP of the exact fold
   double worst_ratio = 0;        // max |observed - exact| / bound
   std::vector<double> bound;     // per element, absolute
+  std::vector<std::size_t> infinite;  // the elements its replay makes infinite (an overflow of its chain)
   bool bit_exact() const { return mismatches == 0; }
   bool explains() const { return worst_ratio <= 1.0; }
 };

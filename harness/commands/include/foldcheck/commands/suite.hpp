@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +30,9 @@ struct SuiteOptions {
 
 struct SuiteRun {
   std::int64_t passed = 0, failed = 0;  // entries that gave their expected verdict, and entries that did not
-  // UNEXPECTED when an entry failed; MISTRUSTED when the shard ran no entry (nothing compared).
+  std::vector<Verdict> checks;          // each entry's verdict against its expected one (judgement::of_expectation)
+  // The Tally of `checks`: UNEXPECTED when an entry contradicted its expectation, MISTRUSTED
+  // when one could not be judged (or the shard ran no entry: nothing compared).
   Verdict verdict() const;
   nlohmann::json report;                       // the suite report (summaries, see summary.hpp)
   std::map<std::string, nlohmann::json> results;  // full results by file name (results/NAME.json)

@@ -4,8 +4,9 @@
 // float32/float16/bfloat16 storage, float64 for float64) and storing them in the graph's
 // dtype; or, for Recipe::Exact, the correctly rounded exact fold from the reference.
 // The rewritten Conv carries FoldInfo with the exact fold and its a-priori error bound.
-#include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/base/errors.hpp"
 #include "foldcheck/layer/graph.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
 
 namespace foldcheck {
 
@@ -23,8 +24,18 @@ struct FoldedParams {
   std::vector<double> post_add;      // in dtype; TVM with a conv bias only (else empty)
   FoldInfo info;
 };
+// Throws UnboundedFold when a recipe's chain in its arithmetic may divide by zero.
 FoldedParams fold_parameters(const std::vector<double>& w, std::int64_t per_channel,
                              const std::vector<double>& conv_bias, const ref::BnParams& bn, DType dtype,
                              Recipe recipe, const ref::Options& opts, const Arithmetic& ar = {});
+
+// A recipe's fold in an arithmetic where some channel's var + eps may round to zero (a tiny
+// eps with var 0 in a 16-bit arithmetic: 1e-9 is below float16's smallest subnormal), so its
+// chain divides by a quantity whose bound includes zero: the float fold is infinite or NaN, and
+// no rounding bound holds (Bounded's division refuses). Callers that try every recipe
+// (explain, the fold check, diagnose) leave that recipe out; one asked for it reports this.
+struct UnboundedFold : InputError {
+  using InputError::InputError;
+};
 
 }  // namespace foldcheck

@@ -13,6 +13,8 @@
 // channel k / per_channel (Conv: OIHW as stored; ConvTranspose: its I x O/g x kH x kW
 // regrouped; Gemm with transB = 0 and MatMul: K x N transposed). `index` maps each of
 // these back to the initializer's own layout.
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,7 @@ struct BnPair {
 struct UnpairedBn {
   std::size_t bn = 0;
   std::string name, reason;
+  bool after_layer = false;  // it takes a foldable layer's output, but that layer cannot take the fold (reason)
 };
 
 struct BnPatterns {
@@ -44,6 +47,14 @@ BnPatterns find_bn_pairs(const Model& m);
 // com.microsoft:FusedConv, a Conv with its activation) whose weight is a floating
 // initializer: a layer a BatchNorm can be folded into, and that a folding tool keeps.
 bool foldable_layer(const Model& m, const ModelNode& n);
+
+// The BatchNormalization a model still applies to layer `layer`'s output (its node index), or
+// none: one of the layer's consumers, or one reached through Identity nodes (an exporter or a
+// tool leaves them between the two; find_bn_pairs looks back through them the same way). A
+// FusedConv's output is after its activation: a BatchNormalization there is the model's next
+// one (a BN after a Relu), not the layer's. An observed layer with one is not folded; its
+// unfolded output is that BatchNormalization's.
+std::optional<std::size_t> batchnorm_after(const Model& m, std::size_t layer);
 
 // The layer's weight shape output-channel-major: as stored, except a Gemm with transB = 0 and
 // a MatMul, whose K x N weight reads as [N, K]. Two layers computing the same product from

@@ -32,11 +32,13 @@ struct EngineWorstChannel {
 
 // A layer's outputs ("outputs"): {"left_out"} (the engine left the layer out), {"not_checked"}
 // (why not), or the comparison: "worst_ratio", "probabilistic_worst_ratio" (each null:
-// none), "channels" (required there) with "worst" (absent when no channel was tested) or
-// "not_computed" (why the statistic was not computed).
+// none), "nonfinite" (outputs NaN or infinite where the layer's value is finite, which the
+// ratios leave out; absent: 0), "channels" (required there) with "worst" (absent when no
+// channel was tested) or "not_computed" (why the statistic was not computed).
 struct EngineOutputs {
   std::optional<std::string> left_out, not_checked;
   std::optional<double> worst_ratio, probabilistic_worst_ratio;
+  std::int64_t nonfinite = 0;
   std::optional<EngineWorstChannel> worst;
   std::optional<std::string> channels_not_computed;
   static EngineOutputs from_json(const nlohmann::json& j);
