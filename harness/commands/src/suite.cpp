@@ -16,8 +16,8 @@
 #include "foldcheck/io/suite_file.hpp"
 #include "foldcheck/reports/summary.hpp"
 #include "foldcheck/result/judgement.hpp"
-#include "foldcheck/result/verdict.hpp"
 #include "foldcheck/result/views/json_io.hpp"
+#include "foldcheck/result/views/report.hpp"
 
 namespace foldcheck {
 
@@ -146,15 +146,6 @@ void check_passed(const json& e) {
                                  verdict.is_string() && verdict == e.value("expect", json())));
 }
 
-// An entry's verdict ("summary"'s) or the one it expects ("expect"): strings (check_passed
-// found them so) that must name verdicts.
-Verdict named_verdict(const json& e, const json& v, const char* what) {
-  if (const std::optional<Verdict> x = verdict_named(v.get<std::string>())) return *x;
-  throw InputError(fmt::format("merge: entry index {}: its {} {} is no verdict", e["index"].dump(), what, v.dump()));
-}
-Verdict entry_verdict(const json& e) { return named_verdict(e, e["summary"]["verdict"], "verdict"); }
-Verdict entry_expect(const json& e) { return named_verdict(e, e["expect"], "expected verdict"); }
-
 }  // namespace
 
 json merge_reports(const std::vector<json>& reports) {
@@ -203,7 +194,8 @@ json merge_reports(const std::vector<json>& reports) {
   judgement::Tally checks;  // as run_suite judges them (SuiteRun::verdict)
   for (auto& [i, e] : by_index) {
     (e["passed"].get<bool>() ? passed : failed) += 1;
-    checks.add(judgement::of_expectation(entry_verdict(e), entry_expect(e)));
+    const result::views::ReportEntry entry = result::views::ReportEntry::from_json(e);  // check_passed read it
+    checks.add(judgement::of_expectation(entry.summary.verdict, entry.expect));
     entries.push_back(std::move(e));
   }
   out["entries"] = entries;

@@ -179,7 +179,8 @@ std::size_t float_width(const NpyHeader& h, const std::string& what, DType& dtyp
   const std::string hint = descr == "<V2" || descr == "|V2"
                                ? "; a bfloat16 array (ml_dtypes) is saved as '" + descr +
                                      "', which does not say its type: save it as float32 (x.astype(numpy.float32) "
-                                     "holds its values exactly) and give its dtype as bfloat16 (--dtype)"
+                                     "holds its values exactly) and give its dtype as bfloat16 (" +
+                                     field("dtype") + ")"
                                : "";
   throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)" + hint);
 }
