@@ -81,10 +81,14 @@ def conv_values(graph):
     # A layer the engine left unfolded is judged at its BatchNormalization's output (foldcheck
     # reads the values after it): that value too.
     after = bn_after(graph)
+    # A MatMul's bias added by an Add of a constant (foldcheck reads the layer's output after it).
+    bias_add = {n.input[0] if n.input[1] in inits else n.input[1]: n.output[0]
+                for n in graph.node if n.op_type == "Add" and len(n.input) == 2 and (set(n.input) & inits)}
     names = []
     for node in graph.node:
         if is_layer(node, inits):
-            names += [v for v in (node.input[0], node.output[0], after.get(node.output[0]))
+            bias = bias_add.get(node.output[0]) if node.op_type == "MatMul" else None
+            names += [v for v in (node.input[0], node.output[0], bias, after.get(node.output[0]))
                       if v and v not in inits]
     return list(dict.fromkeys(names))
 

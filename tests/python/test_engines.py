@@ -811,3 +811,73 @@ def test_an_adapter_that_rewrites_the_model_file_is_not_judged_nor_are_the_engin
     assert code == 1 and first["verdict"] == second["verdict"] == "MISTRUSTED", r
     assert "the adapter changed the model file it was given" in first["failed"], first
     assert second["failed"].startswith("not run: an earlier adapter changed the model file"), second
+
+
+def linear_chain(path, form):
+    """x [4, 6] -> MatMul l1 (6 -> 5) -> BatchNorm -> Relu -> MatMul l2 (5 -> 3) -> BatchNorm -> y; with
+    `form`, that model folded (in float32: w * gamma / sqrt(var + eps)) and written as "gemm" (a Gemm
+    with C, as ONNX Runtime's MatMulBnFusion writes it) or "matmul_add" (MatMul, then an Add of the bias)."""
+    rng = np.random.default_rng(11)
+    nodes, inits, value = [], [], "x"
+    for i, (k, n) in enumerate(((6, 5), (5, 3)), 1):
+        w = rng.normal(0, 0.4, (k, n)).astype(F32)
+        g, b = rng.uniform(0.5, 1.5, n).astype(F32), rng.normal(0, 0.1, n).astype(F32)
+        m, v = rng.normal(0, 0.2, n).astype(F32), rng.uniform(0.3, 2, n).astype(F32)
+        out = "y" if i == 2 else f"l{i}.out"
+        if form is None:
+            inits += [numpy_helper.from_array(a, f"l{i}.{s}") for a, s in ((w, "w"), (g, "g"), (b, "b"), (m, "m"),
+                                                                              (v, "v"))]
+            nodes += [helper.make_node("MatMul", [value, f"l{i}.w"], [f"l{i}.mm"], name=f"l{i}"),
+                      helper.make_node("BatchNormalization", [f"l{i}.mm"] + [f"l{i}.{s}" for s in "gbmv"], [out],
+                                       name=f"l{i}.bn", epsilon=1e-5)]
+        else:
+            s = (g / np.sqrt(v + F32(1e-5))).astype(F32)
+            inits += [numpy_helper.from_array((w * s).astype(F32), f"l{i}.w"),
+                      numpy_helper.from_array((b - m * s).astype(F32), f"l{i}.c")]
+            nodes += ([helper.make_node("Gemm", [value, f"l{i}.w", f"l{i}.c"], [out], name=f"l{i}")] if form == "gemm"
+                      else [helper.make_node("MatMul", [value, f"l{i}.w"], [f"l{i}.mm"], name=f"l{i}"),
+                            helper.make_node("Add", [f"l{i}.mm", f"l{i}.c"], [out], name=f"l{i}.add")])
+        if i == 1:
+            nodes.append(helper.make_node("Relu", [out], ["r"], name="relu"))
+            value = "r"
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], initializer=inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+RUN_FOLDED = r'''
+import json, shutil, sys
+import numpy as np, onnx, onnxruntime as ort
+model, inp, out, folded = sys.argv[1:5]
+m = onnx.load(folded)  # run as it is, every value an output
+names = [o for n in m.graph.node for o in n.output if o not in {g.name for g in m.graph.output}]
+m.graph.output.extend([onnx.helper.make_tensor_value_info(v, onnx.TensorProto.FLOAT, None) for v in names])
+so = ort.SessionOptions(); so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+x = np.load(inp)
+got = ort.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})
+values = {"x": x, **dict(zip([o.name for o in m.graph.output], got))}
+for k, (name, v) in enumerate(values.items()):
+    np.save(f"{out}/v{k}.npy", v)
+shutil.copy(folded, out + "/f.onnx")
+files = {name: f"v{k}.npy" for k, name in enumerate(values)}
+manifest = {"protocol": 1, "engine": "as given", "folded_model": "f.onnx", "outputs": {"y": files.pop("y")},
+            "values": files}
+json.dump(manifest, open(out + "/manifest.json", "w"))
+'''
+
+
+@pytest.mark.parametrize("form", ["gemm", "matmul_add"])
+def test_a_matmul_bn_folded_as_gemm_or_matmul_add_is_judged_per_layer(tmp_path, form):
+    """MatMul + BatchNorm folded into a Gemm (ONNX Runtime's MatMulBnFusion, at every level) or
+    into MatMul + Add: each layer matched and judged from its weights and outputs (the Gemm was
+    "no counterpart", MISTRUSTED in every engine; MatMul + Add read without its bias)."""
+    linear_chain(tmp_path / "model.onnx", None)
+    np.save(tmp_path / "x.npy", np.random.default_rng(2).normal(size=(4, 6)).astype(F32))
+    linear_chain(tmp_path / "folded.onnx", form)
+    run = script_adapter(tmp_path, "given", RUN_FOLDED, tmp_path / "folded.onnx")
+    code, r = engines(tmp_path, "--adapter", run, "--engine", "onnxruntime:basic")
+    for e in r["engines"]:
+        assert e["failed"] is None and e["verdict"] == "EXPECTED", e
+        assert [lay["verdict"] for lay in e["layers"]] == ["EXPECTED", "EXPECTED"], e["layers"]
+        assert all(lay["outputs"].get("elements") for lay in e["layers"]), e["layers"]
+    assert code == 0

@@ -230,6 +230,8 @@ LayerValueNames value_names(const Model& m, const BnPair& p, const Model* folded
   v.x = n.inputs.at(0);
   v.y = n.outputs.at(0);
   if (const auto bn = batchnorm_after(*folded, *on)) v.y = folded->nodes[*bn].outputs.at(0);  // not folded
+  for (const std::size_t c : folded->consumers_of(n.outputs.at(0)))  // a MatMul's bias added apart: after it
+    if (matmul_bias_add(*folded, folded->nodes[c]) == *on) v.y = folded->nodes[c].outputs.at(0);
   if (n.op == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty()) {
     v.unsupported = "its fused Add (FusedConv input Z) is not modelled";
     return v;

@@ -160,6 +160,9 @@ void conv_differences(const Model& mo, const ModelNode& o, const Model& mb, cons
   ints("output_shape", b.ints_attr("output_shape"), o.ints_attr("output_shape"));
 }
 
+// A linear layer: a Gemm, or a MatMul (a Gemm of transA 0, alpha 1 and its bias added apart).
+bool linear(const ModelNode& n) { return n.op == "Gemm" || n.op == "MatMul"; }
+
 // A Gemm's beta where it scales a bias; 1 without C (no bias: a folded one added as is).
 double effective_beta(const ModelNode& n) {
   return n.inputs.size() > 2 && !n.inputs[2].empty() ? n.float_attr("beta", 1.0) : 1.0;
@@ -186,7 +189,7 @@ std::vector<ComputationDifference> computation_differences(const Model& original
   const ModelNode& b = observed.nodes.at(observed_layer);
   std::vector<ComputationDifference> d;
   if (conv_like(o) && conv_like(b)) conv_differences(original, o, observed, b, input_shape, d);
-  else if (o.op == "Gemm" && b.op == "Gemm") gemm_differences(o, b, d);
+  else if (linear(o) && linear(b)) gemm_differences(o, b, d);  // a MatMul: a Gemm of transA 0, alpha 1
   return d;
 }
 

@@ -74,12 +74,15 @@ Signatures signatures(const Model& m) {
     for (const std::string& v : n.inputs) in.push_back(input_signature(s, m, v));
     std::string sig;
     if (foldable_layer(m, n)) {
-      const std::string op = n.op == "FusedConv" ? "Conv" : n.op;
+      // FusedConv is a Conv; MatMul and Gemm are one linear layer (a fold may write either).
+      const std::string op = n.op == "FusedConv" ? "Conv" : n.op == "MatMul" ? "Gemm" : n.op;
       sig = digest(fmt::format("{}{}g{}({})", op, shape_string(output_major_weight_shape(m, n)), n.int_attr("group", 1),
                                in.at(0)));
       s.layer[i] = sig;
     } else if (default_domain(n) && kPassThrough.count(n.op) && !in.empty()) {
       sig = in[0];
+    } else if (const std::optional<std::size_t> layer = matmul_bias_add(m, n)) {  // the layer's own bias
+      sig = input_signature(s, m, m.nodes[*layer].outputs.at(0));
     } else {
       if (default_domain(n) && kCommutative.count(n.op)) std::sort(in.begin(), in.end());
       sig = digest(n.domain + ":" + n.op + "(" + fmt::format("{}", fmt::join(in, ",")) + ")");

@@ -43,6 +43,22 @@ struct Regrouped {
   Shape shape;
 };
 
+// A MatMul's bias, which ONNX writes as a separate Add of a constant (a Linear exported without
+// Gemm, or a fold written so): the constant when that Add is the MatMul's only consumer and the
+// constant holds one value per output channel ([N] or [1, N], broadcast over the rows); else
+// none (the layer adds no bias).
+std::vector<double> matmul_bias(const Model& m, const ModelNode& n, std::int64_t channels) {
+  if (n.outputs.empty() || m.is_graph_output(n.outputs[0])) return {};
+  const std::vector<std::size_t> users = m.consumers_of(n.outputs[0]);
+  if (users.size() != 1) return {};
+  const ModelNode& add = m.nodes[users[0]];
+  if (add.op != "Add" || add.inputs.size() != 2) return {};
+  const Tensor* b = m.initializer(add.inputs[0] == n.outputs[0] ? add.inputs[1] : add.inputs[0]);
+  const bool per_channel =
+      b && !b->shape.empty() && b->shape.back() == channels && static_cast<std::int64_t>(b->data.size()) == channels;
+  return per_channel ? b->data : std::vector<double>{};
+}
+
 Regrouped regroup(const Model& m, const ModelNode& n) {
   const std::string problem = layer_problem(m, n);
   if (!problem.empty())  // the file and the node (by its weight when it has no name)
@@ -96,6 +112,7 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
       throw InputError(fmt::format("node {}: bias {} has {} values for {} output channels", n.name, n.inputs[2], b.size(), r.channels));
     else r.bias = b.data;
   }
+  if (n.op == "MatMul") r.bias = matmul_bias(m, n, r.channels);
   return r;
 }
 
@@ -186,6 +203,17 @@ std::optional<std::size_t> batchnorm_after(const Model& m, std::size_t layer) {
       if (n.op == "Identity" && !n.outputs.empty()) values.push_back(n.outputs[0]);
     }
   }
+  return std::nullopt;
+}
+
+std::optional<std::size_t> matmul_bias_add(const Model& m, const ModelNode& add) {
+  if (!is_onnx_op(add, "Add") || add.inputs.size() != 2) return std::nullopt;
+  for (const std::string& v : add.inputs)
+    if (const std::optional<std::size_t> p = m.producer_of(v)) {
+      const ModelNode& n = m.nodes[*p];
+      if (n.op == "MatMul" && foldable_layer(m, n) && !matmul_bias(m, n, output_major_weight_shape(m, n).at(0)).empty())
+        return p;
+    }
   return std::nullopt;
 }
 

@@ -25,7 +25,9 @@
 //    major), so a weight stored transposed with transB flipped is the same product, and a
 //    flipped transB over an untransposed weight reads other weights, which the fold check
 //    compares element for element (the same product only where the weight is symmetric).
-//  - MatMul: nothing.
+//  - MatMul: nothing against a MatMul; against a Gemm (a fold may write MatMul + BatchNorm as a
+//    Gemm, or a Gemm as MatMul + Add: layer_match pairs them), the Gemm's attributes with the
+//    MatMul's as those of a Gemm of transA 0 and alpha 1.
 #include <cstddef>
 #include <string>
 #include <vector>

@@ -56,6 +56,13 @@ bool foldable_layer(const Model& m, const ModelNode& n);
 // unfolded output is that BatchNormalization's.
 std::optional<std::size_t> batchnorm_after(const Model& m, std::size_t layer);
 
+// Whether node `add` adds a MatMul layer's bias (ONNX writes a Linear without Gemm, and a fold
+// of MatMul + BatchNorm, as MatMul then Add of a constant): an Add of the MatMul's only use and
+// a constant of one value per output channel ([N] or [1, N]); the MatMul's node index. That
+// constant is read as the layer's bias (layer_params), and layer matching passes the Add's
+// input through it as it does a BatchNormalization's (the bias belongs to the layer).
+std::optional<std::size_t> matmul_bias_add(const Model& m, const ModelNode& add);
+
 // The layer's weight shape output-channel-major: as stored, except a Gemm with transB = 0 and
 // a MatMul, whose K x N weight reads as [N, K]. Two layers computing the same product from
 // one weight stored either way (a folder that transposes a Gemm's weight and flips transB)
