@@ -337,9 +337,10 @@ TEST_CASE("diagnose: an output past the 16-bit range is not judged, and does not
     return y;
   };
   const std::vector<std::tuple<const char*, std::vector<double>, const char*>> wrongs{
-      {"channel 1 off by 1.5", off, "worst element"},
+      {"channel 1 off by 1.5", off, "(worst element "},
       {"NaN where the output overflows", with(0, std::nan("")), "element 0 is nan"},
       {"the other sign's infinity", with(0, -HUGE_VAL), "element 0 is -inf"},
+      {"a finite value of the other sign", with(0, -65504.0), "element 0 is -65504"},
       {"an infinity where the output is finite", with(6, HUGE_VAL), "element 6 is inf"}};
   for (const auto& [what, y, said] : wrongs) {
     INFO(what);

@@ -240,11 +240,16 @@ def _unseen_computation(conv: torch.nn.Module, bn: torch.nn.Module, fused: torch
     carried = {id(h) for m in fused.modules() for d in (m._forward_pre_hooks, m._forward_hooks) for h in d.values()}
     hooks = [(who, kind, h) for who, m in (("conv", conv), ("BatchNorm", bn))
              for kind, d in (("forward pre-hook", m._forward_pre_hooks), ("forward hook", m._forward_hooks))
-             for h in d.values() if id(h) not in carried and not (who == "conv" and kind == "forward pre-hook")
-             and not _returns_none(h)]
+             for h in d.values() if not (who == "conv" and kind == "forward pre-hook") and not _returns_none(h)]
     every = [h for _, _, h in hooks]
+    # A BatchNorm's hook carried by the fused module sees the same output; a conv's forward hook
+    # that may change its output runs before the BatchNorm in the model, after the fold in the
+    # fused module: carried or not, not the same computation.
     out += [f"the {who} has a {kind} {_hook_name(h, every)} the fused module does not (it may change the output)"
-            for who, kind, h in hooks]
+            for who, kind, h in hooks if id(h) not in carried]
+    out += [f"the conv's forward hook {_hook_name(h, every)} may change its output, which the model's BatchNorm then "
+            "normalizes: in the fused module it runs after the fold" for who, kind, h in hooks
+            if id(h) in carried and who == "conv" and kind == "forward hook"]
     if not out:
         return None
     return ("; ".join(out) + ": the fold of their parameters is checked, not that it computes what they do; "

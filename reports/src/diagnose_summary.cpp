@@ -19,6 +19,7 @@ std::string worst(const DiagnoseFacts& f) {
   if (f.nonfinite)
     return fmt::format("(element {} is {}: no rounding or overflow of the layer's value there gives it)",
                        f.nonfinite->first, f.nonfinite->second);
+  if (f.worst_element) return fmt::format("(worst element {}, {:.3g}x its bound)", *f.worst_element, f.max_ratio);
   return fmt::format("(worst element {:.3g}x its bound)", f.max_ratio);
 }
 }  // namespace

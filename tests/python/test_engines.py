@@ -789,23 +789,30 @@ if how == "variance":  # the first BatchNorm's variance doubled, saved over the 
     bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"][0]
     init = [i for i in m.graph.initializer if i.name == bn.input[4]][0]
     init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 2, init.name))
-onnx.save(m, model)  # "same": the file rewritten with the same model (bytes may differ)
+if how == "data":  # the external data file beside it, one weight's byte flipped (the model file untouched)
+    import os
+    data = os.path.join(os.path.dirname(model), "model.data")
+    b = bytearray(open(data, "rb").read())
+    b[100] ^= 0x40
+    open(data, "wb").write(bytes(b))
+else:
+    onnx.save(m, model)  # "same": the file rewritten with the same model (bytes may differ)
 '''
 
 
-@pytest.mark.parametrize("how", ["variance", "same"])
+@pytest.mark.parametrize("how", ["variance", "same", "data"])
 def test_an_adapter_that_rewrites_the_model_file_is_not_judged_nor_are_the_engines_after_it(model, tmp_path, how):
     """{model} is the user's own file: an adapter that rewrites it (a BatchNorm's variance
-    doubled) made the next, honest engine UNEXPECTED (it ran the changed model) and itself
-    EXPECTED. Its results are of another model: MISTRUSTED, said, and the engines after it not
-    run; an adapter that leaves the file alone is judged as before."""
+    doubled), or the external data beside it, made the next, honest engine UNEXPECTED (it ran
+    the changed model) and itself EXPECTED. Its results are of another model: MISTRUSTED, said,
+    and the engines after it not run; an adapter that leaves the file alone is judged as before."""
     mine = tmp_path / "m"
-    shutil.copytree(model, mine)
+    shutil.copytree(ROOT / "cases" / "models" / "fixture" if how == "data" else model, mine)
     before = (mine / "model.onnx").read_bytes()
     tamper = script_adapter(tmp_path, "tamper", TAMPER_MODEL, ADAPTER, how)
     code, r = engines(mine, "--adapter", tamper, "--adapter", "next=" + adapter("--level basic"))
     first, second = r["engines"]
-    if (mine / "model.onnx").read_bytes() == before:  # onnx.save wrote the same bytes: nothing changed
+    if how != "data" and (mine / "model.onnx").read_bytes() == before:  # the same bytes: nothing changed
         assert how == "same" and code == 0 and [first["verdict"], second["verdict"]] == ["EXPECTED", "EXPECTED"]
         return
     assert code == 1 and first["verdict"] == second["verdict"] == "MISTRUSTED", r

@@ -353,5 +353,10 @@ def test_check_fold_of_modules_computing_beyond_their_parameters_is_mistrusted(h
     assert r.verdict == "MISTRUSTED" and said in r.reason and "check_model" in r.reason, r.reason
     with pytest.raises(AssertionError, match=re.escape(said)):
         assert_fold_close(f, (c, b))
-    if how == "conv hook":  # a fused conv that carries the conv's hook computes the same: judged
-        assert fct.check_fold(c, b, torch.nn.utils.fusion.fuse_conv_bn_eval(c, b)).verdict == "EXPECTED"
+    if how == "conv hook":  # carried by the fused conv, it runs after the fold, not before the BatchNorm
+        r = fct.check_fold(c, b, torch.nn.utils.fusion.fuse_conv_bn_eval(c, b))
+        assert r.verdict == "MISTRUSTED" and "in the fused module it runs after the fold" in r.reason, r.reason
+    if how == "bn hook":  # carried by the fused module, it sees the same output: judged
+        carried = fold(conv, bn)
+        carried.register_forward_hook(_doubled)
+        assert fct.check_fold(c, b, carried).verdict == "EXPECTED"

@@ -263,6 +263,7 @@ reports::DiagnoseFacts facts(const DiagnoseResult& r) {
   f.vacuous = r.as_given.vacuous;
   f.expected = r.as_given.expected;
   f.max_ratio = r.as_given.max_ratio;
+  if (r.as_given.worst) f.worst_element = r.as_given.worst->index;
   if (r.as_given.first_nonfinite)
     f.nonfinite = std::pair{*r.as_given.first_nonfinite, r.as_given.first_nonfinite_value};
   f.max_abs_ulp = r.as_given.max_abs_ulp;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -129,6 +130,30 @@ std::optional<std::size_t> file_fingerprint(const std::string& path) {
   return std::hash<std::string>{}(bytes);
 }
 
+// The same values bit for bit (NaN payloads and signed zeros included).
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+// Whether the model an adapter was given is no longer the one the checks read: its file's
+// bytes (file_fingerprint), or its weights read again, which also come from the external data
+// files beside it (a changed data file leaves the model file's bytes as they were).
+bool model_differs(const std::string& path, std::optional<std::size_t> bytes, const Model& m) {
+  if (file_fingerprint(path) != bytes) return true;
+  try {
+    const Model again = Model::load(path);
+    if (again.initializers.size() != m.initializers.size() || again.int_inits != m.int_inits) return true;
+    for (const auto& [name, t] : m.initializers) {
+      const auto it = again.initializers.find(name);
+      if (it == again.initializers.end() || it->second.shape != t.shape || !same_bits(it->second.data, t.data))
+        return true;
+    }
+  } catch (const InputError&) {  // no longer readable: changed
+    return true;
+  }
+  return false;
+}
+
 // An engine run whose adapter changed the model file: what it wrote was computed from another
 // model, and the engines after it are not run (they would read the changed file).
 void changed_the_model(EngineRun& run, const std::string& model_path) {
@@ -137,8 +162,8 @@ void changed_the_model(EngineRun& run, const std::string& model_path) {
   failed.engine = run.engine;
   failed.seconds = run.seconds;
   failed.failed = fmt::format(
-      "the adapter changed the model file it was given, {}: its results are of another model, not judged; "
-      "restore the file (the engines after it are not run)",
+      "the adapter changed the model file it was given, {}, or the external data beside it: its results are of "
+      "another model, not judged; restore the files (the engines after it are not run)",
       model_path);
   run = std::move(failed);
 }
@@ -582,7 +607,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
       fs::remove_all(input);
       write_npy(input.string(), x);
       res.runs.push_back(run_engine(o.engines[e], cx, input, wd.path() / fmt::format("engine_{}", e + 1), sig, say));
-      if (file_fingerprint(model_path) != model_bytes) {
+      if (model_differs(model_path, model_bytes, m)) {
         model_changed = true;
         changed_the_model(res.runs.back(), model_path);
       }

@@ -232,12 +232,11 @@ Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs
     E = round_up(E + si.underflow_eta);
     // An element whose exact conv output or output is past the range is not judged, except
     // where only the output is: overflowing there gives y's infinity (or, at the range's edge,
-    // the largest finite value); a NaN or the other sign's infinity is no rounding or overflow
+    // the largest finite value); a NaN or a value of the other sign is no rounding or overflow
     // of y (an overflowing conv output, summed, may give either).
     if (const bool c_past = past_range(L.dtype, L.c[i]); c_past || past_range(L.dtype, y)) {
-      const bool wrong =
-          !c_past &&
-          (std::isnan(obs[i]) || (std::isinf(obs[i]) && std::signbit(obs[i]) != std::signbit(static_cast<double>(y))));
+      const bool wrong = !c_past && (std::isnan(obs[i]) ||
+                                     (obs[i] != 0 && std::signbit(obs[i]) != std::signbit(static_cast<double>(y))));
       if (wrong && s.first_nonfinite < 0) s.first_nonfinite = static_cast<std::int64_t>(i);
       ++(wrong ? s.nonfinite : s.past_range);
       continue;

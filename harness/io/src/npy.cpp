@@ -176,12 +176,13 @@ std::size_t float_width(const NpyHeader& h, const std::string& what, DType& dtyp
   if (descr == "<f2" || descr == "=f2") { dtype = DType::Float16; return 2; }
   // NumPy has no bfloat16: an ml_dtypes bfloat16 array is saved as 2-byte void, which names no
   // type (reading it as bfloat16 would guess).
-  const std::string hint = descr == "<V2" || descr == "|V2"
-                               ? "; a bfloat16 array (ml_dtypes) is saved as '" + descr +
-                                     "', which does not say its type: save it as float32 (x.astype(numpy.float32) "
-                                     "holds its values exactly) and give its dtype as bfloat16 (" +
-                                     field("dtype") + ")"
-                               : "";
+  const std::string hint =
+      descr == "<V2" || descr == "|V2"
+          ? "; a bfloat16 array (ml_dtypes) is saved as '" + descr +
+                "', which does not say its type: save it as float32 (x.astype(numpy.float32) "
+                "holds its values exactly) and give bfloat16 as its dtype where the command takes one (" +
+                field("dtype") + "; Python's functions take ml_dtypes arrays)"
+          : "";
   throw InputError(what + ": unsupported dtype '" + descr + "' (expected little-endian float16/32/64)" + hint);
 }
 

@@ -33,9 +33,10 @@ struct DiagnoseFacts {
   bool vacuous = false;          // the layer as given is zero everywhere: nothing compared
   bool expected = false;         // the layer as given explains the observation
   double max_ratio = 0, max_abs_ulp = 0;  // the layer as given: worst ratio to its bound, max |ULP|
-  // The first element observed NaN or infinite where the layer's value is finite (max_ratio is
-  // then infinite), and that value.
+  // The first element observed NaN or infinite where the layer's value is finite, or NaN or of
+  // the other sign where only it overflows (max_ratio is then infinite), and that value.
   std::optional<std::pair<std::size_t, double>> nonfinite;
+  std::optional<std::size_t> worst_element;  // the element of max_ratio (finite)
   std::size_t hypotheses = 0;
   std::string closest, closest_description;  // the best-fitting hypothesis ("" for none)
   bool closest_explains = false;
