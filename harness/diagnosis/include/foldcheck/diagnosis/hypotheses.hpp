@@ -74,7 +74,7 @@ struct AffineModel {
 struct Score {
   double max_ratio = 0, max_abs_ulp = 0, rms_ulp = 0, p50 = 0, p99 = 0, max_abs_diff = 0;
   std::int64_t beyond = 0, nonfinite = 0, worst = -1;
-  std::int64_t past_range = 0;        // elements not judged: an exact value past the dtype's range (overflow)
+  std::int64_t past_range = 0;  // elements not judged: an exact value past the dtype's range (overflow)
   // nonfinite counts the elements no rounding or overflow gives: NaN or infinite where y is
   // finite, NaN or of the other sign where only y is past the range; the first of them (-1: none).
   std::int64_t first_nonfinite = -1;
