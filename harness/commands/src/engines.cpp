@@ -108,16 +108,20 @@ std::optional<DirIdentity> dir_identity(const fs::path& p) {
   return DirIdentity{s.st_dev, s.st_ino};
 }
 
+// A run that failed or was not run: its spec and why, nothing else (EngineRun::failed).
+EngineRun failed_run(const EngineSpec& spec, std::string why) {
+  EngineRun run;
+  run.spec = spec;
+  run.failed = std::move(why);
+  return run;
+}
+
 // An engine not run because an earlier adapter replaced or removed the work directory: its
 // input and OUTDIR would be written wherever the replacement points (a user's directory).
 EngineRun not_run(const EngineSpec& spec, const fs::path& work_dir) {
-  EngineRun run;
-  run.spec = spec;
-  run.failed = fmt::format(
-      "not run: an earlier adapter replaced or removed foldcheck's work directory {} (nothing is "
-      "written into what took its place)",
-      work_dir.string());
-  return run;
+  return failed_run(spec, fmt::format("not run: an earlier adapter replaced or removed foldcheck's work directory {} "
+                                      "(nothing is written into what took its place)",
+                                      work_dir.string()));
 }
 
 // The bytes of the model file the adapters are given ({model}: the user's own file, not a
@@ -157,22 +161,18 @@ bool model_differs(const std::string& path, std::optional<std::size_t> bytes, co
 // An engine run whose adapter changed the model file: what it wrote was computed from another
 // model, and the engines after it are not run (they would read the changed file).
 void changed_the_model(EngineRun& run, const std::string& model_path) {
-  EngineRun failed;  // a failure fills nothing else (EngineRun::failed)
-  failed.spec = run.spec;
+  EngineRun failed = failed_run(
+      run.spec, fmt::format("the adapter changed the model file it was given, {}, or the external data beside it: its "
+                            "results are of another model, not judged; restore the files (the engines after it are "
+                            "not run)",
+                            model_path));
   failed.engine = run.engine;
   failed.seconds = run.seconds;
-  failed.failed = fmt::format(
-      "the adapter changed the model file it was given, {}, or the external data beside it: its results are of "
-      "another model, not judged; restore the files (the engines after it are not run)",
-      model_path);
   run = std::move(failed);
 }
 
 EngineRun model_changed_earlier(const EngineSpec& spec, const std::string& model_path) {
-  EngineRun run;
-  run.spec = spec;
-  run.failed = fmt::format("not run: an earlier adapter changed the model file {}", model_path);
-  return run;
+  return failed_run(spec, fmt::format("not run: an earlier adapter changed the model file {}", model_path));
 }
 
 // Runs one adapter; InputError-free: a failure is the engine's result, not foldcheck's.
