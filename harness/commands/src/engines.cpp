@@ -161,11 +161,12 @@ bool model_differs(const std::string& path, std::optional<std::size_t> bytes, co
 // An engine run whose adapter changed the model file: what it wrote was computed from another
 // model, and the engines after it are not run (they would read the changed file).
 void changed_the_model(EngineRun& run, const std::string& model_path) {
-  EngineRun failed = failed_run(
-      run.spec, fmt::format("the adapter changed the model file it was given, {}, or the external data beside it: its "
-                            "results are of another model, not judged; restore the files (the engines after it are "
-                            "not run)",
-                            model_path));
+  EngineRun failed =
+      failed_run(run.spec,
+                 fmt::format("the adapter changed the model file it was given, {}, or the external data beside it: its "
+                             "results are of another model, not judged; restore the files (the engines after it are "
+                             "not run)",
+                             model_path));
   failed.engine = run.engine;
   failed.seconds = run.seconds;
   run = std::move(failed);
