@@ -318,8 +318,8 @@ TEST_CASE("diagnose: an output past the 16-bit range is not judged, and does not
   std::vector<double> honest;
   for (std::size_t i = 0; i < 8; ++i) {
     const std::size_t c = i / 4;
-    honest.push_back(
-        round_to(h, (in.x.data[i] - in.bn.mean[c]) * in.bn.gamma[c] / std::sqrt(in.bn.var[c] + 1e-5) + in.bn.beta[c]));
+    honest.push_back(round_to(h, (in.x.data[i] - in.bn->mean[c]) * in.bn->gamma[c] / std::sqrt(in.bn->var[c] + 1e-5) +
+                                     in.bn->beta[c]));
   }
   REQUIRE(std::isinf(honest[0]));
   auto judged = [&](const std::vector<double>& y) {

@@ -75,6 +75,8 @@ std::string no_command_message(const CLI::App& app, const CLI::ParseError& e, in
 // The flag of each field the library names in its messages (errors.hpp field()). One
 // table: a field means the same flag in every command that has it.
 const std::map<std::string, std::string>& flag_of_field() {
+  // A table, aligned by hand.
+  // clang-format off
   static const std::map<std::string, std::string> flags{
       {"original", "--original"},       {"observed", "--observed"},     {"observed_output", "--observed-output"},
       {"input", "--input"},             {"x", "--input"},               {"weights", "--weights"},
@@ -83,7 +85,8 @@ const std::map<std::string, std::string>& flag_of_field() {
       {"command", "--cmd"},             {"passes", "--passes"},         {"opt_level", "--opt-level"},
       {"timeout_seconds", "--timeout"}, {"threshold_ulp", "--threshold-ulp"}, {"shard", "--shard"},
       {"max_elements", "--max-elements"}, {"work_dir", "--work-dir"},   {"engines", "--engine or --adapter"},
-      {"adapters", "--adapter"},        {"dilation", "--dilation"}};
+      {"adapters", "--adapter"},        {"dilation", "--dilation"},     {"arithmetic", "--arithmetic"}, {"algorithm", "--algorithm"}};
+  // clang-format on
   return flags;
 }
 

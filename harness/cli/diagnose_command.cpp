@@ -20,12 +20,26 @@ class DiagnoseCommand : public Command {
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand(
         "diagnose",
-        "Is an observed conv+BN (or BatchNorm-alone) output the layer's, up to rounding? If not, test the common bugs "
-        "(training-mode batch statistics, eps mismatch, variance/std confusion, missing sqrt, gamma/beta swapped, mean "
-        "not subtracted, NHWC read as NCHW, bias dropped, BN applied twice) and name the one that explains it.");
+        "Is an observed conv + BatchNorm, plain conv or BatchNorm-alone output the layer's, up to rounding, in the "
+        "arithmetic it ran in? If not, test the common bugs (training-mode batch statistics, eps mismatch, "
+        "variance/std confusion, missing sqrt, gamma/beta swapped, mean not subtracted, NHWC read as NCHW, bias "
+        "dropped, BN applied twice) and the other arithmetics (TF32 tensor cores, bf16/fp16 operands, fp16 "
+        "accumulation, bf16x3) and name the one that explains it.");
     cmd_->add_option("--input", input_, "Layer input x (.npy, NCHW or N x C)")->required();
-    cmd_->add_option("--bn", bn_, "BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps)")->required();
+    cmd_->add_option("--bn", bn_,
+                     "BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps); without: a plain conv");
     cmd_->add_option("--weights", weights_, "Conv weights (.npy, OIHW); without: the layer is the BatchNorm alone");
+    cmd_->add_option("--arithmetic", arithmetic_,
+                     "The arithmetic the conv ran in: float32 (as given), tf32 (TF32 tensor cores: operands rounded to "
+                     "10 bits, float32 sums), bf16 / fp16 (operands, float32 sums), fp16-accumulate (fp16 operands and "
+                     "sums), bf16x3 (split-float emulation of float32). Each operand conversion is replayed exactly")
+        ->check(CLI::IsMember(arithmetic_names()))
+        ->capture_default_str();
+    cmd_->add_option("--algorithm", algorithm_,
+                     "How the conv's sums are formed: direct, winograd2 / winograd4 / winograd6 (Winograd F(m x m, "
+                     "3 x 3): its transforms' roundings bounded), split-k:S (S partial sums added at the end: the "
+                     "direct bound holds unchanged)")
+        ->capture_default_str();
     cmd_->add_option("--bias", bias_, "Conv bias (.npy, one per output channel)");
     cmd_->add_option("--observed", observed_, "Observed output (.npy); its dtype is the compared type")->required();
     cmd_->add_option("--stride", stride_, "Conv stride")->check(integer_in(options::kStride))->capture_default_str();
@@ -54,10 +68,14 @@ class DiagnoseCommand : public Command {
       in.conv_bias = read_npy(bias_).data;
       check_finite(in.conv_bias, bias_);
     }
-    const BnRule rule = diagnose_bn_rule(in);
-    const LoadedBn bn = load_bn_params(BnSources::archive(bn_), rule);
-    in.bn = bn.bn;
-    in.eps_given = bn.eps_in_file;
+    if (weights_.empty() && bn_.empty()) throw InputError("give --weights (a conv), --bn (a BatchNorm), or both");
+    if (!bn_.empty()) {
+      const LoadedBn bn = load_bn_params(BnSources::archive(bn_), diagnose_bn_rule(in));
+      in.bn = bn.bn;
+      in.eps_given = bn.eps_in_file;
+    }
+    in.arithmetic = conv_arithmetic_from_name(arithmetic_);
+    in.algorithm = conv_algorithm_from_name(algorithm_);
     in.stride = stride_;
     in.dilation = dilation_;
     in.padding = padding_;
@@ -79,7 +97,12 @@ class DiagnoseCommand : public Command {
   }
 
   OutputOptions out_;
-  std::string input_, bn_, weights_, bias_, observed_;
+  std::string input_, bn_, weights_, bias_, observed_, arithmetic_ = "float32", algorithm_ = "direct";
+  static std::vector<std::string> arithmetic_names() {
+    std::vector<std::string> v;
+    for (const ConvArithmetic& a : all_conv_arithmetics()) v.emplace_back(a.name());
+    return v;
+  }
   std::int64_t stride_ = 1, dilation_ = 1;
   std::optional<std::int64_t> padding_;
 };

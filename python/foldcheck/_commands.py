@@ -94,19 +94,29 @@ def explain(original: ArrayIn, observed: ArrayIn, *, gamma: ArrayIn | None = Non
 def diagnose(x: ArrayIn, observed: ArrayIn, *, weight: ArrayIn | None = None, bias: ArrayIn | None = None,
              gamma: ArrayIn | None = None, beta: ArrayIn | None = None, mean: ArrayIn | None = None,
              var: ArrayIn | None = None, eps: ArrayIn | None = None, stride: int = DIAGNOSE["stride"],
-             padding: int | None = None, dilation: int = DIAGNOSE["dilation"], precision: int = DIAGNOSE["precision"],
+             padding: int | None = None, dilation: int = DIAGNOSE["dilation"],
+             arithmetic: str = DIAGNOSE["arithmetic"], algorithm: str = DIAGNOSE["algorithm"],
+             precision: int = DIAGNOSE["precision"],
              threads: int = DIAGNOSE["threads"]) -> DiagnoseResult:
-    """Is `observed` what conv (weight, bias) + BatchNorm computes on `x`, up to rounding?
-    If not, which common bug explains it?  (`foldcheck diagnose`)
+    """Is `observed` what conv (weight, bias), conv + BatchNorm, or a BatchNorm alone computes on
+    `x`, up to rounding, in `arithmetic`? If not, which common bug or other arithmetic explains it?
+    (`foldcheck diagnose`)
 
     x: NCHW input (or N x C for a BatchNorm alone, weight None); observed: the output in its
-    dtype. Hypotheses: training-mode batch statistics, eps mismatch, variance/std confusion,
-    missing sqrt, gamma/beta swapped, mean not subtracted, NHWC read as NCHW, bias dropped, BN
-    applied twice. Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
+    dtype. No BatchNorm argument (gamma, beta, mean, var, eps) means a plain conv, never a
+    default BatchNorm. arithmetic: "float32" (as given), "tf32" (TF32 tensor cores), "bf16",
+    "fp16" (operands, float32 sums), "fp16-accumulate", "bf16x3": each operand conversion is
+    replayed exactly. algorithm: "direct", "winograd2"/"winograd4"/"winograd6" (Winograd
+    F(m x m, 3 x 3), its transforms bounded), "split-k:S". Hypotheses: training-mode batch
+    statistics, eps mismatch, variance/std confusion, missing sqrt, gamma/beta swapped, mean not
+    subtracted, NHWC read as NCHW, bias dropped, BN applied twice (with a BatchNorm), and the
+    other arithmetics and Winograd tiles (when the layer as given does not explain the output).
+    Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
+    bn = {} if all(v is None for v in (gamma, beta, mean, var, eps)) else _bn(gamma, beta, mean, var, eps)
     r = _core.diagnose(as_array(x, "x"), as_array(observed, "observed"), weight=as_array(weight, "weight"),
                        bias=as_array(bias, "bias"), stride=stride, padding=padding,
-                       dilation=dilation, precision=precision, threads=threads,
-                       **_bn(gamma, beta, mean, var, eps))
+                       dilation=dilation, arithmetic=arithmetic, algorithm=algorithm, precision=precision,
+                       threads=threads, **bn)
     return DiagnoseResult(r)
 
 

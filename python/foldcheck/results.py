@@ -165,6 +165,22 @@ class DiagnoseResult(Result):
     def hypotheses(self) -> list[dict[str, Any]]:
         return list(self.get("hypotheses") or [])
 
+    @property
+    def summary(self) -> str:
+        """The verdict's reason in one sentence."""
+        return str(self.get("summary") or "")
+
+    @property
+    def arithmetic(self) -> str:
+        """The arithmetic the layer was judged in ("float32", "tf32", ...)."""
+        return str((self.get("arithmetic") or {}).get("name", "float32"))
+
+    @property
+    def replay(self) -> str | None:
+        """Under an arithmetic other than float32: the replay of the converted operands the
+        verdict used (e.g. "tf32 nearest-away"), else None."""
+        return (self.get("arithmetic") or {}).get("replay")
+
     def _repr_extra(self) -> str:
         return f" best: {self.best}" if self.best else ""
 

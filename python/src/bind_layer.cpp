@@ -75,7 +75,8 @@ Result py_explain(const pyb::array& original, const pyb::array& observed, const 
 Result py_diagnose(const pyb::array& x, const pyb::array& observed, const OptArray& weight, const OptArray& bias,
                    const OptArray& gamma, const OptArray& beta, const OptArray& mean, const OptArray& var,
                    const pyb::object& eps, const pyb::object& stride, const pyb::object& padding,
-                   const pyb::object& dilation, const pyb::object& precision, const pyb::object& threads) {
+                   const pyb::object& dilation, const pyb::object& arithmetic, const pyb::object& algorithm,
+                   const pyb::object& precision, const pyb::object& threads) {
   DiagnoseInput in;
   in.x = tensor_arg(x, "x");
   in.observed = tensor_arg(observed, "observed");
@@ -92,8 +93,15 @@ Result py_diagnose(const pyb::array& x, const pyb::array& observed, const OptArr
     require_finite(b, "bias");
     in.conv_bias = b.data;
   }
-  in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), diagnose_bn_rule(in)).bn;
-  in.eps_given = !eps.is_none();
+  // No BatchNorm argument means none (a plain conv), never a default BatchNorm.
+  if (gamma || beta || mean || var || !eps.is_none()) {
+    in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), diagnose_bn_rule(in)).bn;
+    in.eps_given = !eps.is_none();
+  } else if (!weight) {
+    throw InputError("diagnose needs a conv (weight), a BatchNorm (gamma, beta, mean, var), or both");
+  }
+  in.arithmetic = conv_arithmetic_from_name(text(arithmetic, "arithmetic"));
+  in.algorithm = conv_algorithm_from_name(text(algorithm, "algorithm"));
   in.stride = static_cast<std::int64_t>(integer(stride, "stride", options::kStride));
   in.dilation = static_cast<std::int64_t>(integer(dilation, "dilation", options::kDilation));
   if (const auto p = optional_integer(padding, "padding", options::kPadding))
@@ -159,6 +167,8 @@ pyb::dict diagnose_defaults() {
   pyb::dict o;
   o["stride"] = d.stride;
   o["dilation"] = d.dilation;
+  o["arithmetic"] = std::string(d.arithmetic.name());
+  o["algorithm"] = d.algorithm.name();
   add_reference_defaults(o, d.ref);
   return o;
 }
@@ -189,7 +199,8 @@ void bind_layer(pyb::module_& m) {
   m.def("diagnose", &py_diagnose, arg("x"), arg("observed"), arg("weight") = pyb::none(), arg("bias") = pyb::none(),
         arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),
         arg("eps") = pyb::none(), arg("stride") = object(d["stride"]), arg("padding") = pyb::none(),
-        arg("dilation") = object(d["dilation"]), arg("precision") = object(d["precision"]),
+        arg("dilation") = object(d["dilation"]), arg("arithmetic") = object(d["arithmetic"]),
+        arg("algorithm") = object(d["algorithm"]), arg("precision") = object(d["precision"]),
         arg("threads") = object(d["threads"]));
   m.def("quant_check", &py_quant_check, arg("weight"), arg("found") = pyb::none(), arg("scales") = pyb::none(),
         arg("gamma") = pyb::none(), arg("beta") = pyb::none(), arg("mean") = pyb::none(), arg("var") = pyb::none(),

@@ -64,9 +64,11 @@ double round_dd_slow(double hi, double lo, const Format& f) {
 
 // The same on the bit pattern (no libm calls): hi's 53-bit significand loses its low
 // `shift` bits, q - (e - 52), rounding to nearest with ties broken by lo's sign, else to
-// even. Adding the carry to the whole pattern propagates into the exponent. Cases the
-// bit method does not cover (zero, Inf/NaN, double subnormals, shift outside 1..52)
-// take the method above.
+// even (the kept significand's last bit is bit `shift` of the pattern, or, when every stored
+// bit is dropped (shift 52: hi in the binade of the format's smallest subnormal), the hidden
+// bit, which is 1: a tie there, 1.5 times that subnormal, rounds up to twice it). Adding the carry to the whole pattern
+// propagates into the exponent. Cases the bit method does not cover (zero, Inf/NaN, double subnormals, shift
+// outside 1..52) take the method above.
 double round_to_format(double hi, double lo, const Format& f) {
   const std::uint64_t bits = std::bit_cast<std::uint64_t>(hi);
   const int biased = static_cast<int>((bits >> 52) & 0x7ff);
@@ -81,7 +83,7 @@ double round_to_format(double hi, double lo, const Format& f) {
   bool up;
   if (drop != half) up = drop > half;
   else if (lo != 0.0) up = (lo > 0) == (hi > 0);
-  else up = (bits >> shift) & 1;  // tie: to even
+  else up = shift == 52 || ((bits >> shift) & 1);  // tie: to even; at shift 52 the kept bit is the hidden 1 (odd)
   const std::uint64_t r = (bits & ~mask) + (up ? (std::uint64_t{1} << shift) : 0);
   const double v = std::bit_cast<double>(r);
   if (static_cast<int>((r >> 52) & 0x7ff) - 1023 > f.emax) return hi > 0 ? HUGE_VAL : -HUGE_VAL;

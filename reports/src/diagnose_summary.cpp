@@ -22,6 +22,33 @@ std::string worst(const DiagnoseFacts& f) {
   if (f.worst_element) return fmt::format("(worst element {}, {:.3g}x its bound)", *f.worst_element, f.max_ratio);
   return fmt::format("(worst element {:.3g}x its bound)", f.max_ratio);
 }
+// " in tf32 (replay: tf32 nearest-away)" under a declared arithmetic.
+std::string in_arithmetic(const DiagnoseFacts& f) {
+  return (f.algorithm.empty() ? "" : " by " + f.algorithm) +
+         (f.arithmetic.empty() ? "" : fmt::format(" in {} (replay: {})", f.arithmetic, f.replay));
+}
+
+// A large max |ULP| at an output whose sum cancelled (|a| sum|x w| far above |y|): rounding.
+std::string cancelled(const DiagnoseFacts& f) {
+  if (!f.max_ulp || f.max_abs_ulp < 4 || f.max_ulp->cancellation < 8) return "";
+  return fmt::format(
+      "; max |ULP| {:.4g} is element {}, a cancelled output (|a| sum|x w| is {:.3g}x |y| there), "
+      "within its own bound of {:.3g} ULP",
+      f.max_abs_ulp, f.max_ulp->element, f.max_ulp->cancellation, f.max_ulp->bound_ulp);
+}
+
+// Under a declared arithmetic whose replays do not explain the output, what its general bound says.
+std::string general(const DiagnoseFacts& f) {
+  if (f.arithmetic.empty()) return "";
+  std::string s = fmt::format("; no replay of {} explains it (closest: {})", f.arithmetic, f.replay);
+  if (f.general_ratio && *f.general_ratio <= 1)
+    s += fmt::format(
+        "; it is within the general {} bound (worst element at {:.3g} of it), which holds for any operand conversion "
+        "keeping the format's bits but cannot see a change this small: only if the hardware converts operands "
+        "another way is this rounding",
+        f.arithmetic, *f.general_ratio);
+  return s;
+}
 }  // namespace
 
 std::string diagnose_summary(const DiagnoseFacts& f) {
@@ -37,12 +64,13 @@ std::string diagnose_summary(const DiagnoseFacts& f) {
     return "every value of the layer as given is zero: the observation matches, but a wrong scale or shift would "
            "match too, so this compares nothing (MISTRUSTED)";
   if (f.expected)
-    return fmt::format("the observed output is the layer as given, up to rounding (worst element at {:.3g} of "
-                       "its bound, max {:.3g} ULP)",
-                       f.max_ratio, f.max_abs_ulp);
+    return fmt::format(
+        "the observed output is the layer as given{}, up to rounding (worst element at {:.3g} of "
+        "its bound, max {:.3g} ULP){}",
+        in_arithmetic(f), f.max_ratio, f.max_abs_ulp, cancelled(f));
   if (f.closest_explains)  // the fix is its own field (and its own line in the text): not repeated here
-    return fmt::format("beyond the rounding bound of the layer as given {}; explained by {}: {}", worst(f), f.closest,
-                       f.closest_description);
+    return fmt::format("beyond the rounding bound of the layer as given{} {}; explained by {}: {}", in_arithmetic(f),
+                       worst(f), f.closest, f.closest_description);
   if (f.narrow_multiplier) {
     const NarrowMultiplier& m = *f.narrow_multiplier;
     return fmt::format(
@@ -52,10 +80,16 @@ std::string diagnose_summary(const DiagnoseFacts& f) {
         "store the result as {})",
         worst(f), m.channel, m.multiplier, m.dtype, m.max_finite, m.dtype, m.dtype);
   }
+  if (f.closest_loose)
+    return fmt::format(
+        "beyond the rounding bound of the layer as given {}, and no hypothesis that can identify a cause explains "
+        "it; only {}'s bound covers it ({}), a bound so wide that it also covers a whole channel changed by a "
+        "percent: rounding only if the engine sums in that arithmetic{}",
+        worst(f), f.closest, f.closest_description, general(f));
   return fmt::format(
       "beyond the rounding bound of the layer as given {}, and none of the {} hypotheses explains "
-      "it to within rounding; closest: {}",
-      worst(f), f.hypotheses, f.closest.empty() ? "-" : f.closest);
+      "it to within rounding; closest: {}{}",
+      worst(f), f.hypotheses, f.closest.empty() ? "-" : f.closest, general(f));
 }
 
 }  // namespace foldcheck::reports

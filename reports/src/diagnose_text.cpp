@@ -15,14 +15,24 @@ std::string ratio(const v::DiagnoseRatio& r) { return r.value ? fmt::format("{:.
 
 std::string diagnose_text(const v::Diagnose& r) {
   std::string s = "foldcheck diagnose — ";
-  s += r.has_conv ? "conv + BatchNorm" : "BatchNorm alone";
-  s += fmt::format(", input {}, output {}, {}\n", r.input_shape.dump(), r.output_shape.dump(), r.dtype);
+  s += !r.has_conv ? "BatchNorm alone" : r.has_bn ? "conv + BatchNorm" : "conv (no BatchNorm)";
+  s += fmt::format(", input {}, output {}, {}, arithmetic {}{}\n", r.input_shape.dump(), r.output_shape.dump(), r.dtype,
+                   r.arithmetic, r.algorithm == "direct" ? "" : ", algorithm " + r.algorithm);
   s += "  bound: " + r.bound_formula + "\n";
+  if (!r.replays.empty()) {
+    s += "  replays of the converted operands (the verdict uses " + r.replay + "):\n";
+    for (const v::DiagnoseReplay& p : r.replays)
+      s += fmt::format("    {:<40} {:<11} worst element {}x its bound\n", p.name, name(p.verdict), ratio(p.ratio));
+  }
   const v::DiagnoseFit& g = r.as_given;
   s += fmt::format(
       "  the layer as given: {} — max |difference| {:.3g}, max {:.4g} ULP (p99 {:.3g}, p50 {:.3g}), worst "
       "element {}x its bound\n",
       name(g.verdict), r.max_abs_difference, g.max_abs_ulp, g.p99_abs_ulp, g.p50_abs_ulp, ratio(g.ratio));
+  if (r.hypotheses.empty()) {
+    s += "\nverdict: " + std::string(name(r.verdict)) + " — " + r.summary + "\n";
+    return s;
+  }
   s += "\n  hypotheses (best first): residual after assuming each, in ULP\n";
   s += fmt::format("    {:<34} {:<11} {:>10} {:>10} {:>10} {:>12}\n", "hypothesis", "verdict", "max|ULP|", "p99", "p50",
                    "x bound");

@@ -4,12 +4,15 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <tuple>
 
 #include "diagnose_fold.hpp"
+#include "diagnose_replay.hpp"
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/diagnosis/hypotheses.hpp"
 #include "foldcheck/io/layer_files.hpp"
+#include "foldcheck/layer/winograd_bound.hpp"
 #include "foldcheck/reports/diagnose_summary.hpp"
 #include "foldcheck/result/judgement.hpp"
 
@@ -36,6 +39,10 @@ ModelFit fit(const Score& s, const Layer& L, const std::vector<double>& obs, con
   f.rms_ulp = s.rms_ulp;
   f.p50_ulp = s.p50;
   f.p99_ulp = s.p99;
+  if (s.max_ulp_at >= 0) f.max_ulp_element = static_cast<std::size_t>(s.max_ulp_at);
+  f.max_ulp_bound = s.max_ulp_bound;
+  f.max_ulp_cancellation = s.max_ulp_cancellation;
+  f.bound_sum = s.bound_sum;
   if (s.worst >= 0) {
     const std::size_t i = static_cast<std::size_t>(s.worst);
     const std::size_t ch = L.channel(i, h.nhwc);
@@ -114,36 +121,42 @@ Layer conv_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, json& laye
   Layer L;
   L.dtype = in.observed.dtype;
   L.N = g.N;
-  ref::LayerData d;
-  d.geometry = g;
-  d.x = &in.x.data;
-  d.w = &in.weights->data;
-  d.bias = in.conv_bias.empty() ? nullptr : &in.conv_bias;
-  ref::Options ro = in.ref;
-  ro.formats = ref::format_bit(*info(L.dtype).format);  // float32 data: the fast path
-  const ref::LayerResult r = ref::conv_bn(d, ro);
-  L.c.resize(r.y.size());
-  for (std::size_t i = 0; i < r.y.size(); ++i) L.c[i] = static_cast<ld>(r.y[i].approx.hi) + r.y[i].approx.lo;
-  L.A = r.abs_sum;
+  ExactConv e =
+      exact_conv(g, in.x.data, in.weights->data, in.conv_bias.empty() ? nullptr : &in.conv_bias, in.ref, L.dtype);
+  L.c = std::move(e.c);
+  L.A = std::move(e.A);
   L.bias = in.conv_bias;
   L.has_conv = true;
   L.k = static_cast<double>(g.terms_per_output()) + (in.conv_bias.empty() ? 0 : 1);
   L.C = g.O;
   L.plane = g.OH() * g.OW();
-  add_fold_terms(in, g.terms_per_output(), L);  // a 16-bit output: the fused path's terms
-  layer = {{"conv", {{"weights", in.weights->shape}, {"groups", g.groups}, {"stride", in.stride}, {"padding", g.pad_top},
-                     {"dilation", in.dilation}, {"bias", !in.conv_bias.empty()}}}};
+  if (in.bn) add_fold_terms(in, g.terms_per_output(), L);  // a 16-bit output: the fused path's terms
+  layer = {{"conv",
+            {{"weights", in.weights->shape},
+             {"groups", g.groups},
+             {"stride", in.stride},
+             {"padding", g.pad_top},
+             {"dilation", in.dilation},
+             {"bias", !in.conv_bias.empty()}}},
+           {"batchnorm", in.bn.has_value()}};
   return L;
 }
 
-// The layer (conv + BatchNorm, or the BatchNorm alone) checked against the observation's shape.
-Layer make_layer(const DiagnoseInput& in, json& layer) {
+// The layer (conv + BatchNorm, a plain conv, or the BatchNorm alone) checked against the
+// observation's shape; g: the conv's geometry (none for a BatchNorm alone).
+Layer make_layer(const DiagnoseInput& in, json& layer, std::optional<ref::ConvGeometry>& g) {
+  if (!in.weights && !in.bn) throw InputError("a layer needs a conv (" + field("weights") + ") or a BatchNorm");
+  if (!in.weights && in.arithmetic.kind != ConvArithmeticKind::Float32)
+    throw InputError(field("arithmetic") + " " + in.arithmetic.name() +
+                     " describes a conv's products and sums; a BatchNorm alone has none (give " + field("weights") +
+                     ")");
   const std::vector<std::int64_t> xs = as_4d(in.x.shape), ys = as_4d(in.observed.shape);
   if (xs.size() != 4) throw InputError(field("x") + " must be NCHW (4-D) or N x C (2-D)");
   if (ys.size() != 4 || ys[0] != xs[0]) throw InputError(field("observed") + " must have the input's batch size and 2 or 4 dimensions");
   Layer L;
   if (in.weights) {
-    L = conv_layer(in, conv_geometry(in, xs, ys), layer);
+    g = conv_geometry(in, xs, ys);
+    L = conv_layer(in, *g, layer);
   } else {
     if (ys != xs) throw InputError(field("observed") + " must have the input's shape when the layer is a BatchNorm alone");
     L.dtype = in.observed.dtype;
@@ -151,48 +164,252 @@ Layer make_layer(const DiagnoseInput& in, json& layer) {
     L.c.assign(in.x.data.begin(), in.x.data.end());
     L.C = xs[1];
     L.plane = xs[2] * xs[3];
-    layer = {{"conv", nullptr}};
+    layer = {{"conv", nullptr}, {"batchnorm", true}};
   }
   layer["input"] = xs;
   layer["output"] = ys;
   if (in.observed.data.size() != L.c.size()) throw InputError(field("observed") + " has the wrong number of elements");
-  if (static_cast<std::int64_t>(in.bn.gamma.size()) != L.C)
-    throw InputError(fmt::format("BatchNorm has {} channels, the layer's output has {}", in.bn.gamma.size(), L.C));
+  if (in.bn && static_cast<std::int64_t>(in.bn->gamma.size()) != L.C)
+    throw InputError(fmt::format("BatchNorm has {} channels, the layer's output has {}", in.bn->gamma.size(), L.C));
   return L;
+}
+
+// One way the layer as given may have been computed: the float32 layer or a replay.
+struct Candidate {
+  std::string name;
+  const Layer* L = nullptr;
+  const AffineModel* model = nullptr;
+  const Replay* replay = nullptr;  // none: the float32 operands
+};
+
+// The candidate that explains the observation best (of those within their bounds, the smallest
+// worst ratio; the first in order on a tie), else the closest: its index and score; every
+// candidate's fit in fits.
+std::pair<std::size_t, Score> best_candidate(const std::vector<Candidate>& cs, const std::vector<double>& obs,
+                                             std::vector<ReplayFit>* fits) {
+  std::optional<std::pair<std::size_t, Score>> best;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    Score s = score(*cs[i].model, *cs[i].L, obs);
+    if (fits) fits->push_back(ReplayFit{cs[i].name, s.expected(), s.max_ratio});
+    const bool better = !best || (s.expected() && !best->second.expected()) ||
+                        (s.expected() == best->second.expected() && s.max_ratio < best->second.max_ratio);
+    if (better) best = std::pair{i, s};
+  }
+  return *best;
+}
+
+std::vector<Candidate> candidates(const std::vector<Replay>& reps, const Layer& L, const AffineModel& given,
+                                  bool with_float32) {
+  std::vector<Candidate> cs;
+  cs.reserve(reps.size() + 1);
+  for (const Replay& r : reps) cs.push_back(Candidate{r.name, &r.L, &r.model, &r});
+  if (with_float32) cs.push_back(Candidate{"float32 operands", &L, &given, nullptr});
+  return cs;
+}
+
+}  // namespace
+
+namespace {
+
+// The hypothesis that the conv ran in arithmetic b (a user's other arithmetic: TF32 tensor
+// cores, mixed precision): its name, what it is, and the fix a user can act on.
+struct ArithmeticHypothesis {
+  const char* name;
+  const char* fix;
+};
+ArithmeticHypothesis arithmetic_hypothesis(ConvArithmeticKind k) {
+  switch (k) {
+    case ConvArithmeticKind::Float32:
+      return {"float32_arithmetic",
+              "computed in plain float32 (no operand conversion): the declared arithmetic was not used"};
+    case ConvArithmeticKind::TF32:
+      return {"tf32_tensor_cores",
+              "computed with TF32 tensor cores (operands rounded to 10 bits): expected on an engine with TF32 enabled "
+              "(PyTorch's cuDNN convolutions and TensorFlow enable it by default); to compare in float32 set "
+              "torch.backends.cudnn.allow_tf32 = False (and torch.backends.cuda.matmul.allow_tf32 = False) / "
+              "tf.config.experimental.enable_tensor_float_32_execution(False)"};
+    case ConvArithmeticKind::BF16:
+      return {"bf16_operands",
+              "computed with bf16 operands and float32 accumulation (mixed precision: torch.autocast with "
+              "dtype=torch.bfloat16, oneDNN fpmath_mode bf16, AMX/AVX512-BF16 kernels, cuDNN/cuBLAS fast modes): "
+              "expected in that mode; to compare in float32 disable autocast or the bf16 math mode"};
+    case ConvArithmeticKind::FP16:
+      return {"fp16_operands",
+              "computed with fp16 operands and float32 accumulation (torch.autocast with dtype=torch.float16, "
+              "TensorRT/cuDNN fp16 modes): expected in that mode; to compare in float32 run without it"};
+    case ConvArithmeticKind::FP16Accumulate:
+      return {"fp16_accumulation",
+              "computed with fp16 operands summed in fp16 (half-precision accumulation, e.g. CUBLAS_COMPUTE_16F or "
+              "fp16 kernels that accumulate in half): expected in that mode, its error grows with the number of "
+              "terms; accumulate in float32 to compare"};
+    case ConvArithmeticKind::BF16x3:
+      return {"bf16x3_split",
+              "computed with the bf16x3 split-float emulation of float32 (XLA's BF16_BF16_F32_X3, split-float "
+              "modes of oneDNN and cuBLAS), about 16 bits per product: expected in that mode"};
+  }
+  return {"?", ""};
+}
+
+// The arithmetics other than the declared one, each as a hypothesis (its best replay).
+void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& L,
+                           const AffineModel& given, const std::vector<double>& obs, double given_bound,
+                           std::vector<ModelFit>& out) {
+  for (const ConvArithmetic& b : all_conv_arithmetics()) {
+    if (b == in.arithmetic) continue;
+    if (b.kind == ConvArithmeticKind::Float32 && in.arithmetic.kind != ConvArithmeticKind::Float32) continue;  // tried
+    const std::vector<Replay> reps = replays(in, g, L, given, b);
+    const std::vector<Candidate> cs = b.kind == ConvArithmeticKind::Float32
+                                          ? std::vector<Candidate>{{"float32", &L, &given, nullptr}}
+                                          : candidates(reps, L, given, false);
+    if (cs.empty()) continue;
+    const auto [i, sc] = best_candidate(cs, obs, nullptr);
+    ModelFit f = fit(sc, *cs[i].L, obs, *cs[i].model);
+    const ArithmeticHypothesis h = arithmetic_hypothesis(b.kind);
+    f.name = h.name;
+    f.description = b.description();
+    f.fix = std::string(h.fix) + "; or judge the output with " + field("arithmetic") + " " + b.name();
+    f.parameters = {{"arithmetic", b.name()}, {"replay", cs[i].name}};
+    f.loose = f.bound_sum > kLooseFactor * given_bound;
+    f.arithmetic_rank = static_cast<int>(&b - all_conv_arithmetics().data());
+    out.push_back(std::move(f));
+  }
+}
+
+// The layer's conv computed by Winograd F(m x m, 3 x 3): its bound's W and N in place of
+// sum|x w| and k (layer/winograd_bound.hpp; the exact output is the same).
+Layer winograd_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, Layer L, int m) {
+  WinogradBound wb = winograd_bound(g, in.x.data, in.weights->data, {}, m);
+  L.A = std::move(wb.W);
+  L.k = wb.roundings;
+  L.fold.clear();  // a 16-bit fused path's terms assume a direct conv
+  L.fold_shift.clear();
+  return L;
+}
+
+// Under a direct algorithm, each Winograd tile as a hypothesis (3 x 3 convs of stride 1).
+void algorithm_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& L, const AffineModel& given,
+                          const std::vector<double>& obs, double given_bound, std::vector<ModelFit>& out) {
+  if (in.algorithm.winograd_tile() || g.KH != 3 || g.KW != 3 || g.stride_h != 1 || g.stride_w != 1 || g.dil_h != 1 ||
+      g.dil_w != 1 || in.arithmetic.kind != ConvArithmeticKind::Float32)
+    return;
+  for (const int m : {2, 4, 6}) {
+    const Layer W = winograd_layer(in, g, L, m);
+    ModelFit f = fit(score(given, W, obs), W, obs, given);
+    f.name = fmt::format("winograd{}_transforms", m);
+    f.description = fmt::format(
+        "the conv computed by Winograd's F({0}x{0}, 3x3), whose transforms add rounding error "
+        "that grows with the tile",
+        m);
+    f.fix = fmt::format(
+        "expected from an engine that picks Winograd F({0}x{0}, 3x3) for 3x3 convs (oneDNN, cuDNN, "
+        "XNNPACK); to compare against a direct conv, select a direct algorithm; or judge the output "
+        "with {1} winograd{0}",
+        m, field("algorithm"));
+    f.parameters = {{"algorithm", fmt::format("winograd{}", m)}};
+    f.loose = f.bound_sum > kLooseFactor * given_bound;
+    f.arithmetic_rank = 10 + m;
+    out.push_back(std::move(f));
+  }
+}
+
+// The BatchNorm and bias hypotheses, scored on the unfused layer of the chosen replay.
+void layer_hypotheses(const DiagnoseInput& in, const Layer& L, const std::vector<double>& obs,
+                      std::vector<ModelFit>& out) {
+  for (const AffineModel& h : hypotheses(in.bn, L, obs)) {
+    ModelFit f = fit(score(h, L, obs), L, obs, h);
+    f.name = h.name;
+    f.description = h.description;
+    f.fix = h.fix;
+    if (!h.params.empty()) f.parameters = h.params;
+    out.push_back(std::move(f));
+  }
+}
+
+// Best first: what explains before what does not; of those that explain, the ones whose bound
+// can identify a cause (not loose); then the smaller worst ratio, then the smaller rms. The
+// arithmetics that explain all take the smallest worst ratio among them and are ordered by
+// their rank (a strict weak order: each fit gets one key).
+void rank(std::vector<ModelFit>& fits) {
+  double arith = std::numeric_limits<double>::infinity();
+  for (const ModelFit& f : fits)
+    if (f.expected && !f.loose && f.arithmetic_rank >= 0) arith = std::min(arith, f.max_ratio);
+  using Key = std::tuple<bool, bool, double, int, double>;
+  const auto key = [&](const ModelFit& f) {
+    const bool tied = f.expected && !f.loose && f.arithmetic_rank >= 0;
+    return Key{!f.expected, f.expected && f.loose, tied ? arith : f.max_ratio, tied ? f.arithmetic_rank : -1,
+               f.rms_ulp};
+  };
+  std::stable_sort(fits.begin(), fits.end(), [&](const ModelFit& a, const ModelFit& b) { return key(a) < key(b); });
+}
+
+// The unfused layer of the chosen candidate (its own, or the unfused replay of its conversion).
+const Layer& unfused_of(const Candidate& c, const std::vector<Replay>& reps, const Layer& L) {
+  if (!c.replay || !c.replay->folded) return *c.L;
+  for (const Replay& r : reps)
+    if (!r.folded && r.conversion == c.replay->conversion) return r.L;
+  return L;
+}
+
+}  // namespace
+
+namespace {
+
+// The layer's conv in the declared algorithm (direct and split-K: as computed; Winograd: its bound).
+Layer with_algorithm(const DiagnoseInput& in, const std::optional<ref::ConvGeometry>& g, Layer L) {
+  if (in.algorithm.kind == ConvAlgorithmKind::Direct) return L;
+  if (!g)
+    throw InputError(field("algorithm") + " " + in.algorithm.name() +
+                     " describes a conv's sums; a BatchNorm alone has none");
+  if (const int m = in.algorithm.winograd_tile()) return winograd_layer(in, *g, std::move(L), m);
+  return L;  // split-K: the order-independent gamma_k covers S partial sums added at the end
 }
 
 }  // namespace
 
 DiagnoseResult diagnose(const DiagnoseInput& in) {
   DiagnoseResult r;
-  const Layer L = make_layer(in, r.layer);
+  std::optional<ref::ConvGeometry> g;
+  const Layer L = with_algorithm(in, g, make_layer(in, r.layer, g));
   const std::vector<double>& obs = in.observed.data;
   r.dtype = L.dtype;
   r.channels = L.C;
-  r.eps = in.bn.eps;
+  r.has_bn = in.bn.has_value();
+  r.eps = in.bn ? in.bn->eps : 0.0;
   r.eps_given = in.eps_given;
+  r.arithmetic = in.arithmetic;
+  r.algorithm = in.algorithm;
   r.k = L.k;
   r.u = info(info(L.dtype).arithmetic).unit_roundoff;
   r.fused_path = !L.fold.empty();
-  const AffineModel given = as_given(in.bn);
+  const AffineModel given = in.bn ? as_given(*in.bn) : plain_conv(static_cast<std::size_t>(L.C));
   find_overflow(L, given, r);
-  r.as_given = fit(score(given, L, obs), L, obs, given);
-  r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given, obs);
-  const std::vector<AffineModel> hyps = hypotheses(in.bn, L, obs);
-  std::vector<std::pair<Score, const AffineModel*>> scored;
-  for (const AffineModel& h : hyps) scored.emplace_back(score(h, L, obs), &h);
-  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
-    if (a.first.max_ratio != b.first.max_ratio) return a.first.max_ratio < b.first.max_ratio;
-    return a.first.rms_ulp < b.first.rms_ulp;
-  });
-  for (const auto& [s, h] : scored) {
-    ModelFit f = fit(s, L, obs, *h);
-    f.name = h->name;
-    f.description = h->description;
-    f.fix = h->fix;
-    if (!h->params.empty()) f.parameters = h->params;
-    r.hypotheses.push_back(std::move(f));
+  const bool declared_f32 = in.arithmetic.kind == ConvArithmeticKind::Float32;
+  // Winograd's transforms convert their own operands: only the general bound describes them.
+  const bool general_only = !declared_f32 && in.algorithm.winograd_tile() > 0;
+  const std::vector<Replay> reps =
+      declared_f32 || general_only ? std::vector<Replay>{} : replays(in, *g, L, given, in.arithmetic);
+  const std::optional<Layer> general = declared_f32 ? std::nullopt : general_bound_layer(L, in.arithmetic);
+  std::vector<Candidate> cs;
+  if (declared_f32) cs = {{"float32", &L, &given, nullptr}};
+  else if (general_only && general)
+    cs = {{"general bound (Winograd transforms' operands converted)", &*general, &given, nullptr}};
+  else cs = candidates(reps, L, given, true);
+  if (cs.empty()) throw InputError(field("arithmetic") + " " + in.arithmetic.name() + " has no bound for this layer");
+  const auto [ci, sc] = best_candidate(cs, obs, declared_f32 ? nullptr : &r.replays);
+  r.as_given = fit(sc, *cs[ci].L, obs, *cs[ci].model);
+  if (!declared_f32) {
+    r.replay = cs[ci].name;
+    if (general) r.general_ratio = score(given, *general, obs).max_ratio;
   }
+  r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given, obs);
+  std::vector<ModelFit> fits;
+  layer_hypotheses(in, unfused_of(cs[ci], reps, L), obs, fits);
+  if (g && !r.as_given.expected && !general_only) {
+    arithmetic_hypotheses(in, *g, L, given, obs, r.as_given.bound_sum, fits);
+    algorithm_hypotheses(in, *g, L, given, obs, r.as_given.bound_sum, fits);
+  }
+  rank(fits);
+  r.hypotheses = std::move(fits);
   return r;
 }
 
@@ -201,7 +418,9 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
 Verdict ModelFit::verdict() const { return judgement::of_check({.failed = !expected, .informative = !vacuous}); }
 
 std::optional<std::size_t> DiagnoseResult::best() const {
-  if (as_given.vacuous || as_given.expected || hypotheses.empty() || !hypotheses.front().expected) return std::nullopt;
+  if (as_given.vacuous || as_given.expected || hypotheses.empty() || !hypotheses.front().expected ||
+      hypotheses.front().loose)
+    return std::nullopt;
   return 0;
 }
 
@@ -220,17 +439,49 @@ Verdict DiagnoseResult::verdict() const {
 namespace {
 
 // The bound's formula (commands/diagnose.hpp states it with its reasoning).
-std::string bound_formula(bool fused_path) {
+std::string bound_formula(const DiagnoseResult& r) {
+  if (!r.has_bn)
+    return std::string(
+               "|y - c| <= gamma_k(u_acc) (sum|x w| + |b|) + u_s (|y| + ...); c the exact conv output (of the "
+               "converted operands under another arithmetic), k its terms, u_acc the accumulator's unit "
+               "roundoff") +
+           (r.algorithm.winograd_tile() ? "; Winograd F(mxm, 3x3): sum|x w| is W = |A^T| [sum_c (|G||g||G^T|) (.) "
+                                          "(|B^T||d||B|)] |A| (times 2 for factored transforms) and k is N = 4n + C + 9"
+                                        : "");
   std::string f =
       "|y - model| <= gamma_{k+8} |a| (sum|x w| + |b|) + gamma_8 (|a|(|c| + |m|) + |beta|) + "
       "u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|) [+ batch-statistics error]";
-  if (fused_path)
+  if (r.fused_path)
     f += ", or, for a fold computed and stored in the 16-bit dtype, the larger fused-path bound "
          "e_t |c - b| + e_w sum|x w| + e_b + gamma_{k+1} ((|a| + e_t + e_w) sum|x w| + |b'|) + u_s (|y| + ...) "
          "(e_t: the error of the channel's multiplier gamma / sqrt(var + eps), e_w: each folded weight's own "
          "rounding to the dtype per unit |w|, e_b: the folded bias's; the largest over the fold recipes in "
          "float32 and in the 16-bit arithmetic)";
+  if (r.algorithm.winograd_tile())
+    f += "; Winograd F(mxm, 3x3): sum|x w| is W = |A^T| [sum_c (|G||g||G^T|) (.) (|B^T||d||B|)] |A| (times 2 for "
+         "factored transforms) and k is N = 4n + C + 9 roundings along a path";
+  if (r.arithmetic.kind != ConvArithmeticKind::Float32)
+    f += "; under another arithmetic c is the exact conv of the converted operands and gamma_k is the "
+         "accumulator's (a folded replay: the conv of the converted folded weights plus the weights a fold may "
+         "convert otherwise)";
   return f + "; model y = (c - m) a + beta per channel";
+}
+
+json arithmetic_json(const DiagnoseResult& r) {
+  json j{{"name", r.arithmetic.name()}, {"description", r.arithmetic.description()}, {"algorithm", r.algorithm.name()}};
+  if (r.arithmetic.kind == ConvArithmeticKind::Float32) return j;
+  json reps = json::array();
+  for (const ReplayFit& f : r.replays)
+    reps.push_back({{"name", f.name},
+                    {"verdict", f.expected ? "EXPECTED" : "UNEXPECTED"},
+                    {"max_ratio_to_bound", std::isfinite(f.max_ratio) ? json(f.max_ratio) : json("inf")}});
+  j["replay"] = r.replay;
+  j["replays"] = reps;
+  if (r.general_ratio)
+    j["general_bound"] = {
+        {"formula", "(2e + e^2) sum|x w| + gamma_k(u_acc)(1 + e)^2 sum|x w| on top of the float32 bound, e = 2^(1-p)"},
+        {"max_ratio_to_bound", std::isfinite(*r.general_ratio) ? json(*r.general_ratio) : json("inf")}};
+  return j;
 }
 
 json fit_json(const ModelFit& f) {
@@ -250,6 +501,7 @@ json hypothesis_json(const ModelFit& f) {
   j["description"] = f.description;
   j["fix"] = f.fix;
   if (!f.parameters.is_null()) j["parameters"] = f.parameters;
+  if (f.loose) j["loose"] = true;
   return j;
 }
 
@@ -267,11 +519,21 @@ reports::DiagnoseFacts facts(const DiagnoseResult& r) {
   if (r.as_given.first_nonfinite)
     f.nonfinite = std::pair{*r.as_given.first_nonfinite, r.as_given.first_nonfinite_value};
   f.max_abs_ulp = r.as_given.max_abs_ulp;
+  if (r.as_given.max_ulp_element)
+    f.max_ulp =
+        reports::MaxUlpElement{*r.as_given.max_ulp_element, r.as_given.max_ulp_bound, r.as_given.max_ulp_cancellation};
+  if (r.algorithm.kind != ConvAlgorithmKind::Direct) f.algorithm = r.algorithm.name();
+  if (r.arithmetic.kind != ConvArithmeticKind::Float32) {
+    f.arithmetic = r.arithmetic.name();
+    f.replay = r.replay;
+    f.general_ratio = r.general_ratio;
+  }
   f.hypotheses = r.hypotheses.size();
   if (!r.hypotheses.empty()) {
     f.closest = r.hypotheses.front().name;
     f.closest_description = r.hypotheses.front().description;
-    f.closest_explains = r.hypotheses.front().expected;
+    f.closest_explains = r.hypotheses.front().expected && !r.hypotheses.front().loose;
+    f.closest_loose = r.hypotheses.front().expected && r.hypotheses.front().loose;
   }
   return f;
 }
@@ -285,8 +547,9 @@ json DiagnoseResult::to_json() const {
   json out = result_envelope("diagnose");
   out.update(json{{"dtype", name(dtype)},
                   {"layer", layer},
-                  {"bn", {{"channels", channels}, {"eps", eps}, {"eps_given", eps_given}}},
-                  {"bound", {{"kind", "deterministic"}, {"formula", bound_formula(fused_path)}, {"k", k}, {"u", u}}},
+                  {"bn", has_bn ? json{{"channels", channels}, {"eps", eps}, {"eps_given", eps_given}} : json(nullptr)},
+                  {"bound", {{"kind", "deterministic"}, {"formula", bound_formula(*this)}, {"k", k}, {"u", u}}},
+                  {"arithmetic", arithmetic_json(*this)},
                   {"as_given", fit_json(as_given)},
                   {"verdict", name(verdict())},
                   {"best", b ? json(hypotheses[*b].name) : json(nullptr)},

@@ -68,7 +68,7 @@ double small_weights(const std::vector<double>& w, std::int64_t per_channel, std
 void add_fold_terms(const DiagnoseInput& in, std::int64_t per_channel, diagnosis::Layer& L) {
   if (info(L.dtype).arithmetic == L.dtype || !in.weights) return;
   const std::vector<double>& w = in.weights->data;
-  const diagnosis::AffineModel given = diagnosis::as_given(in.bn);
+  const diagnosis::AffineModel given = diagnosis::as_given(*in.bn);
   const std::size_t C = static_cast<std::size_t>(L.C);
   std::vector<FoldTerms> one(C), shift(C);
   bool any_shift = false;
@@ -79,7 +79,7 @@ void add_fold_terms(const DiagnoseInput& in, std::int64_t per_channel, diagnosis
       ar.fold_dtype = fa;
       FoldedParams fp;
       try {
-        fp = fold_parameters(w, per_channel, in.conv_bias, in.bn, L.dtype, r, in.ref, ar);
+        fp = fold_parameters(w, per_channel, in.conv_bias, *in.bn, L.dtype, r, in.ref, ar);
       } catch (const UnboundedFold&) {  // no bound in that arithmetic: no fused path of that kind
         continue;
       }

@@ -40,6 +40,17 @@ AffineModel as_given(const ref::BnParams& bn) {
   return h;
 }
 
+AffineModel plain_conv(std::size_t C) {
+  AffineModel h;
+  h.name = "as_given";
+  h.description = "the layer as given: the conv alone, no BatchNorm";
+  h.m.assign(C, 0.0L);
+  h.a.assign(C, 1.0L);
+  h.beta.assign(C, 0.0L);
+  h.identity = true;
+  return h;
+}
+
 namespace {
 
 AffineModel batch_stats(const ref::BnParams& bn, const Layer& L, bool unbiased) {
@@ -201,29 +212,58 @@ bool past_range(DType t, ld v) { return !std::isfinite(v) || !std::isfinite(roun
 
 }  // namespace
 
+namespace {
+
+// The bound E of one element (commands/diagnose.hpp states it): the conv's accumulation in
+// u_acc, the affine map's and the fold's 8 roundings in u, storage in u_s. With u_acc = u
+// the two compound to gamma_{k+8}(u) (as before); otherwise (1 + gamma_k(u_acc))(1 +
+// gamma_8(u)) - 1 bounds the product of the two relative errors. An identity model computes
+// no affine map: only the accumulation, the replay's extra and the storage.
+struct ElementBound {
+  double u, us, g8, gconv, gacc, gL, gL3;
+  ElementBound(const Layer& L, const DTypeInfo& si) : u(info(si.arithmetic).unit_roundoff), us(si.unit_roundoff) {
+    const double ua = L.u_acc > 0 ? L.u_acc : u;
+    g8 = gamma_k(8, u);
+    gacc = L.has_conv ? gamma_k(L.k, ua) : 0.0;
+    gconv = ua == u ? gamma_k(L.k + 8, u) : round_up((1 + gacc) * (1 + g8) - 1);
+    const double M = static_cast<double>(L.N * L.plane);  // batch statistics over M values per channel
+    const double Lb = std::ceil(std::log2(std::max(M, 2.0))) + 1;
+    gL = gamma_k(Lb, u);
+    gL3 = gamma_k(Lb + 3, u);
+  }
+  double of(const AffineModel& h, const Layer& L, std::size_t i, std::size_t ch, ld y) const {
+    const double aa = static_cast<double>(std::fabs(h.a[ch])), ay = static_cast<double>(std::fabs(y));
+    const double Ab = L.has_conv ? L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])) : 0.0;
+    double E = L.extra.empty() ? 0.0 : L.extra[i];
+    if (L.operand_factor > 0) E += L.operand_factor * aa * Ab;
+    if (h.identity) {
+      E += gacc * Ab;
+      return E + us * (ay + E);
+    }
+    const double ac = aa * static_cast<double>(std::fabs(L.c[i]));
+    const double am = aa * static_cast<double>(std::fabs(h.m[ch])) + static_cast<double>(std::fabs(h.beta[ch]));
+    E += g8 * (ac + am) + us * (1 + g8) * (ac + am + ay);
+    if (L.has_conv) E += gconv * aa * Ab;
+    if (h.batch_stats)
+      E += aa * gL * h.mean_abs[ch] + 0.5 * gL3 * aa * static_cast<double>(std::fabs(L.c[i] - h.m[ch]));
+    return E;
+  }
+};
+
+}  // namespace
+
 Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs) {
   const DTypeInfo& si = info(L.dtype);
-  const double u = info(si.arithmetic).unit_roundoff, us = si.unit_roundoff;
-  const double g8 = gamma_k(8, u), gk8 = gamma_k(L.k + 8, u);
-  // Batch statistics over M values per channel.
-  const double M = static_cast<double>(L.N * L.plane);
-  const double Lb = std::ceil(std::log2(std::max(M, 2.0))) + 1;
-  const double gL = gamma_k(Lb, u), gL3 = gamma_k(Lb + 3, u);
+  const ElementBound bound(L, si);
+  const double u = bound.u;
   Score s;
   std::vector<double> absu;
   absu.reserve(obs.size());
   long double sq = 0;
   for (std::size_t i = 0; i < obs.size(); ++i) {
     const std::size_t ch = L.channel(i, h.nhwc);
-    const ld a = h.a[ch], m = h.m[ch], b = h.beta[ch];
-    const ld y = (L.c[i] - m) * a + b;
-    const double aa = static_cast<double>(std::fabs(a)), ac = aa * static_cast<double>(std::fabs(L.c[i]));
-    double E = g8 * (ac + aa * static_cast<double>(std::fabs(m)) + static_cast<double>(std::fabs(b))) +
-               us * (1 + g8) * (ac + aa * static_cast<double>(std::fabs(m)) + static_cast<double>(std::fabs(b)) +
-                                static_cast<double>(std::fabs(y)));
-    if (L.has_conv) E += gk8 * aa * (L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])));
-    if (h.batch_stats)
-      E += aa * gL * h.mean_abs[ch] + 0.5 * gL3 * aa * static_cast<double>(std::fabs(L.c[i] - m));
+    const ld y = (L.c[i] - h.m[ch]) * h.a[ch] + h.beta[ch];
+    double E = bound.of(h, L, i, ch, y);
     // A 16-bit output may come from a fused conv (a fold computed and stored in the dtype)
     // instead: within the larger of the two paths' bounds.
     const std::size_t co = L.channel(i, false);  // the conv's channel (its weights)
@@ -247,6 +287,7 @@ Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs
       continue;
     }
     if (y != 0) ++s.nonzero;
+    s.bound_sum += E;
     const ld d = static_cast<ld>(obs[i]) - y;
     const double yd = static_cast<double>(y);
     const double q = ulp(L.dtype, yd, static_cast<double>(y - static_cast<ld>(yd)));
@@ -257,7 +298,13 @@ Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs
       s.max_ratio = ratio;
       s.worst = static_cast<std::int64_t>(i);
     }
-    s.max_abs_ulp = std::max(s.max_abs_ulp, std::fabs(r));
+    if (std::fabs(r) > s.max_abs_ulp) {
+      s.max_abs_ulp = std::fabs(r);
+      s.max_ulp_at = static_cast<std::int64_t>(i);
+      s.max_ulp_bound = E / q;
+      const double Ab = L.has_conv ? L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])) : 0.0;
+      s.max_ulp_cancellation = yd != 0 ? static_cast<double>(std::fabs(h.a[ch])) * Ab / std::fabs(yd) : 0.0;
+    }
     s.max_abs_diff = std::max(s.max_abs_diff, static_cast<double>(std::fabs(d)));
     sq += static_cast<long double>(r) * r;
     absu.push_back(std::fabs(r));
@@ -360,11 +407,23 @@ void layout_and_bias_hypotheses(const ref::BnParams& bn, const Layer& L, std::ve
 
 }  // namespace
 
-std::vector<AffineModel> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs) {
+std::vector<AffineModel> hypotheses(const std::optional<ref::BnParams>& bn, const Layer& L,
+                                    const std::vector<double>& obs) {
   std::vector<AffineModel> hyps;
-  statistics_hypotheses(bn, L, obs, hyps);
-  parameter_hypotheses(bn, hyps);
-  layout_and_bias_hypotheses(bn, L, hyps);
+  if (!bn) {
+    if (!L.bias.empty()) {
+      AffineModel h = plain_conv(static_cast<std::size_t>(L.C));
+      h.name = "conv_bias_dropped";
+      h.description = "the conv's bias was not added";
+      h.fix = "add the conv's bias (the output matches the conv without it)";
+      for (std::size_t o = 0; o < h.m.size(); ++o) h.m[o] = static_cast<ld>(L.bias[o]);
+      hyps.push_back(h);
+    }
+    return hyps;
+  }
+  statistics_hypotheses(*bn, L, obs, hyps);
+  parameter_hypotheses(*bn, hyps);
+  layout_and_bias_hypotheses(*bn, L, hyps);
   return hyps;
 }
 

@@ -31,6 +31,16 @@ Diagnose Diagnose::from_json(const json& j) {
   const json& layer = j.at("layer");
   Diagnose d;
   d.has_conv = !layer.at("conv").is_null();
+  d.has_bn = optional<bool>(layer, "batchnorm").value_or(true);  // reports before plain convs always had one
+  if (const json* a = object_at(j, "arithmetic")) {
+    d.arithmetic = optional<std::string>(*a, "name").value_or("float32");
+    d.replay = optional<std::string>(*a, "replay").value_or("");
+    d.algorithm = optional<std::string>(*a, "algorithm").value_or("direct");
+    if (const auto it = a->find("replays"); it != a->end() && it->is_array())
+      for (const json& r : *it)
+        d.replays.push_back(DiagnoseReplay{required<std::string>(r, "name"), required_verdict(r, "verdict"),
+                                           DiagnoseRatio::from_json(r.at("max_ratio_to_bound"))});
+  }
   d.input_shape = layer.at("input");
   d.output_shape = layer.at("output");
   d.dtype = required<std::string>(j, "dtype");

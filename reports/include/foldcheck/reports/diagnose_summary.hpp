@@ -27,12 +27,25 @@ struct NarrowMultiplier {
   std::string dtype;
 };
 
+// The element of max |ULP| of the layer as given: its bound there in ULP, and how far its sum
+// cancelled (|a| sum|x w| / |y|): a large |ULP| at a cancelled output is rounding.
+struct MaxUlpElement {
+  std::size_t element = 0;
+  double bound_ulp = 0, cancellation = 0;
+};
+
 struct DiagnoseFacts {
   std::optional<DiagnoseOverflow> overflow;
   std::optional<NarrowMultiplier> narrow_multiplier;
   bool vacuous = false;          // the layer as given is zero everywhere: nothing compared
   bool expected = false;         // the layer as given explains the observation
   double max_ratio = 0, max_abs_ulp = 0;  // the layer as given: worst ratio to its bound, max |ULP|
+  std::optional<MaxUlpElement> max_ulp;
+  // A declared arithmetic other than float32: its name, the replay the verdict used, and the
+  // general bound's worst ratio (any conversion keeping the operand format's bits).
+  std::string arithmetic, replay;
+  std::string algorithm;  // a declared algorithm other than direct ("winograd4", "split-k:8")
+  std::optional<double> general_ratio;
   // The first element observed NaN or infinite where the layer's value is finite, or NaN or of
   // the other sign where only it overflows (max_ratio is then infinite), and that value.
   std::optional<std::pair<std::size_t, double>> nonfinite;
@@ -40,6 +53,9 @@ struct DiagnoseFacts {
   std::size_t hypotheses = 0;
   std::string closest, closest_description;  // the best-fitting hypothesis ("" for none)
   bool closest_explains = false;
+  // The closest is a hypothesis whose bound is too wide to identify a cause (fp16 accumulation)
+  // and covers the observation: said, not offered as the explanation.
+  bool closest_loose = false;
 };
 
 std::string overflow_reason(const DiagnoseOverflow& o);

@@ -1,6 +1,13 @@
 #pragma once
-// `foldcheck diagnose`: is an observed conv+BN (or BN-alone) output what the given layer
-// computes, up to rounding? If not, which common bug explains it?
+// `foldcheck diagnose`: is an observed conv+BN, plain conv or BN-alone output what the given
+// layer computes, up to rounding, in the arithmetic it was computed in? If not, which common
+// bug or which other arithmetic (TF32, bf16 or fp16 operands, fp16 accumulation) explains it?
+//
+// A plain conv (no BatchNorm) is the identity model y = c: its bound is the accumulation's
+// alone, gamma_k(u_acc) (sum|x w| + |b|) + u_s (|y| + ...). Another arithmetic than float32
+// (numerics/conv_arithmetic.hpp) is judged by replays (commands/src/diagnose_replay.hpp): the
+// exact conv of the converted operands, each conversion and path tried, and the float32
+// operands; the layer passes when one replay explains it, and the result names it.
 //
 // Contract: every model here — the layer as given and each hypothesis — is an affine map
 // per channel of the exact conv output c (certified reference; c = x for a BN alone):
@@ -41,17 +48,20 @@
 
 #include "foldcheck/io/bn_params.hpp"
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/dtype.hpp"
+#include "foldcheck/numerics/tensor.hpp"
 #include "foldcheck/reference/certify.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
-#include "foldcheck/numerics/tensor.hpp"
 
 namespace foldcheck {
 
 struct DiagnoseInput {
   Tensor x;                        // NCHW (or N x C)
-  ref::BnParams bn;                // one value per channel of the BN's input
+  std::optional<ref::BnParams> bn;  // one value per channel of the BN's input; none: a plain conv
   bool eps_given = true;           // false: eps defaulted to 1e-5
+  ConvArithmetic arithmetic;       // the conv's arithmetic (float32: as given)
+  ConvAlgorithm algorithm;         // how its sums are formed (direct, Winograd, split-K)
   std::optional<Tensor> weights;   // OIHW; none: the layer is the BatchNorm alone
   std::vector<double> conv_bias;   // empty: none
   Tensor observed;                 // the output to diagnose, same layout as the layer's output
@@ -65,6 +75,15 @@ struct ModelFit {
   std::string name, description, fix;   // a hypothesis' (empty for the layer as given)
   nlohmann::json parameters;            // a hypothesis' own parameters (e.g. the eps it assumes), or null
   bool expected = false, vacuous = false;  // every element within its bound; ... but every model value is 0
+  // A hypothesis whose bound is too wide to identify a cause: its elements' bounds sum to more
+  // than kLooseFactor times the layer's own (fp16 accumulation: gamma_k at u = 2^-11 covers a
+  // change of a whole channel by a percent; Winograd F(6x6)'s transforms). Listed, never the best.
+  bool loose = false;
+  double bound_sum = 0;
+  // An arithmetic hypothesis: its place in all_conv_arithmetics (TF32 first, the most common
+  // cause); -1 for the others. Two arithmetics that both explain an output (fp16 operands give
+  // TF32's values wherever they are in fp16's normal range) are ranked by it, not by noise.
+  int arithmetic_rank = -1;
   double max_ratio = 0;                 // max |observed - model| / bound (inf: a non-finite element)
   std::int64_t beyond = 0, nonfinite = 0;
   std::optional<std::size_t> first_nonfinite;  // the first of those (no rounding gives it)
@@ -75,7 +94,20 @@ struct ModelFit {
     double observed = 0, model = 0;
   };
   std::optional<Worst> worst;
+  // The element of max |ULP|, its own bound in ULP, and how cancelled it is (|y| against
+  // sum|x w| |a|): a large |ULP| at a cancelled output is rounding, said so in the summary.
+  std::optional<std::size_t> max_ulp_element;
+  double max_ulp_bound = 0, max_ulp_cancellation = 0;
   Verdict verdict() const;
+};
+
+inline constexpr double kLooseFactor = 8;
+
+// One replay of the layer in the declared arithmetic (diagnose_replay.hpp) and its fit.
+struct ReplayFit {
+  std::string name;
+  bool expected = false;
+  double max_ratio = 0;
 };
 
 struct DiagnoseResult {
@@ -84,6 +116,12 @@ struct DiagnoseResult {
   std::int64_t channels = 0;
   double eps = 0;
   bool eps_given = true;
+  bool has_bn = true;                   // false: a plain conv
+  ConvArithmetic arithmetic;            // declared
+  ConvAlgorithm algorithm;              // declared
+  std::string replay;                   // the replay the verdict used ("" under float32)
+  std::vector<ReplayFit> replays;       // every replay tried (empty under float32)
+  std::optional<double> general_ratio;  // the general bound's worst ratio (not float32)
   double k = 0, u = 0;                  // the bound's accumulation roundings and unit roundoff
   bool fused_path = false;              // a 16-bit conv output: the fused path's bound counts too
   ModelFit as_given;

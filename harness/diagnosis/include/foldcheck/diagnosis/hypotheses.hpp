@@ -55,6 +55,15 @@ struct Layer {
   // fold the unfused bound's gamma_{k+8}(u) already covers (score()).
   std::vector<FoldTerms> fold, fold_shift;
   double x_max = 0;
+  // The conv's arithmetic (numerics/conv_arithmetic.hpp) when its operands were converted:
+  // c and A are then the exact conv of the converted operands, summed in an accumulator of
+  // unit roundoff u_acc (0: the dtype's arithmetic). extra: a per-element absolute error the
+  // replay could not pin down (a fused replay's weights whose conversion a fold's rounding may
+  // flip, and its folded bias; empty: none). operand_factor > 0: the general bound of an
+  // operand conversion keeping some number of bits, per unit |a| A (score adds it).
+  double u_acc = 0;
+  std::vector<double> extra;
+  double operand_factor = 0;
   std::size_t channel(std::size_t i, bool nhwc) const {
     return nhwc ? i % static_cast<std::size_t>(C) : (i / static_cast<std::size_t>(plane)) % static_cast<std::size_t>(C);
   }
@@ -67,6 +76,9 @@ struct AffineModel {
   std::vector<ld> m, a, beta;  // per channel
   bool nhwc = false;
   bool batch_stats = false;
+  // y = c exactly, no BatchNorm computed (a plain conv, or a fused replay whose c already is
+  // the folded layer's output): no affine map's roundings are charged.
+  bool identity = false;
   std::vector<double> mean_abs;  // batch-stat models: mean |c| per channel
   nlohmann::json params = nlohmann::json::object();
 };
@@ -79,6 +91,11 @@ struct Score {
   // finite, NaN or of the other sign where only y is past the range; the first of them (-1: none).
   std::int64_t first_nonfinite = -1;
   std::int64_t nonzero = 0;  // elements whose model value is not zero
+  // The element of max |ULP|, its bound in ULP, and |a| (sum|x w| + |b|) / |y| there (how far
+  // the sum cancelled; 0 for a BatchNorm alone).
+  std::int64_t max_ulp_at = -1;
+  double max_ulp_bound = 0, max_ulp_cancellation = 0;
+  double bound_sum = 0;  // sum of the elements' bounds E judged: how wide the model's bound is
   bool expected() const { return nonfinite == 0 && beyond == 0; }
   // Within the bound, but every model value is zero (or there were none): nothing that a
   // wrong scale or shift would move was compared, so this is no evidence (MISTRUSTED).
@@ -88,13 +105,17 @@ struct Score {
 Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs);
 // The layer as given: eval-mode BatchNorm with the running statistics.
 AffineModel as_given(const ref::BnParams& bn);
+// A layer without BatchNorm: y = c (the conv's output, its bias included), C channels.
+AffineModel plain_conv(std::size_t C);
 // BatchNorm computed with another eps (the layer as given otherwise); params: eps_recovered,
 // eps_given.
 AffineModel eps_mismatch(const ref::BnParams& bn, double eps);
 // The variance misused: read as the standard deviation (std_passed_as_var), squared as if it
 // were one (var_passed_as_std), the square root left out (missing_sqrt); in this order.
 std::vector<AffineModel> variance_misuses(const ref::BnParams& bn);
-// Every hypothesis that applies to this layer (best first is decided by the caller).
-std::vector<AffineModel> hypotheses(const ref::BnParams& bn, const Layer& L, const std::vector<double>& obs);
+// Every hypothesis about the BatchNorm and the bias that applies to this layer (best first is
+// decided by the caller). Without a BatchNorm: only a dropped conv bias (when it has one).
+std::vector<AffineModel> hypotheses(const std::optional<ref::BnParams>& bn, const Layer& L,
+                                    const std::vector<double>& obs);
 
 }  // namespace foldcheck::diagnosis

@@ -42,12 +42,22 @@ struct DiagnoseHypothesis {
   static DiagnoseHypothesis from_json(const nlohmann::json& j);
 };
 
+// One replay of the layer in the declared arithmetic ("arithmetic": {"replays": [...]}).
+struct DiagnoseReplay {
+  std::string name;
+  Verdict verdict = Verdict::Mistrusted;
+  DiagnoseRatio ratio;
+};
+
 // The whole result. Required: "layer" {"conv" (null: BatchNorm alone), "input", "output"
 // (shapes, kept as JSON: printed as the result wrote them)}, "dtype", "bound" {"formula"},
 // "as_given", "hypotheses", "verdict", "summary". Optional: "fix" (only when a hypothesis
-// explains the observation).
+// explains the observation), "layer" {"batchnorm"} (absent: true), "arithmetic" {"name",
+// "replay", "replays"} (absent: float32).
 struct Diagnose {
-  bool has_conv = false;
+  bool has_conv = false, has_bn = true;
+  std::string arithmetic = "float32", replay, algorithm = "direct";
+  std::vector<DiagnoseReplay> replays;
   nlohmann::json input_shape, output_shape;
   std::string dtype, bound_formula;
   double max_abs_difference = 0;  // as_given's

@@ -1,0 +1,224 @@
+// diagnose's replays of a conv in another arithmetic (diagnose_replay.hpp).
+#include "diagnose_replay.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "foldcheck/numerics/bounded.hpp"
+#include "foldcheck/reference/conv_bn_reference.hpp"
+
+namespace foldcheck {
+namespace {
+
+using diagnosis::Layer;
+using diagnosis::ld;
+
+constexpr double kFoldDelta = 0x1p-18;  // an engine's folded weight: within delta |w a| (header)
+
+ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                          const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
+  ref::LayerData d;
+  d.geometry = g;
+  d.x = &x;
+  d.w = &w;
+  d.bias = bias;
+  ref::Options ro = opts;
+  ro.formats = ref::format_bit(*info(dtype).format);  // float32 data: the fast path
+  const ref::LayerResult r = ref::conv_bn(d, ro);
+  ExactConv e;
+  e.c.resize(r.y.size());
+  for (std::size_t i = 0; i < r.y.size(); ++i) e.c[i] = static_cast<ld>(r.y[i].approx.hi) + r.y[i].approx.lo;
+  e.A = r.abs_sum;
+  return e;
+}
+
+// Every value converted; false when one overflows the operand format.
+bool convert_all(const std::vector<double>& v, const OperandFormat& f, OperandConversion c, std::vector<double>& out) {
+  out.resize(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (out[i] = convert(v[i], f, c); !std::isfinite(out[i])) return false;
+  return true;
+}
+
+// The unfused replay's conv: bf16x3 sums the three products of the split operands (three
+// exact convs, 3k terms); the others one conv of the converted operands.
+std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::ConvGeometry& g, const ConvArithmetic& a,
+                                        OperandConversion cv, const std::vector<double>& w,
+                                        const std::vector<double>* bias, DType dtype) {
+  if (!a.split()) {
+    std::vector<double> xc, wc;
+    if (!convert_all(in.x.data, *a.operands(), cv, xc) || !convert_all(w, *a.operands(), cv, wc)) return std::nullopt;
+    return exact_conv_impl(g, xc, wc, bias, in.ref, dtype);
+  }
+  const auto split_all = [](const std::vector<double>& v, std::vector<double>& hi, std::vector<double>& lo) {
+    hi.resize(v.size());
+    lo.resize(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const SplitOperand s = split_bf16(v[i]);
+      if (!std::isfinite(s.hi)) return false;  // past bf16's range (within float32's last half-ulp)
+      hi[i] = s.hi;
+      lo[i] = s.lo;
+    }
+    return true;
+  };
+  std::vector<double> xh, xl, wh, wl;
+  if (!split_all(in.x.data, xh, xl) || !split_all(w, wh, wl)) return std::nullopt;
+  ExactConv sum = exact_conv_impl(g, xh, wh, bias, in.ref, dtype);
+  for (const auto& [xp, wp] : {std::pair{&xh, &wl}, std::pair{&xl, &wh}}) {
+    const ExactConv part = exact_conv_impl(g, *xp, *wp, nullptr, in.ref, dtype);
+    for (std::size_t i = 0; i < sum.c.size(); ++i) {
+      sum.c[i] += part.c[i];
+      sum.A[i] += part.A[i];
+    }
+  }
+  return sum;
+}
+
+// A replay's Layer: the base's shapes and bias, the replayed conv, the arithmetic's sums.
+Layer replay_layer(const Layer& base, ExactConv e, const ConvArithmetic& a, double k) {
+  Layer L;
+  L.dtype = base.dtype;
+  L.N = base.N;
+  L.C = base.C;
+  L.plane = base.plane;
+  L.has_conv = true;
+  L.bias = base.bias;
+  L.c = std::move(e.c);
+  L.A = std::move(e.A);
+  L.k = k;
+  L.u_acc = a.accumulate_u();
+  return L;
+}
+
+}  // namespace
+
+ExactConv exact_conv(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                     const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
+  return exact_conv_impl(g, x, w, bias, opts, dtype);
+}
+
+namespace {
+
+struct FoldedWeights {
+  std::vector<double> w;  // the replay's converted folded weights
+  std::vector<double> d;  // per weight: how far an engine's may be from it (0: the same)
+};
+
+// w' = fl32(w fl32(a)) converted; d_j where a fold within delta may convert elsewhere.
+std::optional<FoldedWeights> folded_weights(const DiagnoseInput& in, const diagnosis::AffineModel& given,
+                                            const OperandFormat& f, OperandConversion cv) {
+  const std::vector<double>& w = in.weights->data;
+  const std::size_t per = w.size() / given.a.size();
+  FoldedWeights fw;
+  fw.w.resize(w.size());
+  fw.d.assign(w.size(), 0.0);
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    const ld a = given.a[j / per];
+    const double wa = static_cast<double>(static_cast<ld>(w[j]) * a);
+    const float t = static_cast<float>(a);
+    fw.w[j] = convert(static_cast<double>(static_cast<float>(w[j] * static_cast<double>(t))), f, cv);
+    const double lo = convert(wa * (1 - kFoldDelta - 0x1p-50), f, cv),
+                 hi = convert(wa * (1 + kFoldDelta + 0x1p-50), f, cv);
+    if (!std::isfinite(fw.w[j]) || !std::isfinite(lo) || !std::isfinite(hi)) return std::nullopt;
+    fw.d[j] = std::max(std::fabs(lo - fw.w[j]), std::fabs(hi - fw.w[j]));
+  }
+  return fw;
+}
+
+// sum_j d_j |x^_j| over each output's window, for the weights with d_j > 0 (a handful).
+std::vector<double> uncertain_terms(const ref::ConvGeometry& g, const std::vector<double>& xc,
+                                    const std::vector<double>& d) {
+  std::vector<double> out(static_cast<std::size_t>(g.output_size()), 0.0);
+  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, OH = g.OH(), OW = g.OW();
+  for (std::size_t j = 0; j < d.size(); ++j) {
+    if (d[j] == 0) continue;
+    const std::int64_t jj = static_cast<std::int64_t>(j), kw = jj % g.KW, kh = (jj / g.KW) % g.KH;
+    const std::int64_t ci = (jj / (g.KW * g.KH)) % cg, o = jj / (g.KW * g.KH * cg), c = (o / og) * cg + ci;
+    for (std::int64_t n = 0; n < g.N; ++n)
+      for (std::int64_t oh = 0; oh < OH; ++oh) {
+        const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dil_h;
+        if (ih < 0 || ih >= g.H) continue;
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dil_w;
+          if (iw < 0 || iw >= g.W) continue;
+          const double xv = std::fabs(xc[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)]);
+          out[static_cast<std::size_t>(((n * g.O + o) * OH + oh) * OW + ow)] += d[j] * xv;
+        }
+      }
+  }
+  for (double& v : out) v = round_up(v);
+  return out;
+}
+
+// The folded replay (header): c = conv(x^, w'^) + b', identity model.
+std::optional<Replay> folded_replay(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& base,
+                                    const diagnosis::AffineModel& given, const ConvArithmetic& a,
+                                    OperandConversion cv) {
+  const OperandFormat f = *a.operands();
+  std::vector<double> xc;
+  if (!convert_all(in.x.data, f, cv, xc)) return std::nullopt;
+  const std::optional<FoldedWeights> fw = folded_weights(in, given, f, cv);
+  if (!fw) return std::nullopt;
+  Replay r;
+  r.L = replay_layer(base, exact_conv_impl(g, xc, fw->w, nullptr, in.ref, base.dtype), a,
+                     static_cast<double>(g.terms_per_output()) + 1);
+  r.L.bias.clear();
+  r.L.extra = uncertain_terms(g, xc, fw->d);
+  const double u = 0x1p-24, g8 = gamma_k(8, u);
+  for (std::size_t i = 0; i < r.L.c.size(); ++i) {
+    const std::size_t o = base.channel(i, false);
+    const ld b = base.bias.empty() ? 0.0L : static_cast<ld>(base.bias[o]);
+    const ld bp = (b - given.m[o]) * given.a[o] + given.beta[o];
+    r.L.c[i] += bp;
+    r.L.A[i] = round_up(r.L.A[i] + static_cast<double>(std::fabs(bp)));
+    const double mag =
+        static_cast<double>(std::fabs(given.a[o]) * (std::fabs(b) + std::fabs(given.m[o])) + std::fabs(given.beta[o]));
+    r.L.extra[i] = round_up(r.L.extra[i] + g8 * mag + 0x1p-60 * static_cast<double>(std::fabs(bp)));
+  }
+  r.model = diagnosis::plain_conv(static_cast<std::size_t>(base.C));
+  r.folded = true;
+  return r;
+}
+
+}  // namespace
+
+std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& base,
+                            const diagnosis::AffineModel& given, const ConvArithmetic& a) {
+  std::vector<Replay> out;
+  const double k_unit = static_cast<double>(g.terms_per_output()) * (a.split() ? 3 : 1);
+  for (const OperandConversion cv : a.conversions()) {
+    const std::string label = std::string(a.name()) + (a.split() ? " split" : " " + std::string(name(cv)));
+    if (std::optional<ExactConv> e = converted_conv(in, g, a, cv, in.weights->data,
+                                                    in.conv_bias.empty() ? nullptr : &in.conv_bias, base.dtype)) {
+      Replay r;
+      r.L = replay_layer(base, std::move(*e), a, k_unit + (in.conv_bias.empty() ? 0 : 1));
+      if (r.L.u_acc * r.L.k < 0.5) {  // gamma_k needs k u < 1; beyond 1/2 the bound says nothing
+        r.name = label;
+        r.arithmetic = a;
+        r.conversion = cv;
+        r.model = given;
+        out.push_back(std::move(r));
+      }
+    }
+    if (!in.bn || a.split()) continue;
+    if (std::optional<Replay> f = folded_replay(in, g, base, given, a, cv); f && f->L.u_acc * f->L.k < 0.5) {
+      f->name = label + ", folded";
+      f->arithmetic = a;
+      f->conversion = cv;
+      out.push_back(std::move(*f));
+    }
+  }
+  return out;
+}
+
+std::optional<diagnosis::Layer> general_bound_layer(const Layer& base, const ConvArithmetic& a) {
+  const auto f = a.operands();
+  const double e = f ? std::ldexp(1.0, 1 - f->precision) : 0.0;
+  const double k = base.k * (a.split() ? 3 : 1);
+  if (!f || k * a.accumulate_u() >= 0.5) return std::nullopt;
+  Layer L = base;
+  L.operand_factor = round_up(a.general_operand_factor() + gamma_k(k, a.accumulate_u()) * (1 + e) * (1 + e));
+  return L;
+}
+
+}  // namespace foldcheck

@@ -1,0 +1,109 @@
+#pragma once
+// The arithmetic a conv's products and sums are computed in, as engines and accelerators do:
+// float32 as given, TF32 tensor cores, bf16 or fp16 operands with float32 accumulation, fp16
+// operands with fp16 accumulation, bf16x3 split-float emulation of float32.
+//
+// Contract: each is described by what happens to its operands and its sums:
+//   operands  every input value x and weight w is converted to a narrower operand format
+//             (p significand bits, an exponent range) before it is multiplied: tf32 p = 11
+//             (10 stored bits, float32's exponents), bf16 p = 8 (float32's exponents), fp16
+//             p = 11 (exponents -14..15, subnormals, overflow). The conversion is one of
+//             nearest-even (IEEE's, cvt.rn), nearest-away (NVIDIA's cvt.rna.tf32.f32) or
+//             truncation (a tensor core fed float32 bits drops the low ones); hardware
+//             differs, so a check tries each (convert() below is exact: a value of the
+//             format, held in a double).
+//   split     bf16x3 writes each operand as hi + lo (hi = RN_bf16(x), lo = RN_bf16(x - hi))
+//             and sums the three products hi*hi' + hi*lo' + lo*hi' (XLA's BF16_BF16_F32_X3,
+//             oneDNN's and cuBLAS's split-float modes): the lo*lo' product and each operand's
+//             remainder |x - hi - lo| <= 2^-16 |x| are dropped.
+//   products  a product of two operands is exact in float32 (11 + 11 and 8 + 8 bits fit in 24)
+//             and in the accumulator.
+//   sums      accumulated in float32 (u = 2^-24) or, for fp16-accumulate, in fp16 (u = 2^-11),
+//             in any order and in chunks (an MMA of depth k accumulates k products, then adds
+//             the chunk to the running sum): Higham's order-independent bound
+//             |fl(sum p_j) - sum p_j| <= gamma_n(u) sum |p_j| over the n = k (+1 for a bias)
+//             terms holds for every order and every chunking, so it holds here unchanged.
+// The exact result of the converted operands (the certified reference on them) therefore
+// leaves only the sums to bound: gamma_n(u_acc) sum |x^ w^|. That is what makes a small change
+// visible under TF32, whose per-operand error (2^-11 relative) is itself larger than most
+// bugs. An operand converted some other way (keeping more bits than p) is within the general
+// bound
+//   |x^ w^ - x w| <= (2 e + e^2) |x w|,  e = 2^(1-p) (any conversion keeping p bits, nearest
+//   or truncated, moves a value by less than one unit in its p-th bit: < 2^(1-p) relative)
+//   |y^ - y| <= (2 e + e^2) sum|x w| + gamma_n(u_acc) (1 + e)^2 sum|x w|
+// which general_bound_factor() states per unit sum|x w|; it is reported beside the replays.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace foldcheck {
+
+enum class OperandConversion { NearestEven, NearestAway, Truncate };
+const char* name(OperandConversion c);  // "nearest-even", "nearest-away", "truncate"
+
+// A binary operand format: p significand bits, normal exponents emin..emax, subnormals below.
+struct OperandFormat {
+  int precision = 24;
+  int emin = -126, emax = 127;
+};
+
+enum class ConvArithmeticKind { Float32, TF32, BF16, FP16, FP16Accumulate, BF16x3 };
+
+struct ConvArithmetic {
+  ConvArithmeticKind kind = ConvArithmeticKind::Float32;
+  const char* name() const;  // "float32", "tf32", "bf16", "fp16", "fp16-accumulate", "bf16x3"
+  // Operands converted before they are multiplied (none: float32's own values).
+  std::optional<OperandFormat> operands() const;
+  // The conversions a replay tries, most common first (empty for float32).
+  std::vector<OperandConversion> conversions() const;
+  // bf16x3's split into hi + lo (three products per multiply-add).
+  bool split() const { return kind == ConvArithmeticKind::BF16x3; }
+  // The accumulator's unit roundoff: 2^-24 (float32), 2^-11 (fp16-accumulate).
+  double accumulate_u() const;
+  // Per unit sum|x w|: the conversions' part (2 e + e^2) of the general bound above (0 for
+  // float32); the caller adds gamma_n(u_acc) (1 + e)^2.
+  double general_operand_factor() const;
+  // What a user reads: "TF32 tensor cores (operands rounded to 10 bits, float32 accumulation)".
+  std::string description() const;
+  bool operator==(const ConvArithmetic&) const = default;
+};
+
+// Every arithmetic, float32 first (the default).
+const std::vector<ConvArithmetic>& all_conv_arithmetics();
+// Throws InputError naming the valid ones.
+ConvArithmetic conv_arithmetic_from_name(std::string_view name);
+std::string conv_arithmetic_names();  // "float32|tf32|bf16|fp16|fp16-accumulate|bf16x3"
+
+// The algorithm a conv's sums are formed by (combinable with an arithmetic):
+//   direct       the window's products summed (any order, any chunking): gamma_k
+//   winograd2/4/6  Winograd's F(m x m, 3 x 3), m = 2, 4, 6: the transforms' own roundings
+//                (layer/winograd_bound.hpp: gamma_N |A^T| [sum (|G||g||G^T|) (.) (|B^T||d||B|)] |A|)
+//   split-k:S    S partial sums of about k/S products each, added at the end: covered by the
+//                order-independent gamma_k unchanged (S >= 1).
+enum class ConvAlgorithmKind { Direct, Winograd2, Winograd4, Winograd6, SplitK };
+struct ConvAlgorithm {
+  ConvAlgorithmKind kind = ConvAlgorithmKind::Direct;
+  int splits = 1;             // split-k's S
+  std::string name() const;   // "direct", "winograd4", "split-k:8"
+  int winograd_tile() const;  // m, or 0 when not Winograd
+  bool operator==(const ConvAlgorithm&) const = default;
+};
+// "direct", "winograd2", "winograd4", "winograd6", "split-k:S" (S a positive integer); throws
+// InputError naming them.
+ConvAlgorithm conv_algorithm_from_name(std::string_view name);
+inline constexpr const char* kConvAlgorithmNames = "direct|winograd2|winograd4|winograd6|split-k:S";
+
+// x (a finite value of float32 or wider) converted to the operand format: its value, exact in
+// a double. Nearest-even and nearest-away round to nearest (ties as named) and overflow to an
+// infinity past the format's range (the last finite value's half-ulp), truncation rounds
+// toward zero and saturates at the largest finite value, as dropping bits does.
+double convert(double x, const OperandFormat& f, OperandConversion c);
+
+// bf16x3's split: hi = RN_bf16(x), lo = RN_bf16(x - hi) (x - hi is exact in a double).
+struct SplitOperand {
+  double hi = 0, lo = 0;
+};
+SplitOperand split_bf16(double x);
+
+}  // namespace foldcheck

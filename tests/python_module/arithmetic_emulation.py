@@ -1,0 +1,130 @@
+"""Exact emulations of the arithmetics GPUs and mixed-precision engines compute a conv in, for
+the tests of `diagnose --arithmetic` (no GPU here): the operand conversions on float32 bit
+patterns as hardware performs them (TF32: cvt.rna / cvt.rn / a tensor core dropping the low 13
+bits; bf16: 16 bits; fp16: IEEE binary16), products exact in float32, sums in float32 (torch's
+CPU conv, whose order is its own) or, for fp16 accumulation, each partial sum rounded to fp16.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def _drop_bits(a: np.ndarray, drop: int, mode: str) -> np.ndarray:
+    b = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    mask = np.uint64((1 << drop) - 1)
+    low, base = b & mask, b & ~mask
+    half = np.uint64(1 << (drop - 1))
+    step = np.uint64(1 << drop)
+    if mode == "truncate":
+        r = base
+    elif mode == "nearest-away":
+        r = np.where(low >= half, base + step, base)
+    else:  # nearest-even
+        odd = (base >> np.uint64(drop)) & np.uint64(1)
+        r = np.where((low > half) | ((low == half) & (odd == 1)), base + step, base)
+    return r.astype(np.uint32).view(np.float32)
+
+
+def tf32(a: np.ndarray, mode: str = "nearest-away") -> np.ndarray:
+    return _drop_bits(a, 13, mode)
+
+
+def bf16(a: np.ndarray, mode: str = "nearest-even") -> np.ndarray:
+    return _drop_bits(a, 16, mode)
+
+
+def keep_bits(a: np.ndarray, bits: int) -> np.ndarray:
+    """float32 rounded (nearest-even) to `bits` significand bits: a conversion one step worse."""
+    return _drop_bits(a, 24 - bits, "nearest-even")
+
+
+def fp16(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, stride: int = 1, padding: int = 0,
+         dilation: int = 1, groups: int = 1) -> np.ndarray:
+    """torch's CPU float32 conv (its own summation order)."""
+    with torch.no_grad():
+        return torch.nn.functional.conv2d(
+            torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(w)),
+            None if b is None else torch.from_numpy(np.ascontiguousarray(b)),
+            stride=stride, padding=padding, dilation=dilation, groups=groups).numpy()
+
+
+def split_bf16(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hi = bf16(a)
+    return hi, bf16((np.asarray(a, np.float32) - hi).astype(np.float32))
+
+
+def conv_bf16x3(x: np.ndarray, w: np.ndarray, **geometry: int) -> np.ndarray:
+    """hi*hi' + hi*lo' + lo*hi', each product's conv in float32, added in float32."""
+    xh, xl = split_bf16(x)
+    wh, wl = split_bf16(w)
+    return (conv(xh, wh, **geometry) + conv(xh, wl, **geometry) + conv(xl, wh, **geometry)).astype(np.float32)
+
+
+def conv_fp16_accumulate(x: np.ndarray, w: np.ndarray, stride: int = 1, padding: int = 0) -> np.ndarray:
+    """fp16 operands, products exact, every partial sum rounded to fp16 (in window order)."""
+    xt = torch.from_numpy(fp16(x).astype(np.float64))
+    cols = torch.nn.functional.unfold(xt, kernel_size=w.shape[2:], padding=padding, stride=stride).numpy()
+    wf = fp16(w).reshape(w.shape[0], -1).astype(np.float64)
+    n, k, positions = cols.shape
+    acc = np.zeros((n, w.shape[0], positions), dtype=np.float16)
+    for j in range(k):
+        prod = wf[None, :, j, None] * cols[:, None, j, :]  # exact (11 + 11 bits)
+        acc = (acc.astype(np.float64) + prod).astype(np.float16)  # one rounding of an exact sum
+    oh = (x.shape[2] + 2 * padding - w.shape[2]) // stride + 1
+    return acc.astype(np.float32).reshape(n, w.shape[0], oh, -1)
+
+
+def image_input(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """An image-like input: smooth positive pixels, normalised as ImageNet's preprocessing does."""
+    base = rng.random((n, 3, size // 4 + 1, size // 4 + 1))
+    img = np.kron(base, np.ones((1, 1, 4, 4)))[:, :, :size, :size] + 0.1 * rng.random((n, 3, size, size))
+    return ((img / 1.1 - 0.45) / 0.225).astype(np.float32)
+
+
+def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """B^T, G, A^T of F(m x m, 3 x 3) (the matrices NNPACK, oneDNN and cuDNN use), exact in float64."""
+    if m == 2:
+        bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+        g = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]
+        at = [[1, 1, 1, 0], [0, 1, -1, -1]]
+    elif m == 4:
+        bt = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+              [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+        g = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+             [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+        at = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
+    else:
+        a, b = 21 / 4, 17 / 4
+        bt = [[1, 0, -a, 0, a, 0, -1, 0], [0, 1, 1, -b, -b, 1, 1, 0], [0, -1, 1, b, -b, -1, 1, 0],
+              [0, .5, .25, -2.5, -1.25, 2, 1, 0], [0, -.5, .25, 2.5, -1.25, -2, 1, 0], [0, 2, 4, -2.5, -5, .5, 1, 0],
+              [0, -2, 4, 2.5, -5, -.5, 1, 0], [0, -1, 0, a, 0, -a, 0, 1]]
+        g = [[1, 0, 0], [-2 / 9, -2 / 9, -2 / 9], [-2 / 9, 2 / 9, -2 / 9], [1 / 90, 1 / 45, 2 / 45],
+             [1 / 90, -1 / 45, 2 / 45], [32 / 45, 16 / 45, 8 / 45], [32 / 45, -16 / 45, 8 / 45], [0, 0, 1]]
+        at = [[1, 1, 1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, .5, -.5, 0], [0, 1, 1, 4, 4, .25, .25, 0],
+              [0, 1, -1, 8, -8, 1 / 8, -1 / 8, 0], [0, 1, 1, 16, 16, 1 / 16, 1 / 16, 0],
+              [0, 1, -1, 32, -32, 1 / 32, -1 / 32, 1]]
+    return np.array(bt, np.float64), np.array(g, np.float64), np.array(at, np.float64)
+
+
+def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype: type = np.float32) -> np.ndarray:
+    """Winograd F(m x m, 3 x 3) of a stride-1 3x3 conv, every stage in `dtype` (float32: as an
+    engine computes it; float64: to check the matrices give the conv)."""
+    bt, g, at = (a.astype(dtype) for a in winograd_matrices(m))
+    n = m + 2
+    N, C, H, W = x.shape
+    oh, ow = H + 2 * padding - 2, W + 2 * padding - 2
+    th, tw = -(-oh // m), -(-ow // m)
+    xp = np.zeros((N, C, th * m + 2, tw * m + 2), dtype)
+    xp[:, :, padding:padding + H, padding:padding + W] = x
+    d = np.lib.stride_tricks.sliding_window_view(xp, (n, n), axis=(2, 3))[:, :, ::m, ::m]  # N C th tw n n
+    v = np.matmul(np.matmul(bt, d.astype(dtype)), bt.T)                                      # B^T d B
+    u = np.matmul(np.matmul(g, w.astype(dtype)), g.T)                                        # O C n n
+    mm = np.einsum("ocij,ncabij->noabij", u, v).astype(dtype)                                 # sum over c
+    y = np.matmul(np.matmul(at, mm), at.T)                                                   # N O th tw m m
+    y = y.transpose(0, 1, 2, 4, 3, 5).reshape(N, w.shape[0], th * m, tw * m)
+    return np.ascontiguousarray(y[:, :, :oh, :ow]).astype(np.float32)

@@ -1,0 +1,237 @@
+"""`diagnose` in the arithmetic an output was computed in (issue 41): a plain conv without
+BatchNorm; TF32 tensor cores (both of NVIDIA's conversions and truncation), bf16/fp16 operands,
+fp16 accumulation and bf16x3 judged by exact replays of their operand conversions; under the
+default float32 the best hypothesis names the arithmetic and its fix; a change of one channel
+by 1e-3 stays visible under TF32. Emulations: arithmetic_emulation.py."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from arithmetic_emulation import (
+    bf16,
+    conv,
+    conv_bf16x3,
+    conv_fp16_accumulate,
+    conv_winograd,
+    fp16,
+    image_input,
+    keep_bits,
+    split_bf16,
+    tf32,
+)
+
+import foldcheck
+
+
+def cli(foldcheck_bin, tmp_path, arrays, *args):
+    paths = {}
+    for k, v in arrays.items():
+        paths[k] = str(tmp_path / f"{k}.npy")
+        np.save(paths[k], v)
+    p = subprocess.run([foldcheck_bin, "diagnose", "--input", paths["x"], "--weights", paths["w"], "--observed",
+                        paths["y"], *args, "--format", "json", "--no-timing"], capture_output=True, text=True)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def gpu_scenario():
+    """The report: 64 filters 7x7, stride 2, 'valid', on an image; the GPU's output in TF32."""
+    rng = np.random.default_rng(7)
+    x = image_input(rng, 1, 96)
+    w = (rng.standard_normal((64, 3, 7, 7)) * np.sqrt(2 / 147)).astype(np.float32)
+    return x, w
+
+
+def test_a_tf32_gpu_output_is_named_tf32_with_its_fix_and_expected_under_tf32(foldcheck_bin, tmp_path, gpu_scenario):
+    x, w = gpu_scenario
+    y32 = conv(x, w, stride=2)
+    for arithmetic in ("float32", "tf32"):  # the CPU's float32 output passes under both
+        code, r = cli(foldcheck_bin, tmp_path, {"x": x, "w": w, "y": y32}, "--stride", "2", "--arithmetic", arithmetic)
+        assert (code, r["verdict"]) == (0, "EXPECTED"), r["summary"]
+    for mode in ("nearest-away", "truncate", "nearest-even"):
+        y = conv(tf32(x, mode), tf32(w, mode), stride=2)
+        code, r = cli(foldcheck_bin, tmp_path, {"x": x, "w": w, "y": y}, "--stride", "2")
+        assert (code, r["verdict"], r["best"]) == (1, "UNEXPECTED", "tf32_tensor_cores"), r["summary"]
+        assert "allow_tf32 = False" in r["fix"] and "enable_tensor_float_32_execution(False)" in r["fix"]
+        assert "--arithmetic tf32" in r["fix"]
+        assert not any(h["name"] in ("std_passed_as_var", "missing_sqrt", "eps_mismatch") for h in r["hypotheses"])
+        code, r = cli(foldcheck_bin, tmp_path, {"x": x, "w": w, "y": y}, "--stride", "2", "--arithmetic", "tf32")
+        assert (code, r["verdict"]) == (0, "EXPECTED"), r["summary"]
+        assert r["arithmetic"]["replay"] == f"tf32 {mode}"
+
+
+def test_a_1e3_change_of_one_channel_is_seen_under_tf32(foldcheck_bin, tmp_path, gpu_scenario):
+    x, w = gpu_scenario
+    w2 = w.copy()
+    w2[11] *= 1 + 1e-3
+    y = conv(tf32(x), tf32(w2), stride=2)
+    code, r = cli(foldcheck_bin, tmp_path, {"x": x, "w": w, "y": y}, "--stride", "2", "--arithmetic", "tf32")
+    assert (code, r["verdict"], r["best"]) == (1, "UNEXPECTED", None), r["summary"]
+    # The general bound (any conversion keeping 10 bits) cannot see it; the report says so.
+    assert r["arithmetic"]["general_bound"]["max_ratio_to_bound"] < 1
+    assert "general tf32 bound" in r["summary"]
+
+
+@pytest.fixture(scope="module")
+def bn_layer():
+    """A padded 64-channel 3x3 conv + BatchNorm (trained-like statistics) on post-ReLU input."""
+    rng = np.random.default_rng(8)
+    x = np.maximum(rng.standard_normal((2, 64, 16, 16)), 0).astype(np.float32)
+    w = (rng.standard_normal((64, 64, 3, 3)) * np.sqrt(2 / 576)).astype(np.float32)
+    bn = dict(gamma=(1 + 0.2 * rng.standard_normal(64)).astype(np.float32),
+              beta=(0.1 * rng.standard_normal(64)).astype(np.float32),
+              mean=(0.3 * rng.standard_normal(64)).astype(np.float32),
+              var=(0.5 + rng.random(64)).astype(np.float32), eps=1e-5)
+    return x, w, bn
+
+
+def scale_of(bn):
+    return (bn["gamma"] / np.sqrt(bn["var"] + np.float32(bn["eps"]))).astype(np.float32)
+
+
+def unfused(c, bn):
+    s = scale_of(bn)[None, :, None, None]
+    return ((c - bn["mean"][None, :, None, None]) * s + bn["beta"][None, :, None, None]).astype(np.float32)
+
+
+def folded(w, bn):
+    s = scale_of(bn)
+    return (w * s[:, None, None, None]).astype(np.float32), (-bn["mean"] * s + bn["beta"]).astype(np.float32)
+
+
+@pytest.mark.parametrize("arith", ["tf32", "bf16"])
+def test_conv_bn_in_tf32_or_bf16_unfused_and_folded(bn_layer, arith):
+    x, w, bn = bn_layer
+    cvt = tf32 if arith == "tf32" else bf16
+    wf, bf = folded(w, bn)
+    outputs = {"unfused": unfused(conv(cvt(x), cvt(w), padding=1), bn),
+               "folded": conv(cvt(x), cvt(wf), bf, padding=1)}
+    for path, y in outputs.items():
+        r = foldcheck.diagnose(x, y, weight=w, arithmetic=arith, **bn)
+        assert r.verdict == "EXPECTED", (path, r.summary)
+        assert r.replay.startswith(arith) and r.replay.endswith(", folded") == (path == "folded")
+        r = foldcheck.diagnose(x, y, weight=w, **bn)
+        assert (r.verdict, r.best) == ("UNEXPECTED", "tf32_tensor_cores" if arith == "tf32" else "bf16_operands"), \
+            (path, r.summary)
+    w2 = w.copy()
+    w2[5] *= 1 + 1e-3
+    r = foldcheck.diagnose(x, unfused(conv(cvt(x), cvt(w2), padding=1), bn), weight=w, arithmetic=arith, **bn)
+    assert (r.verdict, r.best) == ("UNEXPECTED", None), r.summary
+
+
+def test_python_without_batchnorm_checks_a_plain_conv_never_a_default_one():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    y = conv(x, w, b)
+    r = foldcheck.diagnose(x, y, weight=w, bias=b)
+    assert r.verdict == "EXPECTED" and r["bn"] is None and r["layer"]["batchnorm"] is False
+    assert "no BatchNorm" in str(r)
+    r = foldcheck.diagnose(x, conv(x, w), weight=w, bias=b)  # the bias left out
+    assert (r.verdict, r.best) == ("UNEXPECTED", "conv_bias_dropped")
+    with pytest.raises(ValueError, match="a conv"):
+        foldcheck.diagnose(x, y)
+    with pytest.raises(ValueError, match="BatchNorm alone has none"):
+        foldcheck.diagnose(x, x, gamma=np.ones(8, np.float32), arithmetic="tf32")
+    with pytest.raises(ValueError, match="float32.tf32.bf16"):
+        foldcheck.diagnose(x, y, weight=w, bias=b, arithmetic="tf16")
+
+
+# Every arithmetic's output over shapes (groups, stride, dilation, padding) and seeds: EXPECTED
+# under its own arithmetic (the bound is never exceeded), UNEXPECTED one step worse (one bit
+# fewer per operand, a dropped split product, TF32 judged as float32). The largest ratio seen is
+# printed for the tightness table (pytest -s).
+GEOMETRIES = [dict(stride=1, padding=1), dict(stride=2, padding=0), dict(stride=1, padding=2, dilation=2),
+              dict(stride=1, padding=1, groups=4)]
+
+
+def emulate(arith, x, w, g):
+    if arith.startswith("tf32"):
+        mode = arith.split(":")[1]
+        return conv(tf32(x, mode), tf32(w, mode), **g)
+    return {"bf16": lambda: conv(bf16(x), bf16(w), **g), "fp16": lambda: conv(fp16(x), fp16(w), **g),
+            "bf16x3": lambda: conv_bf16x3(x, w, **g)}[arith]()
+
+
+def worse(arith, x, w, g):
+    if arith.startswith("tf32") or arith == "fp16":
+        return conv(keep_bits(x, 10), keep_bits(w, 10), **g)
+    if arith == "bf16":
+        return conv(keep_bits(x, 7), keep_bits(w, 7), **g)
+    xh, xl = split_bf16(x)
+    wh, wl = split_bf16(w)
+    return (conv(xh, wh, **g) + conv(xh, wl, **g)).astype(np.float32)  # bf16x3 without lo*hi'
+
+
+@pytest.mark.parametrize("arith", ["tf32:nearest-away", "tf32:truncate", "tf32:nearest-even", "bf16", "fp16",
+                                   "bf16x3"])
+def test_each_bound_holds_over_shapes_and_seeds_and_sees_one_step_worse(arith):
+    name = arith.split(":")[0]
+    worst = 0.0
+    for seed in range(3):
+        for g in GEOMETRIES:
+            rng = np.random.default_rng(100 + seed)
+            groups = g.get("groups", 1)
+            x = np.maximum(rng.standard_normal((1, 16, 12, 12)), -0.5).astype(np.float32)
+            w = (rng.standard_normal((16, 16 // groups, 3, 3)) / 6).astype(np.float32)
+            layer = {k: v for k, v in g.items() if k != "groups"}  # diagnose reads groups from the shapes
+            r = foldcheck.diagnose(x, emulate(arith, x, w, g), weight=w, arithmetic=name, **layer)
+            assert r.verdict == "EXPECTED", (arith, seed, g, r.summary)
+            worst = max(worst, r["as_given"]["max_ratio_to_bound"])
+            r = foldcheck.diagnose(x, worse(arith, x, w, g), weight=w, arithmetic=name, **layer)
+            assert r.verdict == "UNEXPECTED", (arith, "one step worse", seed, g, r.summary)
+    print(f"\n{arith}: largest ratio to the replay's bound {worst:.3g}")
+
+
+def test_fp16_accumulation_holds_and_is_never_offered_as_the_cause():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    w = (rng.standard_normal((8, 8, 3, 3)) / 8).astype(np.float32)
+    y = conv_fp16_accumulate(x, w, padding=1)
+    r = foldcheck.diagnose(x, y, weight=w, arithmetic="fp16-accumulate")
+    assert r.verdict == "EXPECTED", r.summary
+    # Its bound (gamma_k at 2^-11) covers a percent change of a channel: listed, never the best.
+    r = foldcheck.diagnose(x, y, weight=w)
+    assert (r.verdict, r.best) == ("UNEXPECTED", None)
+    assert r.hypotheses[0]["name"] == "fp16_accumulation" and r.hypotheses[0]["loose"]
+
+
+def test_winograd_matrices_compute_the_conv():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 4, 13, 11))
+    w = rng.standard_normal((5, 4, 3, 3))
+    exact = conv(x, w, padding=1)
+    for m in (2, 4, 6):
+        assert np.abs(conv_winograd(x, w, m, dtype=np.float64) - exact).max() < 1e-6
+
+
+@pytest.mark.parametrize("channels", [8, 48])
+def test_winograd_bound_holds_for_each_tile(channels):
+    """Winograd F(m x m, 3 x 3) computed in float32 (the transforms as matrix products) is EXPECTED
+    under its algorithm and under every larger tile's bound; a direct conv under each. The
+    deterministic bound's measured tightness is in NUMERICS.md (it cannot see a tile one step
+    larger: the path bound counts every coefficient's magnitude)."""
+    rng = np.random.default_rng(channels)
+    x = np.maximum(rng.standard_normal((1, channels, 13, 14)), 0).astype(np.float32)
+    w = (rng.standard_normal((16, channels, 3, 3)) * np.sqrt(2 / (9 * channels))).astype(np.float32)
+    worst = {}
+    for m in (2, 4, 6):
+        y = conv_winograd(x, w, m)
+        for larger in (m, 6):
+            r = foldcheck.diagnose(x, y, weight=w, algorithm=f"winograd{larger}")
+            assert r.verdict == "EXPECTED", (m, larger, r.summary)
+            if larger == m:
+                worst[m] = r["as_given"]["max_ratio_to_bound"]
+                assert r["arithmetic"]["algorithm"] == f"winograd{m}"
+    for m in (2, 4, 6):
+        assert foldcheck.diagnose(x, conv(x, w, padding=1), weight=w, algorithm=f"winograd{m}").verdict == "EXPECTED"
+    with pytest.raises(ValueError, match="stride 1"):
+        foldcheck.diagnose(x, conv(x, w, stride=2, padding=1), weight=w, stride=2, algorithm="winograd4")
+    r = foldcheck.diagnose(x, conv(x, w, padding=1), weight=w, algorithm="split-k:4")
+    assert r.verdict == "EXPECTED" and r["arithmetic"]["algorithm"] == "split-k:4"
+    print(f"\nwinograd, {channels} channels: largest ratio to the bound {worst}")
