@@ -27,6 +27,12 @@ class AccuracyDiffCommand : public Command {
     cmd_->add_option("--observed-output", observed_output_,
                      "Another engine's output of the model on --input (.npy, float32): checked against the float64 run "
                      "with a probabilistic end-to-end bound (see README)");
+    cmd_->add_option("--arithmetic", arithmetic_,
+                     "The arithmetic --observed-output was computed in: float32, or bf16 / fp16 with every activation "
+                     "stored in that type (torch.autocast): the end-to-end bound then models the converted operands "
+                     "and 16-bit activations")
+        ->check(CLI::IsMember(std::vector<std::string>{"float32", "bf16", "fp16"}))
+        ->capture_default_str();
     cmd_->add_option("--output-samples", opts_.output_samples,
                      "Perturbed float64 runs that estimate the end-to-end bound (more: a tighter bound, slower)")
         ->check(integer_in(options::kOutputSamples))
@@ -53,6 +59,7 @@ class AccuracyDiffCommand : public Command {
     if (!observed_.empty()) ao.observed_model = observed_;
     if (!input_.empty()) ao.input = input_;
     if (!observed_output_.empty()) ao.observed_output = observed_output_;
+    ao.arithmetic = conv_arithmetic_from_name(arithmetic_);
     ao.recipe = recipe_from_name(recipe_);
     ao.ref.precision = out_.precision;
     ao.ref.threads = out_.threads;
@@ -63,7 +70,7 @@ class AccuracyDiffCommand : public Command {
 
  private:
   OutputOptions out_;
-  std::string model_, observed_, observed_output_, input_, recipe_ = "pytorch";
+  std::string model_, observed_, observed_output_, input_, recipe_ = "pytorch", arithmetic_ = "float32";
   bool no_attr_ = false;
   AccuracyDiffOptions opts_;  // the library's defaults are the flags' defaults
 };

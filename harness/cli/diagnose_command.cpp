@@ -70,9 +70,7 @@ class DiagnoseCommand : public Command {
     }
     if (weights_.empty() && bn_.empty()) throw InputError("give --weights (a conv), --bn (a BatchNorm), or both");
     if (!bn_.empty()) {
-      const LoadedBn bn = load_bn_params(BnSources::archive(bn_), diagnose_bn_rule(in));
-      in.bn = bn.bn;
-      in.eps_given = bn.eps_in_file;
+      set_diagnose_bn(in, load_bn_params(BnSources::archive(bn_), diagnose_bn_rule(in)));
     }
     in.arithmetic = conv_arithmetic_from_name(arithmetic_);
     in.algorithm = conv_algorithm_from_name(algorithm_);

@@ -182,21 +182,24 @@ def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attributio
 
 def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: ArrayIn | PathIn | None = None,  # noqa: A002
                   seed: int = AD["seed"], observed_output: ArrayIn | PathIn | None = None,
-                  output_samples: int = AD["output_samples"], weights_only: bool = AD["weights_only"],
-                  recipe: str = AD["recipe"], attribution: bool = AD["attribution"],
-                  attribution_elements: int = AD["attribution_elements"], confidence: float = AD["confidence"],
-                  precision: int = AD["precision"], threads: int = AD["threads"],
+                  output_samples: int = AD["output_samples"], arithmetic: str = AD["arithmetic"],
+                  weights_only: bool = AD["weights_only"], recipe: str = AD["recipe"],
+                  attribution: bool = AD["attribution"], attribution_elements: int = AD["attribution_elements"],
+                  confidence: float = AD["confidence"], precision: int = AD["precision"], threads: int = AD["threads"],
                   progress: Progress | None = None, unmodelled: dict[str, str] | None = None) -> AccuracyDiffResult:
     """Every Conv -> BatchNormalization pair of an ONNX model, and, with `observed`, another
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
-    input / observed_output: arrays or .npy paths. unmodelled: {layer name: why} for layers whose
+    input / observed_output: arrays or .npy paths. arithmetic: "float32", or "bf16" / "fp16" for an
+    output computed with every activation in that type (torch.autocast): the end-to-end bound then
+    models the converted operands and the 16-bit activations. unmodelled: {layer name: why} for layers whose
     observed fold the caller knows cannot be judged (another op folded into it): each MISTRUSTED
     with its reason as its note, whatever its comparisons show."""
     with NpyFiles() as files:
         r = _core.accuracy_diff(_path(model, "model"), observed=_path(observed, "observed"),
                                 input=files.path(input, "input"), seed=seed,
                                 observed_output=files.path(observed_output, "observed_output"),
-                                output_samples=output_samples, weights_only=weights_only, recipe=recipe,
+                                output_samples=output_samples, arithmetic=arithmetic, weights_only=weights_only,
+                                recipe=recipe,
                                 attribution=attribution, attribution_elements=attribution_elements,
                                 confidence=confidence,
                                 precision=precision, threads=threads, progress=checked_progress(progress),

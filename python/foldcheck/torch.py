@@ -1202,7 +1202,7 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
                 output_samples: int = _AD["output_samples"], confidence: float = _AD["confidence"],
                 precision: int = _AD["precision"], threads: int = _AD["threads"],
                 progress: Callable[[str], object] | None = None,
-                keep_dir: str | os.PathLike[str] | None = None) -> ModelCheck:
+                keep_dir: str | os.PathLike[str] | None = None, arithmetic: str = _AD["arithmetic"]) -> ModelCheck:
     """Is `fused` a correct fold of every conv + BatchNorm of `model`, on input `x`?
 
     fused: the model after a fuser (an nn.Module, an fx GraphModule, a torch.jit.freeze'd
@@ -1220,7 +1220,11 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
     convs pad otherwise than with zeros (padding_mode reflect, replicate, circular) has outputs
     foldcheck does not run: refused up front by module unless weights_only, which checks its
     folds. Its texts name the model by its class, never the files it writes. keep_dir: keep the
-    ONNX files."""
+    ONNX files. arithmetic: "float32", or "bf16" / "fp16": the fused model's output is computed
+    under torch.autocast("cpu", dtype=torch.bfloat16 / torch.float16) (operands converted, every
+    activation stored in that type) and judged end to end with a bound that models it."""
+    if arithmetic not in _AUTOCAST:
+        raise ValueError(f"check_model: arithmetic {arithmetic!r}: expected one of {', '.join(map(repr, _AUTOCAST))}")
     _commands.checked_progress(progress)
     _refuse_arguments(model, fused, x)
     if model is fused:
@@ -1250,9 +1254,10 @@ def check_model(model: torch.nn.Module, fused: Any, x: torch.Tensor, *, weights_
                                    os.path.join(d, "fused.onnx"))
         with _framework_errors("fused", x, d):
             y, note = (None, note or "weights only: the fused model's outputs were not compared") if weights_only \
-                else _output_of(fused, x)
+                else _output_of(fused, x, _AUTOCAST[arithmetic])
         with _in_users_words(os.fspath(d), name):
             diff = _commands.accuracy_diff(original, observed=observed, input=_npy_input(x), observed_output=y,
+                                           arithmetic=arithmetic,
                                            weights_only=weights_only, output_samples=output_samples,
                                            confidence=confidence, precision=precision, threads=threads,
                                            progress=progress, unmodelled=_unmodelled_layers(original, f.mismatches))
@@ -1519,16 +1524,25 @@ def _npy_input(x):
     return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
 
 
-def _output_of(fused, x):
+# check_model's arithmetics: the autocast dtype each computes the fused model's output in.
+_AUTOCAST: dict[str, torch.dtype | None] = {"float32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _output_of(fused, x, autocast=None):
     """The fused model's own output on x (eval mode, its modes given back), for accuracy_diff's
     end-to-end check of another engine's output: it sees what no fold check can (a changed layer
-    without a BatchNorm, a module called twice). (array, None), or (None, why not)."""
+    without a BatchNorm, a module called twice). autocast: a dtype to run it under
+    torch.autocast("cpu", dtype) (its 16-bit output is returned as float32, exactly). (array,
+    None), or (None, why not)."""
     module = fused if isinstance(fused, torch.nn.Module) else getattr(fused, "_orig_mod", None)
     frozen = isinstance(fused, torch.jit.ScriptModule)  # frozen: no modes left to set
     evaluating = _evaluating(module) if isinstance(module, torch.nn.Module) and not frozen \
         else contextlib.nullcontext()
-    with evaluating, torch.no_grad():
+    casting = torch.autocast("cpu", dtype=autocast) if autocast is not None else contextlib.nullcontext()
+    with evaluating, torch.no_grad(), casting:
         y = fused(x)
+    if autocast is not None and isinstance(y, torch.Tensor) and y.dtype == autocast:
+        y = y.float()  # its values exactly
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32:
         return None, (f"the fused model's output is a {type(y).__name__}"
                       f"{'' if not isinstance(y, torch.Tensor) else ' of ' + str(y.dtype)}, not one float32 tensor: "

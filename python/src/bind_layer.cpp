@@ -95,7 +95,7 @@ Result py_diagnose(const pyb::array& x, const pyb::array& observed, const OptArr
   }
   // No BatchNorm argument means none (a plain conv), never a default BatchNorm.
   if (gamma || beta || mean || var || !eps.is_none()) {
-    in.bn = load_bn_params(bn_sources(gamma, beta, mean, var, eps), diagnose_bn_rule(in)).bn;
+    set_diagnose_bn(in, load_bn_params(bn_sources(gamma, beta, mean, var, eps), diagnose_bn_rule(in)));
     in.eps_given = !eps.is_none();
   } else if (!weight) {
     throw InputError("diagnose needs a conv (weight), a BatchNorm (gamma, beta, mean, var), or both");

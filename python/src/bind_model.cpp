@@ -24,8 +24,8 @@ namespace pyb = pybind11;
 using Arg = const pyb::object&;
 
 Result py_accuracy_diff(Arg model, Arg observed, Arg input, Arg seed, Arg observed_output, Arg output_samples,
-                        Arg weights_only, Arg recipe, Arg attribution, Arg attribution_elements, Arg confidence,
-                        Arg precision, Arg threads, pyb::object on_progress, Arg unmodelled) {
+                        Arg arithmetic, Arg weights_only, Arg recipe, Arg attribution, Arg attribution_elements,
+                        Arg confidence, Arg precision, Arg threads, pyb::object on_progress, Arg unmodelled) {
   AccuracyDiffOptions o;
   const std::string model_path = text(model, "model");
   o.observed_model = optional_text(observed, "observed");
@@ -33,6 +33,7 @@ Result py_accuracy_diff(Arg model, Arg observed, Arg input, Arg seed, Arg observ
   o.seed = integer(seed, "seed", options::kSeed);
   o.observed_output = optional_text(observed_output, "observed_output");
   o.output_samples = integer(output_samples, "output_samples", options::kOutputSamples);
+  o.arithmetic = conv_arithmetic_from_name(text(arithmetic, "arithmetic"));
   o.weights_only = flag(weights_only, "weights_only");
   o.recipe = recipe_from_name(text(recipe, "recipe"));
   o.attribution = flag(attribution, "attribution");
@@ -90,6 +91,7 @@ pyb::dict accuracy_diff_defaults() {
   pyb::dict o;
   o["seed"] = d.seed;
   o["output_samples"] = d.output_samples;
+  o["arithmetic"] = std::string(d.arithmetic.name());
   o["weights_only"] = d.weights_only;
   o["recipe"] = std::string(name(d.recipe));
   o["attribution"] = d.attribution;
@@ -123,8 +125,9 @@ void bind_model(pyb::module_& m) {
   m.attr("engines_defaults") = e;
   m.def("accuracy_diff", &py_accuracy_diff, arg("model"), arg("observed") = pyb::none(), arg("input") = pyb::none(),
         arg("seed") = pyb::object(a["seed"]), arg("observed_output") = pyb::none(),
-        arg("output_samples") = pyb::object(a["output_samples"]), arg("weights_only") = pyb::object(a["weights_only"]),
-        arg("recipe") = pyb::object(a["recipe"]), arg("attribution") = pyb::object(a["attribution"]),
+        arg("output_samples") = pyb::object(a["output_samples"]), arg("arithmetic") = pyb::object(a["arithmetic"]),
+        arg("weights_only") = pyb::object(a["weights_only"]), arg("recipe") = pyb::object(a["recipe"]),
+        arg("attribution") = pyb::object(a["attribution"]),
         arg("attribution_elements") = pyb::object(a["attribution_elements"]),
         arg("confidence") = pyb::object(a["confidence"]), arg("precision") = pyb::object(a["precision"]),
         arg("threads") = pyb::object(a["threads"]), arg("progress") = pyb::none(), arg("unmodelled") = pyb::none());

@@ -52,6 +52,13 @@ std::string general(const DiagnoseFacts& f) {
 }  // namespace
 
 std::string diagnose_summary(const DiagnoseFacts& f) {
+  if (f.no_bound) return *f.no_bound + " (MISTRUSTED)";
+  if (f.general_only && f.expected)
+    return fmt::format(
+        "within the general bound of {} on Winograd's transforms (worst element at {:.3g} of it), the only one that "
+        "applies when the transformed operands are converted; it is too wide to see a wrong channel, so this passes "
+        "nothing (MISTRUSTED): judge the layer with the algorithm alone, or in float32",
+        f.arithmetic, f.max_ratio);
   // An overflow is the answer unless the elements judged show a wrong one (evidence first, the
   // overflow said after it).
   if (f.overflow && (f.expected || f.vacuous)) return overflow_reason(*f.overflow);
@@ -83,8 +90,8 @@ std::string diagnose_summary(const DiagnoseFacts& f) {
   if (f.closest_loose)
     return fmt::format(
         "beyond the rounding bound of the layer as given {}, and no hypothesis that can identify a cause explains "
-        "it; only {}'s bound covers it ({}), a bound so wide that it also covers a whole channel changed by a "
-        "percent: rounding only if the engine sums in that arithmetic{}",
+        "it; the closest, {} ({}), fits only within a bound at least twice the layer's, which an output just "
+        "beyond the layer's own bound fits whatever went wrong: it is a lead, not a finding{}",
         worst(f), f.closest, f.closest_description, general(f));
   return fmt::format(
       "beyond the rounding bound of the layer as given {}, and none of the {} hypotheses explains "

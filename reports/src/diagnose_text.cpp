@@ -18,6 +18,11 @@ std::string diagnose_text(const v::Diagnose& r) {
   s += !r.has_conv ? "BatchNorm alone" : r.has_bn ? "conv + BatchNorm" : "conv (no BatchNorm)";
   s += fmt::format(", input {}, output {}, {}, arithmetic {}{}\n", r.input_shape.dump(), r.output_shape.dump(), r.dtype,
                    r.arithmetic, r.algorithm == "direct" ? "" : ", algorithm " + r.algorithm);
+  if (!r.bn_defaulted.empty()) {
+    std::string d;
+    for (const std::string& v : r.bn_defaulted) d += (d.empty() ? "" : ", ") + v;
+    s += "  BatchNorm parameters not given (a fresh BatchNorm's): " + d + "\n";
+  }
   s += "  bound: " + r.bound_formula + "\n";
   if (!r.replays.empty()) {
     s += "  replays of the converted operands (the verdict uses " + r.replay + "):\n";

@@ -5,11 +5,14 @@ default float32 the best hypothesis names the arithmetic and its fix; a change o
 by 1e-3 stays visible under TF32. Emulations: arithmetic_emulation.py."""
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 
 import numpy as np
 import pytest
+import torch
+import torchvision
 from arithmetic_emulation import (
     bf16,
     conv,
@@ -22,8 +25,10 @@ from arithmetic_emulation import (
     split_bf16,
     tf32,
 )
+from torch_models import by_fx, trained_like
 
 import foldcheck
+import foldcheck.torch as fct
 
 
 def cli(foldcheck_bin, tmp_path, arrays, *args):
@@ -235,3 +240,114 @@ def test_winograd_bound_holds_for_each_tile(channels):
     r = foldcheck.diagnose(x, conv(x, w, padding=1), weight=w, algorithm="split-k:4")
     assert r.verdict == "EXPECTED" and r["arithmetic"]["algorithm"] == "split-k:4"
     print(f"\nwinograd, {channels} channels: largest ratio to the bound {worst}")
+
+
+@pytest.fixture(scope="module")
+def resnet18_trained_like():
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(weights=None)
+    for i, mod in enumerate(m.modules()):
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            trained_like(mod, i)
+    return m.eval(), by_fx(m), torch.randn(1, 3, 32, 32)
+
+
+def test_pytorch_cpu_bf16_autocast_resnet18_is_judged_under_bf16(resnet18_trained_like, tmp_path):
+    """torch.autocast("cpu", bfloat16): every conv's operands converted, every activation bf16.
+    Under arithmetic="bf16" the end-to-end bound models that: no false alarm; a 1e-3 change of
+    one channel's folded weights is named by layer and channel; the same autocast output judged
+    as a float32 engine's is beyond the float32 bound."""
+    model, fused, x = resnet18_trained_like
+    r = fct.check_model(model, fused, x, arithmetic="bf16", keep_dir=tmp_path)
+    assert r.verdict == "EXPECTED", str(r)
+    e2e = r.to_dict()["end_to_end"]["observed_output"]
+    assert "u_s = 2^-8" in e2e["bound"] and e2e["verdict"] == "EXPECTED"
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y = fused(x).float().numpy()
+    as_float32 = foldcheck.accuracy_diff(tmp_path / "original.onnx", input=x.numpy(), observed_output=y,
+                                         weights_only=False, output_samples=8)
+    assert as_float32["end_to_end"]["observed_output"]["verdict"] == "UNEXPECTED"
+    with pytest.raises(ValueError, match="not all bf16 values"):  # a float32 output is not autocast's
+        foldcheck.accuracy_diff(tmp_path / "original.onnx", input=x.numpy(), observed_output=y + 1e-6,
+                                arithmetic="bf16")
+    bad = copy.deepcopy(fused)
+    with torch.no_grad():
+        bad.get_submodule("layer2.0.conv1").weight[7] *= 1 + 1e-3
+    r = fct.check_model(model, bad, x, arithmetic="bf16", weights_only=True)  # named by its folded weights
+    assert r.verdict == "UNEXPECTED"
+    assert [(x["module"], x["worst_channel"]) for x in r.unexpected] == [("layer2.0.conv1", 7)]
+
+
+# The classes an adversarial pass found wrong, each over several inputs.
+
+def test_fp16_accumulation_of_many_terms_is_judged_or_mistrusted():
+    rng = np.random.default_rng(13)
+    for c in (113, 128, 1024):  # k u from 0.5 to 1: gamma_k still defined
+        x = rng.standard_normal((1, c, 4, 4)).astype(np.float32) / 4
+        w = (rng.standard_normal((4, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+        r = foldcheck.diagnose(x, conv_fp16_accumulate(x, w), weight=w, arithmetic="fp16-accumulate")
+        assert r.verdict == "EXPECTED", (c, r.summary)
+    x = rng.standard_normal((1, 2100, 2, 2)).astype(np.float32) / 8
+    w = (rng.standard_normal((2, 2100, 1, 1)) / 40).astype(np.float32)
+    r = foldcheck.diagnose(x, conv(x, w), weight=w, arithmetic="fp16-accumulate")  # k u >= 1: no bound at all
+    assert r.verdict == "MISTRUSTED" and "no rounding bound" in r.summary
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_conv_with_bias_is_its_arithmetic_and_named_so(dtype):
+    """torch.autocast converts the conv's bias too: replayed (same rule), EXPECTED under the
+    arithmetic; under float32 the hypothesis named is the output's own 16-bit type's."""
+    name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        m = torch.nn.Conv2d(16, 8, 3, padding=1)
+        with torch.no_grad():
+            m.bias.mul_(float(10 ** rng.integers(-1, 2)))
+        x = torch.from_numpy(rng.standard_normal((1, 16, 8, 8)).astype(np.float32))
+        with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+            y = m(x)
+        w, b = m.weight.detach().numpy(), m.bias.detach().numpy()
+        r = foldcheck.diagnose(x.numpy(), y, weight=w, bias=b, arithmetic=name)
+        assert r.verdict == "EXPECTED", (seed, r.summary)
+        r = foldcheck.diagnose(x.numpy(), y, weight=w, bias=b)
+        assert (r.verdict, r.best) == ("UNEXPECTED", f"{name}_operands"), (seed, r.summary)
+
+
+def test_float64_operands_and_float32_underflow_are_honest():
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((1, 8, 9, 9))
+    w = rng.standard_normal((4, 8, 3, 3)) / 8
+    y = conv(tf32(x.astype(np.float32)), tf32(w.astype(np.float32)), padding=1)  # an engine holds float32
+    assert foldcheck.diagnose(x, y, weight=w, arithmetic="tf32").verdict == "EXPECTED"
+    tiny = (rng.standard_normal((1, 64, 6, 6)) * 1e-22).astype(np.float32)  # products below FLT_MIN
+    wt = (rng.standard_normal((4, 64, 3, 3)) * 1e-18).astype(np.float32)
+    assert foldcheck.diagnose(tiny, conv(tiny, wt, padding=1), weight=wt).verdict == "EXPECTED"
+
+
+def test_only_the_general_bound_passes_nothing_and_a_lone_eps_is_no_batchnorm(tmp_path):
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    w = (rng.standard_normal((4, 8, 3, 3)) / 8).astype(np.float32)
+    w2 = w.copy()
+    w2[1] *= 1.2
+    r = foldcheck.diagnose(x, conv_winograd(x, w2, 4), weight=w, arithmetic="tf32", algorithm="winograd4")
+    assert r.verdict == "MISTRUSTED" and "passes nothing" in r.summary
+    with pytest.raises(ValueError, match="default BatchNorm"):
+        foldcheck.diagnose(x, conv(x, w, padding=1), weight=w, eps=1e-3)
+
+
+def test_a_dropped_bias_or_a_channel_change_is_not_explained_by_a_wider_bound():
+    for seed in range(4):
+        rng = np.random.default_rng(20 + seed)
+        x = np.maximum(rng.standard_normal((1, 32, 10, 10)), 0).astype(np.float32)
+        w = (rng.standard_normal((8, 32, 3, 3)) / 17).astype(np.float32)
+        b = rng.standard_normal(8).astype(np.float32)
+        for arith, mode in (("tf32", "nearest-away"), ("tf32", "truncate"), ("fp16", None)):
+            cvt = (lambda a, m=mode: tf32(a, m)) if arith == "tf32" else fp16
+            r = foldcheck.diagnose(x, conv(cvt(x), cvt(w), padding=1), weight=w, bias=b, arithmetic=arith)
+            assert r.best == "conv_bias_dropped", (seed, arith, mode, r.summary)
+        for rel in (1e-4, 3e-4):
+            w2 = w.copy()
+            w2[3] *= 1 + rel
+            r = foldcheck.diagnose(x, conv(x, w2, padding=1), weight=w)
+            assert r.best is None, (seed, rel, r.summary)  # no arithmetic or tile named as the cause

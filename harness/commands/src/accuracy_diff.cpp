@@ -125,6 +125,28 @@ Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOption
   return r;
 }
 
+// The end-to-end bound's arithmetic (output_bound.hpp) for an observed output computed in
+// `a`: none for float32; for an operand format, its u_op and, when every observed value is a
+// value of the format (activations stored in it: torch.autocast), its u_s. Converted operands
+// with float32 activations are not modelled end to end: refused, naming diagnose, which is.
+void end_to_end_arithmetic(const ConvArithmetic& a, const Tensor& y, const std::string& path, OutputBoundOptions& bo) {
+  if (a.kind == ConvArithmeticKind::Float32) return;
+  const std::optional<OperandFormat> f = a.operands();
+  const bool storable = f && !a.split() && a.kind != ConvArithmeticKind::FP16Accumulate;
+  const OperandConversion rne = OperandConversion::NearestEven;
+  const bool stored = storable && std::all_of(y.data.begin(), y.data.end(),
+                                              [&](double v) { return !std::isfinite(v) || convert(v, *f, rne) == v; });
+  if (!stored)
+    throw InputError(fmt::format(
+        fmt::runtime("{}: " + field("arithmetic") +
+                     " {} end to end models an engine whose activations are {} values "
+                     "(torch.autocast), but these are not all {} values; a layer in that arithmetic with float32 "
+                     "activations is checked by diagnose"),
+        path, a.name(), a.name(), a.name()));
+  bo.operand_u = std::ldexp(1.0, -f->precision);
+  bo.storage_u = bo.operand_u;
+}
+
 // --observed-output: the other engine's output y (on the same input) against the float64
 // run, with the end-to-end bound of output_bound.hpp; foldcheck's float32 runs are held to
 // the same bound (a self-check of the bound: they are engines of the modelled kind).
@@ -136,6 +158,7 @@ ObservedOutputCheck observed_output_check(const Model& model, const BnPatterns& 
     throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", *opts.observed_output, shape_string(y.shape), out,
                                  shape_string(y64.shape)));
   OutputBoundOptions bo;
+  end_to_end_arithmetic(opts.arithmetic, y, *opts.observed_output, bo);
   bo.samples = opts.output_samples;
   bo.seed = opts.seed;
   bo.confidence = opts.confidence;
@@ -196,9 +219,14 @@ std::optional<Tensor> read_observed_output(const Model& model, const AccuracyDif
     throw InputError(fmt::format(fmt::runtime("{}: {} graph outputs; " + field("observed_output") + " checks models with one"), model.path,
                                  model.outputs.size()));
   Tensor y = read_npy(*opts.observed_output);
-  if (y.dtype != DType::Float32 && y.dtype != DType::Float64)
-    throw InputError(fmt::format("{}: {} values; the end-to-end bound models an engine computing in float32",
-                                 *opts.observed_output, name(y.dtype)));
+  if (y.dtype != DType::Float32 && y.dtype != DType::Float64 && opts.arithmetic.kind == ConvArithmeticKind::Float32)
+    throw InputError(
+        fmt::format(fmt::runtime("{}: {} values; the end-to-end bound models an engine computing in float32 "
+                                 "(or give the " +
+                                 field("arithmetic") + " it computed in: bf16, fp16)"),
+                    *opts.observed_output, name(y.dtype)));
+  OutputBoundOptions checked;  // refused now, before the runs, when not in the arithmetic
+  end_to_end_arithmetic(opts.arithmetic, y, *opts.observed_output, checked);
   return y;
 }
 

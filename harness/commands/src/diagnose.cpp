@@ -198,13 +198,24 @@ std::pair<std::size_t, Score> best_candidate(const std::vector<Candidate>& cs, c
   return *best;
 }
 
-std::vector<Candidate> candidates(const std::vector<Replay>& reps, const Layer& L, const AffineModel& given,
-                                  bool with_float32) {
+std::vector<Candidate> candidates(const std::vector<Replay>& reps, const Layer* f32ops, const AffineModel& given) {
   std::vector<Candidate> cs;
   cs.reserve(reps.size() + 1);
   for (const Replay& r : reps) cs.push_back(Candidate{r.name, &r.L, &r.model, &r});
-  if (with_float32) cs.push_back(Candidate{"float32 operands", &L, &given, nullptr});
+  if (f32ops) cs.push_back(Candidate{"float32 operands", f32ops, &given, nullptr});
   return cs;
+}
+
+// The layer with float32 operands (hardware that kept every bit) summed in a's accumulator;
+// none where its gamma_k is undefined (k u_acc >= 1).
+std::optional<Layer> float32_operands(const Layer& L, const ConvArithmetic& a) {
+  if (a.accumulate_u() * L.k >= 1) return std::nullopt;
+  Layer f = L;
+  if (a.kind == ConvArithmeticKind::FP16Accumulate) {
+    f.u_acc = a.accumulate_u();
+    f.eta_acc = 0x1p-25;
+  }
+  return f;
 }
 
 }  // namespace
@@ -260,7 +271,7 @@ void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, 
     const std::vector<Replay> reps = replays(in, g, L, given, b);
     const std::vector<Candidate> cs = b.kind == ConvArithmeticKind::Float32
                                           ? std::vector<Candidate>{{"float32", &L, &given, nullptr}}
-                                          : candidates(reps, L, given, false);
+                                          : candidates(reps, nullptr, given);
     if (cs.empty()) continue;
     const auto [i, sc] = best_candidate(cs, obs, nullptr);
     ModelFit f = fit(sc, *cs[i].L, obs, *cs[i].model);
@@ -270,7 +281,10 @@ void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, 
     f.fix = std::string(h.fix) + "; or judge the output with " + field("arithmetic") + " " + b.name();
     f.parameters = {{"arithmetic", b.name()}, {"replay", cs[i].name}};
     f.loose = f.bound_sum > kLooseFactor * given_bound;
-    f.arithmetic_rank = static_cast<int>(&b - all_conv_arithmetics().data());
+    // Ties: the output's own 16-bit type first (an fp16 output from fp16 operands), then TF32.
+    const bool own = (b.kind == ConvArithmeticKind::FP16 && L.dtype == DType::Float16) ||
+                     (b.kind == ConvArithmeticKind::BF16 && L.dtype == DType::BFloat16);
+    f.arithmetic_rank = own ? 0 : 1 + static_cast<int>(&b - all_conv_arithmetics().data());
     out.push_back(std::move(f));
   }
 }
@@ -312,17 +326,31 @@ void algorithm_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, c
   }
 }
 
-// The BatchNorm and bias hypotheses, scored on the unfused layer of the chosen replay.
-void layer_hypotheses(const DiagnoseInput& in, const Layer& L, const std::vector<double>& obs,
-                      std::vector<ModelFit>& out) {
-  for (const AffineModel& h : hypotheses(in.bn, L, obs)) {
-    ModelFit f = fit(score(h, L, obs), L, obs, h);
-    f.name = h.name;
-    f.description = h.description;
-    f.fix = h.fix;
-    if (!h.params.empty()) f.parameters = h.params;
-    out.push_back(std::move(f));
+// The BatchNorm and bias hypotheses, each scored on every layer a replay gives (the unfused
+// replays, the float32 operands, and the general bound for folded outputs, whose converted
+// weights the hypotheses' affine models do not replay) and kept where it fits best: which
+// replay is closest to the layer as given says nothing when the layer is far off.
+// A fit on the general layer (loose: its bound is the general one's) is kept only where no
+// replay's fits as well: the first that explains, tight before loose, then the smaller ratio.
+void layer_hypotheses(const DiagnoseInput& in, const std::vector<const Layer*>& layers, const Layer* loose,
+                      const std::vector<double>& obs, std::vector<ModelFit>& out) {
+  std::vector<ModelFit> best;
+  const auto key = [](const ModelFit& f) { return std::tuple{!f.expected, f.expected && f.loose, f.max_ratio}; };
+  for (const Layer* L : layers) {
+    std::size_t i = 0;
+    for (const AffineModel& h : hypotheses(in.bn, *L, obs)) {
+      ModelFit f = fit(score(h, *L, obs), *L, obs, h);
+      f.name = h.name;
+      f.description = h.description;
+      f.fix = h.fix;
+      f.loose = L == loose;
+      if (!h.params.empty()) f.parameters = h.params;
+      if (i == best.size()) best.push_back(std::move(f));
+      else if (key(f) < key(best[i])) best[i] = std::move(f);
+      ++i;
+    }
   }
+  for (ModelFit& f : best) out.push_back(std::move(f));
 }
 
 // Best first: what explains before what does not; of those that explain, the ones whose bound
@@ -340,14 +368,6 @@ void rank(std::vector<ModelFit>& fits) {
                f.rms_ulp};
   };
   std::stable_sort(fits.begin(), fits.end(), [&](const ModelFit& a, const ModelFit& b) { return key(a) < key(b); });
-}
-
-// The unfused layer of the chosen candidate (its own, or the unfused replay of its conversion).
-const Layer& unfused_of(const Candidate& c, const std::vector<Replay>& reps, const Layer& L) {
-  if (!c.replay || !c.replay->folded) return *c.L;
-  for (const Replay& r : reps)
-    if (!r.folded && r.conversion == c.replay->conversion) return r.L;
-  return L;
 }
 
 }  // namespace
@@ -376,6 +396,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   r.has_bn = in.bn.has_value();
   r.eps = in.bn ? in.bn->eps : 0.0;
   r.eps_given = in.eps_given;
+  r.bn_defaulted = in.bn_defaulted;
   r.arithmetic = in.arithmetic;
   r.algorithm = in.algorithm;
   r.k = L.k;
@@ -389,12 +410,20 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   const std::vector<Replay> reps =
       declared_f32 || general_only ? std::vector<Replay>{} : replays(in, *g, L, given, in.arithmetic);
   const std::optional<Layer> general = declared_f32 ? std::nullopt : general_bound_layer(L, in.arithmetic);
+  const std::optional<Layer> f32ops = declared_f32 ? std::nullopt : float32_operands(L, in.arithmetic);
   std::vector<Candidate> cs;
   if (declared_f32) cs = {{"float32", &L, &given, nullptr}};
   else if (general_only && general)
     cs = {{"general bound (Winograd transforms' operands converted)", &*general, &given, nullptr}};
-  else cs = candidates(reps, L, given, true);
-  if (cs.empty()) throw InputError(field("arithmetic") + " " + in.arithmetic.name() + " has no bound for this layer");
+  else if (!general_only) cs = candidates(reps, f32ops ? &*f32ops : nullptr, given);
+  if (cs.empty()) {  // no bound in that arithmetic (gamma_k undefined): nothing judged
+    r.no_bound = fmt::format(
+        "{} has no rounding bound for this layer: its accumulator's gamma_k is undefined for "
+        "{} terms (k u >= 1), so nothing was judged",
+        in.arithmetic.description(), L.k);
+    cs = {{"float32", &L, &given, nullptr}};
+  }
+  r.general_only = general_only && !r.no_bound;
   const auto [ci, sc] = best_candidate(cs, obs, declared_f32 ? nullptr : &r.replays);
   r.as_given = fit(sc, *cs[ci].L, obs, *cs[ci].model);
   if (!declared_f32) {
@@ -403,7 +432,11 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   }
   r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given, obs);
   std::vector<ModelFit> fits;
-  layer_hypotheses(in, unfused_of(cs[ci], reps, L), obs, fits);
+  std::vector<const Layer*> hyp_layers;
+  for (const Candidate& c : cs)
+    if (!c.replay || !c.replay->folded) hyp_layers.push_back(c.L);
+  if (general && in.bn) hyp_layers.push_back(&*general);
+  layer_hypotheses(in, hyp_layers, general ? &*general : nullptr, obs, fits);
   if (g && !r.as_given.expected && !general_only) {
     arithmetic_hypotheses(in, *g, L, given, obs, r.as_given.bound_sum, fits);
     algorithm_hypotheses(in, *g, L, given, obs, r.as_given.bound_sum, fits);
@@ -429,10 +462,14 @@ std::optional<std::size_t> DiagnoseResult::best() const {
 // The elements judged (score leaves out those past the dtype's range) give the evidence; an
 // overflow keeps the whole from passing (not judged there) but does not hide a wrong element
 // elsewhere (judgement's order: evidence before doubt).
+// No bound in the declared arithmetic: nothing judged (MISTRUSTED). Only the general bound
+// (Winograd's transforms with converted operands): a fit within it is no evidence of
+// correctness, too wide to see a bug (MISTRUSTED); beyond it is evidence.
 Verdict DiagnoseResult::verdict() const {
+  if (no_bound) return Verdict::Mistrusted;
   judgement::Tally t;
   t.add(as_given.verdict());
-  if (overflow_element) t.also(Verdict::Mistrusted);
+  if (overflow_element || general_only) t.also(Verdict::Mistrusted);
   return t.verdict();
 }
 
@@ -523,6 +560,8 @@ reports::DiagnoseFacts facts(const DiagnoseResult& r) {
     f.max_ulp =
         reports::MaxUlpElement{*r.as_given.max_ulp_element, r.as_given.max_ulp_bound, r.as_given.max_ulp_cancellation};
   if (r.algorithm.kind != ConvAlgorithmKind::Direct) f.algorithm = r.algorithm.name();
+  f.no_bound = r.no_bound;
+  f.general_only = r.general_only;
   if (r.arithmetic.kind != ConvArithmeticKind::Float32) {
     f.arithmetic = r.arithmetic.name();
     f.replay = r.replay;
@@ -545,18 +584,35 @@ json DiagnoseResult::to_json() const {
   for (const ModelFit& h : hypotheses) hj.push_back(hypothesis_json(h));
   const std::optional<std::size_t> b = best();
   json out = result_envelope("diagnose");
-  out.update(json{{"dtype", name(dtype)},
-                  {"layer", layer},
-                  {"bn", has_bn ? json{{"channels", channels}, {"eps", eps}, {"eps_given", eps_given}} : json(nullptr)},
-                  {"bound", {{"kind", "deterministic"}, {"formula", bound_formula(*this)}, {"k", k}, {"u", u}}},
-                  {"arithmetic", arithmetic_json(*this)},
-                  {"as_given", fit_json(as_given)},
-                  {"verdict", name(verdict())},
-                  {"best", b ? json(hypotheses[*b].name) : json(nullptr)},
-                  {"hypotheses", hj},
-                  {"summary", reports::diagnose_summary(facts(*this))}});
+  out.update(
+      json{{"dtype", name(dtype)},
+           {"layer", layer},
+           {"bn",
+            has_bn ? json{{"channels", channels}, {"eps", eps}, {"eps_given", eps_given}, {"defaulted", bn_defaulted}}
+                   : json(nullptr)},
+           {"bound", {{"kind", "deterministic"}, {"formula", bound_formula(*this)}, {"k", k}, {"u", u}}},
+           {"arithmetic", arithmetic_json(*this)},
+           {"as_given", fit_json(as_given)},
+           {"verdict", name(verdict())},
+           {"best", b ? json(hypotheses[*b].name) : json(nullptr)},
+           {"hypotheses", hj},
+           {"summary", reports::diagnose_summary(facts(*this))}});
   if (b) out["fix"] = hypotheses[*b].fix;
   return out;
+}
+
+void set_diagnose_bn(DiagnoseInput& in, const LoadedBn& bn) {
+  std::size_t arrays = 0;
+  for (const std::string& d : bn.defaulted)
+    for (const char* k : {"gamma ", "beta ", "mean ", "var "})
+      if (d.rfind(k, 0) == 0) ++arrays;
+  if (in.weights && arrays == 4)
+    throw InputError(
+        "a BatchNorm with none of gamma, beta, mean, var given (only eps) is a default BatchNorm, not the "
+        "layer's: give its parameters, or none for a plain conv");
+  in.bn = bn.bn;
+  in.eps_given = bn.eps_in_file;
+  in.bn_defaulted = bn.defaulted;
 }
 
 BnRule diagnose_bn_rule(const DiagnoseInput& in) {

@@ -36,7 +36,8 @@ ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>&
 bool convert_all(const std::vector<double>& v, const OperandFormat& f, OperandConversion c, std::vector<double>& out) {
   out.resize(v.size());
   for (std::size_t i = 0; i < v.size(); ++i)
-    if (out[i] = convert(v[i], f, c); !std::isfinite(out[i])) return false;
+    // An engine converts its float32 operands: a wider value becomes float32 first.
+    if (out[i] = convert(static_cast<double>(static_cast<float>(v[i])), f, c); !std::isfinite(out[i])) return false;
   return true;
 }
 
@@ -54,7 +55,7 @@ std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::Conv
     hi.resize(v.size());
     lo.resize(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) {
-      const SplitOperand s = split_bf16(v[i]);
+      const SplitOperand s = split_bf16(static_cast<double>(static_cast<float>(v[i])));
       if (!std::isfinite(s.hi)) return false;  // past bf16's range (within float32's last half-ulp)
       hi[i] = s.hi;
       lo[i] = s.lo;
@@ -87,6 +88,7 @@ Layer replay_layer(const Layer& base, ExactConv e, const ConvArithmetic& a, doub
   L.A = std::move(e.A);
   L.k = k;
   L.u_acc = a.accumulate_u();
+  if (a.kind == ConvArithmeticKind::FP16Accumulate) L.eta_acc = 0x1p-25;  // fp16's 2^(emin - p)
   return L;
 }
 
@@ -180,6 +182,31 @@ std::optional<Replay> folded_replay(const DiagnoseInput& in, const ref::ConvGeom
   return r;
 }
 
+// The folded bias b' = (b - mean) a + beta per channel, as an engine computes it in float32.
+std::vector<double> folded_bias(const Layer& base, const diagnosis::AffineModel& given) {
+  std::vector<double> b(given.a.size());
+  for (std::size_t o = 0; o < b.size(); ++o) {
+    const ld cb = base.bias.empty() ? 0.0L : static_cast<ld>(base.bias[o]);
+    b[o] = static_cast<double>(static_cast<float>((cb - given.m[o]) * given.a[o] + given.beta[o]));
+  }
+  return b;
+}
+
+// A bf16 or fp16 engine may convert the bias too (torch.autocast, .half()); TF32 keeps it in
+// float32. The conv is linear in its bias, so the replay with the bias converted by the same
+// rule is the same conv plus (b^ - b) per channel: a sibling replay, no conv of its own.
+std::optional<Replay> bias_converted(const Replay& r, const std::vector<double>& bias, const ConvArithmetic& a,
+                                     OperandConversion cv) {
+  if (bias.empty() || a.kind == ConvArithmeticKind::TF32 || !a.operands()) return std::nullopt;
+  Replay b = r;
+  for (std::size_t i = 0; i < b.L.c.size(); ++i) {
+    const double v = bias[b.L.channel(i, false)];
+    b.L.c[i] += static_cast<ld>(convert(v, *a.operands(), cv)) - static_cast<ld>(v);
+  }
+  b.name += ", bias converted";
+  return b;
+}
+
 }  // namespace
 
 std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& base,
@@ -192,19 +219,21 @@ std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g,
                                                     in.conv_bias.empty() ? nullptr : &in.conv_bias, base.dtype)) {
       Replay r;
       r.L = replay_layer(base, std::move(*e), a, k_unit + (in.conv_bias.empty() ? 0 : 1));
-      if (r.L.u_acc * r.L.k < 0.5) {  // gamma_k needs k u < 1; beyond 1/2 the bound says nothing
+      if (r.L.u_acc * r.L.k < 1) {  // gamma_k needs k u < 1
         r.name = label;
         r.arithmetic = a;
         r.conversion = cv;
         r.model = given;
+        if (std::optional<Replay> b = bias_converted(r, in.conv_bias, a, cv)) out.push_back(std::move(*b));
         out.push_back(std::move(r));
       }
     }
     if (!in.bn || a.split()) continue;
-    if (std::optional<Replay> f = folded_replay(in, g, base, given, a, cv); f && f->L.u_acc * f->L.k < 0.5) {
+    if (std::optional<Replay> f = folded_replay(in, g, base, given, a, cv); f && f->L.u_acc * f->L.k < 1) {
       f->name = label + ", folded";
       f->arithmetic = a;
       f->conversion = cv;
+      if (std::optional<Replay> b = bias_converted(*f, folded_bias(base, given), a, cv)) out.push_back(std::move(*b));
       out.push_back(std::move(*f));
     }
   }

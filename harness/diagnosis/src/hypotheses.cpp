@@ -217,12 +217,14 @@ namespace {
 // The bound E of one element (commands/diagnose.hpp states it): the conv's accumulation in
 // u_acc, the affine map's and the fold's 8 roundings in u, storage in u_s. With u_acc = u
 // the two compound to gamma_{k+8}(u) (as before); otherwise (1 + gamma_k(u_acc))(1 +
-// gamma_8(u)) - 1 bounds the product of the two relative errors. An identity model computes
+// gamma_8(u)) - 1 bounds the product of the two relative errors. Products and sums in the
+// accumulator's subnormal range lose up to eta_acc each, absolutely: k eta_acc. An identity model computes
 // no affine map: only the accumulation, the replay's extra and the storage.
 struct ElementBound {
-  double u, us, g8, gconv, gacc, gL, gL3;
+  double u, us, g8, gconv, gacc, gL, gL3, under;
   ElementBound(const Layer& L, const DTypeInfo& si) : u(info(si.arithmetic).unit_roundoff), us(si.unit_roundoff) {
     const double ua = L.u_acc > 0 ? L.u_acc : u;
+    under = L.has_conv ? L.k * (L.eta_acc > 0 ? L.eta_acc : info(si.arithmetic).underflow_eta) : 0.0;
     g8 = gamma_k(8, u);
     gacc = L.has_conv ? gamma_k(L.k, ua) : 0.0;
     gconv = ua == u ? gamma_k(L.k + 8, u) : round_up((1 + gacc) * (1 + g8) - 1);
@@ -237,13 +239,13 @@ struct ElementBound {
     double E = L.extra.empty() ? 0.0 : L.extra[i];
     if (L.operand_factor > 0) E += L.operand_factor * aa * Ab;
     if (h.identity) {
-      E += gacc * Ab;
+      E += gacc * Ab + under;
       return E + us * (ay + E);
     }
     const double ac = aa * static_cast<double>(std::fabs(L.c[i]));
     const double am = aa * static_cast<double>(std::fabs(h.m[ch])) + static_cast<double>(std::fabs(h.beta[ch]));
     E += g8 * (ac + am) + us * (1 + g8) * (ac + am + ay);
-    if (L.has_conv) E += gconv * aa * Ab;
+    if (L.has_conv) E += gconv * aa * Ab + aa * under;
     if (h.batch_stats)
       E += aa * gL * h.mean_abs[ch] + 0.5 * gL3 * aa * static_cast<double>(std::fabs(L.c[i] - h.m[ch]));
     return E;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include <boost/random/normal_distribution.hpp>
 #include <fmt/format.h>
@@ -60,7 +61,7 @@ ChannelAffine channel_affine(const ref::BnParams& bn, const std::vector<double>&
 // unperturbed run's values.
 class Amplitudes {
  public:
-  Amplitudes(const Model& m, const BnPatterns& pairs) : m_(m) {
+  Amplitudes(const Model& m, const BnPatterns& pairs, double storage_u) : m_(m), us_(storage_u) {
     for (const BnPair& p : pairs.pairs) pair_of_bn_[p.bn] = &p;
   }
 
@@ -81,7 +82,13 @@ class Amplitudes {
         const double acc = std::fabs(a.s[c]) * M.data[k] + std::fabs(a.folded_bias[c]);
         const double bn = std::fabs(y.data[k]) + std::fabs(lp.bn.beta[c]);
         b[k] = kU * std::sqrt(n1 * acc * acc + 3.0 * bn * bn);
+        if (us_ > 0) {  // the BatchNorm's output stored, and an unfolded conv's output before it
+          const double conv = std::fabs(y.data[k]) + std::fabs(lp.bn.beta[c]) + std::fabs(a.s[c] * lp.bn.mean[c]);
+          b[k] = std::sqrt(b[k] * b[k] + us_ * us_ * (y.data[k] * y.data[k] + conv * conv));
+        }
       }
+      amp_[i] = std::move(b);
+      return;
     } else if (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul") {
       const Tensor M = magnitude(m_, i, named_inputs(n, in));
       check_size(M, y, n);
@@ -118,7 +125,12 @@ class Amplitudes {
         const double h = kU * (2.0 * std::fabs(alpha * x.data[j]) + std::fabs(beta));
         b[j] = swish ? std::fabs(x.data[j]) * h + kU * std::fabs(y.data[j]) : h;
       }
-    }  // every other supported op is exact: b = 0
+    } else {
+      amp_[i] = std::move(b);  // every other supported op is exact: b = 0
+      return;
+    }
+    if (us_ > 0)  // a computed value, stored in the 16-bit type
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = std::sqrt(b[j] * b[j] + us_ * us_ * y.data[j] * y.data[j]);
     amp_[i] = std::move(b);
   }
 
@@ -141,12 +153,36 @@ class Amplitudes {
   }
 
   const Model& m_;
+  double us_ = 0;  // u_s of 16-bit activations (0: float32)
   std::map<std::size_t, const BnPair*> pair_of_bn_;
   std::map<std::size_t, std::vector<double>> amp_;
 };
 
 // The model with every fold rounding drawn (see the header): a copy whose pair weights,
 // BatchNorm scales and pair BatchNorm shifts carry one perturbation each.
+// With converted operands (u_op > 0), every layer's weights once more, and with 16-bit
+// activations its bias and a pair's folded bias (the header's model).
+void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, bool biases, Model& p,
+                      std::mt19937_64& rng) {
+  Gaussian g;
+  std::set<std::string> done;
+  for (const ModelNode& n : m.nodes) {
+    if (n.op != "Conv" && n.op != "ConvTranspose" && n.op != "Gemm" && n.op != "MatMul") continue;
+    for (std::size_t k = 0; k < n.inputs.size() && k < 3; ++k) {
+      const std::string& v = n.inputs[k];
+      if (k == 0 || (k == 2 && !biases) || v.empty() || !m.initializer(v) || !done.insert(v).second) continue;
+      for (double& x : p.own_initializer(v).data) x *= 1.0 + uop * g(rng);
+    }
+  }
+  if (!biases) return;
+  for (const BnPair& pr : pairs.pairs) {
+    const LayerParams lp = layer_params(m, pr);
+    const ChannelAffine a = channel_affine(lp.bn, lp.bias);
+    Tensor& beta = p.own_initializer(m.nodes[pr.bn].inputs[2]);
+    for (std::size_t c = 0; c < beta.data.size(); ++c) beta.data[c] += g(rng) * uop * std::fabs(a.folded_bias[c]);
+  }
+}
+
 Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937_64& rng) {
   Gaussian g;
   Model p = m;
@@ -203,7 +239,7 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
   ro.policy.threads = opts.threads;
 
   // The unperturbed run records every local amplitude.
-  Amplitudes amp(m, pairs);
+  Amplitudes amp(m, pairs, opts.storage_u);
   ro.after_node = [&](std::size_t i, const std::vector<const Tensor*>& in, Tensor& y) { amp.record(i, in, y); };
   r.reference = run_model(m, pairs, inputs, ro);
   for (const ValueInfo& v : m.outputs) {
@@ -220,8 +256,14 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
     std::seed_seq seq{static_cast<std::uint32_t>(opts.seed), static_cast<std::uint32_t>(opts.seed >> 32),
                       static_cast<std::uint32_t>(k), 0x6f62u};
     std::mt19937_64 rng(seq);
-    const Model pm = perturbed_parameters(m, pairs, rng);
+    Model pm = perturbed_parameters(m, pairs, rng);
     Gaussian g;
+    std::map<std::string, Tensor> in = inputs;
+    if (opts.operand_u > 0) {
+      perturb_operands(m, pairs, opts.operand_u, opts.storage_u > 0, pm, rng);
+      for (auto& [name, t] : in)  // the first layer converts the graph input
+        for (double& v : t.data) v *= 1.0 + opts.operand_u * g(rng);
+    }
     ModelRunOptions so = ro;
     so.policy.threads = 1;
     so.after_node = [&](std::size_t i, const std::vector<const Tensor*>&, Tensor& y) {
@@ -229,7 +271,7 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
         for (std::size_t j = 0; j < y.data.size(); ++j)
           if ((*b)[j] != 0.0) y.data[j] += (*b)[j] * g(rng);
     };
-    const auto out = run_model(pm, pairs, inputs, so);
+    const auto out = run_model(pm, pairs, in, so);
     for (const ValueInfo& v : m.outputs) {
       const std::vector<double>& y = out.at(v.name).data;
       const std::vector<double>& y0 = r.reference.at(v.name).data;
@@ -254,8 +296,14 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
   }
   r.formula = fmt::format(
       "probabilistic, first order: |y - y_ref| <= lambda sqrt(c S_j) with S_j the variance proxy sum J^2 b^2 of every "
-      "local rounding (Higham-Mary model: independent mean-zero roundings, any summation order, engine in float32), "
-      "estimated by {} perturbed float64 runs (seed {}); lambda = {:.3f}, sqrt(c) = {:.3f} for {} outputs at confidence {}",
+      "local rounding (Higham-Mary model: independent mean-zero roundings, any summation order, engine in float32{}), "
+      "estimated by {} perturbed float64 runs (seed {}); lambda = {:.3f}, sqrt(c) = {:.3f} for {} outputs at "
+      "confidence {}",
+      opts.operand_u > 0 || opts.storage_u > 0
+          ? fmt::format(" with operands converted at u_op = 2^{} and activations stored at u_s = 2^{}",
+                        std::ilogb(opts.operand_u > 0 ? opts.operand_u : kU),
+                        std::ilogb(opts.storage_u > 0 ? opts.storage_u : kU))
+          : std::string(),
       opts.samples, opts.seed, r.lambda, r.inflation, r.outputs, opts.confidence);
   return r;
 }

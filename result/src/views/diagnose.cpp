@@ -32,6 +32,10 @@ Diagnose Diagnose::from_json(const json& j) {
   Diagnose d;
   d.has_conv = !layer.at("conv").is_null();
   d.has_bn = optional<bool>(layer, "batchnorm").value_or(true);  // reports before plain convs always had one
+  if (const json* bn = object_at(j, "bn"))
+    if (const auto it = bn->find("defaulted"); it != bn->end() && it->is_array())
+      for (const json& v : *it)
+        if (v.is_string()) d.bn_defaulted.push_back(v.get<std::string>());
   if (const json* a = object_at(j, "arithmetic")) {
     d.arithmetic = optional<std::string>(*a, "name").value_or("float32");
     d.replay = optional<std::string>(*a, "replay").value_or("");

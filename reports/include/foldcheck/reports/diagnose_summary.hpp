@@ -46,6 +46,8 @@ struct DiagnoseFacts {
   std::string arithmetic, replay;
   std::string algorithm;  // a declared algorithm other than direct ("winograd4", "split-k:8")
   std::optional<double> general_ratio;
+  std::optional<std::string> no_bound;  // the declared arithmetic has no bound: nothing judged
+  bool general_only = false;            // only the general bound applied (too wide to pass anything)
   // The first element observed NaN or infinite where the layer's value is finite, or NaN or of
   // the other sign where only it overflows (max_ratio is then infinite), and that value.
   std::optional<std::pair<std::size_t, double>> nonfinite;

@@ -24,6 +24,7 @@
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/recipes.hpp"
 #include "foldcheck/reference/certify.hpp"
 
@@ -43,6 +44,11 @@ struct AccuracyDiffOptions {
   // estimated from `output_samples` perturbed runs (seeded by `seed`).
   std::optional<std::string> observed_output;
   std::size_t output_samples = 32;
+  // The arithmetic `observed_output` was computed in (numerics/conv_arithmetic.hpp): float32, or
+  // a 16-bit operand format whose values every activation was stored in (torch.autocast): the
+  // end-to-end bound then models the operand conversions and 16-bit activations
+  // (output_bound.hpp). Recognised by the observed values: all of them values of the format.
+  ConvArithmetic arithmetic;
   bool weights_only = false;  // skip the runs (per-layer activations and end to end)
   Recipe recipe = Recipe::PyTorch;  // the fold of the fused end-to-end run
   bool attribution = true;                 // the stage attribution of each layer's fused path

@@ -60,6 +60,8 @@ struct DiagnoseInput {
   Tensor x;                        // NCHW (or N x C)
   std::optional<ref::BnParams> bn;  // one value per channel of the BN's input; none: a plain conv
   bool eps_given = true;           // false: eps defaulted to 1e-5
+  // BatchNorm parameters given nowhere ("beta 0", ...): said in the result.
+  std::vector<std::string> bn_defaulted;
   ConvArithmetic arithmetic;       // the conv's arithmetic (float32: as given)
   ConvAlgorithm algorithm;         // how its sums are formed (direct, Winograd, split-K)
   std::optional<Tensor> weights;   // OIHW; none: the layer is the BatchNorm alone
@@ -77,7 +79,7 @@ struct ModelFit {
   bool expected = false, vacuous = false;  // every element within its bound; ... but every model value is 0
   // A hypothesis whose bound is too wide to identify a cause: its elements' bounds sum to more
   // than kLooseFactor times the layer's own (fp16 accumulation: gamma_k at u = 2^-11 covers a
-  // change of a whole channel by a percent; Winograd F(6x6)'s transforms). Listed, never the best.
+  // change of a whole channel by a percent; Winograd's transforms; bf16x3). Listed, never the best.
   bool loose = false;
   double bound_sum = 0;
   // An arithmetic hypothesis: its place in all_conv_arithmetics (TF32 first, the most common
@@ -101,7 +103,11 @@ struct ModelFit {
   Verdict verdict() const;
 };
 
-inline constexpr double kLooseFactor = 8;
+// A hypothesis whose bounds sum to more than this times the layer's only widens the bound (a
+// Winograd tile, fp16 accumulation, bf16x3's 3k terms): an output just beyond the layer's own
+// bound fits it whatever went wrong, so it cannot name a cause. TF32, bf16 and fp16 operands
+// replay a different value under a bound of the layer's size (within 1.1x): they can.
+inline constexpr double kLooseFactor = 2;
 
 // One replay of the layer in the declared arithmetic (diagnose_replay.hpp) and its fit.
 struct ReplayFit {
@@ -116,12 +122,15 @@ struct DiagnoseResult {
   std::int64_t channels = 0;
   double eps = 0;
   bool eps_given = true;
-  bool has_bn = true;                   // false: a plain conv
-  ConvArithmetic arithmetic;            // declared
-  ConvAlgorithm algorithm;              // declared
-  std::string replay;                   // the replay the verdict used ("" under float32)
-  std::vector<ReplayFit> replays;       // every replay tried (empty under float32)
-  std::optional<double> general_ratio;  // the general bound's worst ratio (not float32)
+  bool has_bn = true;                     // false: a plain conv
+  std::vector<std::string> bn_defaulted;  // as given in DiagnoseInput
+  ConvArithmetic arithmetic;              // declared
+  ConvAlgorithm algorithm;                // declared
+  std::string replay;                     // the replay the verdict used ("" under float32)
+  std::vector<ReplayFit> replays;         // every replay tried (empty under float32)
+  std::optional<double> general_ratio;    // the general bound's worst ratio (not float32)
+  std::optional<std::string> no_bound;    // why the declared arithmetic has no bound here (MISTRUSTED)
+  bool general_only = false;              // only the general bound applies (Winograd with converted operands)
   double k = 0, u = 0;                  // the bound's accumulation roundings and unit roundoff
   bool fused_path = false;              // a 16-bit conv output: the fused path's bound counts too
   ModelFit as_given;
@@ -147,5 +156,10 @@ DiagnoseResult diagnose(const DiagnoseInput& in);
 // diagnose's error to name, not a count the BatchNorm misses), checked as the observed dtype
 // computes sigma^2 + eps. For every caller that builds a DiagnoseInput (the CLI, the module).
 BnRule diagnose_bn_rule(const DiagnoseInput& in);
+
+// The BatchNorm as loaded for diagnose, into `in` (bn, eps_given, bn_defaulted). A conv with a
+// BatchNorm none of whose gamma, beta, mean, var was given (only eps) is refused: that is a
+// default BatchNorm the caller did not describe, not the plain conv a missing one means.
+void set_diagnose_bn(DiagnoseInput& in, const LoadedBn& bn);
 
 }  // namespace foldcheck

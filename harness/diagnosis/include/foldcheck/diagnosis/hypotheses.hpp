@@ -62,6 +62,9 @@ struct Layer {
   // flip, and its folded bias; empty: none). operand_factor > 0: the general bound of an
   // operand conversion keeping some number of bits, per unit |a| A (score adds it).
   double u_acc = 0;
+  // The accumulator's absolute error bound for a result in its subnormal range (0: the dtype's
+  // arithmetic's): each of the k products and sums may lose up to it, k eta_acc in all.
+  double eta_acc = 0;
   std::vector<double> extra;
   double operand_factor = 0;
   std::size_t channel(std::size_t i, bool nhwc) const {

@@ -29,6 +29,20 @@
 //    folded weight by (1 + u_w g) (w x scale), and a folded bias by 3 u_w |(b - mu) s| +
 //    u_w |b'| (subtract, one or two products, add); u_w is the weight dtype's.
 //
+// The engine's arithmetic (OutputBoundOptions::operands, storage), for engines that do not
+// compute in float32 (torch.autocast, mixed precision):
+//  - operands converted to a p-bit format before every Conv/ConvTranspose/Gemm/MatMul
+//    (nearest, |delta| <= u_op = 2^-p, mean zero): each weight a parameter perturbation
+//    (1 + u_op g), shared by every output that uses it, and the graph input likewise (the
+//    first layer converts it); with 16-bit activations also each layer's bias (autocast
+//    converts it) and a folded bias b' by u_op |b'|;
+//  - activations stored in a 16-bit type (u_s): every op that computes a value (each one with
+//    a local error above) rounds it to the type once more, b^2 += (u_s |y|)^2; a layer ->
+//    BatchNorm pair whose engine does not fold rounds the conv's output too,
+//    b^2 += (u_s (|y| + |beta| + |s mu|))^2 (|s c| = |y - beta + s mu|). With 16-bit
+//    activations every op's input is already a value of the type, so converting it again
+//    is exact; activations kept in float32 with converted operands are not modelled here.
+//
 // First-order propagation: the output error is e_j = sum_i J_ji d_i over every local
 // error d_i (J: the network's derivative at the exact values), so by Hoeffding
 // P(|e_j| > lambda sqrt(S_j)) <= 2 exp(-lambda^2 / 2) with S_j = sum_i J_ji^2 b_i^2. S_j is
@@ -55,6 +69,8 @@ namespace foldcheck {
 
 struct OutputBoundOptions {
   std::size_t samples = 32;  // K
+  double operand_u = 0;      // u_op of the layers' converted operands (0: float32 as given)
+  double storage_u = 0;      // u_s of 16-bit activations (0: float32 activations)
   std::uint64_t seed = 0;
   double confidence = 0.999;
   unsigned threads = 0;  // conv evaluation (0: all cores)

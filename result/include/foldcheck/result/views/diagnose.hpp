@@ -58,6 +58,7 @@ struct Diagnose {
   bool has_conv = false, has_bn = true;
   std::string arithmetic = "float32", replay, algorithm = "direct";
   std::vector<DiagnoseReplay> replays;
+  std::vector<std::string> bn_defaulted;  // "bn": {"defaulted"}: BatchNorm parameters given nowhere
   nlohmann::json input_shape, output_shape;
   std::string dtype, bound_formula;
   double max_abs_difference = 0;  // as_given's
