@@ -28,10 +28,10 @@ class AccuracyDiffCommand : public Command {
                      "Another engine's output of the model on --input (.npy, float32): checked against the float64 run "
                      "with a probabilistic end-to-end bound (see README)");
     cmd_->add_option("--arithmetic", arithmetic_,
-                     "The arithmetic --observed-output was computed in: float32, or bf16 / fp16 with every activation "
-                     "stored in that type (torch.autocast): the end-to-end bound then models the converted operands "
-                     "and 16-bit activations")
-        ->check(CLI::IsMember(std::vector<std::string>{"float32", "bf16", "fp16"}))
+                     "The arithmetic --observed-output was computed in: float32, tf32 (TF32 tensor cores), or bf16 / "
+                     "fp16 operands (with every activation a 16-bit value, as torch.autocast computes, when all the "
+                     "output's values are): the end-to-end bound then models the converted operands")
+        ->check(CLI::IsMember(std::vector<std::string>{"float32", "tf32", "bf16", "fp16"}))
         ->capture_default_str();
     cmd_->add_option("--output-samples", opts_.output_samples,
                      "Perturbed float64 runs that estimate the end-to-end bound (more: a tighter bound, slower)")

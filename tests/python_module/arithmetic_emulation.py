@@ -6,6 +6,8 @@ CPU conv, whose order is its own) or, for fp16 accumulation, each partial sum ro
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -128,3 +130,19 @@ def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype:
     y = np.matmul(np.matmul(at, mm), at.T)                                                   # N O th tw m m
     y = y.transpose(0, 1, 2, 4, 3, 5).reshape(N, w.shape[0], th * m, tw * m)
     return np.ascontiguousarray(y[:, :, :oh, :ow]).astype(np.float32)
+
+
+def tf32_model(model: torch.nn.Module, mode: str = "nearest-away") -> torch.nn.Module:
+    """A copy of `model` that computes every Conv2d and Linear as TF32 tensor cores do: its
+    weights and each call's input converted to TF32 (bias and activations stay float32), the
+    products exact and summed in float32 by torch's CPU kernels."""
+    def cvt(t: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(tf32(t.detach().contiguous().numpy(), mode))
+
+    m = copy.deepcopy(model)
+    for mod in m.modules():
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+            with torch.no_grad():
+                mod.weight.copy_(cvt(mod.weight))
+            mod.register_forward_pre_hook(lambda _m, args: (cvt(args[0]),) + tuple(args[1:]))
+    return m

@@ -24,6 +24,7 @@ from arithmetic_emulation import (
     keep_bits,
     split_bf16,
     tf32,
+    tf32_model,
 )
 from torch_models import by_fx, trained_like
 
@@ -254,6 +255,7 @@ def resnet18_trained_like():
 
 def test_pytorch_cpu_bf16_autocast_resnet18_is_judged_under_bf16(resnet18_trained_like, tmp_path):
     """torch.autocast("cpu", bfloat16): every conv's operands converted, every activation bf16.
+    And TF32 tensor cores end to end (float32 activations).
     Under arithmetic="bf16" the end-to-end bound models that: no false alarm; a 1e-3 change of
     one channel's folded weights is named by layer and channel; the same autocast output judged
     as a float32 engine's is beyond the float32 bound."""
@@ -267,9 +269,15 @@ def test_pytorch_cpu_bf16_autocast_resnet18_is_judged_under_bf16(resnet18_traine
     as_float32 = foldcheck.accuracy_diff(tmp_path / "original.onnx", input=x.numpy(), observed_output=y,
                                          weights_only=False, output_samples=8)
     assert as_float32["end_to_end"]["observed_output"]["verdict"] == "UNEXPECTED"
-    with pytest.raises(ValueError, match="not all bf16 values"):  # a float32 output is not autocast's
-        foldcheck.accuracy_diff(tmp_path / "original.onnx", input=x.numpy(), observed_output=y + 1e-6,
-                                arithmetic="bf16")
+    # TF32 tensor cores (emulated: each Conv/Linear's input and weights converted as cvt.rna does),
+    # float32 activations: EXPECTED under tf32, each layer's input conversion modelled.
+    with torch.no_grad():
+        y32 = tf32_model(fused)(x).numpy()
+    r = foldcheck.accuracy_diff(tmp_path / "original.onnx", input=x.numpy(), observed_output=y32, arithmetic="tf32",
+                                output_samples=8)
+    assert r["end_to_end"]["observed_output"]["verdict"] == "EXPECTED", str(r)
+    with pytest.raises(ValueError, match="not modelled end to end"):
+        foldcheck.accuracy_diff(tmp_path / "original.onnx", input=x.numpy(), observed_output=y32, arithmetic="bf16x3")
     bad = copy.deepcopy(fused)
     with torch.no_grad():
         bad.get_submodule("layer2.0.conv1").weight[7] *= 1 + 1e-3

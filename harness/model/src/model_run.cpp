@@ -163,6 +163,31 @@ Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, T
   return run_model(sub, BnPatterns{}, abs_inputs, o).at(n.outputs.at(0));
 }
 
+Tensor linear_response(const Model& m, std::size_t node, const Tensor& dx) {
+  const ModelNode& n = m.nodes.at(node);
+  Model sub;
+  sub.path = m.path;
+  sub.opset = m.opset;
+  sub.nodes = {n};
+  if (sub.nodes[0].inputs.size() > 2) sub.nodes[0].inputs.resize(2);  // without the bias (Conv, Gemm's C)
+  for (const std::string& in : sub.nodes[0].inputs) {
+    if (in.empty() || in == n.inputs[0]) continue;
+    if (const Tensor* t = m.initializer(in)) sub.initializers[in] = *t;
+    else if (Shape shape; const auto* ints = m.int_initializer(in, &shape)) {
+      sub.int_inits[in] = *ints;
+      sub.int_init_shapes[in] = shape;
+    } else {
+      throw std::logic_error("linear_response: " + n.op + " " + n.name + " has a second input that is not a parameter");
+    }
+  }
+  sub.inputs.push_back(ValueInfo{n.inputs[0], dx.shape, std::nullopt, ""});
+  sub.outputs.push_back(ValueInfo{n.outputs.at(0), {}, std::nullopt, ""});
+  ModelRunOptions o;
+  o.dtype = DType::Float64;
+  o.policy.threads = 1;
+  return run_model(sub, BnPatterns{}, {{n.inputs[0], dx}}, o).at(n.outputs.at(0));
+}
+
 std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                                         const ModelRunOptions& opts) {
   check_supported(m);  // and check_graph: valid single-assignment graph in topological order

@@ -2,6 +2,7 @@
 #include "foldcheck/model/output_bound.hpp"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -61,7 +62,8 @@ ChannelAffine channel_affine(const ref::BnParams& bn, const std::vector<double>&
 // unperturbed run's values.
 class Amplitudes {
  public:
-  Amplitudes(const Model& m, const BnPatterns& pairs, double storage_u) : m_(m), us_(storage_u) {
+  Amplitudes(const Model& m, const BnPatterns& pairs, double storage_u, double storage_eta)
+      : m_(m), us_(storage_u), eta_(storage_eta) {
     for (const BnPair& p : pairs.pairs) pair_of_bn_[p.bn] = &p;
   }
 
@@ -83,8 +85,10 @@ class Amplitudes {
         const double bn = std::fabs(y.data[k]) + std::fabs(lp.bn.beta[c]);
         b[k] = kU * std::sqrt(n1 * acc * acc + 3.0 * bn * bn);
         if (us_ > 0) {  // the BatchNorm's output stored, and an unfolded conv's output before it
-          const double conv = std::fabs(y.data[k]) + std::fabs(lp.bn.beta[c]) + std::fabs(a.s[c] * lp.bn.mean[c]);
-          b[k] = std::sqrt(b[k] * b[k] + us_ * us_ * (y.data[k] * y.data[k] + conv * conv));
+          const double conv =
+              us_ * (std::fabs(y.data[k]) + std::fabs(lp.bn.beta[c]) + std::fabs(a.s[c] * lp.bn.mean[c]));
+          const double out = us_ * std::fabs(y.data[k]) + eta_;
+          b[k] = std::sqrt(b[k] * b[k] + out * out + (conv + eta_) * (conv + eta_));
         }
       }
       amp_[i] = std::move(b);
@@ -129,8 +133,11 @@ class Amplitudes {
       amp_[i] = std::move(b);  // every other supported op is exact: b = 0
       return;
     }
-    if (us_ > 0)  // a computed value, stored in the 16-bit type
-      for (std::size_t j = 0; j < b.size(); ++j) b[j] = std::sqrt(b[j] * b[j] + us_ * us_ * y.data[j] * y.data[j]);
+    if (us_ > 0)  // a computed value, stored in the 16-bit type (absolutely eta below its normal range)
+      for (std::size_t j = 0; j < b.size(); ++j) {
+        const double st = us_ * std::fabs(y.data[j]) + eta_;
+        b[j] = std::sqrt(b[j] * b[j] + st * st);
+      }
     amp_[i] = std::move(b);
   }
 
@@ -153,7 +160,8 @@ class Amplitudes {
   }
 
   const Model& m_;
-  double us_ = 0;  // u_s of 16-bit activations (0: float32)
+  double us_ = 0;   // u_s of 16-bit activations (0: float32)
+  double eta_ = 0;  // their absolute error bound below the normal range, 2^(emin - p)
   std::map<std::size_t, const BnPair*> pair_of_bn_;
   std::map<std::size_t, std::vector<double>> amp_;
 };
@@ -162,7 +170,7 @@ class Amplitudes {
 // BatchNorm scales and pair BatchNorm shifts carry one perturbation each.
 // With converted operands (u_op > 0), every layer's weights once more, and with 16-bit
 // activations its bias and a pair's folded bias (the header's model).
-void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, bool biases, Model& p,
+void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, double eta, bool biases, Model& p,
                       std::mt19937_64& rng) {
   Gaussian g;
   std::set<std::string> done;
@@ -171,7 +179,7 @@ void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, bool 
     for (std::size_t k = 0; k < n.inputs.size() && k < 3; ++k) {
       const std::string& v = n.inputs[k];
       if (k == 0 || (k == 2 && !biases) || v.empty() || !m.initializer(v) || !done.insert(v).second) continue;
-      for (double& x : p.own_initializer(v).data) x *= 1.0 + uop * g(rng);
+      for (double& x : p.own_initializer(v).data) x += g(rng) * (uop * std::fabs(x) + eta);
     }
   }
   if (!biases) return;
@@ -179,7 +187,8 @@ void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, bool 
     const LayerParams lp = layer_params(m, pr);
     const ChannelAffine a = channel_affine(lp.bn, lp.bias);
     Tensor& beta = p.own_initializer(m.nodes[pr.bn].inputs[2]);
-    for (std::size_t c = 0; c < beta.data.size(); ++c) beta.data[c] += g(rng) * uop * std::fabs(a.folded_bias[c]);
+    for (std::size_t c = 0; c < beta.data.size(); ++c)
+      beta.data[c] += g(rng) * (uop * std::fabs(a.folded_bias[c]) + eta);
   }
 }
 
@@ -208,6 +217,73 @@ Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937
     for (double& v : p.own_initializer(n.inputs[1]).data) v *= 1.0 + 4.0 * uw * g(rng);
   }
   return p;
+}
+
+// Each layer's own input conversion when activations stay float32 and operands are converted
+// (TF32, bf16 or fp16 operands with float32 activations, the header's model): the conversion
+// error dx = u_op |x| g of the layer's input, seen by that layer alone, enters its output as the
+// layer's linear response to dx (times the BatchNorm's scale for a pair, which the run hook
+// sees at the BatchNorm).
+class InputConversion {
+ public:
+  InputConversion(const Model& m, const BnPatterns& pairs, double uop) : m_(m), uop_(uop) {
+    for (const BnPair& p : pairs.pairs) {
+      const LayerParams lp = layer_params(m, p);
+      pair_[p.bn] = {p.layer, channel_affine(lp.bn, lp.bias).s};
+    }
+  }
+
+  void apply(std::size_t node, const Tensor& x, Tensor& y, Gaussian& g, std::mt19937_64& rng) const {
+    std::size_t layer = node;
+    const std::vector<double>* scale = nullptr;
+    if (const auto it = pair_.find(node); it != pair_.end()) {
+      layer = it->second.first;
+      scale = &it->second.second;
+    }
+    const ModelNode& n = m_.nodes[layer];
+    const bool linear = n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul";
+    if (!linear || n.inputs.size() < 2 || !m_.initializer(n.inputs[1])) return;
+    Tensor dx = x;
+    for (double& v : dx.data) v = uop_ * std::fabs(v) * g(rng);
+    const Tensor r = linear_response(m_, layer, dx);
+    if (r.data.size() != y.data.size())
+      throw std::logic_error("output bound: the input conversion of " + n.op + " " + n.name + " has another size");
+    const ChannelOf ch(y.shape);
+    for (std::size_t j = 0; j < y.data.size(); ++j) y.data[j] += r.data[j] * (scale ? (*scale)[ch(j)] : 1.0);
+  }
+
+ private:
+  const Model& m_;
+  double uop_;
+  std::map<std::size_t, std::pair<std::size_t, std::vector<double>>> pair_;  // BatchNorm -> (layer, scale)
+};
+
+// Perturbed run k (the header's model): its own seeded stream, drawn in node order.
+std::map<std::string, Tensor> perturbed_run(const Model& m, const BnPatterns& pairs,
+                                            const std::map<std::string, Tensor>& inputs, const OutputBoundOptions& opts,
+                                            const Amplitudes& amp, const InputConversion* conversion, std::size_t k) {
+  std::seed_seq seq{static_cast<std::uint32_t>(opts.seed), static_cast<std::uint32_t>(opts.seed >> 32),
+                    static_cast<std::uint32_t>(k), 0x6f62u};
+  std::mt19937_64 rng(seq);
+  Model pm = perturbed_parameters(m, pairs, rng);
+  Gaussian g;
+  std::map<std::string, Tensor> in = inputs;
+  if (opts.operand_u > 0) {
+    perturb_operands(m, pairs, opts.operand_u, opts.operand_eta, opts.storage_u > 0, pm, rng);
+    if (opts.storage_u > 0)  // 16-bit activations: the first layer converts the graph input
+      for (auto& [name, t] : in)
+        for (double& v : t.data) v += g(rng) * (opts.operand_u * std::fabs(v) + opts.operand_eta);
+  }
+  ModelRunOptions so;
+  so.dtype = DType::Float64;
+  so.policy.threads = 1;
+  so.after_node = [&](std::size_t i, const std::vector<const Tensor*>& ins, Tensor& y) {
+    if (conversion && !ins.empty() && ins[0]) conversion->apply(i, *ins[0], y, g, rng);
+    if (const std::vector<double>* b = amp.of(i))
+      for (std::size_t j = 0; j < y.data.size(); ++j)
+        if ((*b)[j] != 0.0) y.data[j] += (*b)[j] * g(rng);
+  };
+  return run_model(pm, pairs, in, so);
 }
 
 }  // namespace
@@ -239,7 +315,7 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
   ro.policy.threads = opts.threads;
 
   // The unperturbed run records every local amplitude.
-  Amplitudes amp(m, pairs, opts.storage_u);
+  Amplitudes amp(m, pairs, opts.storage_u, opts.storage_eta);
   ro.after_node = [&](std::size_t i, const std::vector<const Tensor*>& in, Tensor& y) { amp.record(i, in, y); };
   r.reference = run_model(m, pairs, inputs, ro);
   for (const ValueInfo& v : m.outputs) {
@@ -252,26 +328,10 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
   // in parallel (one core each) and their squared deviations are summed in sample order,
   // so the result does not depend on the thread count.
   std::vector<std::vector<double>> sq(opts.samples);
+  std::optional<InputConversion> conversion;  // float32 activations with converted operands
+  if (opts.operand_u > 0 && opts.storage_u == 0) conversion.emplace(m, pairs, opts.operand_u);
   auto sample = [&](std::size_t k) {
-    std::seed_seq seq{static_cast<std::uint32_t>(opts.seed), static_cast<std::uint32_t>(opts.seed >> 32),
-                      static_cast<std::uint32_t>(k), 0x6f62u};
-    std::mt19937_64 rng(seq);
-    Model pm = perturbed_parameters(m, pairs, rng);
-    Gaussian g;
-    std::map<std::string, Tensor> in = inputs;
-    if (opts.operand_u > 0) {
-      perturb_operands(m, pairs, opts.operand_u, opts.storage_u > 0, pm, rng);
-      for (auto& [name, t] : in)  // the first layer converts the graph input
-        for (double& v : t.data) v *= 1.0 + opts.operand_u * g(rng);
-    }
-    ModelRunOptions so = ro;
-    so.policy.threads = 1;
-    so.after_node = [&](std::size_t i, const std::vector<const Tensor*>&, Tensor& y) {
-      if (const std::vector<double>* b = amp.of(i))
-        for (std::size_t j = 0; j < y.data.size(); ++j)
-          if ((*b)[j] != 0.0) y.data[j] += (*b)[j] * g(rng);
-    };
-    const auto out = run_model(pm, pairs, in, so);
+    const auto out = perturbed_run(m, pairs, inputs, opts, amp, conversion ? &*conversion : nullptr, k);
     for (const ValueInfo& v : m.outputs) {
       const std::vector<double>& y = out.at(v.name).data;
       const std::vector<double>& y0 = r.reference.at(v.name).data;

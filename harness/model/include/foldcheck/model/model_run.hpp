@@ -72,6 +72,12 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
 // non-initializer inputs by name.
 Tensor magnitude(const Model& m, std::size_t node, const std::map<std::string, Tensor>& inputs);
 
+// A linear layer's (Conv, ConvTranspose, Gemm, MatMul with an initializer weight) response to a
+// change dx of its first input: the node alone, without its bias, run in float64 on dx (its
+// other non-initializer inputs, if any, as given in `inputs`). The end-to-end bound feeds it the
+// conversion error of the layer's own input (output_bound.hpp).
+Tensor linear_response(const Model& m, std::size_t node, const Tensor& dx);
+
 // The conv geometry of a Conv node on an input of shape [N, C, H, W] (auto_pad resolved).
 ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& input_shape, const Shape& weight_shape);
 

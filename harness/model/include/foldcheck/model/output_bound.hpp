@@ -36,12 +36,19 @@
 //    (1 + u_op g), shared by every output that uses it, and the graph input likewise (the
 //    first layer converts it); with 16-bit activations also each layer's bias (autocast
 //    converts it) and a folded bias b' by u_op |b'|;
+//    A value below the format's normal range is rounded absolutely: each amplitude u |v| gains
+//    eta = 2^(emin - p) (fp16: 2^-25; bf16: 2^-133).
 //  - activations stored in a 16-bit type (u_s): every op that computes a value (each one with
-//    a local error above) rounds it to the type once more, b^2 += (u_s |y|)^2; a layer ->
+//    a local error above) rounds it to the type once more, b^2 += (u_s |y| + eta_s)^2; a layer ->
 //    BatchNorm pair whose engine does not fold rounds the conv's output too,
-//    b^2 += (u_s (|y| + |beta| + |s mu|))^2 (|s c| = |y - beta + s mu|). With 16-bit
+//    b^2 += (u_s (|y| + |beta| + |s mu|) + eta_s)^2 (|s c| = |y - beta + s mu|; its eta_s taken
+//    unscaled: an allowance, the scale s is not charged on it). With 16-bit
 //    activations every op's input is already a value of the type, so converting it again
-//    is exact; activations kept in float32 with converted operands are not modelled here.
+//    is exact. With float32 activations (TF32 tensor cores, bf16/fp16 operands of a float32
+//    model) each layer's input conversion is seen by that layer alone: dx = u_op |x| g, the
+//    layer's linear response to dx added to its output (times the BatchNorm's scale for a
+//    pair) in each perturbed run. A MatMul of two activations is not modelled (its second
+//    operand's conversion): such models are judged as if it were exact.
 //
 // First-order propagation: the output error is e_j = sum_i J_ji d_i over every local
 // error d_i (J: the network's derivative at the exact values), so by Hoeffding
@@ -70,7 +77,9 @@ namespace foldcheck {
 struct OutputBoundOptions {
   std::size_t samples = 32;  // K
   double operand_u = 0;      // u_op of the layers' converted operands (0: float32 as given)
+  double operand_eta = 0;    // ... and their absolute error below the format's normal range
   double storage_u = 0;      // u_s of 16-bit activations (0: float32 activations)
+  double storage_eta = 0;    // ... and their absolute error below its normal range (fp16: 2^-25)
   std::uint64_t seed = 0;
   double confidence = 0.999;
   unsigned threads = 0;  // conv evaluation (0: all cores)
