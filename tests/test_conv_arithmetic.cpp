@@ -44,7 +44,7 @@ float random_float(std::mt19937_64& rng) {
 TEST_CASE("conv arithmetic: TF32 and bf16 conversions are the float32 bit operations of hardware", "[arithmetic]") {
   std::mt19937_64 rng(41);
   const OperandFormat tf32{11, -126, 127}, bf16{8, -126, 127};
-  for (int i = 0; i < 200000; ++i) {
+  for (int i = 0; i < 60000; ++i) {
     const float x = random_float(rng);
     for (const OperandConversion c :
          {OperandConversion::NearestEven, OperandConversion::NearestAway, OperandConversion::Truncate}) {
@@ -61,7 +61,7 @@ TEST_CASE("conv arithmetic: TF32 and bf16 conversions are the float32 bit operat
 TEST_CASE("conv arithmetic: fp16 operands are IEEE binary16, overflow to Inf or saturate", "[arithmetic]") {
   std::mt19937_64 rng(42);
   const OperandFormat fp16{11, -14, 15};
-  for (int i = 0; i < 200000; ++i) {
+  for (int i = 0; i < 60000; ++i) {
     const double x = std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng), static_cast<int>(rng() % 48) - 30);
     const double v = static_cast<double>(static_cast<float>(x));
     CHECK(convert(v, fp16, OperandConversion::NearestEven) == round_to(DType::Float16, v));
@@ -83,7 +83,7 @@ TEST_CASE("conv arithmetic: fp16 operands are IEEE binary16, overflow to Inf or 
 
 TEST_CASE("conv arithmetic: bf16x3's split is hi + lo with a remainder below 2^-16 |x|", "[arithmetic]") {
   std::mt19937_64 rng(43);
-  for (int i = 0; i < 100000; ++i) {
+  for (int i = 0; i < 30000; ++i) {
     const float x = random_float(rng);
     if (std::fabs(x) < 1e-30f || std::fabs(x) > 1e38f) continue;  // lo underflows; hi may overflow
     const SplitOperand s = split_bf16(x);

@@ -156,10 +156,12 @@ fi
 # Python environment and the install check with Debian's cmake (about 7 minutes more). Nor
 # the wheel there (WHEEL=0, about 11 minutes): it builds the same sources with the Debian
 # packages the bare build has just proven and the pinned .venv it has just made, and it is
-# built and tried above — the bare root would prove nothing more, at a sixth of CI's time.
+# built and tried above — the bare root would prove nothing more, at a sixth of CI's time. Nor
+# the slowest model-scale Python tests (FOLDCHECK_SLOW_TESTS=0: each skips itself there, saying
+# so): they ran above on the same sources and packages.
 if [ "${FRESH_MACHINE:-1}" != 0 ]; then
   "${sudo_cmd[@]}" tools/fresh_machine.sh --mode run
   phase "bare-system check (run)"
-  "${sudo_cmd[@]}" env HARDENING=0 WHEEL=0 tools/fresh_machine.sh --mode test
-  phase "bare-system check (test, HARDENING=0 WHEEL=0)"
+  "${sudo_cmd[@]}" env HARDENING=0 WHEEL=0 FOLDCHECK_SLOW_TESTS=0 tools/fresh_machine.sh --mode test
+  phase "bare-system check (test, HARDENING=0 WHEEL=0 FOLDCHECK_SLOW_TESTS=0)"
 fi

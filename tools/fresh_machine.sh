@@ -16,7 +16,7 @@
 #               mounted, unmounted on every exit path), with an empty environment but PATH,
 #               HOME, the host's network settings (proxy variables, its CA bundle for pip,
 #               its pip configuration and the local package indexes it names, read-only)
-#               and HARDENING, FUZZ_SECONDS and JOBS where set. The log of the last run of
+#               and HARDENING, FUZZ_SECONDS, JOBS, WHEEL and FOLDCHECK_SLOW_TESTS where set. The log of the last run of
 #               each mode is kept in $FRESH_CACHE/last-MODE.log.
 #               `--mode test` measures the README's second command on a bare machine (all
 #               of it but this check itself: FRESH_MACHINE=0 inside).
@@ -171,7 +171,7 @@ for d in $(printf '%s\n' "${pip_dirs[@]}" | sort -u); do
   mount -o remount,bind,ro "$root$d"
 done
 passed_env=()
-for v in HARDENING FUZZ_SECONDS JOBS WHEEL http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
+for v in HARDENING FUZZ_SECONDS JOBS WHEEL FOLDCHECK_SLOW_TESTS http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
          $(env | grep -oE '^PIP_[A-Z_]+' | grep -vE '^PIP_(CERT)$' || true); do
   if [ -n "${!v:-}" ]; then passed_env+=("$v=${!v}"); fi
 done
