@@ -6,6 +6,7 @@
 
 #include "foldcheck/numerics/bounded.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
+#include "foldcheck/reference/formats.hpp"
 
 namespace foldcheck {
 namespace {
@@ -14,6 +15,10 @@ using diagnosis::Layer;
 using diagnosis::ld;
 
 constexpr double kFoldDelta = 0x1p-18;  // an engine's folded weight: within delta |w a| (header)
+
+// v rounded to float32 as an engine holds it (overflowing to an infinity: a cast would be
+// undefined past float32's range).
+double f32(double v) { return ref::round_to_format(v, 0.0, ref::kFloat32); }
 
 ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
                           const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
@@ -37,7 +42,7 @@ bool convert_all(const std::vector<double>& v, const OperandFormat& f, OperandCo
   out.resize(v.size());
   for (std::size_t i = 0; i < v.size(); ++i)
     // An engine converts its float32 operands: a wider value becomes float32 first.
-    if (out[i] = convert(static_cast<double>(static_cast<float>(v[i])), f, c); !std::isfinite(out[i])) return false;
+    if (out[i] = convert(f32(v[i]), f, c); !std::isfinite(out[i])) return false;
   return true;
 }
 
@@ -55,7 +60,7 @@ std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::Conv
     hi.resize(v.size());
     lo.resize(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) {
-      const SplitOperand s = split_bf16(static_cast<double>(static_cast<float>(v[i])));
+      const SplitOperand s = split_bf16(f32(v[i]));
       if (!std::isfinite(s.hi)) return false;  // past bf16's range (within float32's last half-ulp)
       hi[i] = s.hi;
       lo[i] = s.lo;
@@ -117,8 +122,8 @@ std::optional<FoldedWeights> folded_weights(const DiagnoseInput& in, const diagn
   for (std::size_t j = 0; j < w.size(); ++j) {
     const ld a = given.a[j / per];
     const double wa = static_cast<double>(static_cast<ld>(w[j]) * a);
-    const float t = static_cast<float>(a);
-    fw.w[j] = convert(static_cast<double>(static_cast<float>(w[j] * static_cast<double>(t))), f, cv);
+    const double t = f32(static_cast<double>(a));
+    fw.w[j] = convert(f32(w[j] * t), f, cv);
     const double lo = convert(wa * (1 - kFoldDelta - 0x1p-50), f, cv),
                  hi = convert(wa * (1 + kFoldDelta + 0x1p-50), f, cv);
     if (!std::isfinite(fw.w[j]) || !std::isfinite(lo) || !std::isfinite(hi)) return std::nullopt;
@@ -187,7 +192,7 @@ std::vector<double> folded_bias(const Layer& base, const diagnosis::AffineModel&
   std::vector<double> b(given.a.size());
   for (std::size_t o = 0; o < b.size(); ++o) {
     const ld cb = base.bias.empty() ? 0.0L : static_cast<ld>(base.bias[o]);
-    b[o] = static_cast<double>(static_cast<float>((cb - given.m[o]) * given.a[o] + given.beta[o]));
+    b[o] = f32(static_cast<double>((cb - given.m[o]) * given.a[o] + given.beta[o]));
   }
   return b;
 }
