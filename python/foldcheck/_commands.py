@@ -189,9 +189,11 @@ def accuracy_diff(model: PathIn, *, observed: PathIn | None = None, input: Array
                   progress: Progress | None = None, unmodelled: dict[str, str] | None = None) -> AccuracyDiffResult:
     """Every Conv -> BatchNormalization pair of an ONNX model, and, with `observed`, another
     engine's folded model checked layer by layer and channel by channel (`foldcheck accuracy-diff`).
-    input / observed_output: arrays or .npy paths. arithmetic: "float32", or "bf16" / "fp16" for an
-    output computed with every activation in that type (torch.autocast): the end-to-end bound then
-    models the converted operands and the 16-bit activations. unmodelled: {layer name: why} for layers whose
+    input / observed_output: arrays or .npy paths. arithmetic: "float32", "tf32" (TF32 tensor
+    cores, float32 activations), or "bf16" / "fp16" operands (with every activation a 16-bit value,
+    as torch.autocast computes, when all the output's values are): the end-to-end bound then
+    models the converted operands (nearest conversions); "bf16x3" and "fp16-accumulate" are
+    refused end to end. unmodelled: {layer name: why} for layers whose
     observed fold the caller knows cannot be judged (another op folded into it): each MISTRUSTED
     with its reason as its note, whatever its comparisons show."""
     with NpyFiles() as files:

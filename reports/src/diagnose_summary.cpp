@@ -73,8 +73,12 @@ std::string diagnose_summary(const DiagnoseFacts& f) {
   if (f.expected)
     return fmt::format(
         "the observed output is the layer as given{}, up to rounding (worst element at {:.3g} of "
-        "its bound, max {:.3g} ULP){}",
-        in_arithmetic(f), f.max_ratio, f.max_abs_ulp, cancelled(f));
+        "its bound, max {:.3g} ULP){}{}",
+        in_arithmetic(f), f.max_ratio, f.max_abs_ulp, cancelled(f),
+        f.algorithm.rfind("winograd", 0) == 0
+            ? "; Winograd's bound is a worst case over every coefficient's path, 200-1000x the honest error: a "
+              "change of one channel by 1e-3 can pass it"
+            : "");
   if (f.closest_explains)  // the fix is its own field (and its own line in the text): not repeated here
     return fmt::format("beyond the rounding bound of the layer as given{} {}; explained by {}: {}", in_arithmetic(f),
                        worst(f), f.closest, f.closest_description);

@@ -228,6 +228,13 @@ std::optional<Tensor> read_observed_output(const Model& model, const AccuracyDif
                                  "(or give the " +
                                  field("arithmetic") + " it computed in: bf16, fp16)"),
                     *opts.observed_output, name(y.dtype)));
+  const bool narrow = y.dtype == DType::Float16 || y.dtype == DType::BFloat16;
+  const ConvArithmeticKind own = y.dtype == DType::Float16 ? ConvArithmeticKind::FP16 : ConvArithmeticKind::BF16;
+  if (narrow && opts.arithmetic.kind != own)
+    throw InputError(fmt::format(fmt::runtime("{}: {} values; an engine that stores {} activations computes in " +
+                                              field("arithmetic") + " {}, not {}"),
+                                 *opts.observed_output, name(y.dtype), name(y.dtype), ConvArithmetic{own}.name(),
+                                 opts.arithmetic.name()));
   OutputBoundOptions checked;  // refused now, before the runs, when not in the arithmetic
   end_to_end_arithmetic(opts.arithmetic, y, checked);
   return y;

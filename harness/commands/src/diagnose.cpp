@@ -190,7 +190,7 @@ std::pair<std::size_t, Score> best_candidate(const std::vector<Candidate>& cs, c
   std::optional<std::pair<std::size_t, Score>> best;
   for (std::size_t i = 0; i < cs.size(); ++i) {
     Score s = score(*cs[i].model, *cs[i].L, obs);
-    if (fits) fits->push_back(ReplayFit{cs[i].name, s.expected(), s.max_ratio});
+    if (fits) fits->push_back(ReplayFit{cs[i].name, s.expected(), !s.vacuous(), s.max_ratio});
     const bool better = !best || (s.expected() && !best->second.expected()) ||
                         (s.expected() == best->second.expected() && s.max_ratio < best->second.max_ratio);
     if (better) best = std::pair{i, s};
@@ -334,10 +334,9 @@ void algorithm_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, c
 // replay's fits as well: the first that explains, tight before loose, then the smaller ratio.
 void layer_hypotheses(const DiagnoseInput& in, const std::vector<const Layer*>& layers, const Layer* loose,
                       const std::vector<double>& obs, std::vector<ModelFit>& out) {
-  std::vector<ModelFit> best;
+  std::vector<ModelFit> best;  // one per hypothesis name, in first-seen order (a layer may offer fewer)
   const auto key = [](const ModelFit& f) { return std::tuple{!f.expected, f.expected && f.loose, f.max_ratio}; };
-  for (const Layer* L : layers) {
-    std::size_t i = 0;
+  for (const Layer* L : layers)
     for (const AffineModel& h : hypotheses(in.bn, *L, obs)) {
       ModelFit f = fit(score(h, *L, obs), *L, obs, h);
       f.name = h.name;
@@ -345,11 +344,10 @@ void layer_hypotheses(const DiagnoseInput& in, const std::vector<const Layer*>& 
       f.fix = h.fix;
       f.loose = L == loose;
       if (!h.params.empty()) f.parameters = h.params;
-      if (i == best.size()) best.push_back(std::move(f));
-      else if (key(f) < key(best[i])) best[i] = std::move(f);
-      ++i;
+      const auto same = std::find_if(best.begin(), best.end(), [&](const ModelFit& b) { return b.name == f.name; });
+      if (same == best.end()) best.push_back(std::move(f));
+      else if (key(f) < key(*same)) *same = std::move(f);
     }
-  }
   for (ModelFit& f : best) out.push_back(std::move(f));
 }
 
@@ -466,10 +464,10 @@ std::optional<std::size_t> DiagnoseResult::best() const {
 // (Winograd's transforms with converted operands): a fit within it is no evidence of
 // correctness, too wide to see a bug (MISTRUSTED); beyond it is evidence.
 Verdict DiagnoseResult::verdict() const {
-  if (no_bound) return Verdict::Mistrusted;
   judgement::Tally t;
-  t.add(as_given.verdict());
-  if (overflow_element || general_only) t.also(Verdict::Mistrusted);
+  t.add(judgement::of_check(
+      {.failed = !no_bound && !as_given.expected, .informative = !no_bound && !general_only && !as_given.vacuous}));
+  if (overflow_element) t.also(Verdict::Mistrusted);
   return t.verdict();
 }
 
@@ -510,7 +508,7 @@ json arithmetic_json(const DiagnoseResult& r) {
   json reps = json::array();
   for (const ReplayFit& f : r.replays)
     reps.push_back({{"name", f.name},
-                    {"verdict", f.expected ? "EXPECTED" : "UNEXPECTED"},
+                    {"verdict", name(judgement::of_check({.failed = !f.expected, .informative = f.informative}))},
                     {"max_ratio_to_bound", std::isfinite(f.max_ratio) ? json(f.max_ratio) : json("inf")}});
   j["replay"] = r.replay;
   j["replays"] = reps;

@@ -187,29 +187,64 @@ std::optional<Replay> folded_replay(const DiagnoseInput& in, const ref::ConvGeom
   return r;
 }
 
-// The folded bias b' = (b - mean) a + beta per channel, as an engine computes it in float32.
-std::vector<double> folded_bias(const Layer& base, const diagnosis::AffineModel& given) {
-  std::vector<double> b(given.a.size());
-  for (std::size_t o = 0; o < b.size(); ++o) {
+// The folded bias b' = (b - mean) a + beta per channel, as an engine computes it in float32, and
+// how far an engine's own b' may be from the exact one: gamma_8(u) (|a| (|b| + |mean|) + |beta|),
+// the fold's bound (header).
+struct FoldedBias {
+  std::vector<double> value, slack;
+};
+FoldedBias folded_bias(const Layer& base, const diagnosis::AffineModel& given) {
+  FoldedBias b;
+  const double g8 = gamma_k(8, 0x1p-24);
+  for (std::size_t o = 0; o < given.a.size(); ++o) {
     const ld cb = base.bias.empty() ? 0.0L : static_cast<ld>(base.bias[o]);
-    b[o] = f32(static_cast<double>((cb - given.m[o]) * given.a[o] + given.beta[o]));
+    b.value.push_back(f32(static_cast<double>((cb - given.m[o]) * given.a[o] + given.beta[o])));
+    b.slack.push_back(g8 * static_cast<double>(std::fabs(given.a[o]) * (std::fabs(cb) + std::fabs(given.m[o])) +
+                                               std::fabs(given.beta[o])));
   }
   return b;
 }
 
 // A bf16 or fp16 engine may convert the bias too (torch.autocast, .half()); TF32 keeps it in
 // float32. The conv is linear in its bias, so the replay with the bias converted by the same
-// rule is the same conv plus (b^ - b) per channel: a sibling replay, no conv of its own.
-std::optional<Replay> bias_converted(const Replay& r, const std::vector<double>& bias, const ConvArithmetic& a,
-                                     OperandConversion cv) {
+// rule is the same conv plus (b^ - b) per channel: a sibling replay, no conv of its own. A bias
+// known only within `slack` (a folded one) may convert to a neighbour: each element's extra
+// error gains the largest distance d_b between the conversions of b -+ slack and the replay's.
+std::optional<Replay> bias_converted(const Replay& r, const std::vector<double>& bias, const std::vector<double>& slack,
+                                     const ConvArithmetic& a, OperandConversion cv) {
   if (bias.empty() || a.kind == ConvArithmeticKind::TF32 || !a.operands()) return std::nullopt;
+  const OperandFormat f = *a.operands();
   Replay b = r;
+  if (!slack.empty() && b.L.extra.empty()) b.L.extra.assign(b.L.c.size(), 0.0);
   for (std::size_t i = 0; i < b.L.c.size(); ++i) {
-    const double v = bias[b.L.channel(i, false)];
-    b.L.c[i] += static_cast<ld>(convert(v, *a.operands(), cv)) - static_cast<ld>(v);
+    const std::size_t o = b.L.channel(i, false);
+    const double v = bias[o], cvt = convert(v, f, cv);
+    b.L.c[i] += static_cast<ld>(cvt) - static_cast<ld>(v);
+    if (slack.empty()) continue;
+    const double e = slack[o] * (1 + 0x1p-40);
+    const double d = std::max(std::fabs(convert(v - e, f, cv) - cvt), std::fabs(convert(v + e, f, cv) - cvt));
+    b.L.extra[i] = round_up(b.L.extra[i] + d);
   }
   b.name += ", bias converted";
   return b;
+}
+
+// An output whose every value is a value of a 16-bit operand format came from an engine that
+// stores its activations in it (torch.autocast): its conv output too, before the BatchNorm.
+bool stored_in_operands(const Tensor& observed, const ConvArithmetic& a) {
+  if (a.kind == ConvArithmeticKind::TF32 || a.split() || !a.operands()) return false;
+  const OperandFormat f = *a.operands();
+  return std::all_of(observed.data.begin(), observed.data.end(),
+                     [&](double v) { return !std::isfinite(v) || convert(v, f, OperandConversion::NearestEven) == v; });
+}
+
+// The unfused replay with its conv output rounded to the operand format before the BatchNorm.
+Replay conv_output_stored(const Replay& r, const OperandFormat& f) {
+  Replay s = r;
+  s.L.c_store_u = std::ldexp(1.0, -f.precision);
+  s.L.c_store_eta = std::ldexp(1.0, f.emin - f.precision);
+  s.name += ", conv output stored";
+  return s;
 }
 
 }  // namespace
@@ -217,6 +252,8 @@ std::optional<Replay> bias_converted(const Replay& r, const std::vector<double>&
 std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& base,
                             const diagnosis::AffineModel& given, const ConvArithmetic& a) {
   std::vector<Replay> out;
+  const bool stored = stored_in_operands(in.observed, a) && in.observed.dtype != DType::Float16 &&
+                      in.observed.dtype != DType::BFloat16;  // a 16-bit observation charges its own storage
   const double k_unit = static_cast<double>(g.terms_per_output()) * (a.split() ? 3 : 1);
   for (const OperandConversion cv : a.conversions()) {
     const std::string label = std::string(a.name()) + (a.split() ? " split" : " " + std::string(name(cv)));
@@ -229,8 +266,13 @@ std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g,
         r.arithmetic = a;
         r.conversion = cv;
         r.model = given;
-        if (std::optional<Replay> b = bias_converted(r, in.conv_bias, a, cv)) out.push_back(std::move(*b));
-        out.push_back(std::move(r));
+        std::vector<Replay> found;
+        if (std::optional<Replay> b = bias_converted(r, in.conv_bias, {}, a, cv)) found.push_back(std::move(*b));
+        found.push_back(std::move(r));
+        for (Replay& x : found) {
+          if (stored) out.push_back(conv_output_stored(x, *a.operands()));
+          out.push_back(std::move(x));
+        }
       }
     }
     if (!in.bn || a.split()) continue;
@@ -238,7 +280,8 @@ std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g,
       f->name = label + ", folded";
       f->arithmetic = a;
       f->conversion = cv;
-      if (std::optional<Replay> b = bias_converted(*f, folded_bias(base, given), a, cv)) out.push_back(std::move(*b));
+      const FoldedBias fb = folded_bias(base, given);
+      if (std::optional<Replay> b = bias_converted(*f, fb.value, fb.slack, a, cv)) out.push_back(std::move(*b));
       out.push_back(std::move(*f));
     }
   }

@@ -222,7 +222,8 @@ namespace {
 // no affine map: only the accumulation, the replay's extra and the storage.
 struct ElementBound {
   double u, us, g8, gconv, gacc, gL, gL3, under;
-  ElementBound(const Layer& L, const DTypeInfo& si) : u(info(si.arithmetic).unit_roundoff), us(si.unit_roundoff) {
+  ElementBound(const Layer& L, const DTypeInfo& si)
+      : u(info(si.arithmetic).unit_roundoff), us(std::max(si.unit_roundoff, L.c_store_u)) {  // stored 16-bit: its u
     const double ua = L.u_acc > 0 ? L.u_acc : u;
     under = L.has_conv ? L.k * (L.eta_acc > 0 ? L.eta_acc : info(si.arithmetic).underflow_eta) : 0.0;
     g8 = gamma_k(8, u);
@@ -240,11 +241,12 @@ struct ElementBound {
     if (L.operand_factor > 0) E += L.operand_factor * aa * Ab;
     if (h.identity) {
       E += gacc * Ab + under;
-      return E + us * (ay + E);
+      return E + us * (ay + E) + L.c_store_eta;
     }
     const double ac = aa * static_cast<double>(std::fabs(L.c[i]));
     const double am = aa * static_cast<double>(std::fabs(h.m[ch])) + static_cast<double>(std::fabs(h.beta[ch]));
     E += g8 * (ac + am) + us * (1 + g8) * (ac + am + ay);
+    if (L.c_store_u > 0) E += (L.c_store_u * ac + aa * L.c_store_eta) * (1 + g8) + L.c_store_eta;
     if (L.has_conv) E += gconv * aa * Ab + aa * under;
     if (h.batch_stats)
       E += aa * gL * h.mean_abs[ch] + 0.5 * gL3 * aa * static_cast<double>(std::fabs(L.c[i] - h.m[ch]));

@@ -226,7 +226,7 @@ Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937
 // sees at the BatchNorm).
 class InputConversion {
  public:
-  InputConversion(const Model& m, const BnPatterns& pairs, double uop) : m_(m), uop_(uop) {
+  InputConversion(const Model& m, const BnPatterns& pairs, double uop, double eta) : m_(m), uop_(uop), eta_(eta) {
     for (const BnPair& p : pairs.pairs) {
       const LayerParams lp = layer_params(m, p);
       pair_[p.bn] = {p.layer, channel_affine(lp.bn, lp.bias).s};
@@ -244,7 +244,7 @@ class InputConversion {
     const bool linear = n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul";
     if (!linear || n.inputs.size() < 2 || !m_.initializer(n.inputs[1])) return;
     Tensor dx = x;
-    for (double& v : dx.data) v = uop_ * std::fabs(v) * g(rng);
+    for (double& v : dx.data) v = (uop_ * std::fabs(v) + eta_) * g(rng);
     const Tensor r = linear_response(m_, layer, dx);
     if (r.data.size() != y.data.size())
       throw std::logic_error("output bound: the input conversion of " + n.op + " " + n.name + " has another size");
@@ -254,7 +254,7 @@ class InputConversion {
 
  private:
   const Model& m_;
-  double uop_;
+  double uop_, eta_;  // the conversion's relative bound and its absolute one below the normal range
   std::map<std::size_t, std::pair<std::size_t, std::vector<double>>> pair_;  // BatchNorm -> (layer, scale)
 };
 
@@ -329,7 +329,7 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
   // so the result does not depend on the thread count.
   std::vector<std::vector<double>> sq(opts.samples);
   std::optional<InputConversion> conversion;  // float32 activations with converted operands
-  if (opts.operand_u > 0 && opts.storage_u == 0) conversion.emplace(m, pairs, opts.operand_u);
+  if (opts.operand_u > 0 && opts.storage_u == 0) conversion.emplace(m, pairs, opts.operand_u, opts.operand_eta);
   auto sample = [&](std::size_t k) {
     const auto out = perturbed_run(m, pairs, inputs, opts, amp, conversion ? &*conversion : nullptr, k);
     for (const ValueInfo& v : m.outputs) {

@@ -112,7 +112,7 @@ inline constexpr double kLooseFactor = 2;
 // One replay of the layer in the declared arithmetic (diagnose_replay.hpp) and its fit.
 struct ReplayFit {
   std::string name;
-  bool expected = false;
+  bool expected = false, informative = true;  // within its bound; not every model value zero
   double max_ratio = 0;
 };
 

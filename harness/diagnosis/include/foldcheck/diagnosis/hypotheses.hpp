@@ -67,6 +67,10 @@ struct Layer {
   double eta_acc = 0;
   std::vector<double> extra;
   double operand_factor = 0;
+  // Activations stored in a 16-bit type (torch.autocast, an output given as its float32
+  // values): the conv's output before the BatchNorm, |c^ - c| <= c_store_u |c| + c_store_eta
+  // (times |a| through the affine map), and the output itself at that u (0: kept wide).
+  double c_store_u = 0, c_store_eta = 0;
   std::size_t channel(std::size_t i, bool nhwc) const {
     return nhwc ? i % static_cast<std::size_t>(C) : (i / static_cast<std::size_t>(plane)) % static_cast<std::size_t>(C);
   }
