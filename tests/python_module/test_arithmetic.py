@@ -358,3 +358,13 @@ def test_a_dropped_bias_or_a_channel_change_is_not_explained_by_a_wider_bound():
             w2[3] *= 1 + rel
             r = foldcheck.diagnose(x, conv(x, w2, padding=1), weight=w)
             assert r.best is None, (seed, rel, r.summary)  # no arithmetic or tile named as the cause
+
+
+def test_fp16_partial_sums_that_may_overflow_are_not_judged():
+    rng = np.random.default_rng(16)
+    x = (np.abs(rng.standard_normal((1, 64, 6, 6))) * 90).astype(np.float32)
+    w = (np.abs(rng.standard_normal((4, 64, 1, 1))) * 20).astype(np.float32)
+    with np.errstate(over="ignore"):
+        y = conv_fp16_accumulate(x, w)  # most outputs overflow fp16's sums: Inf
+    r = foldcheck.diagnose(x, y, weight=w, arithmetic="fp16-accumulate")
+    assert r.verdict == "MISTRUSTED" and "fp16 partial sums" in r.summary, r.summary

@@ -214,6 +214,7 @@ std::optional<Layer> float32_operands(const Layer& L, const ConvArithmetic& a) {
   if (a.kind == ConvArithmeticKind::FP16Accumulate) {
     f.u_acc = a.accumulate_u();
     f.eta_acc = 0x1p-25;
+    f.acc_max = 65504;
   }
   return f;
 }
@@ -424,6 +425,12 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   r.general_only = general_only && !r.no_bound;
   const auto [ci, sc] = best_candidate(cs, obs, declared_f32 ? nullptr : &r.replays);
   r.as_given = fit(sc, *cs[ci].L, obs, *cs[ci].model);
+  if (!r.overflow_element && sc.first_past >= 0 && cs[ci].L->acc_max > 0) {  // fp16 partial sums
+    r.overflow_element = static_cast<std::size_t>(sc.first_past);
+    r.overflow_what = "sum of |products| (bounding its fp16 partial sums)";
+    r.overflow_value = cs[ci].L->A[*r.overflow_element];
+    r.overflow_dtype = "fp16";
+  }
   if (!declared_f32) {
     r.replay = cs[ci].name;
     if (general) r.general_ratio = score(given, *general, obs).max_ratio;
@@ -543,7 +550,8 @@ json hypothesis_json(const ModelFit& f) {
 reports::DiagnoseFacts facts(const DiagnoseResult& r) {
   reports::DiagnoseFacts f;
   if (r.overflow_element)
-    f.overflow = reports::DiagnoseOverflow{*r.overflow_element, r.overflow_what, r.overflow_value, name(r.dtype)};
+    f.overflow = reports::DiagnoseOverflow{*r.overflow_element, r.overflow_what, r.overflow_value,
+                                           r.overflow_dtype.empty() ? name(r.dtype) : r.overflow_dtype};
   if (r.narrow_multiplier)
     f.narrow_multiplier = reports::NarrowMultiplier{r.narrow_multiplier->first, r.narrow_multiplier->second,
                                                     info(r.dtype).max_finite, name(r.dtype)};

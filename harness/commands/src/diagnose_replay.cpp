@@ -93,7 +93,10 @@ Layer replay_layer(const Layer& base, ExactConv e, const ConvArithmetic& a, doub
   L.A = std::move(e.A);
   L.k = k;
   L.u_acc = a.accumulate_u();
-  if (a.kind == ConvArithmeticKind::FP16Accumulate) L.eta_acc = 0x1p-25;  // fp16's 2^(emin - p)
+  if (a.kind == ConvArithmeticKind::FP16Accumulate) {
+    L.eta_acc = 0x1p-25;  // fp16's 2^(emin - p)
+    L.acc_max = 65504;    // and its largest finite value
+  }
   return L;
 }
 

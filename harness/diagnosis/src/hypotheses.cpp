@@ -234,6 +234,10 @@ struct ElementBound {
     gL = gamma_k(Lb, u);
     gL3 = gamma_k(Lb + 3, u);
   }
+  // How large a partial sum of element i may get: (sum|x w| + |b|)(1 + gamma_k).
+  double acc_reach(const Layer& L, std::size_t i) const {
+    return (L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)]))) * (1 + gacc);
+  }
   double of(const AffineModel& h, const Layer& L, std::size_t i, std::size_t ch, ld y) const {
     const double aa = static_cast<double>(std::fabs(h.a[ch])), ay = static_cast<double>(std::fabs(y));
     const double Ab = L.has_conv ? L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])) : 0.0;
@@ -278,7 +282,9 @@ Score score(const AffineModel& h, const Layer& L, const std::vector<double>& obs
     // where only the output is: overflowing there gives y's infinity (or, at the range's edge,
     // the largest finite value); a NaN or a value of the other sign is no rounding or overflow
     // of y (an overflowing conv output, summed, may give either).
-    if (const bool c_past = past_range(L.dtype, L.c[i]); c_past || past_range(L.dtype, y)) {
+    const bool acc_past = L.acc_max > 0 && L.has_conv && bound.acc_reach(L, i) >= L.acc_max;
+    if (const bool c_past = acc_past || past_range(L.dtype, L.c[i]); c_past || past_range(L.dtype, y)) {
+      if (s.first_past < 0) s.first_past = static_cast<std::int64_t>(i);
       const bool wrong = !c_past && (std::isnan(obs[i]) ||
                                      (obs[i] != 0 && std::signbit(obs[i]) != std::signbit(static_cast<double>(y))));
       if (wrong && s.first_nonfinite < 0) s.first_nonfinite = static_cast<std::int64_t>(i);

@@ -136,7 +136,8 @@ struct DiagnoseResult {
   ModelFit as_given;
   std::vector<ModelFit> hypotheses;     // best first (smallest worst ratio, then rms)
   std::optional<std::size_t> overflow_element;  // an exact value past the dtype's range (MISTRUSTED) ...
-  std::string overflow_what;            // ... "conv output" or "output"
+  std::string overflow_what;                    // ... "conv output" or "output" (or fp16 partial sums' bound)
+  std::string overflow_dtype;                   // ... the type whose range it passes ("": the observed dtype)
   std::optional<double> overflow_value; // ... its value (none: beyond the double range)
   // A 16-bit output with non-finite values where the layer's are finite, and the first channel
   // whose multiplier gamma / sqrt(var + eps) is past the dtype's range: its index and value.

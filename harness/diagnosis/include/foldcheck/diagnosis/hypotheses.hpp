@@ -71,6 +71,10 @@ struct Layer {
   // values): the conv's output before the BatchNorm, |c^ - c| <= c_store_u |c| + c_store_eta
   // (times |a| through the affine map), and the output itself at that u (0: kept wide).
   double c_store_u = 0, c_store_eta = 0;
+  // The accumulator's largest finite value when it is narrower than the output (fp16 sums:
+  // 65504; 0: none). An element whose sum|x w| (1 + gamma_k) reaches it may overflow a partial
+  // sum, which no rounding bound covers: not judged, as an exact value past the range.
+  double acc_max = 0;
   std::size_t channel(std::size_t i, bool nhwc) const {
     return nhwc ? i % static_cast<std::size_t>(C) : (i / static_cast<std::size_t>(plane)) % static_cast<std::size_t>(C);
   }
@@ -93,7 +97,8 @@ struct AffineModel {
 struct Score {
   double max_ratio = 0, max_abs_ulp = 0, rms_ulp = 0, p50 = 0, p99 = 0, max_abs_diff = 0;
   std::int64_t beyond = 0, nonfinite = 0, worst = -1;
-  std::int64_t past_range = 0;  // elements not judged: an exact value past the dtype's range (overflow)
+  std::int64_t past_range = 0;   // elements not judged: an exact value past the dtype's range (overflow)
+  std::int64_t first_past = -1;  // the first of those
   // nonfinite counts the elements no rounding or overflow gives: NaN or infinite where y is
   // finite, NaN or of the other sign where only y is past the range; the first of them (-1: none).
   std::int64_t first_nonfinite = -1;
