@@ -138,13 +138,10 @@ void end_to_end_arithmetic(const ConvArithmetic& a, const Tensor& y, OutputBound
                                               " {} is not modelled end to end (float32, tf32, bf16 and fp16 are); "
                                               "diagnose judges a layer in it"),
                                  a.name()));
-  bo.operand_u = std::ldexp(1.0, -f->precision);
-  bo.operand_eta = std::ldexp(1.0, f->emin - f->precision);
+  bo.operand_u = f->u();
+  bo.operand_eta = f->eta();
   if (a.kind == ConvArithmeticKind::TF32) return;  // TF32 keeps float32 activations
-  const OperandConversion rne = OperandConversion::NearestEven;
-  const bool stored = std::all_of(y.data.begin(), y.data.end(),
-                                  [&](double v) { return !std::isfinite(v) || convert(v, *f, rne) == v; });
-  if (stored) {  // every value a 16-bit one: activations stored so (torch.autocast)
+  if (all_values_of(y.data, *f)) {                 // every value a 16-bit one: activations stored so (torch.autocast)
     bo.storage_u = bo.operand_u;
     bo.storage_eta = bo.operand_eta;
   }

@@ -211,17 +211,9 @@ std::vector<Candidate> candidates(const std::vector<Replay>& reps, const Layer* 
 std::optional<Layer> float32_operands(const Layer& L, const ConvArithmetic& a) {
   if (a.accumulate_u() * L.k >= 1) return std::nullopt;
   Layer f = L;
-  if (a.kind == ConvArithmeticKind::FP16Accumulate) {
-    f.u_acc = a.accumulate_u();
-    f.eta_acc = 0x1p-25;
-    f.acc_max = 65504;
-  }
+  if (a.narrow_accumulator()) set_accumulator(f, a);
   return f;
 }
-
-}  // namespace
-
-namespace {
 
 // The hypothesis that the conv ran in arithmetic b (a user's other arithmetic: TF32 tensor
 // cores, mixed precision): its name, what it is, and the fix a user can act on.
@@ -231,9 +223,7 @@ struct ArithmeticHypothesis {
 };
 ArithmeticHypothesis arithmetic_hypothesis(ConvArithmeticKind k) {
   switch (k) {
-    case ConvArithmeticKind::Float32:
-      return {"float32_arithmetic",
-              "computed in plain float32 (no operand conversion): the declared arithmetic was not used"};
+    case ConvArithmeticKind::Float32: break;  // never a hypothesis: every declared arithmetic replays it
     case ConvArithmeticKind::TF32:
       return {"tf32_tensor_cores",
               "computed with TF32 tensor cores (operands rounded to 10 bits): expected on an engine with TF32 enabled "
@@ -267,12 +257,10 @@ void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, 
                            const AffineModel& given, const std::vector<double>& obs, double given_bound,
                            std::vector<ModelFit>& out) {
   for (const ConvArithmetic& b : all_conv_arithmetics()) {
-    if (b == in.arithmetic) continue;
-    if (b.kind == ConvArithmeticKind::Float32 && in.arithmetic.kind != ConvArithmeticKind::Float32) continue;  // tried
+    // float32 is the default's layer as given, and a replay of every other declared arithmetic.
+    if (b == in.arithmetic || b.kind == ConvArithmeticKind::Float32) continue;
     const std::vector<Replay> reps = replays(in, g, L, given, b);
-    const std::vector<Candidate> cs = b.kind == ConvArithmeticKind::Float32
-                                          ? std::vector<Candidate>{{"float32", &L, &given, nullptr}}
-                                          : candidates(reps, nullptr, given);
+    const std::vector<Candidate> cs = candidates(reps, nullptr, given);
     if (cs.empty()) continue;
     const auto [i, sc] = best_candidate(cs, obs, nullptr);
     ModelFit f = fit(sc, *cs[i].L, obs, *cs[i].model);
@@ -368,10 +356,6 @@ void rank(std::vector<ModelFit>& fits) {
   };
   std::stable_sort(fits.begin(), fits.end(), [&](const ModelFit& a, const ModelFit& b) { return key(a) < key(b); });
 }
-
-}  // namespace
-
-namespace {
 
 // The layer's conv in the declared algorithm (direct and split-K: as computed; Winograd: its bound).
 Layer with_algorithm(const DiagnoseInput& in, const std::optional<ref::ConvGeometry>& g, Layer L) {

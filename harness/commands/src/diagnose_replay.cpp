@@ -92,15 +92,19 @@ Layer replay_layer(const Layer& base, ExactConv e, const ConvArithmetic& a, doub
   L.c = std::move(e.c);
   L.A = std::move(e.A);
   L.k = k;
-  L.u_acc = a.accumulate_u();
-  if (a.kind == ConvArithmeticKind::FP16Accumulate) {
-    L.eta_acc = 0x1p-25;  // fp16's 2^(emin - p)
-    L.acc_max = 65504;    // and its largest finite value
-  }
+  set_accumulator(L, a);
   return L;
 }
 
 }  // namespace
+
+void set_accumulator(Layer& L, const ConvArithmetic& a) {
+  L.u_acc = a.accumulate_u();
+  if (const std::optional<OperandFormat> f = a.narrow_accumulator()) {
+    L.eta_acc = f->eta();
+    L.acc_max = std::ldexp(2.0 - std::ldexp(1.0, 1 - f->precision), f->emax);
+  }
+}
 
 ExactConv exact_conv(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
                      const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
@@ -236,16 +240,14 @@ std::optional<Replay> bias_converted(const Replay& r, const std::vector<double>&
 // stores its activations in it (torch.autocast): its conv output too, before the BatchNorm.
 bool stored_in_operands(const Tensor& observed, const ConvArithmetic& a) {
   if (a.kind == ConvArithmeticKind::TF32 || a.split() || !a.operands()) return false;
-  const OperandFormat f = *a.operands();
-  return std::all_of(observed.data.begin(), observed.data.end(),
-                     [&](double v) { return !std::isfinite(v) || convert(v, f, OperandConversion::NearestEven) == v; });
+  return all_values_of(observed.data, *a.operands());
 }
 
 // The unfused replay with its conv output rounded to the operand format before the BatchNorm.
 Replay conv_output_stored(const Replay& r, const OperandFormat& f) {
   Replay s = r;
-  s.L.c_store_u = std::ldexp(1.0, -f.precision);
-  s.L.c_store_eta = std::ldexp(1.0, f.emin - f.precision);
+  s.L.c_store_u = f.u();
+  s.L.c_store_eta = f.eta();
   s.name += ", conv output stored";
   return s;
 }

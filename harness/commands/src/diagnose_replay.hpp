@@ -55,6 +55,10 @@ struct Replay {
 std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g, const diagnosis::Layer& base,
                             const diagnosis::AffineModel& given, const ConvArithmetic& a);
 
+// The accumulator of arithmetic a on L: its unit roundoff, and for a narrower one than float32
+// its eta and largest finite value (diagnosis::Layer's u_acc, eta_acc, acc_max).
+void set_accumulator(diagnosis::Layer& L, const ConvArithmetic& a);
+
 // The layer as given with the general bound of a's operand conversion (any conversion that
 // keeps the operand format's bits: conv_arithmetic.hpp) on top of the float32 one; none for
 // float32, or where the accumulation's gamma_k is undefined (k u_acc >= 1/2).

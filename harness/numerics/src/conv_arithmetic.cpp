@@ -59,6 +59,19 @@ std::vector<OperandConversion> ConvArithmetic::conversions() const {
   return {};
 }
 
+double OperandFormat::u() const { return std::ldexp(1.0, -precision); }
+double OperandFormat::eta() const { return std::ldexp(1.0, emin - precision); }
+
+bool all_values_of(const std::vector<double>& v, const OperandFormat& f) {
+  return std::all_of(v.begin(), v.end(),
+                     [&](double x) { return !std::isfinite(x) || convert(x, f, OperandConversion::NearestEven) == x; });
+}
+
+std::optional<OperandFormat> ConvArithmetic::narrow_accumulator() const {
+  if (kind == ConvArithmeticKind::FP16Accumulate) return operands();
+  return std::nullopt;
+}
+
 double ConvArithmetic::accumulate_u() const { return kind == ConvArithmeticKind::FP16Accumulate ? 0x1p-11 : 0x1p-24; }
 
 // e = 2^(1-p) per operand (any conversion keeping p bits). bf16x3: each operand keeps

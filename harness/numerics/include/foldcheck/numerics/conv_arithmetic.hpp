@@ -46,7 +46,12 @@ const char* name(OperandConversion c);  // "nearest-even", "nearest-away", "trun
 struct OperandFormat {
   int precision = 24;
   int emin = -126, emax = 127;
+  double u() const;    // unit roundoff 2^-p of a nearest conversion
+  double eta() const;  // absolute error bound below the normal range, 2^(emin - p)
 };
+
+// Whether every finite value of v is a value of f (an output stored in that format).
+bool all_values_of(const std::vector<double>& v, const OperandFormat& f);
 
 enum class ConvArithmeticKind { Float32, TF32, BF16, FP16, FP16Accumulate, BF16x3 };
 
@@ -61,6 +66,9 @@ struct ConvArithmetic {
   bool split() const { return kind == ConvArithmeticKind::BF16x3; }
   // The accumulator's unit roundoff: 2^-24 (float32), 2^-11 (fp16-accumulate).
   double accumulate_u() const;
+  // A narrower accumulator than float32 (fp16-accumulate): its format, whose eta and largest
+  // finite value a partial sum may meet; none for float32 sums.
+  std::optional<OperandFormat> narrow_accumulator() const;
   // Per unit sum|x w|: the conversions' part (2 e + e^2) of the general bound above (0 for
   // float32); the caller adds gamma_n(u_acc) (1 + e)^2.
   double general_operand_factor() const;
