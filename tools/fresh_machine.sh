@@ -16,8 +16,10 @@
 #               mounted, unmounted on every exit path), with an empty environment but PATH,
 #               HOME, the host's network settings (proxy variables, its CA bundle for pip,
 #               its pip configuration and the local package indexes it names, read-only)
-#               and HARDENING, FUZZ_SECONDS, JOBS, WHEEL and FOLDCHECK_SLOW_TESTS where set. The log of the last run of
-#               each mode is kept in $FRESH_CACHE/last-MODE.log.
+#               the compile cache (ccache's directory, $CCACHE_DIR or ~/.cache/ccache, shared:
+#               a hit needs the same compiler and headers, installed in the root from nothing)
+#               and HARDENING, FUZZ_SECONDS, JOBS, WHEEL, FOLDCHECK_SLOW_TESTS and CTEST_EXCLUDE
+#               where set. The log of the last run of each mode is kept in $FRESH_CACHE/last-MODE.log.
 #               `--mode test` measures the README's second command on a bare machine (all
 #               of it but this check itself: FRESH_MACHINE=0 inside).
 #   4. check    the run exits 0 and, for run, ends with the TVM case's verdict, `verdict: EXPECTED`.
@@ -170,8 +172,15 @@ for d in $(printf '%s\n' "${pip_dirs[@]}" | sort -u); do
   mount --bind "$d" "$root$d"
   mount -o remount,bind,ro "$root$d"
 done
-passed_env=()
-for v in HARDENING FUZZ_SECONDS JOBS WHEEL FOLDCHECK_SLOW_TESTS http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
+# The compile cache (ccache, which tools/bootstrap.sh routes every compile through), shared
+# read-write: the root installs its own compilers and headers from nothing, and ccache reuses
+# an object only when those hash the same as the ones it was compiled with (a missing package
+# fails the compile as it would without the cache; linking is never cached).
+ccache_dir="${CCACHE_DIR:-$HOME/.cache/ccache}"
+mkdir -p "$ccache_dir" "$root/var/cache/ccache"
+mount --bind "$ccache_dir" "$root/var/cache/ccache"
+passed_env=(CCACHE_DIR=/var/cache/ccache)
+for v in CCACHE_DISABLE CCACHE_MAXSIZE HARDENING FUZZ_SECONDS JOBS WHEEL FOLDCHECK_SLOW_TESTS CTEST_EXCLUDE http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
          $(env | grep -oE '^PIP_[A-Z_]+' | grep -vE '^PIP_(CERT)$' || true); do
   if [ -n "${!v:-}" ]; then passed_env+=("$v=${!v}"); fi
 done

@@ -13,9 +13,13 @@ root="$PWD"
 work="$(mktemp -d /tmp/foldcheck-wheel.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 out="${WHEEL_DIR:-$work/dist}"
+# The build directory inside the checkout (made anew), so that ccache, when tools/bootstrap.sh
+# routes compiles through it, hashes its paths relative to the checkout like the other builds.
+wheel_build="$root/build-wheel"
+rm -rf "$wheel_build"
 t0=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" .venv/bin/python -m pip wheel -q --no-build-isolation --no-deps \
-  --config-settings=build-dir="$work/build" -w "$out" . >"$work/build.log" 2>&1 ||
+  --config-settings=build-dir="$wheel_build" -w "$out" . >"$work/build.log" 2>&1 ||
   { tail -n 30 "$work/build.log" >&2; echo "wheel_check: pip wheel failed" >&2; exit 1; }
 wheel="$(ls "$out"/foldcheck-*.whl)"
 echo "wheel_check: built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KB) in $(( $(date +%s) - t0 )) s"
