@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 
+#include "foldcheck/layer/fft_bound.hpp"
 #include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 
@@ -97,4 +98,31 @@ TEST_CASE("conv arithmetic: names round-trip and unknown ones are refused with t
   for (const ConvArithmetic& a : all_conv_arithmetics()) CHECK(conv_arithmetic_from_name(a.name()) == a);
   CHECK_THROWS_WITH(conv_arithmetic_from_name("tf16"),
                     Catch::Contains("float32|tf32|bf16|fp16|fp16-accumulate|bf16x3"));
+}
+
+TEST_CASE("conv algorithm: names round-trip, fft among them", "[arithmetic]") {
+  for (const char* n : {"direct", "winograd2", "winograd4", "winograd6", "fft", "split-k:8"})
+    CHECK(conv_algorithm_from_name(n).name() == n);
+  CHECK_THROWS_WITH(conv_algorithm_from_name("fft2"),
+                    Catch::Contains("direct|winograd2|winograd4|winograd6|fft|split-k:S"));
+}
+
+TEST_CASE("fft bound: one value per output plane, growing with the transform, stride 1 only", "[arithmetic]") {
+  ref::ConvGeometry g;
+  g.N = 1, g.C = 2, g.H = 6, g.W = 7, g.O = 3, g.KH = 3, g.KW = 3;
+  std::vector<double> x(static_cast<std::size_t>(g.N * g.C * g.H * g.W)), w(static_cast<std::size_t>(g.O * g.C * 9));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<double>(i));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::cos(static_cast<double>(i));
+  const std::vector<long double> c(static_cast<std::size_t>(g.output_size()), 0.0L);
+  const FftBound b = fft_bound(g, x, w, {}, c);
+  CHECK((b.n1 == 8 && b.n2 == 8));
+  const std::size_t plane = static_cast<std::size_t>(g.OH() * g.OW());
+  for (std::size_t i = 0; i < b.E.size(); ++i) CHECK(b.E[i] == b.E[i / plane * plane]);
+  CHECK(b.E[0] > 0);
+  g.pad_top = g.pad_bottom = 2;  // 10 rows: a 16-point transform
+  const FftBound p = fft_bound(g, x, w, {}, std::vector<long double>(static_cast<std::size_t>(g.output_size())));
+  CHECK(p.n1 == 16);
+  CHECK(p.E[0] > b.E[0]);
+  g.stride_h = 2;
+  CHECK_THROWS_WITH(fft_bound(g, x, w, {}, c), Catch::Contains("stride 1"));
 }

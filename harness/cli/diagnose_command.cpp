@@ -37,8 +37,8 @@ class DiagnoseCommand : public Command {
         ->capture_default_str();
     cmd_->add_option("--algorithm", algorithm_,
                      "How the conv's sums are formed: direct, winograd2 / winograd4 / winograd6 (Winograd F(m x m, "
-                     "3 x 3): its transforms' roundings bounded), split-k:S (S partial sums added at the end: the "
-                     "direct bound holds unchanged)")
+                     "3 x 3): its transforms' roundings bounded), fft (2-D FFTs: a normwise bound per output plane, "
+                     "float32 only), split-k:S (S partial sums added at the end: the direct bound holds unchanged)")
         ->capture_default_str();
     cmd_->add_option("--bias", bias_, "Conv bias (.npy, one per output channel)");
     cmd_->add_option("--observed", observed_, "Observed output (.npy); its dtype is the compared type")->required();

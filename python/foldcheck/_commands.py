@@ -107,10 +107,12 @@ def diagnose(x: ArrayIn, observed: ArrayIn, *, weight: ArrayIn | None = None, bi
     default BatchNorm. arithmetic: "float32" (as given), "tf32" (TF32 tensor cores), "bf16",
     "fp16" (operands, float32 sums), "fp16-accumulate", "bf16x3": each operand conversion is
     replayed exactly. algorithm: "direct", "winograd2"/"winograd4"/"winograd6" (Winograd
-    F(m x m, 3 x 3), its transforms bounded), "split-k:S". Hypotheses: training-mode batch
+    F(m x m, 3 x 3), its transforms bounded), "fft" (a normwise bound, float32), "split-k:S".
+    Hypotheses: training-mode batch
     statistics, eps mismatch, variance/std confusion, missing sqrt, gamma/beta swapped, mean not
     subtracted, NHWC read as NCHW, bias dropped, BN applied twice (with a BatchNorm), and the
-    other arithmetics and Winograd tiles (when the layer as given does not explain the output).
+    other arithmetics, Winograd tiles and the FFT (when the layer as given does not explain the
+    output).
     Returns a DiagnoseResult (.best, .fix, .hypotheses)."""
     bn = {} if all(v is None for v in (gamma, beta, mean, var, eps)) else _bn(gamma, beta, mean, var, eps)
     r = _core.diagnose(as_array(x, "x"), as_array(observed, "observed"), weight=as_array(weight, "weight"),

@@ -132,6 +132,36 @@ def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype:
     return np.ascontiguousarray(y[:, :, :oh, :ow]).astype(np.float32)
 
 
+def conv_fft(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, padding: int = 0, groups: int = 1,
+             spectrum_bits: int | None = None) -> np.ndarray:
+    """A stride-1 conv computed as cuDNN's FFT algorithm does, in float32 (numpy >= 2 transforms
+    float32 in float32, pocketfft's accurate twiddles): each padded input plane and each kernel
+    transformed at the next powers of two, multiplied pointwise (the kernel's transform
+    conjugated: a correlation), summed over the group's channels, transformed back.
+    spectrum_bits: the input's transform rounded to that many bits (an FFT one step worse)."""
+    N, C, H, W = x.shape
+    n_out, cg, kh, kw = w.shape
+    hp, wp = H + 2 * padding, W + 2 * padding
+    n1, n2 = 1 << (hp - 1).bit_length(), 1 << (wp - 1).bit_length()
+    xp = np.zeros((N, C, hp, wp), np.float32)
+    xp[:, :, padding:padding + H, padding:padding + W] = x
+    X = np.fft.fft2(xp, s=(n1, n2))
+    if spectrum_bits is not None:
+        X = (keep_bits(X.real.astype(np.float32), spectrum_bits)
+             + 1j * keep_bits(X.imag.astype(np.float32), spectrum_bits)).astype(np.complex64)
+    Wf = np.conj(np.fft.fft2(w.astype(np.float32), s=(n1, n2)))
+    assert X.dtype == np.complex64 and Wf.dtype == np.complex64
+    og = n_out // groups
+    y = np.empty((N, n_out, hp - kh + 1, wp - kw + 1), np.float32)
+    for o in range(n_out):
+        g = o // og
+        z = np.sum(X[:, g * cg:(g + 1) * cg] * Wf[o][None], axis=1, dtype=np.complex64)
+        y[:, o] = np.fft.ifft2(z).real.astype(np.float32)[:, :hp - kh + 1, :wp - kw + 1]
+    if b is not None:
+        y = (y + b.astype(np.float32)[None, :, None, None]).astype(np.float32)
+    return y
+
+
 def tf32_model(model: torch.nn.Module, mode: str = "nearest-away") -> torch.nn.Module:
     """A copy of `model` that computes every Conv2d and Linear as TF32 tensor cores do: its
     weights and each call's input converted to TF32 (bias and activations stay float32), the

@@ -12,6 +12,7 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/diagnosis/hypotheses.hpp"
 #include "foldcheck/io/layer_files.hpp"
+#include "foldcheck/layer/fft_bound.hpp"
 #include "foldcheck/layer/winograd_bound.hpp"
 #include "foldcheck/reports/diagnose_summary.hpp"
 #include "foldcheck/result/judgement.hpp"
@@ -289,15 +290,37 @@ Layer winograd_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, Layer 
   return L;
 }
 
-// Under a direct algorithm, each Winograd tile as a hypothesis (3 x 3 convs of stride 1).
+// The layer's conv computed by FFT: its normwise bound per output plane in place of the
+// accumulation's (layer/fft_bound.hpp; the exact output is the same).
+Layer fft_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, Layer L) {
+  L.conv_err = fft_bound(g, in.x.data, in.weights->data, in.conv_bias, L.c).E;
+  L.k = 0;
+  L.fold.clear();  // a 16-bit fused path's terms assume a direct conv
+  L.fold_shift.clear();
+  return L;
+}
+
+// A loose hypothesis of another algorithm (listed, never the best unless its bound is tight).
+ModelFit algorithm_fit(const Layer& W, const AffineModel& given, const std::vector<double>& obs, double given_bound,
+                       const std::string& algorithm, int rank) {
+  ModelFit f = fit(score(given, W, obs), W, obs, given);
+  f.parameters = {{"algorithm", algorithm}};
+  f.loose = f.bound_sum > kLooseFactor * given_bound;
+  f.arithmetic_rank = rank;
+  return f;
+}
+
+// Under a direct algorithm in float32, each Winograd tile (3 x 3 convs of stride 1) and the
+// FFT (stride 1) as hypotheses.
 void algorithm_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& L, const AffineModel& given,
                           const std::vector<double>& obs, double given_bound, std::vector<ModelFit>& out) {
-  if (in.algorithm.winograd_tile() || g.KH != 3 || g.KW != 3 || g.stride_h != 1 || g.stride_w != 1 || g.dil_h != 1 ||
+  if (in.algorithm.kind != ConvAlgorithmKind::Direct || g.stride_h != 1 || g.stride_w != 1 || g.dil_h != 1 ||
       g.dil_w != 1 || in.arithmetic.kind != ConvArithmeticKind::Float32)
     return;
   for (const int m : {2, 4, 6}) {
-    const Layer W = winograd_layer(in, g, L, m);
-    ModelFit f = fit(score(given, W, obs), W, obs, given);
+    if (g.KH != 3 || g.KW != 3) break;
+    ModelFit f =
+        algorithm_fit(winograd_layer(in, g, L, m), given, obs, given_bound, fmt::format("winograd{}", m), 10 + m);
     f.name = fmt::format("winograd{}_transforms", m);
     f.description = fmt::format(
         "the conv computed by Winograd's F({0}x{0}, 3x3), whose transforms add rounding error "
@@ -308,11 +331,19 @@ void algorithm_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, c
         "XNNPACK); to compare against a direct conv, select a direct algorithm; or judge the output "
         "with {1} winograd{0}",
         m, field("algorithm"));
-    f.parameters = {{"algorithm", fmt::format("winograd{}", m)}};
-    f.loose = f.bound_sum > kLooseFactor * given_bound;
-    f.arithmetic_rank = 10 + m;
     out.push_back(std::move(f));
   }
+  ModelFit f = algorithm_fit(fft_layer(in, g, L), given, obs, given_bound, "fft", 20);
+  f.name = "fft_convolution";
+  f.description =
+      "the conv computed by FFTs (transformed, multiplied pointwise, transformed back), whose error "
+      "spreads over each output plane";
+  f.fix = fmt::format(
+      "expected from an engine that picks an FFT convolution (cuDNN's FFT algorithms); to compare against a "
+      "direct conv, select a direct algorithm (torch.backends.cudnn.deterministic or a fixed cudnn algorithm); "
+      "or judge the output with {} fft",
+      field("algorithm"));
+  out.push_back(std::move(f));
 }
 
 // The BatchNorm and bias hypotheses, each scored on every layer a replay gives (the unfused
@@ -364,6 +395,14 @@ Layer with_algorithm(const DiagnoseInput& in, const std::optional<ref::ConvGeome
     throw InputError(field("algorithm") + " " + in.algorithm.name() +
                      " describes a conv's sums; a BatchNorm alone has none");
   if (const int m = in.algorithm.winograd_tile()) return winograd_layer(in, *g, std::move(L), m);
+  if (in.algorithm.kind == ConvAlgorithmKind::FFT) {
+    if (in.arithmetic.kind != ConvArithmeticKind::Float32)
+      throw InputError(field("algorithm") +
+                       " fft is bounded in float32 arithmetic only (FFT convolutions transform "
+                       "in float32; " +
+                       in.arithmetic.name() + " operands are a tensor-core arithmetic)");
+    return fft_layer(in, *g, std::move(L));
+  }
   return L;  // split-K: the order-independent gamma_k covers S partial sums added at the end
 }
 
@@ -464,6 +503,11 @@ Verdict DiagnoseResult::verdict() const {
 
 namespace {
 
+constexpr const char* kFftFormula =
+    "; FFT: gamma_k (sum|x w| + |b|) is replaced by one normwise bound per output plane, ||y^ - y||_2 <= "
+    "(1 + eps) ||Z^ - Z||_2 / sqrt(n) + eps ||Z^||_2 / sqrt(n) with Z = sum_c F(x_c) (.) F(w_c), eps = t eta / "
+    "(1 - t eta) for 2-D FFTs of n = 2^t points (Higham Thm 24.2; radix-2, twiddles within u)";
+
 // The bound's formula (commands/diagnose.hpp states it with its reasoning).
 std::string bound_formula(const DiagnoseResult& r) {
   if (!r.has_bn)
@@ -473,7 +517,8 @@ std::string bound_formula(const DiagnoseResult& r) {
                "roundoff") +
            (r.algorithm.winograd_tile() ? "; Winograd F(mxm, 3x3): sum|x w| is W = |A^T| [sum_c (|G||g||G^T|) (.) "
                                           "(|B^T||d||B|)] |A| (times 2 for factored transforms) and k is N = 4n + C + 9"
-                                        : "");
+                                        : "") +
+           (r.algorithm.kind == ConvAlgorithmKind::FFT ? kFftFormula : "");
   std::string f =
       "|y - model| <= gamma_{k+8} |a| (sum|x w| + |b|) + gamma_8 (|a|(|c| + |m|) + |beta|) + "
       "u_s (1 + gamma_8)(|a||c| + |a||m| + |beta| + |y|) [+ batch-statistics error]";
@@ -486,6 +531,7 @@ std::string bound_formula(const DiagnoseResult& r) {
   if (r.algorithm.winograd_tile())
     f += "; Winograd F(mxm, 3x3): sum|x w| is W = |A^T| [sum_c (|G||g||G^T|) (.) (|B^T||d||B|)] |A| (times 2 for "
          "factored transforms) and k is N = 4n + C + 9 roundings along a path";
+  if (r.algorithm.kind == ConvAlgorithmKind::FFT) f += kFftFormula;
   if (r.arithmetic.kind != ConvArithmeticKind::Float32)
     f += "; under another arithmetic c is the exact conv of the converted operands and gamma_k is the "
          "accumulator's (a folded replay: the conv of the converted folded weights plus the weights a fold may "

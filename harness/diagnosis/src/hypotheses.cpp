@@ -243,6 +243,7 @@ struct ElementBound {
     const double Ab = L.has_conv ? L.A[i] + (L.bias.empty() ? 0.0 : std::fabs(L.bias[L.channel(i, false)])) : 0.0;
     double E = L.extra.empty() ? 0.0 : L.extra[i];
     if (L.operand_factor > 0) E += L.operand_factor * aa * Ab;
+    if (!L.conv_err.empty()) E += (h.identity ? 1.0 : (1 + g8) * aa) * L.conv_err[i];
     if (h.identity) {
       E += gacc * Ab + under;
       return E + us * (ay + E) + L.c_store_eta;

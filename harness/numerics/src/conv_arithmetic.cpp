@@ -107,7 +107,10 @@ const std::vector<ConvArithmetic>& all_conv_arithmetics() {
 
 std::string conv_arithmetic_names() {
   std::string s;
-  for (const ConvArithmetic& a : all_conv_arithmetics()) s += (s.empty() ? "" : "|") + std::string(a.name());
+  for (const ConvArithmetic& a : all_conv_arithmetics()) {
+    if (!s.empty()) s += '|';
+    s += a.name();
+  }
   return s;
 }
 
@@ -145,6 +148,7 @@ std::string ConvAlgorithm::name() const {
     case ConvAlgorithmKind::Winograd2: return "winograd2";
     case ConvAlgorithmKind::Winograd4: return "winograd4";
     case ConvAlgorithmKind::Winograd6: return "winograd6";
+    case ConvAlgorithmKind::FFT: return "fft";
     case ConvAlgorithmKind::SplitK: return "split-k:" + std::to_string(splits);
   }
   return "?";
@@ -161,7 +165,7 @@ int ConvAlgorithm::winograd_tile() const {
 
 ConvAlgorithm conv_algorithm_from_name(std::string_view n) {
   using K = ConvAlgorithmKind;
-  for (const K k : {K::Direct, K::Winograd2, K::Winograd4, K::Winograd6})
+  for (const K k : {K::Direct, K::Winograd2, K::Winograd4, K::Winograd6, K::FFT})
     if (ConvAlgorithm a{k}; n == a.name()) return a;
   if (n.substr(0, 8) == "split-k:" && n.size() > 8 && n.size() <= 14 &&
       n.substr(8).find_first_not_of("0123456789") == std::string_view::npos) {

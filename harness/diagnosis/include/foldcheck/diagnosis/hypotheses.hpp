@@ -66,6 +66,10 @@ struct Layer {
   // arithmetic's): each of the k products and sums may lose up to it, k eta_acc in all.
   double eta_acc = 0;
   std::vector<double> extra;
+  // A conv whose error is bounded as a whole rather than by its sums (an FFT conv: a normwise
+  // bound per output plane, layer/fft_bound.hpp): |c^ - c| <= conv_err, in place of the
+  // accumulation's gamma_k (k = 0 then), times |a| through the affine map (empty: none).
+  std::vector<double> conv_err;
   double operand_factor = 0;
   // Activations stored in a 16-bit type (torch.autocast, an output given as its float32
   // values): the conv's output before the BatchNorm, |c^ - c| <= c_store_u |c| + c_store_eta

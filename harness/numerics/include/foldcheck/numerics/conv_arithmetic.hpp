@@ -87,9 +87,11 @@ std::string conv_arithmetic_names();  // "float32|tf32|bf16|fp16|fp16-accumulate
 //   direct       the window's products summed (any order, any chunking): gamma_k
 //   winograd2/4/6  Winograd's F(m x m, 3 x 3), m = 2, 4, 6: the transforms' own roundings
 //                (layer/winograd_bound.hpp: gamma_N |A^T| [sum (|G||g||G^T|) (.) (|B^T||d||B|)] |A|)
+//   fft          transformed by 2-D FFTs, multiplied pointwise, transformed back: a normwise
+//                bound per output plane (layer/fft_bound.hpp), float32 arithmetic only
 //   split-k:S    S partial sums of about k/S products each, added at the end: covered by the
 //                order-independent gamma_k unchanged (S >= 1).
-enum class ConvAlgorithmKind { Direct, Winograd2, Winograd4, Winograd6, SplitK };
+enum class ConvAlgorithmKind { Direct, Winograd2, Winograd4, Winograd6, FFT, SplitK };
 struct ConvAlgorithm {
   ConvAlgorithmKind kind = ConvAlgorithmKind::Direct;
   int splits = 1;             // split-k's S
@@ -97,10 +99,10 @@ struct ConvAlgorithm {
   int winograd_tile() const;  // m, or 0 when not Winograd
   bool operator==(const ConvAlgorithm&) const = default;
 };
-// "direct", "winograd2", "winograd4", "winograd6", "split-k:S" (S a positive integer); throws
+// "direct", "winograd2", "winograd4", "winograd6", "fft", "split-k:S" (S a positive integer); throws
 // InputError naming them.
 ConvAlgorithm conv_algorithm_from_name(std::string_view name);
-inline constexpr const char* kConvAlgorithmNames = "direct|winograd2|winograd4|winograd6|split-k:S";
+inline constexpr const char* kConvAlgorithmNames = "direct|winograd2|winograd4|winograd6|fft|split-k:S";
 
 // x (a finite value of float32 or wider) converted to the operand format: its value, exact in
 // a double. Nearest-even and nearest-away round to nearest (ties as named) and overflow to an
