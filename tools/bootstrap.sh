@@ -130,7 +130,7 @@ ccache_counts() {  # "HITS MISSES" of the cache so far (0 0 without ccache)
                 END{printf "%d %d", h, m}'
 }
 read -r hits0 misses0 <<<"$(ccache_counts)"
-ccache_line() {  # the compile cache's hits and misses since the start, for the phase table
+ccache_line() {  # the compile cache's hits and misses since the start (a concurrent build sharing it counts too)
   command -v ccache >/dev/null || return 0
   local h m; read -r h m <<<"$(ccache_counts)"
   echo "bootstrap: compile cache: $((h - hits0)) hits, $((m - misses0)) compiled ($CCACHE_DIR)" >&2

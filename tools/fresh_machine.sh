@@ -57,6 +57,31 @@ mkdir -p "$cache"
 # files; the tarball is made under a lock.
 root="$(mktemp -d "$cache/root.XXXXXX")"
 log="$root.$mode.log"  # kept as $cache/last-$mode.log when the run ends
+# A run holds a lock on its root while it lives. A run killed outright (SIGKILL, a CI
+# timeout) cannot clean up: its root keeps its mounts and gigabytes. Every run first removes
+# such roots, those whose lock it can take (a root of an older version has no lock file: the
+# same), older than a minute (a run that has just made its root takes its lock at once) and
+# not kept on purpose (--keep writes root.XXXXXX.kept).
+exec 9>"$root.lock"
+flock 9
+sweep_left_roots() {
+  local r m
+  for r in "$cache"/root.??????; do
+    [ -d "$r" ] && [ "$r" != "$root" ] && [ ! -e "$r.kept" ] || continue
+    [ $(( $(date +%s) - $(stat -c %Y "$r") )) -gt 60 ] || continue
+    exec 8>>"$r.lock"
+    if flock -n 8; then
+      awk -v r="$r/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do
+        umount -l "$m" 2>/dev/null || true
+      done
+      echo "fresh_machine: removing $r, left by a run that was killed" >&2
+      rm -rf --one-file-system "$r" "$r".*.log
+      rm -f "$r.lock"
+    fi
+    exec 8>&-
+  done
+}
+sweep_left_roots
 
 # This machine's Debian apt sources: deb822 files signed by Debian's archive keyring, and
 # one-line files with Debian's archives (third-party repositories are left out: their keys
@@ -88,7 +113,8 @@ cleanup() {
     umount -l "$m" 2>/dev/null || true
   done
   if [ "$keep" = 0 ] && [ -d "$root" ]; then rm -rf --one-file-system "$root"; fi
-  if [ "$keep" = 1 ]; then echo "fresh_machine: the root is kept in $root" >&2; fi
+  if [ "$keep" = 1 ]; then touch "$root.kept"; echo "fresh_machine: the root is kept in $root" >&2; fi
+  rm -f "$root.lock"
   if [ -f "$log" ]; then mv -f "$log" "$cache/last-$mode.log"; fi
 }
 trap cleanup EXIT
