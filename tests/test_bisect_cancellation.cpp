@@ -142,7 +142,11 @@ TEST_CASE("bisect --cmd: the layer and model forms refuse what they cannot judge
   CHECK_THAT(err(" --reference " + d + "/reference.npy --weights " + d + "/w.npy"), Catch::Contains("needs exactly one of"));
   CHECK_THAT(err(" --reference " + d + "/reference.npy --bn " + d + "/bn.npz"), Catch::Contains("--bn describes the layer"));
   CHECK_THAT(err(" --reference " + d + "/reference.npy --input " + d + "/x.npy"), Catch::Contains("--reference needs none"));
-  CHECK_THAT(err(" --weights " + d + "/w.npy --input " + d + "/x.npy"), Catch::Contains("the layer needs --input X.npy, --weights W.npy and --bn"));
+  CHECK_THAT(err(" --weights " + d + "/w.npy"), Catch::Contains("the layer needs --input X.npy and --weights W.npy"));
+  CHECK_THAT(err(" --weights " + d + "/w.npy --input " + d + "/x.npy --bn " + d + "/bn.npz --algorithm winograd9"),
+             Catch::Contains("unknown algorithm 'winograd9'"));
+  CHECK_THAT(err(" --reference " + d + "/reference.npy --arithmetic tf32"),
+             Catch::Contains("--reference outputs are judged"));
   CHECK_THAT(err(" --model " + d + "/model.onnx"), Catch::Contains("--model needs --input"));
   // A padding that gives another output shape: the count differs, and the message says where to look.
   CHECK_THAT(err(" --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz --padding 0"),

@@ -7,22 +7,23 @@
 
 #include <fmt/format.h>
 
+#include "command.hpp"
+#include "common.hpp"
+#include "diagnose_files.hpp"
+#include "foldcheck/base/errors.hpp"
 #include "foldcheck/commands/bisect.hpp"
 #include "foldcheck/io/case_file.hpp"
-#include "foldcheck/base/errors.hpp"
+#include "foldcheck/io/layer_files.hpp"
+#include "foldcheck/io/limits.hpp"
+#include "foldcheck/io/npy.hpp"
+#include "foldcheck/io/number_list.hpp"
+#include "foldcheck/layer/bn_check.hpp"
+#include "foldcheck/layer/passes.hpp"
+#include "foldcheck/model/known_computation.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/model/model_run.hpp"
-#include "foldcheck/io/npy.hpp"
-#include "foldcheck/layer/passes.hpp"
-#include "foldcheck/io/number_list.hpp"
 #include "foldcheck/reports/text.hpp"
-#include "foldcheck/layer/bn_check.hpp"
-#include "foldcheck/io/limits.hpp"
-#include "foldcheck/io/layer_files.hpp"
-#include "foldcheck/model/known_computation.hpp"
-#include "command.hpp"
-#include "common.hpp"
 
 namespace foldcheck::cli {
 namespace {
@@ -38,9 +39,13 @@ class BisectCommand : public Command {
   BisectResult run_external(const std::vector<std::string>& passes, const Progress& progress);
   // --input, --weights, --bias, --bn, geometry
   KnownComputation load_layer(const Progress& progress) const;
+  // The layer judged by diagnose: without --bn, or under --arithmetic / --algorithm.
+  void diagnosed_layer(ExternalBisectOptions& eo) const;
+  bool diagnosed() const { return bn_.empty() || arith_.arithmetic != "float32" || arith_.algorithm != "direct"; }
 
   OutputOptions out_;
   std::string target_, passes_, disabled_, external_, reference_, model_, input_, dtype_, weights_, bias_, bn_;
+  DiagnoseFiles arith_;  // --arithmetic, --algorithm (the layer's files are the members above)
   std::int64_t stride_ = 1, dilation_ = 1;
   std::optional<std::int64_t> padding_;
   std::optional<int> opt_level_;
@@ -87,9 +92,11 @@ void BisectCommand::add_to(CLI::App& app) {
   cmd_->add_option("--input", input_,
                    "Input (.npy): of the ONNX target, of --model, or of the --weights/--bn layer; default for a target: "
                    "seeded normal");
-  cmd_->add_option("--weights", weights_,
-                   "With --input and --bn: the layer --cmd compiles, conv weights (.npy, OIHW); runs are judged against "
-                   "the certified bounds of every correct compilation of it; its dtype is --input's");
+  cmd_->add_option(
+      "--weights", weights_,
+      "With --input (and --bn; without, a plain conv): the layer --cmd compiles, conv weights (.npy, OIHW); "
+      "runs are judged against the certified bounds of every correct compilation of it (without --bn or "
+      "under --arithmetic/--algorithm: as diagnose judges it, every replay tried); its dtype is --input's");
   cmd_->add_option("--bias", bias_, "The layer's conv bias (.npy, one per output channel)");
   cmd_->add_option("--bn", bn_, "The layer's BatchNorm parameters (.npz with keys gamma, beta, mean, var, eps; each optional)");
   cmd_->add_option("--stride", stride_, "The layer's conv stride")
@@ -100,6 +107,7 @@ void BisectCommand::add_to(CLI::App& app) {
       ->capture_default_str();
   cmd_->add_option("--padding", padding_, "The layer's conv padding (symmetric); default dilation*(K-1)/2")
       ->check(integer_in(options::kPadding));
+  add_arithmetic_options(cmd_, arith_);
   cmd_->add_option("--seed", seed_, "Seed of the default model input")
       ->check(integer_in(options::kSeed))
       ->capture_default_str();
@@ -125,6 +133,10 @@ int BisectCommand::run() {
     for (const auto& [v, flag] : {std::pair{&weights_, "--weights"}, std::pair{&bias_, "--bias"}, std::pair{&bn_, "--bn"},
                                   std::pair{&reference_, "--reference"}, std::pair{&model_, "--model"}})
       if (!v->empty()) throw InputError(fmt::format("bisect: {} is for --cmd (the internal pipeline takes a case file or a model)", flag));
+    if (arith_.arithmetic != "float32" || arith_.algorithm != "direct")
+      throw InputError(
+          "bisect: --arithmetic and --algorithm judge an external compiler's outputs (--cmd with the "
+          "layer or --model); foldcheck's own pipeline computes in the case's dtypes");
     BisectOptions bo;
     bo.passes = passes;
     bo.mode = linear_ ? BisectMode::Linear : leave_one_out_ ? BisectMode::LeaveOneOut : BisectMode::Search;
@@ -167,6 +179,15 @@ BisectResult BisectCommand::run_external(const std::vector<std::string>& passes,
     for (const char* flag : {"--bn", "--bias", "--stride", "--dilation", "--padding"})
       if (cmd_->get_option(flag)->count() > 0)
         throw InputError(fmt::format("bisect: {} describes the layer: give it with --weights and --input", flag));
+  const bool default_arithmetic = arith_.arithmetic == "float32" && arith_.algorithm == "direct";
+  if (!reference_.empty() && !default_arithmetic)
+    throw InputError(
+        "bisect: --arithmetic and --algorithm describe the computation: give it (--model, or the layer "
+        "with --weights); --reference outputs are judged in channel units");
+  if (!model_.empty() && arith_.algorithm != "direct")
+    throw InputError(
+        "bisect: --algorithm describes one conv's sums: give the layer (--input, --weights, --bn) to judge "
+        "it as diagnose does; a model's end-to-end bound models direct convs");
   if (!reference_.empty()) {
     if (!input_.empty()) throw InputError("bisect: --input is the input of --model or of the layer; --reference needs none");
     const Tensor t = read_npy(reference_);
@@ -187,14 +208,59 @@ BisectResult BisectCommand::run_external(const std::vector<std::string>& passes,
     ModelComputationOptions mo;
     if (!dtype_.empty()) mo.dtype = dtype_from_name(dtype_);
     mo.seed = seed_;
+    mo.arithmetic = conv_arithmetic_from_name(arith_.arithmetic);
     mo.ref.precision = out_.precision;
     mo.ref.threads = out_.threads;
     mo.progress = progress;
     eo.known = model_computation(m, model_, input_, mo);
+  } else if (diagnosed()) {
+    if (progress) progress("bisect: certified reference of the layer (diagnose judges each run)");
+    diagnosed_layer(eo);
   } else {
     eo.known = load_layer(progress);
   }
   return external_bisect(eo);
+}
+
+// The observed output diagnose judges is each run's: its shape is the conv's with the padding
+// bisect defaults to (dilation (K - 1) / 2), its dtype the input's (or --dtype).
+void BisectCommand::diagnosed_layer(ExternalBisectOptions& eo) const {
+  if (input_.empty()) throw InputError("bisect: the layer needs --input X.npy and --weights W.npy (and --bn BN.npz)");
+  DiagnoseFiles f = arith_;
+  f.input = input_;
+  f.weights = weights_;
+  f.bias = bias_;
+  f.bn = bn_;
+  f.stride = stride_;
+  f.dilation = dilation_;
+  DiagnoseInput in = load_diagnose_input(f);
+  const Shape& xs = in.x.shape;
+  const Shape& ws = in.weights->shape;
+  if (xs.size() != 4 || ws.size() != 4)
+    throw InputError(fmt::format("bisect: the layer's input and weights must be 4-D (NCHW, OIHW): {} and {}",
+                                 shape_string(xs), shape_string(ws)));
+  const std::int64_t pad = padding_.value_or(dilation_ * (ws[2] - 1) / 2);
+  const std::int64_t oh = (xs[2] + 2 * pad - dilation_ * (ws[2] - 1) - 1) / stride_ + 1,
+                     ow = (xs[3] + 2 * pad - dilation_ * (ws[3] - 1) - 1) / stride_ + 1;
+  if (oh < 1 || ow < 1)
+    throw InputError(fmt::format("bisect: the conv of {} by {} (padding {}) has no output", shape_string(xs),
+                                 shape_string(ws), pad));
+  in.padding = pad;
+  in.observed.shape = {xs[0], ws[0], oh, ow};
+  in.observed.dtype = dtype_.empty() ? in.x.dtype : dtype_from_name(dtype_);
+  in.observed.data.assign(static_cast<std::size_t>(xs[0] * ws[0] * oh * ow), 0.0);
+  in.ref.precision = out_.precision;
+  in.ref.threads = out_.threads;
+  in.exact_cache = make_exact_conv_cache();  // every run's replays are the same exact convs
+  eo.reference = diagnose_exact_output(in);
+  eo.reference_shape = in.observed.shape;
+  eo.dtype = in.observed.dtype;
+  eo.reference_source =
+      fmt::format("the layer (input {}, weights {}{}{}; {}, padding {}, {}{}): exact outputs", input_, weights_,
+                  bias_.empty() ? "" : ", bias " + bias_, bn_.empty() ? ", no BatchNorm" : ", BatchNorm " + bn_,
+                  name(eo.dtype), pad, in.arithmetic.name(),
+                  in.algorithm.kind == ConvAlgorithmKind::Direct ? "" : ", algorithm " + in.algorithm.name());
+  eo.layer = std::move(in);
 }
 
 KnownComputation BisectCommand::load_layer(const Progress& progress) const {

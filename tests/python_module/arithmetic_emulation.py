@@ -10,39 +10,9 @@ import copy
 
 import numpy as np
 import torch
+from operand_bits import bf16, conv_numpy, fp16, keep_bits, tf32
 
-
-def _drop_bits(a: np.ndarray, drop: int, mode: str) -> np.ndarray:
-    b = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    mask = np.uint64((1 << drop) - 1)
-    low, base = b & mask, b & ~mask
-    half = np.uint64(1 << (drop - 1))
-    step = np.uint64(1 << drop)
-    if mode == "truncate":
-        r = base
-    elif mode == "nearest-away":
-        r = np.where(low >= half, base + step, base)
-    else:  # nearest-even
-        odd = (base >> np.uint64(drop)) & np.uint64(1)
-        r = np.where((low > half) | ((low == half) & (odd == 1)), base + step, base)
-    return r.astype(np.uint32).view(np.float32)
-
-
-def tf32(a: np.ndarray, mode: str = "nearest-away") -> np.ndarray:
-    return _drop_bits(a, 13, mode)
-
-
-def bf16(a: np.ndarray, mode: str = "nearest-even") -> np.ndarray:
-    return _drop_bits(a, 16, mode)
-
-
-def keep_bits(a: np.ndarray, bits: int) -> np.ndarray:
-    """float32 rounded (nearest-even) to `bits` significand bits: a conversion one step worse."""
-    return _drop_bits(a, 24 - bits, "nearest-even")
-
-
-def fp16(a: np.ndarray) -> np.ndarray:
-    return np.asarray(a, dtype=np.float32).astype(np.float16).astype(np.float32)
+__all__ = ["bf16", "conv_numpy", "fp16", "keep_bits", "tf32"]  # the torch-free half, re-exported
 
 
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, stride: int = 1, padding: int = 0,

@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from arithmetic_emulation import (
     tf32,
     tf32_model,
 )
+from onnx import TensorProto, helper, numpy_helper
 from torch_models import by_fx, trained_like
 
 import foldcheck
@@ -446,3 +448,139 @@ def test_fp16_partial_sums_that_may_overflow_are_not_judged():
         y = conv_fp16_accumulate(x, w)  # most outputs overflow fp16's sums: Inf
     r = foldcheck.diagnose(x, y, weight=w, arithmetic="fp16-accumulate")
     assert r.verdict == "MISTRUSTED" and "fp16 partial sums" in r.summary, r.summary
+
+
+FAKE_TF32_COMPILER = '''
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[4])
+from operand_bits import conv_numpy, tf32
+enabled = set(filter(None, sys.argv[1].split(",")))
+x, w = np.load(sys.argv[2] + "/x.npy"), np.load(sys.argv[2] + "/w.npy")
+if "BreakChannel" in enabled:
+    w = w.copy()
+    w[5] *= np.float32(1 + 1e-3)
+if "TensorCores" in enabled:
+    x, w = tf32(x), tf32(w)
+y = conv_numpy(x, w, stride=2)
+if sys.argv[5] == "bn":
+    bn = np.load(sys.argv[2] + "/bn.npz")
+    a = (bn["gamma"] / np.sqrt(bn["var"] + bn["eps"])).astype(np.float32)
+    y = (y - bn["mean"][None, :, None, None]) * a[None, :, None, None] + bn["beta"][None, :, None, None]
+    y = y.astype(np.float32)
+np.save(sys.argv[3], y)
+'''
+
+
+@pytest.mark.parametrize("with_bn", [False, True])
+def test_bisect_layer_form_judges_in_the_arithmetic(foldcheck_bin, tmp_path, gpu_scenario, with_bn):
+    """bisect --cmd on the GPU scenario's layer (with and without a BatchNorm after it): a pass
+    that turns on TF32 tensor cores is the culprit under float32, and is not under --arithmetic
+    tf32, where the pass that moves one channel's weights by 1e-3 is."""
+    x, w = gpu_scenario
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    layer = ["--input", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "w.npy"), "--stride", "2",
+             "--padding", "0"]
+    mode = "bn" if with_bn else "plain"
+    if with_bn:
+        rng = np.random.default_rng(3)
+        np.savez(tmp_path / "bn.npz", gamma=rng.uniform(0.5, 2, 64).astype(np.float32),
+                 beta=rng.standard_normal(64).astype(np.float32),
+                 mean=(rng.standard_normal(64) * 0.1).astype(np.float32),
+                 var=rng.uniform(0.5, 2, 64).astype(np.float32), eps=np.float32(1e-5))
+        layer += ["--bn", str(tmp_path / "bn.npz")]
+    script = tmp_path / "compiler.py"
+    script.write_text(FAKE_TF32_COMPILER)
+    here = os.path.dirname(os.path.abspath(__file__))
+    cmd = f"{sys.executable} {script} {{enabled}} {tmp_path} {{out}} {here} {mode}"
+
+    def bisect(passes, *extra):
+        p = subprocess.run([foldcheck_bin, "bisect", "--cmd", cmd, "--passes", passes, *layer, *extra, "--format",
+                            "json", "--no-timing", "-q"], capture_output=True, text=True)
+        assert p.returncode in (0, 1), p.stderr
+        return p.returncode, json.loads(p.stdout)
+
+    code, r = bisect("TensorCores,BreakChannel")
+    assert (code, r["culprit"]) == (1, "TensorCores"), r
+    code, r = bisect("TensorCores,BreakChannel", "--arithmetic", "tf32")
+    assert (code, r["culprit"]) == (1, "BreakChannel"), r
+    assert r["judged_by"] == "bounds" and "TF32" in r["criterion"]
+    code, r = bisect("TensorCores", "--arithmetic", "tf32")
+    assert (code, r["culprit"]) == (0, None), r
+
+
+FAKE_TF32_MODEL_COMPILER = '''
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+sys.path.insert(0, sys.argv[4])
+from operand_bits import conv_numpy, tf32
+enabled = set(filter(None, sys.argv[1].split(",")))
+m = onnx.load(sys.argv[2] + "/model.onnx")
+init = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+v = {m.graph.input[0].name: np.load(sys.argv[2] + "/x.npy")}
+for n in m.graph.node:
+    a = [v[i] if i in v else init[i] for i in n.input]
+    if n.op_type == "Conv":
+        x, w = np.pad(a[0], ((0, 0), (0, 0), (1, 1), (1, 1))), a[1]
+        if "BreakChannel" in enabled and n.name == "c2":
+            w = w.copy()
+            w[3] *= np.float32(1 + float(sys.argv[5]))
+        if "TensorCores" in enabled:
+            x, w = tf32(x), tf32(w)
+        y = conv_numpy(x, w)
+    elif n.op_type == "BatchNormalization":
+        s = (a[1] / np.sqrt(a[4] + np.float32(1e-5))).astype(np.float32)
+        y = ((a[0] - a[3][None, :, None, None]) * s[None, :, None, None] + a[2][None, :, None, None]).astype(np.float32)
+    else:
+        y = np.maximum(a[0], np.float32(0))
+    v[n.output[0]] = y
+np.save(sys.argv[3], v[m.graph.output[0].name])
+'''
+
+
+def test_bisect_model_form_judges_in_the_arithmetic(foldcheck_bin, tmp_path):
+    """bisect --cmd --model on a two-layer conv + BN + ReLU model run with TF32 operands: under
+    --arithmetic tf32 the end-to-end bound models the operand conversions and names the pass
+    that moves one channel of the second conv; under float32 the TF32 pass is the culprit."""
+    rng = np.random.default_rng(21)
+    nodes, inits, x = [], [], "x"
+    for name, cin in (("c1", 3), ("c2", 16)):
+        w = (rng.standard_normal((16, cin, 3, 3)) * np.sqrt(2 / (9 * cin))).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, name + ".w"))
+        stats = {"g": rng.uniform(0.5, 2, 16), "b": rng.standard_normal(16) * 0.1, "m": rng.standard_normal(16) * 0.1,
+                 "v": rng.uniform(0.5, 2, 16)}
+        inits += [numpy_helper.from_array(s.astype(np.float32), f"{name}.{k}") for k, s in stats.items()]
+        nodes.append(helper.make_node("Conv", [x, name + ".w"], [name + ".y"], name=name, kernel_shape=[3, 3],
+                                      pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("BatchNormalization", [name + ".y"] + [f"{name}.{k}" for k in "gbmv"],
+                                      [name + ".bn"], name=name + ".bn", epsilon=1e-5))
+        nodes.append(helper.make_node("Relu", [name + ".bn"], [name + ".r"], name=name + ".relu"))
+        x = name + ".r"
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 20, 20])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 16, 20, 20])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (tmp_path / "model.onnx").write_bytes(model.SerializeToString())
+    np.save(tmp_path / "x.npy", image_input(rng, 1, 20))
+    script = tmp_path / "compiler.py"
+    script.write_text(FAKE_TF32_MODEL_COMPILER)
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def bisect(change, *extra):
+        cmd = f"{sys.executable} {script} {{enabled}} {tmp_path} {{out}} {here} {change}"
+        p = subprocess.run([foldcheck_bin, "bisect", "--cmd", cmd, "--passes", "TensorCores,BreakChannel", "--model",
+                            str(tmp_path / "model.onnx"), "--input", str(tmp_path / "x.npy"), *extra, "--format",
+                            "json", "--no-timing", "-q"], capture_output=True, text=True)
+        assert p.returncode in (0, 1), p.stderr
+        return p.returncode, json.loads(p.stdout)
+
+    code, r = bisect("0.05")
+    assert (code, r["culprit"]) == (1, "TensorCores"), r
+    code, r = bisect("0.05", "--arithmetic", "tf32")
+    assert (code, r["culprit"]) == (1, "BreakChannel"), r
+    assert "TF32" in r["criterion"]
+    code, r = bisect("0", "--arithmetic", "tf32")
+    assert (code, r["culprit"]) == (0, None), r

@@ -125,26 +125,12 @@ Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOption
   return r;
 }
 
-// The end-to-end bound's arithmetic (output_bound.hpp) for an observed output computed in
-// `a`: none for float32; for an operand format, its u_op and, when every observed value is a
-// value of the format (activations stored in it: torch.autocast), its u_s; otherwise float32
-// activations (each layer's input conversion modelled). bf16x3 and fp16 accumulation are not
-// modelled end to end: refused, naming diagnose.
+// The end-to-end bound's arithmetic for an observed output computed in `a`
+// (set_end_to_end_arithmetic): activations stored in the 16-bit format when every observed
+// value is one of its values (torch.autocast's outputs).
 void end_to_end_arithmetic(const ConvArithmetic& a, const Tensor& y, OutputBoundOptions& bo) {
-  if (a.kind == ConvArithmeticKind::Float32) return;
   const std::optional<OperandFormat> f = a.operands();
-  if (!f || a.split() || a.kind == ConvArithmeticKind::FP16Accumulate)
-    throw InputError(fmt::format(fmt::runtime(field("arithmetic") +
-                                              " {} is not modelled end to end (float32, tf32, bf16 and fp16 are); "
-                                              "diagnose judges a layer in it"),
-                                 a.name()));
-  bo.operand_u = f->u();
-  bo.operand_eta = f->eta();
-  if (a.kind == ConvArithmeticKind::TF32) return;  // TF32 keeps float32 activations
-  if (all_values_of(y.data, *f)) {                 // every value a 16-bit one: activations stored so (torch.autocast)
-    bo.storage_u = bo.operand_u;
-    bo.storage_eta = bo.operand_eta;
-  }
+  set_end_to_end_arithmetic(a, f && all_values_of(y.data, *f), bo);
 }
 
 // --observed-output: the other engine's output y (on the same input) against the float64

@@ -122,8 +122,8 @@ Layer conv_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, json& laye
   Layer L;
   L.dtype = in.observed.dtype;
   L.N = g.N;
-  ExactConv e =
-      exact_conv(g, in.x.data, in.weights->data, in.conv_bias.empty() ? nullptr : &in.conv_bias, in.ref, L.dtype);
+  ExactConv e = exact_conv(g, in.x.data, in.weights->data, in.conv_bias.empty() ? nullptr : &in.conv_bias, in.ref,
+                           L.dtype, in.exact_cache.get());
   L.c = std::move(e.c);
   L.A = std::move(e.A);
   L.bias = in.conv_bias;
@@ -472,6 +472,19 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   rank(fits);
   r.hypotheses = std::move(fits);
   return r;
+}
+
+std::vector<double> diagnose_exact_output(const DiagnoseInput& in) {
+  json layer;
+  std::optional<ref::ConvGeometry> g;
+  const Layer L = make_layer(in, layer, g);
+  const AffineModel m = in.bn ? as_given(*in.bn) : plain_conv(static_cast<std::size_t>(L.C));
+  std::vector<double> y(L.c.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const std::size_t ch = L.channel(i, m.nhwc);
+    y[i] = static_cast<double>(m.identity ? L.c[i] : (L.c[i] - m.m[ch]) * m.a[ch] + m.beta[ch]);
+  }
+  return y;
 }
 
 // A fit beyond its bound is UNEXPECTED; within it but vacuous (every model value zero),

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
+#include <tuple>
 
 #include "foldcheck/numerics/bounded.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
@@ -20,8 +23,8 @@ constexpr double kFoldDelta = 0x1p-18;  // an engine's folded weight: within del
 // undefined past float32's range).
 double f32(double v) { return ref::round_to_format(v, 0.0, ref::kFloat32); }
 
-ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                          const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
+ExactConv exact_conv_computed(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                              const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
   ref::LayerData d;
   d.geometry = g;
   d.x = &x;
@@ -35,6 +38,58 @@ ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>&
   for (std::size_t i = 0; i < r.y.size(); ++i) e.c[i] = static_cast<ld>(r.y[i].approx.hi) + r.y[i].approx.lo;
   e.A = r.abs_sum;
   return e;
+}
+
+}  // namespace
+
+// The cache's entries: the operands and options each exact conv was computed from, matched
+// exactly (bisect's runs: a handful of layers, each a few megabytes).
+struct ExactConvCache {
+  struct Entry {
+    ref::ConvGeometry g;
+    std::vector<double> x, w, bias;
+    bool has_bias = false;
+    decltype(ref::Options::precision) precision = 0;
+    DType dtype = DType::Float32;
+    ExactConv e;
+  };
+  std::mutex m;
+  std::vector<Entry> entries;
+  static bool same(const ref::ConvGeometry& a, const ref::ConvGeometry& b) {
+    return std::tie(a.N, a.C, a.H, a.W, a.O, a.KH, a.KW, a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                    a.pad_right, a.dil_h, a.dil_w,
+                    a.groups) == std::tie(b.N, b.C, b.H, b.W, b.O, b.KH, b.KW, b.stride_h, b.stride_w, b.pad_top,
+                                          b.pad_left, b.pad_bottom, b.pad_right, b.dil_h, b.dil_w, b.groups);
+  }
+  ExactConv get(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
+    const std::lock_guard<std::mutex> lock(m);
+    for (const Entry& en : entries)
+      if (same(en.g, g) && en.dtype == dtype && en.precision == opts.precision && en.has_bias == (bias != nullptr) &&
+          (!bias || en.bias == *bias) && en.w == w && en.x == x)
+        return en.e;
+    Entry en{g,
+             x,
+             w,
+             bias ? *bias : std::vector<double>{},
+             bias != nullptr,
+             opts.precision,
+             dtype,
+             exact_conv_computed(g, x, w, bias, opts, dtype)};
+    entries.push_back(std::move(en));
+    return entries.back().e;
+  }
+};
+
+std::shared_ptr<ExactConvCache> make_exact_conv_cache() { return std::make_shared<ExactConvCache>(); }
+
+namespace {
+
+ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                          const std::vector<double>* bias, const ref::Options& opts, DType dtype,
+                          ExactConvCache* cache) {
+  if (cache) return cache->get(g, x, w, bias, opts, dtype);
+  return exact_conv_computed(g, x, w, bias, opts, dtype);
 }
 
 // Every value converted; false when one overflows the operand format.
@@ -54,7 +109,7 @@ std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::Conv
   if (!a.split()) {
     std::vector<double> xc, wc;
     if (!convert_all(in.x.data, *a.operands(), cv, xc) || !convert_all(w, *a.operands(), cv, wc)) return std::nullopt;
-    return exact_conv_impl(g, xc, wc, bias, in.ref, dtype);
+    return exact_conv_impl(g, xc, wc, bias, in.ref, dtype, in.exact_cache.get());
   }
   const auto split_all = [](const std::vector<double>& v, std::vector<double>& hi, std::vector<double>& lo) {
     hi.resize(v.size());
@@ -69,9 +124,9 @@ std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::Conv
   };
   std::vector<double> xh, xl, wh, wl;
   if (!split_all(in.x.data, xh, xl) || !split_all(w, wh, wl)) return std::nullopt;
-  ExactConv sum = exact_conv_impl(g, xh, wh, bias, in.ref, dtype);
+  ExactConv sum = exact_conv_impl(g, xh, wh, bias, in.ref, dtype, in.exact_cache.get());
   for (const auto& [xp, wp] : {std::pair{&xh, &wl}, std::pair{&xl, &wh}}) {
-    const ExactConv part = exact_conv_impl(g, *xp, *wp, nullptr, in.ref, dtype);
+    const ExactConv part = exact_conv_impl(g, *xp, *wp, nullptr, in.ref, dtype, in.exact_cache.get());
     for (std::size_t i = 0; i < sum.c.size(); ++i) {
       sum.c[i] += part.c[i];
       sum.A[i] += part.A[i];
@@ -107,8 +162,8 @@ void set_accumulator(Layer& L, const ConvArithmetic& a) {
 }
 
 ExactConv exact_conv(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                     const std::vector<double>* bias, const ref::Options& opts, DType dtype) {
-  return exact_conv_impl(g, x, w, bias, opts, dtype);
+                     const std::vector<double>* bias, const ref::Options& opts, DType dtype, ExactConvCache* cache) {
+  return exact_conv_impl(g, x, w, bias, opts, dtype, cache);
 }
 
 namespace {
@@ -174,7 +229,7 @@ std::optional<Replay> folded_replay(const DiagnoseInput& in, const ref::ConvGeom
   const std::optional<FoldedWeights> fw = folded_weights(in, given, f, cv);
   if (!fw) return std::nullopt;
   Replay r;
-  r.L = replay_layer(base, exact_conv_impl(g, xc, fw->w, nullptr, in.ref, base.dtype), a,
+  r.L = replay_layer(base, exact_conv_impl(g, xc, fw->w, nullptr, in.ref, base.dtype, in.exact_cache.get()), a,
                      static_cast<double>(g.terms_per_output()) + 1);
   r.L.bias.clear();
   r.L.extra = uncertain_terms(g, xc, fw->d);

@@ -39,7 +39,7 @@ struct ExactConv {
   std::vector<double> A;
 };
 ExactConv exact_conv(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                     const std::vector<double>* bias, const ref::Options& opts, DType dtype);
+                     const std::vector<double>* bias, const ref::Options& opts, DType dtype, ExactConvCache* cache);
 
 struct Replay {
   std::string name;  // "tf32 nearest-away", "tf32 nearest-away, folded", "float32 operands"

@@ -95,9 +95,11 @@ void check_options(const ExternalBisectOptions& o) {
 class CommandBisector {
  public:
   CommandBisector(const ExternalBisectOptions& o, const command::SignalScope& signals)
-      : o_(o), signals_(signals),
-        judge_(o.known ? o.known->exact : approximate_values(o.reference, o.dtype), o.known ? o.known->shape : o.reference_shape,
-               o.known ? o.known->dtype : o.dtype, o.known ? &*o.known : nullptr, o.threshold_ulp) {
+      : o_(o),
+        signals_(signals),
+        judge_(o.known ? o.known->exact : approximate_values(o.reference, o.dtype),
+               o.known ? o.known->shape : o.reference_shape, o.known ? o.known->dtype : o.dtype,
+               o.known ? &*o.known : nullptr, o.threshold_ulp, o.layer ? &*o.layer : nullptr) {
     std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
     dir_ = tmpl;
@@ -382,7 +384,7 @@ BisectResult search(const ExternalBisectOptions& o, const command::SignalScope& 
   r.setup.external_command = o.command;
   r.setup.passes = o.passes;
   r.setup.reference = o.known ? o.known->source : o.reference_source;
-  r.setup.judged_by = o.threshold_ulp ? "threshold" : o.known ? "bounds" : "channel units";
+  r.setup.judged_by = o.threshold_ulp ? "threshold" : o.known || o.layer ? "bounds" : "channel units";
   r.setup.dtype = name(o.known ? o.known->dtype : o.dtype);
   r.setup.criterion = b.criterion();
   r.setup.mode = o.mode;

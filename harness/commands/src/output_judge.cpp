@@ -58,15 +58,39 @@ ScaledErrors scaled_errors(const std::vector<double>& v, const ref::ValueArray& 
 }
 
 OutputJudge::OutputJudge(ref::ValueArray exact, Shape shape, DType t, const KnownComputation* known,
-                         std::optional<double> threshold_ulp)
-    : exact_(std::move(exact)), shape_(std::move(shape)), t_(t), known_(known), threshold_(threshold_ulp),
+                         std::optional<double> threshold_ulp, const DiagnoseInput* layer)
+    : exact_(std::move(exact)),
+      shape_(std::move(shape)),
+      t_(t),
+      known_(known),
+      threshold_(threshold_ulp),
+      layer_(layer),
       units_(exact_, shape_, t) {}
+
+// diagnose's verdict on the output (its worst element decisive); a deterministic bound, so
+// the probabilistic figures repeat it.
+bool OutputJudge::judge_by_diagnose(const std::vector<double>& v, BisectStep& step, std::int64_t& decisive) const {
+  DiagnoseInput in = *layer_;
+  in.observed.data = v;
+  const DiagnoseResult r = diagnose(in);
+  step.verdict = r.verdict();
+  const ModelFit& f = r.as_given;
+  std::get<RunMeasures>(step.measures).bounds = RunMeasures::Bounds{f.max_ratio, f.max_ratio, f.beyond, f.beyond};
+  if (f.worst) decisive = static_cast<std::int64_t>(f.worst->index);
+  return judgement::counts_against(*step.verdict);
+}
 
 bool OutputJudge::judge_base(const std::vector<double>& v, BisectStep& step) { return judge_impl(v, step, true); }
 bool OutputJudge::judge(const std::vector<double>& v, BisectStep& step) { return judge_impl(v, step, false); }
 
 std::string OutputJudge::criterion() const {
   if (threshold_) return reports::threshold_criterion(*threshold_);
+  if (layer_)
+    return fmt::format(
+        "diagnose's verdict on the layer{} in {}{}: an element beyond its bound (every replay of the "
+        "arithmetic's operand conversions tried), or a NaN or an infinity",
+        layer_->bn ? "" : " (a conv without BatchNorm)", layer_->arithmetic.description(),
+        layer_->algorithm.kind == ConvAlgorithmKind::Direct ? "" : ", algorithm " + layer_->algorithm.name());
   if (known_)
     return fmt::format("an element beyond its bound{}, or a NaN or an infinity; bounds: {}",
                        known_->deterministic ? " (deterministic or probabilistic)" : "", known_->formula);
@@ -150,6 +174,8 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
     decisive = c.worst_index;
     if (known_) j.bounds_verdict = c.verdict;  // for the reader; the threshold decides
     step.verdict = bad ? Verdict::Unexpected : Verdict::Expected;
+  } else if (layer_) {
+    bad = judge_by_diagnose(v, step, decisive) || bad;
   } else if (known_) {
     step.verdict = c.verdict;
     j.bounds = RunMeasures::Bounds{c.worst_bound_ratio.value_or(0), c.worst_probabilistic_ratio.value_or(0),

@@ -4,6 +4,8 @@
 //
 // With the computation known (known_computation.hpp): bad when an element leaves its
 // deterministic or probabilistic bound, or is NaN — the internal bisect's criterion.
+// With the layer judged by diagnose (a plain conv, another arithmetic or algorithm): bad when
+// diagnose's verdict on the output counts against it — its bound, every replay tried.
 //
 // With only a reference: errors are measured in units that do not shrink with
 // cancellation. An element's error in ULPs of its own exact value explodes when that
@@ -40,9 +42,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/commands/bisect.hpp"
+#include "foldcheck/commands/diagnose.hpp"
 #include "foldcheck/model/known_computation.hpp"
+#include "foldcheck/numerics/compare.hpp"
 
 namespace foldcheck {
 
@@ -74,7 +77,9 @@ ScaledErrors scaled_errors(const std::vector<double>& v, const ref::ValueArray& 
 class OutputJudge {
  public:
   // known: the bounds (then `exact` is known->exact); else `exact` is the reference.
-  OutputJudge(ref::ValueArray exact, Shape shape, DType t, const KnownComputation* known, std::optional<double> threshold_ulp);
+  // layer: judged by diagnose instead (ExternalBisectOptions::layer; `exact` its exact output).
+  OutputJudge(ref::ValueArray exact, Shape shape, DType t, const KnownComputation* known,
+              std::optional<double> threshold_ulp, const DiagnoseInput* layer = nullptr);
 
   // The all-disabled run: sets the reference criterion's m0 and q0. Call it first.
   bool judge_base(const std::vector<double>& v, BisectStep& step);
@@ -83,6 +88,7 @@ class OutputJudge {
 
  private:
   bool judge_impl(const std::vector<double>& v, BisectStep& step, bool base);
+  bool judge_by_diagnose(const std::vector<double>& v, BisectStep& step, std::int64_t& decisive) const;
   void set_limits(const ScaledErrors& baseline);
   static constexpr double kConfidence = 0.999;
   BisectElement element(std::size_t i, const std::vector<double>& v) const;
@@ -92,6 +98,7 @@ class OutputJudge {
   DType t_;
   const KnownComputation* known_;
   std::optional<double> threshold_;
+  const DiagnoseInput* layer_;
   ChannelUnits units_;
   double max_limit_ = 0, p999_limit_ = HUGE_VAL;  // the reference criterion's, from the baseline
   std::string limits_;                             // how they were set, for criterion()

@@ -141,7 +141,8 @@ KnownComputation model_computation(const Model& m, const std::string& path, cons
     throw InputError(fmt::format(fmt::runtime("{}: " + field("model") + " needs one graph input and one graph output (it has {} and {})"), path,
                                  m.inputs.size(), m.outputs.size()));
   const BnPatterns pat = find_bn_pairs(m);
-  if (const BnPair* p = whole_model_pair(m, pat)) {
+  const bool f32 = o.arithmetic.kind == ConvArithmeticKind::Float32;
+  if (const BnPair* p = f32 ? whole_model_pair(m, pat) : nullptr) {
     const LayerParams lp = layer_params(m, *p);
     const DType dt = o.dtype.value_or(lp.dtype);
     Tensor x = model_input(m, input, 0, dt);
@@ -161,6 +162,7 @@ KnownComputation model_computation(const Model& m, const std::string& path, cons
   bo.seed = o.seed;
   bo.confidence = o.confidence;
   bo.threads = o.ref.threads;
+  set_end_to_end_arithmetic(o.arithmetic, false, bo);
   if (o.progress)
     bo.progress = [&](std::size_t done, std::size_t total) {
       o.progress(fmt::format("bisect: end-to-end bound, perturbed float64 run {} of {}", done, total));
@@ -174,9 +176,11 @@ KnownComputation model_computation(const Model& m, const std::string& path, cons
   k.probabilistic = k.bound;
   k.deterministic = false;
   k.source = fmt::format("{}: float64 run", path);
-  k.formula = fmt::format("per element, the end-to-end probabilistic bound of a float32 engine folding or not ({} "
-                          "perturbed float64 runs, seed {}, confidence {:g}): {}",
-                          ob.samples, ob.seed, ob.confidence, ob.formula);
+  k.formula = fmt::format(
+      "per element, the end-to-end probabilistic bound of a {} engine folding or not ({} "
+      "perturbed float64 runs, seed {}, confidence {:g}): {}",
+      f32 ? "float32" : o.arithmetic.description() + " (float32 activations)", ob.samples, ob.seed, ob.confidence,
+      ob.formula);
   return k;
 }
 

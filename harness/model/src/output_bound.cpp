@@ -304,6 +304,21 @@ void output_bound_factors(double m, std::size_t samples, double confidence, doub
   inflation = std::exp(-0.5 * lo);  // sqrt(c) = sqrt(1 / x)
 }
 
+void set_end_to_end_arithmetic(const ConvArithmetic& a, bool stored16, OutputBoundOptions& o) {
+  if (a.kind == ConvArithmeticKind::Float32) return;
+  const std::optional<OperandFormat> f = a.operands();
+  if (!f || a.split() || a.kind == ConvArithmeticKind::FP16Accumulate)
+    throw InputError(fmt::format(fmt::runtime(field("arithmetic") +
+                                              " {} is not modelled end to end (float32, tf32, bf16 and fp16 are); "
+                                              "diagnose judges a layer in it"),
+                                 a.name()));
+  o.operand_u = f->u();
+  o.operand_eta = f->eta();
+  if (a.kind == ConvArithmeticKind::TF32 || !stored16) return;  // float32 activations
+  o.storage_u = o.operand_u;
+  o.storage_eta = o.operand_eta;
+}
+
 OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                          const OutputBoundOptions& opts) {
   OutputBound r;

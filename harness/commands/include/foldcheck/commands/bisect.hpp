@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foldcheck/commands/diagnose.hpp"
 #include "foldcheck/io/case_file.hpp"
 #include "foldcheck/model/known_computation.hpp"
 #include "foldcheck/numerics/compare.hpp"
@@ -227,6 +228,11 @@ struct ExternalBisectOptions {
   double timeout_seconds = 600;
   BisectMode mode = BisectMode::Search;
   std::function<void(const std::string&)> progress;
+  // The layer judged as `diagnose` judges it (a conv without BatchNorm, or an arithmetic or
+  // algorithm other than float32 / direct): each run's output is its `observed` (shape and
+  // dtype as given there), bad when diagnose's verdict counts against it; `reference` holds
+  // the layer's exact output (diagnose_exact_output) for the statistics.
+  std::optional<DiagnoseInput> layer;
 };
 BisectResult external_bisect(const ExternalBisectOptions& opts);
 

@@ -39,6 +39,7 @@
 // (measured: PyTorch CPU's 16-bit convs round once from a float32 sum). A model explains
 // the observation when every element is within E (EXPECTED); the verdict of the layer as
 // given is the top-level verdict.
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,6 +57,12 @@
 
 namespace foldcheck {
 
+// Exact convs already computed, shared by the copies of a DiagnoseInput (bisect judges many
+// outputs of one layer: its exact conv and every replay's are computed once). Each entry is
+// kept with its operands and matched on them exactly, never on a hash alone.
+struct ExactConvCache;
+std::shared_ptr<ExactConvCache> make_exact_conv_cache();
+
 struct DiagnoseInput {
   Tensor x;                        // NCHW (or N x C)
   std::optional<ref::BnParams> bn;  // one value per channel of the BN's input; none: a plain conv
@@ -70,6 +77,7 @@ struct DiagnoseInput {
   std::int64_t stride = 1, dilation = 1;
   std::optional<std::int64_t> padding;  // none: inferred from the shapes
   ref::Options ref;
+  std::shared_ptr<ExactConvCache> exact_cache;  // none: each diagnose computes its own
 };
 
 // One model's fit to the observation (the layer as given, or a hypothesis).
@@ -151,6 +159,11 @@ struct DiagnoseResult {
 
 // Throws InputError on inconsistent shapes or parameters.
 DiagnoseResult diagnose(const DiagnoseInput& in);
+
+// The layer as given's exact output, each value rounded to a double (for statistics against
+// it: the judgement is diagnose's), in in.observed's shape (its values are not read). bisect's
+// layer form judges each run's output by diagnose and measures it against these.
+std::vector<double> diagnose_exact_output(const DiagnoseInput& in);
 
 // How the BatchNorm's values are read for this layer (bn_params.hpp): one per channel of the
 // layer's output (the conv's O, or the input's C for a BatchNorm alone; a wrong shape is

@@ -33,8 +33,9 @@
 
 #include "foldcheck/layer/graph.hpp"
 #include "foldcheck/model/model.hpp"
-#include "foldcheck/reference/certify.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/tensor.hpp"
+#include "foldcheck/reference/certify.hpp"
 
 namespace foldcheck {
 
@@ -66,6 +67,10 @@ struct ModelComputationOptions {
   std::uint64_t seed = 0;
   ref::Options ref;
   std::function<void(const std::string&)> progress;
+  // The arithmetic the engine's convs run in (TF32, bf16/fp16 operands with float32
+  // activations): a model, the one-layer one too, then takes the end-to-end bound of
+  // output_bound.hpp with its operand conversions (set_end_to_end_arithmetic).
+  ConvArithmetic arithmetic;
 };
 
 // A model with one graph input and one graph output, on the input in the .npy `input`

@@ -71,6 +71,7 @@
 
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 
 namespace foldcheck {
 
@@ -101,6 +102,14 @@ struct OutputBound {
 // runs cannot take (model_run.hpp).
 OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
                          const OutputBoundOptions& opts);
+
+// The options' arithmetic for an engine computing in `a` (numerics/conv_arithmetic.hpp):
+// nothing for float32; for an operand format its u_op and eta_op, and, when stored16 (every
+// observed value is a value of the format: activations stored in it, torch.autocast), the
+// same as u_s and eta_s; otherwise float32 activations (each layer's input conversion
+// modelled). TF32 keeps float32 activations. bf16x3 and fp16 accumulation are not modelled
+// end to end: InputError, naming diagnose.
+void set_end_to_end_arithmetic(const ConvArithmetic& a, bool stored16, OutputBoundOptions& o);
 
 // The lambda and sqrt(c) above for m outputs, K samples and a confidence.
 void output_bound_factors(double m, std::size_t samples, double confidence, double& lambda, double& inflation);
