@@ -584,3 +584,17 @@ def test_bisect_model_form_judges_in_the_arithmetic(foldcheck_bin, tmp_path):
     assert "TF32" in r["criterion"]
     code, r = bisect("0", "--arithmetic", "tf32")
     assert (code, r["culprit"]) == (0, None), r
+
+
+def test_the_general_bound_covers_operands_converted_below_the_normal_range():
+    """fp16 operands of inputs ~3e-6 (fp16 subnormals: a conversion's error is absolute there, up
+    to 1% of the value): the replay judges them exactly, and the general bound, the only one for
+    Winograd with converted operands, covers them (within it: MISTRUSTED, never UNEXPECTED)."""
+    rng = np.random.default_rng(1)
+    for x in ((np.abs(rng.standard_normal((1, 8, 10, 10))) * 3e-6).astype(np.float32),
+              np.full((1, 8, 10, 10), 3.03e-6, np.float32)):  # every conversion error of one sign
+        w = np.abs(rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)
+        y = conv(fp16(x), fp16(w), padding=1)
+        assert foldcheck.diagnose(x, y, weight=w, padding=1, arithmetic="fp16").verdict == "EXPECTED"
+        r = foldcheck.diagnose(x, y, weight=w, padding=1, arithmetic="fp16", algorithm="winograd4")
+        assert r.verdict == "MISTRUSTED", r.summary

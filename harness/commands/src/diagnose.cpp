@@ -431,7 +431,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   const bool general_only = !declared_f32 && in.algorithm.winograd_tile() > 0;
   const std::vector<Replay> reps =
       declared_f32 || general_only ? std::vector<Replay>{} : replays(in, *g, L, given, in.arithmetic);
-  const std::optional<Layer> general = declared_f32 ? std::nullopt : general_bound_layer(L, in.arithmetic);
+  const std::optional<Layer> general = declared_f32 ? std::nullopt : general_bound_layer(in, L, in.arithmetic);
   const std::optional<Layer> f32ops = declared_f32 ? std::nullopt : float32_operands(L, in.arithmetic);
   std::vector<Candidate> cs;
   if (declared_f32) cs = {{"float32", &L, &given, nullptr}};

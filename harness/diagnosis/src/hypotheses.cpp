@@ -196,7 +196,8 @@ double fused_bound(const FoldTerms& f, const AffineModel& h, const Layer& L, std
   const double cb = static_cast<double>(std::fabs(L.c[i] - static_cast<ld>(b)));
   const double k = L.k + (L.bias.empty() ? 1 : 0);  // the fused conv always adds a bias
   const double e_fold = ra * (f.scale_err * cb + f.weight_err * A) + under + rb * f.bias_err;
-  const double e_acc = gamma_k(k, u) * ((aa + ra * (f.scale_err + f.weight_err)) * A + under + rb * f.bias_mag);
+  const double ua = std::max(u, L.u_acc);  // a narrower accumulator (fp16-accumulate's general bound): its u
+  const double e_acc = gamma_k(k, ua) * ((aa + ra * (f.scale_err + f.weight_err)) * A + under + rb * f.bias_mag);
   double E = e_fold + e_acc;
   const double ay = static_cast<double>(std::fabs(y));
   if (f.shift_mag >= 0) {

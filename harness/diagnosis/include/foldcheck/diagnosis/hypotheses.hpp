@@ -66,9 +66,10 @@ struct Layer {
   // arithmetic's): each of the k products and sums may lose up to it, k eta_acc in all.
   double eta_acc = 0;
   std::vector<double> extra;
-  // A conv whose error is bounded as a whole rather than by its sums (an FFT conv: a normwise
-  // bound per output plane, layer/fft_bound.hpp): |c^ - c| <= conv_err, in place of the
-  // accumulation's gamma_k (k = 0 then), times |a| through the affine map (empty: none).
+  // An absolute error of the conv output beyond what its accumulation's gamma_k charges, times
+  // |a| through the affine map (empty: none): an FFT conv's whole bound (a normwise bound per
+  // output plane, layer/fft_bound.hpp; k = 0 then), or operand conversions' underflow in the
+  // general bound (commands/src/diagnose_replay.hpp).
   std::vector<double> conv_err;
   double operand_factor = 0;
   // Activations stored in a 16-bit type (torch.autocast, an output given as its float32
