@@ -147,6 +147,8 @@ TEST_CASE("bisect --cmd: the layer and model forms refuse what they cannot judge
              Catch::Contains("unknown algorithm 'winograd9'"));
   CHECK_THAT(err(" --reference " + d + "/reference.npy --arithmetic tf32"),
              Catch::Contains("--reference outputs are judged"));
+  CHECK_THAT(err(" --weights " + d + "/w.npy --input " + d + "/x.npy --stride 2 --algorithm fft"),
+             Catch::Contains("stride 1"));
   CHECK_THAT(err(" --model " + d + "/model.onnx"), Catch::Contains("--model needs --input"));
   // A padding that gives another output shape: the count differs, and the message says where to look.
   CHECK_THAT(err(" --input " + d + "/x.npy --weights " + d + "/w.npy --bn " + d + "/bn.npz --padding 0"),

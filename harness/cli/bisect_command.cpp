@@ -171,8 +171,9 @@ BisectResult BisectCommand::run_external(const std::vector<std::string>& passes,
   if (!dtype_.empty()) eo.dtype = dtype_from_name(dtype_);
   const int forms = !reference_.empty() + !model_.empty() + !weights_.empty();
   if (forms != 1)
-    throw InputError("bisect: --cmd needs exactly one of --reference R.npy, --model M.onnx with --input X.npy, or the "
-                     "layer (--input X.npy --weights W.npy --bn BN.npz)");
+    throw InputError(
+        "bisect: --cmd needs exactly one of --reference R.npy, --model M.onnx with --input X.npy, or the "
+        "layer (--input X.npy --weights W.npy [--bn BN.npz])");
   if (cmd_->get_option("--seed")->count() > 0)
     throw InputError("bisect: --seed draws the input of an internal model bisect; --cmd runs on the --input given");
   if (weights_.empty())
@@ -225,7 +226,9 @@ BisectResult BisectCommand::run_external(const std::vector<std::string>& passes,
 // The observed output diagnose judges is each run's: its shape is the conv's with the padding
 // bisect defaults to (dilation (K - 1) / 2), its dtype the input's (or --dtype).
 void BisectCommand::diagnosed_layer(ExternalBisectOptions& eo) const {
-  if (input_.empty()) throw InputError("bisect: the layer needs --input X.npy and --weights W.npy (and --bn BN.npz)");
+  if (input_.empty())
+    throw InputError(
+        "bisect: the layer needs --input X.npy and --weights W.npy (--bn BN.npz optional: without, a plain conv)");
   DiagnoseFiles f = arith_;
   f.input = input_;
   f.weights = weights_;

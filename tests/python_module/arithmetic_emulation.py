@@ -103,12 +103,13 @@ def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype:
 
 
 def conv_fft(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, padding: int = 0, groups: int = 1,
-             spectrum_bits: int | None = None) -> np.ndarray:
+             spectrum_bits: int | None = None, scale_in_kernel: bool = False) -> np.ndarray:
     """A stride-1 conv computed as cuDNN's FFT algorithm does, in float32 (numpy >= 2 transforms
     float32 in float32, pocketfft's accurate twiddles): each padded input plane and each kernel
     transformed at the next powers of two, multiplied pointwise (the kernel's transform
     conjugated: a correlation), summed over the group's channels, transformed back.
-    spectrum_bits: the input's transform rounded to that many bits (an FFT one step worse)."""
+    spectrum_bits: the input's transform rounded to that many bits (an FFT one step worse).
+    scale_in_kernel: the inverse's 1/n folded into the kernel's spectrum (not applied last)."""
     N, C, H, W = x.shape
     n_out, cg, kh, kw = w.shape
     hp, wp = H + 2 * padding, W + 2 * padding
@@ -120,13 +121,16 @@ def conv_fft(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, padding:
         X = (keep_bits(X.real.astype(np.float32), spectrum_bits)
              + 1j * keep_bits(X.imag.astype(np.float32), spectrum_bits)).astype(np.complex64)
     Wf = np.conj(np.fft.fft2(w.astype(np.float32), s=(n1, n2)))
+    if scale_in_kernel:
+        Wf = (Wf * np.float32(1.0 / (n1 * n2))).astype(np.complex64)
     assert X.dtype == np.complex64 and Wf.dtype == np.complex64
     og = n_out // groups
     y = np.empty((N, n_out, hp - kh + 1, wp - kw + 1), np.float32)
     for o in range(n_out):
         g = o // og
         z = np.sum(X[:, g * cg:(g + 1) * cg] * Wf[o][None], axis=1, dtype=np.complex64)
-        y[:, o] = np.fft.ifft2(z).real.astype(np.float32)[:, :hp - kh + 1, :wp - kw + 1]
+        inv = np.fft.ifft2(z, norm="forward" if scale_in_kernel else "backward")
+        y[:, o] = inv.real.astype(np.float32)[:, :hp - kh + 1, :wp - kw + 1]
     if b is not None:
         y = (y + b.astype(np.float32)[None, :, None, None]).astype(np.float32)
     return y

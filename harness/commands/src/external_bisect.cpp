@@ -197,7 +197,11 @@ class CommandBisector {
                                    "layout (NHWC for NCHW?) would be compared element by element with the wrong ones: {}",
                                    shape_string(y.shape), o_.known ? "the computation" : "the reference", shape_string(want),
                                    expected, shown));
-    const DType t = o_.known ? o_.known->dtype : o_.dtype;
+    // The layer judged by diagnose: a file of a narrower type (a 16-bit output of a float32
+    // layer) is compared in its own type, as diagnose compares the file it is given.
+    const DType declared = o_.known ? o_.known->dtype : o_.dtype;
+    const DType t = o_.layer && info(y.dtype).unit_roundoff > info(declared).unit_roundoff ? y.dtype : declared;
+    judge_.set_observed_dtype(t);
     std::vector<double> v = y.data;
     for (double& x : v) x = round_to(t, x);
     BisectStep st;

@@ -72,6 +72,7 @@ OutputJudge::OutputJudge(ref::ValueArray exact, Shape shape, DType t, const Know
 bool OutputJudge::judge_by_diagnose(const std::vector<double>& v, BisectStep& step, std::int64_t& decisive) const {
   DiagnoseInput in = *layer_;
   in.observed.data = v;
+  if (observed_dtype_) in.observed.dtype = *observed_dtype_;
   const DiagnoseResult r = diagnose(in);
   step.verdict = r.verdict();
   const ModelFit& f = r.as_given;

@@ -85,6 +85,8 @@ class OutputJudge {
   bool judge_base(const std::vector<double>& v, BisectStep& step);
   bool judge(const std::vector<double>& v, BisectStep& step);
   std::string criterion() const;
+  // The type the next output is compared in by diagnose (the layer form; default: the layer's).
+  void set_observed_dtype(DType t) { observed_dtype_ = t; }
 
  private:
   bool judge_impl(const std::vector<double>& v, BisectStep& step, bool base);
@@ -99,6 +101,7 @@ class OutputJudge {
   const KnownComputation* known_;
   std::optional<double> threshold_;
   const DiagnoseInput* layer_;
+  std::optional<DType> observed_dtype_;
   ChannelUnits units_;
   double max_limit_ = 0, p999_limit_ = HUGE_VAL;  // the reference criterion's, from the baseline
   std::string limits_;                             // how they were set, for criterion()

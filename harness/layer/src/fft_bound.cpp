@@ -73,7 +73,10 @@ FftBound fft_bound(const ref::ConvGeometry& g, const std::vector<double>& x, con
         zmag += s * w1;
         x1w += w1 + xs.l1[plane];
       }
-      const double under = kUnderflow * (2 * n * t * x1w + 4.0 * static_cast<double>(cg) + 2 * t + 1);
+      // Scaled last, each underflow reaches an output with the gains in the header; the exact
+      // 1/n may be applied anywhere (folded into the kernel's spectrum, a forward-normalized
+      // transform), where it makes the values n times smaller: n times the term covers it.
+      const double under = kUnderflow * n * (2 * n * t * x1w + 4.0 * static_cast<double>(cg) + 2 * t + 1);
       const double E = round_up(((1 + e) * zerr + e * (zmag + zerr)) * (1 + 0x1p-30) + (1 + e) * (1 + e) * under);
       for (std::int64_t i = 0; i < OHW; ++i) {
         const std::size_t at = static_cast<std::size_t>((b * g.O + o) * OHW + i);

@@ -26,7 +26,9 @@
 // rounding, u (|c| + E). Underflow (products only: a sum with a subnormal result is exact),
 // each product within 2^-150 absolutely, reaches an output with gain at most ||w||_1 (forward
 // transform of x), ||x_c||_1 (of the kernel), 1 (pointwise products: n of them, times 1/n) or
-// 1/n (inverse): U = 2^-150 [2 n t sum_c (w1 + ||x_c||_1) + 4 C + 2 t + 1].
+// 1/n (inverse): 2^-150 [2 n t sum_c (w1 + ||x_c||_1) + 4 C + 2 t + 1], with the 1/n applied
+// last; applied anywhere else (folded into the kernel's spectrum, a forward-normalized
+// transform) it makes the values it scales n times smaller: U = n times that.
 // A tiled FFT (tiles of powers of two no larger, each output from one tile) is covered: every
 // term grows with the tile and its s_c. Another radix or a non-power-of-two size is not what
 // the theorem states; the bound says so (its assumptions are the report's). Stride 1 and
