@@ -468,6 +468,14 @@ def test_fp16_partial_sums_that_may_overflow_are_not_judged():
     assert r.verdict == "MISTRUSTED" and "fp16 partial sums" in r.summary, r.summary
 
 
+def run_bisect(foldcheck_bin, cmd, passes, *args):
+    """`foldcheck bisect --cmd CMD --passes PASSES ARGS` as JSON: its exit code (0 or 1) and result."""
+    p = subprocess.run([foldcheck_bin, "bisect", "--cmd", cmd, "--passes", passes, *args, "--format", "json",
+                        "--no-timing", "-q"], capture_output=True, text=True)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
 FAKE_TF32_COMPILER = '''
 import sys
 import numpy as np
@@ -516,10 +524,7 @@ def test_bisect_layer_form_judges_in_the_arithmetic(foldcheck_bin, tmp_path, gpu
     cmd = f"{sys.executable} {script} {{enabled}} {tmp_path} {{out}} {here} {mode}"
 
     def bisect(passes, *extra):
-        p = subprocess.run([foldcheck_bin, "bisect", "--cmd", cmd, "--passes", passes, *layer, *extra, "--format",
-                            "json", "--no-timing", "-q"], capture_output=True, text=True)
-        assert p.returncode in (0, 1), p.stderr
-        return p.returncode, json.loads(p.stdout)
+        return run_bisect(foldcheck_bin, cmd, passes, *layer, *extra)
 
     code, r = bisect("TensorCores,BreakChannel")
     assert (code, r["culprit"]) == (1, "TensorCores"), r
@@ -591,11 +596,8 @@ def test_bisect_model_form_judges_in_the_arithmetic(foldcheck_bin, tmp_path):
 
     def bisect(change, *extra):
         cmd = f"{sys.executable} {script} {{enabled}} {tmp_path} {{out}} {here} {change}"
-        p = subprocess.run([foldcheck_bin, "bisect", "--cmd", cmd, "--passes", "TensorCores,BreakChannel", "--model",
-                            str(tmp_path / "model.onnx"), "--input", str(tmp_path / "x.npy"), *extra, "--format",
-                            "json", "--no-timing", "-q"], capture_output=True, text=True)
-        assert p.returncode in (0, 1), p.stderr
-        return p.returncode, json.loads(p.stdout)
+        return run_bisect(foldcheck_bin, cmd, "TensorCores,BreakChannel", "--model", str(tmp_path / "model.onnx"),
+                          "--input", str(tmp_path / "x.npy"), *extra)
 
     code, r = bisect("0.05")
     assert (code, r["culprit"]) == (1, "TensorCores"), r
