@@ -761,7 +761,15 @@ std::map<std::string, Setup> setups() {
              " --weights " + (d / "w.npy").string() + extra;
     };
   };
-  s["bisect-layer-incomplete"] = {bisect_layer("")};
+  s["bisect-layer-incomplete"] = {[=](const fs::path& d) {
+    const std::string cmd = bisect_layer("")(d);
+    return cmd.substr(0, cmd.find(" --input ")) + " --weights " + (d / "w.npy").string();
+  }};
+  s["bisect-arithmetic-reference"] = {[=](const fs::path& d) {
+    const std::string cmd = bisect_layer("")(d);
+    return cmd.substr(0, cmd.find(" --input ")) + " --reference " + (d / "r.npy").string() + " --arithmetic tf32";
+  }};
+  s["bisect-algorithm-geometry"] = {bisect_layer(" --stride 2 --algorithm fft")};
   s["bisect-two-forms"] = {[=](const fs::path& d) { return bisect_layer(" --bn " + (d / "bn.npz").string() + " --reference " + (d / "r.npy").string())(d); }};
   s["bisect-layer-nonfinite"] = {[=](const fs::path& d) {
     std::vector<double> w(36, 0.5);
