@@ -21,7 +21,8 @@
 # into the project's own virtual environment .venv, pinned by tools/python/requirements.txt,
 # never into the system's site-packages. Nothing is downloaded at configure or build time.
 # BUILD_DIR (default: build), JOBS (default: nproc) and CMAKE (the cmake to use) may be set.
-# Prints how long each phase took (lines beginning `bootstrap:`).
+# Every compile goes through ccache (CCACHE_DISABLE=1: none is reused). Prints how long each
+# phase took and the compile cache's hits (lines beginning `bootstrap:`).
 set -euo pipefail
 usage="usage: tools/bootstrap.sh run|test   (environment: BUILD_DIR, JOBS, CMAKE, HARDENING, FUZZ_SECONDS, FRESH_MACHINE, WHEEL)"
 case "${1:-}" in
