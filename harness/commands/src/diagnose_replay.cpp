@@ -83,14 +83,13 @@ struct ExactConvCache {
 
 std::shared_ptr<ExactConvCache> make_exact_conv_cache() { return std::make_shared<ExactConvCache>(); }
 
-namespace {
-
-ExactConv exact_conv_impl(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                          const std::vector<double>* bias, const ref::Options& opts, DType dtype,
-                          ExactConvCache* cache) {
+ExactConv exact_conv(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                     const std::vector<double>* bias, const ref::Options& opts, DType dtype, ExactConvCache* cache) {
   if (cache) return cache->get(g, x, w, bias, opts, dtype);
   return exact_conv_computed(g, x, w, bias, opts, dtype);
 }
+
+namespace {
 
 // Every value converted; false when one overflows the operand format.
 bool convert_all(const std::vector<double>& v, const OperandFormat& f, OperandConversion c, std::vector<double>& out) {
@@ -109,7 +108,7 @@ std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::Conv
   if (!a.split()) {
     std::vector<double> xc, wc;
     if (!convert_all(in.x.data, *a.operands(), cv, xc) || !convert_all(w, *a.operands(), cv, wc)) return std::nullopt;
-    return exact_conv_impl(g, xc, wc, bias, in.ref, dtype, in.exact_cache.get());
+    return exact_conv(g, xc, wc, bias, in.ref, dtype, in.exact_cache.get());
   }
   const auto split_all = [](const std::vector<double>& v, std::vector<double>& hi, std::vector<double>& lo) {
     hi.resize(v.size());
@@ -124,9 +123,9 @@ std::optional<ExactConv> converted_conv(const DiagnoseInput& in, const ref::Conv
   };
   std::vector<double> xh, xl, wh, wl;
   if (!split_all(in.x.data, xh, xl) || !split_all(w, wh, wl)) return std::nullopt;
-  ExactConv sum = exact_conv_impl(g, xh, wh, bias, in.ref, dtype, in.exact_cache.get());
+  ExactConv sum = exact_conv(g, xh, wh, bias, in.ref, dtype, in.exact_cache.get());
   for (const auto& [xp, wp] : {std::pair{&xh, &wl}, std::pair{&xl, &wh}}) {
-    const ExactConv part = exact_conv_impl(g, *xp, *wp, nullptr, in.ref, dtype, in.exact_cache.get());
+    const ExactConv part = exact_conv(g, *xp, *wp, nullptr, in.ref, dtype, in.exact_cache.get());
     for (std::size_t i = 0; i < sum.c.size(); ++i) {
       sum.c[i] += part.c[i];
       sum.A[i] += part.A[i];
@@ -159,11 +158,6 @@ void set_accumulator(Layer& L, const ConvArithmetic& a) {
     L.eta_acc = f->eta();
     L.acc_max = std::ldexp(2.0 - std::ldexp(1.0, 1 - f->precision), f->emax);
   }
-}
-
-ExactConv exact_conv(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                     const std::vector<double>* bias, const ref::Options& opts, DType dtype, ExactConvCache* cache) {
-  return exact_conv_impl(g, x, w, bias, opts, dtype, cache);
 }
 
 namespace {
@@ -229,7 +223,7 @@ std::optional<Replay> folded_replay(const DiagnoseInput& in, const ref::ConvGeom
   const std::optional<FoldedWeights> fw = folded_weights(in, given, f, cv);
   if (!fw) return std::nullopt;
   Replay r;
-  r.L = replay_layer(base, exact_conv_impl(g, xc, fw->w, nullptr, in.ref, base.dtype, in.exact_cache.get()), a,
+  r.L = replay_layer(base, exact_conv(g, xc, fw->w, nullptr, in.ref, base.dtype, in.exact_cache.get()), a,
                      static_cast<double>(g.terms_per_output()) + 1);
   r.L.bias.clear();
   r.L.extra = uncertain_terms(g, xc, fw->d);
