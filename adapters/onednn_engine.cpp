@@ -1,7 +1,8 @@
 // foldcheck-onednn: oneDNN's convolution as a foldcheck engine, in process (the adapter
 // protocol: adapters/README.md), a benchdnn-style differential with certified verdicts.
 //
-//   foldcheck-onednn --recipe R [--algorithm direct|winograd] [--dtype f32|bf16] MODEL INPUT OUTDIR
+//   foldcheck-onednn --recipe R [--algorithm direct|winograd] [--dtype f32|bf16] [--fpmath strict|bf16]
+//                    MODEL INPUT OUTDIR
 //
 // For every Conv -> BatchNormalization pair of MODEL: the layer's input is foldcheck's own
 // float32 run of MODEL on INPUT (BatchNorms unfused); the folded weights and bias are those of
@@ -11,9 +12,14 @@
 // bfloat16 (oneDNN accumulates in float32, its destination is float32). Written: each conv's
 // input (as oneDNN had it, bf16-rounded for bf16) and the layer's output, keyed by layer
 // (`layers`: the conv node's name), and in the manifest `fold_recipe`,
-// `weight_dtype` and `accumulation`, so the layers are held to that recipe's bounds. A layer
-// oneDNN offers no implementation of the algorithm for (Winograd: 3x3, stride 1, AVX-512),
-// or implements with Winograd F(4x4,3x3), is listed in `left_out` with the reason.
+// `weight_dtype` and `accumulation`, so the layers are held to that recipe's bounds; under
+// Winograd each layer names the transform oneDNN chose (`layers.L.accumulation`: its
+// F(2x2,3x3) kernels "winograd_f2x3", its F(4x4,3x3) ones "winograd_f4x3"). A layer oneDNN
+// offers no implementation of the algorithm for (Winograd: 3x3, stride 1, AVX-512) is listed
+// in `left_out` with the reason. --fpmath bf16: float32 memory with oneDNN's fpmath_mode bf16
+// (its kernels may convert the operands to bf16 and accumulate in float32): the manifest
+// declares `arithmetic` "bf16" (a bound that holds whether or not they did); where the CPU has
+// no AVX512-BF16 a note says oneDNN computes in float32 here.
 // Exit 2 with a message on stderr for bad arguments or a model that cannot run.
 #include <dnnl.hpp>
 
@@ -43,7 +49,7 @@ namespace fs = std::filesystem;
 
 struct Args {
   Recipe recipe = Recipe::OnnxRuntime;
-  std::string algorithm = "direct", dtype = "f32", model, input, outdir;
+  std::string algorithm = "direct", dtype = "f32", fpmath = "strict", model, input, outdir;
 };
 
 Args parse(int argc, char** argv) {
@@ -58,12 +64,18 @@ Args parse(int argc, char** argv) {
     if (s == "--recipe") a.recipe = recipe_from_name(next());
     else if (s == "--algorithm") a.algorithm = next();
     else if (s == "--dtype") a.dtype = next();
+    else if (s == "--fpmath") a.fpmath = next();
     else if (s.rfind("--", 0) == 0) throw InputError("unknown option " + s);
     else pos.push_back(s);
   }
-  if (pos.size() != 3) throw InputError("usage: foldcheck-onednn --recipe R [--algorithm direct|winograd] [--dtype f32|bf16] MODEL INPUT OUTDIR");
+  if (pos.size() != 3)
+    throw InputError(
+        "usage: foldcheck-onednn --recipe R [--algorithm direct|winograd] [--dtype f32|bf16] [--fpmath strict|bf16] "
+        "MODEL INPUT OUTDIR");
   if (a.algorithm != "direct" && a.algorithm != "winograd") throw InputError("--algorithm: direct or winograd");
   if (a.dtype != "f32" && a.dtype != "bf16") throw InputError("--dtype: f32 or bf16");
+  if (a.fpmath != "strict" && a.fpmath != "bf16") throw InputError("--fpmath: strict or bf16");
+  if (a.fpmath == "bf16" && a.dtype != "f32") throw InputError("--fpmath bf16 is for float32 memory (--dtype f32)");
   a.model = pos[0], a.input = pos[1], a.outdir = pos[2];
   return a;
 }
@@ -86,9 +98,11 @@ std::vector<double> onednn_conv(const ref::ConvGeometry& g, const std::vector<do
                                     memory::desc(wei_dims, in_t, tag::any), memory::desc(bias_dims, dt::f32, tag::x),
                                     memory::desc(dst_dims, dt::f32, tag::any), {g.stride_h, g.stride_w},
                                     {g.dil_h - 1, g.dil_w - 1}, {g.pad_top, g.pad_left}, {g.pad_bottom, g.pad_right});
+  primitive_attr attr;
+  if (a.fpmath == "bf16") attr.set_fpmath_mode(fpmath_mode::bf16);
   convolution_forward::primitive_desc pd;
   try {
-    pd = convolution_forward::primitive_desc(d, eng);
+    pd = convolution_forward::primitive_desc(d, attr, eng);
   } catch (const dnnl::error&) {
     return {};
   }
@@ -150,12 +164,17 @@ int run(const Args& a) {
       left_out[key_of(m, p)] = "oneDNN offers no " + a.algorithm + " " + a.dtype + " convolution for this layer";
       continue;
     }
-    // foldcheck bounds Winograd F(2x2,3x3) (evaluate.hpp); oneDNN's F(4x4,3x3) kernels
-    // (wino_4x3) use other transforms, for which no bound is derived here.
-    if (a.algorithm == "winograd" && impl.find("wino_2x3") == std::string::npos) {
-      left_out[key_of(m, p)] = "oneDNN chose " + impl + " (Winograd F(4x4,3x3)): no bound is derived here for its transforms";
-      ++impls[impl];
-      continue;
+    // The transform oneDNN chose for this layer: its F(2x2,3x3) kernels (wino_2x3) or its
+    // F(4x4,3x3) ones (wino_4x3, wino_reorder_4x3); foldcheck bounds both (winograd_bound.hpp).
+    std::string accumulation = "direct";
+    if (a.algorithm == "winograd") {
+      if (impl.find("wino_2x3") != std::string::npos) accumulation = "winograd_f2x3";
+      else if (impl.find("4x3") != std::string::npos) accumulation = "winograd_f4x3";
+      else {
+        left_out[key_of(m, p)] = "oneDNN chose " + impl + ", a Winograd kernel of a transform foldcheck does not know";
+        ++impls[impl];
+        continue;
+      }
     }
     ++impls[impl];
     if (g.nodes.size() > 1 && g.nodes[1].kind == Node::Kind::ChannelAdd) {  // TVM's shift, after the conv
@@ -166,20 +185,29 @@ int run(const Args& a) {
     // Keyed by layer, not by value: each layer runs on foldcheck's activation, so its input
     // and the previous layer's output (one value name in a linear bottleneck) differ.
     layers[key_of(m, p)] = {{"input", save(a.outdir, files++, x.shape, x.data)},
-                   {"output", save(a.outdir, files++, {c.geometry.N, c.geometry.O, c.geometry.OH(), c.geometry.OW()}, y)}};
+                            {"output", save(a.outdir, files++,
+                                            {c.geometry.N, c.geometry.O, c.geometry.OH(), c.geometry.OW()}, y)},
+                            {"accumulation", accumulation}};
   }
   for (const auto& [impl, n] : impls) notes.push_back("implementation " + impl + ": " + std::to_string(n) + " layer(s)");
+  const auto bf16_isa = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  if (a.fpmath == "bf16" && (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16_isa) != bf16_isa)
+    notes.push_back(
+        "fpmath_mode bf16: this CPU has no AVX512-BF16, so oneDNN computes these convolutions in float32 "
+        "(held to the bf16 bound all the same: it covers them)");
   const json man{{"protocol", 1},
-                 {"engine", "onednn " + std::to_string(dnnl_version()->major) + "." + std::to_string(dnnl_version()->minor) + "." +
-                                std::to_string(dnnl_version()->patch) + " (" + a.algorithm + ", " + a.dtype + ", fold: " +
-                                name(a.recipe) + ")"},
+                 {"engine", "onednn " + std::to_string(dnnl_version()->major) + "." +
+                                std::to_string(dnnl_version()->minor) + "." + std::to_string(dnnl_version()->patch) +
+                                " (" + a.algorithm + ", " + a.dtype + (a.fpmath == "bf16" ? ", fpmath bf16" : "") +
+                                ", fold: " + name(a.recipe) + ")"},
                  {"values_of", "model"},
                  {"fold_recipe", name(a.recipe)},
                  {"weight_dtype", a.dtype == "bf16" ? "bfloat16" : "float32"},
                  {"outputs", json::object()},
                  {"layers", layers},
                  {"left_out", left_out},
-                 {"accumulation", a.algorithm == "winograd" ? "winograd_f2x3" : "direct"},
+                 {"accumulation", "direct"},  // each layer names its own (Winograd: the transform oneDNN chose)
+                 {"arithmetic", a.fpmath == "bf16" ? "bf16" : "float32"},
                  {"notes", notes}};
   std::ofstream(fs::path(a.outdir) / "manifest.json") << man.dump(1) << "\n";
   return 0;

@@ -496,6 +496,12 @@ std::map<std::string, Setup> setups() {
     put(d / "case.json", R"({"seed": )" + std::string(900000, '9') + "}");
     return "run " + (d / "case.json").string();
   }};
+  s["run-algorithm-not-evaluated"] = {
+      [](const fs::path& d) { return "run " + case_with(d, "") + " --algorithm winograd4"; }};
+  s["run-conversion-alone"] = {[](const fs::path& d) { return "run " + case_with(d, "") + " --conversion truncate"; }};
+  s["run-arithmetic-not-evaluated"] = {[](const fs::path& d) {
+    return "run " + case_with(d, R"(, "compare": {"variants": [{"conv_arithmetic": "bf16x3"}]})");
+  }};
   s["case-unknown-name"] = {[](const fs::path& d) { return "run " + case_with(d, R"(, "compare": {"dtypes": ["float8"]})"); }};
   s["report-malformed"] = {[](const fs::path& d) {
     case_with(d, "");
@@ -1202,6 +1208,9 @@ std::map<std::string, Setup> setups() {
   s["engine-manifest-unknown-key"] =
       adapter_row(manifest + "\"fusion_preserverd\": false}' > \"$1/manifest.json\"\n",
                   "manifest.json: unknown key `fusion_preserverd` (the manifest's keys: protocol, engine, …)");
+  s["engine-manifest-arithmetic"] = adapter_row(manifest + "\"arithmetic\": \"tf16\"}' > \"$1/manifest.json\"\n",
+                                                "manifest.json: `arithmetic`: unknown arithmetic 'tf16' (expected "
+                                                "float32|tf32|bf16|fp16|fp16-accumulate|bf16x3)");
   s["engine-manifest-unknown-name"] =
       adapter_row(manifest + "\"values\": {\"bn_outt\": \"v.npy\"}}' > \"$1/manifest.json\"\n",
                   "manifest.json: `values` names 'bn_outt', which is not a value of the model");

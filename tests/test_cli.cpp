@@ -115,6 +115,42 @@ TEST_CASE("every shipped case runs: valid JSON - per-path ULP histograms - attri
   }
 }
 
+// Issue 41: run evaluates the conv in the arithmetic asked for (operands converted first) and
+// each path holds under the bound that charges the conversions; split-K is a blocked sum of
+// ceil(k / S); what the evaluator does not run is refused in one line.
+TEST_CASE("run --arithmetic and --algorithm: converted operands within their bound, split-K as blocks",
+          "[cli][arithmetic]") {
+  const std::string c = src("cases/tvm_thread.json");
+  for (const std::string a : {"tf32 --conversion truncate", "bf16", "fp16"}) {
+    INFO(a);
+    const Result r =
+        run("run " + c + " --arithmetic " + a + " --algorithm split-k:4 --no-attribution --format json -q");
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    for (const auto& d : j["dtypes"])
+      for (const auto& o : d["orders"]) {
+        CHECK(o["arithmetic"].get<std::string>().find(
+                  a.substr(0, 4) == "tf32" ? "tf32-truncate" : a + "-nearest-even") != std::string::npos);
+        CHECK(o["accumulation"] == "blocked:7");  // k = 27 terms in 4 partial sums
+        for (const auto& p : o["paths"]) {
+          CHECK(p["bound"]["worst_ratio"].get<double>() <= 1.0);
+          CHECK(p["bound"]["formula"].get<std::string>().find("operands converted") != std::string::npos);
+        }
+      }
+  }
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::string, std::string>>{{"--algorithm winograd4", "judged by diagnose's --algorithm"},
+                                                        {"--conversion truncate", "--conversion needs --arithmetic"},
+                                                        {"--arithmetic bf16x3", "bf16x3"},
+                                                        {"--arithmetic tf32 --conversion nearest",
+                                                         "unknown conversion 'nearest' for tf32"}}) {
+    INFO(args);
+    const Result r = run("run " + c + " " + args + " -q");
+    CHECK(r.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+}
+
 TEST_CASE("acceptance: diagnose names training-mode BatchNorm and passes a correct eval-mode output", "[cli][acceptance]") {
   const fs::path d = tmp("seed");
   REQUIRE(std::system((std::string(MAKE_BN_SEED_BIN) + " " + d.string() + " >/dev/null").c_str()) == 0);

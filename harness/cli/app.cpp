@@ -85,7 +85,8 @@ const std::map<std::string, std::string>& flag_of_field() {
       {"command", "--cmd"},             {"passes", "--passes"},         {"opt_level", "--opt-level"},
       {"timeout_seconds", "--timeout"}, {"threshold_ulp", "--threshold-ulp"}, {"shard", "--shard"},
       {"max_elements", "--max-elements"}, {"work_dir", "--work-dir"},   {"engines", "--engine or --adapter"},
-      {"adapters", "--adapter"},        {"dilation", "--dilation"},     {"arithmetic", "--arithmetic"}, {"algorithm", "--algorithm"}};
+      {"adapters", "--adapter"},        {"dilation", "--dilation"},     {"arithmetic", "--arithmetic"}, {"algorithm", "--algorithm"},
+      {"conversion", "--conversion"}};
   // clang-format on
   return flags;
 }

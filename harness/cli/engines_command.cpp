@@ -12,6 +12,7 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/commands/engine_catalog.hpp"
 #include "foldcheck/commands/engines.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/reports/text.hpp"
 
 namespace foldcheck::cli {
@@ -98,6 +99,19 @@ class EnginesCommand : public Command {
     cmd_->add_option("--timeout", opts_.timeout_seconds, "Seconds per adapter run")
         ->check(finite_number(options::kTimeoutSeconds))
         ->capture_default_str();
+    std::vector<std::string> arithmetics;
+    for (const ConvArithmetic& a : all_conv_arithmetics()) arithmetics.emplace_back(a.name());
+    cmd_->add_option("--arithmetic", arithmetic_,
+                     "The arithmetic the engines' convs ran in, for an engine whose manifest does not say: float32 "
+                     "(default), tf32 (TF32 tensor cores), bf16 / fp16 (operands, float32 sums), fp16-accumulate, "
+                     "bf16x3. Each layer is held to that arithmetic's general bound (every operand conversion keeping "
+                     "its bits), the final outputs to its end-to-end bound; diagnose replays one layer's conversions "
+                     "exactly, a sharper check")
+        ->check(CLI::IsMember(arithmetics));
+    cmd_->add_option("--algorithm", algorithm_,
+                     "How the engines' convs formed their sums where it applies, for an engine whose manifest does not "
+                     "say: direct (default), winograd2 / winograd4 / winograd6 (Winograd F(m x m, 3 x 3) on 3x3 "
+                     "stride-1 convs), fft (stride-1 convs, float32 only), split-k:S (the direct bound holds)");
     cmd_->add_option("--work-dir", work_dir_, "Keep the adapters' files here (default: a temporary directory, removed)");
     cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)")
         ->check(CLI::ExistingFile);
@@ -113,6 +127,8 @@ class EnginesCommand : public Command {
     eo.engines = engine_list(names_, adapters_, tools);
     if (!input_.empty()) eo.input = input_;
     if (!work_dir_.empty()) eo.work_dir = work_dir_;
+    if (!arithmetic_.empty()) eo.arithmetic = conv_arithmetic_from_name(arithmetic_);
+    if (!algorithm_.empty()) eo.algorithm = conv_algorithm_from_name(algorithm_);
     eo.ref.precision = out_.precision;
     eo.ref.threads = out_.threads;
     eo.progress = progress_printer(out_);
@@ -122,7 +138,7 @@ class EnginesCommand : public Command {
 
  private:
   OutputOptions out_;
-  std::string model_, input_, work_dir_, python_, adapters_dir_;
+  std::string model_, input_, work_dir_, python_, adapters_dir_, arithmetic_, algorithm_;
   std::vector<std::string> names_, adapters_;
   EnginesOptions opts_;
 };

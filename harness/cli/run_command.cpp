@@ -29,12 +29,25 @@ class RunCommand : public Command {
                      "Outputs attributed per path: an even sample plus each path's worst element (0: all)")
         ->check(integer_in(options::kAttributionElements))
         ->capture_default_str();
+    cmd_->add_option("--arithmetic", arithmetic_,
+                     "Evaluate every variant's conv with its operands converted to this format first, as tensor "
+                     "cores do: float32 (as the case says), tf32, bf16 or fp16 (sums in the dtype's arithmetic; the "
+                     "bounds add the conversions' part)")
+        ->check(CLI::IsMember({"float32", "tf32", "bf16", "fp16"}));
+    cmd_->add_option("--conversion", conversion_,
+                     "With --arithmetic: how operands are converted, nearest-even, nearest-away or truncate (default: "
+                     "the arithmetic's most common: TF32 nearest-away, bf16 and fp16 nearest-even)");
+    cmd_->add_option("--algorithm", algorithm_,
+                     "Replace the case's accumulation orders: direct (as the case says), split-k:S (S partial sums "
+                     "added at the end), winograd2 (Winograd F(2x2,3x3))");
     add_output_options(cmd_, out_, {"text", "json", "markdown", "html"});
   }
 
   int run() override {
     CaseSpec spec = load_case(case_path_);
     if (seed_) spec.seed = *seed_;
+    apply_arithmetic(spec, arithmetic_, conversion_);
+    if (!algorithm_.empty()) apply_algorithm(spec, conv_algorithm_from_name(algorithm_));
     RunOptions ro;
     ro.attribution = !no_attr_;
     ro.attribution_elements = attr_elements_;
@@ -53,7 +66,7 @@ class RunCommand : public Command {
 
  private:
   OutputOptions out_;
-  std::string case_path_;
+  std::string case_path_, arithmetic_, conversion_, algorithm_;
   bool all_hist_ = false, no_attr_ = false;
   std::optional<std::uint64_t> seed_;
   std::size_t attr_elements_ = 1024;

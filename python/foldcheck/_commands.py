@@ -169,15 +169,21 @@ def quant_check(weight: ArrayIn, found: ArrayIn | None = None, *, gamma: ArrayIn
 
 def run(case: PathIn | Mapping[str, Any], *, seed: int | None = None, attribution: bool = RUN["attribution"],
         attribution_elements: int = RUN["attribution_elements"], precision: int = RUN["precision"],
-        threads: int = RUN["threads"],
-        progress: Progress | None = None) -> RunResult:
+        threads: int = RUN["threads"], arithmetic: str | None = None, conversion: str | None = None,
+        algorithm: str | None = None, progress: Progress | None = None) -> RunResult:
     """A case (a case file's path, or its content as a dict): its layer in every dtype, fused and
-    unfused paths against the certified reference, with bounds and attribution (`foldcheck run`)."""
+    unfused paths against the certified reference, with bounds and attribution (`foldcheck run`).
+
+    arithmetic: "tf32", "bf16" or "fp16" evaluates every conv with its operands converted first
+    (by `conversion`: "nearest-even", "nearest-away", "truncate"; default the arithmetic's most
+    common), "float32" or None as the case says; algorithm: "split-k:S" or "winograd2" replaces
+    the case's accumulation orders (`run --arithmetic / --conversion / --algorithm`)."""
     import json  # noqa: PLC0415
 
     path, text = (case, None) if isinstance(case, (str, os.PathLike)) else ("<case>", json.dumps(case))
     r = _core.run(_path(path, "case"), text=text, seed=seed, attribution=attribution,
                   attribution_elements=attribution_elements, precision=precision, threads=threads,
+                  arithmetic=arithmetic, conversion=conversion, algorithm=algorithm,
                   progress=checked_progress(progress))
     return RunResult(r)
 
@@ -229,21 +235,25 @@ def engines(model: PathIn, engines: str | Sequence[str] = (), *, adapters: Mappi
             confidence: float = ENG["confidence"], channel_samples: int = ENG["channel_samples"],
             output_samples: int = ENG["output_samples"], timeout: float = ENG["timeout"],
             work_dir: PathIn | None = None, python: PathIn | None = None, precision: int = ENG["precision"],
-            threads: int = ENG["threads"], progress: Progress | None = None) -> EnginesResult:
+            threads: int = ENG["threads"], arithmetic: str | None = None, algorithm: str | None = None,
+            progress: Progress | None = None) -> EnginesResult:
     """Run real engines on an ONNX model and check what they produced (`foldcheck engines`).
 
     engines: built-in names (engine_names()), a str for one; adapters: {label: command template}
     of your own ({model}, {input}, {outdir}; adapters/README.md): a label is not blank and holds
     no '=' or control character, a command is not blank. The Python adapters run with `python`
     (default: this interpreter). Each is converted and checked by the core before anything runs
-    (a wrong one is foldcheck.InputError naming it)."""
+    (a wrong one is foldcheck.InputError naming it). arithmetic ("tf32", "bf16", ...) and
+    algorithm ("winograd4", "split-k:8", ...): what the engines' convs computed in, for an engine
+    whose manifest does not say (`engines --arithmetic / --algorithm`; default float32, direct)."""
     with NpyFiles() as files:
         r = _core.engines(_path(model, "model"), engines, adapters, _engine_tools(python),
                           input=files.path(input, "input"),
                           seed=seed, confidence=confidence, channel_samples=channel_samples,
                           output_samples=output_samples, timeout=timeout,
                           work_dir=_path(work_dir, "work_dir"), precision=precision,
-                          threads=threads, progress=checked_progress(progress))
+                          threads=threads, arithmetic=arithmetic, algorithm=algorithm,
+                          progress=checked_progress(progress))
     return EnginesResult(r)
 
 

@@ -38,7 +38,7 @@ CaseSpec case_of(const std::string& path, const OptPath& text) {
 using Arg = const pyb::object&;
 
 Result py_run(Arg path, Arg case_text, Arg seed, Arg attribution, Arg attribution_elements, Arg precision, Arg threads,
-              pyb::object on_progress) {
+              Arg arithmetic, Arg conversion, Arg algorithm, pyb::object on_progress) {
   RunOptions o;
   const std::optional<std::uint64_t> seed_given = optional_integer(seed, "seed", options::kSeed);
   o.attribution = flag(attribution, "attribution");
@@ -47,6 +47,9 @@ Result py_run(Arg path, Arg case_text, Arg seed, Arg attribution, Arg attributio
   o.threads = o.ref.threads;
   CaseSpec spec = case_of(text(path, "path"), optional_text(case_text, "text"));
   if (seed_given) spec.seed = *seed_given;
+  apply_arithmetic(spec, optional_text(arithmetic, "arithmetic").value_or(""),
+                   optional_text(conversion, "conversion").value_or(""));
+  if (const auto a = optional_text(algorithm, "algorithm")) apply_algorithm(spec, conv_algorithm_from_name(*a));
   o.progress = progress(std::move(on_progress));
   check_case_fits(spec);
   const RunResult r = released([&] { return run_case(spec, o); });
@@ -198,6 +201,7 @@ void bind_case(pyb::module_& m) {
   m.def("run", &py_run, arg("path"), arg("text") = pyb::none(), arg("seed") = pyb::none(),
         arg("attribution") = object(r["attribution"]), arg("attribution_elements") = object(r["attribution_elements"]),
         arg("precision") = object(r["precision"]), arg("threads") = object(r["threads"]),
+        arg("arithmetic") = pyb::none(), arg("conversion") = pyb::none(), arg("algorithm") = pyb::none(),
         arg("progress") = pyb::none());
   m.def("bisect", &py_bisect_args, arg("target") = pyb::none(), arg("target_text") = pyb::none(),
         arg("passes") = pyb::tuple(), arg("opt_level") = pyb::none(), arg("disabled") = pyb::tuple(),

@@ -13,6 +13,7 @@
 #include "foldcheck/commands/accuracy_diff.hpp"
 #include "foldcheck/commands/engine_catalog.hpp"
 #include "foldcheck/commands/engines.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/reports/text.hpp"
 #include "result.hpp"
 
@@ -66,8 +67,10 @@ EngineTools engine_tools(Arg python, Arg adapters_dir, Arg onednn) {
 
 Result py_engines(Arg model, Arg names, Arg adapters, const EngineTools& tools, Arg input, Arg seed, Arg confidence,
                   Arg channel_samples, Arg output_samples, Arg timeout, Arg work_dir, Arg precision, Arg threads,
-                  pyb::object on_progress) {
+                  Arg arithmetic, Arg algorithm, pyb::object on_progress) {
   EnginesOptions o;
+  if (const auto a = optional_text(arithmetic, "arithmetic")) o.arithmetic = conv_arithmetic_from_name(*a);
+  if (const auto a = optional_text(algorithm, "algorithm")) o.algorithm = conv_algorithm_from_name(*a);
   const std::string model_path = text(model, "model");
   o.input = optional_text(input, "input");
   o.seed = integer(seed, "seed", options::kSeed);
@@ -136,7 +139,8 @@ void bind_model(pyb::module_& m) {
         arg("channel_samples") = pyb::object(e["channel_samples"]),
         arg("output_samples") = pyb::object(e["output_samples"]), arg("timeout") = pyb::object(e["timeout"]),
         arg("work_dir") = pyb::none(), arg("precision") = pyb::object(e["precision"]),
-        arg("threads") = pyb::object(e["threads"]), arg("progress") = pyb::none());
+        arg("threads") = pyb::object(e["threads"]), arg("arithmetic") = pyb::none(), arg("algorithm") = pyb::none(),
+        arg("progress") = pyb::none());
 }
 
 }  // namespace foldcheck::py

@@ -87,6 +87,9 @@ std::string engine_block(const v::EngineRun& e) {
                   name(e.verdict), e.seconds);
   if (e.failed) return s + "  not checked: " + *e.failed + "\n\n";
   for (const std::string& n : e.notes) s += "  note: " + n + "\n";
+  if (e.arithmetic != "float32" || e.algorithm != "direct")
+    s += fmt::format("  held to the bounds of arithmetic {}, algorithm {} (where it applies)\n", e.arithmetic,
+                     e.algorithm);
   if (e.fusion_preserved == false)
     s += "  the adapter reports that its per-layer run did not reproduce the fused run's outputs: layer outputs not "
          "judged\n";

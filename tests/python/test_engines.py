@@ -73,12 +73,16 @@ def residual_model(path, seed=3):
     onnx.save(model, str(path))
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("engines")
+def residual_model_dir(d):
+    """d with the residual model (model.onnx) and a seeded input (x.npy)."""
     residual_model(d / "model.onnx")
     np.save(d / "x.npy", np.random.default_rng(0).normal(size=(2, 3, 20, 20)).astype(F32))
     return d
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return residual_model_dir(tmp_path_factory.mktemp("engines"))
 
 
 def engines(model_dir, *args, expect=(0, 1)):
@@ -274,6 +278,22 @@ def test_onednn_winograd_left_out_layers_are_reported_not_passed(model):
     assert all("left_out" in lay["outputs"] for lay in left)
     judged = [lay for lay in e["layers"] if lay["verdict"] != "LEFT OUT"]
     assert e["verdict"] == ("MISTRUSTED" if not judged else "EXPECTED")
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        return set(f.read().split())
+
+
+@pytest.mark.skipif(not onednn_built(), reason="foldcheck-onednn not built (FOLDCHECK_BUILD_ONEDNN)")
+def test_onednn_fpmath_bf16_is_held_to_the_bf16_bound(model):
+    """oneDNN's fpmath_mode bf16 (issue 41): bf16 operands on CPUs with AVX512-BF16, float32
+    elsewhere (a note says so); either way within the bf16 arithmetic's bound, every layer judged."""
+    code, r = engines(model, "--engine", "onednn:fpmath-bf16")
+    e = r["engines"][0]
+    assert code == 0 and e["verdict"] == "EXPECTED" and e["arithmetic"] == "bf16", e
+    assert all(lay["outputs"]["elements"] > 0 for lay in e["layers"]), e
+    assert ("avx512_bf16" in cpu_flags()) != any("no AVX512-BF16" in n for n in e["notes"]), e["notes"]
 
 
 TAMPER = r'''
@@ -515,6 +535,11 @@ def test_a_signal_ends_foldcheck_promptly_and_removes_its_temporaries(model, tmp
     ({"layers": {"stme": {"input": "a.npy", "output": "b.npy"}}}, "`layers` names 'stme'"),
     ({"left_out": {"haed": "no kernel"}}, "`left_out` names 'haed'"),
     ({"outputs": {"logits": "a.npy"}}, "`outputs` names 'logits', which is not a graph output of the model"),
+    # Issue 41: what the layers are held to, named from one vocabulary.
+    ({"arithmetic": "tf16"}, "`arithmetic`: unknown arithmetic"),
+    ({"accumulation": "winograd_f3x3"}, "`accumulation` must be \"direct\", \"winograd_f2x3\""),
+    ({"layers": {"stem": {"input": "a.npy", "output": "b.npy", "accumulation": "winograd"}}},
+     "`layers.stem.accumulation` must be"),
 ])
 def test_the_manifest_refuses_unknown_keys_and_names(model, fields, reason):
     code, r = shell_engines(model, manifest(**fields))

@@ -58,50 +58,6 @@ def image_input(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     return ((img / 1.1 - 0.45) / 0.225).astype(np.float32)
 
 
-def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """B^T, G, A^T of F(m x m, 3 x 3) (the matrices NNPACK, oneDNN and cuDNN use), exact in float64."""
-    if m == 2:
-        bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
-        g = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]
-        at = [[1, 1, 1, 0], [0, 1, -1, -1]]
-    elif m == 4:
-        bt = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
-              [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
-        g = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-             [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
-        at = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
-    else:
-        a, b = 21 / 4, 17 / 4
-        bt = [[1, 0, -a, 0, a, 0, -1, 0], [0, 1, 1, -b, -b, 1, 1, 0], [0, -1, 1, b, -b, -1, 1, 0],
-              [0, .5, .25, -2.5, -1.25, 2, 1, 0], [0, -.5, .25, 2.5, -1.25, -2, 1, 0], [0, 2, 4, -2.5, -5, .5, 1, 0],
-              [0, -2, 4, 2.5, -5, -.5, 1, 0], [0, -1, 0, a, 0, -a, 0, 1]]
-        g = [[1, 0, 0], [-2 / 9, -2 / 9, -2 / 9], [-2 / 9, 2 / 9, -2 / 9], [1 / 90, 1 / 45, 2 / 45],
-             [1 / 90, -1 / 45, 2 / 45], [32 / 45, 16 / 45, 8 / 45], [32 / 45, -16 / 45, 8 / 45], [0, 0, 1]]
-        at = [[1, 1, 1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, .5, -.5, 0], [0, 1, 1, 4, 4, .25, .25, 0],
-              [0, 1, -1, 8, -8, 1 / 8, -1 / 8, 0], [0, 1, 1, 16, 16, 1 / 16, 1 / 16, 0],
-              [0, 1, -1, 32, -32, 1 / 32, -1 / 32, 1]]
-    return np.array(bt, np.float64), np.array(g, np.float64), np.array(at, np.float64)
-
-
-def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype: type = np.float32) -> np.ndarray:
-    """Winograd F(m x m, 3 x 3) of a stride-1 3x3 conv, every stage in `dtype` (float32: as an
-    engine computes it; float64: to check the matrices give the conv)."""
-    bt, g, at = (a.astype(dtype) for a in winograd_matrices(m))
-    n = m + 2
-    N, C, H, W = x.shape
-    oh, ow = H + 2 * padding - 2, W + 2 * padding - 2
-    th, tw = -(-oh // m), -(-ow // m)
-    xp = np.zeros((N, C, th * m + 2, tw * m + 2), dtype)
-    xp[:, :, padding:padding + H, padding:padding + W] = x
-    d = np.lib.stride_tricks.sliding_window_view(xp, (n, n), axis=(2, 3))[:, :, ::m, ::m]  # N C th tw n n
-    v = np.matmul(np.matmul(bt, d.astype(dtype)), bt.T)                                      # B^T d B
-    u = np.matmul(np.matmul(g, w.astype(dtype)), g.T)                                        # O C n n
-    mm = np.einsum("ocij,ncabij->noabij", u, v).astype(dtype)                                 # sum over c
-    y = np.matmul(np.matmul(at, mm), at.T)                                                   # N O th tw m m
-    y = y.transpose(0, 1, 2, 4, 3, 5).reshape(N, w.shape[0], th * m, tw * m)
-    return np.ascontiguousarray(y[:, :, :oh, :ow]).astype(np.float32)
-
-
 def conv_fft(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, padding: int = 0, groups: int = 1,
              spectrum_bits: int | None = None, scale_in_kernel: bool = False) -> np.ndarray:
     """A stride-1 conv computed as cuDNN's FFT algorithm does, in float32 (numpy >= 2 transforms

@@ -21,7 +21,6 @@ from arithmetic_emulation import (
     conv_bf16x3,
     conv_fft,
     conv_fp16_accumulate,
-    conv_winograd,
     fp16,
     image_input,
     keep_bits,
@@ -30,6 +29,7 @@ from arithmetic_emulation import (
     tf32_model,
 )
 from onnx import TensorProto, helper, numpy_helper
+from operand_bits import conv_winograd
 from torch_models import by_fx, trained_like
 
 import foldcheck
@@ -620,3 +620,49 @@ def test_the_general_bound_covers_operands_converted_below_the_normal_range():
         assert foldcheck.diagnose(x, y, weight=w, padding=1, arithmetic="fp16").verdict == "EXPECTED"
         r = foldcheck.diagnose(x, y, weight=w, padding=1, arithmetic="fp16", algorithm="winograd4")
         assert r.verdict == "MISTRUSTED", r.summary
+
+
+def test_run_and_engines_take_the_arithmetic_keywords():
+    """The same keywords as the command line's run --arithmetic / --conversion / --algorithm:
+    the case evaluated with TF32 operands (truncated), split-K as blocks, within its bounds;
+    what run does not evaluate refused naming the keyword."""
+    case = os.path.join(os.path.dirname(__file__), "..", "..", "cases", "tvm_thread.json")
+    r = foldcheck.run(case, arithmetic="tf32", conversion="truncate", algorithm="split-k:4", attribution=False)
+    assert r.verdict == "EXPECTED"
+    orders = [o for d in r["dtypes"] for o in d["orders"]]
+    assert orders and all(o["arithmetic"] == "tf32-truncate" and o["accumulation"] == "blocked:7" for o in orders)
+    for kwargs, message in [({"algorithm": "winograd6"}, "`algorithm` winograd6"),
+                            ({"conversion": "truncate"}, "`conversion` needs `arithmetic`"),
+                            ({"arithmetic": "fp16-accumulate"}, "not evaluated here")]:
+        with pytest.raises(foldcheck.InputError, match=message):
+            foldcheck.run(case, attribution=False, **kwargs)
+    with pytest.raises(foldcheck.InputError, match="unknown arithmetic 'tf16'"):
+        foldcheck.engines(case, "onnxruntime", arithmetic="tf16")
+
+
+def onednn_winograd_here():
+    """oneDNN (Debian 12's 2.6) implements Winograd on AVX-512 CPUs only."""
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        return {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(f.read().split())
+
+
+@pytest.mark.skipif(not onednn_winograd_here(), reason="oneDNN offers Winograd convolutions on AVX-512 CPUs only")
+def test_onednn_winograd_layers_of_resnet18_are_judged(resnet18_trained_like, foldcheck_bin, tmp_path):
+    """The engines command's onednn:winograd on a trained-like ResNet-18 (issue 41): each 3x3
+    stride-1 layer held to the bound of the transform oneDNN chose (F(4x4,3x3) or F(2x2,3x3)),
+    none left out for its transform, no false alarm."""
+    model, _, x = resnet18_trained_like
+    fct.export_onnx(model, x, tmp_path / "r.onnx")
+    np.save(tmp_path / "x.npy", x.numpy())
+    p = subprocess.run([foldcheck_bin, "engines", str(tmp_path / "r.onnx"), "--input", str(tmp_path / "x.npy"),
+                        "--engine", "onednn:winograd", "--output-samples", "0", "--format", "json", "-q"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    e = json.loads(p.stdout)["engines"][0]
+    def why(lay, key):
+        return (lay["outputs"].get("channels") or {}).get(key, "") if key == "not_computed" else \
+            lay["outputs"].get(key) or ""
+
+    winograd = [lay for lay in e["layers"] if "Winograd" in why(lay, "not_computed")]
+    assert winograd and all(lay["verdict"] == "EXPECTED" for lay in winograd), e
+    assert not any("transform foldcheck does not know" in why(lay, "left_out") for lay in e["layers"])

@@ -344,14 +344,11 @@ std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g,
 
 std::optional<diagnosis::Layer> general_bound_layer(const DiagnoseInput& in, const Layer& base,
                                                     const ConvArithmetic& a) {
-  const auto f = a.operands();
-  const double e = f ? std::ldexp(1.0, 1 - f->precision) : 0.0;
-  const double k = base.k * (a.split() ? 3 : 1);
-  if (!f || k * a.accumulate_u() >= 0.5) return std::nullopt;
+  const std::optional<GeneralConvBound> gb = general_conv_bound(a, base.k);
+  if (!gb) return std::nullopt;
   Layer L = base;
-  L.operand_factor = round_up(a.general_operand_factor() + gamma_k(k, a.accumulate_u()) * (1 + e) * (1 + e));
-  if (!in.weights || a.split()) return L;  // bf16x3's remainder: below 2^-16 |x| (its factor), no underflow term
-  const double s = 2 * f->eta();
+  L.operand_factor = gb->factor;
+  if (!in.weights || !gb->absolute) return L;  // bf16x3's remainder: below 2^-16 |x| (its factor), no underflow term
   double x_max = 0;
   for (const double v : in.x.data) x_max = std::max(x_max, std::fabs(v));
   const std::size_t per = in.weights->data.size() / static_cast<std::size_t>(base.C);
@@ -359,8 +356,7 @@ std::optional<diagnosis::Layer> general_bound_layer(const DiagnoseInput& in, con
   for (std::size_t j = 0; j < in.weights->data.size(); ++j) w1[j / per] += std::fabs(in.weights->data[j]);
   L.conv_err.resize(L.c.size(), 0.0);
   for (std::size_t i = 0; i < L.c.size(); ++i)
-    L.conv_err[i] =
-        round_up(L.conv_err[i] + s * (1 + e) * (w1[L.channel(i, false)] * (1 + 0x1p-40) + k * x_max) + k * s * s);
+    L.conv_err[i] = round_up(L.conv_err[i] + gb->underflow(w1[L.channel(i, false)], x_max));
   return L;
 }
 

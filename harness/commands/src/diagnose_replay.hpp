@@ -60,12 +60,10 @@ std::vector<Replay> replays(const DiagnoseInput& in, const ref::ConvGeometry& g,
 void set_accumulator(diagnosis::Layer& L, const ConvArithmetic& a);
 
 // The layer as given with the general bound of a's operand conversion (any conversion that
-// keeps the operand format's bits: conv_arithmetic.hpp) on top of the float32 one; none for
-// float32, or where the accumulation's gamma_k is undefined (k u_acc >= 1/2). Below the
-// format's normal range a conversion errs absolutely too, by at most a subnormal step
-// s = 2 eta (truncation's; nearest's is half): |x' w' - x w| <= |dx||w| + |x||dw| + |dx||dw|
-// adds, per output, s (1 + e)(sum_ch |w| + k max|x|) + k s^2 (sum_ch |w|: the output
-// channel's weights, a bound on its window's) to the conv's error (Layer::conv_err).
+// keeps the operand format's bits: numerics' general_conv_bound, the one statement of it) on
+// top of the float32 one; none for float32, or where the accumulation's gamma_k is undefined
+// (k u_acc >= 1/2). Its absolute part below the format's normal range goes into the conv's
+// error (Layer::conv_err), with sum_ch |w| of each output channel and the input's max |x|.
 std::optional<diagnosis::Layer> general_bound_layer(const DiagnoseInput& in, const diagnosis::Layer& base,
                                                     const ConvArithmetic& a);
 

@@ -32,11 +32,13 @@ constexpr Run kRuns[] = {
     {"onnxruntime:extended", "onnxruntime:extended", "onnxruntime_engine.py", "--level extended"},  // adapter's flags
     {"onnxruntime:all", "onnxruntime:all", "onnxruntime_engine.py", "--level all"},                 // adapter's flags
     {"onnxoptimizer", "onnxoptimizer", "onnxoptimizer_engine.py", ""},
-    {"openvino", "openvino", "openvino_engine.py", "--precision f32"},                              // adapter's flags
+    {"openvino", "openvino", "openvino_engine.py", "--precision f32"},  // adapter's flags
     // oneDNN: the direct float32 convolution with the folded weights of each recipe; its
-    // Winograd algorithm and its bfloat16 direct convolution with ONNX Runtime's fold.
-    {"onednn", "onednn:direct:f32:pytorch", nullptr, "--algorithm direct --dtype f32 --recipe pytorch"},  // adapter's flags
-    {"onednn", "onednn:direct:f32:tvm", nullptr, "--algorithm direct --dtype f32 --recipe tvm"},          // adapter's flags
+    // Winograd algorithm (F(2x2,3x3) or F(4x4,3x3), per layer) and its bfloat16 direct
+    // convolution with ONNX Runtime's fold.
+    {"onednn", "onednn:direct:f32:pytorch", nullptr,
+     "--algorithm direct --dtype f32 --recipe pytorch"},                                          // adapter's flags
+    {"onednn", "onednn:direct:f32:tvm", nullptr, "--algorithm direct --dtype f32 --recipe tvm"},  // adapter's flags
     {"onednn", "onednn:direct:f32:onnxruntime", nullptr,
      "--algorithm direct --dtype f32 --recipe onnxruntime"},  // adapter's flags
     {"onednn", "onednn:direct:f32:onnxoptimizer", nullptr,
@@ -45,6 +47,9 @@ constexpr Run kRuns[] = {
      "--algorithm winograd --dtype f32 --recipe onnxruntime"},  // adapter's flags
     {"onednn:bf16", "onednn:direct:bf16:onnxruntime", nullptr,
      "--algorithm direct --dtype bf16 --recipe onnxruntime"},  // adapter's flags
+    // float32 memory under fpmath_mode bf16 (bf16 operands on CPUs with AVX512-BF16).
+    {"onednn:fpmath-bf16", "onednn:direct:fpmath-bf16:onnxruntime", nullptr,
+     "--algorithm direct --dtype f32 --fpmath bf16 --recipe onnxruntime"},  // adapter's flags
 };
 
 std::string known_names() {

@@ -11,8 +11,11 @@
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/layer/channel_bias.hpp"
 #include "foldcheck/layer/evaluate.hpp"
+#include "foldcheck/layer/fft_bound.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/layer/winograd_bound.hpp"
 #include "foldcheck/model/model_run.hpp"
+#include "foldcheck/numerics/bounded.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 
@@ -24,6 +27,7 @@ namespace {
 // errors (channel_bias.hpp), also the largest.
 struct PathBounds {
   std::vector<double> det, prob, theta, delta, bias_err;
+  std::vector<double> abs_xw;  // per output, >= sum |x w'| of every recipe's stored weights
   double eta = 0;
   std::string formula;
 };
@@ -45,9 +49,11 @@ PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult&
   pb.theta.assign(O, 0.0);
   pb.delta.assign(O, 0.0);
   pb.bias_err.assign(O, 0.0);
+  pb.abs_xw.assign(exact.y.size(), 0.0);
   Policy pol;  // sequential: no term passes through more roundings in any order of a direct conv
   pol.threads = c.ref.threads;
-  if (c.winograd && winograd_applies(g.nodes[0].geometry)) pol.order = Order{Accumulation::Winograd};
+  if (c.algorithm.kind == ConvAlgorithmKind::Winograd2 && winograd_applies(g.nodes[0].geometry))
+    pol.order = Order{Accumulation::Winograd};
   for (const Graph& fused : folded) {
     const BoundReport br = error_bounds(fused, exact, pol, c.confidence, &x);
     if (pb.det.empty()) {
@@ -58,6 +64,15 @@ PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult&
     for (std::size_t i = 0; i < pb.det.size(); ++i) {
       pb.det[i] = std::max(pb.det[i], br.bound[i]);
       pb.prob[i] = std::max(pb.prob[i], br.probabilistic[i]);
+    }
+    const std::int64_t plane = g.nodes[0].geometry.OH() * g.nodes[0].geometry.OW();
+    for (std::size_t i = 0; i < pb.abs_xw.size(); ++i) {
+      const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.nodes[0].geometry.O);
+      const FoldInfo* f = fused.nodes[0].fold ? &*fused.nodes[0].fold : nullptr;
+      const double s =
+          f ? (f->scale[o].mag() + f->weight_alpha[o]) * exact.abs_sum[i] + f->weight_eta * exact.abs_x_sum[i]
+            : exact.abs_sum[i];
+      pb.abs_xw[i] = std::max(pb.abs_xw[i], round_up(s));
     }
     if (!fused.nodes[0].fold) continue;  // unfused: no fold
     const FoldInfo& fi = *fused.nodes[0].fold;
@@ -71,6 +86,110 @@ PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult&
     pb.eta = std::max(pb.eta, fi.weight_eta);
   }
   return pb;
+}
+
+constexpr double kEngineFoldDelta = 0x1p-18;  // an engine's fold against the recipe's (conv_extra)
+
+// The engine's algorithm where it applies to this layer: a Conv's (a Gemm or MatMul is a dot
+// product per output), Winograd's 3x3 stride-1 convs, the FFT's stride-1 ones; elsewhere the
+// engine computed a direct sum.
+ConvAlgorithm applied_algorithm(const LayerOutputCheck& c, const ref::ConvGeometry& g) {
+  const ConvAlgorithm& a = c.algorithm;
+  if (c.model->nodes[c.pair->layer].op != "Conv") return {};
+  const bool unit = g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1;
+  if (a.winograd_tile() && !winograd_applies(g)) return {};
+  if (a.kind == ConvAlgorithmKind::FFT && !unit) return {};
+  return a;
+}
+
+// The conv's own error of the algorithm and arithmetic beyond a direct float32 sum, per
+// output, for one recipe's conv `fg` (engine_layers.hpp states the terms); `formula` says which.
+// Winograd's W and the FFT's norms are of the recipe's stored weights; the engine's own fold
+// lies within 2^-18 of them relative (diagnose_replay.hpp's kFoldDelta: every recipe with an
+// exact or refined rsqrt), so both are taken (1 + 2^-18) larger. S already bounds any fold.
+std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const std::vector<double>& x,
+                               const std::vector<double>& S, std::string& formula) {
+  const Node& conv = fg.nodes[0];
+  const ref::ConvGeometry& g = conv.geometry;
+  const ConvAlgorithm alg = applied_algorithm(c, g);
+  const bool f32 = c.arithmetic.kind == ConvArithmeticKind::Float32;
+  const std::size_t n = S.size();
+  formula.clear();
+  std::vector<double> E(n, 0.0);
+  std::vector<double> bias = conv.bias;
+  bias.resize(static_cast<std::size_t>(g.O), 0.0);
+  if (alg.kind == ConvAlgorithmKind::FFT) {
+    if (!f32)
+      throw NoLayerBound("an FFT convolution is bounded in float32 only (FFT convolutions transform in float32)");
+    std::vector<long double> cmag(n);
+    const std::int64_t plane = g.OH() * g.OW();
+    for (std::size_t i = 0; i < n; ++i)
+      cmag[i] = static_cast<long double>(S[i]) +
+                std::fabs(bias[static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O)]);
+    E = fft_bound(g, x, conv.weight.data, bias, cmag).E;
+    for (double& e : E) e = round_up(e * (1 + kEngineFoldDelta));
+    formula = "; plus the FFT's normwise bound per output plane (fft_bound.hpp)";
+    return E;
+  }
+  const std::vector<double>* M = &S;
+  double k = static_cast<double>(g.terms_per_output()) + (conv.bias.empty() ? 0.0 : 1.0);
+  WinogradBound wb;
+  if (const int m = alg.winograd_tile()) {
+    wb = winograd_bound(g, x, conv.weight.data, bias, m);
+    for (double& w : wb.W) w = round_up(w * (1 + kEngineFoldDelta));
+    M = &wb.W;
+    k = wb.roundings;
+    if (f32 && m > 2)  // F(2x2): the order's own bound (evaluate.hpp)
+      for (std::size_t i = 0; i < n; ++i) E[i] = gamma_k(k, 0x1p-24) * wb.W[i];
+    formula = fmt::format("; plus Winograd F({0}x{0},3x3): gamma_N W, N = {1}", m, static_cast<long>(k));
+  }
+  if (f32) return E;
+  const std::optional<GeneralConvBound> gb = general_conv_bound(c.arithmetic, k);
+  if (!gb)
+    throw NoLayerBound(fmt::format("{}: gamma_k of its accumulation is undefined for k = {} terms per output",
+                                   c.arithmetic.description(), static_cast<long>(k)));
+  const std::int64_t plane = g.OH() * g.OW(), per = g.terms_per_output();
+  double x_max = 0;
+  for (const double v : x) x_max = std::max(x_max, std::fabs(v));
+  std::vector<double> w1(static_cast<std::size_t>(g.O), 0.0);
+  for (std::size_t j = 0; j < conv.weight.data.size(); ++j)
+    w1[j / static_cast<std::size_t>(per)] += std::fabs(conv.weight.data[j]);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O);
+    E[i] = round_up(gb->factor * (*M)[i] + gb->underflow(w1[o], x_max) + gb->accumulator_eta);
+  }
+  formula += fmt::format("; plus {}: the general bound {:.3g} {} + its underflow terms", c.arithmetic.description(),
+                         gb->factor, alg.winograd_tile() ? "W" : "sum|x w'|");
+  return E;
+}
+
+// Adds the algorithm's and arithmetic's part to the bounds (the largest over the recipes; an
+// unfused conv's error times the BatchNorm's |scale|).
+void add_conv_extra(const LayerOutputCheck& c, const std::vector<Graph>& folded, const std::vector<double>& x,
+                    PathBounds& pb) {
+  const bool direct = c.algorithm.kind == ConvAlgorithmKind::Direct || c.algorithm.kind == ConvAlgorithmKind::SplitK;
+  if (direct && c.arithmetic.kind == ConvArithmeticKind::Float32) return;
+  std::vector<double> extra(pb.det.size(), 0.0);
+  std::string formula;
+  for (const Graph& fg : folded) {
+    const std::vector<double> E = conv_extra(c, fg, x, pb.abs_xw, formula);
+    const ref::ConvGeometry& g = fg.nodes[0].geometry;
+    const std::int64_t plane = g.OH() * g.OW();
+    for (std::size_t i = 0; i < E.size(); ++i) {
+      double e = E[i];
+      if (!fg.nodes[0].fold && fg.nodes.size() > 1 && fg.nodes[1].kind == Node::Kind::BatchNorm) {
+        const ref::BnParams& bn = fg.nodes[1].bn;
+        const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O);
+        e *= std::fabs(bn.gamma[o]) / std::sqrt(bn.var[o] + bn.eps) * (1 + 0x1p-20);
+      }
+      extra[i] = std::max(extra[i], round_up(e));
+    }
+  }
+  for (std::size_t i = 0; i < extra.size(); ++i) {
+    pb.det[i] = round_up(pb.det[i] + extra[i]);
+    pb.prob[i] = round_up(pb.prob[i] + extra[i]);
+  }
+  pb.formula += formula;
 }
 
 // K honest computations of the folded layer on x (channel_bias.hpp). Real kernels sum the
@@ -240,6 +359,19 @@ std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Grap
   return channel_bias(in);
 }
 
+// Why the channel statistic does not apply (it models float32 products of the folded weights
+// summed directly), or none.
+std::optional<std::string> no_channel_statistic(const LayerOutputCheck& c, const ref::ConvGeometry& g) {
+  const ConvAlgorithm a = applied_algorithm(c, g);
+  if (a.winograd_tile())
+    return fmt::format("Winograd F({0}x{0},3x3): the statistic models a direct sum", a.winograd_tile());
+  if (a.kind == ConvAlgorithmKind::FFT) return std::string("FFT: the statistic models a direct sum");
+  if (c.arithmetic.kind != ConvArithmeticKind::Float32)
+    return fmt::format("{}: the statistic models float32 products", c.arithmetic.name());
+  if (c.unfused) return std::string("not folded: the statistic models a folded conv");
+  return std::nullopt;
+}
+
 }  // namespace
 
 void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const std::string& where) {
@@ -268,6 +400,7 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   const ref::LayerResult exact = ref::conv_bn(L, ro);
   const std::vector<Graph> folded = folded_graphs(g, c);
   PathBounds pb = path_bounds(folded, exact, c, x.data);
+  add_conv_extra(c, folded, x.data, pb);
   const std::size_t n = exact.y.size();
   // The reference in double (hi + lo: within 2^-53 relative, added to the bounds), activated.
   std::vector<double> ystar(n), yact(n);
@@ -281,12 +414,10 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   }
   const ref::ValueArray refv = c.activation.op.empty() ? exact.y : approximate_values(yact, DType::Float32);
   layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
-  const bool winograd = c.winograd && winograd_applies(geo);
-  if (winograd || c.unfused) {  // the statistic models a direct sum of the folded weights' terms
+  if (const std::optional<std::string> why = no_channel_statistic(c, geo)) {
     layer.outputs_detail.bound = pb.formula;
     layer.outputs_detail.activation = c.activation.op;
-    layer.outputs_detail.channels.not_computed =
-        winograd ? "Winograd: the statistic models a direct sum" : "not folded: the statistic models a folded conv";
+    layer.outputs_detail.channels.not_computed = why;
     return;
   }
   const std::vector<ChannelBias> cb = channel_statistic(c, g, folded, x.data, exact, ystar, pb);

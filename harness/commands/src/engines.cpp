@@ -11,9 +11,11 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <set>
 #include <thread>
 #include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -280,14 +282,18 @@ struct Context {
   double alpha = 1e-6;
   Tensor x;
   const command::SignalScope& signals;
-  mutable std::optional<OutputBound> bound;
-  mutable std::optional<std::string> bound_not_made;
+  // The end-to-end bounds made so far, by arithmetic (its name, and "/16" with activations
+  // stored in its 16-bit format): the bound, or why it was not made.
+  mutable std::map<std::string, std::variant<OutputBound, std::string>> bounds;
 };
 
-// The end-to-end bound of the model on the input (null, with the reason kept, when foldcheck
-// cannot run the model).
-const OutputBound* end_to_end_bound(const Context& cx, const Say& say) {
-  if (cx.bound || cx.bound_not_made) return cx.bound ? &*cx.bound : nullptr;
+// The end-to-end bound of the model on the input for an engine computing in `a` (activations
+// stored in its 16-bit format when stored16: set_end_to_end_arithmetic), made once per
+// arithmetic; the reason when foldcheck cannot run the model or bound that arithmetic.
+const std::variant<OutputBound, std::string>& end_to_end_bound(const Context& cx, const Say& say,
+                                                               const ConvArithmetic& a, bool stored16) {
+  const std::string key = std::string(a.name()) + (stored16 ? "/16" : "");
+  if (const auto it = cx.bounds.find(key); it != cx.bounds.end()) return it->second;
   try {
     check_supported(cx.model);
     OutputBoundOptions bo;
@@ -295,16 +301,21 @@ const OutputBound* end_to_end_bound(const Context& cx, const Say& say) {
     bo.seed = cx.o.seed;
     bo.confidence = cx.o.confidence;
     bo.threads = cx.o.ref.threads;
+    set_end_to_end_arithmetic(a, stored16, bo);
     bo.progress = [&](std::size_t done, std::size_t total) {
       cx.signals.throw_if_pending();
-      say(fmt::format("end-to-end bound: run {}/{}", done, total));
+      say(fmt::format("end-to-end bound{}: run {}/{}", a.kind == ConvArithmeticKind::Float32 ? "" : " (" + key + ")",
+                      done, total));
     };
-    cx.bound = output_bound(cx.model, cx.pat, {{cx.model.inputs[0].name, cx.x}}, bo);
+    return cx.bounds.emplace(key, output_bound(cx.model, cx.pat, {{cx.model.inputs[0].name, cx.x}}, bo)).first->second;
   } catch (const InputError& e) {
-    cx.bound_not_made = e.what();
-    return nullptr;
+    return cx.bounds.emplace(key, std::string(e.what())).first->second;
   }
-  return &*cx.bound;
+}
+
+// The arithmetic an engine's convs computed in: its manifest's, else the command's, else float32.
+ConvArithmetic engine_arithmetic(const Context& cx, const EngineManifest& man) {
+  return man.arithmetic.value_or(cx.o.arithmetic.value_or(ConvArithmetic{}));
 }
 
 // Each final output the engine wrote against the float64 run and the end-to-end bound.
@@ -313,14 +324,36 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
     run.final_not_checked = man.outputs.empty() ? "the adapter wrote no final outputs" : "not asked for (output samples 0)";
     return;
   }
-  const OutputBound* ob = end_to_end_bound(cx, say);
-  if (!ob) {
-    run.final_not_checked = "foldcheck cannot run the model: " + *cx.bound_not_made;
+  // The end-to-end bound models direct sums (every layer's rounding a relative perturbation of
+  // its u): Winograd's transforms and FFTs are not in it.
+  const bool per_layer = std::ranges::any_of(man.layers, [](const auto& l) {
+    return l.second.algorithm && l.second.algorithm->kind != ConvAlgorithmKind::Direct;
+  });
+  const ConvAlgorithm alg = man.algorithm.value_or(cx.o.algorithm.value_or(ConvAlgorithm{}));
+  if (per_layer || (alg.kind != ConvAlgorithmKind::Direct && alg.kind != ConvAlgorithmKind::SplitK)) {
+    run.final_not_checked =
+        "the end-to-end bound models direct convs; this engine's Winograd or FFT convs are not in "
+        "it (its layers are judged each with its algorithm's bound)";
     return;
   }
+  // Activations stored in the arithmetic's 16-bit format when every final output value is one
+  // of its values (torch.autocast's outputs), as accuracy-diff decides.
+  const ConvArithmetic a = engine_arithmetic(cx, man);
+  std::map<std::string, Tensor> ys;
+  bool stored16 = a.operands().has_value() && a.kind != ConvArithmeticKind::TF32;
+  for (const auto& [out, path] : man.outputs) {
+    ys[out] = read_value(man, path);
+    stored16 = stored16 && all_values_of(ys[out].data, *a.operands());
+  }
+  const auto& made = end_to_end_bound(cx, say, a, stored16);
+  if (const auto* why = std::get_if<std::string>(&made)) {
+    run.final_not_checked = "no end-to-end bound: " + *why;
+    return;
+  }
+  const OutputBound* ob = &std::get<OutputBound>(made);
   for (const auto& [out, path] : man.outputs) {
     if (!ob->reference.count(out)) continue;  // not a graph output of the original
-    const Tensor y = read_value(man, path);
+    const Tensor& y = ys.at(out);
     const Tensor& ref = ob->reference.at(out);
     const bool other_layers =
         std::ranges::any_of(run.layers, [](const EngineLayer& L) { return L.not_the_layer.has_value(); });
@@ -467,7 +500,11 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
   c.recipes = bound_recipes(L, man);
   c.unfused = L.not_folded.has_value();
   if (man.weight_dtype && *man.weight_dtype != "float32") c.arith.weight_dtype = dtype_from_name(*man.weight_dtype);
-  c.winograd = man.winograd;
+  c.arithmetic = engine_arithmetic(cx, man);
+  const auto own = man.layers.find(vn.key);
+  c.algorithm = own != man.layers.end() && own->second.algorithm
+                    ? *own->second.algorithm
+                    : man.algorithm.value_or(cx.o.algorithm.value_or(ConvAlgorithm{}));
   c.confidence = cx.o.confidence;
   c.channel_alpha = cx.alpha;
   c.samples = cx.o.channel_samples;
@@ -477,6 +514,9 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
   c.ref.threads = threads;
   try {
     check_layer_outputs(c, L, files->second);
+  } catch (const NoLayerBound& e) {  // the arithmetic or algorithm has no bound on this layer: not judged
+    L.outputs.reset();
+    L.outputs_not_checked = std::string("no bound: ") + e.what();
   } catch (const ref::CertificationError& e) {  // values no precision certifies (huge magnitudes)
     L.outputs.reset();
     L.outputs_not_checked = std::string("the reference cannot certify this layer on the engine's input: ") + e.what();
@@ -539,6 +579,10 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     run.notes = man.notes;
     run.fusion_preserved = man.fusion_preserved;
     run.folded_model = man.folded_model.has_value();
+    run.arithmetic = engine_arithmetic(cx, man).name();
+    run.algorithm = man.algorithm.value_or(cx.o.algorithm.value_or(ConvAlgorithm{})).name();
+    if (std::ranges::any_of(man.layers, [](const auto& l) { return l.second.algorithm.has_value(); }))
+      run.algorithm = "per layer";
     std::optional<FoldedModel> fm;
     if (man.folded_model) fm = FoldedModel{read_folded_model(man), {}};
     check_manifest_names(man, cx.model, fm ? &fm->model : nullptr);
@@ -587,7 +631,7 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   WorkDir wd(o.work_dir);
   const command::SignalScope sig;
   if (wd.owned()) command::SignalScope::remove_on_signal(wd.path().string());
-  const Context cx{m, pat, o, res.channel_alpha, x, sig, std::nullopt, std::nullopt};
+  const Context cx{m, pat, o, res.channel_alpha, x, sig, {}};
   const std::optional<DirIdentity> made = dir_identity(wd.path());
   const std::optional<std::size_t> model_bytes = file_fingerprint(model_path);
   bool model_changed = false;

@@ -65,6 +65,8 @@ json run_json(const EngineRun& r) {
           {"notes", r.notes},
           {"folded_model", r.folded_model},
           {"fusion_preserved", r.fusion_preserved ? json(*r.fusion_preserved) : json(nullptr)},
+          {"arithmetic", r.arithmetic},
+          {"algorithm", r.algorithm},
           {"first_weights_beyond", r.first_weights_beyond ? json(*r.first_weights_beyond) : json(nullptr)},
           {"first_outputs_beyond", r.first_outputs_beyond ? json(*r.first_outputs_beyond) : json(nullptr)},
           {"final_outputs", final_outputs_json(r)},

@@ -147,7 +147,9 @@ struct DtypeRun {
 
   std::optional<Attribution> attribution(const std::optional<Recipe>& r, const Policy& pol, const Path& p,
                                          const std::vector<std::size_t>& sample) {
-    if (!opts.attribution) return std::nullopt;
+    // Attribution replays the path's roundings stage by stage; converted conv operands are not
+    // one of its stages.
+    if (!opts.attribution || pol.arith.conv_operands.operands()) return std::nullopt;
     Attribution a = attribute(data.graph, data.input, exact, PathSpec{r, pol}, p.y, sample, opts.ref, opts.threads);
     internal_errors += a.replay_mismatches;
     return a;
@@ -229,6 +231,35 @@ struct DtypeRun {
 };
 
 }  // namespace
+
+void apply_arithmetic(CaseSpec& spec, const std::string& arithmetic, const std::string& conversion) {
+  if (arithmetic.empty()) {
+    if (!conversion.empty())
+      throw InputError(field("conversion") + " needs " + field("arithmetic") + " (tf32, bf16 or fp16)");
+    return;
+  }
+  for (Arithmetic& v : spec.variants) set_conv_operands(v, arithmetic, conversion);
+}
+
+void apply_algorithm(CaseSpec& spec, const ConvAlgorithm& a) {
+  switch (a.kind) {
+    case ConvAlgorithmKind::Direct: return;
+    case ConvAlgorithmKind::SplitK: {
+      const std::int64_t k = std::max<std::int64_t>(spec.geometry.terms_per_output(), 1);
+      spec.accumulations = {Order(Accumulation::Blocked, (k + a.splits - 1) / a.splits)};
+      return;
+    }
+    case ConvAlgorithmKind::Winograd2:
+      check_order(Order(Accumulation::Winograd), spec.geometry);
+      spec.accumulations = {Order(Accumulation::Winograd)};
+      return;
+    default:
+      throw InputError(field("algorithm") + " " + a.name() +
+                       ": run evaluates direct sums, split-k:S and winograd2 (Winograd F(2x2,3x3)); an output "
+                       "computed by Winograd's larger tiles or an FFT is judged by diagnose's " +
+                       field("algorithm"));
+  }
+}
 
 void check_case_fits(const CaseSpec& spec) {
   // ~240 bytes per output element measured (1x16x512x512, 1x1 conv: 999 MB peak with

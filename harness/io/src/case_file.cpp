@@ -334,15 +334,20 @@ void read_variants(const Ctx& c, const json& cmp, CaseSpec& s) {
   s.variants.clear();
   if (!cmp["variants"].is_array()) c.fail("compare.variants", "must be a list of objects");
   for (const auto& v : cmp["variants"]) {
-    check_keys(c, v, "compare.variants[]", {"fma", "rsqrt", "newton_steps", "weight_dtype"});
+    check_keys(c, v, "compare.variants[]",
+               {"fma", "rsqrt", "newton_steps", "weight_dtype", "conv_arithmetic", "conversion"});
     const json steps = v.value("newton_steps", json(-1));
     if (!steps.is_number_integer()) c.fail("compare.variants[].newton_steps", "must be an integer");
     if (v.contains("fma") && !v["fma"].is_boolean()) c.fail("compare.variants[].fma", "must be true or false");
-    for (const char* k : {"rsqrt", "weight_dtype"})
+    for (const char* k : {"rsqrt", "weight_dtype", "conv_arithmetic", "conversion"})
       if (v.contains(k) && !v[k].is_string()) c.fail(std::string("compare.variants[].") + k, "must be a string");
     try {
       s.variants.push_back(arithmetic_from_json_fields(v.value("fma", false), v.value("rsqrt", std::string("exact")),
                                                        steps.get<int>(), v.value("weight_dtype", std::string())));
+      if (v.contains("conversion") && !v.contains("conv_arithmetic"))
+        throw InputError(R"("conversion" needs a "conv_arithmetic" (tf32, bf16 or fp16))");
+      set_conv_operands(s.variants.back(), v.value("conv_arithmetic", std::string("float32")),
+                        v.value("conversion", std::string()));
     } catch (const InputError& e) {
       c.fail("compare.variants[]", e.what());
     }

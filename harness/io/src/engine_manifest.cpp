@@ -53,7 +53,7 @@ void check_keys(const std::string& where, const json& m) {
   static const std::vector<std::string> kKeys{"protocol",    "engine",       "folded_model", "values_of",
                                               "outputs",     "values",       "layers",       "fusion_preserved",
                                               "fold_recipe", "weight_dtype", "accumulation", "left_out",
-                                              "notes"};
+                                              "notes",       "arithmetic"};
   for (const auto& [k, v] : m.items())
     if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
       std::string known;
@@ -62,16 +62,35 @@ void check_keys(const std::string& where, const json& m) {
     }
 }
 
+// An `accumulation` value: the algorithm it names.
+ConvAlgorithm accumulation(const std::string& where, const json& v, const std::string& field) {
+  static const std::vector<std::pair<std::string, ConvAlgorithmKind>> kNames{
+      {"direct", ConvAlgorithmKind::Direct},
+      {"winograd_f2x3", ConvAlgorithmKind::Winograd2},
+      {"winograd_f4x3", ConvAlgorithmKind::Winograd4},
+      {"winograd_f6x3", ConvAlgorithmKind::Winograd6},
+      {"fft", ConvAlgorithmKind::FFT}};
+  if (v.is_string())
+    for (const auto& [n, k] : kNames)
+      if (v.get<std::string>() == n) return ConvAlgorithm{k};
+  refuse(where, "`" + field + R"(` must be "direct", "winograd_f2x3", "winograd_f4x3", "winograd_f6x3" or "fft")");
+}
+
 void read_layers(const std::string& where, const std::string& dir, const json& m, EngineManifest& e) {
   if (!m.contains("layers")) return;
-  const std::string shape = R"(`layers` must be an object {layer: {"input": file, "output": file}})";
+  const std::string shape =
+      R"(`layers` must be an object {layer: {"input": file, "output": file, optional "accumulation"}})";
   if (!m["layers"].is_object()) refuse(where, shape);
   for (const auto& [layer, f] : m["layers"].items()) {
     if (layer.empty() || !f.is_object() || !f.contains("input") || !f.contains("output")) refuse(where, shape);
     for (const auto& [k, v] : f.items())
-      if (k != "input" && k != "output") refuse(where, "unknown key `layers." + layer + "." + k + "` (" + shape + ")");
-    e.layers[layer] = {inside(where, dir, f["input"], "layers." + layer + ".input"),
-                       inside(where, dir, f["output"], "layers." + layer + ".output")};
+      if (k != "input" && k != "output" && k != "accumulation")
+        refuse(where, "unknown key `layers." + layer + "." + k + "` (" + shape + ")");
+    EngineManifest::LayerFiles lf{inside(where, dir, f["input"], "layers." + layer + ".input"),
+                                  inside(where, dir, f["output"], "layers." + layer + ".output"), std::nullopt};
+    if (f.contains("accumulation"))
+      lf.algorithm = accumulation(where, f["accumulation"], "layers." + layer + ".accumulation");
+    e.layers[layer] = std::move(lf);
   }
 }
 
@@ -91,10 +110,16 @@ void read_claims(const std::string& where, const json& m, EngineManifest& e) {
     refuse(where, "`fold_recipe` must be one of pytorch, tvm, onnxruntime, onnxoptimizer");
   if (e.weight_dtype && *e.weight_dtype != "float32" && *e.weight_dtype != "bfloat16" && *e.weight_dtype != "float16")
     refuse(where, "`weight_dtype` must be \"float32\", \"bfloat16\" or \"float16\"");
-  if (m.contains("accumulation") && !m["accumulation"].is_string()) refuse(where, "`accumulation` must be a string");
-  const std::string acc = m.contains("accumulation") ? m["accumulation"].get<std::string>() : "direct";
-  if (acc != "direct" && acc != "winograd_f2x3") refuse(where, "`accumulation` must be \"direct\" or \"winograd_f2x3\"");
-  e.winograd = acc == "winograd_f2x3";
+  if (m.contains("accumulation") && !m["accumulation"].is_null())
+    e.algorithm = accumulation(where, m["accumulation"], "accumulation");
+  if (m.contains("arithmetic") && !m["arithmetic"].is_null()) {
+    if (!m["arithmetic"].is_string()) refuse(where, "`arithmetic` must be a string");
+    try {
+      e.arithmetic = conv_arithmetic_from_name(m["arithmetic"].get<std::string>());
+    } catch (const InputError& err) {
+      refuse(where, std::string("`arithmetic`: ") + err.what());
+    }
+  }
 }
 
 void read_left_out_and_notes(const std::string& where, const json& m, EngineManifest& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "foldcheck/base/errors.hpp"
@@ -146,8 +147,17 @@ std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const
   std::vector<double> cur;
   const std::vector<double>* in = &x;  // the first node reads x itself (no copy of the input)
   for (const Node& n : g.nodes) {
-    if (n.kind == Node::Kind::Conv) cur = f64 ? conv_float<double>(n, *in, g.dtype, p) : conv_float<float>(n, *in, g.dtype, p);
-    else cur = f64 ? channelwise<double>(n, *in, g.dtype, p) : channelwise<float>(n, *in, g.dtype, p);
+    if (n.kind == Node::Kind::Conv && p.arith.conv_operands.operands()) {
+      // The conv's operands converted first (Arithmetic::conv_operands): its input and weights.
+      const OperandFormat f = *p.arith.conv_operands.operands();
+      Node cn = n;
+      std::vector<double> xc = *in;
+      for (double& v : cn.weight.data) v = std::isfinite(v) ? convert(v, f, p.arith.conversion) : v;
+      for (double& v : xc) v = std::isfinite(v) ? convert(v, f, p.arith.conversion) : v;
+      cur = f64 ? conv_float<double>(cn, xc, g.dtype, p) : conv_float<float>(cn, xc, g.dtype, p);
+    } else if (n.kind == Node::Kind::Conv) {
+      cur = f64 ? conv_float<double>(n, *in, g.dtype, p) : conv_float<float>(n, *in, g.dtype, p);
+    } else cur = f64 ? channelwise<double>(n, *in, g.dtype, p) : channelwise<float>(n, *in, g.dtype, p);
     canonical_nans(cur);
     in = &cur;
   }
@@ -255,7 +265,40 @@ struct AccumulationModel {
   double k, union_terms;
   const DTypeInfo* arith;
   std::vector<double> winograd;  // empty unless Winograd
+  // Converted conv operands (Arithmetic::conv_operands): the general bound's conversion part,
+  // per unit sum|x w| (2 e + e^2), e, and its absolute part per output channel (sum_ch |w|
+  // of the conv's weights, max |x|).
+  std::optional<GeneralConvBound> general;
+  double operand_factor = 0;
+  std::vector<double> operand_underflow;  // per output channel
 };
+
+// The conversions' terms of Arithmetic::conv_operands (none for float32 operands).
+void operand_terms(const Policy& p, const Node& conv, const std::vector<double>* x, AccumulationModel& m) {
+  const ConvArithmetic& a = p.arith.conv_operands;
+  if (!a.operands()) return;
+  if (!x) throw std::invalid_argument("error bounds: converted operands need the input");
+  m.general = general_conv_bound(a, static_cast<double>(m.n_terms));
+  if (!m.general) throw InputError(std::string(a.name()) + ": no bound (gamma_k of its accumulation is undefined)");
+  m.operand_factor = a.general_operand_factor();
+  double x_max = 0;
+  for (const double v : *x) x_max = std::max(x_max, std::fabs(v));
+  const ref::ConvGeometry& g = conv.geometry;
+  m.operand_underflow.assign(static_cast<std::size_t>(g.O), 0.0);
+  const std::size_t per = static_cast<std::size_t>(g.terms_per_output());
+  std::vector<double> w1(static_cast<std::size_t>(g.O), 0.0);
+  for (std::size_t j = 0; j < conv.weight.data.size(); ++j) w1[j / per] += std::fabs(conv.weight.data[j]);
+  for (std::size_t o = 0; o < w1.size(); ++o) m.operand_underflow[o] = m.general->underflow(w1[o], x_max);
+}
+
+// The conversions' part of a conv output's error: (2 e + e^2) M + gamma (2 e + e^2) M (the
+// sums' gamma on sum|x^ w^| <= (1 + e)^2 M instead of M) + the absolute part; M = sum|x w|
+// (or Winograd's W, which bounds it: the transforms run on the converted operands).
+double operand_error(const AccumulationModel& m, double gk, double M, std::size_t o) {
+  if (!m.general) return 0;
+  const double e = m.general->e;
+  return m.operand_factor * M + gk * (2 * e + e * e) * M + m.operand_underflow[o];
+}
 
 AccumulationModel accumulation_model(const Graph& g, const Policy& p, const std::vector<double>* x) {
   if (g.nodes.empty() || g.nodes.front().kind != Node::Kind::Conv)
@@ -271,15 +314,20 @@ AccumulationModel accumulation_model(const Graph& g, const Policy& p, const std:
     m.winograd = winograd_magnitudes(conv.geometry, *x, conv.weight.data);
     m.union_terms = 324.0 * static_cast<double>(conv.geometry.C / conv.geometry.groups);
   }
+  operand_terms(p, conv, x, m);
   return m;
 }
 
 std::string formula(const Graph& g, const Policy& p, const AccumulationModel& m) {
   const std::string mag = m.winograd.empty() ? "sum|x w'|" : "W(|x|,|w'|)";
   return "|y - y*| <= gamma_k (" + mag + " + |b'|) + fold errors, then " +
-         (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") + " in running-error form; k = " +
-         std::to_string(static_cast<long>(m.k)) + " (" + p.order.label() + ", n = " + std::to_string(m.n_terms) +
-         "), u = 2^" + std::to_string(-m.arith->precision) + (p.arith.label() == "default" ? "" : ", " + p.arith.label());
+         (g.nodes.size() > 1 ? "the BatchNorm/add chain" : "storage") +
+         " in running-error form; k = " + std::to_string(static_cast<long>(m.k)) + " (" + p.order.label() +
+         ", n = " + std::to_string(m.n_terms) + "), u = 2^" + std::to_string(-m.arith->precision) +
+         (p.arith.label() == "default" ? "" : ", " + p.arith.label()) +
+         (m.general ? "; operands converted (" + p.arith.conv_operands.description() + "): + (2e + e^2)(1 + gamma_k) " +
+                          mag + " + their underflow, e = 2^" + std::to_string(static_cast<int>(std::log2(m.general->e)))
+                    : "");
 }
 
 // Per-element bounds, one vector for each accumulation coefficient in `coeffs` (gamma_k
@@ -312,13 +360,14 @@ std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerRes
         const double abs_xw = wino ? m.winograd[i] : (t + alpha) * A + eta * X;
         // exact.conv is within conv_radius of the exact conv: carried as extra error of y.v.
         const double E = gk * (abs_xw + b.mag() + b.e) + alpha * A + eta * X + b.e + underflow * (1 + gk) +
-                         (t + f.scale[o].e) * exact.conv_radius[i];
+                         (t + f.scale[o].e) * exact.conv_radius[i] + operand_error(m, gk, abs_xw, o);
         const long double dot = static_cast<long double>(exact.conv[i]) - (orig_bias.empty() ? 0.0L : orig_bias[o]);
         y = Bounded::with_error(0.0, round_up(E), ai.dtype);
         y.v = f.scale[o].v * dot + b.v;
       } else {
         const double E = gk * ((wino ? m.winograd[i] : A) + (has_bias ? std::fabs(conv.bias[o]) : 0.0)) +
-                         underflow * (1 + gk) + exact.conv_radius[i];
+                         underflow * (1 + gk) + exact.conv_radius[i] +
+                         operand_error(m, gk, wino ? m.winograd[i] : A, o);
         y = Bounded::with_error(0.0, round_up(E), ai.dtype);
         y.v = static_cast<long double>(exact.conv[i]);
       }

@@ -1,5 +1,7 @@
 #include "foldcheck/numerics/arithmetic.hpp"
 
+#include <vector>
+
 #include "foldcheck/base/errors.hpp"
 
 namespace foldcheck {
@@ -13,6 +15,7 @@ std::string Arithmetic::label() const {
   if (weight_dtype) add(std::string(name(*weight_dtype)) + "-weights");
   if (fold_dtype) add(std::string(name(*fold_dtype)) + "-fold");
   if (rsqrt_rounds_twice) add("rsqrt-rounds-twice");
+  if (conv_operands.operands()) add(std::string(conv_operands.name()) + "-" + name(conversion));
   return s.empty() ? "default" : s;
 }
 
@@ -28,6 +31,28 @@ Arithmetic arithmetic_from_json_fields(bool fma, const std::string& rsqrt, int n
   }
   if (!weight_dtype.empty()) a.weight_dtype = dtype_from_name(weight_dtype);
   return a;
+}
+
+void set_conv_operands(Arithmetic& a, const std::string& arithmetic, const std::string& conversion) {
+  const ConvArithmetic c = conv_arithmetic_from_name(arithmetic);
+  if (c.split() || c.narrow_accumulator())
+    throw InputError("arithmetic " + arithmetic +
+                     " is not evaluated here (its split operands or fp16 sums are not emulated): diagnose judges an "
+                     "output computed in it");
+  a.conv_operands = c;
+  if (!c.operands()) return;
+  const std::vector<OperandConversion> cs = c.conversions();
+  a.conversion = cs.front();
+  if (conversion.empty()) return;
+  std::string names;
+  for (const OperandConversion k : cs) {
+    if (conversion == name(k)) {
+      a.conversion = k;
+      return;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(name(k));
+  }
+  throw InputError("unknown conversion '" + conversion + "' for " + arithmetic + " (expected " + names + ")");
 }
 
 const char* name(Stage s) {

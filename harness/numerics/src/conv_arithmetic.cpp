@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/numerics/bounded.hpp"
 
 namespace foldcheck {
 
@@ -84,6 +85,25 @@ double ConvArithmetic::general_operand_factor() const {
   if (!f) return 0;
   const double e = std::ldexp(1.0, 1 - f->precision);
   return 2 * e + e * e;
+}
+
+std::optional<GeneralConvBound> general_conv_bound(const ConvArithmetic& a, double k) {
+  const auto f = a.operands();
+  const double kk = k * (a.split() ? 3 : 1);
+  if (!f || kk * a.accumulate_u() >= 0.5) return std::nullopt;
+  GeneralConvBound b;
+  b.e = std::ldexp(1.0, 1 - f->precision);
+  b.k = k;
+  b.factor = round_up(a.general_operand_factor() + gamma_k(kk, a.accumulate_u()) * (1 + b.e) * (1 + b.e));
+  b.absolute = !a.split();
+  b.s = b.absolute ? 2 * f->eta() : 0.0;
+  if (const auto acc = a.narrow_accumulator()) b.accumulator_eta = kk * acc->eta();
+  return b;
+}
+
+double GeneralConvBound::underflow(double channel_abs_w, double max_abs_x) const {
+  if (!absolute) return 0;
+  return round_up(s * (1 + e) * (channel_abs_w * (1 + 0x1p-40) + k * max_abs_x) + k * s * s);
 }
 
 std::string ConvArithmetic::description() const {

@@ -72,6 +72,8 @@ EngineRun EngineRun::from_json(const json& j) {
   if (r.failed) return r;
   r.notes = required<std::vector<std::string>>(j, "notes");
   r.fusion_preserved = optional<bool>(j, "fusion_preserved");
+  r.arithmetic = optional<std::string>(j, "arithmetic").value_or("float32");
+  r.algorithm = optional<std::string>(j, "algorithm").value_or("direct");
   r.final_outputs = list_of(j, "final_outputs", EngineFinalOutput::from_json);
   r.final_not_checked = optional<std::string>(j, "final_not_checked");
   r.first_weights_beyond = optional<std::string>(j, "first_weights_beyond");

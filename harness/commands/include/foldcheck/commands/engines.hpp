@@ -40,6 +40,7 @@
 
 #include "foldcheck/model/fold_check.hpp"
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/reference/certify.hpp"
 
 namespace foldcheck {
@@ -60,6 +61,12 @@ struct EnginesOptions {
   std::size_t output_samples = 32;   // perturbed float64 runs of the end-to-end bound (0: final outputs not judged)
   double timeout_seconds = 3600;   // per adapter run
   std::optional<std::string> work_dir;  // keep the adapters' files here (default: a temporary directory, removed)
+  // The arithmetic and algorithm the engines' convs computed in, for an engine whose manifest
+  // does not say (numerics/conv_arithmetic.hpp; --arithmetic, --algorithm): each layer's bound
+  // and the end-to-end bound hold for it. The manifest's `arithmetic` and `accumulation` (a
+  // layer's own first) are what the engine says it did, and win. Default float32, direct.
+  std::optional<ConvArithmetic> arithmetic;
+  std::optional<ConvAlgorithm> algorithm;
   ref::Options ref;
   std::function<void(const std::string&)> progress;
 };
@@ -133,6 +140,9 @@ struct EngineRun {
   std::vector<std::string> notes;
   std::optional<bool> fusion_preserved;
   bool folded_model = false;
+  // What its layers and final outputs are held to: the arithmetic (its name) and the
+  // algorithm ("direct", "winograd4", "per layer": the adapter named some layers' own).
+  std::string arithmetic = "float32", algorithm = "direct";
   std::vector<EngineLayer> layers;      // the original's pairs, graph order
   // The first layers, graph order, whose folded weights are beyond their bounds or that are not
   // the model's layer (not_the_layer), and whose outputs are beyond theirs.

@@ -16,6 +16,7 @@
 #include "foldcheck/io/case_file.hpp"
 #include "foldcheck/layer/order.hpp"
 #include "foldcheck/numerics/compare.hpp"
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/histogram.hpp"
 #include "foldcheck/reference/conv_bn_reference.hpp"
 #include "foldcheck/result/judgement.hpp"
@@ -30,6 +31,17 @@ struct RunOptions {
   std::size_t attribution_elements = 1024;  // outputs attributed per path (0: all)
   std::function<void(const std::string&)> progress;  // status lines for long runs (may be empty)
 };
+
+// `run --arithmetic A [--conversion C]`: every variant's conv operands converted to A by C
+// (set_conv_operands; empty A: unchanged, and then C must be empty too). InputError naming
+// the option otherwise.
+void apply_arithmetic(CaseSpec& spec, const std::string& arithmetic, const std::string& conversion);
+
+// `run --algorithm`: the case's accumulation orders replaced by the algorithm's (direct:
+// unchanged; split-k:S: blocked by ceil(k / S), S partial sums added at the end; winograd2:
+// Winograd F(2x2,3x3)). InputError for the algorithms the evaluator does not run (winograd4,
+// winograd6, fft: diagnose judges an output computed by them) or a geometry they refuse.
+void apply_algorithm(CaseSpec& spec, const ConvAlgorithm& a);
 
 // InputError naming the case when a run of it would need more than 3/4 of this machine's
 // memory (check_fits_in_memory); run_case checks it first.

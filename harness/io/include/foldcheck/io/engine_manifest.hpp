@@ -20,8 +20,15 @@
 //                     adapter knows it: the layers are held to that recipe's bounds only
 //   weight_dtype      optional: "float32" (default), "bfloat16" or "float16": the folded
 //                     weights' storage, a rounding the layers' bounds then include
-//   accumulation      optional: "direct" (default: a dot product in any order) or
-//                     "winograd_f2x3" (Winograd F(2x2,3x3), evaluate.hpp's bound)
+//   accumulation      optional: the conv algorithm of every layer where it applies: "direct"
+//                     (default: a dot product in any order, split-k too), "winograd_f2x3",
+//                     "winograd_f4x3", "winograd_f6x3" (Winograd F(m x m,3x3), 3x3 stride-1
+//                     convs: winograd_bound.hpp; F(2x2): evaluate.hpp's) or "fft" (stride 1:
+//                     fft_bound.hpp); a layer of `layers` may name its own (oneDNN picks
+//                     per layer): {"input", "output", "accumulation"}
+//   arithmetic        optional: the arithmetic of the convs' products and sums, one of
+//                     conv_arithmetic.hpp's names ("float32" default, "tf32", "bf16", "fp16",
+//                     "fp16-accumulate", "bf16x3")
 //   left_out          optional: {value name: reason}, layer outputs the engine did not compute
 //                     (an algorithm it does not offer for that layer): reported, not judged
 //   notes             optional list of strings, shown to the user
@@ -37,6 +44,8 @@
 #include <string>
 #include <vector>
 
+#include "foldcheck/numerics/conv_arithmetic.hpp"
+
 namespace foldcheck {
 
 struct EngineManifest {
@@ -46,12 +55,14 @@ struct EngineManifest {
   bool values_of_folded = false;
   std::map<std::string, std::string> outputs, values;  // value name -> full path
   struct LayerFiles {
-    std::string input, output;  // full paths
+    std::string input, output;               // full paths
+    std::optional<ConvAlgorithm> algorithm;  // its own accumulation
   };
   std::map<std::string, LayerFiles> layers;
   std::optional<bool> fusion_preserved;
   std::optional<std::string> fold_recipe, weight_dtype;
-  bool winograd = false;                    // accumulation "winograd_f2x3"
+  std::optional<ConvAlgorithm> algorithm;    // accumulation (Winograd2/4/6, FFT, Direct), when given
+  std::optional<ConvArithmetic> arithmetic;  // when given
   std::map<std::string, std::string> left_out;
   std::vector<std::string> notes;
 };

@@ -27,11 +27,18 @@
 //                  tensor take the scalar loop depends on its length and alignment (measured,
 //                  torch 2.14: the last ones of some lengths, all of a length below 32), so
 //                  a replay of a PyTorch fold tries both per channel (explain.cpp).
+//   conv_operands  the conv's products take operands converted to a narrower format first
+//                  (TF32, bf16, fp16 operands: conv_arithmetic.hpp), each input value and
+//                  weight by `conversion`, as tensor cores and bf16 dot-product units do; the
+//                  sums stay in the path's own arithmetic (the conv bias is added unconverted).
+//                  Float32: none. evaluate() converts, error_bounds() adds the conversions'
+//                  part of the general bound (general_conv_bound).
 // Stages name where each rounding happens, for attribution (attribution.hpp).
 #include <cmath>
 #include <optional>
 #include <string>
 
+#include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 
 namespace foldcheck {
@@ -53,10 +60,13 @@ struct Arithmetic {
   std::optional<DType> weight_dtype;
   std::optional<DType> fold_dtype;
   bool rsqrt_rounds_twice = false;
+  ConvArithmetic conv_operands;  // float32 (none), tf32, bf16 or fp16
+  OperandConversion conversion = OperandConversion::NearestEven;
 
   bool fast_rsqrt() const { return newton_steps >= 0; }
   bool multiplies_by_rsqrt() const { return fast_rsqrt() || rsqrt_multiply; }
-  std::string label() const;  // "default", "fma", "fast-rsqrt-1nr", "bfloat16-weights", "float16-fold", joined by '+'
+  std::string label() const;  // "default", "fma", "fast-rsqrt-1nr", "bfloat16-weights", "float16-fold",
+                              // "tf32-nearest-away", joined by '+'
   bool operator==(const Arithmetic&) const = default;
 };
 
@@ -64,6 +74,12 @@ struct Arithmetic {
 // "newton_steps": 0..2, "weight_dtype": "bfloat16"|...}; throws InputError.
 Arithmetic arithmetic_from_json_fields(bool fma, const std::string& rsqrt, int newton_steps,
                                        const std::string& weight_dtype);
+
+// Sets a's conv operands to the arithmetic named (float32, tf32, bf16, fp16) converted by the
+// conversion named ("" : the arithmetic's most common one, conv_arithmetic.hpp's first);
+// throws InputError for another name, or for fp16-accumulate and bf16x3 (a narrower
+// accumulator and split operands are not emulated by the evaluator: diagnose judges them).
+void set_conv_operands(Arithmetic& a, const std::string& arithmetic, const std::string& conversion);
 
 // Where a rounding happens. Fused path: var_eps (var + eps, with eps's conversion),
 // rsqrt (sqrt and the reciprocal or division by it), scale (gamma times the reciprocal),

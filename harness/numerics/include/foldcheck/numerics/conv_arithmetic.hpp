@@ -77,6 +77,28 @@ struct ConvArithmetic {
   bool operator==(const ConvArithmetic&) const = default;
 };
 
+// The general bound of arithmetic a on a conv whose outputs each sum k products (the
+// conversions' part and the accumulation's, conv_arithmetic's header), per output:
+//   |y^ - sum x w| <= factor sum|x w| + underflow(sum_ch |w|, max |x|)
+// factor = (2 e + e^2) + gamma_k'(u_acc) (1 + e)^2 (k' = 3 k for bf16x3's three products);
+// below the operand format's normal range a conversion errs absolutely by at most a
+// subnormal step s = 2 eta (truncation's; nearest's is half), so |x' w' - x w| <= |dx||w| +
+// |x||dw| + |dx||dw| adds s (1 + e)(sum_ch |w| + k max|x|) + k s^2 per output (sum_ch |w|:
+// the output channel's weights, a bound on its window's); a narrower accumulator than float32
+// (fp16-accumulate) errs absolutely too, by its eta per addition: k' eta_acc (accumulator_eta,
+// for a caller that does not model the accumulator otherwise). bf16x3's remainder is
+// relative only (its factor). One statement of it, for diagnose's general bound and the
+// engines' layers. None for float32 (no conversion) or where gamma_k'(u_acc) is undefined
+// (k' u_acc >= 1/2: fp16 accumulation of 1,024 products or more).
+struct GeneralConvBound {
+  double factor = 0;  // per unit sum|x w|
+  double e = 0, s = 0, k = 0;
+  double accumulator_eta = 0;  // k' eta_acc: a narrower accumulator's absolute error (0 for float32 sums)
+  bool absolute = true;        // the conversions' underflow terms apply (not for bf16x3)
+  double underflow(double channel_abs_w, double max_abs_x) const;  // the conversions' absolute part
+};
+std::optional<GeneralConvBound> general_conv_bound(const ConvArithmetic& a, double k);
+
 // Every arithmetic, float32 first (the default).
 const std::vector<ConvArithmetic>& all_conv_arithmetics();
 // Throws InputError naming the valid ones.

@@ -70,9 +70,11 @@ struct EngineFinalOutput {
 // One engine's run ("engines" element). Required: "label", "engine" ("" when unknown),
 // "verdict", "seconds", "failed" (null unless the run failed: then nothing else is read),
 // "notes", "fusion_preserved" (null: not said), "final_outputs", "final_not_checked",
-// "first_weights_beyond", "first_outputs_beyond" (null: none), "layers".
+// "first_weights_beyond", "first_outputs_beyond" (null: none), "layers"; optional
+// "arithmetic", "algorithm" (what its layers were held to; default float32, direct).
 struct EngineRun {
   std::string label, engine;
+  std::string arithmetic = "float32", algorithm = "direct";
   Verdict verdict = Verdict::Mistrusted;
   double seconds = 0;
   std::optional<std::string> failed;
