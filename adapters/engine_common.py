@@ -11,11 +11,14 @@ CONV_OPS = {"Conv", "FusedConv", "ConvTranspose"}
 class Manifest:
     """OUTDIR/manifest.json and the .npy files it names, written as they are added."""
 
-    def __init__(self, outdir, engine, folded_model=None, values_of=None):
+    def __init__(self, outdir, engine, folded_model=None, values_of=None, arithmetic="float32"):
+        # arithmetic: what the engine's convs compute in, declared (the engines command's
+        # --arithmetic is for engines that do not say): the built-in engines run on this CPU.
         os.makedirs(outdir, exist_ok=True)
         self.outdir = outdir
         self.data = {"protocol": 1, "engine": engine, "folded_model": folded_model,
                      "values_of": values_of or ("folded_model" if folded_model else "model"),
+                     "arithmetic": arithmetic, "accumulation": "direct",
                      "outputs": {}, "values": {}, "notes": []}
 
     def _save(self, kind, name, array):

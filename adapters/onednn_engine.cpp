@@ -14,7 +14,8 @@
 // (`layers`: the conv node's name), and in the manifest `fold_recipe`,
 // `weight_dtype` and `accumulation`, so the layers are held to that recipe's bounds; under
 // Winograd each layer names the transform oneDNN chose (`layers.L.accumulation`: its
-// F(2x2,3x3) kernels "winograd_f2x3", its F(4x4,3x3) ones "winograd_f4x3"). A layer oneDNN
+// F(2x2,3x3) kernels "winograd_f2x3", its F(4x4,3x3) ones "winograd_f4x3_onednn": interpolation
+// points 0, +-5/8, +-3/2, not NNPACK's, a bound of their own). A layer oneDNN
 // offers no implementation of the algorithm for (Winograd: 3x3, stride 1, AVX-512) is listed
 // in `left_out` with the reason. --fpmath bf16: float32 memory with oneDNN's fpmath_mode bf16
 // (its kernels may convert the operands to bf16 and accumulate in float32): the manifest
@@ -165,11 +166,12 @@ int run(const Args& a) {
       continue;
     }
     // The transform oneDNN chose for this layer: its F(2x2,3x3) kernels (wino_2x3) or its
-    // F(4x4,3x3) ones (wino_4x3, wino_reorder_4x3); foldcheck bounds both (winograd_bound.hpp).
+    // F(4x4,3x3) ones (wino_4x3, wino_reorder_4x3), at its own interpolation points;
+    // foldcheck bounds both (winograd_bound.hpp).
     std::string accumulation = "direct";
     if (a.algorithm == "winograd") {
       if (impl.find("wino_2x3") != std::string::npos) accumulation = "winograd_f2x3";
-      else if (impl.find("4x3") != std::string::npos) accumulation = "winograd_f4x3";
+      else if (impl.find("4x3") != std::string::npos) accumulation = "winograd_f4x3_onednn";
       else {
         left_out[key_of(m, p)] = "oneDNN chose " + impl + ", a Winograd kernel of a transform foldcheck does not know";
         ++impls[impl];

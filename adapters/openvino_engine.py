@@ -47,7 +47,8 @@ def main():
     fused = core.compile_model(core.read_model(a.model), "CPU", cfg)
     y = [v for v in fused(x).values()]
     outs = [o.get_any_name() for o in fused.outputs]
-    man = Manifest(a.outdir, f"openvino {ov.get_version()} (CPU, {a.precision})", values_of="model")
+    man = Manifest(a.outdir, f"openvino {ov.get_version()} (CPU, {a.precision})", values_of="model",
+                   arithmetic="bf16" if a.precision == "bf16" else "float32")
     for n, v in zip(outs, y):
         man.output(n, v)
     names = [v for v in layer_values(onnx.load(a.model).graph) if v not in outs]

@@ -110,8 +110,9 @@ TEST_CASE("converted conv operands stay within the bound that charges them", "[b
       const ref::LayerResult ex = reference(L);
       for (const char* an : {"tf32", "bf16", "fp16"})
         for (const char* cv : {"nearest-even", "nearest-away", "truncate"}) {
+          if (std::string(an) == "fp16" && std::string(cv) != "nearest-even") continue;  // fp16: IEEE's only
           Arithmetic ar;
-          set_conv_operands(ar, an, std::string(an) == "fp16" ? "nearest-even" : cv);
+          set_conv_operands(ar, an, cv);
           for (Accumulation acc : {Accumulation::Sequential, Accumulation::Pairwise, Accumulation::Winograd}) {
             const Policy p{acc, BnForm::Textbook, 1, ar}, plain{acc, BnForm::Textbook, 1, {}};
             std::vector<Graph> paths{L.g};
@@ -130,7 +131,7 @@ TEST_CASE("converted conv operands stay within the bound that charges them", "[b
           }
         }
     }
-  CHECK(checked == 2 * 4 * 3 * 3 * 3 * 3);
+  CHECK(checked == 2 * 4 * 7 * 3 * 3);  // dtypes, layers, arithmetic x conversion, orders, paths
   for (const char* an : {"tf32", "bf16", "fp16"}) {
     INFO(an);
     CHECK(beyond_float32[an] > 0);

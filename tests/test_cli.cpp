@@ -138,12 +138,14 @@ TEST_CASE("run --arithmetic and --algorithm: converted operands within their bou
         }
       }
   }
-  for (const auto& [args, message] :
-       std::vector<std::pair<std::string, std::string>>{{"--algorithm winograd4", "judged by diagnose's --algorithm"},
-                                                        {"--conversion truncate", "--conversion needs --arithmetic"},
-                                                        {"--arithmetic bf16x3", "bf16x3"},
-                                                        {"--arithmetic tf32 --conversion nearest",
-                                                         "unknown conversion 'nearest' for tf32"}}) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--algorithm winograd4", "judged by diagnose's --algorithm"},
+           {"--conversion truncate", "--conversion needs --arithmetic"},
+           {"--arithmetic bf16x3", "bf16x3"},
+           {"--arithmetic fp16 --conversion truncate", "fp16 operands are converted nearest-even only, not truncate"},
+           {"--arithmetic float32 --conversion truncate", "--conversion needs --arithmetic"},
+           {"--arithmetic tf32 --conversion nearest",
+            "unknown conversion 'nearest' (expected nearest-even, nearest-away or truncate)"}}) {
     INFO(args);
     const Result r = run("run " + c + " " + args + " -q");
     CHECK(r.code == 2);

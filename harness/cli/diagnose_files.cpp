@@ -57,7 +57,8 @@ void add_arithmetic_options(CLI::App* cmd, DiagnoseFiles& f) {
       ->capture_default_str();
   cmd->add_option("--algorithm", f.algorithm,
                   "How the conv's sums are formed: direct, winograd2 / winograd4 / winograd6 (Winograd F(m x m, "
-                  "3 x 3): its transforms' roundings bounded), fft (2-D FFTs: a normwise bound per output plane, "
+                  "3 x 3): its transforms' roundings bounded; winograd4-onednn: oneDNN's F(4x4,3x3), points 0, "
+                  "+-5/8, +-3/2), fft (2-D FFTs: a normwise bound per output plane, "
                   "float32 only), split-k:S (S partial sums added at the end: the direct bound holds unchanged)")
       ->capture_default_str();
 }

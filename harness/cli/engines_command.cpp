@@ -105,13 +105,15 @@ class EnginesCommand : public Command {
                      "The arithmetic the engines' convs ran in, for an engine whose manifest does not say: float32 "
                      "(default), tf32 (TF32 tensor cores), bf16 / fp16 (operands, float32 sums), fp16-accumulate, "
                      "bf16x3. Each layer is held to that arithmetic's general bound (every operand conversion keeping "
-                     "its bits), the final outputs to its end-to-end bound; diagnose replays one layer's conversions "
-                     "exactly, a sharper check")
+                     "its bits; outputs stored in its 16-bit format when every value is one), the final outputs to its "
+                     "end-to-end bound (nearest conversions; none for fp16-accumulate and bf16x3); diagnose replays "
+                     "one layer's conversions exactly, a sharper check")
         ->check(CLI::IsMember(arithmetics));
     cmd_->add_option("--algorithm", algorithm_,
                      "How the engines' convs formed their sums where it applies, for an engine whose manifest does not "
                      "say: direct (default), winograd2 / winograd4 / winograd6 (Winograd F(m x m, 3 x 3) on 3x3 "
-                     "stride-1 convs), fft (stride-1 convs, float32 only), split-k:S (the direct bound holds)");
+                     "stride-1 convs; winograd4-onednn: oneDNN's F(4x4) points), fft (stride-1 convs, float32 "
+                     "only), split-k:S (the direct bound holds)");
     cmd_->add_option("--work-dir", work_dir_, "Keep the adapters' files here (default: a temporary directory, removed)");
     cmd_->add_option("--python", python_, "Python for the built-in adapters (default: $FOLDCHECK_PYTHON, the project's .venv, python3)")
         ->check(CLI::ExistingFile);

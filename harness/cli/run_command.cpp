@@ -38,8 +38,8 @@ class RunCommand : public Command {
                      "With --arithmetic: how operands are converted, nearest-even, nearest-away or truncate (default: "
                      "the arithmetic's most common: TF32 nearest-away, bf16 and fp16 nearest-even)");
     cmd_->add_option("--algorithm", algorithm_,
-                     "Replace the case's accumulation orders: direct (as the case says), split-k:S (S partial sums "
-                     "added at the end), winograd2 (Winograd F(2x2,3x3))");
+                     "Replace the case's accumulation orders: direct (as the case says), split-k:S (partial sums of "
+                     "ceil(k/S) products added at the end: at most S), winograd2 (Winograd F(2x2,3x3))");
     add_output_options(cmd_, out_, {"text", "json", "markdown", "html"});
   }
 

@@ -1,6 +1,7 @@
 """`foldcheck engines --arithmetic / --algorithm` and an adapter's `arithmetic` and per-layer
-`accumulation` (issue 41): an engine computing its convs with TF32 operands, bf16 operands, or
-Winograd F(4x4,3x3) / F(6x6,3x3), emulated exactly in numpy (no GPU or AVX-512 needed here).
+`accumulation` (issue 41): an engine computing its convs with TF32 operands, bf16 operands, fp16
+operands with its bias and outputs in fp16, or Winograd F(4x4,3x3) / F(6x6,3x3) (oneDNN's points
+too), emulated exactly in numpy (no GPU or AVX-512 needed here).
 
 What it guards: each honest arithmetic is EXPECTED in every layer when declared (on the
 command line or in the manifest, a layer's own accumulation winning), TF32 is UNEXPECTED when
@@ -31,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 sys.path.insert(0, MODULE_DIR)
-from operand_bits import bf16, conv_winograd, tf32
+from operand_bits import bf16, conv_winograd, fp16, tf32
 
 model, inp, out, arith, algo, declare = sys.argv[1:7]
 changed, change = (sys.argv[7], float(sys.argv[8])) if len(sys.argv) > 8 else (None, 0.0)
@@ -43,10 +44,14 @@ def operands(a):
         return tf32(a, "nearest-away")
     if arith == "bf16":
         return bf16(a, "nearest-even")
+    if arith == "fp16":
+        return fp16(a)
     return a.astype(F32)
 
 def conv(x, w, stride):
     k = w.shape[2]
+    if algo == "winograd4-onednn" and k == 3 and stride == 1:
+        return conv_winograd(x, w, 4, points="onednn"), "winograd_f4x3_onednn"
     if algo in ("winograd4", "winograd6") and k == 3 and stride == 1:
         return conv_winograd(x, w, int(algo[-1])), "winograd_f%dx3" % int(algo[-1])
     xp = np.pad(operands(x), ((0, 0), (0, 0), (k // 2, k // 2), (k // 2, k // 2)))
@@ -63,6 +68,8 @@ def layer(name, x, stride=1):
     bf = (init[name + ".bn.beta"] - init[name + ".bn.mean"] * s).astype(F32)
     y, acc = conv(x, wf, stride)
     y = (y + bf[None, :, None, None]).astype(F32)
+    if arith == "fp16":  # TensorRT's and ONNX Runtime's fp16 modes: the bias converted, the output stored in fp16
+        y = fp16(y - bf[None, :, None, None] + fp16(bf)[None, :, None, None])
     if name == changed:
         y[:, 0] = (y[:, 0] * F32(1 + change)).astype(F32)
     layers[name] = {"input": "v%d.npy" % files, "output": "v%d.npy" % (files + 1)}
@@ -107,7 +114,9 @@ def by_name(e):
     ("tf32", "direct", "command"),
     ("tf32", "direct", "manifest"),
     ("bf16", "direct", "manifest"),
+    ("fp16", "direct", "manifest"),
     ("float32", "winograd4", "manifest"),
+    ("float32", "winograd4-onednn", "manifest"),
     ("float32", "winograd6", "command"),
 ])
 def test_an_honest_arithmetic_declared_is_expected_in_every_layer(model, tmp_path, arith, algo, declare):
@@ -116,14 +125,15 @@ def test_an_honest_arithmetic_declared_is_expected_in_every_layer(model, tmp_pat
     e = r["engines"][0]
     assert code == 0 and e["verdict"] == "EXPECTED", json.dumps(e, indent=1)[:3000]
     assert e["arithmetic"] == arith
-    assert e["algorithm"] == ("per layer" if declare == "manifest" else algo)
+    # The manifest names each layer's own: Winograd on the 3x3 ones, direct on the others.
+    assert e["algorithm"] == ("per layer" if declare == "manifest" and algo != "direct" else algo)
     layers = by_name(e)
     assert all(lay["outputs"]["elements"] > 0 for lay in layers.values())
     for name, lay in layers.items():
         ch = lay["outputs"]["channels"]
         three_by_three = name in ("stem", "block.conv1", "block.conv2")
         if algo != "direct" and three_by_three:
-            assert f"Winograd F({algo[-1]}x{algo[-1]},3x3)" in ch["not_computed"]
+            assert f"Winograd F({algo[8]}x{algo[8]},3x3)" in ch["not_computed"]
         elif arith != "float32":
             assert arith + ": the statistic models float32 products" in ch["not_computed"]
     if algo == "direct":
@@ -142,6 +152,7 @@ def test_tf32_undeclared_is_unexpected(model, tmp_path):
 @pytest.mark.parametrize("arith, algo, layer, change", [
     ("tf32", "direct", "block.conv2", 0.05),
     ("float32", "winograd4", "block.conv1", 1e-3),
+    ("float32", "winograd4-onednn", "block.conv1", 1e-3),
     ("float32", "winograd6", "block.conv1", 1e-2),
 ])
 def test_a_channel_change_beyond_the_arithmetic_is_named(model, tmp_path, arith, algo, layer, change):

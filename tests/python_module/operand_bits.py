@@ -49,8 +49,19 @@ def conv_numpy(x: np.ndarray, w: np.ndarray, stride: int = 1) -> np.ndarray:
     return np.ascontiguousarray(y.transpose(0, 3, 1, 2)).astype(np.float32)
 
 
-def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """B^T, G, A^T of F(m x m, 3 x 3) (the matrices NNPACK, oneDNN and cuDNN use), exact in float64."""
+def winograd_matrices(m: int, points: str = "lavin") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """B^T, G, A^T of F(m x m, 3 x 3), exact in float64: the matrices NNPACK and cuDNN use
+    (points 0, +-1, +-2, +-1/2), or points="onednn": oneDNN's F(4x4,3x3) (0, +-5/8, +-3/2; benchdnn's
+    ref_wino.cpp trans_I/W/O_4x4_3x3 as matrices)."""
+    if points == "onednn":
+        bt = [[0.87890625, 0, -2.640625, 0, 1, 0], [0, -1.40625, -2.25, 0.625, 1, 0],
+              [0, 1.40625, -2.25, -0.625, 1, 0], [0, -0.5859375, -0.390625, 1.5, 1, 0],
+              [0, 0.5859375, -0.390625, -1.5, 1, 0], [0, 0.87890625, 0, -2.640625, 0, 1]]
+        g = [[256 / 225, 0, 0], [-2048 / 2975, -256 / 595, -32 / 119], [-2048 / 2975, 256 / 595, -32 / 119],
+             [128 / 1071, 64 / 357, 32 / 119], [128 / 1071, -64 / 357, 32 / 119], [0, 0, 1]]
+        at = [[1, 1, 1, 1, 1, 0], [0, .625, -.625, 1.5, -1.5, 0], [0, .390625, .390625, 2.25, 2.25, 0],
+              [0, .244140625, -.244140625, 3.375, -3.375, 1]]
+        return np.array(bt, np.float64), np.array(g, np.float64), np.array(at, np.float64)
     if m == 2:
         bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
         g = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]
@@ -74,10 +85,11 @@ def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(bt, np.float64), np.array(g, np.float64), np.array(at, np.float64)
 
 
-def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype: type = np.float32) -> np.ndarray:
+def conv_winograd(x: np.ndarray, w: np.ndarray, m: int, padding: int = 1, dtype: type = np.float32,
+                  points: str = "lavin") -> np.ndarray:
     """Winograd F(m x m, 3 x 3) of a stride-1 3x3 conv, every stage in `dtype` (float32: as an
     engine computes it; float64: to check the matrices give the conv)."""
-    bt, g, at = (a.astype(dtype) for a in winograd_matrices(m))
+    bt, g, at = (a.astype(dtype) for a in winograd_matrices(m, points))
     n = m + 2
     N, C, H, W = x.shape
     oh, ow = H + 2 * padding - 2, W + 2 * padding - 2

@@ -218,6 +218,20 @@ def test_winograd_matrices_compute_the_conv():
     exact = conv(x, w, padding=1)
     for m in (2, 4, 6):
         assert np.abs(conv_winograd(x, w, m, dtype=np.float64) - exact).max() < 1e-6
+    assert np.abs(conv_winograd(x, w, 4, dtype=np.float64, points="onednn") - exact).max() < 1e-6
+
+
+def test_onednn_winograd_is_bounded_by_its_own_points():
+    """oneDNN's F(4x4,3x3) (points 0, +-5/8, +-3/2) in float32 is EXPECTED under winograd4-onednn,
+    and a 1e-3 change of one channel beyond it."""
+    rng = np.random.default_rng(7)
+    x = np.maximum(rng.standard_normal((1, 32, 13, 14)), 0).astype(np.float32)
+    w = (rng.standard_normal((16, 32, 3, 3)) * np.sqrt(2 / (9 * 32))).astype(np.float32)
+    y = conv_winograd(x, w, 4, points="onednn")
+    r = foldcheck.diagnose(x, y, weight=w, algorithm="winograd4-onednn")
+    assert r.verdict == "EXPECTED" and r["arithmetic"]["algorithm"] == "winograd4-onednn", r.summary
+    y[:, 3] *= np.float32(1 + 1e-3)
+    assert foldcheck.diagnose(x, y, weight=w, algorithm="winograd4-onednn").verdict == "UNEXPECTED"
 
 
 @pytest.mark.parametrize("channels", [8, 48])

@@ -282,7 +282,8 @@ void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, 
 // The layer's conv computed by Winograd F(m x m, 3 x 3): its bound's W and N in place of
 // sum|x w| and k (layer/winograd_bound.hpp; the exact output is the same).
 Layer winograd_layer(const DiagnoseInput& in, const ref::ConvGeometry& g, Layer L, int m) {
-  WinogradBound wb = winograd_bound(g, in.x.data, in.weights->data, {}, m);
+  const WinogradPoints pts = in.algorithm.onednn_points() ? WinogradPoints::OneDnn : WinogradPoints::Lavin;
+  WinogradBound wb = winograd_bound(g, in.x.data, in.weights->data, {}, m, pts);
   L.A = std::move(wb.W);
   L.k = wb.roundings;
   L.fold.clear();  // a 16-bit fused path's terms assume a direct conv

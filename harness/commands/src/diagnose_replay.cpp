@@ -348,15 +348,12 @@ std::optional<diagnosis::Layer> general_bound_layer(const DiagnoseInput& in, con
   if (!gb) return std::nullopt;
   Layer L = base;
   L.operand_factor = gb->factor;
-  if (!in.weights || !gb->absolute) return L;  // bf16x3's remainder: below 2^-16 |x| (its factor), no underflow term
-  double x_max = 0;
-  for (const double v : in.x.data) x_max = std::max(x_max, std::fabs(v));
-  const std::size_t per = in.weights->data.size() / static_cast<std::size_t>(base.C);
-  std::vector<double> w1(static_cast<std::size_t>(base.C), 0.0);
-  for (std::size_t j = 0; j < in.weights->data.size(); ++j) w1[j / per] += std::fabs(in.weights->data[j]);
+  if (!in.weights) return L;
+  const std::vector<double> uf =
+      gb->underflow_per_channel(in.weights->data, in.weights->data.size() / static_cast<std::size_t>(base.C),
+                                in.x.data);
   L.conv_err.resize(L.c.size(), 0.0);
-  for (std::size_t i = 0; i < L.c.size(); ++i)
-    L.conv_err[i] = round_up(L.conv_err[i] + gb->underflow(w1[L.channel(i, false)], x_max));
+  for (std::size_t i = 0; i < L.c.size(); ++i) L.conv_err[i] = round_up(L.conv_err[i] + uf[L.channel(i, false)]);
   return L;
 }
 

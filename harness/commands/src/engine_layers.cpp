@@ -88,7 +88,15 @@ PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult&
   return pb;
 }
 
-constexpr double kEngineFoldDelta = 0x1p-18;  // an engine's fold against the recipe's (conv_extra)
+// How far an engine's stored folded weights may lie from the recipe's, relative (conv_extra):
+// 2^-18 for float32 weights (diagnose_replay.hpp's kFoldDelta: every recipe with an exact or
+// refined rsqrt); with a narrower weight storage the engine may round to the other neighbour
+// of the recipe's value, 2 u of that type.
+double engine_fold_delta(const LayerOutputCheck& c) {
+  if (c.arith.weight_dtype && *c.arith.weight_dtype != DType::Float32)
+    return 2 * info(*c.arith.weight_dtype).unit_roundoff;
+  return 0x1p-18;
+}
 
 // The engine's algorithm where it applies to this layer: a Conv's (a Gemm or MatMul is a dot
 // product per output), Winograd's 3x3 stride-1 convs, the FFT's stride-1 ones; elsewhere the
@@ -104,9 +112,8 @@ ConvAlgorithm applied_algorithm(const LayerOutputCheck& c, const ref::ConvGeomet
 
 // The conv's own error of the algorithm and arithmetic beyond a direct float32 sum, per
 // output, for one recipe's conv `fg` (engine_layers.hpp states the terms); `formula` says which.
-// Winograd's W and the FFT's norms are of the recipe's stored weights; the engine's own fold
-// lies within 2^-18 of them relative (diagnose_replay.hpp's kFoldDelta: every recipe with an
-// exact or refined rsqrt), so both are taken (1 + 2^-18) larger. S already bounds any fold.
+// Winograd's W, the FFT's norms and S are of the recipe's stored weights; the engine's own
+// fold lies within engine_fold_delta of them relative, so each is taken that much larger.
 std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const std::vector<double>& x,
                                const std::vector<double>& S, std::string& formula) {
   const Node& conv = fg.nodes[0];
@@ -127,7 +134,7 @@ std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const
       cmag[i] = static_cast<long double>(S[i]) +
                 std::fabs(bias[static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O)]);
     E = fft_bound(g, x, conv.weight.data, bias, cmag).E;
-    for (double& e : E) e = round_up(e * (1 + kEngineFoldDelta));
+    for (double& e : E) e = round_up(e * (1 + engine_fold_delta(c)));
     formula = "; plus the FFT's normwise bound per output plane (fft_bound.hpp)";
     return E;
   }
@@ -135,28 +142,29 @@ std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const
   double k = static_cast<double>(g.terms_per_output()) + (conv.bias.empty() ? 0.0 : 1.0);
   WinogradBound wb;
   if (const int m = alg.winograd_tile()) {
-    wb = winograd_bound(g, x, conv.weight.data, bias, m);
-    for (double& w : wb.W) w = round_up(w * (1 + kEngineFoldDelta));
+    wb = winograd_bound(g, x, conv.weight.data, bias, m,
+                        alg.onednn_points() ? WinogradPoints::OneDnn : WinogradPoints::Lavin);
+    for (double& w : wb.W) w = round_up(w * (1 + engine_fold_delta(c)));
     M = &wb.W;
     k = wb.roundings;
-    if (f32 && m > 2)  // F(2x2): the order's own bound (evaluate.hpp)
+    if (f32 && (m > 2))  // F(2x2): the order's own bound (evaluate.hpp)
       for (std::size_t i = 0; i < n; ++i) E[i] = gamma_k(k, 0x1p-24) * wb.W[i];
-    formula = fmt::format("; plus Winograd F({0}x{0},3x3): gamma_N W, N = {1}", m, static_cast<long>(k));
+    formula = fmt::format("; plus Winograd F({0}x{0},3x3){2}: gamma_N W, N = {1}", m, static_cast<long>(k),
+                          alg.onednn_points() ? " with oneDNN's points" : "");
   }
   if (f32) return E;
   const std::optional<GeneralConvBound> gb = general_conv_bound(c.arithmetic, k);
   if (!gb)
     throw NoLayerBound(fmt::format("{}: gamma_k of its accumulation is undefined for k = {} terms per output",
                                    c.arithmetic.description(), static_cast<long>(k)));
-  const std::int64_t plane = g.OH() * g.OW(), per = g.terms_per_output();
-  double x_max = 0;
-  for (const double v : x) x_max = std::max(x_max, std::fabs(v));
-  std::vector<double> w1(static_cast<std::size_t>(g.O), 0.0);
-  for (std::size_t j = 0; j < conv.weight.data.size(); ++j)
-    w1[j / static_cast<std::size_t>(per)] += std::fabs(conv.weight.data[j]);
+  const std::vector<double> uf =
+      gb->underflow_per_channel(conv.weight.data, static_cast<std::size_t>(g.terms_per_output()), x);
+  const std::int64_t plane = g.OH() * g.OW();
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O);
-    E[i] = round_up(gb->factor * (*M)[i] + gb->underflow(w1[o], x_max) + gb->accumulator_eta);
+    // The bias added in the arithmetic too (torch.autocast converts it): M + |b'| (Winograd's W has it).
+    const double m = alg.winograd_tile() ? (*M)[i] : ((*M)[i] * (1 + engine_fold_delta(c)) + std::fabs(bias[o]));
+    E[i] = round_up(gb->factor * m + uf[o] + gb->accumulator_eta);
   }
   formula += fmt::format("; plus {}: the general bound {:.3g} {} + its underflow terms", c.arithmetic.description(),
                          gb->factor, alg.winograd_tile() ? "W" : "sum|x w'|");
@@ -190,6 +198,23 @@ void add_conv_extra(const LayerOutputCheck& c, const std::vector<Graph>& folded,
     pb.prob[i] = round_up(pb.prob[i] + extra[i]);
   }
   pb.formula += formula;
+}
+
+// An engine computing in a 16-bit operand format (bf16, fp16: TensorRT's and ONNX Runtime's
+// fp16 modes, torch.autocast) may store the layer's output in it: when every output value is
+// one of the format's values, each is taken as the format's rounding of the computed value,
+// |fl16(v) - v| <= u16 |v| + eta16 with |v| <= |y*| + E: u16 (|y*| + E) + eta16 added.
+void add_narrow_storage(const LayerOutputCheck& c, const ref::LayerResult& exact, PathBounds& pb) {
+  const std::optional<OperandFormat> f = c.arithmetic.operands();
+  if (!f || c.arithmetic.kind == ConvArithmeticKind::TF32 || !all_values_of(c.y.data, *f)) return;
+  for (std::size_t i = 0; i < pb.det.size(); ++i) {
+    const auto a = exact.y.approx(i);
+    const double y = std::fabs(a.hi + a.lo);
+    pb.det[i] = round_up(pb.det[i] + f->u() * (y + pb.det[i]) + f->eta());
+    pb.prob[i] = round_up(pb.prob[i] + f->u() * (y + pb.prob[i]) + f->eta());
+  }
+  pb.formula +=
+      fmt::format("; its outputs stored in the 16-bit operand format: + u (|y*| + E) + eta, u = 2^-{}", f->precision);
 }
 
 // K honest computations of the folded layer on x (channel_bias.hpp). Real kernels sum the
@@ -401,6 +426,7 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   const std::vector<Graph> folded = folded_graphs(g, c);
   PathBounds pb = path_bounds(folded, exact, c, x.data);
   add_conv_extra(c, folded, x.data, pb);
+  add_narrow_storage(c, exact, pb);
   const std::size_t n = exact.y.size();
   // The reference in double (hi + lo: within 2^-53 relative, added to the bounds), activated.
   std::vector<double> ystar(n), yact(n);

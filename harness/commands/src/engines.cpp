@@ -318,6 +318,27 @@ ConvArithmetic engine_arithmetic(const Context& cx, const EngineManifest& man) {
   return man.arithmetic.value_or(cx.o.arithmetic.value_or(ConvArithmetic{}));
 }
 
+// What the run's layers are held to (EngineRun::arithmetic, algorithm: "per layer" when its
+// layers name different ones), and a note where the adapter's declaration overrides the
+// command line's.
+void declared_arithmetic(EngineRun& run, const Context& cx, const EngineManifest& man) {
+  run.arithmetic = engine_arithmetic(cx, man).name();
+  const ConvAlgorithm all = man.algorithm.value_or(cx.o.algorithm.value_or(ConvAlgorithm{}));
+  std::set<std::string> named;
+  for (const auto& [layer, files] : man.layers) named.insert(files.algorithm.value_or(all).name());
+  run.algorithm = named.size() > 1 ? "per layer" : named.empty() ? all.name() : *named.begin();
+  if (cx.o.arithmetic && man.arithmetic && *cx.o.arithmetic != *man.arithmetic)
+    run.notes.push_back(
+        fmt::format("the adapter declares arithmetic {}: its layers are held to it ({} {} applies to "
+                    "engines that do not say)",
+                    man.arithmetic->name(), field("arithmetic"), cx.o.arithmetic->name()));
+  if (cx.o.algorithm && man.algorithm && *cx.o.algorithm != *man.algorithm)
+    run.notes.push_back(
+        fmt::format("the adapter declares algorithm {}: its layers are held to it ({} {} applies to "
+                    "engines that do not say)",
+                    man.algorithm->name(), field("algorithm"), cx.o.algorithm->name()));
+}
+
 // Each final output the engine wrote against the float64 run and the end-to-end bound.
 void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const Say& say) {
   if (man.outputs.empty() || cx.o.output_samples == 0) {
@@ -338,13 +359,21 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
   }
   // Activations stored in the arithmetic's 16-bit format when every final output value is one
   // of its values (torch.autocast's outputs), as accuracy-diff decides.
+  // Or when every layer output it wrote is (a final output computed in float32 from 16-bit
+  // activations, a mean, is not one).
   const ConvArithmetic a = engine_arithmetic(cx, man);
   std::map<std::string, Tensor> ys;
-  bool stored16 = a.operands().has_value() && a.kind != ConvArithmeticKind::TF32;
+  const bool narrow = a.operands().has_value() && a.kind != ConvArithmeticKind::TF32;
+  bool finals16 = narrow, layers16 = narrow && !man.layers.empty();
   for (const auto& [out, path] : man.outputs) {
+    const std::string& name = out;  // (a structured binding is not captured before C++20's clang 16)
+    if (std::ranges::none_of(cx.model.outputs, [&](const auto& o) { return o.name == name; })) continue;
     ys[out] = read_value(man, path);
-    stored16 = stored16 && all_values_of(ys[out].data, *a.operands());
+    finals16 = finals16 && narrow && all_values_of(ys[out].data, *a.operands());
   }
+  for (auto it = man.layers.begin(); layers16 && it != man.layers.end(); ++it)
+    layers16 = all_values_of(read_value(man, it->second.output).data, *a.operands());
+  const bool stored16 = finals16 || layers16;
   const auto& made = end_to_end_bound(cx, say, a, stored16);
   if (const auto* why = std::get_if<std::string>(&made)) {
     run.final_not_checked = "no end-to-end bound: " + *why;
@@ -352,7 +381,7 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
   }
   const OutputBound* ob = &std::get<OutputBound>(made);
   for (const auto& [out, path] : man.outputs) {
-    if (!ob->reference.count(out)) continue;  // not a graph output of the original
+    if (!ob->reference.contains(out) || !ys.contains(out)) continue;  // not a graph output of the original
     const Tensor& y = ys.at(out);
     const Tensor& ref = ob->reference.at(out);
     const bool other_layers =
@@ -579,10 +608,7 @@ EngineRun run_engine(const EngineSpec& spec, const Context& cx, const fs::path& 
     run.notes = man.notes;
     run.fusion_preserved = man.fusion_preserved;
     run.folded_model = man.folded_model.has_value();
-    run.arithmetic = engine_arithmetic(cx, man).name();
-    run.algorithm = man.algorithm.value_or(cx.o.algorithm.value_or(ConvAlgorithm{})).name();
-    if (std::ranges::any_of(man.layers, [](const auto& l) { return l.second.algorithm.has_value(); }))
-      run.algorithm = "per layer";
+    declared_arithmetic(run, cx, man);
     std::optional<FoldedModel> fm;
     if (man.folded_model) fm = FoldedModel{read_folded_model(man), {}};
     check_manifest_names(man, cx.model, fm ? &fm->model : nullptr);

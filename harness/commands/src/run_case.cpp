@@ -233,7 +233,7 @@ struct DtypeRun {
 }  // namespace
 
 void apply_arithmetic(CaseSpec& spec, const std::string& arithmetic, const std::string& conversion) {
-  if (arithmetic.empty()) {
+  if (arithmetic.empty() || arithmetic == "float32") {  // as the case says
     if (!conversion.empty())
       throw InputError(field("conversion") + " needs " + field("arithmetic") + " (tf32, bf16 or fp16)");
     return;

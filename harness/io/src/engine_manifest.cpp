@@ -65,15 +65,16 @@ void check_keys(const std::string& where, const json& m) {
 // An `accumulation` value: the algorithm it names.
 ConvAlgorithm accumulation(const std::string& where, const json& v, const std::string& field) {
   static const std::vector<std::pair<std::string, ConvAlgorithmKind>> kNames{
-      {"direct", ConvAlgorithmKind::Direct},
-      {"winograd_f2x3", ConvAlgorithmKind::Winograd2},
-      {"winograd_f4x3", ConvAlgorithmKind::Winograd4},
-      {"winograd_f6x3", ConvAlgorithmKind::Winograd6},
-      {"fft", ConvAlgorithmKind::FFT}};
+      {"direct", ConvAlgorithmKind::Direct},           {"winograd_f2x3", ConvAlgorithmKind::Winograd2},
+      {"winograd_f4x3", ConvAlgorithmKind::Winograd4}, {"winograd_f4x3_onednn", ConvAlgorithmKind::Winograd4OneDnn},
+      {"winograd_f6x3", ConvAlgorithmKind::Winograd6}, {"fft", ConvAlgorithmKind::FFT}};
   if (v.is_string())
     for (const auto& [n, k] : kNames)
       if (v.get<std::string>() == n) return ConvAlgorithm{k};
-  refuse(where, "`" + field + R"(` must be "direct", "winograd_f2x3", "winograd_f4x3", "winograd_f6x3" or "fft")");
+  refuse(
+      where,
+      "`" + field +
+          R"(` must be "direct", "winograd_f2x3", "winograd_f4x3", "winograd_f4x3_onednn", "winograd_f6x3" or "fft")");
 }
 
 void read_layers(const std::string& where, const std::string& dir, const json& m, EngineManifest& e) {

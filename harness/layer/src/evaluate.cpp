@@ -265,11 +265,9 @@ struct AccumulationModel {
   double k, union_terms;
   const DTypeInfo* arith;
   std::vector<double> winograd;  // empty unless Winograd
-  // Converted conv operands (Arithmetic::conv_operands): the general bound's conversion part,
-  // per unit sum|x w| (2 e + e^2), e, and its absolute part per output channel (sum_ch |w|
-  // of the conv's weights, max |x|).
+  // Converted conv operands (Arithmetic::conv_operands): the general bound, and its absolute
+  // part per output channel (sum_ch |w| of the conv's weights, max |x|).
   std::optional<GeneralConvBound> general;
-  double operand_factor = 0;
   std::vector<double> operand_underflow;  // per output channel
 };
 
@@ -280,24 +278,18 @@ void operand_terms(const Policy& p, const Node& conv, const std::vector<double>*
   if (!x) throw std::invalid_argument("error bounds: converted operands need the input");
   m.general = general_conv_bound(a, static_cast<double>(m.n_terms));
   if (!m.general) throw InputError(std::string(a.name()) + ": no bound (gamma_k of its accumulation is undefined)");
-  m.operand_factor = a.general_operand_factor();
-  double x_max = 0;
-  for (const double v : *x) x_max = std::max(x_max, std::fabs(v));
-  const ref::ConvGeometry& g = conv.geometry;
-  m.operand_underflow.assign(static_cast<std::size_t>(g.O), 0.0);
-  const std::size_t per = static_cast<std::size_t>(g.terms_per_output());
-  std::vector<double> w1(static_cast<std::size_t>(g.O), 0.0);
-  for (std::size_t j = 0; j < conv.weight.data.size(); ++j) w1[j / per] += std::fabs(conv.weight.data[j]);
-  for (std::size_t o = 0; o < w1.size(); ++o) m.operand_underflow[o] = m.general->underflow(w1[o], x_max);
+  m.operand_underflow =
+      m.general->underflow_per_channel(conv.weight.data, static_cast<std::size_t>(conv.geometry.terms_per_output()),
+                                       *x);
 }
 
-// The conversions' part of a conv output's error: (2 e + e^2) M + gamma (2 e + e^2) M (the
-// sums' gamma on sum|x^ w^| <= (1 + e)^2 M instead of M) + the absolute part; M = sum|x w|
-// (or Winograd's W, which bounds it: the transforms run on the converted operands).
+// The conversions' part of a conv output's error: (2 e + e^2) M + gk (2 e + e^2) M (the sums'
+// gk on sum|x^ w^| <= (1 + e)^2 M instead of M) + the absolute part; M = sum|x w| (or
+// Winograd's W, which bounds it: the transforms run on the converted operands). gk: the path's
+// own (deterministic or probabilistic) coefficient.
 double operand_error(const AccumulationModel& m, double gk, double M, std::size_t o) {
   if (!m.general) return 0;
-  const double e = m.general->e;
-  return m.operand_factor * M + gk * (2 * e + e * e) * M + m.operand_underflow[o];
+  return (m.general->relative(gk) - gk) * M + m.operand_underflow[o];
 }
 
 AccumulationModel accumulation_model(const Graph& g, const Policy& p, const std::vector<double>* x) {

@@ -28,6 +28,34 @@ WinogradMatrices f4() {
           {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1}};
 }
 
+// oneDNN's F(4x4,3x3): benchdnn's trans_I/W/O_4x4_3x3 written as matrices (its float
+// literals are these rationals rounded: 32/119 = 0.26890756302521, 2048/2975, 128/1071,
+// 256/595, 64/357, 256/225).
+WinogradMatrices f4_onednn() {
+  return {4,
+          6,
+          {0.87890625, 0,          -2.640625, 0,         1, 0,  //
+           0,          -1.40625,   -2.25,     0.625,     1, 0,  //
+           0,          1.40625,    -2.25,     -0.625,    1, 0,  //
+           0,          -0.5859375, -0.390625, 1.5,       1, 0,  //
+           0,          0.5859375,  -0.390625, -1.5,      1, 0,  //
+           0,          0.87890625, 0,         -2.640625, 0, 1},
+          {256.0 / 225, 0, 0,                          //
+           -2048.0 / 2975, -256.0 / 595, -32.0 / 119,  //
+           -2048.0 / 2975, 256.0 / 595, -32.0 / 119,   //
+           128.0 / 1071, 64.0 / 357, 32.0 / 119,       //
+           128.0 / 1071, -64.0 / 357, 32.0 / 119,      //
+           0, 0, 1},
+          {1,     1,           1,
+           1,     1,           0,  //
+           0,     0.625,       -0.625,
+           1.5,   -1.5,        0,  //
+           0,     0.390625,    0.390625,
+           2.25,  2.25,        0,  //
+           0,     0.244140625, -0.244140625,
+           3.375, -3.375,      1}};
+}
+
 WinogradMatrices f6() {
   const double a = 21.0 / 4, b = 17.0 / 4;
   return {6,
@@ -71,8 +99,13 @@ std::vector<double> abs_sandwich(const std::vector<double>& P, int r, int k, con
 
 }  // namespace
 
-const WinogradMatrices& winograd_matrices(int m) {
-  static const WinogradMatrices m2 = f2(), m4 = f4(), m6 = f6();
+const WinogradMatrices& winograd_matrices(int m, WinogradPoints points) {
+  static const WinogradMatrices m2 = f2(), m4 = f4(), m6 = f6(), m4o = f4_onednn();
+  if (points == WinogradPoints::OneDnn) {
+    if (m == 4) return m4o;
+    throw InputError("oneDNN's Winograd transform is F(4 x 4, 3 x 3), not F(" + std::to_string(m) + " x " +
+                     std::to_string(m) + ", 3 x 3)");
+  }
   if (m == 2) return m2;
   if (m == 4) return m4;
   if (m == 6) return m6;
@@ -80,10 +113,10 @@ const WinogradMatrices& winograd_matrices(int m) {
 }
 
 WinogradBound winograd_bound(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                             const std::vector<double>& bias, int m) {
+                             const std::vector<double>& bias, int m, WinogradPoints points) {
   if (g.KH != 3 || g.KW != 3 || g.stride_h != 1 || g.stride_w != 1 || g.dil_h != 1 || g.dil_w != 1)
     throw InputError("Winograd F(m x m, 3 x 3) computes 3 x 3 convs of stride 1 and dilation 1 only");
-  const WinogradMatrices& M = winograd_matrices(m);
+  const WinogradMatrices& M = winograd_matrices(m, points);
   const int n = M.n;
   const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, OH = g.OH(), OW = g.OW();
   // |G| |g_oc| |G^T| per (o, ci): n x n each.
@@ -95,7 +128,7 @@ WinogradBound winograd_bound(const ref::ConvGeometry& g, const std::vector<doubl
       U[static_cast<std::size_t>(o * cg + ci)] = abs_sandwich(M.G, n, 3, k, 3, M.G, n);
     }
   WinogradBound r;
-  r.roundings = 4.0 * n + static_cast<double>(cg) + 9;
+  r.roundings = 4.0 * n + static_cast<double>(cg) + 9 + (points == WinogradPoints::OneDnn ? 4 : 0);
   r.W.assign(static_cast<std::size_t>(g.output_size()), 0.0);
   std::vector<double> d(static_cast<std::size_t>(n * n)), acc(static_cast<std::size_t>(n * n));
   for (std::int64_t b = 0; b < g.N; ++b)

@@ -39,6 +39,8 @@ void set_conv_operands(Arithmetic& a, const std::string& arithmetic, const std::
     throw InputError("arithmetic " + arithmetic +
                      " is not evaluated here (its split operands or fp16 sums are not emulated): diagnose judges an "
                      "output computed in it");
+  if (!c.operands() && !conversion.empty())
+    throw InputError("conversion '" + conversion + "' needs an operand arithmetic (tf32, bf16 or fp16)");
   a.conv_operands = c;
   if (!c.operands()) return;
   const std::vector<OperandConversion> cs = c.conversions();
@@ -52,7 +54,11 @@ void set_conv_operands(Arithmetic& a, const std::string& arithmetic, const std::
     }
     names += (names.empty() ? "" : ", ") + std::string(name(k));
   }
-  throw InputError("unknown conversion '" + conversion + "' for " + arithmetic + " (expected " + names + ")");
+  for (const OperandConversion k :
+       {OperandConversion::NearestEven, OperandConversion::NearestAway, OperandConversion::Truncate})
+    if (conversion == name(k))
+      throw InputError(arithmetic + " operands are converted " + names + " only, not " + conversion);
+  throw InputError("unknown conversion '" + conversion + "' (expected nearest-even, nearest-away or truncate)");
 }
 
 const char* name(Stage s) {

@@ -93,17 +93,29 @@ std::optional<GeneralConvBound> general_conv_bound(const ConvArithmetic& a, doub
   if (!f || kk * a.accumulate_u() >= 0.5) return std::nullopt;
   GeneralConvBound b;
   b.e = std::ldexp(1.0, 1 - f->precision);
-  b.k = k;
-  b.factor = round_up(a.general_operand_factor() + gamma_k(kk, a.accumulate_u()) * (1 + b.e) * (1 + b.e));
-  b.absolute = !a.split();
-  b.s = b.absolute ? 2 * f->eta() : 0.0;
+  b.k = kk;
+  b.gamma = gamma_k(kk, a.accumulate_u());
+  b.operand_factor = a.general_operand_factor();
+  b.factor = round_up(b.relative(b.gamma));
+  b.s = 2 * f->eta();
   if (const auto acc = a.narrow_accumulator()) b.accumulator_eta = kk * acc->eta();
   return b;
 }
 
+double GeneralConvBound::relative(double gk) const { return round_up(operand_factor + gk * (1 + e) * (1 + e)); }
+
 double GeneralConvBound::underflow(double channel_abs_w, double max_abs_x) const {
-  if (!absolute) return 0;
-  return round_up(s * (1 + e) * (channel_abs_w * (1 + 0x1p-40) + k * max_abs_x) + k * s * s);
+  return round_up((s * (1 + e) * (channel_abs_w * (1 + 0x1p-40) + k * max_abs_x) + k * s * s) * (1 + gamma));
+}
+
+std::vector<double> GeneralConvBound::underflow_per_channel(const std::vector<double>& w, std::size_t per,
+                                                            const std::vector<double>& x) const {
+  double x_max = 0;
+  for (const double v : x) x_max = std::max(x_max, std::fabs(v));
+  std::vector<double> w1(per ? w.size() / per : 0, 0.0);
+  for (std::size_t j = 0; j < w1.size() * per; ++j) w1[j / per] += std::fabs(w[j]);
+  for (double& v : w1) v = underflow(v, x_max);
+  return w1;
 }
 
 std::string ConvArithmetic::description() const {
@@ -167,6 +179,7 @@ std::string ConvAlgorithm::name() const {
     case ConvAlgorithmKind::Direct: return "direct";
     case ConvAlgorithmKind::Winograd2: return "winograd2";
     case ConvAlgorithmKind::Winograd4: return "winograd4";
+    case ConvAlgorithmKind::Winograd4OneDnn: return "winograd4-onednn";
     case ConvAlgorithmKind::Winograd6: return "winograd6";
     case ConvAlgorithmKind::FFT: return "fft";
     case ConvAlgorithmKind::SplitK: return "split-k:" + std::to_string(splits);
@@ -177,7 +190,8 @@ std::string ConvAlgorithm::name() const {
 int ConvAlgorithm::winograd_tile() const {
   switch (kind) {
     case ConvAlgorithmKind::Winograd2: return 2;
-    case ConvAlgorithmKind::Winograd4: return 4;
+    case ConvAlgorithmKind::Winograd4:
+    case ConvAlgorithmKind::Winograd4OneDnn: return 4;
     case ConvAlgorithmKind::Winograd6: return 6;
     default: return 0;
   }
@@ -185,7 +199,7 @@ int ConvAlgorithm::winograd_tile() const {
 
 ConvAlgorithm conv_algorithm_from_name(std::string_view n) {
   using K = ConvAlgorithmKind;
-  for (const K k : {K::Direct, K::Winograd2, K::Winograd4, K::Winograd6, K::FFT})
+  for (const K k : {K::Direct, K::Winograd2, K::Winograd4, K::Winograd4OneDnn, K::Winograd6, K::FFT})
     if (ConvAlgorithm a{k}; n == a.name()) return a;
   if (n.substr(0, 8) == "split-k:" && n.size() > 8 && n.size() <= 14 &&
       n.substr(8).find_first_not_of("0123456789") == std::string_view::npos) {

@@ -33,8 +33,8 @@ struct RunOptions {
 };
 
 // `run --arithmetic A [--conversion C]`: every variant's conv operands converted to A by C
-// (set_conv_operands; empty A: unchanged, and then C must be empty too). InputError naming
-// the option otherwise.
+// (set_conv_operands; empty A or float32: as the case says, and then C must be empty too).
+// InputError naming the option otherwise.
 void apply_arithmetic(CaseSpec& spec, const std::string& arithmetic, const std::string& conversion);
 
 // `run --algorithm`: the case's accumulation orders replaced by the algorithm's (direct:

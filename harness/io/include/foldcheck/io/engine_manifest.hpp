@@ -23,7 +23,8 @@
 //   accumulation      optional: the conv algorithm of every layer where it applies: "direct"
 //                     (default: a dot product in any order, split-k too), "winograd_f2x3",
 //                     "winograd_f4x3", "winograd_f6x3" (Winograd F(m x m,3x3), 3x3 stride-1
-//                     convs: winograd_bound.hpp; F(2x2): evaluate.hpp's) or "fft" (stride 1:
+//                     convs: winograd_bound.hpp; F(2x2): evaluate.hpp's), "winograd_f4x3_onednn"
+//                     (oneDNN's F(4x4,3x3), other interpolation points) or "fft" (stride 1:
 //                     fft_bound.hpp); a layer of `layers` may name its own (oneDNN picks
 //                     per layer): {"input", "output", "accumulation"}
 //   arithmetic        optional: the arithmetic of the convs' products and sums, one of

@@ -25,6 +25,11 @@
 // transforms (shared subexpressions, as NNPACK and oneDNN write them) has the same coefficient
 // magnitudes along every path only if no subexpression is reused with cancelling signs; a
 // factor kWinogradSlack = 2 on W is stated for that.
+// oneDNN's F(4 x 4, 3 x 3) (its x64 wino_4x3 kernels, the transforms of benchdnn's
+// ref_wino.cpp trans_I/W/O_4x4_3x3) interpolates at 0, +-5/8, +-3/2: its own matrices
+// (WinogradPoints::OneDnn; exact rationals, checked to compute the conv), W up to 3.7x the
+// other points'. Its factored weight transform rounds up to 5 times per side (coefficient, a
+// product, three sums) where the count above charges 4: N + 4 is charged for it.
 // Stride 1, dilation 1, 3 x 3 kernels only (where the algorithm applies); any padding, groups.
 #include <vector>
 
@@ -34,6 +39,8 @@ namespace foldcheck {
 
 inline constexpr double kWinogradSlack = 2.0;
 
+enum class WinogradPoints { Lavin, OneDnn };  // 0, +-1, +-2, +-1/2 (m = 2, 4, 6); oneDNN's 0, +-5/8, +-3/2 (m = 4)
+
 struct WinogradBound {
   std::vector<double> W;  // per output (NCHW), kWinogradSlack included, the bias's |b| added
   double roundings = 0;   // N
@@ -41,13 +48,14 @@ struct WinogradBound {
 
 // Throws InputError when the geometry is not one Winograd F(m x m, 3 x 3) computes.
 WinogradBound winograd_bound(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                             const std::vector<double>& bias, int m);
+                             const std::vector<double>& bias, int m, WinogradPoints points = WinogradPoints::Lavin);
 
 // The algorithm's matrices (exact values, row-major): B^T (n x n), G (n x 3), A^T (m x n).
 struct WinogradMatrices {
   int m = 0, n = 0;
   std::vector<double> BT, G, AT;
 };
-const WinogradMatrices& winograd_matrices(int m);
+// InputError for OneDnn with m other than 4.
+const WinogradMatrices& winograd_matrices(int m, WinogradPoints points = WinogradPoints::Lavin);
 
 }  // namespace foldcheck

@@ -80,22 +80,31 @@ struct ConvArithmetic {
 // The general bound of arithmetic a on a conv whose outputs each sum k products (the
 // conversions' part and the accumulation's, conv_arithmetic's header), per output:
 //   |y^ - sum x w| <= factor sum|x w| + underflow(sum_ch |w|, max |x|)
-// factor = (2 e + e^2) + gamma_k'(u_acc) (1 + e)^2 (k' = 3 k for bf16x3's three products);
-// below the operand format's normal range a conversion errs absolutely by at most a
-// subnormal step s = 2 eta (truncation's; nearest's is half), so |x' w' - x w| <= |dx||w| +
-// |x||dw| + |dx||dw| adds s (1 + e)(sum_ch |w| + k max|x|) + k s^2 per output (sum_ch |w|:
-// the output channel's weights, a bound on its window's); a narrower accumulator than float32
-// (fp16-accumulate) errs absolutely too, by its eta per addition: k' eta_acc (accumulator_eta,
-// for a caller that does not model the accumulator otherwise). bf16x3's remainder is
-// relative only (its factor). One statement of it, for diagnose's general bound and the
-// engines' layers. None for float32 (no conversion) or where gamma_k'(u_acc) is undefined
-// (k' u_acc >= 1/2: fp16 accumulation of 1,024 products or more).
+// factor = (2 e + e^2) + gamma (1 + e)^2, gamma = gamma_k'(u_acc) (k' = 3 k for bf16x3's three
+// products: their magnitudes sum to <= (1 + 4a + 7a^2)|x w| (a = 2^-8), covered by (1 + e)^2 with
+// e = a because its operand factor charges 4a^2 where 3.05a^2 is needed). Below the operand
+// format's normal range a conversion errs absolutely by at most a subnormal step s = 2 eta
+// (truncation's; nearest's is half), so |x' w' - x w| <= |dx||w| + |x||dw| + |dx||dw| adds
+// a = s (1 + e)(sum_ch |w| + k max|x|) + k s^2 per output (sum_ch |w|: the output channel's
+// weights, a bound on its window's; bf16x3's hi and lo are bf16 values, so the same with
+// bf16's s); the sums then see magnitudes up to that much larger: underflow = a (1 + gamma).
+// A narrower accumulator than float32 (fp16-accumulate) errs absolutely too, by its eta per
+// addition: k' eta_acc (accumulator_eta, for a caller that does not model the accumulator
+// otherwise). One statement of it, for diagnose's general bound, the engines' layers and the
+// evaluator (Arithmetic::conv_operands). None for float32 (no conversion) or where gamma is
+// undefined (k' u_acc >= 1/2: fp16 accumulation of 1,024 products or more).
 struct GeneralConvBound {
-  double factor = 0;  // per unit sum|x w|
-  double e = 0, s = 0, k = 0;
+  double factor = 0;          // per unit sum|x w|
+  double operand_factor = 0;  // its conversions' part, 2 e + e^2
+  double e = 0, s = 0, k = 0, gamma = 0;
   double accumulator_eta = 0;  // k' eta_acc: a narrower accumulator's absolute error (0 for float32 sums)
-  bool absolute = true;        // the conversions' underflow terms apply (not for bf16x3)
+  // The relative factor with the sums' own gamma_k in place of gamma (the evaluator's path
+  // arithmetic): operand_factor + gk (1 + e)^2.
+  double relative(double gk) const;
   double underflow(double channel_abs_w, double max_abs_x) const;  // the conversions' absolute part
+  // underflow() of every output channel: weights w (O x per, per = the window's terms), input x.
+  std::vector<double> underflow_per_channel(const std::vector<double>& w, std::size_t per,
+                                            const std::vector<double>& x) const;
 };
 std::optional<GeneralConvBound> general_conv_bound(const ConvArithmetic& a, double k);
 
@@ -108,23 +117,28 @@ std::string conv_arithmetic_names();  // "float32|tf32|bf16|fp16|fp16-accumulate
 // The algorithm a conv's sums are formed by (combinable with an arithmetic):
 //   direct       the window's products summed (any order, any chunking): gamma_k
 //   winograd2/4/6  Winograd's F(m x m, 3 x 3), m = 2, 4, 6: the transforms' own roundings
-//                (layer/winograd_bound.hpp: gamma_N |A^T| [sum (|G||g||G^T|) (.) (|B^T||d||B|)] |A|)
+//                (layer/winograd_bound.hpp: gamma_N |A^T| [sum (|G||g||G^T|) (.) (|B^T||d||B|)] |A|),
+//                with the interpolation points 0, +-1, +-2, +-1/2 (NNPACK's, cuDNN's, Lavin's)
+//   winograd4-onednn  oneDNN's F(4 x 4, 3 x 3) (its x64 wino_4x3 kernels): points 0, +-5/8, +-3/2,
+//                whose transforms' magnitudes differ (up to 3.7x on W): its own matrices
 //   fft          transformed by 2-D FFTs, multiplied pointwise, transformed back: a normwise
 //                bound per output plane (layer/fft_bound.hpp), float32 arithmetic only
 //   split-k:S    S partial sums of about k/S products each, added at the end: covered by the
 //                order-independent gamma_k unchanged (S >= 1).
-enum class ConvAlgorithmKind { Direct, Winograd2, Winograd4, Winograd6, FFT, SplitK };
+enum class ConvAlgorithmKind { Direct, Winograd2, Winograd4, Winograd6, FFT, SplitK, Winograd4OneDnn };
 struct ConvAlgorithm {
   ConvAlgorithmKind kind = ConvAlgorithmKind::Direct;
   int splits = 1;             // split-k's S
   std::string name() const;   // "direct", "winograd4", "split-k:8"
   int winograd_tile() const;  // m, or 0 when not Winograd
+  bool onednn_points() const { return kind == ConvAlgorithmKind::Winograd4OneDnn; }  // oneDNN's F(4x4) transform
   bool operator==(const ConvAlgorithm&) const = default;
 };
-// "direct", "winograd2", "winograd4", "winograd6", "fft", "split-k:S" (S a positive integer); throws
-// InputError naming them.
+// "direct", "winograd2", "winograd4", "winograd4-onednn", "winograd6", "fft", "split-k:S" (S a
+// positive integer); throws InputError naming them.
 ConvAlgorithm conv_algorithm_from_name(std::string_view name);
-inline constexpr const char* kConvAlgorithmNames = "direct|winograd2|winograd4|winograd6|fft|split-k:S";
+inline constexpr const char* kConvAlgorithmNames =
+    "direct|winograd2|winograd4|winograd4-onednn|winograd6|fft|split-k:S";
 
 // x (a finite value of float32 or wider) converted to the operand format: its value, exact in
 // a double. Nearest-even and nearest-away round to nearest (ties as named) and overflow to an
