@@ -129,8 +129,7 @@ Runs run_all(const Model& model, const BnPatterns& pat, const AccuracyDiffOption
 // (set_end_to_end_arithmetic): activations stored in the 16-bit format when every observed
 // value is one of its values (torch.autocast's outputs).
 void end_to_end_arithmetic(const ConvArithmetic& a, const Tensor& y, OutputBoundOptions& bo) {
-  const std::optional<OperandFormat> f = a.operands();
-  set_end_to_end_arithmetic(a, f && all_values_of(y.data, *f), bo);
+  set_end_to_end_arithmetic(a, stored_in_16_bits(a, y.data), bo);
 }
 
 // --observed-output: the other engine's output y (on the same input) against the float64

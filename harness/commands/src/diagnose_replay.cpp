@@ -287,10 +287,7 @@ std::optional<Replay> bias_converted(const Replay& r, const std::vector<double>&
 
 // An output whose every value is a value of a 16-bit operand format came from an engine that
 // stores its activations in it (torch.autocast): its conv output too, before the BatchNorm.
-bool stored_in_operands(const Tensor& observed, const ConvArithmetic& a) {
-  if (a.kind == ConvArithmeticKind::TF32 || a.split() || !a.operands()) return false;
-  return all_values_of(observed.data, *a.operands());
-}
+bool stored_in_operands(const Tensor& observed, const ConvArithmetic& a) { return stored_in_16_bits(a, observed.data); }
 
 // The unfused replay with its conv output rounded to the operand format before the BatchNorm.
 Replay conv_output_stored(const Replay& r, const OperandFormat& f) {

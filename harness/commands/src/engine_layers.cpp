@@ -65,9 +65,8 @@ PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult&
       pb.det[i] = std::max(pb.det[i], br.bound[i]);
       pb.prob[i] = std::max(pb.prob[i], br.probabilistic[i]);
     }
-    const std::int64_t plane = g.nodes[0].geometry.OH() * g.nodes[0].geometry.OW();
     for (std::size_t i = 0; i < pb.abs_xw.size(); ++i) {
-      const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.nodes[0].geometry.O);
+      const std::size_t o = g.nodes[0].geometry.output_channel(i);
       const FoldInfo* f = fused.nodes[0].fold ? &*fused.nodes[0].fold : nullptr;
       const double s =
           f ? (f->scale[o].mag() + f->weight_alpha[o]) * exact.abs_sum[i] + f->weight_eta * exact.abs_x_sum[i]
@@ -110,6 +109,43 @@ ConvAlgorithm applied_algorithm(const LayerOutputCheck& c, const ref::ConvGeomet
   return a;
 }
 
+// The FFT's normwise bound per output (fft_bound.hpp) on magnitudes S + |b'|; FFT convolutions
+// transform in float32, so another arithmetic is not bounded.
+std::vector<double> fft_extra(const LayerOutputCheck& c, const Node& conv, const std::vector<double>& bias,
+                              const std::vector<double>& x, const std::vector<double>& S) {
+  if (c.arithmetic.kind != ConvArithmeticKind::Float32)
+    throw NoLayerBound("an FFT convolution is bounded in float32 only (FFT convolutions transform in float32)");
+  const ref::ConvGeometry& g = conv.geometry;
+  std::vector<long double> cmag(S.size());
+  for (std::size_t i = 0; i < S.size(); ++i)
+    cmag[i] = static_cast<long double>(S[i]) + std::fabs(bias[g.output_channel(i)]);
+  std::vector<double> E = fft_bound(g, x, conv.weight.data, bias, cmag).E;
+  for (double& e : E) e = round_up(e * (1 + engine_fold_delta(c)));
+  return E;
+}
+
+// The arithmetic's general bound per output (general_conv_bound) on magnitudes M (Winograd's
+// W, which has the bias; else sum|x w'| taken engine_fold_delta larger, plus |b'|: the bias is
+// added in the arithmetic too, torch.autocast converts it) and k roundings per output.
+std::vector<double> arithmetic_extra(const LayerOutputCheck& c, const Node& conv, const std::vector<double>& bias,
+                                     const std::vector<double>& x, const std::vector<double>& M, double k,
+                                     bool winograd) {
+  const ref::ConvGeometry& g = conv.geometry;
+  const std::optional<GeneralConvBound> gb = general_conv_bound(c.arithmetic, k);
+  if (!gb)
+    throw NoLayerBound(fmt::format("{}: gamma_k of its accumulation is undefined for k = {} terms per output",
+                                   c.arithmetic.description(), static_cast<long>(k)));
+  const std::vector<double> uf =
+      gb->underflow_per_channel(conv.weight.data, static_cast<std::size_t>(g.terms_per_output()), x);
+  std::vector<double> E(M.size());
+  for (std::size_t i = 0; i < M.size(); ++i) {
+    const std::size_t o = g.output_channel(i);
+    const double m = winograd ? M[i] : M[i] * (1 + engine_fold_delta(c)) + std::fabs(bias[o]);
+    E[i] = round_up(gb->factor * m + uf[o] + gb->accumulator_eta);
+  }
+  return E;
+}
+
 // The conv's own error of the algorithm and arithmetic beyond a direct float32 sum, per
 // output, for one recipe's conv `fg` (engine_layers.hpp states the terms); `formula` says which.
 // Winograd's W, the FFT's norms and S are of the recipe's stored weights; the engine's own
@@ -119,27 +155,17 @@ std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const
   const Node& conv = fg.nodes[0];
   const ref::ConvGeometry& g = conv.geometry;
   const ConvAlgorithm alg = applied_algorithm(c, g);
-  const bool f32 = c.arithmetic.kind == ConvArithmeticKind::Float32;
-  const std::size_t n = S.size();
-  formula.clear();
-  std::vector<double> E(n, 0.0);
   std::vector<double> bias = conv.bias;
   bias.resize(static_cast<std::size_t>(g.O), 0.0);
   if (alg.kind == ConvAlgorithmKind::FFT) {
-    if (!f32)
-      throw NoLayerBound("an FFT convolution is bounded in float32 only (FFT convolutions transform in float32)");
-    std::vector<long double> cmag(n);
-    const std::int64_t plane = g.OH() * g.OW();
-    for (std::size_t i = 0; i < n; ++i)
-      cmag[i] = static_cast<long double>(S[i]) +
-                std::fabs(bias[static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O)]);
-    E = fft_bound(g, x, conv.weight.data, bias, cmag).E;
-    for (double& e : E) e = round_up(e * (1 + engine_fold_delta(c)));
     formula = "; plus the FFT's normwise bound per output plane (fft_bound.hpp)";
-    return E;
+    return fft_extra(c, conv, bias, x, S);
   }
+  formula.clear();
+  std::vector<double> E(S.size(), 0.0);
   const std::vector<double>* M = &S;
   double k = static_cast<double>(g.terms_per_output()) + (conv.bias.empty() ? 0.0 : 1.0);
+  const bool f32 = c.arithmetic.kind == ConvArithmeticKind::Float32;
   WinogradBound wb;
   if (const int m = alg.winograd_tile()) {
     wb = winograd_bound(g, x, conv.weight.data, bias, m,
@@ -148,27 +174,15 @@ std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const
     M = &wb.W;
     k = wb.roundings;
     if (f32 && (m > 2))  // F(2x2): the order's own bound (evaluate.hpp)
-      for (std::size_t i = 0; i < n; ++i) E[i] = gamma_k(k, 0x1p-24) * wb.W[i];
+      for (std::size_t i = 0; i < E.size(); ++i) E[i] = gamma_k(k, 0x1p-24) * wb.W[i];
     formula = fmt::format("; plus Winograd F({0}x{0},3x3){2}: gamma_N W, N = {1}", m, static_cast<long>(k),
                           alg.onednn_points() ? " with oneDNN's points" : "");
   }
   if (f32) return E;
   const std::optional<GeneralConvBound> gb = general_conv_bound(c.arithmetic, k);
-  if (!gb)
-    throw NoLayerBound(fmt::format("{}: gamma_k of its accumulation is undefined for k = {} terms per output",
-                                   c.arithmetic.description(), static_cast<long>(k)));
-  const std::vector<double> uf =
-      gb->underflow_per_channel(conv.weight.data, static_cast<std::size_t>(g.terms_per_output()), x);
-  const std::int64_t plane = g.OH() * g.OW();
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O);
-    // The bias added in the arithmetic too (torch.autocast converts it): M + |b'| (Winograd's W has it).
-    const double m = alg.winograd_tile() ? (*M)[i] : ((*M)[i] * (1 + engine_fold_delta(c)) + std::fabs(bias[o]));
-    E[i] = round_up(gb->factor * m + uf[o] + gb->accumulator_eta);
-  }
   formula += fmt::format("; plus {}: the general bound {:.3g} {} + its underflow terms", c.arithmetic.description(),
-                         gb->factor, alg.winograd_tile() ? "W" : "sum|x w'|");
-  return E;
+                         gb ? gb->factor : 0.0, alg.winograd_tile() ? "W" : "sum|x w'|");
+  return arithmetic_extra(c, conv, bias, x, *M, k, alg.winograd_tile() != 0);
 }
 
 // Adds the algorithm's and arithmetic's part to the bounds (the largest over the recipes; an
@@ -182,12 +196,11 @@ void add_conv_extra(const LayerOutputCheck& c, const std::vector<Graph>& folded,
   for (const Graph& fg : folded) {
     const std::vector<double> E = conv_extra(c, fg, x, pb.abs_xw, formula);
     const ref::ConvGeometry& g = fg.nodes[0].geometry;
-    const std::int64_t plane = g.OH() * g.OW();
     for (std::size_t i = 0; i < E.size(); ++i) {
       double e = E[i];
       if (!fg.nodes[0].fold && fg.nodes.size() > 1 && fg.nodes[1].kind == Node::Kind::BatchNorm) {
         const ref::BnParams& bn = fg.nodes[1].bn;
-        const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % g.O);
+        const std::size_t o = g.output_channel(i);
         e *= std::fabs(bn.gamma[o]) / std::sqrt(bn.var[o] + bn.eps) * (1 + 0x1p-20);
       }
       extra[i] = std::max(extra[i], round_up(e));
@@ -205,8 +218,8 @@ void add_conv_extra(const LayerOutputCheck& c, const std::vector<Graph>& folded,
 // one of the format's values, each is taken as the format's rounding of the computed value,
 // |fl16(v) - v| <= u16 |v| + eta16 with |v| <= |y*| + E: u16 (|y*| + E) + eta16 added.
 void add_narrow_storage(const LayerOutputCheck& c, const ref::LayerResult& exact, PathBounds& pb) {
-  const std::optional<OperandFormat> f = c.arithmetic.operands();
-  if (!f || c.arithmetic.kind == ConvArithmeticKind::TF32 || !all_values_of(c.y.data, *f)) return;
+  if (!stored_in_16_bits(c.arithmetic, c.y.data)) return;
+  const std::optional<OperandFormat> f = c.arithmetic.storage_format();
   for (std::size_t i = 0; i < pb.det.size(); ++i) {
     const auto a = exact.y.approx(i);
     const double y = std::fabs(a.hi + a.lo);
@@ -334,7 +347,7 @@ std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Grap
   ref::Options ro = c.ref;
   ro.formats = ref::format_bit(ref::kFloat32);
   const std::size_t n = ystar.size();
-  const std::int64_t pc = geo.terms_per_output(), plane = geo.OH() * geo.OW();
+  const std::int64_t pc = geo.terms_per_output();
   const ref::ValueArray wstar = ref::fold_weights(conv.weight.data, pc, g.nodes[1].bn, ro);
   std::vector<double> ws(wstar.size()), z(n), d(n), A(n), M(n);
   const double k = accumulation_roundings(Order{}, geo, true), gk = k * 0x1p-24 / (1 - k * 0x1p-24);
@@ -348,7 +361,7 @@ std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Grap
     tabs[o] = std::fabs(ref::fold_scale(bn.gamma[o], bn.var[o], bn.eps, ro).approx.hi);
   }
   for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % geo.O);
+    const std::size_t o = geo.output_channel(i);
     z[i] = ystar[i] - bstar[o];
     d[i] = c.y.data[i] - ystar[i];
     // A_i >= sum |w'_k x_ik| + |b'|: |w'| <= |w*| (1 + theta)(1 + delta) + eta, the original

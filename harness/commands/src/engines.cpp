@@ -363,16 +363,16 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
   // activations, a mean, is not one).
   const ConvArithmetic a = engine_arithmetic(cx, man);
   std::map<std::string, Tensor> ys;
-  const bool narrow = a.operands().has_value() && a.kind != ConvArithmeticKind::TF32;
+  const bool narrow = a.storage_format().has_value();
   bool finals16 = narrow, layers16 = narrow && !man.layers.empty();
   for (const auto& [out, path] : man.outputs) {
     const std::string& name = out;  // (a structured binding is not captured before C++20's clang 16)
     if (std::ranges::none_of(cx.model.outputs, [&](const auto& o) { return o.name == name; })) continue;
     ys[out] = read_value(man, path);
-    finals16 = finals16 && narrow && all_values_of(ys[out].data, *a.operands());
+    finals16 = finals16 && stored_in_16_bits(a, ys[out].data);
   }
   for (auto it = man.layers.begin(); layers16 && it != man.layers.end(); ++it)
-    layers16 = all_values_of(read_value(man, it->second.output).data, *a.operands());
+    layers16 = stored_in_16_bits(a, read_value(man, it->second.output).data);
   const bool stored16 = finals16 || layers16;
   const auto& made = end_to_end_bound(cx, say, a, stored16);
   if (const auto* why = std::get_if<std::string>(&made)) {

@@ -333,13 +333,12 @@ std::vector<std::vector<double>> bounds_with(const Graph& g, const ref::LayerRes
   const DTypeInfo& ai = *m.arith;
   const bool has_bias = !conv.bias.empty();
   const std::vector<double>& orig_bias = conv.fold ? conv.original_bias : conv.bias;
-  const std::int64_t plane = geo.OH() * geo.OW();
   const double underflow = m.union_terms * ai.underflow_eta;
   const bool wino = !m.winograd.empty();
 
   std::vector<std::vector<double>> bounds(coeffs.size(), std::vector<double>(exact.y.size()));
   for (std::size_t i = 0; i < exact.y.size(); ++i) {
-    const std::size_t o = static_cast<std::size_t>((static_cast<std::int64_t>(i) / plane) % geo.O);
+    const std::size_t o = geo.output_channel(i);
     const double A = exact.abs_sum[i], X = exact.abs_x_sum[i];
     std::size_t c = 0;
     for (const double gk : coeffs) {

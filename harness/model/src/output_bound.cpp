@@ -314,7 +314,7 @@ void set_end_to_end_arithmetic(const ConvArithmetic& a, bool stored16, OutputBou
                                  a.name()));
   o.operand_u = f->u();
   o.operand_eta = f->eta();
-  if (a.kind == ConvArithmeticKind::TF32 || !stored16) return;  // float32 activations
+  if (!stored16 || !a.storage_format()) return;  // float32 activations (tf32's always)
   o.storage_u = o.operand_u;
   o.storage_eta = o.operand_eta;
 }

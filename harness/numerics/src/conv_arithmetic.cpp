@@ -68,6 +68,18 @@ bool all_values_of(const std::vector<double>& v, const OperandFormat& f) {
                      [&](double x) { return !std::isfinite(x) || convert(x, f, OperandConversion::NearestEven) == x; });
 }
 
+std::optional<OperandFormat> ConvArithmetic::storage_format() const {
+  if (kind == ConvArithmeticKind::BF16 || kind == ConvArithmeticKind::FP16 ||
+      kind == ConvArithmeticKind::FP16Accumulate)
+    return operands();
+  return std::nullopt;
+}
+
+bool stored_in_16_bits(const ConvArithmetic& a, const std::vector<double>& v) {
+  const std::optional<OperandFormat> f = a.storage_format();
+  return f && all_values_of(v, *f);
+}
+
 std::optional<OperandFormat> ConvArithmetic::narrow_accumulator() const {
   if (kind == ConvArithmeticKind::FP16Accumulate) return operands();
   return std::nullopt;

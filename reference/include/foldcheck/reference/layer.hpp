@@ -30,6 +30,10 @@ struct ConvGeometry {
   [[gnu::always_inline]] std::int64_t OW() const { return (W + pad_left + pad_right - dil_w * (KW - 1) - 1) / stride_w + 1; }
   [[gnu::always_inline]] std::int64_t terms_per_output() const { return (C / groups) * KH * KW; }
   [[gnu::always_inline]] std::int64_t output_size() const { return N * O * OH() * OW(); }
+  // The channel of element i of an N x O x OH x OW output (row-major, NCHW).
+  [[gnu::always_inline]] std::size_t output_channel(std::size_t i) const {
+    return static_cast<std::size_t>((static_cast<std::int64_t>(i) / (OH() * OW())) % O);
+  }
 };
 
 // Whether a kernel's scratch copy of `elements` values (a padded input, a row panel) stays

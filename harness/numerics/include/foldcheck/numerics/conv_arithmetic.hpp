@@ -60,6 +60,10 @@ struct ConvArithmetic {
   const char* name() const;  // "float32", "tf32", "bf16", "fp16", "fp16-accumulate", "bf16x3"
   // Operands converted before they are multiplied (none: float32's own values).
   std::optional<OperandFormat> operands() const;
+  // The 16-bit format its outputs may be stored in (torch.autocast's, TensorRT's fp16 mode):
+  // bf16's, fp16's and fp16-accumulate's operand format; none for float32, tf32 (a tensor
+  // core's result is float32) and bf16x3 (an emulation of float32).
+  std::optional<OperandFormat> storage_format() const;
   // The conversions a replay tries, most common first (empty for float32).
   std::vector<OperandConversion> conversions() const;
   // bf16x3's split into hi + lo (three products per multiply-add).
@@ -76,6 +80,11 @@ struct ConvArithmetic {
   std::string description() const;
   bool operator==(const ConvArithmetic&) const = default;
 };
+
+// Whether outputs v computed in a were stored in its 16-bit format: a has one and every finite
+// value of v is one of its values. The one test diagnose's replays, accuracy-diff and engines
+// (layers and final outputs) apply before they add the storage's rounding to a bound.
+bool stored_in_16_bits(const ConvArithmetic& a, const std::vector<double>& v);
 
 // The general bound of arithmetic a on a conv whose outputs each sum k products (the
 // conversions' part and the accumulation's, conv_arithmetic's header), per output:
