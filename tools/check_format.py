@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BASE_FILE = os.path.join("tools", "format_base")
 EXTENSIONS = ("cpp", "hpp", "h", "cc")
+STALE_BASE_FILES = 30  # changed files past which the base should move (check())
 HUNK = re.compile(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@")
 
 
@@ -143,7 +144,13 @@ def check(root: str, build: str, tidy: bool) -> int:
         print(f"clang-format: lines changed since {base[:12]} are not formatted (.clang-format); "
               f"`git clang-format {base[:12]}` applies this:\n{findings}")
     if tidy:
-        tidy_out = tidy_findings(root, build, changed_lines(root, base))
+        ranges = changed_lines(root, base)
+        if len(ranges) > STALE_BASE_FILES:
+            # Uncached (a fresh clone: CI), clang-tidy takes ~10 s a file on 2 cores: past ~50
+            # files the check outgrows ctest's limit (it did at 77, issue 41).
+            print(f"check_format: {len(ranges)} files changed since the base {base[:12]}: once this check "
+                  f"passes, move tools/format_base to the newest commit (its comment says when)")
+        tidy_out = tidy_findings(root, build, ranges)
         if tidy_out:
             print(f"clang-tidy: warnings on lines changed since {base[:12]} (.clang-tidy):\n{tidy_out}")
         findings += tidy_out
