@@ -55,6 +55,7 @@ std::string layer_note(const v::EngineLayer& l) {
   if (l.outputs && l.outputs->left_out) note = "left out by the engine: " + *l.outputs->left_out;
   if (l.outputs && l.outputs->channels_not_computed)
     note = "channel statistic not computed: " + *l.outputs->channels_not_computed;
+  if (l.outputs && l.outputs->too_wide) note = "outputs within a bound too wide to judge: " + *l.outputs->too_wide;
   if (l.outputs && l.outputs->nonfinite > 0)
     note = fmt::format("{} output(s) NaN or infinite where the layer's value is finite: no rounding gives them",
                        l.outputs->nonfinite);

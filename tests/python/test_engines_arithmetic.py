@@ -163,6 +163,25 @@ def test_a_channel_change_beyond_the_arithmetic_is_named(model, tmp_path, arith,
     assert all(lay["verdict"] == "EXPECTED" for name, lay in by_name(e).items() if name != layer)
 
 
+@pytest.mark.parametrize("algo", ["winograd4", "winograd4-onednn"])
+def test_winograd_under_a_converted_arithmetic_passes_nothing_as_diagnose_says(model, tmp_path, algo):
+    """TF32 on Winograd's transforms: only the general bound applies, too wide to see a wrong
+    channel (a 5% change sits within it): its 3x3 layers are MISTRUSTED, never EXPECTED, as in
+    diagnose; the others keep their verdicts; an output beyond even that bound is evidence."""
+    args = ("--arithmetic", "tf32", "--algorithm", algo)
+    for change in ((), ("block.conv1", 0.05)):
+        code, r = run(model, tmp_path, "tf32", algo, "command", *change, args=args)
+        e = r["engines"][0]
+        assert code == 1 and e["verdict"] == "MISTRUSTED", json.dumps(e, indent=1)[:3000]
+        for name, lay in by_name(e).items():
+            wide = name in ("stem", "block.conv1", "block.conv2")
+            assert lay["verdict"] == ("MISTRUSTED" if wide else "EXPECTED"), (name, lay)
+            assert ("too_wide" in lay["outputs"]) == wide and (not wide or "tf32" in lay["outputs"]["too_wide"])
+    code, r = run(model, tmp_path, "tf32", algo, "command", "block.conv1", 3.0, args=args)
+    assert code == 1 and r["engines"][0]["verdict"] == "UNEXPECTED"
+    assert r["engines"][0]["first_outputs_beyond"] == "block.conv1"
+
+
 @pytest.mark.parametrize("args, message", [
     (("--arithmetic", "tf16"), "--arithmetic"),
     (("--algorithm", "winograd3"), "winograd3"),

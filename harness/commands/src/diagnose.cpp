@@ -253,6 +253,14 @@ ArithmeticHypothesis arithmetic_hypothesis(ConvArithmeticKind k) {
   return {"?", ""};
 }
 
+// The layer as given with its output stored in b's 16-bit format: its bounds' sum.
+double stored_bound(const Layer& L, const AffineModel& given, const std::vector<double>& obs, const ConvArithmetic& b) {
+  Layer s = L;
+  s.c_store_u = b.storage_format()->u();
+  s.c_store_eta = b.storage_format()->eta();
+  return fit(score(given, s, obs), s, obs, given).bound_sum;
+}
+
 // The arithmetics other than the declared one, each as a hypothesis (its best replay).
 void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, const Layer& L,
                            const AffineModel& given, const std::vector<double>& obs, double given_bound,
@@ -270,9 +278,14 @@ void arithmetic_hypotheses(const DiagnoseInput& in, const ref::ConvGeometry& g, 
     f.description = b.description();
     f.fix = std::string(h.fix) + "; or judge the output with " + field("arithmetic") + " " + b.name();
     f.parameters = {{"arithmetic", b.name()}, {"replay", cs[i].name}};
-    f.loose = f.bound_sum > kLooseFactor * given_bound;
+    // Outputs that are all values of b's 16-bit format were stored in it (torch.autocast): that
+    // rounding is observed, not a wider bound, so b's replay with its output stored is loose
+    // only against the layer as given stored the same way.
+    const bool stored = stored_in_16_bits(b, obs);
+    f.loose =
+        f.bound_sum > kLooseFactor * (stored && cs[i].L->c_store_u > 0 ? stored_bound(L, given, obs, b) : given_bound);
     // Ties: the output's own 16-bit type first (an fp16 output from fp16 operands), then TF32.
-    const bool own = (b.kind == ConvArithmeticKind::FP16 && L.dtype == DType::Float16) ||
+    const bool own = stored || (b.kind == ConvArithmeticKind::FP16 && L.dtype == DType::Float16) ||
                      (b.kind == ConvArithmeticKind::BF16 && L.dtype == DType::BFloat16);
     f.arithmetic_rank = own ? 0 : 1 + static_cast<int>(&b - all_conv_arithmetics().data());
     out.push_back(std::move(f));

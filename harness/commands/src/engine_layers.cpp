@@ -453,6 +453,12 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   }
   const ref::ValueArray refv = c.activation.op.empty() ? exact.y : approximate_values(yact, DType::Float32);
   layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
+  if (c.arithmetic.kind != ConvArithmeticKind::Float32 && applied_algorithm(c, geo).winograd_tile())
+    layer.outputs_detail.too_wide = fmt::format(
+        "the only bound that applies is the general bound of {} on Winograd's transforms: too wide to see a wrong "
+        "channel, so outputs within it pass nothing (diagnose says the same); judge the layer with the algorithm "
+        "alone or in float32",
+        c.arithmetic.name());
   if (const std::optional<std::string> why = no_channel_statistic(c, geo)) {
     layer.outputs_detail.bound = pb.formula;
     layer.outputs_detail.activation = c.activation.op;

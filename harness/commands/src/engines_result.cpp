@@ -104,6 +104,7 @@ json EngineOutputsDetail::to_json() const {
   json j{{"bound", bound},
          {"activation", activation.empty() ? json(nullptr) : json(activation)},
          {"channels", channels.to_json()}};
+  if (too_wide) j["too_wide"] = *too_wide;
   if (bound_recipes) j["bound_recipes"] = *bound_recipes;
   if (terms_per_output) j["terms_per_output"] = *terms_per_output;
   return j;
@@ -130,9 +131,11 @@ json EnginesInput::to_json() const {
 }
 
 // The outputs: per element against the deterministic bound only, the channel statistic
-// deciding SUSPICIOUS (judgement::deterministic_only, of_channels).
+// deciding SUSPICIOUS (judgement::deterministic_only, of_channels); within a bound too wide to
+// see a wrong channel, nothing passes (judgement::unless_uninformative).
 Verdict EngineLayer::outputs_verdict() const {
-  return worst(judgement::deterministic_only(outputs->verdict), outputs_detail.channels.verdict());
+  const Verdict v = worst(judgement::deterministic_only(outputs->verdict), outputs_detail.channels.verdict());
+  return judgement::unless_uninformative(v, !outputs_detail.too_wide);
 }
 
 // The per-layer judge (judgement::of_layer): the folded parameters when the engine folded them,

@@ -235,7 +235,8 @@ struct DtypeRun {
 void apply_arithmetic(CaseSpec& spec, const std::string& arithmetic, const std::string& conversion) {
   if (arithmetic.empty() || arithmetic == "float32") {  // as the case says
     if (!conversion.empty())
-      throw InputError(field("conversion") + " needs " + field("arithmetic") + " (tf32, bf16 or fp16)");
+      throw InputError(field("conversion") + " needs " + field("arithmetic") + " tf32, bf16 or fp16 (" +
+                       (arithmetic.empty() ? std::string("none given") : "float32 converts no operand") + ")");
     return;
   }
   for (Arithmetic& v : spec.variants) set_conv_operands(v, arithmetic, conversion);

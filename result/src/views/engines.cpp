@@ -30,6 +30,7 @@ EngineOutputs EngineOutputs::from_json(const json& j) {
     o.worst = EngineWorstChannel{required<double>(*w, "rho_ppm"), required<double>(*w, "estimated_threshold_ppm"),
                                  required<double>(*w, "threshold_ppm"), required_count(*w, "channel")};
   o.channels_not_computed = optional<std::string>(ch, "not_computed");
+  o.too_wide = optional<std::string>(j, "too_wide");
   return o;
 }
 

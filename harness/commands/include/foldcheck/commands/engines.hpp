@@ -106,6 +106,10 @@ struct EngineChannels {
 // "bound_recipes" and "terms_per_output". Meaningful only with EngineLayer::outputs.
 struct EngineOutputsDetail {
   std::string bound;
+  // The only bound that applies is too wide to see a wrong channel (a converted-operand
+  // arithmetic on Winograd's transforms, as diagnose's general_only): why. Outputs within it
+  // pass nothing (MISTRUSTED); beyond it is evidence. Written as "too_wide" when set.
+  std::optional<std::string> too_wide;
   std::optional<std::vector<std::string>> bound_recipes;
   std::string activation;  // "" none
   std::optional<std::int64_t> terms_per_output;

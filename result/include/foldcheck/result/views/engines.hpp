@@ -41,6 +41,7 @@ struct EngineOutputs {
   std::int64_t nonfinite = 0;
   std::optional<EngineWorstChannel> worst;
   std::optional<std::string> channels_not_computed;
+  std::optional<std::string> too_wide;  // "too_wide": the only bound that applies sees no wrong channel
   static EngineOutputs from_json(const nlohmann::json& j);
 };
 
