@@ -445,7 +445,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
   find_overflow(L, given, r);
   const bool declared_f32 = in.arithmetic.kind == ConvArithmeticKind::Float32;
   // Winograd's transforms convert their own operands: only the general bound describes them.
-  const bool general_only = !declared_f32 && in.algorithm.winograd_tile() > 0;
+  const bool general_only = only_general_bound(in.arithmetic, in.algorithm);
   const std::vector<Replay> reps =
       declared_f32 || general_only ? std::vector<Replay>{} : replays(in, *g, L, given, in.arithmetic);
   const std::optional<Layer> general = declared_f32 ? std::nullopt : general_bound_layer(in, L, in.arithmetic);

@@ -126,22 +126,19 @@ std::vector<double> fft_extra(const LayerOutputCheck& c, const Node& conv, const
 
 // The arithmetic's general bound per output (general_conv_bound) on magnitudes M (Winograd's
 // W, which has the bias; else sum|x w'| taken engine_fold_delta larger, plus |b'|: the bias is
-// added in the arithmetic too, torch.autocast converts it) and k roundings per output.
-std::vector<double> arithmetic_extra(const LayerOutputCheck& c, const Node& conv, const std::vector<double>& bias,
-                                     const std::vector<double>& x, const std::vector<double>& M, double k,
-                                     bool winograd) {
+// added in the arithmetic too, torch.autocast converts it); gb made for the k roundings per output.
+std::vector<double> arithmetic_extra(const LayerOutputCheck& c, const GeneralConvBound& gb, const Node& conv,
+                                     const std::vector<double>& bias, const std::vector<double>& x,
+                                     const std::vector<double>& M, bool winograd) {
   const ref::ConvGeometry& g = conv.geometry;
-  const std::optional<GeneralConvBound> gb = general_conv_bound(c.arithmetic, k);
-  if (!gb)
-    throw NoLayerBound(fmt::format("{}: gamma_k of its accumulation is undefined for k = {} terms per output",
-                                   c.arithmetic.description(), static_cast<long>(k)));
   const std::vector<double> uf =
-      gb->underflow_per_channel(conv.weight.data, static_cast<std::size_t>(g.terms_per_output()), x);
+      gb.underflow_per_channel(conv.weight.data, static_cast<std::size_t>(g.terms_per_output()), x);
+  const double delta = engine_fold_delta(c);
   std::vector<double> E(M.size());
   for (std::size_t i = 0; i < M.size(); ++i) {
     const std::size_t o = g.output_channel(i);
-    const double m = winograd ? M[i] : M[i] * (1 + engine_fold_delta(c)) + std::fabs(bias[o]);
-    E[i] = round_up(gb->factor * m + uf[o] + gb->accumulator_eta);
+    const double m = winograd ? M[i] : M[i] * (1 + delta) + std::fabs(bias[o]);
+    E[i] = round_up(gb.factor * m + uf[o] + gb.accumulator_eta);
   }
   return E;
 }
@@ -173,16 +170,19 @@ std::vector<double> conv_extra(const LayerOutputCheck& c, const Graph& fg, const
     for (double& w : wb.W) w = round_up(w * (1 + engine_fold_delta(c)));
     M = &wb.W;
     k = wb.roundings;
-    if (f32 && (m > 2))  // F(2x2): the order's own bound (evaluate.hpp)
+    if (f32 && m > 2)  // F(2x2): the order's own bound (evaluate.hpp)
       for (std::size_t i = 0; i < E.size(); ++i) E[i] = gamma_k(k, 0x1p-24) * wb.W[i];
     formula = fmt::format("; plus Winograd F({0}x{0},3x3){2}: gamma_N W, N = {1}", m, static_cast<long>(k),
                           alg.onednn_points() ? " with oneDNN's points" : "");
   }
   if (f32) return E;
   const std::optional<GeneralConvBound> gb = general_conv_bound(c.arithmetic, k);
+  if (!gb)
+    throw NoLayerBound(fmt::format("{}: gamma_k of its accumulation is undefined for k = {} terms per output",
+                                   c.arithmetic.description(), static_cast<long>(k)));
   formula += fmt::format("; plus {}: the general bound {:.3g} {} + its underflow terms", c.arithmetic.description(),
-                         gb ? gb->factor : 0.0, alg.winograd_tile() ? "W" : "sum|x w'|");
-  return arithmetic_extra(c, conv, bias, x, *M, k, alg.winograd_tile() != 0);
+                         gb->factor, alg.winograd_tile() ? "W" : "sum|x w'|");
+  return arithmetic_extra(c, *gb, conv, bias, x, *M, alg.winograd_tile() != 0);
 }
 
 // Adds the algorithm's and arithmetic's part to the bounds (the largest over the recipes; an
@@ -453,7 +453,7 @@ void check_layer_outputs(const LayerOutputCheck& c, EngineLayer& layer, const st
   }
   const ref::ValueArray refv = c.activation.op.empty() ? exact.y : approximate_values(yact, DType::Float32);
   layer.outputs = compare(c.y.data, refv, DType::Float32, &pb.det, &pb.prob);
-  if (c.arithmetic.kind != ConvArithmeticKind::Float32 && applied_algorithm(c, geo).winograd_tile())
+  if (only_general_bound(c.arithmetic, applied_algorithm(c, geo)))
     layer.outputs_detail.too_wide = fmt::format(
         "the only bound that applies is the general bound of {} on Winograd's transforms: too wide to see a wrong "
         "channel, so outputs within it pass nothing (diagnose says the same); judge the layer with the algorithm "

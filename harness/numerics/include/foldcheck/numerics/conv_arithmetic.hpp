@@ -149,6 +149,14 @@ ConvAlgorithm conv_algorithm_from_name(std::string_view name);
 inline constexpr const char* kConvAlgorithmNames =
     "direct|winograd2|winograd4|winograd4-onednn|winograd6|fft|split-k:S";
 
+// Whether only the general bound applies to a conv computed in `alg` under arithmetic `a`: an
+// operand arithmetic on Winograd's transforms (the transformed values are converted, not
+// replayed). It is too wide to see a wrong channel: an output within it passes nothing
+// (MISTRUSTED, diagnose and engines alike); beyond it is evidence.
+inline bool only_general_bound(const ConvArithmetic& a, const ConvAlgorithm& alg) {
+  return a.kind != ConvArithmeticKind::Float32 && alg.winograd_tile() > 0;
+}
+
 // x (a finite value of float32 or wider) converted to the operand format: its value, exact in
 // a double. Nearest-even and nearest-away round to nearest (ties as named) and overflow to an
 // infinity past the format's range (the last finite value's half-ulp), truncation rounds
