@@ -181,6 +181,13 @@ class DiagnoseResult(Result):
         verdict used (e.g. "tf32 nearest-away"), else None."""
         return (self.get("arithmetic") or {}).get("replay")
 
+    @property
+    def band(self) -> dict[str, Any]:
+        """The calibrated band beside the bound: per output channel, the common relative change
+        of its outputs (rho) against what honest computations of the layer reach ("computed",
+        "beyond" (channels, worst first), "worst", "band_ppm"; "not_computed": why none)."""
+        return dict(self.get("band") or {})
+
     def _repr_extra(self) -> str:
         return f" best: {self.best}" if self.best else ""
 

@@ -1,6 +1,8 @@
 // The English of a `diagnose` result (diagnose_summary.hpp).
 #include "foldcheck/reports/diagnose_summary.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace foldcheck::reports {
@@ -64,6 +66,41 @@ const char* loose_algorithm(const std::string& algorithm) {
   return "";
 }
 
+// A passing element check's band with no channel beyond it: what it could have seen.
+std::string band_floor(const DiagnoseFacts& f) {
+  if (!f.band || f.band->tested == 0 || f.band->beyond > 0) return "";
+  return fmt::format(
+      "; no channel's outputs share a common factor beyond what {} honest computations of the layer reach: a change "
+      "of one channel's scale by more than {:.3g} ppm would have been seen here (smaller ones need the folded "
+      "weights themselves)",
+      f.band->samples, f.band->floor_ppm);
+}
+
+// The channels beyond their bands: a common factor rounding does not make.
+std::string band_finding(const BandFacts& b) {
+  const std::string worst = fmt::format(
+      "channel {}'s outputs share a common factor 1 {} {:.3g}e-6 ({:+.3g} ppm), beyond the band of {:.3g} ppm that "
+      "{} honest computations of the layer reach (false-alarm probability {:g} per channel)",
+      b.worst_channel, b.worst_rho_ppm < 0 ? "-" : "+", std::fabs(b.worst_rho_ppm), b.worst_rho_ppm, b.worst_band_ppm,
+      b.samples, b.alpha);
+  if (2 * b.beyond > b.tested)
+    return fmt::format(
+        "{} of the layer's {} channels' outputs share common factors beyond their bands (worst: {}): a change that "
+        "moves every channel (eps, the variance, a shared scale), not rounding",
+        b.beyond, b.tested, worst);
+  return fmt::format("{}{}: a change of that channel's scale (its folded weights, gamma or var), not rounding",
+                     b.beyond > 1 ? fmt::format("{} channels are beyond their bands; ", b.beyond) : "", worst);
+}
+
+// A passing element check with a channel beyond its band: the finding first, then why the
+// per-element bound did not see it.
+std::string suspicious(const DiagnoseFacts& f) {
+  return fmt::format(
+      "{} (SUSPICIOUS); every element is within the rounding bound of the layer as given{} (worst element at {:.3g} "
+      "of it), which holds for any order of the sums and is too wide to see such a change",
+      band_finding(*f.band), in_arithmetic(f), f.max_ratio);
+}
+
 }  // namespace
 
 std::string diagnose_summary(const DiagnoseFacts& f) {
@@ -85,11 +122,12 @@ std::string diagnose_summary(const DiagnoseFacts& f) {
   if (f.vacuous)
     return "every value of the layer as given is zero: the observation matches, but a wrong scale or shift would "
            "match too, so this compares nothing (MISTRUSTED)";
+  if (f.expected && f.band && f.band->beyond > 0) return suspicious(f);
   if (f.expected)
     return fmt::format(
         "the observed output is the layer as given{}, up to rounding (worst element at {:.3g} of "
-        "its bound, max {:.3g} ULP){}{}",
-        in_arithmetic(f), f.max_ratio, f.max_abs_ulp, cancelled(f), loose_algorithm(f.algorithm));
+        "its bound, max {:.3g} ULP){}{}{}",
+        in_arithmetic(f), f.max_ratio, f.max_abs_ulp, cancelled(f), loose_algorithm(f.algorithm), band_floor(f));
   if (f.closest_explains)  // the fix is its own field (and its own line in the text): not repeated here
     return fmt::format("beyond the rounding bound of the layer as given{} {}; explained by {}: {}", in_arithmetic(f),
                        worst(f), f.closest, f.closest_description);

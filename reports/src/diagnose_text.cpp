@@ -11,6 +11,24 @@ namespace v = result::views;
 
 namespace {
 std::string ratio(const v::DiagnoseRatio& r) { return r.value ? fmt::format("{:.3g}", *r.value) : r.text; }
+
+// The calibrated band's lines: why none, or its worst channel, its width and the channels beyond it.
+std::string band_lines(const v::DiagnoseBandView& b) {
+  if (b.not_computed) return "  the band (common factor per channel): not computed — " + *b.not_computed + "\n";
+  std::string s = fmt::format(
+      "  the band (common factor per channel, {} honest computations, false alarm {:g} per channel): {} of {} "
+      "channels beyond it; band median {:.3g} ppm, widest {:.3g} ppm\n",
+      b.samples, b.alpha, b.beyond_count, b.tested, b.median_ppm, b.max_ppm);
+  const auto row = [](const v::DiagnoseBandChannel& c) {
+    return fmt::format("    channel {:<6} rho {:>10} ppm   band {:>8.3g} ppm   {:>8}x   honest rms {:.3g} ppm\n",
+                       c.channel, ratio(c.rho_ppm), c.band_ppm, ratio(c.ratio), c.honest_rms_ppm);
+  };
+  if (b.beyond.empty() && b.worst) return s + "    worst:\n" + row(*b.worst);
+  for (const v::DiagnoseBandChannel& c : b.beyond) s += row(c);
+  if (b.beyond_count > static_cast<std::int64_t>(b.beyond.size()))
+    s += fmt::format("    ... and {} more\n", b.beyond_count - static_cast<std::int64_t>(b.beyond.size()));
+  return s;
+}
 }  // namespace
 
 std::string diagnose_text(const v::Diagnose& r) {
@@ -34,6 +52,7 @@ std::string diagnose_text(const v::Diagnose& r) {
       "  the layer as given: {} — max |difference| {:.3g}, max {:.4g} ULP (p99 {:.3g}, p50 {:.3g}), worst "
       "element {}x its bound\n",
       name(g.verdict), r.max_abs_difference, g.max_abs_ulp, g.p99_abs_ulp, g.p50_abs_ulp, ratio(g.ratio));
+  if (r.band) s += band_lines(*r.band);
   if (r.hypotheses.empty()) {
     s += "\nverdict: " + std::string(name(r.verdict)) + " — " + r.summary + "\n";
     return s;

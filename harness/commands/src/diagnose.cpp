@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "diagnose_band.hpp"
 #include "diagnose_fold.hpp"
 #include "diagnose_replay.hpp"
 #include "foldcheck/base/envelope.hpp"
@@ -476,6 +477,7 @@ DiagnoseResult diagnose(const DiagnoseInput& in) {
     if (general) r.general_ratio = score(given, *general, obs).max_ratio;
   }
   r.narrow_multiplier = narrow_multiplier(L.dtype, L, r.as_given, given, obs);
+  r.band = diagnose_band(in, g, L, given, r.overflow_element.has_value());
   std::vector<ModelFit> fits;
   std::vector<const Layer*> hyp_layers;
   for (const Candidate& c : cs)
@@ -529,6 +531,8 @@ Verdict DiagnoseResult::verdict() const {
   t.add(judgement::of_check(
       {.failed = !no_bound && !as_given.expected, .informative = !no_bound && !general_only && !as_given.vacuous}));
   if (overflow_element) t.also(Verdict::Mistrusted);
+  // The band (diagnose_band.hpp): a statistic, SUSPICIOUS at most.
+  if (!band.not_computed) t.add(judgement::of_channels(0, static_cast<std::int64_t>(band.beyond.size())));
   return t.verdict();
 }
 
@@ -608,6 +612,43 @@ json hypothesis_json(const ModelFit& f) {
   return j;
 }
 
+// A number, or its name when not finite (a channel holding a NaN output).
+json finite_or_name(double v) {
+  return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+json band_channel_json(const DiagnoseBand::Channel& c) {
+  return {{"channel", c.channel},
+          {"rho_ppm", finite_or_name(c.rho_ppm)},
+          {"band_ppm", c.band_ppm},
+          {"ratio_to_band", finite_or_name(c.ratio)},
+          {"honest_rms_ppm", c.honest_rms_ppm},
+          {"allowance_ppm", c.allowance_ppm},
+          {"outputs", c.outputs}};
+}
+
+// The band (diagnose_band.hpp): its statistic, the channels beyond it (the first 16, worst
+// first) and its width, which is the detection floor of a one-channel change.
+json band_json(const DiagnoseBand& b, std::int64_t channels) {
+  if (b.not_computed) return {{"computed", false}, {"not_computed", *b.not_computed}};
+  json beyond = json::array();
+  for (std::size_t i = 0; i < std::min<std::size_t>(b.beyond.size(), 16); ++i)
+    beyond.push_back(band_channel_json(b.beyond[i]));
+  return {{"computed", true},
+          {"statistic",
+           "per output channel, the common relative change rho = sum_i (y_i - y*_i) r_i of its outputs, "
+           "r_i = (z_i - mean z) / sum (z_i - mean z)^2, z the exact conv part; band = allowance + s_fold "
+           "sqrt(2 ln(2/alpha)) + t_K(1 - alpha/2) rms(rho of K honest computations)"},
+          {"samples", b.samples},
+          {"alpha_per_channel", b.alpha},
+          {"alpha_layer", std::min(1.0, b.alpha * static_cast<double>(channels))},
+          {"tested", b.tested},
+          {"beyond_count", b.beyond.size()},
+          {"beyond", beyond},
+          {"worst", b.worst ? band_channel_json(*b.worst) : json(nullptr)},
+          {"band_ppm", {{"median", b.band_median_ppm}, {"max", b.band_max_ppm}}}};
+}
+
 reports::DiagnoseFacts facts(const DiagnoseResult& r) {
   reports::DiagnoseFacts f;
   if (r.overflow_element)
@@ -634,6 +675,11 @@ reports::DiagnoseFacts facts(const DiagnoseResult& r) {
     f.replay = r.replay;
     f.general_ratio = r.general_ratio;
   }
+  if (!r.band.not_computed && r.band.worst)
+    f.band = reports::BandFacts{r.band.tested,          static_cast<std::int64_t>(r.band.beyond.size()),
+                                r.band.worst->channel,  r.band.worst->rho_ppm,
+                                r.band.worst->band_ppm, r.band.band_max_ppm,
+                                r.band.alpha,           r.band.samples};
   f.hypotheses = r.hypotheses.size();
   if (!r.hypotheses.empty()) {
     f.closest = r.hypotheses.front().name;
@@ -660,6 +706,7 @@ json DiagnoseResult::to_json() const {
            {"bound", {{"kind", "deterministic"}, {"formula", bound_formula(*this)}, {"k", k}, {"u", u}}},
            {"arithmetic", arithmetic_json(*this)},
            {"as_given", fit_json(as_given)},
+           {"band", band_json(band, channels)},
            {"verdict", name(verdict())},
            {"best", b ? json(hypotheses[*b].name) : json(nullptr)},
            {"hypotheses", hj},

@@ -13,6 +13,7 @@
 #include "foldcheck/layer/evaluate.hpp"
 #include "foldcheck/layer/fft_bound.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/layer/honest_samples.hpp"
 #include "foldcheck/layer/winograd_bound.hpp"
 #include "foldcheck/model/model_run.hpp"
 #include "foldcheck/numerics/bounded.hpp"
@@ -230,59 +231,6 @@ void add_narrow_storage(const LayerOutputCheck& c, const ref::LayerResult& exact
       fmt::format("; its outputs stored in the 16-bit operand format: + u (|y*| + E) + eta, u = 2^-{}", f->precision);
 }
 
-// K honest computations of the folded layer on x (channel_bias.hpp). Real kernels sum the
-// terms in the layer's own order, in blocks, with or without fma; on real data that order can
-// drift far more than others (MobileNetV2 features.18.0, channel 781: -8.8 ppm sequential in
-// order, -6.8 ONNX Runtime, 0.5 rms over random orders). So samples 0-2 keep the input
-// channels in order (sequential; blocked by 16 with fma; pairwise with fma) and the others
-// permute them within each group, seeded by (seed, layer, m), summed sequentially (the fast
-// kernels). Sample m folds by recipe m mod R. The same for any thread count.
-struct HonestSamples {
-  std::vector<std::vector<double>> y;    // per sample
-  std::vector<const std::vector<double>*> w;
-};
-
-std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-HonestSamples honest_samples(const std::vector<Graph>& folded, const std::vector<double>& x, const LayerOutputCheck& c) {
-  HonestSamples hs;
-  const ref::ConvGeometry& geo = folded.front().nodes[0].geometry;
-  const std::int64_t cg = geo.C / geo.groups, hw = geo.H * geo.W, khw = geo.KH * geo.KW;
-  const Order in_order[] = {Order{}, Order{Accumulation::Blocked, 16}, Order{Accumulation::Pairwise}};
-  constexpr std::size_t kInOrder = std::size(in_order);
-  for (std::size_t m = 0; m < c.samples; ++m) {
-    std::mt19937_64 rng(mix(c.seed ^ mix(c.layer_index * 0x9e3779b97f4a7c15ULL + m)));
-    std::vector<std::int64_t> perm(static_cast<std::size_t>(cg));
-    std::iota(perm.begin(), perm.end(), 0);
-    if (m >= kInOrder) std::shuffle(perm.begin(), perm.end(), rng);
-    const Graph& fg = folded[m % folded.size()];
-    Graph pg = fg;
-    const std::vector<double>& w = fg.nodes[0].weight.data;
-    std::vector<double>& wp = pg.nodes[0].weight.data;
-    for (std::int64_t o = 0; o < geo.O; ++o)
-      for (std::int64_t ci = 0; ci < cg; ++ci)
-        std::copy_n(w.begin() + (o * cg + perm[ci]) * khw, khw, wp.begin() + (o * cg + ci) * khw);
-    std::vector<double> xp(x.size());
-    for (std::int64_t n = 0; n < geo.N; ++n)
-      for (std::int64_t gr = 0; gr < geo.groups; ++gr)
-        for (std::int64_t ci = 0; ci < cg; ++ci)
-          std::copy_n(x.begin() + ((n * geo.C) + gr * cg + perm[ci]) * hw, hw, xp.begin() + ((n * geo.C) + gr * cg + ci) * hw);
-    Policy pol;
-    if (m < kInOrder) {
-      pol.order = in_order[m];
-      pol.arith.fma = m > 0;
-    }
-    pol.threads = c.ref.threads;
-    hs.y.push_back(evaluate(pg, xp, pol));
-    hs.w.push_back(&w);
-  }
-  return hs;
-}
-
 double activate(const FusedActivation& a, double v) { return a.op.empty() ? v : std::clamp(v, a.lo, a.hi); }
 
 // Whether output i of an activated layer is in the activation's linear part for every value
@@ -389,10 +337,12 @@ std::vector<ChannelBias> channel_statistic(const LayerOutputCheck& c, const Grap
   in.roundings = k;
   in.alpha = c.channel_alpha;
   in.threads = c.ref.threads;
-  const HonestSamples hs = honest_samples(folded, xv, c);
+  // K honest computations of the folded layer on x (layer/honest_samples.hpp); sample m
+  // folds by recipe m mod R.
+  const HonestSamples hs = honest_samples(folded, xv, {c.samples, c.seed, c.layer_index, c.ref.threads});
   for (std::size_t m = 0; m < hs.y.size(); ++m) {
     in.samples.push_back(&hs.y[m]);
-    in.sample_weights.push_back(hs.w[m]);
+    in.sample_weights.push_back(&folded[hs.graph[m]].nodes[0].weight.data);
   }
   return channel_bias(in);
 }

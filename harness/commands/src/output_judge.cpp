@@ -89,7 +89,8 @@ std::string OutputJudge::criterion() const {
   if (layer_)
     return fmt::format(
         "diagnose's verdict on the layer{} in {}{}: an element beyond its bound (every replay of the "
-        "arithmetic's operand conversions tried), or a NaN or an infinity",
+        "arithmetic's operand conversions tried), a channel whose outputs share a common factor beyond the band "
+        "of honest computations (float32, SUSPICIOUS), or a NaN or an infinity",
         layer_->bn ? "" : " (a conv without BatchNorm)", layer_->arithmetic.description(),
         layer_->algorithm.kind == ConvAlgorithmKind::Direct ? "" : ", algorithm " + layer_->algorithm.name());
   if (known_)

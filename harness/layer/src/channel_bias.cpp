@@ -65,6 +65,7 @@ ChannelBias one_channel(const ChannelBiasInput& in, std::int64_t o) {
   const double t = std::sqrt(2 * std::log(2 / in.alpha));
   cb.spread = std::sqrt(s2 + fold2) * (1 + 1e-9);
   cb.threshold = (cb.allowance + cb.spread * t) * (1 + 1e-9);
+  if (!in.bound_holds) cb.threshold = HUGE_VAL;
   cb.estimated_threshold = cb.threshold;
   const std::size_t K = in.samples.size();
   if (K == 0) return cb;

@@ -27,6 +27,29 @@ DiagnoseHypothesis DiagnoseHypothesis::from_json(const json& j) {
   return h;
 }
 
+DiagnoseBandChannel DiagnoseBandChannel::from_json(const json& j) {
+  return DiagnoseBandChannel{required_count(j, "channel"), DiagnoseRatio::from_json(j.at("rho_ppm")),
+                             DiagnoseRatio::from_json(j.at("ratio_to_band")), required<double>(j, "band_ppm"),
+                             required<double>(j, "honest_rms_ppm")};
+}
+
+DiagnoseBandView DiagnoseBandView::from_json(const json& j) {
+  DiagnoseBandView b;
+  if (!required<bool>(j, "computed")) {
+    b.not_computed = required<std::string>(j, "not_computed");
+    return b;
+  }
+  b.samples = required_count<std::size_t>(j, "samples");
+  b.alpha = required<double>(j, "alpha_per_channel");
+  b.tested = required_count(j, "tested");
+  b.beyond_count = required_count(j, "beyond_count");
+  b.beyond = list_of(j, "beyond", DiagnoseBandChannel::from_json);
+  if (const json* w = object_at(j, "worst")) b.worst = DiagnoseBandChannel::from_json(*w);
+  b.median_ppm = required<double>(j.at("band_ppm"), "median");
+  b.max_ppm = required<double>(j.at("band_ppm"), "max");
+  return b;
+}
+
 Diagnose Diagnose::from_json(const json& j) {
   const json& layer = j.at("layer");
   Diagnose d;
@@ -52,6 +75,7 @@ Diagnose Diagnose::from_json(const json& j) {
   d.max_abs_difference = required<double>(j.at("as_given"), "max_abs_difference");
   d.as_given = DiagnoseFit::from_json(j.at("as_given"));
   d.hypotheses = list_of(j, "hypotheses", DiagnoseHypothesis::from_json);
+  if (const json* b = object_at(j, "band")) d.band = DiagnoseBandView::from_json(*b);
   d.verdict = required_verdict(j, "verdict");
   d.summary = required<std::string>(j, "summary");
   d.fix = optional<std::string>(j, "fix");

@@ -34,6 +34,16 @@ struct MaxUlpElement {
   double bound_ulp = 0, cancellation = 0;
 };
 
+// The calibrated band beside the bound (commands/diagnose.hpp's DiagnoseBand): the worst
+// channel's common relative change rho and its band, how many channels are beyond theirs, and
+// the widest band (a one-channel change beyond it would have been seen).
+struct BandFacts {
+  std::int64_t tested = 0, beyond = 0;
+  std::int64_t worst_channel = 0;
+  double worst_rho_ppm = 0, worst_band_ppm = 0, floor_ppm = 0, alpha = 0;
+  std::size_t samples = 0;
+};
+
 struct DiagnoseFacts {
   std::optional<DiagnoseOverflow> overflow;
   std::optional<NarrowMultiplier> narrow_multiplier;
@@ -58,6 +68,7 @@ struct DiagnoseFacts {
   // The closest is a hypothesis whose bound is too wide to identify a cause (fp16 accumulation)
   // and covers the observation: said, not offered as the explanation.
   bool closest_loose = false;
+  std::optional<BandFacts> band;  // none: not computed
 };
 
 std::string overflow_reason(const DiagnoseOverflow& o);

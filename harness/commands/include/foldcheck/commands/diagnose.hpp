@@ -124,6 +124,27 @@ struct ReplayFit {
   double max_ratio = 0;
 };
 
+// The calibrated band beside the rigorous bound (commands/src/diagnose_band.hpp states the
+// statistic): per output channel, the common relative change rho of its outputs (a fold's or a
+// kernel's bug scales a whole channel; rounding does not), against the band that K honest
+// computations of the layer (every fold recipe and the unfused layer, in the kernel orders real
+// engines use) reach: allowance + s_fold z + t_K(1 - alpha/2) rms(honest rho). Beyond it:
+// SUSPICIOUS at the stated false-alarm probability alpha per channel.
+struct DiagnoseBand {
+  std::optional<std::string> not_computed;  // why no band (another dtype, arithmetic, algorithm; no conv)
+  struct Channel {
+    std::int64_t channel = 0, outputs = 0;
+    double rho_ppm = 0, band_ppm = 0, honest_rms_ppm = 0, allowance_ppm = 0;
+    double ratio = 0;  // |rho| / band (NaN: the channel holds a non-finite output)
+  };
+  std::int64_t tested = 0;                       // channels whose outputs are not all equal
+  std::vector<Channel> beyond;                   // channels beyond their band, worst first
+  std::optional<Channel> worst;                  // the largest ratio
+  std::size_t samples = 0;                       // K
+  double alpha = 0;                              // per channel
+  double band_median_ppm = 0, band_max_ppm = 0;  // the detection floor: a channel scaled by more is seen
+};
+
 struct DiagnoseResult {
   DType dtype = DType::Float32;
   nlohmann::json layer;                 // conv geometry (or null: a BatchNorm alone), input and output shapes
@@ -150,6 +171,7 @@ struct DiagnoseResult {
   // A 16-bit output with non-finite values where the layer's are finite, and the first channel
   // whose multiplier gamma / sqrt(var + eps) is past the dtype's range: its index and value.
   std::optional<std::pair<std::int64_t, double>> narrow_multiplier;
+  DiagnoseBand band;
 
   // The hypothesis that explains a layer the as-given model does not (index 0), if any.
   std::optional<std::size_t> best() const;

@@ -80,6 +80,10 @@ struct ChannelBiasInput {
   double roundings = 1;                         // k
   double unit_roundoff = 0x1p-24;               // u of the accumulation
   double alpha = 1e-6;                          // false-alarm probability per channel
+  // false: the observation may come from a computation the model above does not describe
+  // (diagnose: an unfused conv -> BatchNorm, whose per-output roundings follow the conv's sum):
+  // no deterministic threshold (infinite), and the estimated one is the honest samples' alone.
+  bool bound_holds = true;
   unsigned threads = 0;                         // 0: hardware concurrency
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // The typed view of a `diagnose` result (reports/schema: command "diagnose"), restored once
 // from its JSON for the renderers (reports/src/diagnose_text.cpp).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,11 +50,29 @@ struct DiagnoseReplay {
   DiagnoseRatio ratio;
 };
 
+// The calibrated band ("band", commands/diagnose.hpp's DiagnoseBand): computed or why not, its
+// worst channel and the channels beyond it (rho and band in ppm; ratio as written).
+struct DiagnoseBandChannel {
+  std::int64_t channel = 0;
+  DiagnoseRatio rho_ppm, ratio;
+  double band_ppm = 0, honest_rms_ppm = 0;
+  static DiagnoseBandChannel from_json(const nlohmann::json& j);
+};
+struct DiagnoseBandView {
+  std::optional<std::string> not_computed;  // absent when computed
+  std::size_t samples = 0;
+  double alpha = 0, median_ppm = 0, max_ppm = 0;
+  std::int64_t tested = 0, beyond_count = 0;
+  std::vector<DiagnoseBandChannel> beyond;
+  std::optional<DiagnoseBandChannel> worst;
+  static DiagnoseBandView from_json(const nlohmann::json& j);
+};
+
 // The whole result. Required: "layer" {"conv" (null: BatchNorm alone), "input", "output"
 // (shapes, kept as JSON: printed as the result wrote them)}, "dtype", "bound" {"formula"},
 // "as_given", "hypotheses", "verdict", "summary". Optional: "fix" (only when a hypothesis
 // explains the observation), "layer" {"batchnorm"} (absent: true), "arithmetic" {"name",
-// "replay", "replays"} (absent: float32).
+// "replay", "replays"} (absent: float32), "band" (absent: a result written before it).
 struct Diagnose {
   bool has_conv = false, has_bn = true;
   std::string arithmetic = "float32", replay, algorithm = "direct";
@@ -64,6 +83,7 @@ struct Diagnose {
   double max_abs_difference = 0;  // as_given's
   DiagnoseFit as_given;
   std::vector<DiagnoseHypothesis> hypotheses;
+  std::optional<DiagnoseBandView> band;
   Verdict verdict = Verdict::Mistrusted;
   std::string summary;
   std::optional<std::string> fix;
