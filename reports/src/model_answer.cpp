@@ -28,14 +28,43 @@ std::pair<double, std::string> layer_worst(const views::LayerSummary& l) {
   return w;
 }
 
-// The end to end's part of a model's answer: an observed output that is not EXPECTED (with
-// its ratio to the end-to-end bound), else foldcheck's own end-to-end runs beyond their bound.
+// An observed output beyond its band only (SUSPICIOUS): the direction it moved along first.
+std::string band_reason(const views::ObservedOutput& o) {
+  const views::BandSummary& b = *o.band;
+  return fmt::format(
+      "The observed output is SUSPICIOUS: along {} of layer {} it moved {} times as far as honest float32 runs do (a "
+      "change of about {} ppm there{}); element by element it is within {} of its end-to-end rounding-error bound, "
+      "which cannot see such a change.",
+      b.direction, b.layer, b.ratio ? ratio_text(*b.ratio) : "?",
+      b.change_ppm ? fmt::format("{:.3g}", *b.change_ppm) : "?",
+      b.beyond > 1 ? fmt::format("; {} directions are beyond their bands, the worst named", b.beyond) : "",
+      o.bound_ratio ? ratio_text(*o.bound_ratio) : "?");
+}
+
+// An EXPECTED observed output: what was judged, and what it could not see.
+std::string expected_reason(const views::ObservedOutput& o) {
+  std::string s = fmt::format("The observed output is EXPECTED: within its end-to-end rounding-error bound{}",
+                              o.bound_ratio ? fmt::format(" ({} of it)", ratio_text(*o.bound_ratio)) : "");
+  if (o.band && o.band->floor_ppm)
+    return s + fmt::format(
+                   " and within the band of honest float32 runs along every layer's channels and BatchNorm eps; a "
+                   "one-channel change above about {:.3g} ppm would have been seen here (the median over channels), "
+                   "smaller ones need the folded weights (--observed FOLDED.onnx).",
+                   *o.band->floor_ppm);
+  return s + ".";
+}
+
+// The end to end's part of a model's answer: the observed output when given (its verdict, and
+// what it could not see), else foldcheck's own end-to-end runs beyond their bound.
 std::string end_to_end_reason(const views::Summary& s) {
   if (!s.end_to_end) return "";
   const views::EndToEndSummary& e = *s.end_to_end;
-  if (e.observed_output && e.observed_output->verdict != Verdict::Expected) {
-    const std::optional<double> r = e.observed_output->bound_ratio;
-    return fmt::format("The observed output is {}{}.", name(e.observed_output->verdict),
+  if (e.observed_output) {
+    const views::ObservedOutput& o = *e.observed_output;
+    if (o.verdict == Verdict::Expected) return expected_reason(o);
+    if (o.verdict == Verdict::Suspicious && o.band && o.band->beyond > 0) return band_reason(o);
+    const std::optional<double> r = o.bound_ratio;
+    return fmt::format("The observed output is {}{}.", name(o.verdict),
                        r ? fmt::format(": {} times its end-to-end rounding-error bound", ratio_text(*r))
                          : std::string());
   }
@@ -72,7 +101,10 @@ std::vector<std::string> model_reasons(const views::Summary& summary) {
   const views::LayerSummary* worst = worst_layer(summary, wr);
   const std::string e2e = end_to_end_reason(summary);
   const bool layer_bad = worst && worst->verdict != Verdict::Expected;
-  if (!e2e.empty() && !layer_bad) why.push_back(e2e);  // the cause: it leads
+  // The observed output leads (the user's question); else an end-to-end cause leads when no
+  // layer is wrong.
+  const bool observed = summary.end_to_end && summary.end_to_end->observed_output;
+  if (!e2e.empty() && (observed || !layer_bad)) why.push_back(e2e);
   const std::optional<std::int64_t> channel = worst && worst->fold ? worst->fold->worst_channel : std::nullopt;
   if (layer_bad && worst->note)  // the observed layer is not the model's (or not folded): what differs says why
     why.push_back(fmt::format("Layer {} is {}: {}.", worst->name, name(worst->verdict), *worst->note));
@@ -88,7 +120,7 @@ std::vector<std::string> model_reasons(const views::Summary& summary) {
                     ran ? " and outputs" : "", worst->name, wr.second, ratio_text(wr.first),
                     ran ? "" : "; weights only: no output was compared"));
   }
-  if (!e2e.empty() && layer_bad) why.push_back(e2e);
+  if (!e2e.empty() && layer_bad && !observed) why.push_back(e2e);
   return why;
 }
 

@@ -208,9 +208,14 @@ views::EndToEndSummary end_to_end(const views::AccuracyDiff& r, const views::Adi
       ee.outputs->push_back(
           {o.name, set_summary(o.unfused), set_summary(o.fused), compact_histograms(o.fused.histograms)});
   }
-  if (const auto& o = e.observed_output)  // none when nothing finite compared
+  if (const auto& o = e.observed_output) {  // none when nothing finite compared
     ee.observed_output =
         views::ObservedOutput{o->verdict, o->bound_check ? o->bound_check->worst_ratio : std::nullopt, o->ulp_stats};
+    if (o->band && !o->band->not_computed && o->band->worst)
+      ee.observed_output->band =
+          views::BandSummary{o->band->beyond_count, o->band->worst->layer,      o->band->worst->direction,
+                             o->band->worst->ratio, o->band->worst->change_ppm, o->band->floor_median_ppm};
+  }
   return ee;
 }
 

@@ -179,6 +179,16 @@ ObservedOutputCheck observed_output_check(const Model& model, const BnPatterns& 
     r.worst = ObservedOutputCheck::Worst{unravel_index(y.shape, i), i,        yv[i],
                                          refv.approx(i).hi,         bound[i], *c.worst_bound_ratio};
   }
+  if (opts.arithmetic.kind == ConvArithmeticKind::Float32) {
+    OutputBandOptions bo2;
+    bo2.seed = opts.seed;
+    bo2.threads = opts.ref.threads;
+    bo2.progress = say;
+    r.band = output_band(model, pat, rr.x, y64, yv, bo2);
+  } else {
+    r.band.not_computed =
+        std::string("the band's honest runs are float32; ") + opts.arithmetic.name() + " is judged by the bound alone";
+  }
   const auto t64 = top1(ob.reference.at(out)), to = top1(Tensor{y.shape, yv, DType::Float32});
   if (!t64.empty() && y.shape.back() > 1) {
     std::int64_t agree = 0;

@@ -69,7 +69,7 @@ ChannelBias one_channel(const ChannelBiasInput& in, std::int64_t o) {
   cb.estimated_threshold = cb.threshold;
   const std::size_t K = in.samples.size();
   if (K == 0) return cb;
-  double m2 = 0;
+  double m2 = 0, largest = 0;
   for (std::size_t m = 0; m < K; ++m) {
     const std::vector<double>&y = *in.samples[m], &w = *in.sample_weights[m];
     double rm = 0;
@@ -82,10 +82,12 @@ ChannelBias one_channel(const ChannelBiasInput& in, std::int64_t o) {
       rm -= (w[wk] - ws[wk]) * G[static_cast<std::size_t>(j)];
     }
     m2 += rm * rm;
+    largest = std::max(largest, std::fabs(rm));
   }
   cb.honest_rms = std::sqrt(m2 / static_cast<double>(K));
+  cb.honest_largest = largest;
   const double tq = boost::math::quantile(boost::math::complement(boost::math::students_t(static_cast<double>(K)), in.alpha / 2));
-  const double est = cb.allowance + std::sqrt(fold2) * t + tq * cb.honest_rms;
+  const double est = cb.allowance + std::sqrt(fold2) * t + largest + tq * cb.honest_rms;
   cb.estimated_threshold = std::min(cb.threshold, est * (1 + 1e-9));
   return cb;
 }

@@ -10,7 +10,8 @@
 //   pairwise    recursive halving of the product list
 //   blocked     K split into blocks of `block` terms, each summed sequentially from zero
 //               (a GEMM micro-kernel's register accumulator), block sums added in order
-// then the conv bias added with one more rounding. winograd_tile() computes a 2x2 output
+// then the conv bias added with one more rounding (order.bias_first, sequential or blocked: the
+// accumulator starts from the bias instead). winograd_tile() computes a 2x2 output
 // tile with F(2x2,3x3) (Lavin & Gray 2016): U = G g G^T per (o, c), V = B^T d B per
 // input tile, M = sum_c U.V (sequential over c; fma contracts), Y = A^T M A, + bias.
 #include <array>
@@ -36,7 +37,8 @@ N pairwise_sum(const N* p, std::size_t n) {
 template <class N>
 N conv_output(const ref::ConvGeometry& g, const N* x, const N* wo, const N* bias, const Order& order, bool fma,
               std::int64_t n, std::int64_t o, std::int64_t oh, std::int64_t ow, N* prods) {
-  N acc(0.0), block_acc(0.0);
+  const bool first = bias && order.bias_first && order.kind != Accumulation::Pairwise;
+  N acc(first ? *bias : N(0.0)), block_acc(0.0);
   std::size_t k = 0;
   std::int64_t in_block = 0;
   const bool seq = order.kind == Accumulation::Sequential, blocked = order.kind == Accumulation::Blocked;
@@ -58,7 +60,7 @@ N conv_output(const ref::ConvGeometry& g, const N* x, const N* wo, const N* bias
   });
   if (blocked && in_block > 0) acc = acc + block_acc;
   if (order.kind == Accumulation::Pairwise && k > 0) acc = pairwise_sum(prods, k);
-  if (bias) acc = acc + *bias;
+  if (bias && !first) acc = acc + *bias;
   return acc;
 }
 

@@ -105,9 +105,10 @@ void block_weights(const LaneJob<A>& j, const std::vector<A>& w, const std::vect
 
 template <class A>
 bool conv_lanes(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<A>& w,
-                const std::vector<A>& bias, unsigned threads, std::vector<double>& y) {
+                const std::vector<A>& bias, unsigned threads, std::vector<double>& y, bool bias_first) {
   const RowKernels& k = row_kernels();
   LaneJob<A> j;
+  j.bias_first = bias_first;
   if (!plan(g, std::is_same_v<A, float> ? k.lanes_f32 : k.lanes_f64, j) || !all_finite(w) || !default_fp_environment())
     return false;
   const std::vector<A> xp = padded_input(g, j, x, threads);
@@ -126,8 +127,8 @@ bool conv_lanes(const ref::ConvGeometry& g, const std::vector<double>& x, const 
 }
 
 template bool conv_lanes(const ref::ConvGeometry&, const std::vector<double>&, const std::vector<float>&,
-                         const std::vector<float>&, unsigned, std::vector<double>&);
+                         const std::vector<float>&, unsigned, std::vector<double>&, bool);
 template bool conv_lanes(const ref::ConvGeometry&, const std::vector<double>&, const std::vector<double>&,
-                         const std::vector<double>&, unsigned, std::vector<double>&);
+                         const std::vector<double>&, unsigned, std::vector<double>&, bool);
 
 }  // namespace foldcheck::detail

@@ -81,8 +81,12 @@ inline void lane_tile(const LaneJob<A>& j, const A* xrow0, const A* wb, const A*
   using vec = typename Vec<A>::type;
   constexpr int L = Vec<A>::L;
   vec acc[P][V];
+  const bool first = bias && j.bias_first;  // the accumulators start from the bias (its last add skipped)
   for (int p = 0; p < P; ++p)
-    for (int v = 0; v < V; ++v) acc[p][v] = vec{};  // +0 in every lane
+    for (int v = 0; v < V; ++v) {
+      acc[p][v] = vec{};  // +0 in every lane
+      if (first) __builtin_memcpy(&acc[p][v], bias + v * L, sizeof(vec));
+    }
   // Element steps: NHWC for depthwise lanes (a pixel's channels adjacent), NCHW otherwise
   // (a row's pixels adjacent, one broadcast each).
   const std::int64_t row_step = D ? j.Wp * j.Cp : j.Wp, col_step = D ? j.sw * j.Cp : j.sw;
@@ -113,7 +117,7 @@ inline void lane_tile(const LaneJob<A>& j, const A* xrow0, const A* wb, const A*
     vec b{};
     if (bias) __builtin_memcpy(&b, bias + v * L, sizeof(vec));
     for (int p = 0; p < P; ++p) {
-      if (bias) acc[p][v] = acc[p][v] + b;
+      if (bias && !first) acc[p][v] = acc[p][v] + b;
       A lanes[L];
       __builtin_memcpy(lanes, &acc[p][v], sizeof(vec));
       for (int l = 0; l < L && v * L + l < valid; ++l)

@@ -54,6 +54,7 @@ struct LaneJob {
   std::int64_t vectors = 1;             // registers per block: block = vectors * lanes
   std::int64_t block = 1, blocks = 1;   // channels per block; blocks per group (depthwise: in all)
   bool depthwise = false;
+  bool bias_first = false;  // the accumulators start from the bias (order.hpp), not +0
   const A* xp = nullptr;
   const A* wt = nullptr;
   const A* bias = nullptr;
@@ -83,7 +84,7 @@ const RowKernels& row_kernels();
 // x is the input as stored (each value converted to A here), y the accumulators in double.
 template <class A>
 bool conv_lanes(const ref::ConvGeometry& g, const std::vector<double>& x, const std::vector<A>& w,
-                const std::vector<A>& bias, unsigned threads, std::vector<double>& y);
+                const std::vector<A>& bias, unsigned threads, std::vector<double>& y, bool bias_first = false);
 
 namespace rows_v4 {
 RowKernels kernels();

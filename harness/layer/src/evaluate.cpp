@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "foldcheck/base/errors.hpp"
@@ -51,12 +53,13 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
   const ref::ConvGeometry& g = node.geometry;
   const std::vector<A> w(node.weight.data.begin(), node.weight.data.end());
   const std::vector<A> bias(node.bias.begin(), node.bias.end());
-  if (p.order.kind == Accumulation::Sequential && !p.arith.fma) {
+  const bool sequential = p.order.kind == Accumulation::Sequential && !p.arith.fma;
+  if (sequential) {
     // The channel-lane kernels where they apply, else the row kernels below (conv_rows.hpp):
     // the same operations per output. Their level is chosen here, so that a FOLDCHECK_ISA
     // the CPU lacks throws here, not in a worker thread.
     (void)ref::isa_level();
-    if (std::vector<double> y; detail::conv_lanes(g, xin, w, bias, p.threads, y)) {
+    if (std::vector<double> y; detail::conv_lanes(g, xin, w, bias, p.threads, y, p.order.bias_first)) {
       if (!stored_as_is<A>(s))
         for (double& v : y) v = round_to(s, v);
       return y;
@@ -84,7 +87,7 @@ std::vector<double> conv_float(const Node& node, const std::vector<double>& xin,
     });
     return out;
   }
-  if (p.order.kind == Accumulation::Sequential && !fma) {
+  if (sequential && !p.order.bias_first) {  // the row kernels add the bias last
     parallel_channels(g.O, p.threads, [&](std::int64_t o) {
       std::vector<A> acc(static_cast<std::size_t>(OW));
       for (std::int64_t n = 0; n < g.N; ++n)
@@ -139,6 +142,27 @@ void canonical_nans(std::vector<double>& v) {
     if (e != e) e = std::numeric_limits<double>::quiet_NaN();
 }
 
+// The conv's input channels permuted within each group (Policy::permute): its weights and x
+// reordered alike, so the same products are summed in another order.
+void permute_inputs(Node& conv, std::vector<double>& x, std::uint64_t seed) {
+  const ref::ConvGeometry& geo = conv.geometry;
+  const std::int64_t cg = geo.C / geo.groups, hw = geo.H * geo.W, khw = geo.KH * geo.KW;
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(cg));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const std::vector<double> w = conv.weight.data, x0 = x;
+  std::vector<double>& wp = conv.weight.data;
+  for (std::int64_t o = 0; o < geo.O; ++o)
+    for (std::int64_t ci = 0; ci < cg; ++ci)
+      std::copy_n(w.begin() + (o * cg + perm[ci]) * khw, khw, wp.begin() + (o * cg + ci) * khw);
+  for (std::int64_t n = 0; n < geo.N; ++n)
+    for (std::int64_t gr = 0; gr < geo.groups; ++gr)
+      for (std::int64_t ci = 0; ci < cg; ++ci)
+        std::copy_n(x0.begin() + ((n * geo.C) + gr * cg + perm[ci]) * hw, hw,
+                    x.begin() + ((n * geo.C) + gr * cg + ci) * hw);
+}
+
 }  // namespace
 
 std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const Policy& p) {
@@ -147,13 +171,16 @@ std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const
   std::vector<double> cur;
   const std::vector<double>* in = &x;  // the first node reads x itself (no copy of the input)
   for (const Node& n : g.nodes) {
-    if (n.kind == Node::Kind::Conv && p.arith.conv_operands.operands()) {
-      // The conv's operands converted first (Arithmetic::conv_operands): its input and weights.
-      const OperandFormat f = *p.arith.conv_operands.operands();
+    if (n.kind == Node::Kind::Conv && (p.arith.conv_operands.operands() || p.permute)) {
+      // The conv's input channels permuted, then its operands converted (Arithmetic::
+      // conv_operands): its input and weights.
       Node cn = n;
       std::vector<double> xc = *in;
-      for (double& v : cn.weight.data) v = std::isfinite(v) ? convert(v, f, p.arith.conversion) : v;
-      for (double& v : xc) v = std::isfinite(v) ? convert(v, f, p.arith.conversion) : v;
+      if (p.permute) permute_inputs(cn, xc, p.permute);
+      if (const std::optional<OperandFormat> f = p.arith.conv_operands.operands()) {
+        for (double& v : cn.weight.data) v = std::isfinite(v) ? convert(v, *f, p.arith.conversion) : v;
+        for (double& v : xc) v = std::isfinite(v) ? convert(v, *f, p.arith.conversion) : v;
+      }
       cur = f64 ? conv_float<double>(cn, xc, g.dtype, p) : conv_float<float>(cn, xc, g.dtype, p);
     } else if (n.kind == Node::Kind::Conv) {
       cur = f64 ? conv_float<double>(n, *in, g.dtype, p) : conv_float<float>(n, *in, g.dtype, p);

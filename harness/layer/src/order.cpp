@@ -15,7 +15,8 @@ const char* name(Accumulation a) {
 }
 
 std::string Order::label() const {
-  return kind == Accumulation::Blocked ? "blocked:" + std::to_string(block) : name(kind);
+  return (kind == Accumulation::Blocked ? "blocked:" + std::to_string(block) : std::string(name(kind))) +
+         (bias_first ? ", bias first" : "");
 }
 
 Order order_from_name(const std::string& n) {

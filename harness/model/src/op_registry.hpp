@@ -84,6 +84,24 @@ struct MovedToInputs {
   std::size_t max_inputs_before = 0, max_inputs_after = 0;
 };
 
+// The transposed derivative of one node at a float64 run's values (model/model_vjp.hpp: the
+// calibrated band of a model's outputs projects an output error back to every layer with it).
+// `slices` cotangents of output 0 come in gy (slices x its elements); each is multiplied by the
+// transposed Jacobian of the node with respect to input k and ADDED to gx[k] (slices x that
+// input's elements; null: input k is a parameter, or nothing needs it). Linear in gy, exact up
+// to the arithmetic it runs in (double, convs in float32: a statistic, not a bound); the same
+// values for any thread count. A null vjp: models with the op have no band.
+struct VjpArgs {
+  const ModelNode& node;
+  std::size_t index = 0;
+  std::int64_t opset = 0;
+  std::vector<const Tensor*> inputs;  // each input's value at the run (null: omitted)
+  const Tensor* output = nullptr;     // output 0's value
+  std::size_t slices = 1;
+  unsigned threads = 0;
+};
+using Vjp = void (*)(const VjpArgs&, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx);
+
 struct OpEntry {
   std::set<std::string> attributes;
   OpArity arity;
@@ -92,6 +110,7 @@ struct OpEntry {
   std::vector<std::size_t> integer_inputs = {};  // indices of INT64 inputs
   bool passes_type = false;
   std::optional<MovedToInputs> moved = std::nullopt;
+  Vjp vjp = nullptr;
 };
 
 using OpTable = std::map<std::string, OpEntry>;

@@ -2,6 +2,8 @@
 // layer -> BatchNormalization pair as one unit (model_run.hpp's contract): unfused, the
 // layer then the BatchNorm; fused, the layer with the parameters folded by the recipe
 // (fold_pass.hpp). Kernel contract: op_registry.hpp.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
@@ -44,6 +46,27 @@ void batch_normalization(OpRun<T>& run, const ModelNode& n, std::size_t i) {
                                  shape_string(y.shape), bn.gamma.size()));
   batchnorm(run, y, bn);
   run.put(n, std::move(y));
+}
+
+// Transposed derivative (op_registry.hpp's Vjp): gx = gy gamma / sqrt(var + eps) per channel
+// (eps as the kernel reads it, through float32).
+void batch_normalization_vjp(const VjpArgs& a, const std::vector<double>& gy,
+                             const std::vector<std::vector<double>*>& gx) {
+  for (std::size_t k = 1; k < gx.size(); ++k)
+    if (gx[k])
+      throw InputError(where(a.node, a.index) +
+                       ": its parameters are computed; the band's derivative models constant ones");
+  if (!gx[0]) return;
+  const double eps = static_cast<double>(static_cast<float>(a.node.float_attr("epsilon", 1e-5)));
+  const std::vector<double>&g = a.inputs[1]->data, &v = a.inputs[4]->data;
+  const Shape& xs = a.inputs[0]->shape;
+  const std::int64_t C = xs.size() > 1 ? xs[1] : 1, inner = prod(xs, 2);
+  const std::size_t n = a.inputs[0]->data.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
+    const double f = g[c] / std::sqrt(v[c] + eps);
+    for (std::size_t s = 0; s < a.slices; ++s) (*gx[0])[s * n + i] += gy[s * n + i] * f;
+  }
 }
 
 }  // namespace
@@ -89,7 +112,8 @@ OpTable batchnorm_ops() {
       {"BatchNormalization",
        {.attributes = {"epsilon", "momentum", "training_mode", "spatial", "is_test"},
         .arity = {5, 1, 5, 5},
-        .kernel = {&batch_normalization<float>, &batch_normalization<double>}}},
+        .kernel = {&batch_normalization<float>, &batch_normalization<double>},
+        .vjp = &batch_normalization_vjp}},
   };
 }
 

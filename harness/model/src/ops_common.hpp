@@ -89,6 +89,13 @@ void same_padding(const std::string& auto_pad, std::int64_t in, std::int64_t k, 
 
 // Gemm / MatMul / ConvTranspose with explicit parameters (bias per output channel or empty),
 // ops_conv.cpp: the node's kernel and the ConvTranspose of a pair. `at` names the node.
+// The cotangent of a conv's input from `slices` cotangents of its output (op_registry.hpp's
+// Vjp): a conv of the stride-upsampled output cotangent with the flipped, transposed weights,
+// run by foldcheck's float32 kernels (a statistic's projection: ~1e-7 relative). InputError for
+// a conv padded by more than its dilated kernel.
+std::vector<double> conv_input_cotangent(const ref::ConvGeometry& g, const std::vector<double>& w,
+                                         const std::vector<double>& gy, std::size_t slices, unsigned threads);
+
 template <class T>
 Tensor linear(OpRun<T>& run, const ModelNode& n, const std::string& at, const Tensor& x, const Tensor& w,
               const std::vector<double>& bias);

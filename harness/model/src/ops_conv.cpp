@@ -153,7 +153,85 @@ void linear_node(OpRun<T>& run, const ModelNode& n, std::size_t i) {
   run.put(n, linear(run, n, where(n, i), x, w, bias));
 }
 
+// A parameter input that is a computed value (a product of two activations): its own
+// cotangent is not modelled, so the band is not computed (the driver names the op).
+void refuse_activation_weight(const VjpArgs& a, const std::vector<std::vector<double>*>& gx) {
+  for (std::size_t k = 1; k < gx.size(); ++k)
+    if (gx[k])
+      throw InputError(where(a.node, a.index) +
+                       ": its weight is computed, not a parameter; the band's derivative "
+                       "models layers with constant weights");
+}
+
+void conv_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  refuse_activation_weight(a, gx);
+  if (!gx[0]) return;
+  const ref::ConvGeometry g = conv_geometry(a.node, a.inputs[0]->shape, a.inputs[1]->shape);
+  const std::vector<double> d = conv_input_cotangent(g, a.inputs[1]->data, gy, a.slices, a.threads);
+  for (std::size_t k = 0; k < d.size(); ++k) (*gx[0])[k] += d[k];
+}
+
+// Gemm (alpha A' B' + beta C; A' = A or A^T, B' = B or B^T) and MatMul (rows of X times W):
+// the first input's cotangent, alpha gY B'^T (transposed back for transA).
+void gemm_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  refuse_activation_weight(a, gx);
+  if (!gx[0]) return;
+  const ModelNode& n = a.node;
+  const bool gemm = n.op == "Gemm", transA = gemm && n.int_attr("transA", 0) != 0,
+             transB = gemm && n.int_attr("transB", 0) != 0;
+  const double alpha = gemm ? n.float_attr("alpha", 1.0) : 1.0;
+  const Tensor &x = *a.inputs[0], &w = *a.inputs[1];
+  const std::int64_t K = transB ? w.shape[1] : w.shape[0], N = transB ? w.shape[0] : w.shape[1];
+  const std::int64_t M = prod(x.shape) / K;
+  const std::size_t nx = x.data.size(), ny = a.output->data.size();
+  for (std::size_t s = 0; s < a.slices; ++s)
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t k = 0; k < K; ++k) {
+        double acc = 0;
+        for (std::int64_t j = 0; j < N; ++j)
+          acc += gy[s * ny + static_cast<std::size_t>(i * N + j)] *
+                 w.data[static_cast<std::size_t>(transB ? j * K + k : k * N + j)];
+        (*gx[0])[s * nx + static_cast<std::size_t>(transA ? k * M + i : i * K + k)] += alpha * acc;
+      }
+}
+
 }  // namespace
+
+std::vector<double> conv_input_cotangent(const ref::ConvGeometry& g, const std::vector<double>& w,
+                                         const std::vector<double>& gy, std::size_t slices, unsigned threads) {
+  const std::int64_t N = g.N * static_cast<std::int64_t>(slices), OH = g.OH(), OW = g.OW();
+  const std::int64_t Hu = (OH - 1) * g.stride_h + 1, Wu = (OW - 1) * g.stride_w + 1;
+  std::vector<double> up(static_cast<std::size_t>(N * g.O * Hu * Wu), 0.0);
+  for (std::int64_t nco = 0; nco < N * g.O; ++nco)
+    for (std::int64_t oh = 0; oh < OH; ++oh)
+      for (std::int64_t ow = 0; ow < OW; ++ow)
+        up[static_cast<std::size_t>((nco * Hu + oh * g.stride_h) * Wu + ow * g.stride_w)] =
+            gy[static_cast<std::size_t>((nco * OH + oh) * OW + ow)];
+  ref::ConvGeometry t = g;
+  t.N = N, t.C = g.O, t.H = Hu, t.W = Wu, t.O = g.C, t.stride_h = t.stride_w = 1;
+  t.pad_top = g.dil_h * (g.KH - 1) - g.pad_top;
+  t.pad_left = g.dil_w * (g.KW - 1) - g.pad_left;
+  t.pad_bottom = g.H - Hu - t.pad_top + g.dil_h * (g.KH - 1);
+  t.pad_right = g.W - Wu - t.pad_left + g.dil_w * (g.KW - 1);
+  if (t.pad_top < 0 || t.pad_left < 0 || t.pad_bottom < 0 || t.pad_right < 0)
+    throw InputError("a conv padded by more than its dilated kernel: the band's derivative does not model it");
+  const std::int64_t cg = g.C / g.groups, og = g.O / g.groups, kk = g.KH * g.KW;
+  Node conv;
+  conv.geometry = t;
+  conv.weight.shape = {t.O, og, g.KH, g.KW};
+  conv.weight.data.resize(w.size());
+  for (std::int64_t gr = 0; gr < g.groups; ++gr)
+    for (std::int64_t o = 0; o < og; ++o)
+      for (std::int64_t c = 0; c < cg; ++c)
+        for (std::int64_t k = 0; k < kk; ++k)
+          conv.weight.data[static_cast<std::size_t>(((gr * cg + c) * og + o) * kk + (kk - 1 - k))] =
+              w[static_cast<std::size_t>(((gr * og + o) * cg + c) * kk + k)];
+  Graph graph;
+  graph.nodes = {conv};
+  Policy pol;
+  pol.threads = threads;
+  return evaluate(graph, up, pol);
+}
 
 OpTable conv_ops() {
   const Kernel linear_kernel{&linear_node<float>, &linear_node<double>};
@@ -162,14 +240,19 @@ OpTable conv_ops() {
        {.attributes = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
         .arity = {2, 1, 3, 1},
         .kernel = {&conv<float>, &conv<double>},
-        .spatial = Spatial::Conv}},
+        .spatial = Spatial::Conv,
+        .vjp = &conv_vjp}},
       {"ConvTranspose",
        {.attributes = {"dilations", "group", "kernel_shape", "output_padding", "pads", "strides"},
         .arity = {2, 1, 3, 1},
         .kernel = linear_kernel,
         .spatial = Spatial::Conv}},
-      {"Gemm", {.attributes = {"alpha", "beta", "transA", "transB"}, .arity = {2, 1, 3, 1}, .kernel = linear_kernel}},
-      {"MatMul", {.attributes = {}, .arity = {2, 1, 2, 1}, .kernel = linear_kernel}},
+      {"Gemm",
+       {.attributes = {"alpha", "beta", "transA", "transB"},
+        .arity = {2, 1, 3, 1},
+        .kernel = linear_kernel,
+        .vjp = &gemm_vjp}},
+      {"MatMul", {.attributes = {}, .arity = {2, 1, 2, 1}, .kernel = linear_kernel, .vjp = &gemm_vjp}},
   };
 }
 

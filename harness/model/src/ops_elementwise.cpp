@@ -4,6 +4,7 @@
 // evaluated in double and rounded once). Kernel contract: op_registry.hpp.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -135,25 +136,111 @@ void divide(OpRun<T>& run, const ModelNode& n, std::size_t i) {
   binary(run, n, i, [](T a, T b) { return static_cast<double>(static_cast<T>(a / b)); });
 }
 
+// Transposed derivatives (op_registry.hpp's Vjp) at the run's values: y' = f'(x) per element.
+template <class D>
+void unary_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx, D d) {
+  if (!gx[0]) return;
+  const std::vector<double>& x = a.inputs[0]->data;
+  const std::size_t n = x.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const double f = d(x[i], a.output->data[i]);
+    if (f == 0) continue;
+    for (std::size_t s = 0; s < a.slices; ++s) (*gx[0])[s * n + i] += gy[s * n + i] * f;
+  }
+}
+
+void relu_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  unary_vjp(a, gy, gx, [](double x, double) { return x > 0 ? 1.0 : 0.0; });
+}
+void leaky_relu_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  const double al = a.node.float_attr("alpha", 0.01);
+  unary_vjp(a, gy, gx, [&](double x, double) { return x >= 0 ? 1.0 : al; });
+}
+void sigmoid_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  unary_vjp(a, gy, gx, [](double, double y) { return y * (1 - y); });
+}
+void hard_sigmoid_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  const double al = a.node.float_attr("alpha", 0.2), be = a.node.float_attr("beta", 0.5);
+  unary_vjp(a, gy, gx, [&](double x, double) { return al * x + be > 0 && al * x + be < 1 ? al : 0.0; });
+}
+void hard_swish_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  unary_vjp(a, gy, gx, [](double x, double) {
+    const double h = x / 6 + 0.5;
+    return h <= 0 ? 0.0 : h >= 1 ? 1.0 : h + x / 6;
+  });
+}
+void clip_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  double lo = -HUGE_VAL, hi = HUGE_VAL;
+  if (a.opset < 11) {
+    lo = a.node.float_attr("min", lo);
+    hi = a.node.float_attr("max", hi);
+  } else {
+    if (a.inputs.size() > 1 && a.inputs[1]) lo = a.inputs[1]->data.at(0);
+    if (a.inputs.size() > 2 && a.inputs[2]) hi = a.inputs[2]->data.at(0);
+  }
+  unary_vjp(a, gy, gx, [&](double x, double) { return x > lo && x < hi ? 1.0 : 0.0; });
+}
+
+// A broadcasting binary op: d(a, b) gives (dy/da, dy/db) at an element; each operand's
+// cotangent sums over the elements it was broadcast to.
+template <class D>
+void binary_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx, D d) {
+  const Tensor &A = *a.inputs[0], &B = *a.inputs[1];
+  const Broadcaster ba(a.output->shape, A.shape), bb(a.output->shape, B.shape);
+  const std::size_t n = a.output->data.size(), na = A.data.size(), nb = B.data.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t ia = static_cast<std::size_t>(ba(static_cast<std::int64_t>(k)));
+    const std::size_t ib = static_cast<std::size_t>(bb(static_cast<std::int64_t>(k)));
+    const auto [da, db] = d(A.data[ia], B.data[ib]);
+    for (std::size_t s = 0; s < a.slices; ++s) {
+      if (gx[0]) (*gx[0])[s * na + ia] += gy[s * n + k] * da;
+      if (gx[1]) (*gx[1])[s * nb + ib] += gy[s * n + k] * db;
+    }
+  }
+}
+
+void add_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  binary_vjp(a, gy, gx, [](double, double) { return std::pair{1.0, 1.0}; });
+}
+void sub_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  binary_vjp(a, gy, gx, [](double, double) { return std::pair{1.0, -1.0}; });
+}
+void mul_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  binary_vjp(a, gy, gx, [](double x, double y) { return std::pair{y, x}; });
+}
+void div_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  binary_vjp(a, gy, gx, [](double x, double y) { return std::pair{1 / y, -x / (y * y)}; });
+}
+
 }  // namespace
 
 OpTable elementwise_ops() {
   const OpArity one{1, 1, 1, 1}, two{2, 1, 2, 1};
   return {
-      {"Relu", {.attributes = {}, .arity = one, .kernel = {&relu<float>, &relu<double>}}},
-      {"LeakyRelu", {.attributes = {"alpha"}, .arity = one, .kernel = {&leaky_relu<float>, &leaky_relu<double>}}},
-      {"Sigmoid", {.attributes = {}, .arity = one, .kernel = {&sigmoid<float>, &sigmoid<double>}}},
-      {"HardSigmoid", {.attributes = {"alpha", "beta"}, .arity = one, .kernel = {&hard_sigmoid<float>, &hard_sigmoid<double>}}},
-      {"HardSwish", {.attributes = {}, .arity = one, .kernel = {&hard_swish<float>, &hard_swish<double>}}},
+      {"Relu", {.attributes = {}, .arity = one, .kernel = {&relu<float>, &relu<double>}, .vjp = &relu_vjp}},
+      {"LeakyRelu",
+       {.attributes = {"alpha"},
+        .arity = one,
+        .kernel = {&leaky_relu<float>, &leaky_relu<double>},
+        .vjp = &leaky_relu_vjp}},
+      {"Sigmoid", {.attributes = {}, .arity = one, .kernel = {&sigmoid<float>, &sigmoid<double>}, .vjp = &sigmoid_vjp}},
+      {"HardSigmoid",
+       {.attributes = {"alpha", "beta"},
+        .arity = one,
+        .kernel = {&hard_sigmoid<float>, &hard_sigmoid<double>},
+        .vjp = &hard_sigmoid_vjp}},
+      {"HardSwish",
+       {.attributes = {}, .arity = one, .kernel = {&hard_swish<float>, &hard_swish<double>}, .vjp = &hard_swish_vjp}},
       {"Clip",
        {.attributes = {"min", "max"},
         .arity = {1, 1, 3, 1},
         .kernel = {&clip<float>, &clip<double>},
-        .moved = MovedToInputs{11, {"min", "max"}, 1, 3}}},
-      {"Add", {.attributes = {}, .arity = two, .kernel = {&add<float>, &add<double>}}},
-      {"Sub", {.attributes = {}, .arity = two, .kernel = {&subtract<float>, &subtract<double>}}},
-      {"Mul", {.attributes = {}, .arity = two, .kernel = {&multiply<float>, &multiply<double>}}},
-      {"Div", {.attributes = {}, .arity = two, .kernel = {&divide<float>, &divide<double>}}},
+        .moved = MovedToInputs{11, {"min", "max"}, 1, 3},
+        .vjp = &clip_vjp}},
+      {"Add", {.attributes = {}, .arity = two, .kernel = {&add<float>, &add<double>}, .vjp = &add_vjp}},
+      {"Sub", {.attributes = {}, .arity = two, .kernel = {&subtract<float>, &subtract<double>}, .vjp = &sub_vjp}},
+      {"Mul", {.attributes = {}, .arity = two, .kernel = {&multiply<float>, &multiply<double>}, .vjp = &mul_vjp}},
+      {"Div", {.attributes = {}, .arity = two, .kernel = {&divide<float>, &divide<double>}, .vjp = &div_vjp}},
   };
 }
 

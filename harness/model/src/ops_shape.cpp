@@ -197,36 +197,79 @@ void constant(OpRun<T>& run, const ModelNode& n, std::size_t i) {
   run.put_as_given(n, std::move(y));
 }
 
+// Transposed derivatives (op_registry.hpp's Vjp). A reshape keeps the elements in order: the
+// cotangent passes as it is.
+void same_elements_vjp(const VjpArgs&, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  if (!gx[0]) return;
+  for (std::size_t k = 0; k < gy.size(); ++k) (*gx[0])[k] += gy[k];
+}
+
+// Concat: each input's cotangent is its chunk of every outer block.
+void concat_vjp(const VjpArgs& a, const std::vector<double>& gy, const std::vector<std::vector<double>*>& gx) {
+  const std::int64_t rank = static_cast<std::int64_t>(a.output->shape.size());
+  std::int64_t axis = a.node.int_attr("axis", 0);
+  if (axis < 0) axis += rank;
+  const std::size_t n = a.output->data.size();
+  const std::int64_t outer = prod(a.output->shape, 0, static_cast<std::size_t>(axis));
+  for (std::size_t s = 0; s < a.slices; ++s) {
+    std::size_t at = s * n;
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::size_t k = 0; k < a.inputs.size(); ++k) {
+        const std::size_t chunk = static_cast<std::size_t>(prod(a.inputs[k]->shape, static_cast<std::size_t>(axis)));
+        if (gx[k]) {
+          const std::size_t base = s * a.inputs[k]->data.size() + static_cast<std::size_t>(o) * chunk;
+          for (std::size_t j = 0; j < chunk; ++j) (*gx[k])[base + j] += gy[at + j];
+        }
+        at += chunk;
+      }
+  }
+}
+
 }  // namespace
 
 OpTable shape_ops() {
   return {
       {"Identity",
-       {.attributes = {}, .arity = {1, 1, 1, 1}, .kernel = {&identity<float>, &identity<double>}, .passes_type = true}},
+       {.attributes = {},
+        .arity = {1, 1, 1, 1},
+        .kernel = {&identity<float>, &identity<double>},
+        .passes_type = true,
+        .vjp = &same_elements_vjp}},
       {"Flatten",
-       {.attributes = {"axis"}, .arity = {1, 1, 1, 1}, .kernel = {&flatten<float>, &flatten<double>}, .passes_type = true}},
+       {.attributes = {"axis"},
+        .arity = {1, 1, 1, 1},
+        .kernel = {&flatten<float>, &flatten<double>},
+        .passes_type = true,
+        .vjp = &same_elements_vjp}},
       {"Reshape",
        {.attributes = {"allowzero"},
         .arity = {2, 1, 2, 1},
         .kernel = {&reshape<float>, &reshape<double>},
         .integer_inputs = {1},
-        .passes_type = true}},
+        .passes_type = true,
+        .vjp = &same_elements_vjp}},
       {"Squeeze",
        {.attributes = {"axes"},
         .arity = {1, 1, 2, 1},
         .kernel = {&squeeze<float>, &squeeze<double>},
         .integer_inputs = {1},
         .passes_type = true,
-        .moved = MovedToInputs{13, {"axes"}, 1, 2}}},
+        .moved = MovedToInputs{13, {"axes"}, 1, 2},
+        .vjp = &same_elements_vjp}},
       {"Unsqueeze",
        {.attributes = {"axes"},
         .arity = {1, 1, 2, 1},
         .kernel = {&unsqueeze<float>, &unsqueeze<double>},
         .integer_inputs = {1},
         .passes_type = true,
-        .moved = MovedToInputs{13, {"axes"}, 1, 2}}},
+        .moved = MovedToInputs{13, {"axes"}, 1, 2},
+        .vjp = &same_elements_vjp}},
       {"Concat",
-       {.attributes = {"axis"}, .arity = {1, 1, kAny, kAny}, .kernel = {&concat<float>, &concat<double>}, .passes_type = true}},
+       {.attributes = {"axis"},
+        .arity = {1, 1, kAny, kAny},
+        .kernel = {&concat<float>, &concat<double>},
+        .passes_type = true,
+        .vjp = &concat_vjp}},
       {"Pad",
        {.attributes = {"mode", "pads", "value"},
         .arity = {1, 1, 4, 1},

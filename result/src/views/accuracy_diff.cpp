@@ -148,6 +148,28 @@ void read_observed_extras(const json& j, AdiffObservedOutput& o) {
 
 }  // namespace
 
+AdiffBandDirection AdiffBandDirection::from_json(const json& j) {
+  return {required<std::string>(j, "layer"), required<std::string>(j, "direction"),
+          optional<double>(j, "ratio_to_band"), optional<double>(j, "change_ppm"), optional<double>(j, "floor_ppm")};
+}
+
+AdiffBand AdiffBand::from_json(const json& j) {
+  AdiffBand b;
+  if (!required<bool>(j, "computed")) {
+    b.not_computed = required<std::string>(j, "not_computed");
+    return b;
+  }
+  b.samples = required_count(j, "samples");
+  b.directions = required_count(j, "directions");
+  b.beyond_count = required_count(j, "beyond_count");
+  b.alpha = required<double>(j, "alpha");
+  b.floor_median_ppm = optional<double>(j.at("floor_ppm"), "median");
+  b.floor_p90_ppm = optional<double>(j.at("floor_ppm"), "p90");
+  b.beyond = list_of(j, "beyond", AdiffBandDirection::from_json);
+  if (const json* w = object_at(j, "worst")) b.worst = AdiffBandDirection::from_json(*w);
+  return b;
+}
+
 AdiffObservedOutput AdiffObservedOutput::from_json(const json& j) {
   AdiffObservedOutput o;
   o.path = required<std::string>(j, "path");
@@ -164,6 +186,7 @@ AdiffObservedOutput AdiffObservedOutput::from_json(const json& j) {
     o.bound_check = BoundCheck{optional<double>(*b, "worst_ratio"), required_count(*b, "beyond_bound")};
   else o.kinds = c.at("kinds");
   read_observed_extras(j, o);
+  if (const json* b = object_at(j, "band")) o.band = AdiffBand::from_json(*b);
   return o;
 }
 

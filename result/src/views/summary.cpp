@@ -279,9 +279,14 @@ EndToEndSummary EndToEndSummary::from_json(const json& j) {
       return EndToEndOutput{required<std::string>(o, "name"), object_of<SetSummary>(o, "unfused"),
                             object_of<SetSummary>(o, "fused"), histograms_of(o, "histograms")};
     });
-  if (const json* o = object_at(j, "observed_output"))
+  if (const json* o = object_at(j, "observed_output")) {
     e.observed_output = ObservedOutput{required_verdict(*o, "verdict"), optional<double>(*o, "bound_ratio"),
                                        object_of<Stats>(*o, "ulp")};
+    if (const json* b = object_at(*o, "band"))
+      e.observed_output->band = BandSummary{required_count(*b, "beyond"),           required<std::string>(*b, "layer"),
+                                            required<std::string>(*b, "direction"), optional<double>(*b, "ratio"),
+                                            optional<double>(*b, "change_ppm"),     optional<double>(*b, "floor_ppm")};
+  }
   return e;
 }
 
@@ -298,10 +303,18 @@ json EndToEndSummary::to_json() const {
                       {"histograms", histograms_json(o.histograms)}});
     ee["outputs"] = outs;
   }
-  if (observed_output)
+  if (observed_output) {
     ee["observed_output"] = {{"verdict", name(observed_output->verdict)},
                              {"bound_ratio", or_null(observed_output->bound_ratio)},
                              {"ulp", or_null_json(observed_output->ulp)}};
+    if (const auto& b = observed_output->band)
+      ee["observed_output"]["band"] = {{"beyond", b->beyond},
+                                       {"layer", b->layer},
+                                       {"direction", b->direction},
+                                       {"ratio", or_null(b->ratio)},
+                                       {"change_ppm", or_null(b->change_ppm)},
+                                       {"floor_ppm", or_null(b->floor_ppm)}};
+  }
   return ee;
 }
 

@@ -23,6 +23,7 @@
 #include "foldcheck/model/layer_computation.hpp"
 #include "foldcheck/model/model.hpp"
 #include "foldcheck/model/model_patterns.hpp"
+#include "foldcheck/model/output_band.hpp"
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/recipes.hpp"
@@ -176,7 +177,10 @@ struct ObservedOutputCheck {
     std::int64_t observed_vs_reference = 0;
   };
   std::optional<Top1> top1;
-  Verdict verdict() const { return observed.verdict; }
+  // The calibrated band beside the bound (model/output_band.hpp): directions (one channel of a
+  // layer, a BatchNorm's eps) along which the error stands out of honest runs' (SUSPICIOUS).
+  OutputBand band;
+  Verdict verdict() const;
   Verdict foldcheck_runs_verdict() const;
   nlohmann::json to_json() const;
 };

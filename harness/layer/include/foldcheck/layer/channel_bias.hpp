@@ -49,9 +49,14 @@
 // each one's accumulation drift rho_m = sum_i r_i (y_m,i - y*_i) - sum_k (w'_m,k - w*_k) G_k
 // is measured exactly (its fold part removed with its own weights). Taking an engine's drift
 // as one more draw, Gaussian with mean 0 like them, rho_acc / sqrt(mean rho_m^2) is Student-t
-// with K degrees of freedom, so the estimated threshold is
-//   allowance + s_fold sqrt(2 ln(2/alpha)) + t_K(1 - alpha/2) sqrt(mean_m rho_m^2)
-// (s_fold: the per-weight fold part of s). Beyond it only: SUSPICIOUS (a change the channel's
+// with K degrees of freedom. But a kind of kernel can drift systematically: a sum that starts
+// from a bias large beside the outputs' spread drifts by the same +2 ppm in every order
+// (PyTorch's oneDNN conv, bias +10, 256 channels; layer/honest_samples.hpp computes that kind
+// too), so its drift is mu_kind + a mean-zero part, and the observation's kind is unknown: the
+// largest |rho_m| stands for the largest mu, and the estimated threshold is
+//   allowance + s_fold sqrt(2 ln(2/alpha)) + max_m |rho_m| + t_K(1 - alpha/2) sqrt(mean_m rho_m^2)
+// (s_fold: the per-weight fold part of s; for mean-zero drifts the max term adds at most
+// sqrt(K) rms, about half of t_K rms at K = 16). Beyond it only: SUSPICIOUS (a change the channel's
 // honest computations do not make, at the estimated false-alarm probability alpha); beyond the
 // bound: UNEXPECTED.
 #include <cmath>
@@ -96,6 +101,7 @@ struct ChannelBias {
   double threshold = 0;      // allowance + s sqrt(2 ln(2/alpha))
   double estimated_threshold = 0;  // from the honest computations' drift (at most threshold)
   double honest_rms = 0;           // sqrt(mean rho_m^2) of those
+  double honest_largest = 0;       // max |rho_m| of those
   bool beyond() const { return tested && !(std::fabs(rho) <= threshold); }
   bool beyond_estimate() const { return tested && !(std::fabs(rho) <= estimated_threshold); }
 };

@@ -23,6 +23,7 @@
 // each monomial of the expanded result carries at most k rounding factors, k = the
 // longest chain: 4 filter-transform + 2 data-transform roundings, 1 product, C/groups
 // channel sums, 4 output-transform roundings, + 1 for the bias).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct Policy {
   BnForm bn_form = BnForm::Textbook;
   unsigned threads = 0;  // 0: hardware concurrency
   Arithmetic arith;      // fma / fast rsqrt in the conv and BatchNorm nodes
+  // Nonzero: every conv sums its input channels in an order permuted within each group, by a
+  // generator seeded with this value (honest samples of a layer or a model: honest_samples.hpp,
+  // model/output_band.hpp). The same products, another order of the sum.
+  std::uint64_t permute = 0;
 };
 
 std::vector<double> evaluate(const Graph& g, const std::vector<double>& x, const Policy& p);

@@ -10,8 +10,13 @@
 // sequential in order, -6.8 ONNX Runtime, 0.5 rms over random orders). So samples 0-2 keep the
 // input channels in order (sequential; blocked by 16 with fma; pairwise with fma) and the
 // others permute them within each group, seeded by (seed, layer, m), summed sequentially (the
-// fast kernels); an unfused sample alternates the BatchNorm's textbook and scale-shift forms
-// (both are engines' kernels). The same values for any thread count.
+// fast kernels), or, in odd rounds (round m / G computes every graph once), from the conv bias
+// (order.hpp's bias_first: oneDNN's kernels and PyTorch's slow conv start the accumulator from
+// it; with a bias large beside the outputs' spread that order drifts 1-300x more along a
+// channel than the bias added last: PyTorch's oneDNN conv with a bias of +10 on 256 channels,
+// and systematically: +2 ppm on a channel in every order, so the samples must hold that kind),
+// sequentially in rounds 1, 5, ..., else blocked by 16; an unfused sample alternates the BatchNorm's
+// textbook and scale-shift forms (both are engines' kernels). The same values for any thread count.
 #include <cstdint>
 #include <vector>
 

@@ -15,6 +15,10 @@ const char* name(Accumulation a);
 struct Order {
   Accumulation kind = Accumulation::Sequential;
   std::int64_t block = 64;  // K-block of Blocked
+  // The conv bias is the accumulator's first value (oneDNN's and PyTorch's slow conv kernels
+  // start from it), not added after the sum: every partial sum carries it. Sequential and
+  // blocked orders; the honest samples use it (honest_samples.hpp), no command line order.
+  bool bias_first = false;
   Order() = default;
   Order(Accumulation k, std::int64_t b = 64) : kind(k), block(b) {}  // NOLINT: implicit
   std::string label() const;  // "sequential", "blocked:64", ...

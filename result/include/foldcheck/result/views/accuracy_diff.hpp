@@ -128,6 +128,23 @@ struct AdiffOutput {
 // Optional: "worst" {"index" (JSON), "observed", "reference", "bound"}, "top1_agreement"
 // {"observed_vs_reference", "rows"}, "bound_ulp" {"median", "min", "max"} with
 // "foldcheck_runs" {"unfused_worst_ratio", "fused_worst_ratio"}.
+// The observed output's band ("band", model/output_band.hpp): computed or why not; its worst
+// direction and those beyond, the change each estimates and the smallest it sees (ppm).
+struct AdiffBandDirection {
+  std::string layer, direction;
+  Figure ratio, change_ppm, floor_ppm;
+  static AdiffBandDirection from_json(const nlohmann::json& j);
+};
+struct AdiffBand {
+  std::optional<std::string> not_computed;
+  std::int64_t samples = 0, directions = 0, beyond_count = 0;
+  double alpha = 0;
+  Figure floor_median_ppm, floor_p90_ppm;
+  std::vector<AdiffBandDirection> beyond;
+  std::optional<AdiffBandDirection> worst;
+  static AdiffBand from_json(const nlohmann::json& j);
+};
+
 struct AdiffObservedOutput {
   std::string path, bound;
   nlohmann::json shape;
@@ -153,6 +170,7 @@ struct AdiffObservedOutput {
     Figure median, min, max, unfused_worst_ratio, fused_worst_ratio;
   };
   std::optional<BoundUlp> bound_ulp;
+  std::optional<AdiffBand> band;  // absent: a result written before it
   static AdiffObservedOutput from_json(const nlohmann::json& j);
 };
 

@@ -140,10 +140,18 @@ struct EndToEndOutput {
 
 // The engine's own output against the end-to-end bound: {"verdict", "bound_ratio" (null:
 // nothing finite compared), "ulp"}.
+// With its band (model/output_band.hpp) when computed: "band" {"beyond", "layer", "direction",
+// "ratio", "change_ppm" (the worst direction), "floor_ppm" (the median one-channel floor)}.
+struct BandSummary {
+  std::int64_t beyond = 0;
+  std::string layer, direction;
+  std::optional<double> ratio, change_ppm, floor_ppm;
+};
 struct ObservedOutput {
   Verdict verdict = Verdict::Expected;
   std::optional<double> bound_ratio;
   std::optional<Stats> ulp;
+  std::optional<BandSummary> band;
 };
 
 // An accuracy-diff's end to end: {"verdict" (required unless not run), "not_run" (null: run),

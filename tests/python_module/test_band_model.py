@@ -1,0 +1,87 @@
+"""`accuracy-diff --observed-output`'s band (issue 42): on a torchvision ResNet-18 with trained-like
+BatchNorm statistics and real ONNX Runtime, an honest output passes from the output alone, and the
+answer states the one-channel change it could have seen (about 30-45 ppm, the median over
+channels); one channel of one folded conv scaled by 1 + 60e-6 (far inside the end-to-end bound,
+0.008 of it, and EXPECTED before the band) exits 1 SUSPICIOUS, naming that layer and channel
+first with the change's size. (20 ppm is seen only on channels whose floor is below it: the
+issue's progress note, with the other ORT levels, PyTorch and MobileNetV2.)
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import numpy_helper  # noqa: E402
+from torch_models import trained_like  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def resnet18(tmp_path_factory):
+    """The model (BatchNorms kept), its input, ORT's basic-level folded model and its output."""
+    d = tmp_path_factory.mktemp("band_r18")
+    torch.manual_seed(0)  # the conv weights' initialisation
+    m = trained_like(torchvision.models.resnet18(weights=None), 0)
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    torch.onnx.export(m, x, str(d / "r18.onnx"), opset_version=13, dynamo=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    np.save(d / "x.npy", x.numpy())
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = str(d / "folded.onnx")
+    s = ort.InferenceSession(str(d / "r18.onnx"), so, providers=["CPUExecutionProvider"])
+    np.save(d / "y_basic.npy", s.run(None, {s.get_inputs()[0].name: x.numpy()})[0])
+    return d
+
+
+def ort_with_channel_scaled(d, conv_name, channel, by):
+    """ORT's own folded model with one output channel of one folded conv scaled, run as it is."""
+    m = onnx.load(str(d / "folded.onnx"))
+    node = next(n for n in m.graph.node if n.op_type == "Conv" and n.name == conv_name)
+    init = next(i for i in m.graph.initializer if i.name == node.input[1])
+    w = numpy_helper.to_array(init).copy()
+    w[channel] *= np.float32(1 + by)
+    init.CopyFrom(numpy_helper.from_array(w, init.name))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return s.run(None, {s.get_inputs()[0].name: np.load(d / "x.npy")})[0]
+
+
+def accuracy_diff(foldcheck_bin, d, observed):
+    """The exit code and the text report (answer first; the band's lines under the observed output)."""
+    p = subprocess.run([foldcheck_bin, "accuracy-diff", str(d / "r18.onnx"), "--input", str(d / "x.npy"),
+                        "--observed-output", str(observed), "--no-attribution", "-q"], capture_output=True, text=True)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, p.stdout
+
+
+def answer(text):
+    return next(line for line in text.splitlines() if line.strip().startswith("answer:"))
+
+
+def test_resnet18_honest_ort_output_passes_and_a_60ppm_channel_change_is_named(foldcheck_bin, resnet18):
+    code, text = accuracy_diff(foldcheck_bin, resnet18, resnet18 / "y_basic.npy")
+    assert code == 0, answer(text)
+    assert "answer: EXPECTED: The observed output is EXPECTED" in answer(text)
+    floor = float(re.search(r"change above about ([0-9.e+-]+) ppm would have been seen", answer(text)).group(1))
+    assert 1 < floor < 200
+    assert re.search(r"band \(\d+ directions.*: 0 beyond", text)
+
+    y = ort_with_channel_scaled(resnet18, "/layer3/layer3.1/conv1/Conv", 5, 60e-6)
+    np.save(resnet18 / "y_changed.npy", y)
+    code, text = accuracy_diff(foldcheck_bin, resnet18, resnet18 / "y_changed.npy")
+    assert code == 1, answer(text)
+    a = answer(text)
+    assert "The observed output is SUSPICIOUS: along channel 5 of layer /layer3/layer3.1/conv1/Conv" in a
+    # The change's size (a float64 run along the named direction); the bound sees nothing.
+    change = float(re.search(r"a change of about ([0-9.e+-]+) ppm there", a).group(1))
+    assert change == pytest.approx(60, rel=0.15)
+    within = float(re.search(r"it is within ([0-9.e+-]+) of its end-to-end", a).group(1))
+    assert within < 0.05

@@ -1,0 +1,197 @@
+// The calibrated band of a model's outputs (model/output_band.hpp) on a model built here of
+// every op family the reverse pass takes (strided, padded, grouped and depthwise convs, pairs
+// and an unpaired conv, Clip, Relu, Add, Mul by a constant, MaxPool, AveragePool,
+// GlobalAveragePool, Concat, Flatten, Gemm):
+// - the reverse pass is the transposed derivative: <v, J^T r> equals <J v, r> with J v by
+//   central differences of float64 runs whose layer has that channel's weights scaled (every
+//   channel of every layer, and each BatchNorm's eps);
+// - an honest float32 output passes the band; one channel's weights scaled by 1e-4 is named
+//   (its layer and channel first) with its size, and the band's false-alarm rate is stated.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/model/output_band.hpp"
+#include "onnx_builder.hpp"
+
+using namespace foldcheck;
+using foldcheck::testing::OnnxBuilder;
+
+namespace {
+
+std::vector<double> random_values(std::size_t n, double scale, std::mt19937_64& rng, double offset = 0) {
+  std::normal_distribution<double> nd;
+  std::vector<double> v(n);
+  for (double& x : v) x = static_cast<float>(offset + scale * nd(rng));
+  return v;
+}
+
+void bn(OnnxBuilder& b, const std::string& name, const std::string& in, const std::string& out, std::int64_t C,
+        std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  std::vector<double> g(C), v(C);
+  for (auto& x : g) x = static_cast<float>(u(rng));
+  for (auto& x : v) x = static_cast<float>(u(rng));
+  b.init(name + "_g", {C}, g);
+  b.init(name + "_b", {C}, random_values(C, 0.1, rng));
+  b.init(name + "_m", {C}, random_values(C, 0.1, rng));
+  b.init(name + "_v", {C}, v);
+  auto& n = b.node("BatchNormalization", name, {in, name + "_g", name + "_b", name + "_m", name + "_v"}, {out});
+  OnnxBuilder::attr(n, "epsilon", 1e-5f);  // explicit: the eps direction's differences move it
+}
+
+// X[1,4,10,10] -> a (8x4x3x3, pad 1) + bn -> Clip(0, 6) -> b (8x4x3x3, pad 1, group 2) + bn
+// -> Add(clip) -> Relu -> Mul(k[1,8,1,1]) -> MaxPool 3/2/1 -> [1,8,5,5] -> AveragePool 2/1 ->
+// [1,8,4,4] -> Concat(itself via c: depthwise 8x1x3x3 stride 1 pad 1, bias, unpaired) ->
+// [1,16,4,4] -> d (16x16x1x1, stride 2) + bn -> [1,16,2,2] -> Concat(Flatten(GlobalAveragePool),
+// Flatten) -> [1,80] -> Gemm fc (48x80): 48 outputs for 43 directions, none through a bottleneck.
+Model band_model(const std::filesystem::path& dir) {
+  std::mt19937_64 rng(11);
+  OnnxBuilder b;
+  b.input("X", {1, 4, 10, 10});
+  b.output("Y", {1, 48});
+  b.init("wa", {8, 4, 3, 3}, random_values(288, 0.3, rng));
+  auto& ca = b.node("Conv", "a", {"X", "wa"}, {"ya"});
+  OnnxBuilder::attr(ca, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  bn(b, "bna", "ya", "za", 8, rng);
+  b.init("lo", {}, {0.0});
+  b.init("hi", {}, {6.0});
+  b.node("Clip", "clip", {"za", "lo", "hi"}, {"ca"});
+  b.init("wb", {8, 4, 3, 3}, random_values(288, 0.3, rng));
+  auto& cb = b.node("Conv", "b", {"ca", "wb"}, {"yb"});
+  OnnxBuilder::attr(cb, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  OnnxBuilder::attr(cb, "group", std::int64_t{2});
+  bn(b, "bnb", "yb", "zb", 8, rng);
+  b.node("Add", "add", {"zb", "ca"}, {"s"});
+  b.node("Relu", "relu", {"s"}, {"r"});
+  b.init("k", {1, 8, 1, 1}, random_values(8, 0.2, rng, 1.0));
+  b.node("Mul", "mul", {"r", "k"}, {"rk"});
+  auto& mp = b.node("MaxPool", "pool", {"rk"}, {"p"});
+  OnnxBuilder::attr(mp, "kernel_shape", std::vector<std::int64_t>{3, 3});
+  OnnxBuilder::attr(mp, "strides", std::vector<std::int64_t>{2, 2});
+  OnnxBuilder::attr(mp, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  auto& ap = b.node("AveragePool", "avg", {"p"}, {"q"});
+  OnnxBuilder::attr(ap, "kernel_shape", std::vector<std::int64_t>{2, 2});
+  b.init("wc", {8, 1, 3, 3}, random_values(72, 0.3, rng));
+  b.init("bc", {8}, random_values(8, 0.1, rng));
+  auto& cc = b.node("Conv", "c", {"q", "wc", "bc"}, {"yc"});
+  OnnxBuilder::attr(cc, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  OnnxBuilder::attr(cc, "group", std::int64_t{8});
+  auto& cat = b.node("Concat", "cat", {"q", "yc"}, {"cq"});
+  OnnxBuilder::attr(cat, "axis", std::int64_t{1});
+  b.init("wd", {16, 16, 1, 1}, random_values(256, 0.3, rng));
+  auto& cd = b.node("Conv", "d", {"cq", "wd"}, {"yd"});
+  OnnxBuilder::attr(cd, "strides", std::vector<std::int64_t>{2, 2});
+  bn(b, "bnd", "yd", "zd", 16, rng);
+  b.node("GlobalAveragePool", "gap", {"zd"}, {"g"});
+  b.node("Flatten", "flat", {"g"}, {"f"});
+  b.node("Flatten", "flat2", {"zd"}, {"f2"});
+  auto& cat2 = b.node("Concat", "cat2", {"f", "f2"}, {"ff"});
+  OnnxBuilder::attr(cat2, "axis", std::int64_t{1});
+  b.init("wf", {48, 80}, random_values(std::size_t{48} * 80, 0.2, rng));
+  b.init("bf", {48}, random_values(48, 0.1, rng));
+  auto& fc = b.node("Gemm", "fc", {"ff", "wf", "bf"}, {"Y"});
+  OnnxBuilder::attr(fc, "transB", std::int64_t{1});
+  const auto path = dir / "band_model.onnx";
+  b.save(path.string());
+  return Model::load(path.string());
+}
+
+struct Fixture {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "foldcheck_output_band";
+  Model m;
+  BnPatterns pairs;
+  Tensor x;
+  Fixture() {
+    std::filesystem::create_directories(dir);
+    m = band_model(dir);
+    pairs = find_bn_pairs(m);
+    std::mt19937_64 rng(3);
+    x = Tensor{{1, 4, 10, 10}, random_values(400, 1.0, rng), DType::Float32};
+  }
+  Tensor run(const Model& mm, DType dt) const {
+    ModelRunOptions o;
+    o.dtype = dt;
+    return run_model(mm, find_bn_pairs(mm), {{"X", x}}, o).at("Y");
+  }
+};
+
+// The weight initializer of the layer a direction names (its node's second input).
+std::string weight_of(const Model& m, const std::string& layer) {
+  for (const ModelNode& n : m.nodes)
+    if (n.name == layer) return n.inputs.at(1);
+  FAIL("no layer " << layer);
+  return "";
+}
+
+// J v by central differences: the layer's channel's weights (or its BatchNorm's eps) scaled by
+// 1 +- h in float64 runs; v is that channel's output without its bias (eps: eps dy/deps).
+std::vector<double> jv(const Fixture& f, const DirectionProjection& d, double h) {
+  std::vector<double> ys[2];
+  for (int s = 0; s < 2; ++s) {
+    Model mm = f.m;
+    const double k = s ? 1 - h : 1 + h;
+    if (d.channel >= 0) {
+      Tensor& w = mm.own_initializer(weight_of(mm, d.layer));
+      const std::size_t per = w.data.size() / static_cast<std::size_t>(w.shape[0]);
+      for (std::size_t i = 0; i < per; ++i) w.data[static_cast<std::size_t>(d.channel) * per + i] *= k;
+    } else {
+      for (const BnPair& p : f.pairs.pairs)
+        if (p.name == d.layer) mm.nodes[p.bn].attributes["epsilon"].f = 1e-5 * k;
+    }
+    ys[s] = f.run(mm, DType::Float64).data;
+  }
+  std::vector<double> r(ys[0].size());
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = (ys[0][i] - ys[1][i]) / (2 * h);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("output band: the reverse pass is the transposed derivative of every direction", "[output_band]") {
+  const Fixture f;
+  std::mt19937_64 rng(5);
+  const std::vector<double> r = random_values(48, 1.0, rng);
+  const std::vector<DirectionProjection> proj = project_cotangent(f.m, f.pairs, f.x, r, 1);
+  // 3 pairs (8 + 8 + 16 channels, 3 eps) and the unpaired depthwise conv (8 channels).
+  REQUIRE(proj.size() == 43);
+  for (const DirectionProjection& d : proj) {
+    const std::vector<double> j = jv(f, d, 1e-4);
+    double dot = 0, scale = 0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      dot += j[i] * r[i];
+      scale += std::fabs(j[i] * r[i]);
+    }
+    INFO(d.layer << " channel " << d.channel);
+    // Central differences err by O(h^2) (ReLU and Clip kinks aside: none lies within 1e-4 of a
+    // kink here); the pass's convs run in float32: 1e-5 of the terms' magnitude covers both.
+    CHECK(d.value == Approx(dot).margin(1e-5 * scale + 1e-12));
+  }
+}
+
+TEST_CASE("output band: an honest output passes, one channel scaled by 1e-4 is named", "[output_band]") {
+  const Fixture f;
+  const Tensor ref = f.run(f.m, DType::Float64);
+  OutputBandOptions o;
+  o.threads = 1;
+  const OutputBand honest = output_band(f.m, f.pairs, f.x, ref, f.run(f.m, DType::Float32).data, o);
+  REQUIRE_FALSE(honest.not_computed);
+  CHECK(honest.directions == 43);
+  CHECK(honest.alpha_direction == Approx(1e-3 / 43));
+  CHECK(honest.beyond_count == 0);
+  Model bad = f.m;
+  Tensor& w = bad.own_initializer("wb");
+  for (std::size_t i = std::size_t{3} * 36; i < std::size_t{4} * 36; ++i)
+    w.data[i] = static_cast<float>(w.data[i] * (1 + 1e-4));
+  const OutputBand b = output_band(f.m, f.pairs, f.x, ref, f.run(bad, DType::Float32).data, o);
+  REQUIRE(b.worst);
+  CHECK(b.beyond_count >= 1);
+  CHECK(b.worst->layer == "b");
+  CHECK(b.worst->channel == 3);
+  // Its size: the named directions' |J v|^2 by a float64 run with the change (1e-4, within
+  // the honest noise's few percent).
+  CHECK(b.worst->rho == Approx(1e-4).epsilon(0.05));
+}
