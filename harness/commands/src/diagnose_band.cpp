@@ -62,17 +62,8 @@ struct FoldErrors {
 
 FoldErrors fold_errors(const std::vector<Graph>& folded, std::size_t O, bool has_bn) {
   FoldErrors fe{std::vector<double>(O, has_bn ? 3.5 * 0x1p-24 * (1 + 0x1p-20) : 0.0), std::vector<double>(O, 0.0)};
-  for (const Graph& f : folded) {
-    if (!f.nodes[0].fold) continue;
-    const FoldInfo& fi = *f.nodes[0].fold;
-    for (std::size_t o = 0; o < O; ++o) {
-      const double t = fi.scale[o].mag();
-      if (!(t > 0)) continue;  // a zero scale: every folded weight is 0 (no common factor)
-      fe.theta[o] = std::max(fe.theta[o], fi.scale[o].e / t);
-      fe.delta[o] = std::max(fe.delta[o], (fi.weight_alpha[o] - fi.scale[o].e) / t);
-    }
-    fe.eta = std::max(fe.eta, fi.weight_eta);
-  }
+  for (const Graph& f : folded)
+    if (f.nodes[0].fold) widen_fold_errors(*f.nodes[0].fold, fe.theta, fe.delta, fe.eta);
   return fe;
 }
 

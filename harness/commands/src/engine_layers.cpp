@@ -76,14 +76,9 @@ PathBounds path_bounds(const std::vector<Graph>& folded, const ref::LayerResult&
     }
     if (!fused.nodes[0].fold) continue;  // unfused: no fold
     const FoldInfo& fi = *fused.nodes[0].fold;
-    for (std::size_t o = 0; o < O; ++o) {
-      const double t = fi.scale[o].mag();
-      if (!(t > 0)) continue;  // a zero scale: every folded weight is 0 (no common factor)
-      pb.theta[o] = std::max(pb.theta[o], fi.scale[o].e / t);
-      pb.delta[o] = std::max(pb.delta[o], (fi.weight_alpha[o] - fi.scale[o].e) / t);
+    widen_fold_errors(fi, pb.theta, pb.delta, pb.eta);
+    for (std::size_t o = 0; o < O; ++o)
       pb.bias_err[o] = std::max(pb.bias_err[o], fi.bias[o].e + (fi.has_post_add ? fi.post_add[o].e : 0.0));
-    }
-    pb.eta = std::max(pb.eta, fi.weight_eta);
   }
   return pb;
 }

@@ -1,5 +1,6 @@
 #include "foldcheck/layer/fold_pass.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -176,6 +177,16 @@ Graph fold_batchnorm(const Graph& g, Recipe recipe, const ref::Options& opts, co
   }
   if (!folded) throw InputError("graph has no Conv -> BatchNorm pair to fold");
   return out;
+}
+
+void widen_fold_errors(const FoldInfo& fi, std::vector<double>& theta, std::vector<double>& delta, double& eta) {
+  for (std::size_t o = 0; o < theta.size(); ++o) {
+    const double t = fi.scale[o].mag();
+    if (!(t > 0)) continue;  // a zero scale: every folded weight is 0 (no common factor)
+    theta[o] = std::max(theta[o], fi.scale[o].e / t);
+    delta[o] = std::max(delta[o], (fi.weight_alpha[o] - fi.scale[o].e) / t);
+  }
+  eta = std::max(eta, fi.weight_eta);
 }
 
 }  // namespace foldcheck

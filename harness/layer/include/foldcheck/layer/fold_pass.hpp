@@ -17,6 +17,12 @@ namespace foldcheck {
 // types; must hold every value of the graph's dtype).
 Graph fold_batchnorm(const Graph& g, Recipe recipe, const ref::Options& opts, const Arithmetic& ar = {});
 
+// A fold's per-channel relative errors as the channel statistic models them (channel_bias.hpp):
+// the common error theta of the channel's multiplier t (e / |t|) and each weight's own delta
+// ((alpha - e) / |t|), each widened to the largest of `theta`/`delta` and this fold's, and its
+// underflow eta into `eta`. A channel whose t is 0 (every folded weight 0) is left as it is.
+void widen_fold_errors(const FoldInfo& fi, std::vector<double>& theta, std::vector<double>& delta, double& eta);
+
 // Folded weights and biases of one recipe on raw parameters, without a graph:
 // the weights of output channel o are w[o*per_channel .. (o+1)*per_channel).
 struct FoldedParams {
