@@ -25,6 +25,7 @@ struct Unit {
   const BnPair* pair = nullptr;   // null: an unpaired Conv
   std::string name, out;          // its name and its output value (the BatchNorm's for a pair)
   std::vector<double> shift;      // per channel: the output's constant part b'_c
+  std::vector<double> scale;      // a pair's gamma / sqrt(var + eps), per channel
   std::vector<double> beta, var;  // a pair's BatchNorm (the eps direction)
   double eps = 0;
 };
@@ -61,6 +62,7 @@ std::vector<Unit> units(const Model& m, const BnPatterns& pairs) {
     x.node = p.layer, x.pair = &p, x.name = p.name, x.out = m.nodes[p.bn].outputs.at(0);
     for (std::size_t c = 0; c < lp.bn.gamma.size(); ++c) {
       const double a = lp.bn.gamma[c] / std::sqrt(lp.bn.var[c] + lp.bn.eps);
+      x.scale.push_back(a);
       x.shift.push_back(((lp.bias.empty() ? 0.0 : lp.bias[c]) - lp.bn.mean[c]) * a + lp.bn.beta[c]);
     }
     x.beta = lp.bn.beta;
@@ -131,8 +133,9 @@ class Reverse {
       if (c == cot_.end()) continue;
       std::vector<double> g = std::move(c->second);
       cot_.erase(c);
-      if (const auto u = unit_at.find(i); u != unit_at.end()) at[u->second] = g;
-      if (pit != pair_at.end()) scale_by_bn(*pit->second, g);
+      const auto u = unit_at.find(i);
+      if (u != unit_at.end()) at[u->second] = g;
+      if (pit != pair_at.end()) scale_by_bn(*pit->second, us[u->second].scale, g);  // every pair is a unit
       back(n, i, out, g);
     }
     return at;
@@ -144,16 +147,14 @@ class Reverse {
     return values_.at(name);
   }
 
-  // A pair's cotangent at the BatchNorm's output, taken to the layer's: times gamma / sqrt(var + eps).
-  void scale_by_bn(const BnPair& p, std::vector<double>& g) const {
-    const LayerParams lp = layer_params(m_, p);
+  // A pair's cotangent at the BatchNorm's output, taken to the layer's: times its scale a_c.
+  void scale_by_bn(const BnPair& p, const std::vector<double>& a, std::vector<double>& g) const {
     const Shape& ys = values_.at(m_.nodes[p.bn].outputs.at(0)).shape;
     const std::int64_t C = ys.size() > 1 ? ys[1] : 1, inner = ops::prod(ys, 2);
     const std::size_t n = g.size() / slices_;
     for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t ch = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
-      const double a = lp.bn.gamma[ch] / std::sqrt(lp.bn.var[ch] + lp.bn.eps);
-      for (std::size_t s = 0; s < slices_; ++s) g[s * n + i] *= a;
+      const double ai = a[static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C)];
+      for (std::size_t s = 0; s < slices_; ++s) g[s * n + i] *= ai;
     }
   }
 
