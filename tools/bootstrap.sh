@@ -120,8 +120,10 @@ echo "bootstrap: $("$cmake_bin" --version | head -n 1) ($cmake_bin)" >&2
 # object only when the compiler, its flags, the source and every header it read hash the same
 # (a missing header fails the lookup, then the compile); linking is never cached.
 # CCACHE_DISABLE=1 compiles everything.
+# tools/ccache_launcher.sh writes each compile one way (the compiler by its real path, -std=
+# first): CMake 3.25 and 4.x, and the wheel's build, spell the same compile differently.
 if command -v ccache >/dev/null; then
-  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CMAKE_C_COMPILER_LAUNCHER="$PWD/tools/ccache_launcher.sh" CMAKE_CXX_COMPILER_LAUNCHER="$PWD/tools/ccache_launcher.sh"
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
   export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ccache}"
 fi
@@ -189,8 +191,9 @@ fi
 # the wheel there (WHEEL=0, about 11 minutes): it builds the same sources with the Debian
 # packages the bare build has just proven and the pinned .venv it has just made, and it is
 # built and tried above — the bare root would prove nothing more, at a sixth of CI's time. Nor
-# the slowest model-scale Python tests (FOLDCHECK_SLOW_TESTS=0: each skips itself there, saying
-# so): they ran above on the same sources and packages. Nor format_check (clang-format and
+# the Python tests marked slow (FOLDCHECK_SLOW_TESTS=0, tests/python/slow_tests.py: model- and
+# compiler-scale, each skips itself there, saying so): they ran above on the same sources and
+# packages. Nor format_check (clang-format and
 # clang-tidy on the lines changed since tools/format_base, minutes of clang-tidy when a
 # session changed much): it judges the sources, the same ones with the same Debian tools
 # there; its self-test (format_checker_finds_findings) proves the tools work in the root.

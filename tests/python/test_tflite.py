@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from compiler_layer import bisect, layer_files
 
@@ -72,6 +73,7 @@ BISECT = (f"{sys.executable} {ROOT / 'adapters' / 'tflite_bisect.py'} --enabled 
 HONEST = "sparsity,reduce_type_precision,unfold_large_splat_constant,disable_fuse_mul_and_fc"
 
 
+@pytest.mark.slow
 def test_bisect_through_the_tflite_converter_names_the_option_that_leaves_float32(tmp_path):
     layer = layer_files(tmp_path, 11)  # 8x4x3x3: 288 weights, below dynamic-range quantization's 1024
     cmd = BISECT + " ".join(layer)
@@ -83,6 +85,7 @@ def test_bisect_through_the_tflite_converter_names_the_option_that_leaves_float3
     assert code == 1 and eps["culprit"] == "BadEpsilon"
 
 
+@pytest.mark.slow
 def test_bisect_names_dynamic_range_quantization_where_it_quantizes(tmp_path):
     rng = np.random.default_rng(5)
     np.save(tmp_path / "x.npy", rng.standard_normal((1, 8, 6, 6)).astype(np.float32))

@@ -10,12 +10,15 @@ import os
 import pathlib
 import sys
 
+import pytest
+
 from compiler_layer import bisect, layer_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SWITCHES = "freezing,pattern_matcher,efficient_conv_bn_eval_fx_passes,joint_graph_constant_folding"
 
 
+@pytest.mark.slow
 def test_bisect_through_torch_compile_names_an_injected_pass_and_none_when_honest(tmp_path):
     layer = layer_files(tmp_path, 11)
     cmd = (f"{sys.executable} {ROOT / 'adapters' / 'torch_compile_bisect.py'} --enabled {{enabled}} "

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from compiler_layer import bisect, layer_files
 
@@ -71,6 +72,7 @@ def test_relax_folds_by_division_not_relays_reciprocal(tmp_path):
     assert np.array_equal(np.load(out / "folded_bias.npy"), f["beta"] - f["mean"] * s)
 
 
+@pytest.mark.slow
 def test_bisect_through_real_tvm_names_an_injected_pass_and_none_when_honest(tmp_path):
     """adapters/tvm_bisect.py as `foldcheck bisect --cmd`: TVM's own passes and relax.build
     on one layer with trained-like statistics. Honest: EXPECTED, no culprit. With BadEpsilon

@@ -13,6 +13,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDCHECK = os.environ.get("FOLDCHECK", str(ROOT / "build" / "harness" / "foldcheck"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))  # the ONNX model builders of the CLI's tests
 
+import slow_tests  # noqa: E402  (tests/python, just put on the path)
+
+
+def pytest_configure(config):
+    slow_tests.configure(config)
+
+
+def pytest_collection_modifyitems(items):
+    slow_tests.skip_when_asked(items)
+
 
 @pytest.fixture(scope="session")
 def foldcheck_bin():

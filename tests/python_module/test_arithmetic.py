@@ -366,8 +366,7 @@ def resnet18_trained_like():
     return m.eval(), by_fx(m), torch.randn(1, 3, 32, 32)
 
 
-@pytest.mark.skipif(os.environ.get("FOLDCHECK_SLOW_TESTS") == "0",
-                    reason="model-scale: run by the main test run, not again on the bare system (tools/bootstrap.sh)")
+@pytest.mark.slow
 def test_pytorch_cpu_bf16_autocast_resnet18_is_judged_under_bf16(resnet18_trained_like, tmp_path):
     """torch.autocast("cpu", bfloat16): every conv's operands converted, every activation bf16.
     And TF32 tensor cores end to end (float32 activations).

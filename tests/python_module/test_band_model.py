@@ -66,6 +66,7 @@ def answer(text):
     return next(line for line in text.splitlines() if line.strip().startswith("answer:"))
 
 
+@pytest.mark.slow
 def test_resnet18_honest_ort_output_passes_and_a_60ppm_channel_change_is_named(foldcheck_bin, resnet18):
     code, text = accuracy_diff(foldcheck_bin, resnet18, resnet18 / "y_basic.npy")
     assert code == 0, answer(text)

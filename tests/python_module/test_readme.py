@@ -29,13 +29,15 @@ PRINTS = [
     ["EXPECTED 3", "UNEXPECTED {'eps_mismatch'}"],
 ]
 RUN_AS_SCRIPTS = [i for i, prints in enumerate(PRINTS) if prints is not None]
+SLOW_EXAMPLE = 2  # check_model on a 224x224 ResNet-18, twice: ~100 s (slow_tests.py)
 
 
 def test_the_readme_has_the_examples():
     assert len(blocks()) == len(PRINTS)
 
 
-@pytest.mark.parametrize("index", RUN_AS_SCRIPTS)
+@pytest.mark.parametrize("index", [pytest.param(i, marks=pytest.mark.slow) if i == SLOW_EXAMPLE else i
+                                   for i in RUN_AS_SCRIPTS])
 def test_a_readme_example_runs_as_written(index, tmp_path):
     p = subprocess.run([sys.executable, "-c", blocks()[index]], capture_output=True, text=True, cwd=tmp_path,
                        timeout=600)

@@ -50,6 +50,8 @@ def by_fuse_conv_bn_eval(model, x):
 
 FUSERS = {"fuse_modules": by_fuse_modules, "fuse_conv_bn_eval": by_fuse_conv_bn_eval, "fx": by_fx,
           "jit.freeze": by_jit_freeze, "torch.compile": by_compile}
+# torch.compile takes 10-25 s a model: the slowest fuser (slow_tests.py).
+FUSER_PARAMS = [pytest.param(f, marks=pytest.mark.slow) if f == "torch.compile" else f for f in FUSERS]
 
 
 def scale_channel(w, b, channel):
@@ -82,7 +84,7 @@ def check_corrupted(fuser, model, x, name, channel):
     return fct.check_model(model, fused, x, weights_only=True)
 
 
-@pytest.mark.parametrize("fuser", list(FUSERS))
+@pytest.mark.parametrize("fuser", FUSER_PARAMS)
 def test_every_fuser_folds_every_layer_as_expected(case, fuser):
     name, model, x = case
     r = fct.check_model(model, FUSERS[fuser](model, x), x, weights_only=True)
@@ -92,7 +94,7 @@ def test_every_fuser_folds_every_layer_as_expected(case, fuser):
     assert all(x["worst_ratio"] <= 1 for x in r.layers)
 
 
-@pytest.mark.parametrize("fuser", list(FUSERS))
+@pytest.mark.parametrize("fuser", FUSER_PARAMS)
 def test_one_channel_scaled_by_20ppm_is_named_by_module_and_channel(case, fuser):
     name, model, x = case
     module, channel = TARGET[name]
@@ -101,6 +103,7 @@ def test_one_channel_scaled_by_20ppm_is_named_by_module_and_channel(case, fuser)
     assert [(x["module"], x["worst_channel"]) for x in r.unexpected] == [(module, channel)], r.report()
 
 
+@pytest.mark.slow
 def test_check_model_runs_the_layers_and_the_outputs_too(case):
     name, model, x = case
     r = fct.check_model(model, by_fuse_modules(model, x), x, output_samples=8)
@@ -151,6 +154,7 @@ def test_assert_fold_close_where_assert_close_defaults_pass_both():
         assert part in text, text
 
 
+@pytest.mark.slow
 def test_assert_fold_close_on_models_and_outputs():
     torch.manual_seed(0)
     model = trained_like(torchvision.models.resnet18(weights=None), 5).eval()

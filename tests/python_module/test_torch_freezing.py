@@ -215,6 +215,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("freezing", [True, False])
 def test_inductor_global_freezing_is_checked_and_the_callers_compilation_left_as_it_was(freezing):
     """A fresh process, as a user's: inductor's global freezing on (its patterns set up with
