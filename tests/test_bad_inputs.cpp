@@ -560,6 +560,21 @@ std::map<std::string, Setup> setups() {
     put(d / "x.npy", npy_f32({1, 3, 4, 4}));
     return "accuracy-diff " + m + " --input " + (d / "x.npy").string();
   }};
+  s["input-batch-fixed"] = {[](const fs::path& d) {
+    ModelParts p;
+    p.extra_nodes = [](OnnxBuilder& b) {
+      b.init_int64("flat", {1, -1});
+      b.node("Reshape", "flatten", {"bn_out", "flat"}, {"Y"});
+    };
+    p.tweak_proto = [](onnx::ModelProto& m) {
+      auto* shape = m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->clear_dim();
+      for (const std::int64_t n : {1, 32}) shape->add_dim()->set_dim_value(n);
+    };
+    const std::string m = model(d, "m.onnx", p);
+    put(d / "x.npy", npy_f32({3, 2, 4, 4}));
+    return "accuracy-diff " + m + " --input " + (d / "x.npy").string();
+  }};
   s["input-dtype-mismatch"] = {[](const fs::path& d) {
     const std::string m = model(d, "m.onnx");
     put(d / "x.npy", npy(Tensor{{1, 2, 4, 4}, std::vector<double>(32, 0.1), DType::Float64}));

@@ -195,3 +195,71 @@ TEST_CASE("output band: an honest output passes, one channel scaled by 1e-4 is n
   // the honest noise's few percent).
   CHECK(b.worst->rho == Approx(1e-4).epsilon(0.05));
 }
+
+namespace {
+
+// Items [first, first + rows) of a batch, along the first dimension.
+Tensor rows(const Tensor& t, std::int64_t first, std::int64_t n) {
+  Tensor r = t;
+  r.shape[0] = n;
+  const std::size_t per = t.data.size() / static_cast<std::size_t>(t.shape[0]);
+  r.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(first)),
+                t.data.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(first + n)));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("output band: a batch of inputs sums each direction's evidence, a model that fixes its batch is refused",
+          "[output_band]") {
+  Fixture f;
+  std::mt19937_64 rng(9);
+  const Tensor batch{{4, 4, 10, 10}, random_values(1600, 1.0, rng), DType::Float32};
+  const auto run = [&](const Model& mm, const Tensor& x, DType dt) {
+    ModelRunOptions o;
+    o.dtype = dt;
+    return run_model(mm, find_bn_pairs(mm), {{"X", x}}, o).at("Y");
+  };
+  // The batch-1 graph runs the 4 items at once as it runs each (its output grew alike).
+  const Tensor ref = run(f.m, batch, DType::Float64);
+  REQUIRE(ref.shape == Shape{4, 48});
+  CHECK(batch_output_mismatch(f.m, batch, ref).empty());
+  for (std::int64_t i = 0; i < 4; ++i) CHECK(run(f.m, rows(batch, i, 1), DType::Float64).data == rows(ref, i, 1).data);
+  OutputBandOptions o;
+  o.threads = 1;
+  // The floor falls as the items add up: the signal along a direction adds over them, honest
+  // rounding noise as the square root, a systematic honest drift as they do (4 items here: 0.68
+  // of the items' own floors, 0.5 without the drift).
+  Model bad = f.m;
+  Tensor& w = bad.own_initializer("wb");
+  for (std::size_t i = std::size_t{3} * 36; i < std::size_t{4} * 36; ++i)
+    w.data[i] = static_cast<float>(w.data[i] * (1 + 2.5e-5));
+  double single = 0;
+  for (std::int64_t i = 0; i < 4; ++i)
+    single += output_band(f.m, f.pairs, rows(batch, i, 1), rows(ref, i, 1),
+                          run(f.m, rows(batch, i, 1), DType::Float32).data, o)
+                  .floor_median /
+              4;
+  const OutputBand honest = output_band(f.m, f.pairs, batch, ref, run(f.m, batch, DType::Float32).data, o);
+  REQUIRE_FALSE(honest.not_computed);
+  CHECK(honest.beyond_count == 0);
+  CHECK(honest.floor_median < 0.85 * single);
+  const OutputBand b = output_band(f.m, f.pairs, batch, ref, run(bad, batch, DType::Float32).data, o);
+  REQUIRE(b.worst);
+  CHECK(b.beyond_count >= 1);
+  CHECK(b.worst->layer == "b");
+  CHECK(b.worst->channel == 3);
+  CHECK(b.worst->rho == Approx(2.5e-5).epsilon(0.1));
+
+  // A graph whose Reshape fixes the batch at 1 mixes the items: the output did not grow alike.
+  OnnxBuilder g;
+  g.input("X", {1, 4, 10, 10});
+  g.output("Y", {1, 400});
+  g.init_int64("shape", {1, -1});
+  g.node("Reshape", "flat", {"X", "shape"}, {"Y"});
+  const auto path = f.dir / "fixed_batch.onnx";
+  g.save(path.string());
+  const Model fixed = Model::load(path.string());
+  const Tensor y = run(fixed, batch, DType::Float64);
+  CHECK_THAT(batch_output_mismatch(fixed, batch, y), Catch::Contains("mixes or fixes its batch"));
+}

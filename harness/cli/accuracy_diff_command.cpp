@@ -37,7 +37,10 @@ class AccuracyDiffCommand : public Command {
                      "Perturbed float64 runs that estimate the end-to-end bound (more: a tighter bound, slower)")
         ->check(integer_in(options::kOutputSamples))
         ->capture_default_str();
-    cmd_->add_option("--input", input_, "Model input (.npy, float32); default: seeded standard-normal values");
+    cmd_->add_option("--input", input_,
+                     "Model input (.npy, float32), or a batch of them (a multiple of the model's fixed batch along "
+                     "the first dimension: --observed-output's band then sums its evidence over the items); default: "
+                     "seeded standard-normal values");
     cmd_->add_option("--seed", opts_.seed, "Seed of the default input")
         ->check(integer_in(options::kSeed))
         ->capture_default_str();

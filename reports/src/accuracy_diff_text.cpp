@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "band_text.hpp"
 #include "foldcheck/reports/layer_names.hpp"
 #include "foldcheck/reports/model_text.hpp"
 #include "foldcheck/reports/run_answer.hpp"
@@ -128,25 +129,6 @@ std::string observed_output_extras(const v::AdiffObservedOutput& o) {
   return s;
 }
 
-// The band's lines: why none, or the directions beyond it (worst first), or the floor it sees.
-std::string band_text(const v::AdiffBand& b) {
-  if (b.not_computed) return "      band: not computed — " + *b.not_computed + "\n";
-  const auto row = [](const v::AdiffBandDirection& d) {
-    return fmt::format("        {} {}: {}x its band, a change of about {} ppm (the band sees {} ppm there)\n", d.layer,
-                       d.direction, num(d.ratio), num(d.change_ppm), num(d.floor_ppm));
-  };
-  std::string s = fmt::format(
-      "      band ({} directions: each layer's channels and BatchNorm eps, against {} honest float32 runs; false alarm "
-      "{:g} over all): {} beyond; a one-channel change is seen from {} ppm (median over channels; 90% from {} ppm)\n",
-      b.directions, b.samples, b.alpha, b.beyond_count, num(b.floor_median_ppm), num(b.floor_p90_ppm));
-  for (const v::AdiffBandDirection& d : b.beyond) s += row(d);
-  if (b.beyond_count > static_cast<std::int64_t>(b.beyond.size()))
-    s += fmt::format("        ... and {} more (a change along one direction projects on its neighbours)\n",
-                     b.beyond_count - static_cast<std::int64_t>(b.beyond.size()));
-  if (b.beyond.empty() && b.worst) s += "      closest:\n" + row(*b.worst);
-  return s;
-}
-
 // The observed folded model's output against the reference and the end-to-end bound.
 std::string observed_output_text(const v::AdiffObservedOutput& o) {
   // No bound_check when no element was finite on both sides (an all-Inf output): the
@@ -159,7 +141,7 @@ std::string observed_output_text(const v::AdiffObservedOutput& o) {
       fmt::format("    observed output {} {}: |ULP| p50 {}, p99.9 {}, max {}; {} -> {}\n", o.path, o.shape.dump(),
                   num(o.ulp_p50), num(o.ulp_p99_9), num(o.ulp_max_abs), against, name(o.verdict));
   s += observed_output_extras(o);
-  if (o.band) s += band_text(*o.band);
+  if (o.band) s += output_band_text(*o.band, "      ");
   s += fmt::format("      {}\n", o.bound);
   return s;
 }

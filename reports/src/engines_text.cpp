@@ -1,6 +1,7 @@
 // Terminal rendering of `foldcheck engines` results, from their typed view (views/engines.hpp).
 #include <fmt/format.h>
 
+#include "band_text.hpp"
 #include "foldcheck/reports/model_text.hpp"
 #include "foldcheck/reports/text.hpp"
 #include "model_text_common.hpp"
@@ -94,9 +95,11 @@ std::string engine_block(const v::EngineRun& e) {
   if (e.fusion_preserved == false)
     s += "  the adapter reports that its per-layer run did not reproduce the fused run's outputs: layer outputs not "
          "judged\n";
-  for (const v::EngineFinalOutput& f : e.final_outputs)
+  for (const v::EngineFinalOutput& f : e.final_outputs) {
     s += fmt::format("  final output '{}': {} (worst ratio {} to the end-to-end bound, {} runs)\n", f.name,
                      name(f.verdict), num(f.worst_ratio), f.samples);
+    if (f.band) s += output_band_text(*f.band, "    ");
+  }
   if (e.final_not_checked) s += "  final outputs not judged: " + *e.final_not_checked + "\n";
   s += fmt::format("  first layer beyond its bound or estimate: weights {}, outputs {}\n",
                    e.first_weights_beyond.value_or("none"), e.first_outputs_beyond.value_or("none"));

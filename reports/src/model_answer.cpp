@@ -37,7 +37,10 @@ std::string band_reason(const views::ObservedOutput& o) {
       "which cannot see such a change.",
       b.direction, b.layer, b.ratio ? ratio_text(*b.ratio) : "?",
       b.change_ppm ? fmt::format("{:.3g}", *b.change_ppm) : "?",
-      b.beyond > 1 ? fmt::format("; {} directions are beyond their bands, the worst named", b.beyond) : "",
+      b.beyond > 1 ? fmt::format("; {} directions are beyond their bands, the one whose change alone explains most "
+                                 "of the output's named",
+                                 b.beyond)
+                   : "",
       o.bound_ratio ? ratio_text(*o.bound_ratio) : "?");
 }
 

@@ -913,3 +913,44 @@ def test_a_matmul_bn_folded_as_gemm_or_matmul_add_is_judged_per_layer(tmp_path, 
         assert [lay["verdict"] for lay in e["layers"]] == ["EXPECTED", "EXPECTED"], e["layers"]
         assert all(lay["outputs"].get("elements") for lay in e["layers"]), e["layers"]
     assert code == 0
+
+
+CHANGED_FINAL = r'''
+import json, subprocess, sys
+import numpy as np, onnx
+from onnx import numpy_helper
+model, inp, out, ort, layer, channel, by = sys.argv[1:8]
+# Every value from an honest run; the final output from the same model with one output channel
+# of one conv scaled, as a faulty kernel of that layer would compute it.
+subprocess.run([sys.executable, ort, "--level", "basic", model, inp, out], check=True)
+m = json.load(open(out + "/manifest.json"))
+g = onnx.load(model)
+w = next(i for i in g.graph.initializer if i.name == layer + ".w")
+a = numpy_helper.to_array(w).copy()
+a[int(channel)] *= np.float32(1 + float(by))
+w.CopyFrom(numpy_helper.from_array(a, w.name))
+onnx.save(g, out + "/changed.onnx")
+subprocess.run([sys.executable, ort, "--level", "basic", out + "/changed.onnx", inp, out + "/changed"], check=True)
+y = np.load(out + "/changed/" + json.load(open(out + "/changed/manifest.json"))["outputs"]["y"])
+np.save(out + "/" + m["outputs"]["y"], y)
+'''
+
+
+def test_a_final_output_beyond_its_band_is_suspicious_and_names_the_channel(model, tmp_path):
+    """The engines' final outputs have accuracy-diff's band: an honest engine's is within it (and
+    states its floor); one whose output moved along one conv channel by a change far inside the
+    end-to-end bound is SUSPICIOUS (exit 1), the band naming that layer and channel."""
+    code, r = engines(model, "--engine", "onnxruntime:basic")
+    f = r["engines"][0]["final_outputs"][0]
+    assert code == 0 and f["verdict"] == "EXPECTED"
+    assert f["band"]["computed"] and f["band"]["beyond_count"] == 0 and f["band"]["floor_ppm"]["median"] > 0
+
+    code, r = engines(model, "--adapter", script_adapter(tmp_path, "drift", CHANGED_FINAL, ADAPTER,
+                                                         "block.conv1", 3, 3e-6))
+    e = r["engines"][0]
+    f = e["final_outputs"][0]
+    assert f["worst_ratio"] < 0.5  # element by element the bound sees nothing
+    assert code == 1 and f["verdict"] == "SUSPICIOUS" and e["verdict"] == "SUSPICIOUS", f
+    assert (f["band"]["worst"]["layer"], f["band"]["worst"]["channel"]) == ("block.conv1", 3), f["band"]
+    assert f["band"]["worst"]["change_ppm"] == pytest.approx(3, rel=0.2)
+    assert all(lay["verdict"] == "EXPECTED" for lay in e["layers"])  # every layer's values were the honest run's

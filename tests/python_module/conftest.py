@@ -1,4 +1,5 @@
-"""The Python module's tests (tools/python/pytest.sh tests/python_module; ctest python_module_tests).
+"""The Python module's tests (tools/python/pytest.sh tests/python_module; ctest python_module_tests
+and python_band_tests).
 
 `import foldcheck` is the package of the build under test: PYTHONPATH holds BUILD/python (set by
 pytest.sh from FOLDCHECK, the binary under test). FOLDCHECK is the `foldcheck` program, for

@@ -3,8 +3,9 @@ BatchNorm statistics and real ONNX Runtime, an honest output passes from the out
 answer states the one-channel change it could have seen (about 30-45 ppm, the median over
 channels); one channel of one folded conv scaled by 1 + 60e-6 (far inside the end-to-end bound,
 0.008 of it, and EXPECTED before the band) exits 1 SUSPICIOUS, naming that layer and channel
-first with the change's size. (20 ppm is seen only on channels whose floor is below it: the
-issue's progress note, with the other ORT levels, PyTorch and MobileNetV2.)
+first with the change's size. One 224x224 image sees 20 ppm only on channels whose floor is
+below it; four images as one batch sum each direction's evidence: their floor is below one
+image's, and 20 ppm of that channel is named with its size.
 """
 from __future__ import annotations
 
@@ -40,8 +41,31 @@ def resnet18(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="module")
+def resnet18_batch(tmp_path_factory):
+    """The model exported for one 112x112 image, four images as a batch (x.npy; the first alone:
+    x0.npy), ORT's basic-level outputs on each, stacked (y_basic.npy; the first: y0.npy)."""
+    d = tmp_path_factory.mktemp("band_r18_batch")
+    torch.manual_seed(0)
+    m = trained_like(torchvision.models.resnet18(weights=None), 0)
+    x = torch.randn(4, 3, 112, 112, generator=torch.Generator().manual_seed(1))
+    torch.onnx.export(m, x[:1], str(d / "r18.onnx"), opset_version=13, dynamo=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    np.save(d / "x.npy", x.numpy())
+    np.save(d / "x0.npy", x[:1].numpy())
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = str(d / "folded.onnx")
+    s = ort.InferenceSession(str(d / "r18.onnx"), so, providers=["CPUExecutionProvider"])
+    y = np.concatenate([s.run(None, {s.get_inputs()[0].name: x[i:i + 1].numpy()})[0] for i in range(4)])
+    np.save(d / "y_basic.npy", y)
+    np.save(d / "y0.npy", y[:1])
+    return d
+
+
 def ort_with_channel_scaled(d, conv_name, channel, by):
-    """ORT's own folded model with one output channel of one folded conv scaled, run as it is."""
+    """ORT's own folded model with one output channel of one folded conv scaled, run as it is (on
+    each image of x.npy, one at a time: the model's batch is 1)."""
     m = onnx.load(str(d / "folded.onnx"))
     node = next(n for n in m.graph.node if n.op_type == "Conv" and n.name == conv_name)
     init = next(i for i in m.graph.initializer if i.name == node.input[1])
@@ -51,12 +75,13 @@ def ort_with_channel_scaled(d, conv_name, channel, by):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return s.run(None, {s.get_inputs()[0].name: np.load(d / "x.npy")})[0]
+    x = np.load(d / "x.npy")
+    return np.concatenate([s.run(None, {s.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
 
 
-def accuracy_diff(foldcheck_bin, d, observed):
+def accuracy_diff(foldcheck_bin, d, observed, x="x.npy"):
     """The exit code and the text report (answer first; the band's lines under the observed output)."""
-    p = subprocess.run([foldcheck_bin, "accuracy-diff", str(d / "r18.onnx"), "--input", str(d / "x.npy"),
+    p = subprocess.run([foldcheck_bin, "accuracy-diff", str(d / "r18.onnx"), "--input", str(d / x),
                         "--observed-output", str(observed), "--no-attribution", "-q"], capture_output=True, text=True)
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, p.stdout
@@ -86,3 +111,27 @@ def test_resnet18_honest_ort_output_passes_and_a_60ppm_channel_change_is_named(f
     assert change == pytest.approx(60, rel=0.15)
     within = float(re.search(r"it is within ([0-9.e+-]+) of its end-to-end", a).group(1))
     assert within < 0.05
+
+
+def floor_of(text):
+    return float(re.search(r"change above about ([0-9.e+-]+) ppm would have been seen", answer(text)).group(1))
+
+
+@pytest.mark.slow
+def test_a_batch_of_inputs_lowers_the_floor_and_names_a_20ppm_channel_change(foldcheck_bin, resnet18_batch):
+    """Four 112x112 images as one batch for a batch-1 model: the band sums each direction over them,
+    so its floor falls below one image's, and 20 ppm of one channel is named with its size."""
+    d = resnet18_batch
+    code, one = accuracy_diff(foldcheck_bin, d, d / "y0.npy", x="x0.npy")
+    assert code == 0, answer(one)
+    code, four = accuracy_diff(foldcheck_bin, d, d / "y_basic.npy")
+    assert code == 0, answer(four)
+    assert floor_of(four) < 0.8 * floor_of(one), (answer(one), answer(four))
+
+    np.save(d / "y_changed.npy", ort_with_channel_scaled(d, "/layer3/layer3.1/conv1/Conv", 5, 20e-6))
+    code, text = accuracy_diff(foldcheck_bin, d, d / "y_changed.npy")
+    assert code == 1, answer(text)
+    a = answer(text)
+    assert "The observed output is SUSPICIOUS: along channel 5 of layer /layer3/layer3.1/conv1/Conv" in a
+    change = float(re.search(r"a change of about ([0-9.e+-]+) ppm there", a).group(1))
+    assert change == pytest.approx(20, rel=0.2)

@@ -241,7 +241,9 @@ Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOpti
   if (model.inputs.size() != 1) {
     not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
   } else {
-    Tensor x = model_input(model, opts.input, opts.seed);  // a bad input file is the user's error (exit 2)
+    // A bad input file is the user's error (exit 2). A batch of the model's inputs is run at
+    // once: the band of --observed-output then sums each direction's evidence over the items.
+    Tensor x = model_input(model, opts.input, opts.seed, DType::Float32, Batch::Free);
     try {
       check_supported(model);
     } catch (const InputError& e) {
@@ -253,6 +255,9 @@ Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOpti
     if (!not_run) {
       try {
         rr = run_all(model, pat, opts, std::move(x), say);
+        if (const auto y = rr.out64.find(model.outputs[0].name); y != rr.out64.end())  // (none: no runs made)
+          if (const std::string mixed = batch_output_mismatch(model, rr.x, y->second); !mixed.empty())
+            throw InputError(mixed);
       } catch (const InputError& e) {
         if (opts.observed_output)
           throw InputError(fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"), model.path, e.what()));
@@ -294,7 +299,9 @@ std::map<std::size_t, Shape> pair_input_shapes(const Model& model, const BnPatte
     ModelRunOptions ro;
     ro.keep = wanted;
     ro.policy.threads = opts.ref.threads;
-    const auto values = run_model(model, pat, {{model.inputs[0].name, model_input(model, opts.input, opts.seed)}}, ro);
+    const auto values =
+        run_model(model, pat,
+                  {{model.inputs[0].name, model_input(model, opts.input, opts.seed, DType::Float32, Batch::Free)}}, ro);
     for (const BnPair& p : pat.pairs)
       if (const auto it = values.find(model.nodes[p.layer].inputs.at(0)); it != values.end())
         shapes[p.layer] = it->second.shape;

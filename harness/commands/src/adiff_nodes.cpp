@@ -7,6 +7,7 @@
 
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/commands/accuracy_diff.hpp"
+#include "output_band_json.hpp"
 
 namespace foldcheck {
 
@@ -134,37 +135,9 @@ Verdict ObservedOutputCheck::foldcheck_runs_verdict() const { return foldcheck::
 Verdict ObservedOutputCheck::verdict() const {
   judgement::Tally t;
   t.add(observed.verdict);
-  if (!band.not_computed) t.add(judgement::of_channels(0, static_cast<std::int64_t>(band.beyond_count)));
+  if (!band.not_computed) t.add(output_band_verdict(band));
   return t.verdict();
 }
-
-namespace {
-json band_direction_json(const BandDirection& d) {
-  return {{"layer", d.layer},
-          {"direction", d.channel >= 0 ? fmt::format("channel {}", d.channel) : std::string("eps")},
-          {"channel", d.channel >= 0 ? json(d.channel) : json(nullptr)},
-          {"ratio_to_band", figure(d.ratio)},
-          {"change_ppm", figure(d.rho * 1e6)},
-          {"floor_ppm", figure(d.floor * 1e6)}};
-}
-
-json band_json(const OutputBand& b) {
-  if (b.not_computed) return {{"computed", false}, {"not_computed", *b.not_computed}};
-  json beyond = json::array();
-  for (const BandDirection& d : b.beyond) beyond.push_back(band_direction_json(d));
-  return {{"computed", true},
-          {"samples", b.samples},
-          {"probes", b.probes},
-          {"directions", b.directions},
-          {"alpha", b.alpha},
-          {"alpha_per_direction", b.alpha_direction},
-          {"t_quantile", b.quantile},
-          {"beyond_count", b.beyond_count},
-          {"beyond", beyond},
-          {"worst", b.worst ? band_direction_json(*b.worst) : json(nullptr)},
-          {"floor_ppm", {{"median", b.floor_median * 1e6}, {"p90", b.floor_p90 * 1e6}}}};
-}
-}  // namespace
 
 json ObservedOutputCheck::to_json() const {
   json j{{"path", path},
@@ -186,7 +159,7 @@ json ObservedOutputCheck::to_json() const {
     j["worst"] = {{"index", worst->index},         {"flat_index", worst->flat_index}, {"observed", worst->observed},
                   {"reference", worst->reference}, {"bound", worst->bound},           {"ratio", worst->ratio}};
   if (top1) j["top1_agreement"] = {{"rows", top1->rows}, {"observed_vs_reference", top1->observed_vs_reference}};
-  j["band"] = band_json(band);
+  j["band"] = output_band_json(band);
   return j;
 }
 

@@ -32,6 +32,8 @@
 #include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/platform/process.hpp"
+#include "foldcheck/result/judgement.hpp"
+#include "output_band_json.hpp"
 
 namespace foldcheck {
 namespace {
@@ -285,7 +287,36 @@ struct Context {
   // The end-to-end bounds made so far, by arithmetic (its name, and "/16" with activations
   // stored in its 16-bit format): the bound, or why it was not made.
   mutable std::map<std::string, std::variant<OutputBound, std::string>> bounds;
+  // The band's honest side (model/output_band.hpp), made at the first float32 final output and
+  // shared by every engine's (the same model and input).
+  mutable std::optional<BandCalibration> band;
 };
+
+// The band of an engine's float32 final output y of the model (its reference: the float64
+// run's), or why there is none: another arithmetic (the honest runs are float32), or a graph
+// output that is not the model's first.
+OutputBand final_output_band(const Context& cx, const Say& say, const ConvArithmetic& a, bool stored16,
+                             const std::string& out, const Tensor& ref, const Tensor& y) {
+  OutputBand none;
+  if (a.kind != ConvArithmeticKind::Float32 || stored16) {
+    none.not_computed =
+        std::string("the band's honest runs are float32; ") + a.name() + " is judged by the bound alone";
+    return none;
+  }
+  if (out != cx.model.outputs.at(0).name) {
+    none.not_computed = "the band projects the model's first output; " + out + " is judged by the bound alone";
+    return none;
+  }
+  OutputBandOptions bo;
+  bo.seed = cx.o.seed;
+  bo.threads = cx.o.ref.threads;
+  bo.progress = [&](const std::string& what) {
+    cx.signals.throw_if_pending();
+    say(what);
+  };
+  if (!cx.band) cx.band = calibrate_band(cx.model, cx.pat, cx.x, ref, bo);
+  return judge_band(*cx.band, cx.model, cx.pat, cx.x, ref, y.data, bo);
+}
 
 // The end-to-end bound of the model on the input for an engine computing in `a` (activations
 // stored in its 16-bit format when stored16: set_end_to_end_arithmetic), made once per
@@ -397,12 +428,17 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
       throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", path, shape_string(y.shape), out, shape_string(ref.shape)));
     const ref::ValueArray refv = approximate_values(ref.data, DType::Float32);
     const Comparison c = compare(y.data, refv, DType::Float32, &ob->bound.at(out));
+    OutputBand band = final_output_band(cx, say, a, stored16, out, ref, y);
+    judgement::Tally t;
+    t.add(c.verdict);
+    if (!band.not_computed) t.add(output_band_verdict(band));
     run.final_outputs.push_back({.name = out,
                                  .worst_ratio = c.worst_bound_ratio,
                                  .max_abs_ulp = c.ulp.max_abs,
                                  .bound = ob->formula,
                                  .samples = ob->samples,
-                                 .verdict = c.verdict});
+                                 .verdict = t.verdict(),
+                                 .band = std::move(band)});
   }
   if (run.final_outputs.empty() && !run.final_not_checked)
     run.final_not_checked = "none of the outputs it wrote is a graph output of the model";

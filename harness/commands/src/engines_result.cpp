@@ -4,6 +4,7 @@
 #include "foldcheck/base/envelope.hpp"
 #include "foldcheck/commands/engines.hpp"
 #include "foldcheck/result/judgement.hpp"
+#include "output_band_json.hpp"
 
 namespace foldcheck {
 namespace {
@@ -111,12 +112,14 @@ json EngineOutputsDetail::to_json() const {
 }
 
 json EngineRun::FinalOutput::to_json() const {
-  return {{"name", name},
-          {"worst_ratio", worst_ratio ? json(*worst_ratio) : json(nullptr)},
-          {"max_abs_ulp", max_abs_ulp},
-          {"bound", bound},
-          {"samples", samples},
-          {"verdict", foldcheck::name(verdict)}};
+  json j{{"name", name},
+         {"worst_ratio", worst_ratio ? json(*worst_ratio) : json(nullptr)},
+         {"max_abs_ulp", max_abs_ulp},
+         {"bound", bound},
+         {"samples", samples},
+         {"verdict", foldcheck::name(verdict)}};
+  if (band) j["band"] = output_band_json(*band);
+  return j;
 }
 
 json EnginesModel::to_json() const {

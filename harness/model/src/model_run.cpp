@@ -92,9 +92,28 @@ class Exec : public ops::OpRun<T> {
   const BnPatterns& pairs_;
 };
 
+// How many of the graph's declared batches x holds along its first dimension (1: as declared).
+std::int64_t batch_factor(const ValueInfo& vi, const Tensor& x) {
+  if (vi.shape.empty() || x.shape.empty() || vi.shape[0] < 1 || x.shape[0] <= vi.shape[0] || x.shape[0] % vi.shape[0])
+    return 1;
+  return x.shape[0] / vi.shape[0];
+}
+
 }  // namespace
 
-Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed, DType dt) {
+std::string batch_output_mismatch(const Model& m, const Tensor& x, const Tensor& y) {
+  const std::int64_t k = batch_factor(m.inputs.at(0), x);
+  if (k == 1) return "";
+  const ValueInfo& vo = m.outputs.at(0);
+  const std::int64_t declared = !vo.shape.empty() && vo.shape[0] >= 1 ? vo.shape[0] : m.inputs[0].shape[0];
+  if (!y.shape.empty() && y.shape[0] == k * declared) return "";
+  return fmt::format(
+      "a batch of {} inputs (shape {}) gave the output {} the shape {}, not {} along its first "
+      "dimension: the model mixes or fixes its batch; give one input at a time",
+      k, shape_string(x.shape), vo.name, shape_string(y.shape), k * declared);
+}
+
+Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed, DType dt, Batch batch) {
   if (m.inputs.size() != 1)
     throw InputError(fmt::format("{}: {} graph inputs; model runs take models with one input", m.path, m.inputs.size()));
   const ValueInfo& vi = m.inputs[0];
@@ -126,9 +145,16 @@ Tensor model_input(const Model& m, const std::optional<std::string>& input, std:
   x.dtype = dt;
   if (x.shape.size() != vi.shape.size())
     throw InputError(fmt::format("{}: shape {}, the model's input {} is {}", input ? *input : std::string("input"), shape_string(x.shape), vi.name, shape_string(vi.shape)));
-  for (std::size_t k = 0; k < x.shape.size(); ++k)
+  const bool batched = batch == Batch::Free && batch_factor(vi, x) > 1;
+  for (std::size_t k = batched ? 1 : 0; k < x.shape.size(); ++k)
     if (vi.shape[k] >= 0 && vi.shape[k] != x.shape[k])
-      throw InputError(fmt::format("{}: shape {}, the model's input {} is {}", input ? *input : std::string("input"), shape_string(x.shape), vi.name, shape_string(vi.shape)));
+      throw InputError(
+          fmt::format("{}: shape {}, the model's input {} is {}{}", input ? *input : std::string("input"),
+                      shape_string(x.shape), vi.name, shape_string(vi.shape),
+                      batch == Batch::Free && vi.shape[0] >= 1
+                          ? fmt::format(" (or a batch of them: a multiple of {} along the first dimension)",
+                                        vi.shape[0])
+                          : ""));
   return x;
 }
 

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -224,19 +226,62 @@ BandDirection direction(const Unit& u, std::int64_t channel, const std::vector<d
   return d;
 }
 
-// The slices' output errors: observed, the honest runs', then standard normal probes.
-std::vector<double> output_slices(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& ref,
-                                  const std::vector<double>& observed, const OutputBandOptions& o) {
-  const std::size_t n = ref.data.size();
-  std::vector<double> g((1 + o.samples + o.probes) * n);
-  for (std::size_t i = 0; i < n; ++i) g[i] = observed[i] - ref.data[i];
-  for (std::size_t k = 0; k < o.samples; ++k) {
-    if (o.progress) o.progress(fmt::format("band: honest float32 run {}/{}", k + 1, o.samples));
-    const Tensor y =
-        run_model(m, pairs, {{m.inputs[0].name, x}}, honest_kind(k, o.seed, o.threads)).at(m.outputs[0].name);
-    for (std::size_t i = 0; i < n; ++i) g[(1 + k) * n + i] = y.data[i] - ref.data[i];
+// A part of the batch: the items of one run of the model's declared batch.
+struct Chunk {
+  Tensor x, ref;
+  std::vector<double> observed;
+  std::size_t index = 0, count = 1;
+};
+
+// Rows [first, first + rows) of t along its first dimension.
+Tensor rows_of(const Tensor& t, std::int64_t first, std::int64_t rows) {
+  Tensor r = t;
+  r.shape[0] = rows;
+  const std::size_t per = t.data.size() / static_cast<std::size_t>(t.shape[0]);
+  r.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(first)),
+                t.data.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(first + rows)));
+  return r;
+}
+
+// The batch in runs of the model's declared batch (1 when the graph leaves it free): the
+// reverse pass holds a cotangent of every live value for each of its 1 + K + R slices, so its
+// memory follows the chunk, not the batch. Projections add over the chunks: each direction's
+// evidence summed over the items (its signal grows with their number, honest noise as its root).
+std::vector<Chunk> chunks(const Model& m, const Tensor& x, const Tensor& ref, const std::vector<double>& observed) {
+  const std::int64_t declared = m.inputs[0].shape.empty() ? 0 : m.inputs[0].shape[0];
+  const std::int64_t per = declared >= 1 ? declared : 1;
+  const std::int64_t count = x.shape.empty() || x.shape[0] % per ? 1 : x.shape[0] / per;
+  if (count <= 1 || ref.shape.empty() || ref.shape[0] % count) {
+    return {Chunk{x, ref, observed, 0, 1}};
   }
-  std::mt19937_64 rng(o.seed ^ 0x6a09e667f3bcc909ULL);
+  const std::int64_t out_rows = ref.shape[0] / count;
+  const std::size_t out_per = ref.data.size() / static_cast<std::size_t>(count);
+  std::vector<Chunk> r;
+  for (std::int64_t c = 0; c < count; ++c) {
+    const auto at = static_cast<std::ptrdiff_t>(out_per * static_cast<std::size_t>(c));
+    std::vector<double> obs;  // empty when calibrating (no observed output)
+    if (!observed.empty())
+      obs.assign(observed.begin() + at, observed.begin() + at + static_cast<std::ptrdiff_t>(out_per));
+    r.push_back(Chunk{rows_of(x, c * per, per), rows_of(ref, c * out_rows, out_rows), std::move(obs),
+                      static_cast<std::size_t>(c), static_cast<std::size_t>(count)});
+  }
+  return r;
+}
+
+// The honest slices' output errors of one chunk after slice 0 (the observed output's, judged
+// apart: judge_band): the honest runs', then standard normal probes (drawn anew for each chunk:
+// the probes of the whole output are independent entries).
+std::vector<double> output_slices(const Model& m, const BnPatterns& pairs, const Chunk& c, const OutputBandOptions& o) {
+  const std::size_t n = c.ref.data.size();
+  std::vector<double> g((1 + o.samples + o.probes) * n);  // slice 0, the observed output's, left 0
+  const std::string items = c.count > 1 ? fmt::format(", input {}/{}", c.index + 1, c.count) : "";
+  for (std::size_t k = 0; k < o.samples; ++k) {
+    if (o.progress) o.progress(fmt::format("band: honest float32 run {}/{}{}", k + 1, o.samples, items));
+    const Tensor y =
+        run_model(m, pairs, {{m.inputs[0].name, c.x}}, honest_kind(k, o.seed, o.threads)).at(m.outputs[0].name);
+    for (std::size_t i = 0; i < n; ++i) g[(1 + k) * n + i] = y.data[i] - c.ref.data[i];
+  }
+  std::mt19937_64 rng(o.seed ^ 0x6a09e667f3bcc909ULL ^ (c.index * 0x9e3779b97f4a7c15ULL));
   boost::random::normal_distribution<double> nd;  // the same values on every platform
   for (std::size_t i = (1 + o.samples) * n; i < g.size(); ++i) g[i] = nd(rng);
   return g;
@@ -290,8 +335,7 @@ Model moved(const Model& m, const Unit& u, std::int64_t channel, double h) {
 // |J v|^2 of a named direction by a float64 run of the moved model (forward difference, h =
 // 2^-20: its O(h) error is 1e-6 relative, the run's rounding 2^-53 / h = 1e-10; eps: 2^-12), in place of the
 // probes' estimate (whose relative error is sqrt(2/R), 35% at R = 16); rho and floor with it.
-void exact_size(const Model& m, const BnPatterns& pairs, const Unit& u, const Tensor& x, const Tensor& ref,
-                BandDirection& d, unsigned threads) {
+void exact_size(const Model& m, const Unit& u, const Tensor& x, const Tensor& ref, BandDirection& d, unsigned threads) {
   // eps is read through float32 (2^-24 relative): its step is 2^-12, taken as it rounds.
   const double h = d.channel < 0 ? static_cast<float>(u.eps * (1 + 0x1p-12)) / static_cast<float>(u.eps) - 1 : 0x1p-20;
   ModelRunOptions f64;
@@ -305,6 +349,41 @@ void exact_size(const Model& m, const BnPatterns& pairs, const Unit& u, const Te
   if (!(size2 > 0)) return;
   d.rho = d.n / size2;
   d.floor = d.band / size2;
+}
+
+// The direction the answer names, first in r.beyond and r.worst, its size exact. Beyond some
+// band: of the directions beyond theirs, the one whose change alone explains most of the output
+// error, the least-squares fit n^2 / |J v|^2 = n rho. The largest ratio to the band would name
+// a direction correlated with the changed one whose band is narrower (one channel of an early
+// layer scaled by 20 ppm moved 1,709 directions beyond their bands; the largest ratio, 5.8, was
+// a channel of a later layer, the changed channel's 2.4, and it explained the error best). The
+// probes' sizes (~35% at R = 16; the largest of many estimates are mostly underestimated sizes:
+// the changed channel's was 9th of 1,709, the first's 3x its exact value) pick 16
+// candidates, one float64 run each (only on a SUSPICIOUS output); exact sizes decide, and give
+// the sizes of the next two shown. Within every band: the closest to its band, its size exact.
+void name_first(const std::vector<BandDirection>& all, const std::function<void(BandDirection&)>& exact,
+                OutputBand& r) {
+  if (r.beyond_count == 0) {
+    if (r.worst) exact(*r.worst);
+    return;
+  }
+  std::vector<BandDirection> candidates;
+  for (const BandDirection& d : all)
+    if (!(d.ratio <= 1) && std::isfinite(d.n * d.rho)) candidates.push_back(d);
+  const auto explains = [](const BandDirection& a, const BandDirection& b) { return a.n * a.rho > b.n * b.rho; };
+  const std::size_t top = std::min<std::size_t>(candidates.size(), 16);
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
+                    explains);
+  candidates.resize(top);
+  for (BandDirection& d : candidates) exact(d);
+  if (candidates.empty()) return;
+  const BandDirection best = *std::min_element(candidates.begin(), candidates.end(), explains);
+  const auto same = [&](const BandDirection& d) { return d.layer == best.layer && d.channel == best.channel; };
+  std::erase_if(r.beyond, same);
+  r.beyond.insert(r.beyond.begin(), best);
+  if (r.beyond.size() > 16) r.beyond.resize(16);
+  for (std::size_t i = 1; i < std::min<std::size_t>(r.beyond.size(), 3); ++i) exact(r.beyond[i]);
+  r.worst = best;
 }
 
 // The slices g of the output's cotangent projected on every unit's directions (channels, then a
@@ -325,6 +404,18 @@ std::vector<std::vector<std::vector<double>>> project(const Model& m, const BnPa
   return proj;
 }
 
+// sum += part, entry by entry (a unit off the output's paths is empty in both).
+void add_projections(std::vector<std::vector<std::vector<double>>>& sum,
+                     const std::vector<std::vector<std::vector<double>>>& part) {
+  if (sum.empty()) {
+    sum = part;
+    return;
+  }
+  for (std::size_t k = 0; k < sum.size(); ++k)
+    for (std::size_t d = 0; d < sum[k].size(); ++d)
+      for (std::size_t s = 0; s < sum[k][d].size(); ++s) sum[k][d][s] += part[k][d][s];
+}
+
 std::int64_t channel_of(const Unit& u, std::size_t d, std::size_t directions) {
   return d + 1 == directions && u.pair ? -1 : static_cast<std::int64_t>(d);
 }
@@ -343,53 +434,109 @@ std::vector<DirectionProjection> project_cotangent(const Model& m, const BnPatte
   return r;
 }
 
-OutputBand output_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
-                       const std::vector<double>& observed, const OutputBandOptions& o) {
-  OutputBand r;
-  r.not_computed = no_derivative(m, pairs);
-  const std::vector<Unit> us = r.not_computed ? std::vector<Unit>{} : units(m, pairs);
-  if (!r.not_computed && us.empty()) r.not_computed = "the model has no conv or foldable layer";
-  if (r.not_computed) return r;
+// The honest side of the band (output_band.hpp): the model's units and, per unit, direction
+// and slice, the projections of the honest runs and probes (slice 0, the observed output's, 0).
+struct BandHonest {
+  std::vector<Unit> units;
+  std::vector<std::vector<std::vector<double>>> proj;
+  std::size_t directions = 0;
+};
+
+BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
+                               const OutputBandOptions& o) {
+  BandCalibration cal;
+  cal.not_computed = no_derivative(m, pairs);
+  auto h = std::make_shared<BandHonest>();
+  if (!cal.not_computed) h->units = units(m, pairs);
+  if (!cal.not_computed && h->units.empty()) cal.not_computed = "the model has no conv or foldable layer";
+  if (cal.not_computed) return cal;
   try {
     const std::size_t B = 1 + o.samples + o.probes;
-    std::vector<double> g = output_slices(m, pairs, x, reference, observed, o);
-    if (o.progress) o.progress("band: reverse pass");
-    const auto proj = project(m, pairs, us, x, std::move(g), B, o.threads);
-    std::size_t D = 0;
-    for (const auto& pu : proj)
+    for (const Chunk& c : chunks(m, x, reference, {})) {
+      std::vector<double> g = output_slices(m, pairs, c, o);
+      if (o.progress) o.progress("band: reverse pass");
+      add_projections(h->proj, project(m, pairs, h->units, c.x, std::move(g), B, o.threads));
+    }
+    for (const auto& pu : h->proj)
       for (const std::vector<double>& p : pu)
-        D += std::any_of(p.begin() + 1 + static_cast<std::ptrdiff_t>(o.samples), p.end(),
-                         [](double v) { return v != 0; });
+        h->directions += std::any_of(p.begin() + 1 + static_cast<std::ptrdiff_t>(o.samples), p.end(),
+                                     [](double v) { return v != 0; });
+    cal.honest = std::move(h);
+  } catch (const InputError& e) {
+    cal.not_computed = e.what();
+  }
+  return cal;
+}
+
+namespace {
+
+// The observed output's projections on every direction, per unit and direction (one slice).
+std::vector<std::vector<std::vector<double>>> observed_projections(const Model& m, const BnPatterns& pairs,
+                                                                   const BandHonest& h, const Tensor& x,
+                                                                   const Tensor& reference,
+                                                                   const std::vector<double>& observed,
+                                                                   unsigned threads) {
+  std::vector<std::vector<std::vector<double>>> proj;
+  for (const Chunk& c : chunks(m, x, reference, observed)) {
+    std::vector<double> e(c.ref.data.size());
+    for (std::size_t i = 0; i < e.size(); ++i) e[i] = c.observed[i] - c.ref.data[i];
+    add_projections(proj, project(m, pairs, h.units, c.x, std::move(e), 1, threads));
+  }
+  return proj;
+}
+
+// Every direction's band and the observed output's place in it (slice 0 its projection).
+std::vector<BandDirection> directions(const BandHonest& h, const std::vector<std::vector<std::vector<double>>>& seen,
+                                      std::size_t samples, double quantile) {
+  std::vector<BandDirection> all;
+  for (std::size_t k = 0; k < h.units.size(); ++k)
+    for (std::size_t d = 0; d < h.proj[k].size(); ++d) {
+      std::vector<double> p = h.proj[k][d];
+      p[0] = seen[k][d][0];
+      const BandDirection bd = direction(h.units[k], channel_of(h.units[k], d, h.proj[k].size()), p, samples, quantile);
+      // A direction no output moves along (a channel a ReLU zeroes everywhere): not tested.
+      if (std::isfinite(bd.floor)) all.push_back(bd);
+    }
+  return all;
+}
+
+}  // namespace
+
+OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatterns& pairs, const Tensor& x,
+                      const Tensor& reference, const std::vector<double>& observed, const OutputBandOptions& o) {
+  OutputBand r;
+  if (cal.not_computed || !cal.honest) {
+    r.not_computed = cal.not_computed.value_or("no calibration");
+    return r;
+  }
+  const BandHonest& h = *cal.honest;
+  try {
+    if (o.progress) o.progress("band: the observed output's reverse pass");
+    const auto seen = observed_projections(m, pairs, h, x, reference, observed, o.threads);
     r.samples = o.samples;
     r.probes = o.probes;
-    r.directions = D;
+    r.directions = h.directions;
     r.alpha = o.alpha;
-    r.alpha_direction = o.alpha / static_cast<double>(std::max<std::size_t>(D, 1));
+    r.alpha_direction = o.alpha / static_cast<double>(std::max<std::size_t>(h.directions, 1));
     r.quantile = boost::math::quantile(
         boost::math::complement(boost::math::students_t(static_cast<double>(o.samples)), r.alpha_direction / 2));
-    std::vector<BandDirection> all;
-    for (std::size_t k = 0; k < us.size(); ++k)
-      for (std::size_t d = 0; d < proj[k].size(); ++d) {
-        const BandDirection bd =
-            direction(us[k], channel_of(us[k], d, proj[k].size()), proj[k][d], o.samples, r.quantile);
-        // A direction no output moves along (a channel a ReLU zeroes everywhere): not tested.
-        if (std::isfinite(bd.floor)) all.push_back(bd);
-      }
+    std::vector<BandDirection> all = directions(h, seen, o.samples, r.quantile);
     summarise(all, r);
-    // The named directions' sizes exactly: the worst and the first 4 beyond the band.
-    const auto unit_named = [&](const std::string& name) {
-      return std::find_if(us.begin(), us.end(), [&](const Unit& u) { return u.name == name; });
+    const auto exact = [&](BandDirection& d) {
+      const auto it = std::find_if(h.units.begin(), h.units.end(), [&](const Unit& u) { return u.name == d.layer; });
+      if (it != h.units.end()) exact_size(m, *it, x, reference, d, o.threads);
     };
-    std::vector<BandDirection*> named;
-    if (r.worst) named.push_back(&*r.worst);
-    for (std::size_t i = 0; i < std::min<std::size_t>(r.beyond.size(), 4); ++i) named.push_back(&r.beyond[i]);
-    for (BandDirection* d : named)
-      if (const auto it = unit_named(d->layer); it != us.end()) exact_size(m, pairs, *it, x, reference, *d, o.threads);
+    name_first(all, exact, r);
   } catch (const InputError& e) {
     r = OutputBand{};
     r.not_computed = e.what();
   }
   return r;
+}
+
+OutputBand output_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
+                       const std::vector<double>& observed, const OutputBandOptions& o) {
+  return judge_band(calibrate_band(m, pairs, x, reference, o), m, pairs, x, reference, observed, o);
 }
 
 }  // namespace foldcheck

@@ -59,8 +59,10 @@ EngineLayer EngineLayer::from_json(const json& j) {
 }
 
 EngineFinalOutput EngineFinalOutput::from_json(const json& j) {
-  return {required<std::string>(j, "name"), required_verdict(j, "verdict"), optional<double>(j, "worst_ratio"),
-          required_count<std::size_t>(j, "samples")};
+  EngineFinalOutput f{required<std::string>(j, "name"), required_verdict(j, "verdict"),
+                      optional<double>(j, "worst_ratio"), required_count<std::size_t>(j, "samples"), std::nullopt};
+  if (const json* b = object_at(j, "band")) f.band = AdiffBand::from_json(*b);
+  return f;
 }
 
 EngineRun EngineRun::from_json(const json& j) {

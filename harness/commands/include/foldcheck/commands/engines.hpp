@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/model/fold_check.hpp"
+#include "foldcheck/model/output_band.hpp"
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/reference/certify.hpp"
@@ -160,7 +161,10 @@ struct EngineRun {
     double max_abs_ulp = 0;
     std::string bound;        // its formula
     std::size_t samples = 0;  // of the Monte Carlo bound
-    Verdict verdict = Verdict::Expected;
+    Verdict verdict = Verdict::Expected;  // the bound's and the band's
+    // The calibrated band (model/output_band.hpp) of the model's output in float32 arithmetic;
+    // not_computed says why not (another arithmetic, a model the reverse pass cannot take).
+    std::optional<OutputBand> band;
     nlohmann::json to_json() const;
   };
   std::vector<FinalOutput> final_outputs;

@@ -62,8 +62,17 @@ std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs,
 // The model's single input: the given .npy (InputError for NaN/Inf, a value that is not a
 // dt value, or a shape that does not fit the graph input), or seeded standard-normal
 // values rounded to dt, of the graph input's shape (an unknown leading dimension is 1,
-// others are refused).
-Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed, DType dt = DType::Float32);
+// others are refused). Batch::Free: a file may also hold a batch of the model's inputs, its
+// leading dimension a multiple of the graph's fixed one (a batch-1 model given 8 images): the
+// runs then take the batch at once, as one run per item would (the caller checks that the
+// output's leading dimension grew alike: batch_output_mismatch).
+enum class Batch { AsDeclared, Free };
+Tensor model_input(const Model& m, const std::optional<std::string>& input, std::uint64_t seed,
+                   DType dt = DType::Float32, Batch batch = Batch::AsDeclared);
+// For a Batch::Free input x: why the model's output `y` is not that batch's outputs (its leading
+// dimension did not grow by the input's factor: a node mixed the items, a Reshape fixed the
+// batch), or "" when it is (or x is the declared batch).
+std::string batch_output_mismatch(const Model& m, const Tensor& x, const Tensor& y);
 
 // The node's op evaluated in float64 on the absolute values of its inputs and floating
 // parameters: for a linear op (Conv, ConvTranspose, Gemm, MatMul, AveragePool,

@@ -28,6 +28,7 @@
 // Results do not depend on the thread count.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,18 +61,36 @@ struct OutputBand {
   std::size_t samples = 0, probes = 0, directions = 0;
   double alpha = 0, alpha_direction = 0, quantile = 0;  // alpha, alpha / D, t_K(1 - alpha_d / 2)
   std::size_t beyond_count = 0;
-  std::vector<BandDirection> beyond;  // the first 16, worst first
-  std::optional<BandDirection> worst;
+  // The first 16 beyond their bands: the named one first (name_first in output_band.cpp: of
+  // those beyond, the one whose change alone explains most of the output's), then by ratio.
+  std::vector<BandDirection> beyond;
+  std::optional<BandDirection> worst;  // the named direction; within every band, the closest to it
   // The smallest one-channel change seen, over the channels of every layer: median and 90th
   // percentile of their floors (relative).
   double floor_median = 0, floor_p90 = 0;
 };
 
-// x: the model's input (float32 values); reference: the unfused float64 run's single output;
-// observed: the other engine's output, same size. Never throws for a model it cannot
-// differentiate: not_computed says why.
+// x: the model's input (float32 values), or a batch of them (a multiple of the graph's fixed
+// batch: run in chunks of it, each direction's projections summed over the chunks); reference:
+// the unfused float64 run's single output; observed: the other engine's output, same size.
+// Never throws for a model it cannot differentiate: not_computed says why.
 OutputBand output_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
                        const std::vector<double>& observed, const OutputBandOptions& opts);
+
+// output_band in two steps, for several observed outputs of one model on one input (the
+// engines command's engines): calibrate_band makes the honest side once — the K honest runs'
+// and the R probes' projections on every direction —, judge_band takes one observed output
+// through one reverse pass of its own. output_band(...) is judge_band(calibrate_band(...), ...)
+// (the same figures); `m` and `pairs` must outlive the calibration.
+struct BandHonest;  // output_band.cpp
+struct BandCalibration {
+  std::optional<std::string> not_computed;  // why no band (judge_band then says so)
+  std::shared_ptr<const BandHonest> honest;
+};
+BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
+                               const OutputBandOptions& opts);
+OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatterns& pairs, const Tensor& x,
+                      const Tensor& reference, const std::vector<double>& observed, const OutputBandOptions& opts);
 
 // The band's numerators for one cotangent g of the model's output (the reverse pass alone, at
 // the float64 run's values): <v_d, J_L^T g> = <J_L v_d, g> for every direction d (each unit's

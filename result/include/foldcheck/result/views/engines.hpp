@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/result/verdict.hpp"
+#include "foldcheck/result/views/accuracy_diff.hpp"
 
 namespace foldcheck::result::views {
 
@@ -59,12 +60,14 @@ struct EngineLayer {
 };
 
 // A graph output of the engine's model judged end to end ("final_outputs" element): "name",
-// "verdict", "samples" required; "worst_ratio" null when none.
+// "verdict", "samples" required; "worst_ratio" null when none; "band" (the calibrated band, as
+// accuracy-diff's observed output's) when the engine's output had one made.
 struct EngineFinalOutput {
   std::string name;
   Verdict verdict = Verdict::Mistrusted;
   std::optional<double> worst_ratio;
   std::size_t samples = 0;
+  std::optional<AdiffBand> band;
   static EngineFinalOutput from_json(const nlohmann::json& j);
 };
 

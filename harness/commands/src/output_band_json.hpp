@@ -1,0 +1,17 @@
+#pragma once
+// The JSON of a model's calibrated band (model/output_band.hpp), one writer for every command
+// that judges a model's final output with it: accuracy-diff's observed output and the engines
+// command's final outputs (schema: definitions/output_band). Its verdict: SUSPICIOUS when some
+// direction is beyond its band (a statistic, never UNEXPECTED), EXPECTED otherwise.
+#include <nlohmann/json.hpp>
+
+#include "foldcheck/model/output_band.hpp"
+#include "foldcheck/result/verdict.hpp"
+
+namespace foldcheck {
+
+nlohmann::json output_band_json(const OutputBand& b);
+// The band's part of a verdict (only when computed: judgement::Tally::add it).
+Verdict output_band_verdict(const OutputBand& b);
+
+}  // namespace foldcheck
