@@ -132,12 +132,7 @@ json LayerDiff::to_json() const {
 Verdict ObservedOutputCheck::foldcheck_runs_verdict() const { return foldcheck::worst(unfused.verdict, fused.verdict); }
 
 // The observed output's comparison with its bound, and its band (a statistic: SUSPICIOUS at most).
-Verdict ObservedOutputCheck::verdict() const {
-  judgement::Tally t;
-  t.add(observed.verdict);
-  if (!band.not_computed) t.add(output_band_verdict(band));
-  return t.verdict();
-}
+Verdict ObservedOutputCheck::verdict() const { return with_band(observed.verdict, band); }
 
 json ObservedOutputCheck::to_json() const {
   json j{{"path", path},

@@ -32,7 +32,6 @@
 #include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/platform/process.hpp"
-#include "foldcheck/result/judgement.hpp"
 #include "output_band_json.hpp"
 
 namespace foldcheck {
@@ -429,15 +428,13 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
     const ref::ValueArray refv = approximate_values(ref.data, DType::Float32);
     const Comparison c = compare(y.data, refv, DType::Float32, &ob->bound.at(out));
     OutputBand band = final_output_band(cx, say, a, stored16, out, ref, y);
-    judgement::Tally t;
-    t.add(c.verdict);
-    if (!band.not_computed) t.add(output_band_verdict(band));
+    const Verdict verdict = with_band(c.verdict, band);
     run.final_outputs.push_back({.name = out,
                                  .worst_ratio = c.worst_bound_ratio,
                                  .max_abs_ulp = c.ulp.max_abs,
                                  .bound = ob->formula,
                                  .samples = ob->samples,
-                                 .verdict = t.verdict(),
+                                 .verdict = verdict,
                                  .band = std::move(band)});
   }
   if (run.final_outputs.empty() && !run.final_not_checked)

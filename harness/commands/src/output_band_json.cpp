@@ -44,8 +44,11 @@ json output_band_json(const OutputBand& b) {
           {"floor_ppm", {{"median", b.floor_median * 1e6}, {"p90", b.floor_p90 * 1e6}}}};
 }
 
-Verdict output_band_verdict(const OutputBand& b) {
-  return judgement::of_channels(0, static_cast<std::int64_t>(b.beyond_count));
+Verdict with_band(Verdict bound, const OutputBand& b) {
+  judgement::Tally t;
+  t.add(bound);
+  if (!b.not_computed) t.add(judgement::of_channels(0, static_cast<std::int64_t>(b.beyond_count)));
+  return t.verdict();
 }
 
 }  // namespace foldcheck

@@ -11,7 +11,8 @@
 namespace foldcheck {
 
 nlohmann::json output_band_json(const OutputBand& b);
-// The band's part of a verdict (only when computed: judgement::Tally::add it).
-Verdict output_band_verdict(const OutputBand& b);
+// An output's verdict: its bound's, and, when the band was computed, the band's (SUSPICIOUS
+// beyond it) — accuracy-diff's observed output and the engines' final outputs alike.
+Verdict with_band(Verdict bound, const OutputBand& b);
 
 }  // namespace foldcheck

@@ -382,7 +382,13 @@ void name_first(const std::vector<BandDirection>& all, const std::function<void(
   std::erase_if(r.beyond, same);
   r.beyond.insert(r.beyond.begin(), best);
   if (r.beyond.size() > 16) r.beyond.resize(16);
-  for (std::size_t i = 1; i < std::min<std::size_t>(r.beyond.size(), 3); ++i) exact(r.beyond[i]);
+  for (std::size_t i = 1; i < std::min<std::size_t>(r.beyond.size(), 3); ++i) {
+    const auto known = std::find_if(candidates.begin(), candidates.end(), [&](const BandDirection& d) {
+      return d.layer == r.beyond[i].layer && d.channel == r.beyond[i].channel;
+    });
+    if (known != candidates.end()) r.beyond[i] = *known;  // its size already exact
+    else exact(r.beyond[i]);
+  }
   r.worst = best;
 }
 
