@@ -228,6 +228,17 @@ TEST_CASE("accuracy-diff: correct folds are EXPECTED, a 60 ppm channel is named"
     b.node("Relu", "r", {"X"}, {"Y"});
     CHECK(accuracy_diff(save(b, d, "plain.onnx"), o).to_json()["verdict"] == "MISTRUSTED");
   }
+  SECTION("no graph outputs: the weights are checked, the runs are not made, and say why") {
+    OnnxBuilder b = bn_fixture({});
+    b.model.mutable_graph()->clear_output();
+    const std::string bare = save(b, d, "no_outputs.onnx");
+    const auto r = accuracy_diff(bare, o).to_json();
+    CHECK(r["layers"].size() == 3);
+    CHECK_THAT(r["end_to_end"]["not_run"].get<std::string>(), Catch::Contains("no graph outputs"));
+    o.input = (d / "x.npy").string();
+    o.observed_output = (d / "y.npy").string();
+    CHECK_THROWS_WITH(accuracy_diff(bare, o), Catch::Contains("graph output"));
+  }
 }
 
 TEST_CASE("model runs: shape and pooling ops against hand-computed values", "[onnx][run]") {

@@ -240,6 +240,8 @@ Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOpti
   Runs rr;
   if (model.inputs.size() != 1) {
     not_run = fmt::format("the model has {} graph inputs; the runs take models with one", model.inputs.size());
+  } else if (model.outputs.empty()) {
+    not_run = "the model declares no graph outputs: the runs have nothing to compute";
   } else {
     // A bad input file is the user's error (exit 2). A batch of the model's inputs is run at
     // once: the band of --observed-output then sums each direction's evidence over the items.
