@@ -1,6 +1,7 @@
 // Terminal rendering of `foldcheck bisect` results, from their typed view (views/bisect.hpp).
 #include <fmt/format.h>
 
+#include "band_text.hpp"
 #include "foldcheck/reports/model_text.hpp"
 #include "foldcheck/reports/text.hpp"
 #include "model_text_common.hpp"
@@ -90,6 +91,8 @@ std::string external_steps(const v::Bisect& r, bool loo) {
     if (st.gross > 0)
       s += fmt::format("  {:>4} not an approximation of the reference: {} errors as large as its largest value\n", "",
                        st.gross);
+    // The band's lines where they change the judgement (beyond it), or say why there is none.
+    if (st.band && (st.band->beyond_count > 0 || st.band->not_computed)) s += output_band_text(*st.band, "       ");
   }
   s += "\n  commands:\n";
   i = 0;

@@ -34,6 +34,28 @@ def trained_like(module, seed):
     return module.eval()
 
 
+def trained_like_on(module, seed, x):
+    """`module` with BatchNorm statistics of its own activations on the batch `x` (the population
+    statistics training leaves, so every channel's activations are centred and scaled as in a
+    trained network: with trained_like's random statistics about half of a randomly initialised
+    MobileNetV2's channels are zero everywhere after their ReLU6), then trained_like's affine
+    parameters (a generator seeded `seed`); the module in eval mode."""
+    bns = [m for m in module.modules() if isinstance(m, tuple(BNS.values()))]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average: the batch's own statistics
+    module.train()
+    with torch.no_grad():
+        module(x)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in bns:
+            m.momentum = 0.1
+            m.weight.copy_(0.5 + torch.rand(m.num_features, generator=g))
+            m.bias.copy_(0.1 * torch.randn(m.num_features, generator=g))
+    return module.eval()
+
+
 def layer(seed=0, *, rank=2, dtype=torch.float32, out_channels=6, **kw):
     """A conv of 4 input channels (kernel 3, padding 1 unless kw says otherwise) and its
     trained-like BatchNorm, in eval mode and `dtype` (torch seeded `seed` first)."""

@@ -19,6 +19,7 @@
 #include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/platform/process.hpp"
 #include "foldcheck/reports/bisect_notes.hpp"
+#include "output_band_json.hpp"
 #include "output_judge.hpp"
 
 namespace foldcheck {
@@ -292,6 +293,7 @@ json RunMeasures::to_json() const {
     j["beyond_probabilistic"] = bounds->beyond_probabilistic;
   }
   if (gross) j["gross"] = *gross;
+  if (band) j["band"] = output_band_json(*band);
   return j;
 }
 

@@ -38,6 +38,7 @@ json output_band_json(const OutputBand& b) {
           {"alpha", b.alpha},
           {"alpha_per_direction", b.alpha_direction},
           {"t_quantile", b.quantile},
+          {"degrees_of_freedom", {{"min", b.dof_min}, {"max", b.dof_max}}},
           {"beyond_count", b.beyond_count},
           {"beyond", beyond},
           {"worst", b.worst ? band_direction_json(*b.worst) : json(nullptr)},

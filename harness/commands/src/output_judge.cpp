@@ -8,6 +8,7 @@
 
 #include "foldcheck/model/output_bound.hpp"
 #include "foldcheck/reports/bisect_notes.hpp"
+#include "output_band_json.hpp"
 
 namespace foldcheck {
 
@@ -94,8 +95,12 @@ std::string OutputJudge::criterion() const {
         layer_->bn ? "" : " (a conv without BatchNorm)", layer_->arithmetic.description(),
         layer_->algorithm.kind == ConvAlgorithmKind::Direct ? "" : ", algorithm " + layer_->algorithm.name());
   if (known_)
-    return fmt::format("an element beyond its bound{}, or a NaN or an infinity; bounds: {}",
-                       known_->deterministic ? " (deterministic or probabilistic)" : "", known_->formula);
+    return fmt::format("an element beyond its bound{}, {}or a NaN or an infinity; bounds: {}",
+                       known_->deterministic ? " (deterministic or probabilistic)" : "",
+                       known_->band ? "the output beyond the band of honest float32 runs along a layer's channel or a "
+                                      "BatchNorm's eps (SUSPICIOUS), "
+                                    : "",
+                       known_->formula);
   return "errors in channel units (ULP of the channel's largest |reference|, which cancellation does not shrink), "
          "against twice what the all-disabled run shows, plus one unit: " + limits_ +
          "; or a NaN or an infinity, or an error as large as the largest |reference| (in any run)";
@@ -183,8 +188,13 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
     j.bounds = RunMeasures::Bounds{c.worst_bound_ratio.value_or(0), c.worst_probabilistic_ratio.value_or(0),
                                    c.beyond_bound, c.beyond_probabilistic};
     decisive = c.worst_bound_index;
-    // A MISTRUSTED comparison (no informative output) is no evidence against a pass.
-    bad = bad || judgement::counts_against(c.verdict);
+    // A MISTRUSTED comparison (no informative output) is no evidence against a pass. A finite
+    // output of a float32 model is also held to its band: beyond it, SUSPICIOUS and bad.
+    if (known_->band && c.kinds.nan == 0 && c.kinds.inf_mismatch == 0) {
+      j.band = known_->band(v);
+      step.verdict = with_band(c.verdict, *j.band);
+    }
+    bad = bad || judgement::counts_against(*step.verdict);
   } else {
     // Not an approximation of the reference at all, in any run (the all-disabled one too,
     // which the limits cannot judge): an error as large as the largest |reference| of the

@@ -2,6 +2,7 @@
 #include "foldcheck/model/known_computation.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -133,6 +134,33 @@ const BnPair* whole_model_pair(const Model& m, const BnPatterns& pat) {
   return &p;
 }
 
+// The band of the model's output on x (reference: the float64 run's), calibrated once here;
+// the closure owns what the calibration points into (output_band.hpp: the model and its pairs
+// outlive it).
+std::function<OutputBand(const std::vector<double>&)> model_band(const Model& m, const Tensor& x,
+                                                                 const Tensor& reference,
+                                                                 const ModelComputationOptions& o) {
+  struct State {
+    Model m;
+    BnPatterns pairs;
+    Tensor x, reference;
+    OutputBandOptions o;
+    BandCalibration cal;
+  };
+  auto st = std::make_shared<State>();
+  st->m = m;
+  st->pairs = find_bn_pairs(st->m);
+  st->x = x;
+  st->reference = reference;
+  st->o.seed = o.seed;
+  st->o.threads = o.ref.threads;
+  if (o.progress) st->o.progress = o.progress;
+  st->cal = calibrate_band(st->m, st->pairs, st->x, st->reference, st->o);
+  return [st](const std::vector<double>& y) {
+    return judge_band(st->cal, st->m, st->pairs, st->x, st->reference, y, st->o);
+  };
+}
+
 }  // namespace
 
 KnownComputation model_computation(const Model& m, const std::string& path, const std::string& input,
@@ -175,6 +203,7 @@ KnownComputation model_computation(const Model& m, const std::string& path, cons
   k.bound = ob.bound.at(out);
   k.probabilistic = k.bound;
   k.deterministic = false;
+  if (f32) k.band = model_band(m, x, ob.reference.at(out), o);
   k.source = fmt::format("{}: float64 run", path);
   k.formula = fmt::format(
       "per element, the end-to-end probabilistic bound of a {} engine folding or not ({} "

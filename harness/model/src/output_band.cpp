@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/model/band_moderation.hpp"
 #include "foldcheck/model/model_run.hpp"
 #include "op_registry.hpp"
 #include "ops_common.hpp"
@@ -209,17 +210,26 @@ std::vector<std::vector<double>> projections(const Unit& u, const Tensor& y, con
   return p;
 }
 
-// One direction's band from its projections: slice 0 observed, 1..K honest, then R probes.
-BandDirection direction(const Unit& u, std::int64_t channel, const std::vector<double>& p, std::size_t K,
-                        double quantile) {
-  double m2 = 0, largest = 0, size2 = 0;
-  for (std::size_t k = 1; k <= K; ++k) {
-    m2 += p[k] * p[k];
-    largest = std::max(largest, std::fabs(p[k]));
-  }
+// A direction's honest mean square over the K runs (slices 1..K) and its size |J v|^2 from
+// the R probes after them (E <r, J v>^2 = |J v|^2 for r standard normal).
+double honest_s2(const std::vector<double>& p, std::size_t K) {
+  double m2 = 0;
+  for (std::size_t k = 1; k <= K; ++k) m2 += p[k] * p[k];
+  return K ? m2 / static_cast<double>(K) : 0.0;
+}
+
+double probe_size2(const std::vector<double>& p, std::size_t K) {
+  double size2 = 0;
   for (std::size_t r = K + 1; r < p.size(); ++r) size2 += p[r] * p[r];
-  size2 /= static_cast<double>(p.size() - K - 1);
-  BandDirection d{u.name, channel, p[0], largest + quantile * std::sqrt(m2 / static_cast<double>(K))};
+  return p.size() > K + 1 ? size2 / static_cast<double>(p.size() - K - 1) : 0.0;
+}
+
+// One direction's band from its projections (slice 0 observed, 1..K honest, then R probes)
+// and its honest variance (moderated: band_moderation.hpp) with the quantile of its t.
+BandDirection direction(const Unit& u, std::int64_t channel, const std::vector<double>& p, std::size_t K, double var,
+                        double quantile) {
+  BandDirection d{u.name, channel, p[0], quantile * std::sqrt(var)};
+  const double size2 = probe_size2(p, K);
   d.ratio = std::fabs(d.n) / d.band;
   d.rho = size2 > 0 ? d.n / size2 : 0.0;
   d.floor = size2 > 0 ? d.band / size2 : HUGE_VAL;
@@ -491,18 +501,37 @@ std::vector<std::vector<std::vector<double>>> observed_projections(const Model& 
   return proj;
 }
 
-// Every direction's band and the observed output's place in it (slice 0 its projection).
+// Every direction's band and the observed output's place in it (slice 0 its projection), and
+// the range of the t's degrees of freedom; alpha_d: the false alarm per direction.
 std::vector<BandDirection> directions(const BandHonest& h, const std::vector<std::vector<std::vector<double>>>& seen,
-                                      std::size_t samples, double quantile) {
+                                      std::size_t samples, double alpha_d, OutputBand& r) {
   std::vector<BandDirection> all;
-  for (std::size_t k = 0; k < h.units.size(); ++k)
-    for (std::size_t d = 0; d < h.proj[k].size(); ++d) {
+  std::map<double, double> quantiles;  // by degrees of freedom: one per unit, and t_K
+  const auto quantile = [&](double dof) {
+    const auto it = quantiles.find(dof);
+    if (it != quantiles.end()) return it->second;
+    return quantiles[dof] = boost::math::quantile(boost::math::complement(boost::math::students_t(dof), alpha_d / 2));
+  };
+  r.dof_min = HUGE_VAL, r.dof_max = 0;
+  for (std::size_t k = 0; k < h.units.size(); ++k) {
+    const std::size_t D = h.proj[k].size();
+    std::vector<double> s2(D), size2(D);
+    std::vector<bool> pooled(D);
+    for (std::size_t d = 0; d < D; ++d) {
+      s2[d] = honest_s2(h.proj[k][d], samples), size2[d] = probe_size2(h.proj[k][d], samples);
+      pooled[d] = channel_of(h.units[k], d, D) >= 0;
+    }
+    const ModeratedVariance mv = moderate_variance(s2, size2, pooled, samples);
+    for (std::size_t d = 0; d < D; ++d) {
+      // A direction no output moves along (a channel a ReLU zeroes everywhere): not tested.
+      if (!(size2[d] > 0)) continue;
       std::vector<double> p = h.proj[k][d];
       p[0] = seen[k][d][0];
-      const BandDirection bd = direction(h.units[k], channel_of(h.units[k], d, h.proj[k].size()), p, samples, quantile);
-      // A direction no output moves along (a channel a ReLU zeroes everywhere): not tested.
-      if (std::isfinite(bd.floor)) all.push_back(bd);
+      all.push_back(direction(h.units[k], channel_of(h.units[k], d, D), p, samples, mv.var[d], quantile(mv.dof[d])));
+      r.dof_min = std::min(r.dof_min, mv.dof[d]), r.dof_max = std::max(r.dof_max, mv.dof[d]);
     }
+  }
+  if (all.empty()) r.dof_min = 0;
   return all;
 }
 
@@ -524,9 +553,10 @@ OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatter
     r.directions = h.directions;
     r.alpha = o.alpha;
     r.alpha_direction = o.alpha / static_cast<double>(std::max<std::size_t>(h.directions, 1));
-    r.quantile = boost::math::quantile(
-        boost::math::complement(boost::math::students_t(static_cast<double>(o.samples)), r.alpha_direction / 2));
-    std::vector<BandDirection> all = directions(h, seen, o.samples, r.quantile);
+    std::vector<BandDirection> all = directions(h, seen, o.samples, r.alpha_direction, r);
+    if (r.dof_min > 0)
+      r.quantile =
+          boost::math::quantile(boost::math::complement(boost::math::students_t(r.dof_min), r.alpha_direction / 2));
     summarise(all, r);
     const auto exact = [&](BandDirection& d) {
       const auto it = std::find_if(h.units.begin(), h.units.end(), [&](const Unit& u) { return u.name == d.layer; });

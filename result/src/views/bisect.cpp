@@ -64,6 +64,7 @@ BisectStep BisectStep::from_json(const json& j) {
   s.applied = optional<bool>(j, "applied");
   s.skipped = optional<std::string>(j, "skipped");
   s.worst_layer = optional<std::string>(j, "worst_layer");
+  if (const json* b = object_at(j, "band")) s.band = AdiffBand::from_json(*b);
   return s;
 }
 

@@ -88,6 +88,7 @@ struct RunMeasures {
   };
   std::optional<Bounds> bounds;
   std::optional<std::int64_t> gross;  // errors as large as the largest |reference|
+  std::optional<OutputBand> band;     // a model's output in float32 (KnownComputation::band)
   nlohmann::json to_json() const;
 };
 

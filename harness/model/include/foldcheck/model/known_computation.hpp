@@ -24,7 +24,9 @@
 // Model (the `--model` form): a model that is one layer -> BatchNormalization pair from its
 // input to its output is that layer, as above (in its weights' dtype). Any other model has
 // the end-to-end probabilistic bound of output_bound.hpp, per output element: a
-// deterministic one composes every layer's worst case and is vacuous (ibid.).
+// deterministic one composes every layer's worst case and is vacuous (ibid.). Computed in
+// float32, it also has the calibrated band of output_band.hpp (`band`): a pass that moves one
+// channel of one layer by 20 ppm stays far inside the bound, not inside the band.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -33,6 +35,7 @@
 
 #include "foldcheck/layer/graph.hpp"
 #include "foldcheck/model/model.hpp"
+#include "foldcheck/model/output_band.hpp"
 #include "foldcheck/numerics/conv_arithmetic.hpp"
 #include "foldcheck/numerics/tensor.hpp"
 #include "foldcheck/reference/certify.hpp"
@@ -50,6 +53,9 @@ struct KnownComputation {
   std::string source;                        // what it is, for the report
   std::string formula;                       // the bounds, in words
   std::string shape_hint;                    // where to look when an output's size differs
+  // A model of several layers in float32: an observed output's band (output_band.hpp) against
+  // one calibration made here; empty otherwise (a layer, another arithmetic).
+  std::function<OutputBand(const std::vector<double>& observed)> band;
 };
 
 // The layer (a Conv -> BatchNorm graph) on input x.

@@ -17,11 +17,15 @@
 // measures a layer's (layer/channel_bias.hpp): K float32 runs of the model by foldcheck's own
 // kernels (unfused in both BatchNorm forms and folded by each recipe; sequential, blocked,
 // pairwise, with fma, from the bias) give n_k, and the band of a direction is
-//   max_k |n_k| + t_K(1 - alpha_d / 2) sqrt(mean_k n_k^2)
-// (the max: a kind of kernel that drifts systematically; t: the observation's n as one more
-// mean-zero Gaussian draw like theirs). alpha_d = alpha / D over the D directions (Bonferroni):
-// an honest output crosses any band with probability at most alpha under that model. Beyond
-// it: SUSPICIOUS with the direction named; never UNEXPECTED (no rigorous claim).
+//   t_nu(1 - alpha_d / 2) s_d,
+// s_d^2 the direction's honest variance: its own mean square over the K runs, moderated toward
+// what the layer's other channels predict for it (model/band_moderation.hpp: honest noise is near
+// isotropic within a layer, so var_d ~ sigma_L^2 |J v_d|^2), with nu = K + d0 degrees of freedom
+// (d0 the prior's, estimated from the spread of the layer's ratios; 0 for the eps directions:
+// t_K and their own runs). The observation's n is one more mean-zero Gaussian draw like theirs.
+// alpha_d = alpha / D over the D directions (Bonferroni): an honest output crosses any band with
+// probability at most alpha under that model (tested on held-out honest runs: test_output_band).
+// Beyond it: SUSPICIOUS with the direction named; never UNEXPECTED (no rigorous claim).
 // The change's size: |J v|^2 = E_r <r, J v>^2 for r standard normal in output space, estimated
 // from R random probes through the same reverse pass (relative error ~sqrt(2/R)); rho = n /
 // |J v|^2, and the smallest change the band sees in that direction is band / |J v|^2.
@@ -59,7 +63,10 @@ struct BandDirection {
 struct OutputBand {
   std::optional<std::string> not_computed;  // why there is no band
   std::size_t samples = 0, probes = 0, directions = 0;
-  double alpha = 0, alpha_direction = 0, quantile = 0;  // alpha, alpha / D, t_K(1 - alpha_d / 2)
+  double alpha = 0, alpha_direction = 0;  // alpha, alpha / D
+  // The t's degrees of freedom over the directions (K + d0), and the widest quantile,
+  // t_{dof_min}(1 - alpha_d / 2).
+  double dof_min = 0, dof_max = 0, quantile = 0;
   std::size_t beyond_count = 0;
   // The first 16 beyond their bands: the named one first (name_first in output_band.cpp: of
   // those beyond, the one whose change alone explains most of the output's), then by ratio.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foldcheck/result/verdict.hpp"
+#include "foldcheck/result/views/accuracy_diff.hpp"
 
 namespace foldcheck::result::views {
 
@@ -51,6 +52,7 @@ struct BisectStep {
   std::string command, how;
   std::optional<std::string> pass, skipped, worst_layer;
   std::optional<bool> applied;
+  std::optional<AdiffBand> band;  // "band": a model's run in float32 (definitions/output_band)
   static BisectStep from_json(const nlohmann::json& j);
 };
 
