@@ -10,7 +10,7 @@ using foldcheck::testing::OnnxBuilder;
 namespace {
 
 void bn(OnnxBuilder& b, const std::string& name, const std::string& in, const std::string& out, std::int64_t C,
-               std::mt19937_64& rng) {
+        std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(0.5, 1.5);
   std::vector<double> g(C), v(C);
   for (auto& x : g) x = static_cast<float>(u(rng));

@@ -92,20 +92,27 @@ TEST_CASE("band moderation: honest directions cross the moderated band at the st
 
 TEST_CASE("band moderation: the eps direction, small layers and unmoved directions keep their own runs",
           "[output_band]") {
-  const std::vector<double> s2{1, 2, 3, 4, 5}, size2{1, 2, 3, 4, 0};
+  // kMinPooled channels of one isotropic scale (s2 = size2), then an eps direction and a
+  // direction no probe moves.
+  const std::size_t n = kMinPooled;
+  std::vector<double> s2(n + 2), size2(n + 2);
+  std::vector<bool> pooled(n + 2, true);
+  for (std::size_t d = 0; d < n; ++d) s2[d] = size2[d] = 1.0 + static_cast<double>(d);
+  s2[n] = 4, size2[n] = 4, pooled[n] = false;  // eps
+  s2[n + 1] = 5, size2[n + 1] = 0;             // unmoved
   SECTION("eps (not pooled) and a direction no probe moves") {
-    const ModeratedVariance mv = moderate_variance(s2, size2, {true, true, true, false, true}, K);
-    CHECK(mv.var[3] == 4);
-    CHECK(mv.dof[3] == K);
-    CHECK(mv.var[4] == 5);
-    CHECK(mv.dof[4] == K);
-    // Three pooled channels of one isotropic scale: each drawn toward it, with more freedom.
-    CHECK(mv.dof[0] > K);
-    CHECK(mv.dof[0] <= K + 2);
+    const ModeratedVariance mv = moderate_variance(s2, size2, pooled, K);
+    CHECK(mv.var[n] == 4);
+    CHECK(mv.dof[n] == K);
+    CHECK(mv.var[n + 1] == 5);
+    CHECK(mv.dof[n + 1] == K);
+    // Ratios that spread no more than the runs' alone: the prior's freedom at its cap, n - 1.
+    CHECK(mv.dof[0] == Approx(K + static_cast<double>(n - 1)));
   }
-  SECTION("fewer than 3 pooled channels") {
-    const ModeratedVariance mv = moderate_variance(s2, size2, {true, true, false, false, false}, K);
+  SECTION("fewer than kMinPooled pooled channels") {
+    pooled[0] = false;
+    const ModeratedVariance mv = moderate_variance(s2, size2, pooled, K);
     CHECK(mv.var == s2);
-    CHECK(mv.dof == std::vector<double>(5, K));
+    CHECK(mv.dof == std::vector<double>(n + 2, K));
   }
 }

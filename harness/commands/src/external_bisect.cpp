@@ -346,10 +346,20 @@ Verdict bad_verdict(const std::vector<BisectStep>& steps) {
 // The notes a reader needs beside the verdict: why it is only SUSPICIOUS, why no pass is
 // named, why nothing was tested.
 void explain_outcome(BisectResult& r, const ExternalBisectOptions& o, bool base_bad, bool all_zero) {
+  // A model's runs have no deterministic bound: SUSPICIOUS there is the band's (output_judge.cpp).
+  const bool by_band = std::ranges::any_of(r.steps, [](const BisectStep& s) {
+    const auto* m = std::get_if<RunMeasures>(&s.measures);
+    return s.bad && m && m->band && m->band->beyond_count > 0;
+  });
   if (r.suspicious_only)
     r.setup.probabilistic_only =
-        "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable for "
-        "independent roundings, possible when they are correlated (many equal terms of one sign)";
+        by_band ? "every bad run is within the end-to-end bound and beyond only the calibrated band of honest float32 "
+                  "runs: a statistic (false alarm at most 0.001 per run), not a proof; kernels whose sums drift "
+                  "systematically (blocked or FMA sums, Winograd) are not in the band's sample: check the named "
+                  "layer's folded weights (accuracy-diff " +
+                      field("observed") + ")"
+                : "every bad run is within its deterministic bound and beyond only the probabilistic one: improbable "
+                  "for independent roundings, possible when they are correlated (many equal terms of one sign)";
   const std::vector<std::string> fixes = leave_one_out_fixes(r.steps);
   if (base_bad) r.setup.note = "the output with every pass disabled is already bad: no pass is to blame";
   else if (fixes.size() > 1) {

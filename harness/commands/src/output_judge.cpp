@@ -189,8 +189,9 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
                                    c.beyond_bound, c.beyond_probabilistic};
     decisive = c.worst_bound_index;
     // A MISTRUSTED comparison (no informative output) is no evidence against a pass. A finite
-    // output of a float32 model is also held to its band: beyond it, SUSPICIOUS and bad.
-    if (known_->band && c.kinds.nan == 0 && c.kinds.inf_mismatch == 0) {
+    // output of a float32 model (every value finite) is also held to its band: beyond it,
+    // SUSPICIOUS and bad.
+    if (known_->band && std::ranges::all_of(v, [](double x) { return std::isfinite(x); })) {
       j.band = known_->band(v);
       step.verdict = with_band(c.verdict, *j.band);
     }

@@ -31,7 +31,7 @@ ModeratedVariance moderate_variance(const std::vector<double>& s2, const std::ve
   std::size_t n = 0;
   for (std::size_t d = 0; d < s2.size(); ++d)
     if (pooled[d] && usable(s2[d], size2[d])) sum_s2 += s2[d], sum_size2 += size2[d], ++n;
-  if (n < 3 || K == 0) return r;
+  if (n < kMinPooled || K == 0) return r;
   const double sigma2 = sum_s2 / sum_size2;
   // e_d: log(s2_d / prior_d) less its expectation under the runs alone (E log(chi^2_K / K)).
   const double bias = boost::math::digamma(k / 2) - std::log(k / 2);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -134,9 +135,9 @@ const BnPair* whole_model_pair(const Model& m, const BnPatterns& pat) {
   return &p;
 }
 
-// The band of the model's output on x (reference: the float64 run's), calibrated once here;
-// the closure owns what the calibration points into (output_band.hpp: the model and its pairs
-// outlive it).
+// The band of the model's output on x (reference: the float64 run's), calibrated once, on the
+// first output judged (none with --threshold-ulp); the closure owns what the calibration points
+// into (output_band.hpp: the model and its pairs outlive it).
 std::function<OutputBand(const std::vector<double>&)> model_band(const Model& m, const Tensor& x,
                                                                  const Tensor& reference,
                                                                  const ModelComputationOptions& o) {
@@ -145,7 +146,7 @@ std::function<OutputBand(const std::vector<double>&)> model_band(const Model& m,
     BnPatterns pairs;
     Tensor x, reference;
     OutputBandOptions o;
-    BandCalibration cal;
+    std::optional<BandCalibration> cal;
   };
   auto st = std::make_shared<State>();
   st->m = m;
@@ -155,9 +156,9 @@ std::function<OutputBand(const std::vector<double>&)> model_band(const Model& m,
   st->o.seed = o.seed;
   st->o.threads = o.ref.threads;
   if (o.progress) st->o.progress = o.progress;
-  st->cal = calibrate_band(st->m, st->pairs, st->x, st->reference, st->o);
   return [st](const std::vector<double>& y) {
-    return judge_band(st->cal, st->m, st->pairs, st->x, st->reference, y, st->o);
+    if (!st->cal) st->cal = calibrate_band(st->m, st->pairs, st->x, st->reference, st->o);
+    return judge_band(*st->cal, st->m, st->pairs, st->x, st->reference, y, st->o);
   };
 }
 

@@ -465,6 +465,7 @@ BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Te
   auto h = std::make_shared<BandHonest>();
   if (!cal.not_computed) h->units = units(m, pairs);
   if (!cal.not_computed && h->units.empty()) cal.not_computed = "the model has no conv or foldable layer";
+  if (!cal.not_computed && o.samples == 0) cal.not_computed = "no honest runs (samples 0)";
   if (cal.not_computed) return cal;
   try {
     const std::size_t B = 1 + o.samples + o.probes;

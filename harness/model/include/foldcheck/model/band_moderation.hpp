@@ -7,8 +7,9 @@
 // every channel, another kind of direction). Returns, per direction, a variance and the degrees
 // of freedom of the Student t its band uses; the same for any thread count (no threads).
 //
-// Why: with K = 16 the band's t_K quantile at alpha / D (D ~ 17,000 directions on ResNet-18)
-// is ~11, twice the normal one, because each direction's variance rests on 16 draws. The honest
+// Why: with K = 16 the band's t_K quantile at alpha / D (D ~ 4,800 directions on ResNet-18,
+// ~17,000 on MobileNetV2) is 8.6-9.5, 1.6x the normal one (5.3-5.5), because each direction's
+// variance rests on 16 draws. The honest
 // rounding noise of one layer's channels is close to isotropic in output space (measured on
 // ResNet-18: var_d / |J v_d|^2 within ~20% across a layer), so the layer's other channels say
 // what var_d is before its own runs do: var_d ~ sigma_L^2 |J v_d|^2, sigma_L^2 =
@@ -23,13 +24,18 @@
 // and its spread rest on n channels, and with a larger cap small layers (n = 8, 16) crossed
 // their bands 1.2-1.4x as often as stated (a layer whose ratios spread little by chance looks
 // like a perfect prior); with it, simulated layers of 8 to 512 channels, isotropic or 20%
-// off, cross at 0.9-1.1x the stated rate (test_band_moderation), and the band is 0.75-0.83x
-// as wide as t_K on the own runs at ResNet-18's alpha_d. Fewer than 3 pooled channels, and
-// the eps direction: d0 = 0 (the direction's own K runs, t_K: the band as without moderation).
+// off, cross at 0.9-1.1x the stated rate (test_band_moderation: 8 and 64), and the band is 0.75-0.83x
+// as wide as t_K on the own runs at ResNet-18's alpha_d. Fewer than kMinPooled pooled
+// channels, and the eps direction: d0 = 0 (the direction's own K runs, t_K: the band as
+// without moderation).
 #include <cstddef>
 #include <vector>
 
 namespace foldcheck {
+
+// Fewer pooled channels keep their own runs: with 3-5 the layer's scale rests on too few
+// ratios (simulated: 1.08-1.17x the stated rate at alpha = 1e-2), from 8 within 1.04x.
+inline constexpr std::size_t kMinPooled = 8;
 
 struct ModeratedVariance {
   std::vector<double> var;  // per direction

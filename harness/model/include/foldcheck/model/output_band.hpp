@@ -15,8 +15,10 @@
 // float64 run's values) takes e back to every layer's output, so n for every channel and
 // every BatchNorm's eps costs one pass. The honest spread of n is MEASURED as diagnose's band
 // measures a layer's (layer/channel_bias.hpp): K float32 runs of the model by foldcheck's own
-// kernels (unfused in both BatchNorm forms and folded by each recipe; sequential, blocked,
-// pairwise, with fma, from the bias) give n_k, and the band of a direction is
+// kernels (unfused in both BatchNorm forms and folded by each recipe; each conv summed
+// sequentially with its input channels permuted per run, from the bias or adding it last; no
+// blocked, pairwise or FMA sums: an engine whose kernels drift systematically otherwise is not
+// in the sample) give n_k, and the band of a direction is
 //   t_nu(1 - alpha_d / 2) s_d,
 // s_d^2 the direction's honest variance: its own mean square over the K runs, moderated toward
 // what the layer's other channels predict for it (model/band_moderation.hpp: honest noise is near
