@@ -155,7 +155,7 @@ std::function<OutputBand(const std::vector<double>&)> model_band(const Model& m,
   st->reference = reference;
   st->o.seed = o.seed;
   st->o.threads = o.ref.threads;
-  if (o.progress) st->o.progress = o.progress;
+  st->o.progress = o.progress;
   return [st](const std::vector<double>& y) {
     if (!st->cal) st->cal = calibrate_band(st->m, st->pairs, st->x, st->reference, st->o);
     return judge_band(*st->cal, st->m, st->pairs, st->x, st->reference, y, st->o);

@@ -224,12 +224,11 @@ double probe_size2(const std::vector<double>& p, std::size_t K) {
   return p.size() > K + 1 ? size2 / static_cast<double>(p.size() - K - 1) : 0.0;
 }
 
-// One direction's band from its projections (slice 0 observed, 1..K honest, then R probes)
-// and its honest variance (moderated: band_moderation.hpp) with the quantile of its t.
-BandDirection direction(const Unit& u, std::int64_t channel, const std::vector<double>& p, std::size_t K, double var,
+// One direction's band from its observed projection, its size |J v|^2 (probe_size2) and its
+// honest variance (moderated: band_moderation.hpp) with the quantile of its t.
+BandDirection direction(const Unit& u, std::int64_t channel, double observed, double size2, double var,
                         double quantile) {
-  BandDirection d{u.name, channel, p[0], quantile * std::sqrt(var)};
-  const double size2 = probe_size2(p, K);
+  BandDirection d{u.name, channel, observed, quantile * std::sqrt(var)};
   d.ratio = std::fabs(d.n) / d.band;
   d.rho = size2 > 0 ? d.n / size2 : 0.0;
   d.floor = size2 > 0 ? d.band / size2 : HUGE_VAL;
@@ -526,9 +525,8 @@ std::vector<BandDirection> directions(const BandHonest& h, const std::vector<std
     for (std::size_t d = 0; d < D; ++d) {
       // A direction no output moves along (a channel a ReLU zeroes everywhere): not tested.
       if (!(size2[d] > 0)) continue;
-      std::vector<double> p = h.proj[k][d];
-      p[0] = seen[k][d][0];
-      all.push_back(direction(h.units[k], channel_of(h.units[k], d, D), p, samples, mv.var[d], quantile(mv.dof[d])));
+      all.push_back(
+          direction(h.units[k], channel_of(h.units[k], d, D), seen[k][d][0], size2[d], mv.var[d], quantile(mv.dof[d])));
       r.dof_min = std::min(r.dof_min, mv.dof[d]), r.dof_max = std::max(r.dof_max, mv.dof[d]);
     }
   }
