@@ -101,6 +101,18 @@ TEST_CASE("output band: an honest output passes, one channel scaled by 1e-4 is n
   // Its size: the named directions' |J v|^2 by a float64 run with the change (1e-4, within
   // the honest noise's few percent).
   CHECK(b.worst->rho == Approx(1e-4).epsilon(0.05));
+  // output_band's one reverse pass (the observed output in slice 0 of the calibration's) gives
+  // the figures of a calibration and a pass of its own, on any thread count.
+  o.threads = 2;
+  const OutputBand two =
+      judge_band(calibrate_band(f.m, f.pairs, f.x, ref, o), f.m, f.pairs, f.x, ref, f.run(bad, DType::Float32).data, o);
+  REQUIRE(two.worst);
+  CHECK(two.beyond_count == b.beyond_count);
+  CHECK(two.worst->channel == b.worst->channel);
+  CHECK(two.worst->n == b.worst->n);
+  CHECK(two.worst->band == b.worst->band);
+  CHECK(two.floor_median == b.floor_median);
+  CHECK(two.dof_min == b.dof_min);
 }
 
 TEST_CASE("output band: honest outputs it was not calibrated on stay within every band", "[output_band]") {

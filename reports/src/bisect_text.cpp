@@ -1,4 +1,7 @@
 // Terminal rendering of `foldcheck bisect` results, from their typed view (views/bisect.hpp).
+#include <optional>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "band_text.hpp"
@@ -82,6 +85,7 @@ std::string external_steps(const v::Bisect& r, bool loo) {
   std::string s = external_table(r, loo);
   s += "\n  largest |ULP| of each run (cancellation: exact value far below its channel's scale):\n";
   std::size_t i = 0;
+  std::optional<std::string> said;  // the last reason given for no band (said once, not per run)
   for (const v::BisectStep& st : r.steps) {
     ++i;
     if (st.largest_ulp) s += fmt::format("  {:>4} {}\n", i, element_line(*st.largest_ulp));
@@ -91,8 +95,12 @@ std::string external_steps(const v::Bisect& r, bool loo) {
     if (st.gross > 0)
       s += fmt::format("  {:>4} not an approximation of the reference: {} errors as large as its largest value\n", "",
                        st.gross);
-    // The band's lines where they change the judgement (beyond it), or say why there is none.
-    if (st.band && (st.band->beyond_count > 0 || st.band->not_computed)) s += output_band_text(*st.band, "       ");
+    // The band's lines where they change the judgement (beyond it), or say why there is none
+    // (once for the runs that share the reason).
+    if (!st.band) continue;
+    if (st.band->not_computed && st.band->not_computed != said) s += output_band_text(*st.band, "       ");
+    if (!st.band->not_computed && st.band->beyond_count > 0) s += output_band_text(*st.band, "       ");
+    said = st.band->not_computed;
   }
   s += "\n  commands:\n";
   i = 0;

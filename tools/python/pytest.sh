@@ -2,7 +2,7 @@
 # The Python tests (tests/python/) with pytest from the project's .venv (tools/python/venv.sh).
 # The test suite runs this (ctest -R python_tests; python_module_tests with tests/python_module)
 # with FOLDCHECK set to the binary under test.
-#   tools/python/pytest.sh [tests/python | tests/python_module | tests/python_keras] [pytest arguments]
+#   tools/python/pytest.sh [tests/python | tests/python_module[/FILE.py] | tests/python_keras] [pytest arguments]
 # (tests/python_keras imports tensorflow: a process apart from the torch tests, see tests/CMakeLists.txt)
 # A missing .venv, or no test collected (pytest's exit 5), is a failure, never a pass.
 set -uo pipefail
@@ -17,7 +17,7 @@ export FOLDCHECK
 package="$(dirname "$(dirname "$FOLDCHECK")")/python"
 [ -d "$package/foldcheck" ] && export PYTHONPATH="$package${PYTHONPATH:+:$PYTHONPATH}"
 tests="$root/tests/python"
-if [ $# -gt 0 ] && [ -d "$root/$1" ]; then tests="$root/$1"; shift; fi
+if [ $# -gt 0 ] && [ -e "$root/$1" ]; then tests="$root/$1"; shift; fi
 if [ "$tests" != "$root/tests/python" ] && [ ! -d "$package/foldcheck" ]; then
   echo "pytest.sh: no Python package at $package (configure with -DFOLDCHECK_BUILD_PYTHON=ON)" >&2
   exit 1

@@ -1,4 +1,5 @@
 // Layer -> BatchNormalization pairs and their parameters (model_patterns.hpp).
+#include <numeric>
 #include <utility>
 
 #include <fmt/format.h>
@@ -59,7 +60,7 @@ std::vector<double> matmul_bias(const Model& m, const ModelNode& n, std::int64_t
   return per_channel ? b->data : std::vector<double>{};
 }
 
-Regrouped regroup(const Model& m, const ModelNode& n) {
+Regrouped regroup(const Model& m, const ModelNode& n, bool with_index) {
   const std::string problem = layer_problem(m, n);
   if (!problem.empty())  // the file and the node (by its weight when it has no name)
     throw InputError(fmt::format("{}: node {} ({}): {}", m.path,
@@ -78,8 +79,11 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
     need_rank(3, 5);
     r.channels = s[0];
     r.per_channel = element_count(s) / s[0];
-    r.index.resize(w.data.size());
-    for (std::size_t k = 0; k < w.data.size(); ++k) r.index[k] = k;
+    if (with_index) {
+      r.index.resize(w.data.size());
+      std::iota(r.index.begin(), r.index.end(), std::size_t{0});
+    }
+    r.weight = w.data;  // already output-major: a copy (every float64 run of a model takes it)
   } else if (n.op == "ConvTranspose") {
     need_rank(3, 5);
     const std::int64_t g = n.int_attr("group", 1), cin = s[0], opg = s[1], kk = element_count(s) / (s[0] * s[1]);
@@ -101,8 +105,10 @@ Regrouped regroup(const Model& m, const ModelNode& n) {
     for (std::int64_t o = 0; o < N; ++o)
       for (std::int64_t k = 0; k < K; ++k) r.index.push_back(static_cast<std::size_t>(trans ? o * K + k : k * N + o));
   }
-  r.weight.reserve(r.index.size());
-  for (const std::size_t i : r.index) r.weight.push_back(w.data[i]);
+  if (r.weight.empty()) {
+    r.weight.reserve(r.index.size());
+    for (const std::size_t i : r.index) r.weight.push_back(w.data[i]);
+  }
   if (n.op != "MatMul" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
     const Tensor& b = *m.initializer(n.inputs[2]);
     // A Gemm's C broadcasts (ONNX's unidirectional broadcasting): one value is every channel's.
@@ -169,8 +175,8 @@ BnPatterns find_bn_pairs(const Model& m) {
   return out;
 }
 
-LayerParams layer_params(const Model& m, const BnPair& p) {
-  LayerParams lp = layer_params_of_node(m, p.layer);
+LayerParams layer_params(const Model& m, const BnPair& p, bool with_index) {
+  LayerParams lp = layer_params_of_node(m, p.layer, with_index);
   const ModelNode& bn = m.nodes[p.bn];
   const auto channel_vector = [&](std::size_t k) {
     const Tensor& t = *m.initializer(bn.inputs[k]);
@@ -224,8 +230,8 @@ Shape output_major_weight_shape(const Model& m, const ModelNode& n) {
   return s;
 }
 
-LayerParams layer_params_of_node(const Model& other, std::size_t layer) {
-  Regrouped r = regroup(other, other.nodes.at(layer));
+LayerParams layer_params_of_node(const Model& other, std::size_t layer, bool with_index) {
+  Regrouped r = regroup(other, other.nodes.at(layer), with_index);
   LayerParams lp;
   lp.dtype = r.dtype;
   lp.weight_shape = r.shape;

@@ -77,11 +77,11 @@ void run_pair(OpRun<T>& run, const BnPair& p) {
   const ModelRunOptions& o = run.options();
   const ModelNode& layer = m.nodes[p.layer];
   const ModelNode& bn = m.nodes[p.bn];
-  const LayerParams lp = layer_params(m, p);
+  LayerParams lp = layer_params(m, p, layer.op == "ConvTranspose");  // a Conv's index: the identity
   const Tensor& x = run.get(layer.inputs[0], layer.op);
   if (layer.op != "ConvTranspose") {
     Tensor xin = x;
-    Graph g = pair_graph(m, p, lp, xin, run.dt());
+    Graph g = pair_graph(m, p, std::move(lp), xin, run.dt());
     if (o.fused) g = fold_batchnorm(g, o.recipe, o.ref, o.policy.arith);
     Tensor y;
     y.shape = layer_output_shape(layer, g.nodes[0].geometry, x.shape);
@@ -121,7 +121,7 @@ OpTable batchnorm_ops() {
 
 namespace foldcheck {
 
-Graph pair_graph(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x, DType dt) {
+Graph pair_graph(const Model& m, const BnPair& p, LayerParams lp, Tensor& x, DType dt) {
   // BatchNormalization normalizes axis 1. A MatMul's output features are its last axis:
   // the same axis only for a 2-D input (then [rows, features]); from rank 3 the BatchNorm
   // scales MatMul rows, which no fold into the weights can do.
@@ -135,7 +135,7 @@ Graph pair_graph(const Model& m, const BnPair& p, const LayerParams& lp, Tensor&
   Node b;
   b.kind = Node::Kind::BatchNorm;
   b.bn = lp.bn;
-  g.nodes = {layer_as_conv(m, p.layer, lp, x, dt), b};
+  g.nodes = {layer_as_conv(m, p.layer, std::move(lp), x, dt), b};
   g.nodes[1].geometry = g.nodes[0].geometry;
   return g;
 }

@@ -128,7 +128,7 @@ void conv(OpRun<T>& run, const ModelNode& n, std::size_t i) {
   const Shape xs = x.shape;
   Graph g;
   g.dtype = run.dt();
-  g.nodes = {layer_as_conv(run.model(), i, layer_params_of_node(run.model(), i), x, run.dt())};
+  g.nodes = {layer_as_conv(run.model(), i, layer_params_of_node(run.model(), i, false), x, run.dt())};
   Tensor y;
   y.shape = layer_output_shape(n, g.nodes[0].geometry, xs);
   y.data = evaluate(g, x.data, run.options().policy);
@@ -302,16 +302,16 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape
   return g;
 }
 
-Node layer_as_conv(const Model& m, std::size_t layer, const LayerParams& lp, Tensor& x, DType dt) {
+Node layer_as_conv(const Model& m, std::size_t layer, LayerParams lp, Tensor& x, DType dt) {
   const ModelNode& node = m.nodes[layer];
   Node c;
   c.kind = Node::Kind::Conv;
   c.name = node.name;
-  c.bias = lp.bias;
-  for (double& v : c.bias) v = round_to(dt, v);  // parameters in the run's dtype
+  c.bias = std::move(lp.bias);
+  round_all(dt, c.bias);  // parameters in the run's dtype
   if (node.op == "Conv") {
     c.geometry = conv_geometry(node, x.shape, lp.weight_shape);
-    c.weight = Tensor{lp.weight_shape, lp.weight, dt};
+    c.weight = Tensor{lp.weight_shape, std::move(lp.weight), dt};
   } else if (node.op == "Gemm" || node.op == "MatMul") {
     const std::int64_t K = lp.per_channel;
     if (x.shape.empty() || x.size() % K)
@@ -327,11 +327,11 @@ Node layer_as_conv(const Model& m, std::size_t layer, const LayerParams& lp, Ten
     c.geometry.N = M;
     c.geometry.C = K;
     c.geometry.O = lp.channels;
-    c.weight = Tensor{{lp.channels, K, 1, 1}, lp.weight, dt};
+    c.weight = Tensor{{lp.channels, K, 1, 1}, std::move(lp.weight), dt};
   } else {
     throw InputError(fmt::format("{} {}: not a Conv, Gemm or MatMul", node.op, node.name));
   }
-  for (double& v : c.weight.data) v = round_to(dt, v);
+  round_all(dt, c.weight.data);
   return c;
 }
 

@@ -8,12 +8,14 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <thread>
 
 #include <boost/math/distributions/students_t.hpp>
 #include <boost/random/normal_distribution.hpp>
 #include <fmt/format.h>
 
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/base/task_pool.hpp"
 #include "foldcheck/model/band_moderation.hpp"
 #include "foldcheck/model/model_run.hpp"
 #include "op_registry.hpp"
@@ -277,19 +279,30 @@ std::vector<Chunk> chunks(const Model& m, const Tensor& x, const Tensor& ref, co
   return r;
 }
 
-// The honest slices' output errors of one chunk after slice 0 (the observed output's, judged
-// apart: judge_band): the honest runs', then standard normal probes (drawn anew for each chunk:
-// the probes of the whole output are independent entries).
+// The output errors of one chunk, slice by slice: the observed output's (slice 0; left 0 when
+// calibrating alone: judge_band takes it through a pass of its own), the K honest runs', then
+// standard normal probes (drawn anew for each chunk: the probes of the whole output are
+// independent entries). The honest runs go side by side, one core each (their values do not
+// depend on the thread count), in place of one run at a time on every core: a run's small
+// layers and elementwise ops keep one core busy.
 std::vector<double> output_slices(const Model& m, const BnPatterns& pairs, const Chunk& c, const OutputBandOptions& o) {
   const std::size_t n = c.ref.data.size();
-  std::vector<double> g((1 + o.samples + o.probes) * n);  // slice 0, the observed output's, left 0
+  std::vector<double> g((1 + o.samples + o.probes) * n);
+  for (std::size_t i = 0; i < c.observed.size() && i < n; ++i) g[i] = c.observed[i] - c.ref.data[i];
   const std::string items = c.count > 1 ? fmt::format(", input {}/{}", c.index + 1, c.count) : "";
-  for (std::size_t k = 0; k < o.samples; ++k) {
-    if (o.progress) o.progress(fmt::format("band: honest float32 run {}/{}{}", k + 1, o.samples, items));
-    const Tensor y =
-        run_model(m, pairs, {{m.inputs[0].name, c.x}}, honest_kind(k, o.seed, o.threads)).at(m.outputs[0].name);
-    for (std::size_t i = 0; i < n; ++i) g[(1 + k) * n + i] = y.data[i] - c.ref.data[i];
-  }
+  const unsigned cores = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned side = std::max(1u, std::min<unsigned>(cores, static_cast<unsigned>(o.samples)));
+  const unsigned each = std::max(1u, cores / side);
+  detail::run_tasks(
+      o.samples, side,
+      [&](std::size_t k) {
+        const Tensor y =
+            run_model(m, pairs, {{m.inputs[0].name, c.x}}, honest_kind(k, o.seed, each)).at(m.outputs[0].name);
+        for (std::size_t i = 0; i < n; ++i) g[(1 + k) * n + i] = y.data[i] - c.ref.data[i];
+      },
+      [&](std::size_t, std::size_t done) {
+        if (o.progress) o.progress(fmt::format("band: honest float32 runs {}/{}{}", done, o.samples, items));
+      });
   std::mt19937_64 rng(o.seed ^ 0x6a09e667f3bcc909ULL ^ (c.index * 0x9e3779b97f4a7c15ULL));
   boost::random::normal_distribution<double> nd;  // the same values on every platform
   for (std::size_t i = (1 + o.samples) * n; i < g.size(); ++i) g[i] = nd(rng);
@@ -412,10 +425,30 @@ std::vector<std::vector<std::vector<double>>> project(const Model& m, const BnPa
   for (const ModelNode& n : m.nodes) f64.keep.insert(n.outputs.begin(), n.outputs.end());
   std::map<std::string, Tensor> values = run_model(m, pairs, {{m.inputs[0].name, x}}, f64);
   values[m.inputs[0].name] = x;
-  const std::vector<std::vector<double>> at = Reverse(m, pairs, values, slices, threads).run(std::move(g), us);
-  std::vector<std::vector<std::vector<double>>> proj(us.size());
-  for (std::size_t k = 0; k < us.size(); ++k)
-    if (!at[k].empty()) proj[k] = projections(us[k], values.at(us[k].out), at[k], slices);
+  // The slices in contiguous parts, one reverse pass each, side by side (a pass's elementwise
+  // derivatives and projections run on one core; the slices are independent, so the figures
+  // are those of one pass over all of them, for any thread count).
+  const unsigned cores = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(cores, slices)), n = g.size() / slices;
+  std::vector<std::vector<std::vector<std::vector<double>>>> part(parts);
+  detail::run_tasks(
+      parts, static_cast<unsigned>(parts),
+      [&](std::size_t p) {
+        const std::size_t s0 = slices * p / parts, s1 = slices * (p + 1) / parts;
+        std::vector<double> gp(g.begin() + static_cast<std::ptrdiff_t>(s0 * n),
+                               g.begin() + static_cast<std::ptrdiff_t>(s1 * n));
+        const auto at = Reverse(m, pairs, values, s1 - s0, std::max(1u, cores / static_cast<unsigned>(parts)))
+                            .run(std::move(gp), us);
+        part[p].resize(us.size());
+        for (std::size_t k = 0; k < us.size(); ++k)
+          if (!at[k].empty()) part[p][k] = projections(us[k], values.at(us[k].out), at[k], s1 - s0);
+      },
+      [](std::size_t, std::size_t) {});
+  std::vector<std::vector<std::vector<double>>> proj = std::move(part[0]);
+  for (std::size_t p = 1; p < parts; ++p)
+    for (std::size_t k = 0; k < us.size(); ++k)
+      for (std::size_t d = 0; d < proj[k].size(); ++d)
+        proj[k][d].insert(proj[k][d].end(), part[p][k][d].begin(), part[p][k][d].end());
   return proj;
 }
 
@@ -457,8 +490,12 @@ struct BandHonest {
   std::size_t directions = 0;
 };
 
-BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
-                               const OutputBandOptions& o) {
+namespace {
+
+// calibrate_band, with the observed output's projections in slice 0 when `observed` is not
+// empty (output_band: one reverse pass for the observed output and the honest side).
+BandCalibration calibrate(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
+                          const std::vector<double>& observed, const OutputBandOptions& o) {
   BandCalibration cal;
   cal.not_computed = no_derivative(m, pairs);
   auto h = std::make_shared<BandHonest>();
@@ -468,7 +505,7 @@ BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Te
   if (cal.not_computed) return cal;
   try {
     const std::size_t B = 1 + o.samples + o.probes;
-    for (const Chunk& c : chunks(m, x, reference, {})) {
+    for (const Chunk& c : chunks(m, x, reference, observed)) {
       std::vector<double> g = output_slices(m, pairs, c, o);
       if (o.progress) o.progress("band: reverse pass");
       add_projections(h->proj, project(m, pairs, h->units, c.x, std::move(g), B, o.threads));
@@ -483,8 +520,6 @@ BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Te
   }
   return cal;
 }
-
-namespace {
 
 // The observed output's projections on every direction, per unit and direction (one slice).
 std::vector<std::vector<std::vector<double>>> observed_projections(const Model& m, const BnPatterns& pairs,
@@ -534,19 +569,11 @@ std::vector<BandDirection> directions(const BandHonest& h, const std::vector<std
   return all;
 }
 
-}  // namespace
-
-OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatterns& pairs, const Tensor& x,
-                      const Tensor& reference, const std::vector<double>& observed, const OutputBandOptions& o) {
+// The band of the observed output whose projections are `seen` (per unit, direction, slice 0).
+OutputBand judge(const BandHonest& h, const std::vector<std::vector<std::vector<double>>>& seen, const Model& m,
+                 const Tensor& x, const Tensor& reference, const OutputBandOptions& o) {
   OutputBand r;
-  if (cal.not_computed || !cal.honest) {
-    r.not_computed = cal.not_computed.value_or("no calibration");
-    return r;
-  }
-  const BandHonest& h = *cal.honest;
   try {
-    if (o.progress) o.progress("band: the observed output's reverse pass");
-    const auto seen = observed_projections(m, pairs, h, x, reference, observed, o.threads);
     r.samples = o.samples;
     r.probes = o.probes;
     r.directions = h.directions;
@@ -569,9 +596,39 @@ OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatter
   return r;
 }
 
+}  // namespace
+
+BandCalibration calibrate_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
+                               const OutputBandOptions& o) {
+  return calibrate(m, pairs, x, reference, {}, o);
+}
+
+OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatterns& pairs, const Tensor& x,
+                      const Tensor& reference, const std::vector<double>& observed, const OutputBandOptions& o) {
+  if (cal.not_computed || !cal.honest) {
+    OutputBand r;
+    r.not_computed = cal.not_computed.value_or("no calibration");
+    return r;
+  }
+  try {
+    if (o.progress) o.progress("band: the observed output's reverse pass");
+    return judge(*cal.honest, observed_projections(m, pairs, *cal.honest, x, reference, observed, o.threads), m, x,
+                 reference, o);
+  } catch (const InputError& e) {
+    OutputBand r;
+    r.not_computed = e.what();
+    return r;
+  }
+}
+
+// One reverse pass for the observed output and the honest side (the same figures as
+// judge_band(calibrate_band(...)): slice 0 of the calibration's projections is the observed
+// output's, taken through the same arithmetic as a pass of its own).
 OutputBand output_band(const Model& m, const BnPatterns& pairs, const Tensor& x, const Tensor& reference,
                        const std::vector<double>& observed, const OutputBandOptions& o) {
-  return judge_band(calibrate_band(m, pairs, x, reference, o), m, pairs, x, reference, observed, o);
+  const BandCalibration cal = calibrate(m, pairs, x, reference, observed, o);
+  if (cal.not_computed || !cal.honest) return judge_band(cal, m, pairs, x, reference, observed, o);
+  return judge(*cal.honest, cal.honest->proj, m, x, reference, o);
 }
 
 }  // namespace foldcheck

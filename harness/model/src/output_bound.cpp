@@ -170,8 +170,8 @@ class Amplitudes {
 // BatchNorm scales and pair BatchNorm shifts carry one perturbation each.
 // With converted operands (u_op > 0), every layer's weights once more, and with 16-bit
 // activations its bias and a pair's folded bias (the header's model).
-void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, double eta, bool biases, Model& p,
-                      std::mt19937_64& rng) {
+void perturb_operands(const Model& m, const BnPatterns& pairs, const std::vector<ChannelAffine>& affine, double uop,
+                      double eta, bool biases, Model& p, std::mt19937_64& rng) {
   Gaussian g;
   std::set<std::string> done;
   for (const ModelNode& n : m.nodes) {
@@ -183,20 +183,32 @@ void perturb_operands(const Model& m, const BnPatterns& pairs, double uop, doubl
     }
   }
   if (!biases) return;
-  for (const BnPair& pr : pairs.pairs) {
-    const LayerParams lp = layer_params(m, pr);
-    const ChannelAffine a = channel_affine(lp.bn, lp.bias);
-    Tensor& beta = p.own_initializer(m.nodes[pr.bn].inputs[2]);
+  for (std::size_t q = 0; q < pairs.pairs.size(); ++q) {
+    const ChannelAffine& a = affine[q];
+    Tensor& beta = p.own_initializer(m.nodes[pairs.pairs[q].bn].inputs[2]);
     for (std::size_t c = 0; c < beta.data.size(); ++c)
       beta.data[c] += g(rng) * (uop * std::fabs(a.folded_bias[c]) + eta);
   }
 }
 
-Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937_64& rng) {
+// Per pair, in the patterns' order: its ChannelAffine (the model's parameters: the same for
+// every perturbed run, computed once).
+std::vector<ChannelAffine> pair_affines(const Model& m, const BnPatterns& pairs) {
+  std::vector<ChannelAffine> r;
+  for (const BnPair& pr : pairs.pairs) {
+    const LayerParams lp = layer_params(m, pr);
+    r.push_back(channel_affine(lp.bn, lp.bias));
+  }
+  return r;
+}
+
+Model perturbed_parameters(const Model& m, const BnPatterns& pairs, const std::vector<ChannelAffine>& affine,
+                           std::mt19937_64& rng) {
   Gaussian g;
   Model p = m;
   std::map<std::string, double> weight_u;  // BatchNorm gamma initializer -> u_w of its pair's weights
-  for (const BnPair& pr : pairs.pairs) {
+  for (std::size_t q = 0; q < pairs.pairs.size(); ++q) {
+    const BnPair& pr = pairs.pairs[q];
     const ModelNode& layer = m.nodes[pr.layer];
     const ModelNode& bn = m.nodes[pr.bn];
     const Tensor& w0 = *m.initializer(layer.inputs[1]);
@@ -204,8 +216,7 @@ Model perturbed_parameters(const Model& m, const BnPatterns& pairs, std::mt19937
     weight_u[bn.inputs[1]] = uw;
     Tensor& w = p.own_initializer(layer.inputs[1]);
     for (double& v : w.data) v *= 1.0 + uw * g(rng);
-    const LayerParams lp = layer_params(m, pr);
-    const ChannelAffine a = channel_affine(lp.bn, lp.bias);
+    const ChannelAffine& a = affine[q];
     Tensor& beta = p.own_initializer(bn.inputs[2]);
     for (std::size_t c = 0; c < beta.data.size(); ++c)
       beta.data[c] += g(rng) * (3.0 * uw * a.centred[c] + uw * std::fabs(a.folded_bias[c]));
@@ -260,16 +271,17 @@ class InputConversion {
 
 // Perturbed run k (the header's model): its own seeded stream, drawn in node order.
 std::map<std::string, Tensor> perturbed_run(const Model& m, const BnPatterns& pairs,
+                                            const std::vector<ChannelAffine>& affine,
                                             const std::map<std::string, Tensor>& inputs, const OutputBoundOptions& opts,
                                             const Amplitudes& amp, const InputConversion* conversion, std::size_t k) {
   std::seed_seq seq{static_cast<std::uint32_t>(opts.seed), static_cast<std::uint32_t>(opts.seed >> 32),
                     static_cast<std::uint32_t>(k), 0x6f62u};
   std::mt19937_64 rng(seq);
-  Model pm = perturbed_parameters(m, pairs, rng);
+  Model pm = perturbed_parameters(m, pairs, affine, rng);
   Gaussian g;
   std::map<std::string, Tensor> in = inputs;
   if (opts.operand_u > 0) {
-    perturb_operands(m, pairs, opts.operand_u, opts.operand_eta, opts.storage_u > 0, pm, rng);
+    perturb_operands(m, pairs, affine, opts.operand_u, opts.operand_eta, opts.storage_u > 0, pm, rng);
     if (opts.storage_u > 0)  // 16-bit activations: the first layer converts the graph input
       for (auto& [name, t] : in)
         for (double& v : t.data) v += g(rng) * (opts.operand_u * std::fabs(v) + opts.operand_eta);
@@ -345,8 +357,9 @@ OutputBound output_bound(const Model& m, const BnPatterns& pairs, const std::map
   std::vector<std::vector<double>> sq(opts.samples);
   std::optional<InputConversion> conversion;  // float32 activations with converted operands
   if (opts.operand_u > 0 && opts.storage_u == 0) conversion.emplace(m, pairs, opts.operand_u, opts.operand_eta);
+  const std::vector<ChannelAffine> affine = pair_affines(m, pairs);
   auto sample = [&](std::size_t k) {
-    const auto out = perturbed_run(m, pairs, inputs, opts, amp, conversion ? &*conversion : nullptr, k);
+    const auto out = perturbed_run(m, pairs, affine, inputs, opts, amp, conversion ? &*conversion : nullptr, k);
     for (const ValueInfo& v : m.outputs) {
       const std::vector<double>& y = out.at(v.name).data;
       const std::vector<double>& y0 = r.reference.at(v.name).data;

@@ -60,6 +60,15 @@ double round_to(DType t, double x) {
   return ref::round_to_format(x, 0.0, *info(t).format);  // the reference's rounding
 }
 
+void round_all(DType t, std::vector<double>& v) {
+  if (t == DType::Float64) return;
+  if (t == DType::Float32) {
+    for (double& x : v) x = static_cast<double>(static_cast<float>(x));  // round_to's, for every x
+    return;
+  }
+  for (double& x : v) x = round_to(t, x);
+}
+
 bool representable(DType t, double x) {
   return std::isnan(x) || round_to(t, x) == x;
 }

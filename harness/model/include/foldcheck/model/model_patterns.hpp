@@ -82,10 +82,11 @@ struct LayerParams {
 
 // Throws InputError for a layer foldcheck cannot read (e.g. a weight that is not an
 // initializer, mismatched channel counts).
-LayerParams layer_params(const Model& m, const BnPair& p);
+LayerParams layer_params(const Model& m, const BnPair& p, bool with_index = true);
 
 // The same layer's weight and bias in another model (a folded one) by initializer names,
-// regrouped the same way: `layer` is the node in `other`.
-LayerParams layer_params_of_node(const Model& other, std::size_t layer);
+// regrouped the same way: `layer` is the node in `other`. Without `with_index`, a Conv's
+// index is left empty (it is the identity; a run of the model needs only the weight).
+LayerParams layer_params_of_node(const Model& other, std::size_t layer, bool with_index = true);
 
 }  // namespace foldcheck

@@ -94,10 +94,10 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& input_shape, co
 // (layer_params_of_node or layer_params) rounded to dt. A Gemm or MatMul is a 1x1 conv over
 // its rows: x is reshaped to [rows, K, 1, 1] (transposed first for Gemm's transA); the
 // same operations in the same order (k-sequential products, then the bias).
-Node layer_as_conv(const Model& m, std::size_t layer, const LayerParams& lp, Tensor& x, DType dt);
+Node layer_as_conv(const Model& m, std::size_t layer, LayerParams lp, Tensor& x, DType dt);
 // The layer -> BatchNorm pair as the two-node graph fold_pass and evaluate take (x as above).
 // InputError for a MatMul whose input is not 2-D (its BatchNorm would scale rows, not features).
-Graph pair_graph(const Model& m, const BnPair& p, const LayerParams& lp, Tensor& x, DType dt);
+Graph pair_graph(const Model& m, const BnPair& p, LayerParams lp, Tensor& x, DType dt);
 // The shape of layer's output as the model has it, from the conv's output and the
 // layer's input shape.
 Shape layer_output_shape(const ModelNode& layer, const ref::ConvGeometry& g, const Shape& input_shape);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "foldcheck/reference/formats.hpp"
 
@@ -34,6 +35,8 @@ inline const char* name(DType t) { return info(t).name; }
 
 // Correctly rounded conversion of a double to T (ties to even).
 double round_to(DType t, double x);
+// round_to on every value (inline for float64 and float32: the weights of every run of a model).
+void round_all(DType t, std::vector<double>& v);
 bool representable(DType t, double x);
 
 // The 16-bit storage formats' bit patterns: value of a pattern (exact), and the pattern of
