@@ -5,7 +5,6 @@
 #include <cmath>
 #include <random>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -369,7 +368,7 @@ std::vector<LayerDiff> check_layers(const Model& model, const BnPatterns& pat, c
   if (!runs) return layers;
   // Layers side by side (at most one per thread), each with the threads left over: a model
   // with fewer pairs than threads gives each its share of the cores.
-  const unsigned nt = opts.ref.threads ? opts.ref.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned nt = detail::thread_count(opts.ref.threads);
   const unsigned outer = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
   AccuracyDiffOptions one = opts;
   one.ref.threads = std::max(1u, nt / outer);

@@ -13,7 +13,6 @@
 #include <iterator>
 #include <map>
 #include <set>
-#include <thread>
 #include <utility>
 #include <variant>
 
@@ -605,7 +604,7 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
   static const std::map<std::size_t, std::size_t> kNone;
   const std::map<std::size_t, std::size_t>& match = folded ? fm->match : kNone;
   const std::size_t np = cx.pat.pairs.size();
-  const unsigned nt = cx.o.ref.threads ? cx.o.ref.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned nt = detail::thread_count(cx.o.ref.threads);
   const unsigned outer = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(nt, np)));
   detail::run_tasks(
       np, outer,

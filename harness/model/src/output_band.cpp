@@ -8,7 +8,6 @@
 #include <memory>
 #include <random>
 #include <set>
-#include <thread>
 
 #include <boost/math/distributions/students_t.hpp>
 #include <boost/random/normal_distribution.hpp>
@@ -290,7 +289,7 @@ std::vector<double> output_slices(const Model& m, const BnPatterns& pairs, const
   std::vector<double> g((1 + o.samples + o.probes) * n);
   for (std::size_t i = 0; i < c.observed.size() && i < n; ++i) g[i] = c.observed[i] - c.ref.data[i];
   const std::string items = c.count > 1 ? fmt::format(", input {}/{}", c.index + 1, c.count) : "";
-  const unsigned cores = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = detail::thread_count(o.threads);
   const unsigned side = std::max(1u, std::min<unsigned>(cores, static_cast<unsigned>(o.samples)));
   const unsigned each = std::max(1u, cores / side);
   detail::run_tasks(
@@ -428,7 +427,7 @@ std::vector<std::vector<std::vector<double>>> project(const Model& m, const BnPa
   // The slices in contiguous parts, one reverse pass each, side by side (a pass's elementwise
   // derivatives and projections run on one core; the slices are independent, so the figures
   // are those of one pass over all of them, for any thread count).
-  const unsigned cores = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = detail::thread_count(threads);
   const std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(cores, slices)), n = g.size() / slices;
   std::vector<std::vector<std::vector<std::vector<double>>>> part(parts);
   detail::run_tasks(

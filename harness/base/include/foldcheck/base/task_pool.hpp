@@ -17,10 +17,14 @@
 
 namespace foldcheck::detail {
 
+// The threads a `threads` option means: itself, or every core for 0.
+inline unsigned thread_count(unsigned threads) {
+  return threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
 template <class Task, class Done>
 void run_tasks(std::size_t n, unsigned threads, Task task, Done done) {
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(threads ? threads : hw, n)));
+  const unsigned nt = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(thread_count(threads), n)));
   std::vector<std::exception_ptr> errors(n);
   std::atomic<std::size_t> next{0};
   std::mutex mu;
