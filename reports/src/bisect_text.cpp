@@ -60,10 +60,11 @@ std::string external_label(const v::BisectStep& st, bool loo) {
 // The external bisect's runs: the drift and the criterion's numbers per run.
 std::string external_table(const v::Bisect& r, bool loo) {
   const bool bounds = r.judged_by == "bounds";
-  std::string s = bounds ? fmt::format("  {:>4} {:>11} {:>10} {:>9} {:>9} {:<11} {:<4} {}\n", "run", "max |ULP|", "p99.9", "ratio",
-                                       "p. ratio", "verdict", "bad", loo ? "disabled" : "enabled passes")
-                         : fmt::format("  {:>4} {:>11} {:>10} {:>11} {:>11} {:<4} {}\n", "run", "max |ULP|", "p99.9", "max ch.u.",
-                                       "p99.9 ch.u.", "bad", loo ? "disabled" : "enabled passes");
+  std::string s = bounds
+                      ? fmt::format("  {:>4} {:>11} {:>10} {:>9} {:>9} {:<11} {:<4} {}\n", "run", "max |ULP|", "p99.9",
+                                    "ratio", "p. ratio", "verdict", "bad", loo ? "disabled" : "enabled passes")
+                      : fmt::format("  {:>4} {:>11} {:>10} {:>11} {:>11} {:<4} {}\n", "run", "max |ULP|", "p99.9",
+                                    "max ch.u.", "p99.9 ch.u.", "bad", loo ? "disabled" : "enabled passes");
   std::size_t i = 0;
   for (const v::BisectStep& st : r.steps) {
     const std::string label = external_label(st, loo);

@@ -135,12 +135,13 @@ void end_to_end_arithmetic(const ConvArithmetic& a, const Tensor& y, OutputBound
 // run, with the end-to-end bound of output_bound.hpp; foldcheck's float32 runs are held to
 // the same bound (a self-check of the bound: they are engines of the modelled kind).
 ObservedOutputCheck observed_output_check(const Model& model, const BnPatterns& pat, const Runs& rr, const Tensor& y,
-                                          const AccuracyDiffOptions& opts, const std::function<void(const std::string&)>& say) {
+                                          const AccuracyDiffOptions& opts,
+                                          const std::function<void(const std::string&)>& say) {
   const std::string& out = model.outputs[0].name;
   const Tensor& y64 = rr.out64.at(out);
   if (y.shape != y64.shape)
-    throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", *opts.observed_output, shape_string(y.shape), out,
-                                 shape_string(y64.shape)));
+    throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", *opts.observed_output,
+                                 shape_string(y.shape), out, shape_string(y64.shape)));
   OutputBoundOptions bo;
   end_to_end_arithmetic(opts.arithmetic, y, bo);
   bo.samples = opts.output_samples;
@@ -170,7 +171,8 @@ ObservedOutputCheck observed_output_check(const Model& model, const BnPatterns& 
   const Comparison& c = r.observed;
   // The bound's size, in float32 ULP of the reference (how tight the check is).
   std::vector<double> bulp;
-  for (std::size_t i = 0; i < bound.size(); ++i) bulp.push_back(bound[i] / ulp(DType::Float32, refv.approx(i).hi, refv.approx(i).lo));
+  for (std::size_t i = 0; i < bound.size(); ++i)
+    bulp.push_back(bound[i] / ulp(DType::Float32, refv.approx(i).hi, refv.approx(i).lo));
   std::sort(bulp.begin(), bulp.end());
   if (!bulp.empty()) r.bound_ulp = ObservedOutputCheck::BoundUlp{bulp[bulp.size() / 2], bulp.back(), bulp.front()};
   if (c.worst_bound_index >= 0) {
@@ -207,11 +209,14 @@ using Say = std::function<void(const std::string&)>;
 // The other engine's outputs, read and checked before anything runs.
 std::optional<Tensor> read_observed_output(const Model& model, const AccuracyDiffOptions& opts) {
   if (!opts.observed_output) return std::nullopt;
-  if (!opts.input) throw InputError(field("observed_output") + " needs " + field("input") + ": the input the other engine ran on");
-  if (opts.weights_only) throw InputError(field("observed_output") + " needs the runs (not " + field("weights_only") + ")");
+  if (!opts.input)
+    throw InputError(field("observed_output") + " needs " + field("input") + ": the input the other engine ran on");
+  if (opts.weights_only)
+    throw InputError(field("observed_output") + " needs the runs (not " + field("weights_only") + ")");
   if (model.outputs.size() != 1)
-    throw InputError(fmt::format(fmt::runtime("{}: {} graph outputs; " + field("observed_output") + " checks models with one"), model.path,
-                                 model.outputs.size()));
+    throw InputError(
+        fmt::format(fmt::runtime("{}: {} graph outputs; " + field("observed_output") + " checks models with one"),
+                    model.path, model.outputs.size()));
   Tensor y = read_npy(*opts.observed_output);
   if (y.dtype != DType::Float32 && y.dtype != DType::Float64 && opts.arithmetic.kind == ConvArithmeticKind::Float32)
     throw InputError(
@@ -261,14 +266,17 @@ Runs make_runs(const Model& model, const BnPatterns& pat, const AccuracyDiffOpti
             throw InputError(mixed);
       } catch (const InputError& e) {
         if (opts.observed_output)
-          throw InputError(fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"), model.path, e.what()));
+          throw InputError(
+              fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"),
+                          model.path, e.what()));
         throw InputError(in_file(model.path, e.what()));
       }
     }
   }
   // The other engine's outputs ask for nothing but what the runs give: without them, an error.
   if (not_run && opts.observed_output)
-    throw InputError(fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"), model.path, *not_run));
+    throw InputError(fmt::format(fmt::runtime(field("observed_output") + " needs runs of {}, which cannot be made: {}"),
+                                 model.path, *not_run));
   return rr;
 }
 
@@ -337,7 +345,8 @@ LayerDiff check_pair(const Model& model, const BnPair& p, const Observed& obs, c
                                               shape == obs.input_shapes.end() ? nullptr : &shape->second);
     const LayerParams ol = layer_params_of_node(*obs.model, on);
     if (ol.dtype != lp.dtype)
-      throw InputError(fmt::format("layer {}: observed weights are {}, original {}", p.name, name(ol.dtype), name(lp.dtype)));
+      throw InputError(
+          fmt::format("layer {}: observed weights are {}, original {}", p.name, name(ol.dtype), name(lp.dtype)));
     of = ObservedFold{ol.weight, ol.bias};
   }
   ref::Options ro = ref_opts;

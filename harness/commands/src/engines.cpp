@@ -48,14 +48,20 @@ class WorkDir {
     if (keep) {
       std::error_code ec;
       if (fs::exists(*keep, ec) && (!fs::is_directory(*keep, ec) || !fs::is_empty(*keep, ec)))
-        throw InputError(fmt::format(fmt::runtime(field("work_dir") + " {}: must be an empty directory or not exist (its files would be replaced)"), *keep));
+        throw InputError(
+            fmt::format(fmt::runtime(field("work_dir") +
+                                     " {}: must be an empty directory or not exist (its files would be replaced)"),
+                        *keep));
       fs::create_directories(*keep, ec);
-      if (ec) throw InputError(fmt::format(fmt::runtime(field("work_dir") + " {}: cannot make it ({})"), *keep, ec.message()));
+      if (ec)
+        throw InputError(
+            fmt::format(fmt::runtime(field("work_dir") + " {}: cannot make it ({})"), *keep, ec.message()));
       path_ = made(*keep);
       return;
     }
     std::string tmpl = (fs::temp_directory_path() / "foldcheck-engines-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw InputError("cannot make a temporary directory in " + fs::temp_directory_path().string());
+    if (!mkdtemp(tmpl.data()))
+      throw InputError("cannot make a temporary directory in " + fs::temp_directory_path().string());
     path_ = made(tmpl);
     owned_ = true;
   }
@@ -184,15 +190,17 @@ std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& m
                                        double& seconds) {
   fs::remove_all(outdir);
   fs::create_directories(outdir);
-  const std::string cmd = command::expand_placeholders(
-      s.command, {{"{model}", model}, {"{input}", input.string()}, {"{outdir}", outdir.string()}});
+  const std::string cmd =
+      command::expand_placeholders(s.command,
+                                   {{"{model}", model}, {"{input}", input.string()}, {"{outdir}", outdir.string()}});
   const command::Outcome r = command::run_command(cmd, o.timeout_seconds, sig);
   seconds = r.seconds;
-  if (r.status == -1) return fmt::format("the adapter timed out after {:g} s: {}{}", o.timeout_seconds, cmd, stderr_tail(r));
+  if (r.status == -1)
+    return fmt::format("the adapter timed out after {:g} s: {}{}", o.timeout_seconds, cmd, stderr_tail(r));
   if (r.status != 0)
     return fmt::format("the adapter failed ({}): {}{}",
-                       r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status), cmd,
-                       stderr_tail(r));
+                       r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
+                       cmd, stderr_tail(r));
   return std::nullopt;
 }
 
@@ -201,7 +209,8 @@ std::optional<std::string> run_adapter(const EngineSpec& s, const std::string& m
 Tensor read_value(const EngineManifest& man, const std::string& path) {
   Tensor t = parse_npy(read_adapter_file(man, path, ".npy file"), path);
   if (t.dtype != DType::Float32)
-    throw InputError(fmt::format("{}: {} values; the engine's layer values must be float32", path, foldcheck::name(t.dtype)));
+    throw InputError(
+        fmt::format("{}: {} values; the engine's layer values must be float32", path, foldcheck::name(t.dtype)));
   return t;
 }
 
@@ -371,7 +380,8 @@ void declared_arithmetic(EngineRun& run, const Context& cx, const EngineManifest
 // Each final output the engine wrote against the float64 run and the end-to-end bound.
 void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const Say& say) {
   if (man.outputs.empty() || cx.o.output_samples == 0) {
-    run.final_not_checked = man.outputs.empty() ? "the adapter wrote no final outputs" : "not asked for (output samples 0)";
+    run.final_not_checked =
+        man.outputs.empty() ? "the adapter wrote no final outputs" : "not asked for (output samples 0)";
     return;
   }
   // The end-to-end bound models direct sums (every layer's rounding a relative perturbation of
@@ -423,7 +433,8 @@ void check_final_outputs(EngineRun& run, const Context& cx, const EngineManifest
       continue;
     }
     if (y.data.size() != ref.data.size())
-      throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", path, shape_string(y.shape), out, shape_string(ref.shape)));
+      throw InputError(fmt::format("{}: shape {}, the model's output {} is {}", path, shape_string(y.shape), out,
+                                   shape_string(ref.shape)));
     const ref::ValueArray refv = approximate_values(ref.data, DType::Float32);
     const Comparison c = compare(y.data, refv, DType::Float32, &ob->bound.at(out));
     OutputBand band = final_output_band(cx, say, a, stored16, out, ref, y);
@@ -454,8 +465,9 @@ void check_declared_weights(const Context& cx, const EngineManifest& man, const 
     const LayerParams lp = layer_params_of_node(folded, on);
     for (const double w : lp.weight)
       if (round_to(t, w) != w)
-        throw InputError(fmt::format("{}: the manifest declares {} weights, but layer {}'s folded weights are not {} values",
-                                     *man.folded_model, *man.weight_dtype, cx.model.nodes[orig].name, *man.weight_dtype));
+        throw InputError(
+            fmt::format("{}: the manifest declares {} weights, but layer {}'s folded weights are not {} values",
+                        *man.folded_model, *man.weight_dtype, cx.model.nodes[orig].name, *man.weight_dtype));
   }
 }
 
@@ -499,7 +511,8 @@ std::optional<std::pair<std::string, std::string>> layer_files(const EngineManif
     L.left_out = man.left_out.count(vn.key) ? man.left_out.at(vn.key) : man.left_out.at(vn.y);
     return std::nullopt;
   }
-  if (const auto it = man.layers.find(vn.key); it != man.layers.end()) return std::pair{it->second.input, it->second.output};
+  if (const auto it = man.layers.find(vn.key); it != man.layers.end())
+    return std::pair{it->second.input, it->second.output};
   auto find = [&](const std::string& v) -> const std::string* {
     if (const auto it = man.values.find(v); it != man.values.end()) return &it->second;
     if (const auto it = man.outputs.find(v); it != man.outputs.end()) return &it->second;
@@ -522,7 +535,8 @@ void check_graph_input(const Context& cx, const EngineManifest& man, const Layer
   if (man.weight_dtype && *man.weight_dtype != "float32" && x.data != given)
     for (double& v : given) v = round_to(dtype_from_name(*man.weight_dtype), v);
   if (x.shape != cx.x.shape || x.data != given)
-    L.input_mismatch = "its input is the model's input, but the engine's values of it differ from the input it was given";
+    L.input_mismatch =
+        "its input is the model's input, but the engine's values of it differ from the input it was given";
 }
 
 void check_one_layer(const Context& cx, const EngineManifest& man, const Model* folded,
@@ -539,7 +553,8 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
     L.outputs_not_checked = "not compared: the engine's layer computes something else than the model's (not_the_layer)";
     return;
   }
-  const LayerValueNames vn = value_names(cx.model, p, folded, folded ? std::optional<std::size_t>(match.at(p.layer)) : std::nullopt);
+  const LayerValueNames vn =
+      value_names(cx.model, p, folded, folded ? std::optional<std::size_t>(match.at(p.layer)) : std::nullopt);
   if (vn.unsupported) {
     L.outputs_not_checked = *vn.unsupported;
     return;
@@ -587,12 +602,14 @@ void check_one_layer(const Context& cx, const EngineManifest& man, const Model* 
 
 // Every layer's outputs, layers side by side (as accuracy-diff: one per thread, the
 // leftover threads inside each); results in graph order, independent of the thread count.
-void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const FoldedModel* fm, const Say& say) {
+void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man, const FoldedModel* fm,
+                   const Say& say) {
   std::string why;
   if (man.values.empty() && man.layers.empty() && man.left_out.empty()) why = "the adapter wrote no per-layer values";
   else if (man.fusion_preserved == false)
-    why = "the run that gave the per-layer values had final outputs different from the fused run's: they are not the "
-          "fused computation's";
+    why =
+        "the run that gave the per-layer values had final outputs different from the fused run's: they are not the "
+        "fused computation's";
   if (!why.empty()) {
     for (EngineLayer& L : run.layers) {
       L.outputs_not_checked = why;
@@ -609,7 +626,9 @@ void check_outputs(EngineRun& run, const Context& cx, const EngineManifest& man,
   detail::run_tasks(
       np, outer,
       [&](std::size_t k) { check_one_layer(cx, man, folded, match, k, std::max(1u, nt / outer), run.layers[k]); },
-      [&](std::size_t k, std::size_t done) { say(fmt::format("{}: layer outputs {}/{} ({})", run.spec.label, done, np, cx.pat.pairs[k].name)); });
+      [&](std::size_t k, std::size_t done) {
+        say(fmt::format("{}: layer outputs {}/{} ({})", run.spec.label, done, np, cx.pat.pairs[k].name));
+      });
 }
 
 // The first layers, in graph order, whose weights or outputs leave their bounds. A layer that
@@ -677,8 +696,10 @@ EnginesResult engines(const std::string& model_path, const EnginesOptions& o) {
   const Model m = Model::load(model_path);
   const BnPatterns pat = find_bn_pairs(m);
   if (pat.pairs.empty())
-    throw InputError(fmt::format("{}: no layer -> BatchNormalization pair, nothing for the engines to fold", model_path));
-  if (m.inputs.size() != 1) throw InputError(fmt::format("{}: {} graph inputs; engines runs models with one", model_path, m.inputs.size()));
+    throw InputError(
+        fmt::format("{}: no layer -> BatchNormalization pair, nothing for the engines to fold", model_path));
+  if (m.inputs.size() != 1)
+    throw InputError(fmt::format("{}: {} graph inputs; engines runs models with one", model_path, m.inputs.size()));
   Tensor x = model_input(m, o.input, o.seed);
   EnginesResult res;
   res.model = {model_path, m.producer, m.opset, m.nodes.size(), pat.pairs.size()};

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -62,19 +62,26 @@ bool same_layout(const Shape& a, const Shape& b) {
 void check_options(const ExternalBisectOptions& o) {
   if (o.passes.empty()) throw InputError("bisect: " + field("command") + " needs " + field("passes") + " P1,P2,...");
   check_pass_names(o.passes);
-  if (o.command.find("{out}") == std::string::npos) throw InputError("bisect: " + field("command") + " must contain {out} (the .npy it writes)");
+  if (o.command.find("{out}") == std::string::npos)
+    throw InputError("bisect: " + field("command") + " must contain {out} (the .npy it writes)");
   if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
-    throw InputError(fmt::format(fmt::runtime("bisect: " + field("timeout_seconds") + " must be a finite number of seconds > 0 (got {})"), o.timeout_seconds));
+    throw InputError(fmt::format(fmt::runtime("bisect: " + field("timeout_seconds") +
+                                              " must be a finite number of seconds > 0 (got {})"),
+                                 o.timeout_seconds));
   if (o.threshold_ulp && (!std::isfinite(*o.threshold_ulp) || *o.threshold_ulp < 0))
-    throw InputError(fmt::format(fmt::runtime("bisect: " + field("threshold_ulp") + " must be a finite number >= 0 (got {})"), *o.threshold_ulp));
+    throw InputError(
+        fmt::format(fmt::runtime("bisect: " + field("threshold_ulp") + " must be a finite number >= 0 (got {})"),
+                    *o.threshold_ulp));
   if (!o.known) {
     if (o.reference.empty())
-      throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source, shape_string(o.reference_shape)));
+      throw InputError(fmt::format("{}: empty reference (shape {}): nothing to compare", o.reference_source,
+                                   shape_string(o.reference_shape)));
     // A NaN or an infinity has no error to measure against: it would hide the element.
     for (std::size_t i = 0; i < o.reference.size(); ++i)
       if (!std::isfinite(o.reference[i]))
         throw InputError(fmt::format("{}: the reference holds {} at index {}: bisect needs the exact outputs, finite",
-                                     o.reference_source, o.reference[i], shape_string(unravel_index(o.reference_shape, i))));
+                                     o.reference_source, o.reference[i],
+                                     shape_string(unravel_index(o.reference_shape, i))));
   }
   // The longest command of any run, before the first runs: {enabled} and {disabled} are
   // the two halves of one list, so the expansion's length is linear in the split point and
@@ -84,10 +91,11 @@ void check_options(const ExternalBisectOptions& o) {
   for (const std::size_t k : {std::size_t{0}, n}) {
     const std::string cmd = expand_command(o.command, join(o.passes, 0, k), join(o.passes, k, n), out);
     if (cmd.size() >= kMaxArgBytes)
-      throw InputError(fmt::format("bisect: the command is {} bytes once its placeholders are filled (with {} of {} passes "
-                                   "enabled), over the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or "
-                                   "shorter passes",
-                                   cmd.size(), k, n, kMaxArgBytes));
+      throw InputError(
+          fmt::format("bisect: the command is {} bytes once its placeholders are filled (with {} of {} passes "
+                      "enabled), over the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or "
+                      "shorter passes",
+                      cmd.size(), k, n, kMaxArgBytes));
   }
 }
 
@@ -102,7 +110,8 @@ class CommandBisector {
                o.known ? o.known->shape : o.reference_shape, o.known ? o.known->dtype : o.dtype,
                o.known ? &*o.known : nullptr, o.threshold_ulp, o.layer ? &*o.layer : nullptr) {
     std::string tmpl = (fs::temp_directory_path() / "foldcheck_bisect_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
+    if (!mkdtemp(tmpl.data()))
+      throw std::runtime_error("bisect: cannot create a temporary directory in " + fs::temp_directory_path().string());
     dir_ = tmpl;
     command::SignalScope::remove_on_signal(dir_.string());
     std::error_code ec;
@@ -150,10 +159,11 @@ class CommandBisector {
     // Linux takes at most MAX_ARG_STRLEN (32 pages) in one argument, and `sh -c CMD` is
     // one: past it, exec fails with E2BIG and the shell's exit 127 would say nothing.
     if (cmd.size() >= kMaxArgBytes)
-      throw InputError(fmt::format("bisect: the command of run {} is {} bytes once its placeholders are filled, over "
-                                   "the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or shorter "
-                                   "passes: {}",
-                                   id, cmd.size(), kMaxArgBytes, shown));
+      throw InputError(
+          fmt::format("bisect: the command of run {} is {} bytes once its placeholders are filled, over "
+                      "the {} bytes Linux allows one argument (MAX_ARG_STRLEN); give fewer or shorter "
+                      "passes: {}",
+                      id, cmd.size(), kMaxArgBytes, shown));
     if (o_.progress) o_.progress(fmt::format("bisect: run {} ({} of {} passes enabled)", id, on.size(), n));
     const command::Outcome r = command::run_command(cmd, o_.timeout_seconds, signals_);
     RunMeasures m;
@@ -161,13 +171,16 @@ class CommandBisector {
     m.command = cmd;
     m.seconds = r.seconds;
     if (r.status == -1)
-      throw InputError(fmt::format(fmt::runtime("bisect: the command timed out after {:g} s (" + field("timeout_seconds") + "){}: {}{}"), o_.timeout_seconds,
-                                   said(r), shown, stderr_note(r)));
+      throw InputError(fmt::format(fmt::runtime("bisect: the command timed out after {:g} s (" +
+                                                field("timeout_seconds") + "){}: {}{}"),
+                                   o_.timeout_seconds, said(r), shown, stderr_note(r)));
     if (r.status != 0)
-      throw InputError(fmt::format("bisect: the command failed ({}){}: {}{}",
-                                   r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
-                                   said(r), shown, stderr_note(r)));
-    if (!fs::exists(out)) throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", shown));
+      throw InputError(
+          fmt::format("bisect: the command failed ({}){}: {}{}",
+                      r.status == -2 ? fmt::format("killed by signal {}", r.signal) : fmt::format("exit {}", r.status),
+                      said(r), shown, stderr_note(r)));
+    if (!fs::exists(out))
+      throw InputError(fmt::format("bisect: the command exited 0 but wrote no {{out}} file: {}", shown));
     // {out} is read under the one rule of files another program wrote (contained_file.hpp):
     // a FIFO left there would block the read for ever (past --timeout, which covers the
     // command only), a link could lead anywhere (/dev/zero never ends).
@@ -188,16 +201,18 @@ class CommandBisector {
     }
     const std::size_t expected = o_.known ? o_.known->exact.size() : o_.reference.size();
     if (y.data.size() != expected)
-      throw InputError(fmt::format("bisect: the command wrote {} values of shape {}, {} has {} (shape {}){}: {}", y.data.size(),
-                                   shape_string(y.shape), o_.known ? "the layer" : "the reference", expected,
-                                   shape_string(o_.known ? o_.known->shape : o_.reference_shape),
-                                   o_.known && !o_.known->shape_hint.empty() ? " (" + o_.known->shape_hint + ")" : "", shown));
+      throw InputError(fmt::format("bisect: the command wrote {} values of shape {}, {} has {} (shape {}){}: {}",
+                                   y.data.size(), shape_string(y.shape), o_.known ? "the layer" : "the reference",
+                                   expected, shape_string(o_.known ? o_.known->shape : o_.reference_shape),
+                                   o_.known && !o_.known->shape_hint.empty() ? " (" + o_.known->shape_hint + ")" : "",
+                                   shown));
     const Shape& want = o_.known ? o_.known->shape : o_.reference_shape;
     if (!same_layout(y.shape, want))
-      throw InputError(fmt::format("bisect: the command wrote shape {}, {} has shape {}: the same {} values in another "
-                                   "layout (NHWC for NCHW?) would be compared element by element with the wrong ones: {}",
-                                   shape_string(y.shape), o_.known ? "the computation" : "the reference", shape_string(want),
-                                   expected, shown));
+      throw InputError(
+          fmt::format("bisect: the command wrote shape {}, {} has shape {}: the same {} values in another "
+                      "layout (NHWC for NCHW?) would be compared element by element with the wrong ones: {}",
+                      shape_string(y.shape), o_.known ? "the computation" : "the reference", shape_string(want),
+                      expected, shown));
     // The layer judged by diagnose: a file of a narrower type (a 16-bit output of a float32
     // layer) is compared in its own type, as diagnose compares the file it is given.
     const DType declared = o_.known ? o_.known->dtype : o_.dtype;
@@ -306,7 +321,8 @@ json steps_json(const std::vector<BisectStep>& steps) {
 namespace {
 
 // The configurations of the mode, run in order (bisect.hpp); returns the culprit.
-std::optional<std::string> run_mode(CommandBisector& b, const ExternalBisectOptions& o, std::vector<BisectStep>& steps) {
+std::optional<std::string> run_mode(CommandBisector& b, const ExternalBisectOptions& o,
+                                    std::vector<BisectStep>& steps) {
   const std::size_t n = o.passes.size();
   steps.push_back(b.prefix(0));
   if (steps.back().bad) return std::nullopt;  // already beyond with every pass disabled
@@ -393,8 +409,7 @@ BisectResult search(const ExternalBisectOptions& o, const command::SignalScope& 
   bool all_zero = true, informative = false;
   if (o.known)
     for (std::size_t i = 0; i < o.known->exact.size() && all_zero; ++i) all_zero = o.known->exact.approx(i).hi == 0;
-  else
-    all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
+  else all_zero = std::all_of(o.reference.begin(), o.reference.end(), [](double x) { return x == 0; });
   for (const BisectStep& s : steps) informative = informative || s.informative;
   r.nothing_compared = all_zero || !informative;
   r.setup.external_command = o.command;
@@ -420,15 +435,20 @@ void check_pass_names(const std::vector<std::string>& passes) {
   std::set<std::string> seen;
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const std::string& p = passes[k];
-    if (p.empty()) throw InputError(fmt::format(fmt::runtime("bisect: pass name {} of " + field("passes") + " is empty (two commas, or one at an end)"), k + 1));
+    if (p.empty())
+      throw InputError(fmt::format(fmt::runtime("bisect: pass name {} of " + field("passes") +
+                                                " is empty (two commas, or one at an end)"),
+                                   k + 1));
     // {enabled} and {disabled} name passes: a name in both would be both at once.
-    if (!seen.insert(p).second) throw InputError(fmt::format(fmt::runtime("bisect: pass '{}' is listed twice in " + field("passes")), p));
+    if (!seen.insert(p).second)
+      throw InputError(fmt::format(fmt::runtime("bisect: pass '{}' is listed twice in " + field("passes")), p));
     bool ok = !p.empty();
     for (std::size_t i = 0; ok && i < p.size(); ++i) ok = pass_char(p[i], i == 0);
     if (!ok)
-      throw InputError(fmt::format("bisect: pass name '{}' is not an identifier (a letter or '_', then letters, digits, "
-                                   "'_', '.', ':' or '-')",
-                                   p));
+      throw InputError(
+          fmt::format("bisect: pass name '{}' is not an identifier (a letter or '_', then letters, digits, "
+                      "'_', '.', ':' or '-')",
+                      p));
   }
 }
 

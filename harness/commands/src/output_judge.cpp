@@ -18,7 +18,8 @@ ChannelUnits::ChannelUnits(const ref::ValueArray& exact, const Shape& shape, DTy
   std::size_t channels = 1;
   if (shape_.size() >= 2) {
     channels = static_cast<std::size_t>(std::max<std::int64_t>(shape_[1], 1));
-    for (std::size_t a = 2; a < shape_.size(); ++a) inner_ *= static_cast<std::size_t>(std::max<std::int64_t>(shape_[a], 1));
+    for (std::size_t a = 2; a < shape_.size(); ++a)
+      inner_ *= static_cast<std::size_t>(std::max<std::int64_t>(shape_[a], 1));
   }
   scale_.assign(channels, 0.0);
   for (std::size_t i = 0; i < exact.size(); ++i) {
@@ -102,8 +103,8 @@ std::string OutputJudge::criterion() const {
                                     : "",
                        known_->formula);
   return "errors in channel units (ULP of the channel's largest |reference|, which cancellation does not shrink), "
-         "against twice what the all-disabled run shows, plus one unit: " + limits_ +
-         "; or a NaN or an infinity, or an error as large as the largest |reference| (in any run)";
+         "against twice what the all-disabled run shows, plus one unit: " +
+         limits_ + "; or a NaN or an infinity, or an error as large as the largest |reference| (in any run)";
 }
 
 // What a reader needs to see whether an element's error is alarming: its exact value
@@ -141,9 +142,10 @@ void OutputJudge::set_limits(const ScaledErrors& s) {
     const double by_rms = 2 * lambda * inflation * s.rms + 1;
     if (by_rms > by_max) {
       max_limit_ = by_rms;
-      limits_ = fmt::format("max above 2 x {:.4g} x {:.4g} x {:.4g} + 1 = {:.4g} (lambda, sqrt(c) and the rms of its {} "
-                            "errors: at confidence {:g}, larger than 2 x its max {:.4g} + 1)",
-                            lambda, inflation, s.rms, by_rms, s.count, kConfidence, s.max);
+      limits_ = fmt::format(
+          "max above 2 x {:.4g} x {:.4g} x {:.4g} + 1 = {:.4g} (lambda, sqrt(c) and the rms of its {} "
+          "errors: at confidence {:g}, larger than 2 x its max {:.4g} + 1)",
+          lambda, inflation, s.rms, by_rms, s.count, kConfidence, s.max);
     }
   }
   if (s.count >= 1000) {
@@ -205,7 +207,8 @@ bool OutputJudge::judge_impl(const std::vector<double>& v, BisectStep& step, boo
     const double floor = std::max(units_.largest(), ulp(t_, units_.largest()) * (1 + 0x1p-10));
     std::int64_t gross = 0;
     for (std::size_t i = 0; i < v.size(); ++i)
-      gross += std::isfinite(v[i]) && units_.largest() > 0 && static_cast<double>(distance(v[i], exact_.approx(i))) >= floor;
+      gross +=
+          std::isfinite(v[i]) && units_.largest() > 0 && static_cast<double>(distance(v[i], exact_.approx(i))) >= floor;
     j.gross = gross;
     if (base) set_limits(s);
     decisive = s.worst;

@@ -7,14 +7,14 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/numerics/compare.hpp"
 #include "foldcheck/base/errors.hpp"
 #include "foldcheck/layer/evaluate.hpp"
 #include "foldcheck/layer/fold_pass.hpp"
+#include "foldcheck/layer/passes.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 #include "foldcheck/model/model_run.hpp"
 #include "foldcheck/model/output_bound.hpp"
-#include "foldcheck/layer/passes.hpp"
+#include "foldcheck/numerics/compare.hpp"
 
 namespace foldcheck {
 
@@ -73,14 +73,16 @@ std::vector<std::pair<Graph, Policy>> lowerings(const Graph& layer, const Arithm
 
 std::string layer_size(const Graph& layer) {
   const ref::ConvGeometry& g = layer.nodes.at(0).geometry;
-  const double outputs = static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(g.OH()) * static_cast<double>(g.OW());
+  const double outputs =
+      static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(g.OH()) * static_cast<double>(g.OW());
   return fmt::format("{:.0f} outputs x {} terms: {:.3g} multiply-adds", outputs, g.terms_per_output(),
                      outputs * static_cast<double>(g.terms_per_output()));
 }
 
 KnownComputation layer_computation(const Graph& layer, const std::vector<double>& x, double confidence,
                                    const ref::Options& ref) {
-  if (layer.nodes.size() != 2 || layer.nodes[0].kind != Node::Kind::Conv || layer.nodes[1].kind != Node::Kind::BatchNorm)
+  if (layer.nodes.size() != 2 || layer.nodes[0].kind != Node::Kind::Conv ||
+      layer.nodes[1].kind != Node::Kind::BatchNorm)
     throw InputError("bisect: the known computation must be one Conv -> BatchNorm layer");
   const Node& c = layer.nodes[0];
   ref::Options ro = ref;
@@ -167,8 +169,9 @@ std::function<OutputBand(const std::vector<double>&)> model_band(const Model& m,
 KnownComputation model_computation(const Model& m, const std::string& path, const std::string& input,
                                    const ModelComputationOptions& o) {
   if (m.inputs.size() != 1 || m.outputs.size() != 1)
-    throw InputError(fmt::format(fmt::runtime("{}: " + field("model") + " needs one graph input and one graph output (it has {} and {})"), path,
-                                 m.inputs.size(), m.outputs.size()));
+    throw InputError(fmt::format(fmt::runtime("{}: " + field("model") +
+                                              " needs one graph input and one graph output (it has {} and {})"),
+                                 path, m.inputs.size(), m.outputs.size()));
   const BnPatterns pat = find_bn_pairs(m);
   const bool f32 = o.arithmetic.kind == ConvArithmeticKind::Float32;
   if (const BnPair* p = f32 ? whole_model_pair(m, pat) : nullptr) {
@@ -180,11 +183,14 @@ KnownComputation model_computation(const Model& m, const std::string& path, cons
     if (o.progress) o.progress(fmt::format("bisect: certified reference and bounds of the layer ({})", layer_size(g)));
     KnownComputation k = layer_computation(g, x.data, o.confidence, o.ref);
     k.shape = layer_output_shape(m.nodes[p->layer], g.nodes[0].geometry, in_shape);
-    k.source = fmt::format("{} (one {} -> BatchNormalization layer, {}): certified exact outputs", path, p->op, name(dt));
+    k.source =
+        fmt::format("{} (one {} -> BatchNormalization layer, {}): certified exact outputs", path, p->op, name(dt));
     return k;
   }
   if (o.dtype && *o.dtype != DType::Float32)
-    throw InputError(fmt::format(fmt::runtime("{}: the end-to-end bound of a model models a float32 engine (" + field("dtype") + " {} given)"), path, name(*o.dtype)));
+    throw InputError(fmt::format(fmt::runtime("{}: the end-to-end bound of a model models a float32 engine (" +
+                                              field("dtype") + " {} given)"),
+                                 path, name(*o.dtype)));
   const Tensor x = model_input(m, input, 0);
   OutputBoundOptions bo;
   bo.samples = o.samples;

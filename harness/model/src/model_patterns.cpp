@@ -4,14 +4,16 @@
 
 #include <fmt/format.h>
 
-#include "foldcheck/layer/bn_check.hpp"
 #include "foldcheck/base/errors.hpp"
+#include "foldcheck/layer/bn_check.hpp"
 #include "foldcheck/model/model_patterns.hpp"
 
 namespace foldcheck {
 namespace {
 
-bool foldable_op(const std::string& op) { return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul"; }
+bool foldable_op(const std::string& op) {
+  return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul";
+}
 
 // ONNX Runtime's Conv + activation (com.microsoft:FusedConv): a Conv's inputs, attributes
 // and standard OIHW weight layout, then the activation its `activation` attribute names.
@@ -19,7 +21,9 @@ bool is_fused_conv(const ModelNode& n) { return n.op == "FusedConv" && n.domain 
 
 // Whether `n` is the ONNX operator `op`: the same name in another domain is another op
 // (and loading checks input counts of the default domain's ops only).
-bool is_onnx_op(const ModelNode& n, const char* op) { return n.op == op && (n.domain.empty() || n.domain == "ai.onnx"); }
+bool is_onnx_op(const ModelNode& n, const char* op) {
+  return n.op == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
 
 // Why the layer node cannot take a fold ("" if it can): its weight must be an initializer,
 // and a Gemm must be a plain Y = A B' (+ C).
@@ -27,10 +31,12 @@ std::string layer_problem(const Model& m, const ModelNode& n) {
   if (n.inputs.size() < 2 || !m.initializer(n.inputs[1])) return n.op + " weight is not a floating initializer";
   // No output channel to fold into (and every per-channel division below is by a dimension).
   if (m.initializer(n.inputs[1])->data.empty())
-    return fmt::format("{} weight {} has no elements (shape {})", n.op, n.inputs[1], shape_string(m.initializer(n.inputs[1])->shape));
+    return fmt::format("{} weight {} has no elements (shape {})", n.op, n.inputs[1],
+                       shape_string(m.initializer(n.inputs[1])->shape));
   if (n.op == "Gemm" && (n.float_attr("alpha", 1.0) != 1.0 || n.float_attr("beta", 1.0) != 1.0))
     return "Gemm with alpha or beta != 1";
-  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !m.initializer(n.inputs[2])) return n.op + " bias is not an initializer";
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !m.initializer(n.inputs[2]))
+    return n.op + " bias is not an initializer";
   return "";
 }
 
@@ -87,14 +93,17 @@ Regrouped regroup(const Model& m, const ModelNode& n, bool with_index) {
   } else if (n.op == "ConvTranspose") {
     need_rank(3, 5);
     const std::int64_t g = n.int_attr("group", 1), cin = s[0], opg = s[1], kk = element_count(s) / (s[0] * s[1]);
-    if (g <= 0 || cin % g) throw InputError(fmt::format("node {}: ConvTranspose group {} does not divide {} input channels", n.name, g, cin));
+    if (g <= 0 || cin % g)
+      throw InputError(
+          fmt::format("node {}: ConvTranspose group {} does not divide {} input channels", n.name, g, cin));
     const std::int64_t cpg = cin / g;
     r.channels = opg * g;
     r.per_channel = cpg * kk;
     for (std::int64_t o = 0; o < r.channels; ++o) {
       const std::int64_t gi = o / opg, j = o % opg;
       for (std::int64_t c = 0; c < cpg; ++c)
-        for (std::int64_t q = 0; q < kk; ++q) r.index.push_back(static_cast<std::size_t>(((gi * cpg + c) * opg + j) * kk + q));
+        for (std::int64_t q = 0; q < kk; ++q)
+          r.index.push_back(static_cast<std::size_t>(((gi * cpg + c) * opg + j) * kk + q));
     }
   } else {  // Gemm, MatMul: 2-D weight
     need_rank(2, 2);
@@ -115,7 +124,8 @@ Regrouped regroup(const Model& m, const ModelNode& n, bool with_index) {
     if (n.op == "Gemm" && b.size() == 1 && r.channels > 1)
       r.bias.assign(static_cast<std::size_t>(r.channels), b.data[0]);
     else if (b.size() != r.channels)
-      throw InputError(fmt::format("node {}: bias {} has {} values for {} output channels", n.name, n.inputs[2], b.size(), r.channels));
+      throw InputError(fmt::format("node {}: bias {} has {} values for {} output channels", n.name, n.inputs[2],
+                                   b.size(), r.channels));
     else r.bias = b.data;
   }
   if (n.op == "MatMul") r.bias = matmul_bias(m, n, r.channels);
@@ -131,8 +141,8 @@ std::string layer_name(const Model& m, std::size_t layer) {
 }  // namespace
 
 bool foldable_layer(const Model& m, const ModelNode& n) {
-  return ((foldable_op(n.op) && (n.domain.empty() || n.domain == "ai.onnx")) || is_fused_conv(n)) && n.inputs.size() >= 2 &&
-         m.initializer(n.inputs[1]) != nullptr;
+  return ((foldable_op(n.op) && (n.domain.empty() || n.domain == "ai.onnx")) || is_fused_conv(n)) &&
+         n.inputs.size() >= 2 && m.initializer(n.inputs[1]) != nullptr;
 }
 
 BnPatterns find_bn_pairs(const Model& m) {
@@ -142,11 +152,20 @@ BnPatterns find_bn_pairs(const Model& m) {
     if (!is_onnx_op(bn, "BatchNormalization")) continue;
     const std::string bn_name = bn.name.empty() ? fmt::format("BatchNormalization#{}", i) : bn.name;
     auto unpaired = [&](const std::string& why) { out.unpaired.push_back({i, bn_name, why}); };
-    if (bn.int_attr("training_mode", 0) != 0) { unpaired("training_mode = 1 (batch statistics): not foldable"); continue; }
-    if (bn.inputs.size() < 5 || bn.outputs.empty()) { unpaired("fewer than 5 inputs"); continue; }
+    if (bn.int_attr("training_mode", 0) != 0) {
+      unpaired("training_mode = 1 (batch statistics): not foldable");
+      continue;
+    }
+    if (bn.inputs.size() < 5 || bn.outputs.empty()) {
+      unpaired("fewer than 5 inputs");
+      continue;
+    }
     bool params = true;
     for (std::size_t k = 1; k < 5; ++k) params = params && m.initializer(bn.inputs[k]) != nullptr;
-    if (!params) { unpaired("a BatchNormalization parameter is not an initializer"); continue; }
+    if (!params) {
+      unpaired("a BatchNormalization parameter is not an initializer");
+      continue;
+    }
     // Walk back through Identity nodes; every value on the way must feed only the next node.
     std::vector<std::size_t> through;
     std::string value = bn.inputs[0];
@@ -158,14 +177,23 @@ BnPatterns find_bn_pairs(const Model& m) {
         break;
       }
       prod = m.producer_of(value);
-      if (!prod) { why = fmt::format("input {} is not produced by a node", value); break; }
+      if (!prod) {
+        why = fmt::format("input {} is not produced by a node", value);
+        break;
+      }
       if (!is_onnx_op(m.nodes[*prod], "Identity")) break;
       through.insert(through.begin(), *prod);
       value = m.nodes[*prod].inputs.at(0);
     }
-    if (!why.empty()) { unpaired(why); continue; }
+    if (!why.empty()) {
+      unpaired(why);
+      continue;
+    }
     const ModelNode& layer = m.nodes[*prod];
-    if (!foldable_op(layer.op) || !is_onnx_op(layer, layer.op.c_str())) { unpaired(fmt::format("input comes from {} ({}), not a Conv/ConvTranspose/Gemm/MatMul", layer.name, layer.op)); continue; }
+    if (!foldable_op(layer.op) || !is_onnx_op(layer, layer.op.c_str())) {
+      unpaired(fmt::format("input comes from {} ({}), not a Conv/ConvTranspose/Gemm/MatMul", layer.name, layer.op));
+      continue;
+    }
     if (const std::string problem = layer_problem(m, layer); !problem.empty()) {
       out.unpaired.push_back({i, bn_name, problem, true});
       continue;
@@ -181,8 +209,8 @@ LayerParams layer_params(const Model& m, const BnPair& p, bool with_index) {
   const auto channel_vector = [&](std::size_t k) {
     const Tensor& t = *m.initializer(bn.inputs[k]);
     if (t.size() != lp.channels)
-      throw InputError(fmt::format("BatchNormalization {}: {} has {} values for {} channels of {}", bn.name, bn.inputs[k],
-                                   t.size(), lp.channels, p.name));
+      throw InputError(fmt::format("BatchNormalization {}: {} has {} values for {} channels of {}", bn.name,
+                                   bn.inputs[k], t.size(), lp.channels, p.name));
     return t.data;
   };
   lp.bn.gamma = channel_vector(1);
@@ -193,7 +221,8 @@ LayerParams layer_params(const Model& m, const BnPair& p, bool with_index) {
   check_bn_params(lp.bn, static_cast<std::size_t>(lp.channels),
                   m.path + ": BatchNormalization " + (bn.name.empty() ? p.name : bn.name));
   if (const std::string bad = first_nonfinite(lp.weight); !bad.empty())
-    throw InputError(fmt::format("{}: {} {}: weight {} has {}", m.path, m.nodes[p.layer].op, p.name, m.nodes[p.layer].inputs[1], bad));
+    throw InputError(fmt::format("{}: {} {}: weight {} has {}", m.path, m.nodes[p.layer].op, p.name,
+                                 m.nodes[p.layer].inputs[1], bad));
   return lp;
 }
 

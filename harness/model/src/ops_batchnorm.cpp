@@ -35,15 +35,16 @@ void batchnorm(const OpRun<T>& run, Tensor& y, const ref::BnParams& bn) {
 
 template <class T>
 void batch_normalization(OpRun<T>& run, const ModelNode& n, std::size_t i) {
-  if (n.int_attr("training_mode", 0)) throw InputError(where(n, i) + ": training_mode = 1 is not an inference BatchNorm");
+  if (n.int_attr("training_mode", 0))
+    throw InputError(where(n, i) + ": training_mode = 1 is not an inference BatchNorm");
   Tensor y = run.get(n.inputs.at(0), where(n, i));
   ref::BnParams bn{run.get(n.inputs.at(1), where(n, i)).data, run.get(n.inputs.at(2), where(n, i)).data,
                    run.get(n.inputs.at(3), where(n, i)).data, run.get(n.inputs.at(4), where(n, i)).data,
                    static_cast<double>(static_cast<float>(n.float_attr("epsilon", 1e-5)))};
   check_bn_params(bn, bn.gamma.size(), where(n, i));
   if (y.shape.size() < 2 || y.shape[1] != static_cast<std::int64_t>(bn.gamma.size()))
-    throw InputError(fmt::format("{}: input {} does not have {} channels (dimension 1), as the parameters do", where(n, i),
-                                 shape_string(y.shape), bn.gamma.size()));
+    throw InputError(fmt::format("{}: input {} does not have {} channels (dimension 1), as the parameters do",
+                                 where(n, i), shape_string(y.shape), bn.gamma.size()));
   batchnorm(run, y, bn);
   run.put(n, std::move(y));
 }
@@ -126,10 +127,11 @@ Graph pair_graph(const Model& m, const BnPair& p, LayerParams lp, Tensor& x, DTy
   // the same axis only for a 2-D input (then [rows, features]); from rank 3 the BatchNorm
   // scales MatMul rows, which no fold into the weights can do.
   if (m.nodes[p.layer].op == "MatMul" && x.shape.size() != 2)
-    throw InputError(fmt::format("MatMul {} -> BatchNormalization: input of shape {} gives an output of rank {}, whose axis 1 "
-                                 "(which BatchNormalization normalizes) is not the MatMul's output features (its last "
-                                 "axis): not a foldable pair",
-                                 p.name, shape_string(x.shape), x.shape.size()));
+    throw InputError(
+        fmt::format("MatMul {} -> BatchNormalization: input of shape {} gives an output of rank {}, whose axis 1 "
+                    "(which BatchNormalization normalizes) is not the MatMul's output features (its last "
+                    "axis): not a foldable pair",
+                    p.name, shape_string(x.shape), x.shape.size()));
   Graph g;
   g.dtype = dt;
   Node b;

@@ -18,18 +18,22 @@ template <class T>
 Tensor conv_transpose(OpRun<T>& run, const ModelNode& n, const std::string& at_, const Tensor& x, const Tensor& w,
                       const std::vector<double>& bias) {
   if (x.shape.size() != 4 || w.shape.size() != 4)
-    throw InputError(fmt::format("{}: only 2-D convs (4-D input and weight), got {} and {}", at_, shape_string(x.shape), shape_string(w.shape)));
+    throw InputError(fmt::format("{}: only 2-D convs (4-D input and weight), got {} and {}", at_, shape_string(x.shape),
+                                 shape_string(w.shape)));
   const std::int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const std::int64_t g = n.int_attr("group", 1);
   if (g < 1 || C % g || w.shape[0] != C || w.shape[1] < 1 || w.shape[2] < 1 || w.shape[3] < 1)
-    throw InputError(fmt::format("{}: weight {} does not fit input {} with group {}", at_, shape_string(w.shape), shape_string(x.shape), g));
+    throw InputError(fmt::format("{}: weight {} does not fit input {} with group {}", at_, shape_string(w.shape),
+                                 shape_string(x.shape), g));
   const std::int64_t opg = w.shape[1], O = checked_mul(opg, g, at_), cpg = C / g, KH = w.shape[2], KW = w.shape[3];
   auto at = [&](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t d) { return v.size() > i ? v[i] : d; };
-  const auto s = n.ints_attr("strides"), d = n.ints_attr("dilations"), pads = n.ints_attr("pads"), op = n.ints_attr("output_padding");
+  const auto s = n.ints_attr("strides"), d = n.ints_attr("dilations"), pads = n.ints_attr("pads"),
+             op = n.ints_attr("output_padding");
   const std::int64_t sh = at(s, 0, 1), sw = at(s, 1, 1), dh = at(d, 0, 1), dw = at(d, 1, 1);
   const std::int64_t pt = at(pads, 0, 0), pl = at(pads, 1, 0), pb = at(pads, 2, 0), pr = at(pads, 3, 0);
   // sh * (H - 1) + output_padding + (KH - 1) * dh + 1 - pads, checked.
-  auto out_dim = [&](std::int64_t s_, std::int64_t in, std::int64_t opad, std::int64_t k, std::int64_t d_, std::int64_t b, std::int64_t e) {
+  auto out_dim = [&](std::int64_t s_, std::int64_t in, std::int64_t opad, std::int64_t k, std::int64_t d_,
+                     std::int64_t b, std::int64_t e) {
     std::int64_t v = checked_mul(s_, in - 1, at_);
     v = checked_add(v, checked_add(opad, checked_add(checked_mul(k - 1, d_, at_), 1, at_), at_), at_);
     return checked_add(v, -checked_add(b, e, at_), at_);
@@ -56,7 +60,9 @@ Tensor conv_transpose(OpRun<T>& run, const ModelNode& n, const std::string& at_,
                 if (iw >= W) continue;
                 const std::int64_t ci = gi * cpg + c;
                 acc = acc + static_cast<T>(x.data[static_cast<std::size_t>(((nn * C + ci) * H + ih) * W + iw)]) *
-                                static_cast<T>(round_to(run.dt(), w.data[static_cast<std::size_t>(((ci * opg + j) * KH + kh) * KW + kw)]));
+                                static_cast<T>(
+                                    round_to(run.dt(),
+                                             w.data[static_cast<std::size_t>(((ci * opg + j) * KH + kh) * KW + kw)]));
               }
             }
           if (!bias.empty()) acc = acc + static_cast<T>(round_to(run.dt(), bias[static_cast<std::size_t>(o)]));
@@ -76,10 +82,12 @@ template <class T>
 Tensor linear(OpRun<T>& run, const ModelNode& n, const std::string& at, const Tensor& x, const Tensor& w,
               const std::vector<double>& bias) {
   if (n.op == "ConvTranspose") return conv_transpose(run, n, at, x, w, bias);
-  const bool transA = n.op == "Gemm" && n.int_attr("transA", 0) != 0, transB = n.op == "Gemm" && n.int_attr("transB", 0) != 0;
+  const bool transA = n.op == "Gemm" && n.int_attr("transA", 0) != 0,
+             transB = n.op == "Gemm" && n.int_attr("transB", 0) != 0;
   const T alpha = static_cast<T>(n.op == "Gemm" ? n.float_attr("alpha", 1.0) : 1.0);
   const T beta = static_cast<T>(n.op == "Gemm" ? n.float_attr("beta", 1.0) : 1.0);
-  if (w.shape.size() != 2) throw InputError(fmt::format("{}: only 2-D weights are supported, got {}", at, shape_string(w.shape)));
+  if (w.shape.size() != 2)
+    throw InputError(fmt::format("{}: only 2-D weights are supported, got {}", at, shape_string(w.shape)));
   const std::int64_t K = transB ? w.shape[1] : w.shape[0], N = transB ? w.shape[0] : w.shape[1];
   if (K < 1) throw InputError(fmt::format("{}: the weight {} is empty", at, shape_string(w.shape)));
   std::int64_t M;
@@ -87,10 +95,12 @@ Tensor linear(OpRun<T>& run, const ModelNode& n, const std::string& at, const Te
     if (x.shape.size() != 2) throw InputError(fmt::format("{}: input must be 2-D, got {}", at, shape_string(x.shape)));
     M = transA ? x.shape[1] : x.shape[0];
     if ((transA ? x.shape[0] : x.shape[1]) != K)
-      throw InputError(fmt::format("{}: inner dimensions differ (input {}, weight {})", at, shape_string(x.shape), shape_string(w.shape)));
+      throw InputError(fmt::format("{}: inner dimensions differ (input {}, weight {})", at, shape_string(x.shape),
+                                   shape_string(w.shape)));
   } else {
     if (x.shape.empty() || x.shape.back() != K)
-      throw InputError(fmt::format("{}: inner dimensions differ (input {}, weight {})", at, shape_string(x.shape), shape_string(w.shape)));
+      throw InputError(fmt::format("{}: inner dimensions differ (input {}, weight {})", at, shape_string(x.shape),
+                                   shape_string(w.shape)));
     M = prod(x.shape) / K;
   }
   Shape ys = n.op == "Gemm" ? Shape{M, N} : x.shape;
@@ -101,7 +111,8 @@ Tensor linear(OpRun<T>& run, const ModelNode& n, const std::string& at, const Te
       T acc = 0;
       for (std::int64_t k = 0; k < K; ++k) {
         const T a = static_cast<T>(x.data[static_cast<std::size_t>(transA ? k * M + i : i * K + k)]);
-        const T b = static_cast<T>(round_to(run.dt(), w.data[static_cast<std::size_t>(transB ? j * K + k : k * N + j)]));
+        const T b =
+            static_cast<T>(round_to(run.dt(), w.data[static_cast<std::size_t>(transB ? j * K + k : k * N + j)]));
         acc = acc + a * b;
       }
       if (alpha != T(1)) acc = alpha * acc;
@@ -115,7 +126,7 @@ Tensor linear(OpRun<T>& run, const ModelNode& n, const std::string& at, const Te
 }
 
 template Tensor linear(OpRun<float>&, const ModelNode&, const std::string&, const Tensor&, const Tensor&,
-                      const std::vector<double>&);
+                       const std::vector<double>&);
 template Tensor linear(OpRun<double>&, const ModelNode&, const std::string&, const Tensor&, const Tensor&,
                        const std::vector<double>&);
 
@@ -147,8 +158,10 @@ void linear_node(OpRun<T>& run, const ModelNode& n, std::size_t i) {
                                  w.shape.size(), op == "ConvTranspose" ? 4 : 2));
   if (op != "MatMul" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
     bias = run.get(n.inputs[2], where(n, i)).data;
-    const std::int64_t N = op == "Gemm" ? (n.int_attr("transB", 0) ? w.shape[0] : w.shape[1]) : w.shape[1] * n.int_attr("group", 1);
-    if (static_cast<std::int64_t>(bias.size()) != N) throw InputError(where(n, i) + ": only a per-output-channel bias is supported");
+    const std::int64_t N =
+        op == "Gemm" ? (n.int_attr("transB", 0) ? w.shape[0] : w.shape[1]) : w.shape[1] * n.int_attr("group", 1);
+    if (static_cast<std::int64_t>(bias.size()) != N)
+      throw InputError(where(n, i) + ": only a per-output-channel bias is supported");
   }
   run.put(n, linear(run, n, where(n, i), x, w, bias));
 }
@@ -267,7 +280,8 @@ using ops::same_padding;
 
 ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape& ws) {
   if (xs.size() != 4 || ws.size() != 4)
-    throw InputError(fmt::format("Conv {}: only 2-D convs (4-D tensors) are supported, input {}", n.name, shape_string(xs)));
+    throw InputError(
+        fmt::format("Conv {}: only 2-D convs (4-D tensors) are supported, input {}", n.name, shape_string(xs)));
   auto at = [](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t d) { return v.size() > i ? v[i] : d; };
   ref::ConvGeometry g = ref::conv_sizes(xs, ws);
   g.groups = n.int_attr("group", 1);
@@ -292,8 +306,10 @@ ref::ConvGeometry conv_geometry(const ModelNode& n, const Shape& xs, const Shape
     throw InputError(fmt::format("Conv {}: weight {} does not fit input {} with group {}", n.name, shape_string(ws),
                                  shape_string(xs), g.groups));
   // The output: (in + pads - dilated kernel) / stride + 1 >= 1, in checked arithmetic.
-  auto out = [&](std::int64_t in, std::int64_t b, std::int64_t e, std::int64_t k, std::int64_t d, std::int64_t st, const char* axis) {
-    const std::int64_t span = checked_add(checked_add(in, checked_add(b, e, who), who), -checked_add(checked_mul(k - 1, d, who), 1, who), who);
+  auto out = [&](std::int64_t in, std::int64_t b, std::int64_t e, std::int64_t k, std::int64_t d, std::int64_t st,
+                 const char* axis) {
+    const std::int64_t span = checked_add(checked_add(in, checked_add(b, e, who), who),
+                                          -checked_add(checked_mul(k - 1, d, who), 1, who), who);
     return positive_dim(span < 0 ? 0 : span / st + 1, who, axis);
   };
   (void)checked_element_count({g.N, g.O, out(g.H, g.pad_top, g.pad_bottom, g.KH, g.dil_h, g.stride_h, "height"),
@@ -315,12 +331,14 @@ Node layer_as_conv(const Model& m, std::size_t layer, LayerParams lp, Tensor& x,
   } else if (node.op == "Gemm" || node.op == "MatMul") {
     const std::int64_t K = lp.per_channel;
     if (x.shape.empty() || x.size() % K)
-      throw InputError(fmt::format("{} {}: input {} does not match K = {}", node.op, node.name, shape_string(x.shape), K));
+      throw InputError(
+          fmt::format("{} {}: input {} does not match K = {}", node.op, node.name, shape_string(x.shape), K));
     const std::int64_t M = x.size() / K;
     if (node.op == "Gemm" && node.int_attr("transA", 0) != 0) {  // x is K x M: rows are its columns
       std::vector<double> t(x.data.size());
       for (std::int64_t i = 0; i < M; ++i)
-        for (std::int64_t k = 0; k < K; ++k) t[static_cast<std::size_t>(i * K + k)] = x.data[static_cast<std::size_t>(k * M + i)];
+        for (std::int64_t k = 0; k < K; ++k)
+          t[static_cast<std::size_t>(i * K + k)] = x.data[static_cast<std::size_t>(k * M + i)];
       x.data = std::move(t);
     }
     x.shape = {M, K, 1, 1};

@@ -9,10 +9,10 @@
 #include <boost/random/normal_distribution.hpp>
 #include <fmt/format.h>
 
-#include "foldcheck/numerics/dtype.hpp"
 #include "foldcheck/base/errors.hpp"
-#include "foldcheck/model/model_run.hpp"
 #include "foldcheck/base/task_pool.hpp"
+#include "foldcheck/model/model_run.hpp"
+#include "foldcheck/numerics/dtype.hpp"
 
 namespace foldcheck {
 namespace {
@@ -97,7 +97,8 @@ class Amplitudes {
       const Tensor M = magnitude(m_, i, named_inputs(n, in));
       check_size(M, y, n);
       const Tensor* w = in.size() > 1 ? in[1] : nullptr;
-      const std::int64_t out_ch = y.shape.size() > 1 ? (n.op == "Conv" || n.op == "ConvTranspose" ? y.shape[1] : y.shape.back()) : 1;
+      const std::int64_t out_ch =
+          y.shape.size() > 1 ? (n.op == "Conv" || n.op == "ConvTranspose" ? y.shape[1] : y.shape.back()) : 1;
       const double terms = w ? static_cast<double>(w->size() / std::max<std::int64_t>(out_ch, 1)) : 1.0;
       // MatMul of two activations: K is the shared dimension.
       const double k = n.op == "MatMul" && in.at(0)->shape.size() ? static_cast<double>(in.at(0)->shape.back()) : terms;
@@ -116,7 +117,8 @@ class Amplitudes {
     } else if (n.op == "BatchNormalization") {
       const std::vector<double>& beta = in.at(2)->data;
       const ChannelOf ch(y.shape);
-      for (std::size_t j = 0; j < b.size(); ++j) b[j] = std::sqrt(3.0) * kU * (std::fabs(y.data[j]) + std::fabs(beta[ch(j)]));
+      for (std::size_t j = 0; j < b.size(); ++j)
+        b[j] = std::sqrt(3.0) * kU * (std::fabs(y.data[j]) + std::fabs(beta[ch(j)]));
     } else if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" || n.op == "LeakyRelu") {
       for (std::size_t j = 0; j < b.size(); ++j) b[j] = kU * std::fabs(y.data[j]);
     } else if (n.op == "Sigmoid") {

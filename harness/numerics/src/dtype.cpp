@@ -69,13 +69,12 @@ void round_all(DType t, std::vector<double>& v) {
   for (double& x : v) x = round_to(t, x);
 }
 
-bool representable(DType t, double x) {
-  return std::isnan(x) || round_to(t, x) == x;
-}
+bool representable(DType t, double x) { return std::isnan(x) || round_to(t, x) == x; }
 
 double ulp(DType t, double hi, double lo) {
   const DTypeInfo& i = info(t);
-  if (hi == 0.0 || !std::isfinite(hi)) return std::isfinite(hi) ? i.min_subnormal : std::ldexp(1.0, i.emax - i.precision + 1);
+  if (hi == 0.0 || !std::isfinite(hi))
+    return std::isfinite(hi) ? i.min_subnormal : std::ldexp(1.0, i.emax - i.precision + 1);
   int e = std::ilogb(hi);
   // hi a power of two and lo pulling |x| below it: x is in the binade below.
   if (std::fabs(hi) == std::ldexp(1.0, e) && lo != 0.0 && std::signbit(lo) != std::signbit(hi)) --e;
@@ -118,7 +117,8 @@ double from_bits(DType t, std::uint16_t bits) {
 }
 
 std::uint16_t to_bits(DType t, double x) {
-  if (t == DType::BFloat16) return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(x)) >> 16);
+  if (t == DType::BFloat16)
+    return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(x)) >> 16);
   if (t != DType::Float16) throw std::invalid_argument("to_bits: a 16-bit format expected");
 #if defined(__clang__) && __clang_major__ < 15
   return half_bits(x);

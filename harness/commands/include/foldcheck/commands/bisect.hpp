@@ -162,8 +162,8 @@ struct BisectResult {
   bool bad = false;                    // something is beyond the criterion: the whole pipeline (search,
                                        // leave-one-out), some prefix (linear), or, external, already the
                                        // configuration with every pass disabled
-  bool suspicious_only = false;        // every bad step is beyond only the probabilistic bound (external, known computation)
-  bool nothing_compared = false;       // no step compared anything informative (every exact value 0 or not finite)
+  bool suspicious_only = false;   // every bad step is beyond only the probabilistic bound (external, known computation)
+  bool nothing_compared = false;  // no step compared anything informative (every exact value 0 or not finite)
   // UNEXPECTED when bad (SUSPICIOUS when suspicious_only); otherwise MISTRUSTED when nothing
   // was compared (nothing compared is never a pass), else EXPECTED.
   Verdict verdict() const;
@@ -193,7 +193,7 @@ BisectResult bisect_case(const CaseSpec& spec, const BisectOptions& opts);
 // is bad when any layer is (the step names the worst layer); the pipeline lowers every
 // pair the same way. The model's other ops are not lowered.
 BisectResult bisect_model(const std::string& path, const std::optional<std::string>& input, std::uint64_t seed,
-                            const BisectOptions& opts);
+                          const BisectOptions& opts);
 
 // External: runs `command` (through /bin/sh, in the caller's working directory) once per
 // configuration, expanded by expand_command: {enabled} and {disabled} the comma-separated
@@ -223,8 +223,8 @@ struct ExternalBisectOptions {
   std::optional<KnownComputation> known;
   std::vector<double> reference;  // the exact (or float64) outputs
   std::vector<std::int64_t> reference_shape;
-  std::string reference_source;   // for the report
-  DType dtype = DType::Float32;    // ULP unit of the outputs (known: its dtype)
+  std::string reference_source;  // for the report
+  DType dtype = DType::Float32;  // ULP unit of the outputs (known: its dtype)
   std::optional<double> threshold_ulp;
   double timeout_seconds = 600;
   BisectMode mode = BisectMode::Search;

@@ -43,16 +43,16 @@
 namespace foldcheck {
 
 struct KnownComputation {
-  ref::ValueArray exact;                     // the outputs (certified; a float64 run for a model)
-  Shape shape;                               // of the outputs
-  DType dtype = DType::Float32;              // the type the compiled program computes in
-  std::vector<double> bound;                 // per element: deterministic (a model of several ops: probabilistic)
-  bool deterministic = true;                 // whether `bound` is a deterministic bound
-  std::vector<double> probabilistic;         // per element
-  std::vector<double> abs_sum;               // sum |x w| + |b| of each output's conv (layers only)
-  std::string source;                        // what it is, for the report
-  std::string formula;                       // the bounds, in words
-  std::string shape_hint;                    // where to look when an output's size differs
+  ref::ValueArray exact;              // the outputs (certified; a float64 run for a model)
+  Shape shape;                        // of the outputs
+  DType dtype = DType::Float32;       // the type the compiled program computes in
+  std::vector<double> bound;          // per element: deterministic (a model of several ops: probabilistic)
+  bool deterministic = true;          // whether `bound` is a deterministic bound
+  std::vector<double> probabilistic;  // per element
+  std::vector<double> abs_sum;        // sum |x w| + |b| of each output's conv (layers only)
+  std::string source;                 // what it is, for the report
+  std::string formula;                // the bounds, in words
+  std::string shape_hint;             // where to look when an output's size differs
   // A model of several layers in float32: an observed output's band (output_band.hpp) against
   // one calibration made here; empty otherwise (a layer, another arithmetic).
   std::function<OutputBand(const std::vector<double>& observed)> band;

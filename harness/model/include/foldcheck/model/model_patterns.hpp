@@ -72,11 +72,11 @@ Shape output_major_weight_shape(const Model& m, const ModelNode& n);
 // A pair's parameters, output-channel-major (see above), in the weight's stored dtype.
 struct LayerParams {
   DType dtype = DType::Float32;
-  Shape weight_shape;                  // as stored
+  Shape weight_shape;  // as stored
   std::int64_t channels = 0, per_channel = 0;
-  std::vector<double> weight;          // channels * per_channel, output-channel-major
-  std::vector<std::size_t> index;      // weight[k] is the initializer's element index[k]
-  std::vector<double> bias;            // the layer's bias (empty: none)
+  std::vector<double> weight;      // channels * per_channel, output-channel-major
+  std::vector<std::size_t> index;  // weight[k] is the initializer's element index[k]
+  std::vector<double> bias;        // the layer's bias (empty: none)
   ref::BnParams bn;
 };
 

@@ -28,9 +28,9 @@ struct ModelRunOptions {
   DType dtype = DType::Float32;  // Float32 or Float64
   bool fused = false;
   Recipe recipe = Recipe::PyTorch;
-  Policy policy;                 // conv accumulation order, BatchNorm form
-  ref::Options ref;              // the exact fold, when recipe is Exact
-  std::set<std::string> keep;    // values to return besides the graph outputs
+  Policy policy;               // conv accumulation order, BatchNorm form
+  ref::Options ref;            // the exact fold, when recipe is Exact
+  std::set<std::string> keep;  // values to return besides the graph outputs
   std::function<void(std::size_t done, std::size_t total)> progress;
   // Called after every node that computes a value, in node order on the calling thread,
   // with the node's index, its input tensors and its (first) output, which it may change
@@ -56,8 +56,8 @@ void check_attributes(const Model& m);
 
 // inputs: every graph input by name (values of the run's dtype). Returns the graph
 // outputs and the kept values.
-std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs, const std::map<std::string, Tensor>& inputs,
-                                        const ModelRunOptions& opts);
+std::map<std::string, Tensor> run_model(const Model& m, const BnPatterns& pairs,
+                                        const std::map<std::string, Tensor>& inputs, const ModelRunOptions& opts);
 
 // The model's single input: the given .npy (InputError for NaN/Inf, a value that is not a
 // dt value, or a shape that does not fit the graph input), or seeded standard-normal

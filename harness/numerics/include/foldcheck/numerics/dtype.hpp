@@ -21,11 +21,11 @@ struct DTypeInfo {
   const char* name;
   int precision;  // p
   int emin, emax;
-  double unit_roundoff;     // u = 2^-p
-  double min_subnormal;     // 2^(emin - p + 1): spacing in the subnormal range
-  double underflow_eta;     // 2^(emin - p): bound on the absolute error of an underflowing product
+  double unit_roundoff;  // u = 2^-p
+  double min_subnormal;  // 2^(emin - p + 1): spacing in the subnormal range
+  double underflow_eta;  // 2^(emin - p): bound on the absolute error of an underflowing product
   double max_finite;
-  DType arithmetic;         // type the engines compute in: float64 for float64, else float32
+  DType arithmetic;  // type the engines compute in: float64 for float64, else float32
   const ref::Format* format;
 };
 
