@@ -22,6 +22,12 @@ std::string output_band_text(const v::AdiffBand& b, const std::string& indent) {
       "{}band ({} directions: each layer's channels and BatchNorm eps, against {} honest float32 runs; false alarm "
       "{:g} over all): {} beyond; a one-channel change is seen from {} ppm (median over channels; 90% from {} ppm)\n",
       indent, b.directions, b.samples, b.alpha, b.beyond_count, num(b.floor_median_ppm), num(b.floor_p90_ppm));
+  if (b.scale_drift_ppm != 0)
+    s += fmt::format(
+        "{}  a drift of every BatchNorm's scale in common, fitted at {:.2g} ppm, taken out first (within what a "
+        "hardware rsqrt estimate refined by one Newton step gives, 0 to -0.2 ppm: TensorFlow's BatchNorm, TFLite's "
+        "fold)\n",
+        indent, b.scale_drift_ppm);
   for (const v::AdiffBandDirection& d : b.beyond) s += row(d);
   if (b.beyond_count > static_cast<std::int64_t>(b.beyond.size()))
     s += fmt::format("{}  ... and {} more (a change along one direction projects on its neighbours)\n", indent,

@@ -42,7 +42,8 @@ json output_band_json(const OutputBand& b) {
           {"beyond_count", b.beyond_count},
           {"beyond", beyond},
           {"worst", b.worst ? band_direction_json(*b.worst) : json(nullptr)},
-          {"floor_ppm", {{"median", b.floor_median * 1e6}, {"p90", b.floor_p90 * 1e6}}}};
+          {"floor_ppm", {{"median", b.floor_median * 1e6}, {"p90", b.floor_p90 * 1e6}}},
+          {"scale_drift_ppm", b.scale_drift * 1e6}};
 }
 
 Verdict with_band(Verdict bound, const OutputBand& b) {

@@ -92,7 +92,8 @@ void run_pair(OpRun<T>& run, const BnPair& p) {
   }
   // ConvTranspose: the layer with folded parameters, or the layer then BN.
   if (o.fused) {
-    const FoldedParams fp = fold_parameters(lp.weight, lp.per_channel, lp.bias, lp.bn, lp.dtype, o.recipe, o.ref);
+    const FoldedParams fp =
+        fold_parameters(lp.weight, lp.per_channel, lp.bias, lp.bn, lp.dtype, o.recipe, o.ref, o.policy.arith);
     Tensor w = *m.initializer(layer.inputs[1]);
     for (std::size_t k = 0; k < lp.index.size(); ++k) w.data[lp.index[k]] = fp.weight[k];
     Tensor y = linear(run, layer, where(layer, p.layer), x, w, fp.bias);

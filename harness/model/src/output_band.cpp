@@ -86,19 +86,24 @@ std::vector<Unit> units(const Model& m, const BnPatterns& pairs) {
   return u;
 }
 
-// The K honest float32 runs' kinds: unfused (both BatchNorm forms) and folded by each recipe,
+// The K honest float32 runs' kinds: unfused (both BatchNorm forms) and folded by each engine's
+// recipe (PyTorch, ONNX Runtime, onnxoptimizer, TVM),
 // every conv summed sequentially (the fast kernels: blocked, pairwise and fma orders cost 15x
 // more per run here) from the bias or with it added last, its input channels in order (run 0)
-// or permuted by a seed of the run's own.
+// or permuted by a seed of the run's own. Two kinds take 1/sqrt(var + eps) as TensorFlow does
+// (Eigen's rsqrt: a 12-bit estimate and one Newton step): its BatchNorm, and the TFLite
+// converter's fold (TVM's chain: scale = r * gamma, shift = beta - mean * scale). Each channel's
+// scale then shrinks by 0 to 0.2 ppm: its spread is in the sample, its common part is taken out
+// (scale_drift below).
 ModelRunOptions honest_kind(std::size_t k, std::uint64_t seed, unsigned threads) {
   static const struct {
     bool fused;
     Recipe recipe;
-    bool bias_first, scale_shift;
-  } kinds[] = {{false, Recipe::PyTorch, false, false},   {true, Recipe::PyTorch, false, false},
-               {true, Recipe::OnnxRuntime, true, false}, {false, Recipe::PyTorch, true, true},
-               {true, Recipe::Tvm, false, false},        {true, Recipe::OnnxOptimizer, true, false},
-               {false, Recipe::PyTorch, false, true},    {true, Recipe::Exact, false, false}};
+    bool bias_first, scale_shift, fast_rsqrt;
+  } kinds[] = {{false, Recipe::PyTorch, false, false, false},   {true, Recipe::PyTorch, false, false, false},
+               {true, Recipe::OnnxRuntime, true, false, false}, {false, Recipe::PyTorch, true, true, false},
+               {true, Recipe::Tvm, false, false, false},        {true, Recipe::OnnxOptimizer, true, false, false},
+               {false, Recipe::PyTorch, false, true, true},     {true, Recipe::Tvm, true, false, true}};
   const auto& kd = kinds[k % std::size(kinds)];
   ModelRunOptions o;
   o.dtype = DType::Float32;
@@ -106,6 +111,7 @@ ModelRunOptions honest_kind(std::size_t k, std::uint64_t seed, unsigned threads)
   o.recipe = kd.recipe;
   o.policy.order.bias_first = kd.bias_first;
   o.policy.bn_form = kd.scale_shift ? BnForm::ScaleShift : BnForm::Textbook;
+  if (kd.fast_rsqrt) o.policy.arith.newton_steps = 1;
   o.policy.permute = k == 0 ? 0 : (seed * 0x9e3779b97f4a7c15ULL + k) | 1;
   o.policy.threads = threads;
   o.ref.threads = threads;
@@ -308,6 +314,75 @@ std::vector<double> output_slices(const Model& m, const BnPatterns& pairs, const
   return g;
 }
 
+// The drift every BatchNorm's scale takes when 1/sqrt(var + eps) is a hardware estimate refined
+// by one Newton step (TensorFlow's BatchNorm and the TFLite converter's fold: Eigen's rsqrt):
+// from y0 = r (1 + e0) the step gives r (1 - 1.5 e0^2 - 0.5 e0^3), a shrink in [0, 1.5 e^2 +
+// 0.5 e^3] for |e0| <= e = 1.5 * 2^-12 (Intel's bound on rsqrtps), up to ~0.2 ppm per channel and
+// on average ~0.01 ppm (measured: rsqrtps + one step on this project's AMD host, mean -0.0093 ppm;
+// tf.math.rsqrt the same). Per channel far below rounding, but of one sign in every channel of
+// every layer: it adds up along one output direction, which the honest runs' unbiased errors do
+// not reach (one TFLite ResNet-18 output stood 1.05x beyond a channel's band for it). Its common
+// part is a nuisance the band removes from the observed and the honest errors alike: the
+// least-squares multiple mu of that direction, within [-kRsqrtShrink, 0] (what the arithmetic
+// can produce; a bug's larger or upward drift stays), is taken out before the reverse pass. Each
+// channel's own part (the spread of -1.5 e0^2 about its mean) is in the honest runs: two kinds
+// compute their BatchNorms' scales so (honest_kind).
+constexpr double kRsqrtEstimate = 1.5 * 0x1p-12;
+constexpr double kRsqrtShrink =
+    1.5 * kRsqrtEstimate * kRsqrtEstimate + 0.5 * kRsqrtEstimate * kRsqrtEstimate * kRsqrtEstimate;
+
+// d = dy / d delta when every BatchNorm's output y moves by delta (y - beta_c) (its scale by a
+// factor 1 + delta): central differences of two float64 runs of the chunk, delta = +-2^-20 (the
+// model is piecewise linear in delta at this size but for kinks its outputs do not sit on;
+// float64's rounding leaves ~1e-9 of d). Its own runs, not the caller's reference: d must not
+// carry any difference between the two.
+std::vector<double> scale_drift(const Model& m, const BnPatterns& pairs, const Chunk& c, unsigned threads) {
+  constexpr double h = 0x1p-20;
+  if (std::none_of(m.nodes.begin(), m.nodes.end(), [](const ModelNode& n) { return n.op == "BatchNormalization"; }))
+    return {};  // no BatchNorm: no drift (remove_scale_drift leaves the slices)
+  std::vector<double> y[2];
+  for (int s = 0; s < 2; ++s) {
+    const double delta = s ? -h : h;
+    ModelRunOptions f64;
+    f64.dtype = DType::Float64;
+    f64.policy.threads = f64.ref.threads = threads;
+    f64.after_node = [&](std::size_t i, const std::vector<const Tensor*>&, Tensor& out) {
+      const ModelNode& n = m.nodes[i];
+      if (n.op != "BatchNormalization" || n.inputs.size() < 3) return;
+      const Tensor* beta = m.initializer(n.inputs[2]);
+      const std::int64_t C = out.shape.size() > 1 ? out.shape[1] : 1, inner = ops::prod(out.shape, 2);
+      if (!beta || beta->data.size() != static_cast<std::size_t>(C)) return;
+      for (std::size_t k = 0; k < out.data.size(); ++k)
+        out.data[k] +=
+            delta * (out.data[k] - beta->data[static_cast<std::size_t>((static_cast<std::int64_t>(k) / inner) % C)]);
+    };
+    y[s] = run_model(m, pairs, {{m.inputs[0].name, c.x}}, f64).at(m.outputs[0].name).data;
+  }
+  std::vector<double> d(y[0].size());
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = (y[0][i] - y[1][i]) / (2 * h);
+  return d;
+}
+
+// Slices [0, count) of g (each d.size() long) less their multiple mu of d, mu the least-squares
+// fit clamped to [-kRsqrtShrink, 0]; returns slice 0's mu.
+double remove_scale_drift(std::vector<double>& g, const std::vector<double>& d, std::size_t count) {
+  const std::size_t n = d.size();
+  if (n == 0) return 0.0;
+  double dd = 0;
+  for (const double v : d) dd += v * v;
+  double first = 0;
+  if (!(dd > 0) || !std::isfinite(dd)) return first;
+  for (std::size_t s = 0; s < count && (s + 1) * n <= g.size(); ++s) {
+    double ed = 0;
+    for (std::size_t i = 0; i < n; ++i) ed += g[s * n + i] * d[i];
+    if (!std::isfinite(ed)) continue;  // a non-finite output: nothing to fit (the clamp would say -0.2 ppm)
+    const double mu = std::clamp(ed / dd, -kRsqrtShrink, 0.0);
+    for (std::size_t i = 0; i < n; ++i) g[s * n + i] -= mu * d[i];
+    if (s == 0) first = mu;
+  }
+  return first;
+}
+
 void summarise(std::vector<BandDirection>& all, OutputBand& r) {
   std::vector<double> floors;
   for (const BandDirection& d : all) {
@@ -486,6 +561,8 @@ std::vector<DirectionProjection> project_cotangent(const Model& m, const BnPatte
 struct BandHonest {
   std::vector<Unit> units;
   std::vector<std::vector<std::vector<double>>> proj;
+  std::vector<std::vector<double>> drift;  // per chunk: scale_drift
+  double observed_drift = 0;               // slice 0's removed drift, mean over the chunks
   std::size_t directions = 0;
 };
 
@@ -506,6 +583,8 @@ BandCalibration calibrate(const Model& m, const BnPatterns& pairs, const Tensor&
     const std::size_t B = 1 + o.samples + o.probes;
     for (const Chunk& c : chunks(m, x, reference, observed)) {
       std::vector<double> g = output_slices(m, pairs, c, o);
+      h->drift.push_back(scale_drift(m, pairs, c, o.threads));
+      h->observed_drift += remove_scale_drift(g, h->drift.back(), 1 + o.samples) / static_cast<double>(c.count);
       if (o.progress) o.progress("band: reverse pass");
       add_projections(h->proj, project(m, pairs, h->units, c.x, std::move(g), B, o.threads));
     }
@@ -520,16 +599,19 @@ BandCalibration calibrate(const Model& m, const BnPatterns& pairs, const Tensor&
   return cal;
 }
 
-// The observed output's projections on every direction, per unit and direction (one slice).
+// The observed output's projections on every direction, per unit and direction (one slice), and
+// its removed BatchNorm-scale drift (mean over the chunks) in `drift`.
 std::vector<std::vector<std::vector<double>>> observed_projections(const Model& m, const BnPatterns& pairs,
                                                                    const BandHonest& h, const Tensor& x,
                                                                    const Tensor& reference,
                                                                    const std::vector<double>& observed,
-                                                                   unsigned threads) {
+                                                                   unsigned threads, double& drift) {
   std::vector<std::vector<std::vector<double>>> proj;
+  drift = 0;
   for (const Chunk& c : chunks(m, x, reference, observed)) {
     std::vector<double> e(c.ref.data.size());
     for (std::size_t i = 0; i < e.size(); ++i) e[i] = c.observed[i] - c.ref.data[i];
+    drift += remove_scale_drift(e, h.drift.at(c.index), 1) / static_cast<double>(c.count);
     add_projections(proj, project(m, pairs, h.units, c.x, std::move(e), 1, threads));
   }
   return proj;
@@ -569,10 +651,11 @@ std::vector<BandDirection> directions(const BandHonest& h, const std::vector<std
 }
 
 // The band of the observed output whose projections are `seen` (per unit, direction, slice 0).
-OutputBand judge(const BandHonest& h, const std::vector<std::vector<std::vector<double>>>& seen, const Model& m,
-                 const Tensor& x, const Tensor& reference, const OutputBandOptions& o) {
+OutputBand judge(const BandHonest& h, const std::vector<std::vector<std::vector<double>>>& seen, double drift,
+                 const Model& m, const Tensor& x, const Tensor& reference, const OutputBandOptions& o) {
   OutputBand r;
   try {
+    r.scale_drift = drift;
     r.samples = o.samples;
     r.probes = o.probes;
     r.directions = h.directions;
@@ -611,8 +694,9 @@ OutputBand judge_band(const BandCalibration& cal, const Model& m, const BnPatter
   }
   try {
     if (o.progress) o.progress("band: the observed output's reverse pass");
-    return judge(*cal.honest, observed_projections(m, pairs, *cal.honest, x, reference, observed, o.threads), m, x,
-                 reference, o);
+    double drift = 0;
+    auto seen = observed_projections(m, pairs, *cal.honest, x, reference, observed, o.threads, drift);
+    return judge(*cal.honest, seen, drift, m, x, reference, o);
   } catch (const InputError& e) {
     OutputBand r;
     r.not_computed = e.what();
@@ -627,7 +711,7 @@ OutputBand output_band(const Model& m, const BnPatterns& pairs, const Tensor& x,
                        const std::vector<double>& observed, const OutputBandOptions& o) {
   const BandCalibration cal = calibrate(m, pairs, x, reference, observed, o);
   if (cal.not_computed || !cal.honest) return judge_band(cal, m, pairs, x, reference, observed, o);
-  return judge(*cal.honest, cal.honest->proj, m, x, reference, o);
+  return judge(*cal.honest, cal.honest->proj, cal.honest->observed_drift, m, x, reference, o);
 }
 
 }  // namespace foldcheck

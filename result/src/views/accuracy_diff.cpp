@@ -165,6 +165,7 @@ AdiffBand AdiffBand::from_json(const json& j) {
   b.alpha = required<double>(j, "alpha");
   b.floor_median_ppm = optional<double>(j.at("floor_ppm"), "median");
   b.floor_p90_ppm = optional<double>(j.at("floor_ppm"), "p90");
+  b.scale_drift_ppm = optional<double>(j, "scale_drift_ppm").value_or(0.0);
   b.beyond = list_of(j, "beyond", AdiffBandDirection::from_json);
   if (const json* w = object_at(j, "worst")) b.worst = AdiffBandDirection::from_json(*w);
   return b;

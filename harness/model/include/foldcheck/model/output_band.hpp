@@ -15,7 +15,8 @@
 // float64 run's values) takes e back to every layer's output, so n for every channel and
 // every BatchNorm's eps costs one pass. The honest spread of n is MEASURED as diagnose's band
 // measures a layer's (layer/channel_bias.hpp): K float32 runs of the model by foldcheck's own
-// kernels (unfused in both BatchNorm forms and folded by each recipe; each conv summed
+// kernels (unfused in both BatchNorm forms and folded by each engine's recipe, two of them with
+// TensorFlow's rsqrt; each conv summed
 // sequentially with its input channels permuted per run, from the bias or adding it last; no
 // blocked, pairwise or FMA sums: an engine whose kernels drift systematically otherwise is not
 // in the sample) give n_k, and the band of a direction is
@@ -28,6 +29,12 @@
 // alpha_d = alpha / D over the D directions (Bonferroni): an honest output crosses any band with
 // probability at most alpha under that model (tested on held-out honest runs: test_output_band).
 // Beyond it: SUSPICIOUS with the direction named; never UNEXPECTED (no rigorous claim).
+// One systematic honest drift is taken out first, from the observed and the honest errors alike:
+// every BatchNorm's scale shrunk in common, as a hardware rsqrt estimate refined by one Newton
+// step leaves it (TensorFlow's BatchNorm and TFLite's fold: 0 to 0.2 ppm per channel, of one
+// sign, so it adds up over a network's channels where unbiased rounding cancels). The error's
+// least-squares multiple of that drift's output direction, within what the arithmetic can give,
+// is subtracted before the reverse pass (output_band.cpp scale_drift; OutputBand::scale_drift).
 // The change's size: |J v|^2 = E_r <r, J v>^2 for r standard normal in output space, estimated
 // from R random probes through the same reverse pass (relative error ~sqrt(2/R)); rho = n /
 // |J v|^2, and the smallest change the band sees in that direction is band / |J v|^2.
@@ -77,6 +84,10 @@ struct OutputBand {
   // The smallest one-channel change seen, over the channels of every layer: median and 90th
   // percentile of their floors (relative).
   double floor_median = 0, floor_p90 = 0;
+  // The common drift of every BatchNorm's scale taken out of the observed output before the
+  // band (relative, in [-2.012e-7, 0]: a hardware rsqrt estimate refined by one Newton step,
+  // TensorFlow's; output_band.cpp scale_drift): fitted per input of a batch, their mean.
+  double scale_drift = 0;
 };
 
 // x: the model's input (float32 values), or a batch of them (a multiple of the graph's fixed

@@ -129,7 +129,8 @@ struct AdiffOutput {
 // {"observed_vs_reference", "rows"}, "bound_ulp" {"median", "min", "max"} with
 // "foldcheck_runs" {"unfused_worst_ratio", "fused_worst_ratio"}.
 // The observed output's band ("band", model/output_band.hpp): computed or why not; its worst
-// direction and those beyond, the change each estimates and the smallest it sees (ppm).
+// direction and those beyond, the change each estimates and the smallest it sees (ppm), and the
+// common BatchNorm-scale drift taken out first ("scale_drift_ppm", 0 when absent).
 struct AdiffBandDirection {
   std::string layer, direction;
   Figure ratio, change_ppm, floor_ppm;
@@ -140,6 +141,7 @@ struct AdiffBand {
   std::int64_t samples = 0, directions = 0, beyond_count = 0;
   double alpha = 0;
   Figure floor_median_ppm, floor_p90_ppm;
+  double scale_drift_ppm = 0;  // the common BatchNorm-scale drift taken out (0: none)
   std::vector<AdiffBandDirection> beyond;
   std::optional<AdiffBandDirection> worst;
   static AdiffBand from_json(const nlohmann::json& j);
