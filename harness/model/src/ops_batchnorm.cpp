@@ -18,9 +18,8 @@ namespace {
 // y[i] = f(y[i], channel of i) over axis 1 (the channel of a tensor of rank < 2 is 0).
 template <class F>
 void channelwise(Tensor& y, F f) {
-  const std::int64_t C = y.shape.size() > 1 ? y.shape[1] : 1, inner = prod(y.shape, 2);
-  for (std::size_t i = 0; i < y.data.size(); ++i)
-    y.data[i] = f(y.data[i], static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C));
+  const ChannelOf ch(y.shape);
+  for (std::size_t i = 0; i < y.data.size(); ++i) y.data[i] = f(y.data[i], ch(i));
 }
 
 // The BatchNorm in the policy's form, computed in T.
@@ -60,11 +59,10 @@ void batch_normalization_vjp(const VjpArgs& a, const std::vector<double>& gy,
   if (!gx[0]) return;
   const double eps = static_cast<double>(static_cast<float>(a.node.float_attr("epsilon", 1e-5)));
   const std::vector<double>&g = a.inputs[1]->data, &v = a.inputs[4]->data;
-  const Shape& xs = a.inputs[0]->shape;
-  const std::int64_t C = xs.size() > 1 ? xs[1] : 1, inner = prod(xs, 2);
+  const ChannelOf ch(a.inputs[0]->shape);
   const std::size_t n = a.inputs[0]->data.size();
   for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
+    const std::size_t c = ch(i);
     const double f = g[c] / std::sqrt(v[c] + eps);
     for (std::size_t s = 0; s < a.slices; ++s) (*gx[0])[s * n + i] += gy[s * n + i] * f;
   }

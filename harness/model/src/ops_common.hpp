@@ -68,6 +68,15 @@ std::string where(const ModelNode& n, std::size_t i);
 // The product of dimensions [from, to) of s (1 when empty).
 std::int64_t prod(const Shape& s, std::size_t from = 0, std::size_t to = SIZE_MAX);
 
+// Channel of flat element i of a tensor as a BatchNorm sees it (axis 1; 0 for rank < 2).
+struct ChannelOf {
+  std::int64_t C = 1, inner = 1;
+  explicit ChannelOf(const Shape& s) : C(s.size() > 1 ? s[1] : 1), inner(prod(s, 2)) {}
+  std::size_t operator()(std::size_t i) const {
+    return static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
+  }
+};
+
 // Checked shape arithmetic: every output dimension of every op is computed through these,
 // so a model cannot make a shape wrap around 2^63. InputError naming `where` on overflow.
 std::int64_t checked_add(std::int64_t a, std::int64_t b, const std::string& where);

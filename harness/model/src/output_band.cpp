@@ -159,11 +159,10 @@ class Reverse {
 
   // A pair's cotangent at the BatchNorm's output, taken to the layer's: times its scale a_c.
   void scale_by_bn(const BnPair& p, const std::vector<double>& a, std::vector<double>& g) const {
-    const Shape& ys = values_.at(m_.nodes[p.bn].outputs.at(0)).shape;
-    const std::int64_t C = ys.size() > 1 ? ys[1] : 1, inner = ops::prod(ys, 2);
+    const ops::ChannelOf ch(values_.at(m_.nodes[p.bn].outputs.at(0)).shape);
     const std::size_t n = g.size() / slices_;
     for (std::size_t i = 0; i < n; ++i) {
-      const double ai = a[static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C)];
+      const double ai = a[ch(i)];
       for (std::size_t s = 0; s < slices_; ++s) g[s * n + i] *= ai;
     }
   }
@@ -202,11 +201,11 @@ class Reverse {
 // Projections of every slice on every direction of unit u: channels first, then (a pair) eps.
 std::vector<std::vector<double>> projections(const Unit& u, const Tensor& y, const std::vector<double>& g,
                                              std::size_t slices) {
-  const std::int64_t C = y.shape.size() > 1 ? y.shape[1] : 1, inner = ops::prod(y.shape, 2);
-  const std::size_t n = y.data.size(), D = static_cast<std::size_t>(C) + (u.pair ? 1 : 0);
+  const ops::ChannelOf ch(y.shape);
+  const std::size_t n = y.data.size(), D = static_cast<std::size_t>(ch.C) + (u.pair ? 1 : 0);
   std::vector<std::vector<double>> p(D, std::vector<double>(slices, 0.0));
   for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
+    const std::size_t c = ch(i);
     const double v = y.data[i] - (u.shift.empty() ? 0.0 : u.shift[c]);
     const double ve = u.pair ? -u.eps * (y.data[i] - u.beta[c]) / (2 * (u.var[c] + u.eps)) : 0.0;
     for (std::size_t s = 0; s < slices; ++s) {
@@ -350,11 +349,9 @@ std::vector<double> scale_drift(const Model& m, const BnPatterns& pairs, const C
       const ModelNode& n = m.nodes[i];
       if (n.op != "BatchNormalization" || n.inputs.size() < 3) return;
       const Tensor* beta = m.initializer(n.inputs[2]);
-      const std::int64_t C = out.shape.size() > 1 ? out.shape[1] : 1, inner = ops::prod(out.shape, 2);
-      if (!beta || beta->data.size() != static_cast<std::size_t>(C)) return;
-      for (std::size_t k = 0; k < out.data.size(); ++k)
-        out.data[k] +=
-            delta * (out.data[k] - beta->data[static_cast<std::size_t>((static_cast<std::int64_t>(k) / inner) % C)]);
+      const ops::ChannelOf ch(out.shape);
+      if (!beta || beta->data.size() != static_cast<std::size_t>(ch.C)) return;
+      for (std::size_t k = 0; k < out.data.size(); ++k) out.data[k] += delta * (out.data[k] - beta->data[ch(k)]);
     };
     y[s] = run_model(m, pairs, {{m.inputs[0].name, c.x}}, f64).at(m.outputs[0].name).data;
   }
@@ -367,7 +364,6 @@ std::vector<double> scale_drift(const Model& m, const BnPatterns& pairs, const C
 // fit clamped to [-kRsqrtShrink, 0]; returns slice 0's mu.
 double remove_scale_drift(std::vector<double>& g, const std::vector<double>& d, std::size_t count) {
   const std::size_t n = d.size();
-  if (n == 0) return 0.0;
   double dd = 0;
   for (const double v : d) dd += v * v;
   double first = 0;

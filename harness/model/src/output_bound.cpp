@@ -13,6 +13,7 @@
 #include "foldcheck/base/task_pool.hpp"
 #include "foldcheck/model/model_run.hpp"
 #include "foldcheck/numerics/dtype.hpp"
+#include "ops_common.hpp"
 
 namespace foldcheck {
 namespace {
@@ -29,17 +30,7 @@ constexpr double kU = 0x1p-24;  // float32 unit roundoff: the engine's activatio
 // its sampling noise.
 using Gaussian = boost::random::normal_distribution<double>;
 
-// Channel of flat element i of a tensor as a BatchNorm sees it (axis 1).
-struct ChannelOf {
-  std::int64_t C = 1, inner = 1;
-  explicit ChannelOf(const Shape& s) {
-    C = s.size() > 1 ? s[1] : 1;
-    for (std::size_t k = 2; k < s.size(); ++k) inner *= s[k];
-  }
-  std::size_t operator()(std::size_t i) const {
-    return static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % C);
-  }
-};
+using ops::ChannelOf;
 
 // Per channel: the BatchNorm scale s = gamma / sqrt(var + eps) and the folded bias
 // b' = beta + (b - mu) s (b: the layer's bias, 0 if none), in double (they only size bounds).
